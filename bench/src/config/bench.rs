@@ -1,0 +1,940 @@
+//! `configs/bench.toml`: targets and named bench profiles.
+//!
+//! ```toml
+//! [targets.local-vllm]
+//! base_url = "http://127.0.0.1:8000"      # with or without /v1
+//! model = "meta-llama/Llama-3.1-8B-Instruct"
+//! api_key_env = "VLLM_API_KEY"             # the key itself only ever lives in the environment
+//! engine_config = "configs/engine.toml"    # the governed parameters this server runs with
+//!
+//! [profile.default]                        # used when no --profile is given
+//! [profile.default.load]
+//! concurrency = 16
+//!
+//! [profile.nightly]
+//! inherits = "default"                     # profiles layer over their parent
+//! target = "local-vllm"
+//! ```
+//!
+//! Resolution: built-in defaults, then `[profile.default]`, then the chain of `inherits` down to
+//! the chosen profile, then command-line overrides. Unknown keys and bad values are refused with
+//! the file, the line and the valid choices.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::source::{ConfigError, Source};
+use crate::metrics::Slo;
+
+/// The parsed `configs/bench.toml`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchFile {
+    #[serde(default)]
+    pub targets: BTreeMap<String, Target>,
+    #[serde(default)]
+    pub profile: BTreeMap<String, Profile>,
+}
+
+/// A server to measure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// Base URL, with or without the `/v1` suffix.
+    pub base_url: String,
+    /// Model id; when absent, the first model `/v1/models` offers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Name of the environment variable holding the API key (never the key itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The governed engine-parameter file this server was started from (recorded in summaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_config: Option<String>,
+    /// Which output-length field to send.
+    #[serde(default)]
+    pub max_tokens_field: MaxTokensField,
+    /// Prometheus endpoint; defaults to `<server root>/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_tokens`, switching to `max_completion_tokens` if the server rejects it.
+    #[default]
+    Auto,
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Endpoint {
+    /// `/v1/chat/completions`
+    #[default]
+    Chat,
+    /// `/v1/completions`
+    Completions,
+}
+
+impl Endpoint {
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat/completions",
+            Endpoint::Completions => "completions",
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        }
+    }
+}
+
+/// A bench profile: everything that defines one measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Profile {
+    /// Parent profile this one layers over (`default` when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inherits: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Name of a `[targets.*]` entry; absent = the embedded engine simulator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub endpoint: Endpoint,
+    pub stream: bool,
+    /// Overrides the target's model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub load: LoadConfig,
+    pub workload: WorkloadConfig,
+    pub slo: Slo,
+    pub client: ClientConfig,
+    pub sim: SimConfig,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Profile {
+            inherits: None,
+            description: None,
+            target: None,
+            endpoint: Endpoint::Chat,
+            stream: true,
+            model: None,
+            load: LoadConfig::default(),
+            workload: WorkloadConfig::default(),
+            slo: Slo::default(),
+            client: ClientConfig::default(),
+            sim: SimConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadMode {
+    /// `concurrency` workers, each sending its next request when the previous one finishes.
+    #[default]
+    Closed,
+    /// Requests sent on a schedule at `rate` per second, whether or not earlier ones finished.
+    Open,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrival {
+    /// Exponential inter-arrival times (a Poisson process).
+    #[default]
+    Poisson,
+    /// Gamma inter-arrival times with shape `burstiness` (1 = Poisson, < 1 burstier).
+    Gamma,
+    /// Evenly spaced.
+    Constant,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoadConfig {
+    pub mode: LoadMode,
+    /// Closed loop: number of concurrent workers.
+    pub concurrency: u32,
+    /// Open loop: requests per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    pub arrival: Arrival,
+    /// Gamma shape for `arrival = "gamma"`.
+    pub burstiness: f64,
+    /// Open loop: at most this many requests in flight (later ones wait, and the wait counts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Measured requests to send (default: the workload's size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Stop scheduling measured requests after this many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Requests sent before the measured ones and excluded from metrics.
+    pub warmup_requests: u64,
+    /// Seconds of load before the measured window (requests intended earlier are warmup).
+    pub warmup_s: f64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig {
+            mode: LoadMode::Closed,
+            concurrency: 16,
+            rate: None,
+            arrival: Arrival::Poisson,
+            burstiness: 1.0,
+            max_concurrency: None,
+            requests: None,
+            duration_s: None,
+            warmup_requests: 0,
+            warmup_s: 0.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadConfig {
+    /// Prompt lengths in tokens of the target (see the README on how they are counted).
+    pub input_lengths: Vec<u32>,
+    /// Each length this many times.
+    pub repeats: u32,
+    /// Output tokens requested per request.
+    pub max_tokens: u32,
+    /// Ask the server to ignore end-of-sequence so every request produces `max_tokens`.
+    pub ignore_eos: bool,
+    pub temperature: f64,
+    pub top_p: f64,
+    /// Seeds prompt text, request order and the `seed` sampling parameter.
+    pub seed: u64,
+    /// A JSONL file of requests instead of synthetic prompts (see the README).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<String>,
+    /// Tokens of a prefix shared by every synthetic prompt (exercises prefix caching).
+    pub shared_prefix_tokens: u32,
+    /// Shuffle the request order (deterministically, by `seed`).
+    pub shuffle: bool,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            input_lengths: vec![128, 256, 512, 1024],
+            repeats: 20,
+            max_tokens: 128,
+            ignore_eos: true,
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 42,
+            dataset: None,
+            shared_prefix_tokens: 0,
+            shuffle: true,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyMode {
+    /// Ignore proxy variables for loopback targets, honour them otherwise (with a warning).
+    #[default]
+    Auto,
+    /// Honour HTTP_PROXY / HTTPS_PROXY / ALL_PROXY / NO_PROXY.
+    Env,
+    /// Connect directly.
+    None,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientConfig {
+    /// A request running longer than this ends as `timeout`.
+    pub request_timeout_s: f64,
+    /// A stream that delivers no bytes for this long ends as `timeout`.
+    pub stall_timeout_s: f64,
+    /// After Ctrl-C, in-flight requests get this long to finish before they are `cancelled`.
+    pub grace_s: f64,
+    pub proxy: ProxyMode,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            request_timeout_s: 600.0,
+            stall_timeout_s: 60.0,
+            grace_s: 10.0,
+            proxy: ProxyMode::Auto,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SimMode {
+    /// Fixed TTFT, inter-token gap and output length: a known-answer oracle.
+    #[default]
+    Timing,
+    /// The continuous-batching engine model driven by the engine config.
+    Engine,
+}
+
+/// The embedded engine simulator used when a profile names no target.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    pub mode: SimMode,
+    /// Engine-parameter file for `mode = "engine"`.
+    pub engine_config: String,
+    pub timing: TimingConfig,
+    pub faults: FaultConfig,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            mode: SimMode::Timing,
+            engine_config: "configs/engine.toml".into(),
+            timing: TimingConfig::default(),
+            faults: FaultConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageMode {
+    /// A usage-only chunk with empty `choices` after the finish chunk (vLLM, OpenAI).
+    #[default]
+    Final,
+    /// Usage carried by the finish chunk itself.
+    LastChunk,
+    /// Cumulative usage in every chunk.
+    Every,
+    /// No usage at all.
+    None,
+}
+
+/// Timing mode: the simulator answers every request on an exact schedule.
+/// Chunk `j` (0-based) of a response is sent at `ttft_ms + j * tokens_per_chunk * itl_ms`
+/// (plus jitter) after the request arrives; each chunk carries `tokens_per_chunk` tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimingConfig {
+    pub ttft_ms: f64,
+    /// Gap per token.
+    pub itl_ms: f64,
+    /// Natural output length (stops earlier than max_tokens unless ignore_eos); absent = max_tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u32>,
+    /// Each gap is drawn uniformly from [gap - jitter, gap + jitter] (seeded).
+    pub jitter_ms: f64,
+    pub tokens_per_chunk: u32,
+    pub usage: UsageMode,
+    pub seed: u64,
+}
+
+impl Default for TimingConfig {
+    fn default() -> Self {
+        TimingConfig {
+            ttft_ms: 50.0,
+            itl_ms: 10.0,
+            output_tokens: None,
+            jitter_ms: 0.0,
+            tokens_per_chunk: 1,
+            usage: UsageMode::Final,
+            seed: 7,
+        }
+    }
+}
+
+/// Faults the simulator injects on purpose. Probabilities are per request (0..=1), drawn from a
+/// seeded generator so a run is reproducible.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FaultConfig {
+    pub http_429: f64,
+    pub http_500: f64,
+    pub http_503: f64,
+    /// Connection reset after some content.
+    pub reset: f64,
+    /// `event: error` after some content.
+    pub error_event: f64,
+    /// A JSON `{"error": ...}` object after some content.
+    pub error_object: f64,
+    /// A chunk that is not JSON.
+    pub malformed: f64,
+    /// The stream ends after some content, without finish_reason or `[DONE]`.
+    pub truncate: f64,
+    /// A complete response without any content.
+    pub empty: f64,
+    /// A per-request pause of `stall_ms` in the middle of the stream.
+    pub stall: f64,
+    pub stall_ms: f64,
+    /// The whole server freezes once for `freeze_ms`, `freeze_at_ms` after it started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub freeze_at_ms: Option<f64>,
+    pub freeze_ms: f64,
+    pub seed: u64,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            http_429: 0.0,
+            http_500: 0.0,
+            http_503: 0.0,
+            reset: 0.0,
+            error_event: 0.0,
+            error_object: 0.0,
+            malformed: 0.0,
+            truncate: 0.0,
+            empty: 0.0,
+            stall: 0.0,
+            stall_ms: 5000.0,
+            freeze_at_ms: None,
+            freeze_ms: 1000.0,
+            seed: 11,
+        }
+    }
+}
+
+impl FaultConfig {
+    /// The probability fields, by name (for validation and the `--fault NAME=P` flag).
+    pub fn probabilities_mut(&mut self) -> [(&'static str, &mut f64); 10] {
+        [
+            ("http_429", &mut self.http_429),
+            ("http_500", &mut self.http_500),
+            ("http_503", &mut self.http_503),
+            ("reset", &mut self.reset),
+            ("error_event", &mut self.error_event),
+            ("error_object", &mut self.error_object),
+            ("malformed", &mut self.malformed),
+            ("truncate", &mut self.truncate),
+            ("empty", &mut self.empty),
+            ("stall", &mut self.stall),
+        ]
+    }
+
+    pub fn probabilities(&self) -> [(&'static str, f64); 10] {
+        [
+            ("http_429", self.http_429),
+            ("http_500", self.http_500),
+            ("http_503", self.http_503),
+            ("reset", self.reset),
+            ("error_event", self.error_event),
+            ("error_object", self.error_object),
+            ("malformed", self.malformed),
+            ("truncate", self.truncate),
+            ("empty", self.empty),
+            ("stall", self.stall),
+        ]
+    }
+}
+
+/// A profile resolved from its file and the command line, ready to run.
+#[derive(Clone, Debug)]
+pub struct ResolvedProfile {
+    pub name: String,
+    pub profile: Profile,
+    /// The target, when the profile names one (`None` = embedded simulator).
+    pub target: Option<(String, Target)>,
+    /// The config file it came from (None: built-in defaults only).
+    pub file: Option<PathBuf>,
+}
+
+/// One `key=value` override from the command line (`load.concurrency=64`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Override {
+    pub key: String,
+    pub value: toml::Value,
+    /// How the user wrote it, for error messages.
+    pub origin: String,
+}
+
+impl Override {
+    /// Parse `key=value`; the value is TOML (`64`, `true`, `[128, 256]`, `"text"`), and a bare word
+    /// that is not valid TOML is taken as a string.
+    pub fn parse(s: &str) -> Result<Override, String> {
+        let (key, raw) = s
+            .split_once('=')
+            .ok_or_else(|| format!("`{s}`: expected KEY=VALUE, e.g. load.concurrency=64"))?;
+        let key = key.trim();
+        if key.is_empty() || key.split('.').any(|p| p.is_empty()) {
+            return Err(format!("`{s}`: `{key}` is not a dotted key like load.concurrency"));
+        }
+        let raw = raw.trim();
+        let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+        Ok(Override { key: key.to_string(), value, origin: format!("--set {s}") })
+    }
+
+    pub fn new(key: &str, value: impl Into<toml::Value>, origin: impl Into<String>) -> Override {
+        Override { key: key.to_string(), value: value.into(), origin: origin.into() }
+    }
+}
+
+/// The bench configuration file with its source text (for located errors).
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    pub source: Source,
+    pub file: BenchFile,
+    raw: toml::Table,
+}
+
+impl BenchConfig {
+    pub fn load(path: &Path) -> Result<BenchConfig, ConfigError> {
+        Self::from_source(Source::read(path)?)
+    }
+
+    pub fn from_source(source: Source) -> Result<BenchConfig, ConfigError> {
+        let file: BenchFile = source.parse()?;
+        let raw: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
+        let cfg = BenchConfig { source, file, raw };
+        cfg.validate_targets()?;
+        Ok(cfg)
+    }
+
+    /// Built-in defaults only (no file).
+    pub fn builtin() -> BenchConfig {
+        BenchConfig {
+            source: Source::new("<built-in defaults>", ""),
+            file: BenchFile::default(),
+            raw: toml::Table::new(),
+        }
+    }
+
+    pub fn profile_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.file.profile.keys().cloned().collect();
+        if !names.iter().any(|n| n == "default") {
+            names.insert(0, "default".into());
+        }
+        names
+    }
+
+    pub fn target(&self, name: &str) -> Result<&Target, String> {
+        self.file.targets.get(name).ok_or_else(|| {
+            let known: Vec<&str> = self.file.targets.keys().map(String::as_str).collect();
+            format!(
+                "no target `{name}` in {}; defined targets: {}",
+                self.source.path.display(),
+                if known.is_empty() { "(none)".to_string() } else { known.join(", ") }
+            )
+        })
+    }
+
+    fn validate_targets(&self) -> Result<(), ConfigError> {
+        for (name, t) in &self.file.targets {
+            let at = |key: &str, msg: String| self.source.error_at(&["targets", name, key], msg);
+            if !(t.base_url.starts_with("http://") || t.base_url.starts_with("https://")) {
+                return Err(at(
+                    "base_url",
+                    format!("base_url must start with http:// or https://, got `{}`", t.base_url),
+                ));
+            }
+            if let Some(var) = &t.api_key_env {
+                validate_env_name(var).map_err(|m| at("api_key_env", m))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Chain of profile names from the most general (`default`) to `name`.
+    fn chain(&self, name: &str) -> Result<Vec<String>, ConfigError> {
+        let mut chain = vec![name.to_string()];
+        let mut cur = name.to_string();
+        loop {
+            let parent = match self.file.profile.get(&cur) {
+                Some(p) => p.inherits.clone(),
+                None if cur == "default" => None,
+                None => {
+                    return Err(self.source.error(
+                        None,
+                        format!(
+                            "no profile `{cur}`; defined profiles: {}",
+                            self.profile_names().join(", ")
+                        ),
+                    ));
+                }
+            };
+            let parent = match parent {
+                Some(p) => p,
+                None if cur != "default" => "default".to_string(),
+                None => break,
+            };
+            if chain.contains(&parent) {
+                return Err(self.source.error_at(
+                    &["profile", &cur, "inherits"],
+                    format!("profile inheritance loops: {} -> {parent}", chain.join(" -> ")),
+                ));
+            }
+            chain.push(parent.clone());
+            cur = parent;
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    /// Resolve a profile: built-in defaults, `[profile.default]`, the `inherits` chain, then the
+    /// overrides in order.
+    pub fn resolve(
+        &self,
+        name: &str,
+        overrides: &[Override],
+    ) -> Result<ResolvedProfile, ConfigError> {
+        let chain = self.chain(name)?;
+        let mut merged = toml::Table::new();
+        let profiles = self.raw.get("profile").and_then(|p| p.as_table());
+        for layer in &chain {
+            if let Some(t) = profiles.and_then(|p| p.get(layer)).and_then(|v| v.as_table()) {
+                deep_merge(&mut merged, t);
+            }
+        }
+        merged.remove("inherits");
+        for o in overrides {
+            set_dotted(&mut merged, &o.key, o.value.clone()).map_err(|m| self.cli_error(o, m))?;
+            // Validate each override on its own, so the message names the flag that is wrong.
+            let mut probe = toml::Table::new();
+            set_dotted(&mut probe, &o.key, o.value.clone()).map_err(|m| self.cli_error(o, m))?;
+            if let Err(e) = probe.clone().try_into::<Profile>() {
+                return Err(self.cli_error(o, e.message().trim().to_string()));
+            }
+        }
+        let profile: Profile =
+            toml::Value::Table(merged).try_into().map_err(|e: toml::de::Error| {
+                self.source.error(None, e.message().trim().to_string())
+            })?;
+        // The located check: which layer set the offending key?
+        if let Err((key, msg)) = validate_profile(&profile) {
+            let key_parts: Vec<&str> = key.split('.').collect();
+            if let Some(o) =
+                overrides.iter().rev().find(|o| key.starts_with(&o.key) || o.key.starts_with(&key))
+            {
+                return Err(self.cli_error(o, msg));
+            }
+            for layer in chain.iter().rev() {
+                let mut path = vec!["profile", layer.as_str()];
+                path.extend(key_parts.iter().copied());
+                if self.source.locate(&path).is_some() {
+                    return Err(self.source.error_at(&path, format!("{key}: {msg}")));
+                }
+            }
+            return Err(self.source.error(None, format!("profile `{name}`: {key}: {msg}")));
+        }
+        let target = match &profile.target {
+            Some(t) => {
+                let target = self.target(t).map_err(|m| {
+                    let mut path = vec!["profile", name, "target"];
+                    if self.source.locate(&path).is_none() {
+                        path = vec!["profile", "default", "target"];
+                    }
+                    self.source.error_at(&path, m)
+                })?;
+                Some((t.clone(), target.clone()))
+            }
+            None => None,
+        };
+        let file = (!self.source.text.is_empty() || self.source.path.exists())
+            .then(|| self.source.path.clone());
+        Ok(ResolvedProfile { name: name.to_string(), profile, target, file })
+    }
+
+    fn cli_error(&self, o: &Override, message: String) -> ConfigError {
+        ConfigError {
+            path: PathBuf::from("<command line>"),
+            line: None,
+            col: None,
+            message: format!("{}: {message}", o.origin),
+        }
+    }
+}
+
+/// An environment variable name: letters, digits and underscores, not starting with a digit.
+pub fn validate_env_name(var: &str) -> Result<(), String> {
+    let valid = !var.is_empty()
+        && !var.starts_with(|c: char| c.is_ascii_digit())
+        && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if valid {
+        Ok(())
+    } else {
+        // Never echo the value: it may be a key pasted in the wrong place.
+        Err("api_key_env must be the NAME of an environment variable (letters, digits, \
+             underscores), not the key itself"
+            .to_string())
+    }
+}
+
+/// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem.
+pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
+    let err = |k: &str, m: String| Err((k.to_string(), m));
+    let l = &p.load;
+    if l.concurrency == 0 {
+        return err("load.concurrency", "must be at least 1".into());
+    }
+    match (l.mode, l.rate) {
+        (LoadMode::Open, None) => {
+            return err(
+                "load.rate",
+                "an open-loop load (mode = \"open\") needs rate = <requests per second>".into(),
+            );
+        }
+        (_, Some(r)) if !(r.is_finite() && r > 0.0) => {
+            return err(
+                "load.rate",
+                format!("must be a positive number of requests per second, got {r}"),
+            );
+        }
+        _ => {}
+    }
+    if !(l.burstiness.is_finite() && l.burstiness > 0.0) {
+        return err("load.burstiness", format!("must be > 0 (1 = Poisson), got {}", l.burstiness));
+    }
+    if l.max_concurrency == Some(0) {
+        return err("load.max_concurrency", "must be at least 1 when set".into());
+    }
+    if l.requests == Some(0) {
+        return err("load.requests", "must be at least 1 when set".into());
+    }
+    if let Some(d) = l.duration_s {
+        if !(d.is_finite() && d > 0.0) {
+            return err("load.duration_s", format!("must be > 0 seconds, got {d}"));
+        }
+    }
+    if !(l.warmup_s.is_finite() && l.warmup_s >= 0.0) {
+        return err("load.warmup_s", format!("must be >= 0 seconds, got {}", l.warmup_s));
+    }
+    let w = &p.workload;
+    if w.dataset.is_none() {
+        if w.input_lengths.is_empty() {
+            return err(
+                "workload.input_lengths",
+                "needs at least one prompt length (or set workload.dataset)".into(),
+            );
+        }
+        if w.input_lengths.contains(&0) {
+            return err("workload.input_lengths", "prompt lengths must be at least 1 token".into());
+        }
+        if w.repeats == 0 {
+            return err("workload.repeats", "must be at least 1".into());
+        }
+        if w.input_lengths.iter().any(|&n| n <= w.shared_prefix_tokens)
+            && w.shared_prefix_tokens > 0
+        {
+            return err(
+                "workload.shared_prefix_tokens",
+                "must be shorter than every prompt length".into(),
+            );
+        }
+    }
+    if w.max_tokens == 0 {
+        return err("workload.max_tokens", "must be at least 1".into());
+    }
+    if !(w.temperature.is_finite() && (0.0..=2.0).contains(&w.temperature)) {
+        return err("workload.temperature", format!("must be within 0..=2, got {}", w.temperature));
+    }
+    if !(w.top_p.is_finite() && w.top_p > 0.0 && w.top_p <= 1.0) {
+        return err("workload.top_p", format!("must be within (0, 1], got {}", w.top_p));
+    }
+    for (k, v) in [
+        ("slo.ttft_ms", p.slo.ttft_ms),
+        ("slo.tpot_ms", p.slo.tpot_ms),
+        ("slo.e2e_ms", p.slo.e2e_ms),
+    ] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v > 0.0) {
+                return err(k, format!("must be a positive number of milliseconds, got {v}"));
+            }
+        }
+    }
+    let c = &p.client;
+    for (k, v) in [
+        ("client.request_timeout_s", c.request_timeout_s),
+        ("client.stall_timeout_s", c.stall_timeout_s),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return err(k, format!("must be > 0 seconds, got {v}"));
+        }
+    }
+    if !(c.grace_s.is_finite() && c.grace_s >= 0.0) {
+        return err("client.grace_s", format!("must be >= 0 seconds, got {}", c.grace_s));
+    }
+    let t = &p.sim.timing;
+    for (k, v) in [
+        ("sim.timing.ttft_ms", t.ttft_ms),
+        ("sim.timing.itl_ms", t.itl_ms),
+        ("sim.timing.jitter_ms", t.jitter_ms),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return err(k, format!("must be >= 0 ms, got {v}"));
+        }
+    }
+    if t.jitter_ms > t.itl_ms {
+        return err(
+            "sim.timing.jitter_ms",
+            format!("must not exceed itl_ms ({}), got {}", t.itl_ms, t.jitter_ms),
+        );
+    }
+    if t.tokens_per_chunk == 0 {
+        return err("sim.timing.tokens_per_chunk", "must be at least 1".into());
+    }
+    if t.output_tokens == Some(0) {
+        return err("sim.timing.output_tokens", "must be at least 1 when set".into());
+    }
+    for (name, prob) in p.sim.faults.probabilities() {
+        if !(prob.is_finite() && (0.0..=1.0).contains(&prob)) {
+            return err(
+                &format!("sim.faults.{name}"),
+                format!("is a probability: within 0..=1, got {prob}"),
+            );
+        }
+    }
+    let total: f64 =
+        p.sim.faults.probabilities().iter().filter(|(n, _)| *n != "stall").map(|(_, p)| p).sum();
+    if total > 1.0 + 1e-9 {
+        return err(
+            "sim.faults",
+            format!("the fault probabilities (except stall) add up to {total}, more than 1"),
+        );
+    }
+    for (k, v) in [
+        ("sim.faults.stall_ms", p.sim.faults.stall_ms),
+        ("sim.faults.freeze_ms", p.sim.faults.freeze_ms),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return err(k, format!("must be >= 0 ms, got {v}"));
+        }
+    }
+    Ok(())
+}
+
+/// Merge `over` into `base`: tables merge key by key, everything else is replaced.
+pub fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),
+            _ => {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Set `a.b.c = value` in a table, creating intermediate tables.
+pub fn set_dotted(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut cur = table;
+    for (i, part) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            cur.insert(part.to_string(), value);
+            return Ok(());
+        }
+        let entry =
+            cur.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(format!("`{}` is a value, not a table", parts[..=i].join("."))),
+        };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Result<BenchConfig, ConfigError> {
+        BenchConfig::from_source(Source::new("configs/bench.toml", text))
+    }
+
+    #[test]
+    fn unknown_key_is_refused_at_its_line_with_valid_choices() {
+        let err = cfg("[profile.default.load]\nconcurrency = 4\nconcurency = 8\n").unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        let msg = err.to_string();
+        assert!(msg.starts_with("configs/bench.toml:3:"), "{msg}");
+        assert!(msg.contains("concurency") && msg.contains("concurrency"), "{msg}");
+    }
+
+    #[test]
+    fn bad_enum_value_lists_choices() {
+        let err = cfg("[profile.default.load]\nmode = \"sideways\"\n").unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.message.contains("closed") && err.message.contains("open"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_layer_that_set_them() {
+        let c = cfg("[profile.default.load]\nconcurrency = 4\n\n[profile.fast]\n[profile.fast.load]\nconcurrency = 0\n").unwrap();
+        assert_eq!(c.resolve("default", &[]).unwrap().profile.load.concurrency, 4);
+        let err = c.resolve("fast", &[]).unwrap_err();
+        assert_eq!(err.line, Some(6), "{err}");
+        assert!(err.message.contains("at least 1"), "{err}");
+        let err =
+            c.resolve("default", &[Override::parse("load.concurrency=0").unwrap()]).unwrap_err();
+        assert!(err.to_string().contains("--set load.concurrency=0"), "{err}");
+    }
+
+    #[test]
+    fn profiles_inherit_and_overrides_win() {
+        let c = cfg(
+            "[profile.default]\nstream = false\n[profile.default.workload]\nmax_tokens = 64\nrepeats = 3\n\
+             [profile.a]\n[profile.a.workload]\nrepeats = 5\n\
+             [profile.b]\ninherits = \"a\"\n[profile.b.load]\nconcurrency = 2\n",
+        )
+        .unwrap();
+        let b =
+            c.resolve("b", &[Override::parse("workload.max_tokens=16").unwrap()]).unwrap().profile;
+        assert!(!b.stream);
+        assert_eq!(b.workload.repeats, 5);
+        assert_eq!(b.workload.max_tokens, 16);
+        assert_eq!(b.load.concurrency, 2);
+        assert_eq!(b.workload.input_lengths, vec![128, 256, 512, 1024]);
+        let err = c.resolve("nope", &[]).unwrap_err();
+        assert!(err.message.contains("a, b, default"), "{err}");
+    }
+
+    #[test]
+    fn override_values_are_typed() {
+        let o = Override::parse("workload.input_lengths=[16, 32]").unwrap();
+        assert_eq!(o.value, toml::Value::Array(vec![16.into(), 32.into()]));
+        let o = Override::parse("endpoint=completions").unwrap();
+        assert_eq!(o.value, toml::Value::String("completions".into()));
+        assert!(Override::parse("novalue").is_err());
+        let c = BenchConfig::builtin();
+        let err =
+            c.resolve("default", &[Override::parse("load.concurrency=lots").unwrap()]).unwrap_err();
+        assert!(err.to_string().contains("--set load.concurrency=lots"), "{err}");
+        let err = c.resolve("default", &[Override::parse("load.nope=1").unwrap()]).unwrap_err();
+        assert!(err.message.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn targets_are_checked() {
+        let err = cfg("[targets.x]\nbase_url = \"localhost:8000\"\n").unwrap_err();
+        assert_eq!(err.line, Some(2));
+        let err =
+            cfg("[targets.x]\nbase_url = \"http://h\"\napi_key_env = \"abc def\"\n").unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert!(!err.to_string().contains("abc def"));
+        let c = cfg("[targets.x]\nbase_url = \"http://h\"\n[profile.default]\ntarget = \"y\"\n")
+            .unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        assert!(err.message.contains("defined targets: x"), "{err}");
+    }
+}

@@ -1,0 +1,538 @@
+//! Latency statistics and the run's metrics, computed from per-request records.
+//!
+//! Percentiles come from HdrHistogram (values in microseconds, 3 significant digits, so a
+//! percentile is within 0.1% of the exact order statistic); count, mean, stdev, min and max are
+//! exact (accumulated from the raw values).
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::Outcome;
+use crate::record::{RequestRecord, TokenSource};
+
+/// Highest value a latency histogram can hold: one hour, in microseconds.
+const MAX_US: u64 = 3_600_000_000;
+
+/// Summary statistics of one latency metric, in milliseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub count: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub min: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+/// A latency metric being accumulated: an HdrHistogram plus exact moments.
+#[derive(Clone, Debug)]
+pub struct LatencyHist {
+    hist: Histogram<u64>,
+    n: u64,
+    mean: f64,
+    m2: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Default for LatencyHist {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHist {
+    pub fn new() -> Self {
+        LatencyHist {
+            hist: Histogram::new_with_bounds(1, MAX_US, 3).expect("valid histogram bounds"),
+            n: 0,
+            mean: 0.0,
+            m2: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+        }
+    }
+
+    /// Record a value in milliseconds. Negative values (clock effects at sub-microsecond scale)
+    /// are clamped to zero; values above one hour are clamped into the histogram but the exact
+    /// moments keep the real value.
+    pub fn record(&mut self, ms: f64) {
+        if !ms.is_finite() {
+            return;
+        }
+        let ms = ms.max(0.0);
+        let us = ((ms * 1000.0).round() as u64).clamp(1, MAX_US);
+        self.hist.record(us).expect("value clamped into bounds");
+        self.n += 1;
+        let delta = ms - self.mean;
+        self.mean += delta / self.n as f64;
+        self.m2 += delta * (ms - self.mean);
+        self.min = self.min.min(ms);
+        self.max = self.max.max(ms);
+    }
+
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.hist
+    }
+
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then_some(self.mean)
+    }
+
+    /// Population standard deviation.
+    pub fn stdev(&self) -> Option<f64> {
+        (self.n > 0).then(|| (self.m2 / self.n as f64).sqrt())
+    }
+
+    fn quantile_ms(&self, q: f64) -> f64 {
+        let v = self.hist.value_at_quantile(q) as f64 / 1000.0;
+        // The histogram reports the highest value equivalent to the bucket; never report a value
+        // outside what was actually seen.
+        v.clamp(self.min, self.max)
+    }
+
+    /// `None` when nothing was recorded: an unmeasured metric stays blank.
+    pub fn stats(&self) -> Option<Stats> {
+        if self.n == 0 {
+            return None;
+        }
+        Some(Stats {
+            count: self.n,
+            mean: round3(self.mean),
+            stdev: round3(self.stdev().unwrap_or(0.0)),
+            min: round3(self.min),
+            p50: round3(self.quantile_ms(0.50)),
+            p90: round3(self.quantile_ms(0.90)),
+            p95: round3(self.quantile_ms(0.95)),
+            p99: round3(self.quantile_ms(0.99)),
+            p999: round3(self.quantile_ms(0.999)),
+            max: round3(self.max),
+        })
+    }
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// Service-level objectives a request must meet to count toward goodput.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_ms: Option<f64>,
+}
+
+impl Slo {
+    pub fn is_empty(&self) -> bool {
+        self.ttft_ms.is_none() && self.tpot_ms.is_none() && self.e2e_ms.is_none()
+    }
+
+    /// Whether an ok request meets every configured objective. `None` when an objective is set
+    /// but the request lacks the measurement (e.g. TTFT of a non-streaming request).
+    /// A TPOT objective is vacuous for single-token outputs.
+    pub fn met_by(&self, r: &RequestRecord) -> Option<bool> {
+        let mut ok = true;
+        if let Some(limit) = self.ttft_ms {
+            ok &= r.ttft_ms()? <= limit;
+        }
+        if let Some(limit) = self.tpot_ms {
+            match r.tpot_ms() {
+                Some(v) => ok &= v <= limit,
+                None if r.output_tokens.is_some_and(|n| n < 2) => {}
+                None => return None,
+            }
+        }
+        if let Some(limit) = self.e2e_ms {
+            ok &= r.e2e_ms()? <= limit;
+        }
+        Some(ok)
+    }
+}
+
+/// Counts of the measured requests.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestCounts {
+    /// Measured requests (warmup excluded).
+    pub total: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Warmup requests (recorded, excluded from every metric).
+    pub warmup: u64,
+    /// Measured requests by outcome class.
+    pub by_class: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenCounts {
+    /// Prompt tokens of the ok requests (blank when no request reported or knew them).
+    pub input_total: Option<u64>,
+    /// Output tokens of the ok requests.
+    pub output_total: Option<u64>,
+    /// Ok requests whose output count came from `usage.completion_tokens`.
+    pub from_usage: u64,
+    /// Ok requests whose output count is the number of content events.
+    pub from_chunks: u64,
+    /// Ok requests where usage and the content-event count disagree (several tokens per chunk).
+    pub count_mismatches: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyMetrics {
+    pub ttft_ms: Option<Stats>,
+    pub tpot_ms: Option<Stats>,
+    pub itl_ms: Option<Stats>,
+    pub e2e_ms: Option<Stats>,
+    /// ITL jitter ratio: stdev(ITL) / mean(ITL) over every gap of every ok request.
+    pub itl_jitter: Option<f64>,
+    /// Server-reported queue time (when the server reports it).
+    pub queue_ms: Option<Stats>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    pub requests_per_s: Option<f64>,
+    pub output_tokens_per_s: Option<f64>,
+    pub total_tokens_per_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Goodput {
+    /// The objectives applied.
+    pub slo: Slo,
+    /// Ok requests that met every objective.
+    pub requests: Option<u64>,
+    /// Those requests per second of the measured window.
+    pub requests_per_s: Option<f64>,
+    /// Share of the measured requests that met every objective (failures count as misses).
+    pub ratio: Option<f64>,
+}
+
+/// The measured window: from the earliest intended send of a measured request to the latest end
+/// of a measured request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub start_ms: Option<f64>,
+    pub end_ms: Option<f64>,
+    pub duration_s: Option<f64>,
+}
+
+/// Schedule adherence of the load generator itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleStats {
+    /// Actual send minus intended send, over measured requests that were sent.
+    pub lag_ms: Option<Stats>,
+    /// Requests per second the load profile asked for (open loop only).
+    pub requested_rate: Option<f64>,
+    /// Requests per second actually sent over the measured window.
+    pub achieved_rate: Option<f64>,
+}
+
+/// Everything computed from the records of one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunMetrics {
+    pub requests: RequestCounts,
+    pub tokens: TokenCounts,
+    pub latency: LatencyMetrics,
+    pub throughput: Throughput,
+    pub goodput: Goodput,
+    pub window: Window,
+    pub schedule: ScheduleStats,
+}
+
+/// Builds [`RunMetrics`] from records, one at a time (the runner feeds it as requests finish;
+/// a run directory can be recomputed by feeding it `requests.jsonl`).
+#[derive(Clone, Debug)]
+pub struct MetricsAccumulator {
+    slo: Slo,
+    pub ttft: LatencyHist,
+    pub tpot: LatencyHist,
+    pub itl: LatencyHist,
+    pub e2e: LatencyHist,
+    pub queue: LatencyHist,
+    pub lag: LatencyHist,
+    counts: RequestCounts,
+    tokens: TokenCounts,
+    input_seen: bool,
+    output_seen: bool,
+    input_total: u64,
+    output_total: u64,
+    slo_met: u64,
+    slo_unknown: bool,
+    window_start: Option<f64>,
+    window_end: Option<f64>,
+    first_sent: Option<f64>,
+    last_sent: Option<f64>,
+    sent: u64,
+}
+
+impl MetricsAccumulator {
+    pub fn new(slo: Slo) -> Self {
+        MetricsAccumulator {
+            slo,
+            ttft: LatencyHist::new(),
+            tpot: LatencyHist::new(),
+            itl: LatencyHist::new(),
+            e2e: LatencyHist::new(),
+            queue: LatencyHist::new(),
+            lag: LatencyHist::new(),
+            counts: RequestCounts::default(),
+            tokens: TokenCounts::default(),
+            input_seen: false,
+            output_seen: false,
+            input_total: 0,
+            output_total: 0,
+            slo_met: 0,
+            slo_unknown: false,
+            window_start: None,
+            window_end: None,
+            first_sent: None,
+            last_sent: None,
+            sent: 0,
+        }
+    }
+
+    pub fn add(&mut self, r: &RequestRecord) {
+        if r.warmup {
+            self.counts.warmup += 1;
+            return;
+        }
+        self.counts.total += 1;
+        *self.counts.by_class.entry(r.class.to_string()).or_default() += 1;
+        self.window_start = Some(self.window_start.map_or(r.intended_ms, |s| s.min(r.intended_ms)));
+        self.window_end = Some(self.window_end.map_or(r.end_ms, |e| e.max(r.end_ms)));
+        if let Some(sent) = r.sent_ms {
+            self.sent += 1;
+            self.first_sent = Some(self.first_sent.map_or(sent, |s| s.min(sent)));
+            self.last_sent = Some(self.last_sent.map_or(sent, |s| s.max(sent)));
+            if let Some(lag) = r.lag_ms() {
+                self.lag.record(lag);
+            }
+        }
+        if r.class != Outcome::Ok {
+            self.counts.failed += 1;
+            return;
+        }
+        self.counts.ok += 1;
+        if let Some(v) = r.ttft_ms() {
+            self.ttft.record(v);
+        }
+        if let Some(v) = r.e2e_ms() {
+            self.e2e.record(v);
+        }
+        if let Some(v) = r.tpot_ms() {
+            self.tpot.record(v);
+        }
+        for &gap in &r.itl_ms {
+            self.itl.record(gap);
+        }
+        if let Some(q) = r.queue_ms {
+            self.queue.record(q);
+        }
+        if let Some(n) = r.input_tokens {
+            self.input_seen = true;
+            self.input_total += n;
+        }
+        if let Some(n) = r.output_tokens {
+            self.output_seen = true;
+            self.output_total += n;
+        }
+        match r.token_source {
+            Some(TokenSource::Usage) => self.tokens.from_usage += 1,
+            Some(TokenSource::Chunks) => self.tokens.from_chunks += 1,
+            None => {}
+        }
+        if r.count_mismatch {
+            self.tokens.count_mismatches += 1;
+        }
+        match self.slo.met_by(r) {
+            Some(true) => self.slo_met += 1,
+            Some(false) => {}
+            None => self.slo_unknown = true,
+        }
+    }
+
+    /// Measured requests seen so far, and how many of them were ok.
+    pub fn progress(&self) -> (u64, u64) {
+        (self.counts.total, self.counts.ok)
+    }
+
+    pub fn finish(&self, requested_rate: Option<f64>) -> RunMetrics {
+        let duration_s = match (self.window_start, self.window_end) {
+            (Some(s), Some(e)) if e > s => Some((e - s) / 1000.0),
+            _ => None,
+        };
+        let per_s = |n: u64| duration_s.map(|d| round6(n as f64 / d));
+        let has_ok = self.counts.ok > 0;
+        let throughput = Throughput {
+            requests_per_s: per_s(self.counts.ok),
+            output_tokens_per_s: if self.output_seen { per_s(self.output_total) } else { None },
+            total_tokens_per_s: if self.output_seen && self.input_seen {
+                per_s(self.output_total + self.input_total)
+            } else {
+                None
+            },
+        };
+        let goodput = if self.slo.is_empty() || self.slo_unknown || self.counts.total == 0 {
+            Goodput { slo: self.slo.clone(), ..Goodput::default() }
+        } else {
+            Goodput {
+                slo: self.slo.clone(),
+                requests: Some(self.slo_met),
+                requests_per_s: per_s(self.slo_met),
+                ratio: Some(round6(self.slo_met as f64 / self.counts.total as f64)),
+            }
+        };
+        let itl_jitter = match (self.itl.mean(), self.itl.stdev()) {
+            (Some(m), Some(s)) if m > 0.0 && self.itl.len() >= 2 => Some(round6(s / m)),
+            _ => None,
+        };
+        let achieved_rate = match (self.first_sent, self.last_sent) {
+            (Some(a), Some(b)) if b > a && self.sent >= 2 => {
+                Some(round6((self.sent - 1) as f64 / ((b - a) / 1000.0)))
+            }
+            _ => None,
+        };
+        RunMetrics {
+            requests: self.counts.clone(),
+            tokens: TokenCounts {
+                input_total: (has_ok && self.input_seen).then_some(self.input_total),
+                output_total: (has_ok && self.output_seen).then_some(self.output_total),
+                ..self.tokens.clone()
+            },
+            latency: LatencyMetrics {
+                ttft_ms: self.ttft.stats(),
+                tpot_ms: self.tpot.stats(),
+                itl_ms: self.itl.stats(),
+                e2e_ms: self.e2e.stats(),
+                itl_jitter,
+                queue_ms: self.queue.stats(),
+            },
+            throughput,
+            goodput,
+            window: Window {
+                start_ms: self.window_start,
+                end_ms: self.window_end,
+                duration_s: duration_s.map(round6),
+            },
+            schedule: ScheduleStats { lag_ms: self.lag.stats(), requested_rate, achieved_rate },
+        }
+    }
+}
+
+fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok_record(id: u64, intended: f64, first: f64, gaps: &[f64], n: u64) -> RequestRecord {
+        let mut t = first;
+        for g in gaps {
+            t += g;
+        }
+        RequestRecord {
+            id,
+            warmup: false,
+            class: Outcome::Ok,
+            error: None,
+            status: Some(200),
+            item: id,
+            intended_ms: intended,
+            sent_ms: Some(intended + 0.1),
+            first_token_ms: Some(first),
+            last_token_ms: Some(t),
+            end_ms: t + 0.5,
+            input_tokens: Some(10),
+            output_tokens: Some(n),
+            token_source: Some(TokenSource::Usage),
+            content_events: gaps.len() as u64 + 1,
+            count_mismatch: false,
+            itl_ms: gaps.to_vec(),
+            queue_ms: None,
+            server_timings: None,
+            finish_reason: Some("length".into()),
+        }
+    }
+
+    #[test]
+    fn exact_moments_and_percentiles() {
+        let mut h = LatencyHist::new();
+        for v in 1..=1000 {
+            h.record(v as f64);
+        }
+        let s = h.stats().unwrap();
+        assert_eq!(s.count, 1000);
+        assert!((s.mean - 500.5).abs() < 1e-9);
+        let exact_sd = ((1000.0f64 * 1000.0 - 1.0) / 12.0).sqrt();
+        assert!((s.stdev - exact_sd).abs() < 1e-3, "{}", s.stdev);
+        assert!((s.p50 - 500.0).abs() <= 0.5, "{}", s.p50);
+        assert!((s.p99 - 990.0).abs() <= 1.0, "{}", s.p99);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.max, 1000.0);
+        assert!(LatencyHist::new().stats().is_none());
+    }
+
+    #[test]
+    fn failures_and_warmup_stay_out_of_latency() {
+        let mut acc = MetricsAccumulator::new(Slo { ttft_ms: Some(60.0), ..Slo::default() });
+        acc.add(&ok_record(0, 0.0, 50.0, &[10.0, 10.0, 10.0], 4));
+        acc.add(&ok_record(1, 0.0, 70.0, &[10.0], 2));
+        let mut bad = ok_record(2, 0.0, 1.0, &[1.0], 2);
+        bad.class = Outcome::Http(500);
+        acc.add(&bad);
+        let mut warm = ok_record(3, 0.0, 5000.0, &[1000.0], 2);
+        warm.warmup = true;
+        acc.add(&warm);
+        let m = acc.finish(None);
+        assert_eq!(m.requests.total, 3);
+        assert_eq!(m.requests.ok, 2);
+        assert_eq!(m.requests.failed, 1);
+        assert_eq!(m.requests.warmup, 1);
+        assert_eq!(m.requests.by_class["http_500"], 1);
+        let ttft = m.latency.ttft_ms.unwrap();
+        assert_eq!(ttft.count, 2);
+        assert_eq!(ttft.min, 50.0);
+        assert_eq!(ttft.max, 70.0);
+        let tpot = m.latency.tpot_ms.unwrap();
+        assert_eq!(tpot.count, 2);
+        assert!((tpot.mean - 10.0).abs() < 1e-9);
+        assert_eq!(m.latency.itl_ms.unwrap().count, 4);
+        assert_eq!(m.latency.itl_jitter, Some(0.0));
+        // One of three measured requests met the TTFT objective.
+        assert_eq!(m.goodput.requests, Some(1));
+        assert!((m.goodput.ratio.unwrap() - 1.0 / 3.0).abs() < 1e-6);
+        assert_eq!(m.tokens.output_total, Some(6));
+    }
+
+    #[test]
+    fn nothing_measured_stays_blank() {
+        let acc = MetricsAccumulator::new(Slo::default());
+        let m = acc.finish(Some(10.0));
+        assert!(m.latency.ttft_ms.is_none());
+        assert!(m.throughput.requests_per_s.is_none());
+        assert!(m.goodput.ratio.is_none());
+        assert!(m.tokens.output_total.is_none());
+        assert_eq!(m.schedule.requested_rate, Some(10.0));
+    }
+}

@@ -1,0 +1,122 @@
+//! The per-request record: one line of `requests.jsonl`, written as each request finishes.
+//!
+//! Times are milliseconds (microsecond resolution) on the run's monotonic clock, counted from the
+//! run's start. `intended_ms` is when the load schedule meant to send the request; every latency is
+//! measured from it, so time a request spent waiting for the client or a stalled server counts.
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::Outcome;
+
+/// Where a request's output-token count came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// `usage.completion_tokens` reported by the server.
+    Usage,
+    /// Count of content-bearing stream events (no usage reported).
+    Chunks,
+}
+
+/// Timings a server reports about itself (llama.cpp's `timings` object), kept beside the client's
+/// measurements as a cross-check.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerTimings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_n: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_n: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// Sequence number in the run (0-based, in schedule order).
+    pub id: u64,
+    /// Warmup requests are recorded but excluded from every metric.
+    pub warmup: bool,
+    /// Outcome class (see [`Outcome`]).
+    pub class: Outcome,
+    /// Error detail for failed requests (never contains credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// HTTP status of the response, when one arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Index of the workload item (prompt) used.
+    pub item: u64,
+    /// Intended send time.
+    pub intended_ms: f64,
+    /// Actual send time (request handed to the connection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_ms: Option<f64>,
+    /// Arrival of the first event carrying content, reasoning or tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_ms: Option<f64>,
+    /// Arrival of the last event carrying content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_token_ms: Option<f64>,
+    /// When the request ended (stream closed, error, timeout or cancel).
+    pub end_ms: f64,
+    /// Prompt tokens: from `usage.prompt_tokens` when reported, else the workload's count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens (see `token_source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_source: Option<TokenSource>,
+    /// Number of content-bearing events received.
+    pub content_events: u64,
+    /// True when usage reported a token count different from the number of content events.
+    #[serde(default)]
+    pub count_mismatch: bool,
+    /// Gaps between consecutive content events, in ms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub itl_ms: Vec<f64>,
+    /// Queue time the server reported for this request (simulator header), in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_ms: Option<f64>,
+    /// The server's own timings (llama.cpp), when sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_timings: Option<ServerTimings>,
+    /// Finish reason reported by the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+impl RequestRecord {
+    /// Time to first token: first content event minus intended send.
+    pub fn ttft_ms(&self) -> Option<f64> {
+        self.first_token_ms.map(|t| t - self.intended_ms)
+    }
+
+    /// End-to-end latency: last content event minus intended send.
+    pub fn e2e_ms(&self) -> Option<f64> {
+        self.last_token_ms.map(|t| t - self.intended_ms)
+    }
+
+    /// Time per output token after the first: (E2E - TTFT) / (N - 1), for N >= 2.
+    pub fn tpot_ms(&self) -> Option<f64> {
+        let n = self.output_tokens?;
+        if n < 2 {
+            return None;
+        }
+        let first = self.first_token_ms?;
+        let last = self.last_token_ms?;
+        Some((last - first) / (n - 1) as f64)
+    }
+
+    /// Schedule lag: actual send minus intended send.
+    pub fn lag_ms(&self) -> Option<f64> {
+        self.sent_ms.map(|s| s - self.intended_ms)
+    }
+}
+
+/// Round a millisecond value to microsecond resolution (what the run directory stores).
+pub fn round_us(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}

@@ -1,0 +1,357 @@
+//! `summary.json`: the public, versioned result of one run.
+//!
+//! Everything downstream (decision records, gates, comparisons, users' scripts) reads this file.
+//! Field names are an interface: add fields freely, rename or remove only with a new
+//! [`SCHEMA_VERSION`]. A value that was not measured is `null`, never an estimate.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{
+    Goodput, LatencyMetrics, RequestCounts, RunMetrics, ScheduleStats, Throughput, TokenCounts,
+    Window,
+};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every scheduled request was sent and finished.
+    Complete,
+    /// Stopped by Ctrl-C: what was measured until then is here.
+    Interrupted,
+    /// No measured request succeeded.
+    Failed,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GitInfo {
+    pub commit: String,
+    pub dirty: bool,
+}
+
+/// Where the requests went. Never holds credentials: only the name of the key's variable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// Target name from the config, or `embedded-sim`.
+    pub name: String,
+    /// API base actually used (always ends in `/v1`).
+    pub api_base: String,
+    /// Full URL of the endpoint the requests went to.
+    pub url: String,
+    /// `chat` or `completions`.
+    pub endpoint: String,
+    pub stream: bool,
+    pub model: String,
+    /// Name of the environment variable the API key was read from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The `/v1/models` answer (null when the server does not offer it).
+    #[serde(default)]
+    pub models: Option<serde_json::Value>,
+    /// Name of the output-length field sent (`max_tokens` or `max_completion_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<String>,
+}
+
+/// The machine and software the run was measured with, for reproduction.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub os: String,
+    pub arch: String,
+    pub cpus: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+}
+
+impl Environment {
+    pub fn detect() -> Self {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        });
+        let memory_gib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some((kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)
+        });
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        Environment {
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpu_model,
+            memory_gib,
+            hostname,
+        }
+    }
+
+    /// A short, stable identifier of the environment (FNV-1a over its fields).
+    pub fn fingerprint(&self) -> String {
+        let text = format!(
+            "{}|{}|{}|{}|{}",
+            self.os,
+            self.arch,
+            self.cpus,
+            self.cpu_model.as_deref().unwrap_or(""),
+            self.memory_gib.map(|m| m.to_string()).unwrap_or_default()
+        );
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in text.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        format!("{h:016x}")
+    }
+}
+
+/// Time in the run: wall-clock start/end and the measured window on the run's monotonic clock.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub started_at: String,
+    pub ended_at: String,
+    /// Measured window (ms since the run's start on the monotonic clock).
+    pub window: Window,
+}
+
+/// Schedule adherence plus whether the client fell behind its schedule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleSummary {
+    #[serde(flatten)]
+    pub stats: ScheduleStats,
+    /// True when the load generator could not keep its schedule (see the README).
+    pub fell_behind: bool,
+}
+
+/// Cost of the measured window from the device price (blank when the price is unknown).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub price_per_hour: Option<f64>,
+    pub devices: Option<u32>,
+    pub device_seconds: Option<f64>,
+    /// device_seconds x price / 3600.
+    pub total: Option<f64>,
+    pub per_request: Option<f64>,
+    pub per_1m_output_tokens: Option<f64>,
+    /// `estimated` (configured price x measured time) or `billed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub status: RunStatus,
+    /// True when the target is the built-in engine simulator (a model, not a real engine).
+    pub simulated: bool,
+    pub tool: ToolInfo,
+    #[serde(default)]
+    pub git: Option<GitInfo>,
+    pub environment: Environment,
+    pub environment_fingerprint: String,
+    pub target: TargetInfo,
+    /// The fully resolved bench profile.
+    pub config: serde_json::Value,
+    /// Profile name the config was resolved from.
+    pub profile: String,
+    /// Engine parameters (the governed configs/engine*.toml) when known, with the file it came from.
+    #[serde(default)]
+    pub engine: Option<EngineParams>,
+    pub timing: Timing,
+    pub requests: RequestCounts,
+    pub tokens: TokenCounts,
+    pub metrics: LatencyMetrics,
+    pub throughput: Throughput,
+    pub goodput: Goodput,
+    pub schedule: ScheduleSummary,
+    #[serde(default)]
+    pub cost: Cost,
+    /// Server-side metrics scraped during the window (null when not scraped).
+    #[serde(default)]
+    pub server: Option<serde_json::Value>,
+    /// Extra sections written by other tools (sweeps, acceptance, strategy comparisons).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
+    /// Warnings and notes for the reader (approximations, skipped measurements).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineParams {
+    /// The file the parameters were read from, relative to the repository root when possible.
+    pub file: String,
+    /// The parameters, section by section, as in the file.
+    pub params: serde_json::Value,
+}
+
+impl Summary {
+    /// Place the computed metrics into the summary.
+    pub fn set_metrics(&mut self, m: RunMetrics) {
+        self.requests = m.requests;
+        self.tokens = m.tokens;
+        self.metrics = m.latency;
+        self.throughput = m.throughput;
+        self.goodput = m.goodput;
+        self.timing.window = m.window;
+        self.schedule.stats = m.schedule;
+    }
+
+    /// The value at a dotted path (`metrics.ttft_ms.p99`), when it is a number.
+    pub fn lookup(&self, path: &str) -> Option<f64> {
+        let v = serde_json::to_value(self).ok()?;
+        lookup_path(&v, path)
+    }
+
+    pub fn read(path: &Path) -> Result<Summary, SummaryError> {
+        let file = resolve_summary_path(path);
+        let text = std::fs::read_to_string(&file)
+            .map_err(|source| SummaryError::Read { path: file.clone(), source })?;
+        let raw: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|source| SummaryError::Parse { path: file.clone(), source })?;
+        let version = raw.get("schema_version").and_then(|v| v.as_u64());
+        if version != Some(SCHEMA_VERSION as u64) {
+            return Err(SummaryError::Version { path: file, found: version });
+        }
+        serde_json::from_value(raw).map_err(|source| SummaryError::Parse { path: file, source })
+    }
+}
+
+/// A run directory or a summary.json path -> the summary.json path.
+pub fn resolve_summary_path(path: &Path) -> PathBuf {
+    if path.is_dir() { path.join("summary.json") } else { path.to_path_buf() }
+}
+
+/// Number at a dotted path in a JSON value.
+pub fn lookup_path(v: &serde_json::Value, path: &str) -> Option<f64> {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = cur.get(part)?;
+    }
+    cur.as_f64()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid summary", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{} has schema_version {}, this tool reads version {SCHEMA_VERSION}",
+        path.display(),
+        found.map(|v| v.to_string()).unwrap_or_else(|| "(missing)".into())
+    )]
+    Version { path: PathBuf, found: Option<u64> },
+}
+
+/// Direction in which a metric is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// A metric that decision records and gates may name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricDef {
+    /// Dotted path in summary.json.
+    pub path: &'static str,
+    /// Unit the value is expressed in.
+    pub unit: &'static str,
+    pub better: Better,
+    /// Column label in decision records.
+    pub label: &'static str,
+}
+
+const LATENCY_STATS: [&str; 9] =
+    ["mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max"];
+
+/// Every metric a threshold may name. Latency metrics are available at every statistic.
+pub fn known_metrics() -> &'static [MetricDef] {
+    static ALL: std::sync::LazyLock<Vec<MetricDef>> = std::sync::LazyLock::new(build_known_metrics);
+    &ALL
+}
+
+fn build_known_metrics() -> Vec<MetricDef> {
+    let mut out = Vec::new();
+    let latency: [(&'static str, &'static str); 5] = [
+        ("ttft_ms", "TTFT"),
+        ("tpot_ms", "TPOT"),
+        ("itl_ms", "ITL"),
+        ("e2e_ms", "E2E"),
+        ("queue_ms", "Queue time"),
+    ];
+    for (metric, label) in latency {
+        for stat in LATENCY_STATS {
+            // Built once per process (see `known_metrics`).
+            let path: &'static str = Box::leak(format!("metrics.{metric}.{stat}").into_boxed_str());
+            out.push(MetricDef { path, unit: "ms", better: Better::Lower, label });
+        }
+    }
+    let fixed: [(&'static str, &'static str, Better, &'static str); 16] = [
+        ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter"),
+        ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)"),
+        ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s"),
+        ("throughput.total_tokens_per_s", "tok/s", Better::Higher, "Total tok/s"),
+        ("goodput.requests_per_s", "req/s", Better::Higher, "Goodput (req/s)"),
+        ("goodput.ratio", "ratio", Better::Higher, "Goodput ratio"),
+        ("requests.failed", "count", Better::Lower, "Failed requests"),
+        ("requests.ok", "count", Better::Higher, "Ok requests"),
+        ("error_rate", "ratio", Better::Lower, "Error rate"),
+        ("cost.per_1m_output_tokens", "currency", Better::Lower, "Cost per 1M output tokens"),
+        ("cost.per_request", "currency", Better::Lower, "Cost per request"),
+        ("server.goodput_ratio", "ratio", Better::Higher, "Server goodput ratio"),
+        ("server.kv_fragmentation", "ratio", Better::Lower, "KV fragmentation"),
+        ("server.preemptions", "count", Better::Lower, "Preemptions"),
+        ("server.kv_cache_usage.max", "ratio", Better::Lower, "KV cache usage max"),
+        ("schedule.lag_ms.p99", "ms", Better::Lower, "Schedule lag p99"),
+    ];
+    for (path, unit, better, label) in fixed {
+        out.push(MetricDef { path, unit, better, label });
+    }
+    out
+}
+
+pub fn metric_def(path: &str) -> Option<MetricDef> {
+    known_metrics().iter().copied().find(|m| m.path == path)
+}
+
+impl Summary {
+    /// Value of a known metric, including derived ones (`error_rate`). `None` when not measured.
+    pub fn metric(&self, path: &str) -> Option<f64> {
+        match path {
+            "error_rate" => (self.requests.total > 0)
+                .then(|| self.requests.failed as f64 / self.requests.total as f64),
+            _ => self.lookup(path),
+        }
+    }
+}

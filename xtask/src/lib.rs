@@ -1,0 +1,83 @@
+//! `cargo xtask`: infergate's command line.
+//!
+//! `main` stays thin; each subcommand is a module with a clap struct and a
+//! `run(self, sh: &Shell)` method. Exit codes (documented in the README):
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 0    | success |
+//! | 1    | a policy was violated: a gate failed, a lint found problems, a check failed, a run had no successful request |
+//! | 2    | usage or tool error: bad arguments, unreadable or invalid files, unreachable target |
+//! | 130  | interrupted (Ctrl-C); what was measured is written |
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use xshell::Shell;
+
+pub mod exit;
+
+pub use exit::Status;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    version,
+    about = "infergate: measure LLM inference servers, record decisions, enforce them in CI",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Repository root to work in (default: this workspace).
+    #[arg(short = 'C', long = "root", global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {}
+
+impl Command {
+    fn run(self, _sh: &Shell) -> anyhow::Result<Status> {
+        match self {}
+    }
+}
+
+/// The workspace root this binary was built from.
+pub fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+/// Parse arguments, run the command, map the result to an exit code. Errors are printed with
+/// their context chain; nothing panics on user input.
+pub fn main_impl<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    match run_cli(cli) {
+        Ok(status) => status.exit_code(),
+        Err(e) => {
+            exit::print_error(&e);
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Run a parsed command line.
+pub fn run_cli(cli: Cli) -> anyhow::Result<Status> {
+    let root = cli.root.unwrap_or_else(project_root);
+    let sh = Shell::new()?;
+    sh.change_dir(&root);
+    cli.command.run(&sh)
+}

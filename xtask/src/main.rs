@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    xtask::main_impl(std::env::args_os())
+}
