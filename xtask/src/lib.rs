@@ -48,7 +48,10 @@ impl Command {
 
 /// The workspace root this binary was built from.
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 /// Parse arguments, run the command, map the result to an exit code. Errors are printed with
