@@ -9,9 +9,14 @@
 
 pub mod config;
 pub mod metrics;
+pub mod openai;
 pub mod outcome;
+pub mod sse;
 pub mod record;
+pub mod rundir;
+pub mod schedule;
 pub mod summary;
+pub mod workload;
 
 pub use outcome::Outcome;
 pub use record::RequestRecord;
