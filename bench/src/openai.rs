@@ -9,6 +9,10 @@ use serde::de::IgnoredAny;
 use crate::outcome::Outcome;
 use crate::record::{ServerTimings, TokenSource};
 
+/// Response header in which a server (the simulator) reports the request's queue time in ms:
+/// from arrival to the first engine step that scheduled it.
+pub const QUEUE_TIME_HEADER: &str = "x-infergate-queue-ms";
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Usage {
     #[serde(default)]
@@ -217,12 +221,14 @@ impl StreamTracker {
             }
         };
         if let Some(err) = &chunk.error {
-            self.failure = Some((Outcome::StreamError, format!("error object: {}", error_message(err))));
+            self.failure =
+                Some((Outcome::StreamError, format!("error object: {}", error_message(err))));
             return Flow::Stop;
         }
         if chunk.object.as_deref() == Some("error") {
             let msg = chunk.message.as_deref().unwrap_or("(no message)");
-            self.failure = Some((Outcome::StreamError, format!("error object: {}", truncate_chars(msg, 300))));
+            self.failure =
+                Some((Outcome::StreamError, format!("error object: {}", truncate_chars(msg, 300))));
             return Flow::Stop;
         }
         if let Some(u) = chunk.usage {
@@ -245,8 +251,9 @@ impl StreamTracker {
                     _ => {}
                 }
             }
-            let out = choice.delta.as_ref().or(choice.message.as_ref()).is_some_and(Delta::has_output)
-                || choice.text.as_deref().is_some_and(|t| !t.is_empty());
+            let out =
+                choice.delta.as_ref().or(choice.message.as_ref()).is_some_and(Delta::has_output)
+                    || choice.text.as_deref().is_some_and(|t| !t.is_empty());
             if out {
                 if self.finish_reason.is_some() {
                     self.integrity.content_after_finish += 1;
@@ -313,7 +320,9 @@ impl StreamTracker {
         let usage_tokens = self.usage.and_then(|u| u.completion_tokens);
         let (output_tokens, token_source) = match usage_tokens {
             Some(n) => (Some(n), Some(TokenSource::Usage)),
-            None if self.content_events > 0 => (Some(self.content_events), Some(TokenSource::Chunks)),
+            None if self.content_events > 0 => {
+                (Some(self.content_events), Some(TokenSource::Chunks))
+            }
             None => (None, None),
         };
         ResponseResult {
@@ -466,7 +475,8 @@ mod tests {
         assert_eq!(r.class, Outcome::Ok);
         assert_eq!(r.output_tokens, Some(1));
         assert_eq!(r.token_source, Some(TokenSource::Chunks));
-        let r = run(&[("message", &two, 5.0), ("message", FINISH, 6.0), ("message", USAGE, 6.0)], EOF);
+        let r =
+            run(&[("message", &two, 5.0), ("message", FINISH, 6.0), ("message", USAGE, 6.0)], EOF);
         assert_eq!(r.output_tokens, Some(3));
         assert!(r.count_mismatch);
     }
@@ -475,7 +485,10 @@ mod tests {
     fn reasoning_and_tool_calls_count_as_output() {
         let reasoning = r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#;
         let tools = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}"#;
-        let r = run(&[("message", reasoning, 3.0), ("message", tools, 4.0), ("message", "[DONE]", 5.0)], EOF);
+        let r = run(
+            &[("message", reasoning, 3.0), ("message", tools, 4.0), ("message", "[DONE]", 5.0)],
+            EOF,
+        );
         assert_eq!(r.class, Outcome::Ok);
         assert_eq!(r.first_token_ms, Some(3.0));
         assert_eq!(r.content_events, 2);
@@ -495,17 +508,26 @@ mod tests {
         // finish_reason without [DONE] is complete.
         assert_eq!(run(&[("message", &a, 1.0), ("message", FINISH, 2.0)], EOF).class, Outcome::Ok);
         // [DONE] without finish_reason is complete.
-        assert_eq!(run(&[("message", &a, 1.0), ("message", "[DONE]", 2.0)], EOF).class, Outcome::Ok);
+        assert_eq!(
+            run(&[("message", &a, 1.0), ("message", "[DONE]", 2.0)], EOF).class,
+            Outcome::Ok
+        );
         // Neither: truncated, whatever the transport said.
         assert_eq!(run(&[("message", &a, 1.0)], EOF).class, Outcome::Truncated);
         assert_eq!(
             run(&[("message", &a, 1.0)], StreamEnd::ReadError("reset".into())).class,
             Outcome::Truncated
         );
-        assert_eq!(run(&[("message", &a, 1.0)], StreamEnd::Timeout("stall".into())).class, Outcome::Timeout);
+        assert_eq!(
+            run(&[("message", &a, 1.0)], StreamEnd::Timeout("stall".into())).class,
+            Outcome::Timeout
+        );
         assert_eq!(run(&[("message", &a, 1.0)], StreamEnd::Cancelled).class, Outcome::Cancelled);
         // No content.
-        assert_eq!(run(&[("message", ROLE, 1.0), ("message", FINISH, 2.0)], EOF).class, Outcome::Empty);
+        assert_eq!(
+            run(&[("message", ROLE, 1.0), ("message", FINISH, 2.0)], EOF).class,
+            Outcome::Empty
+        );
         assert_eq!(run(&[("message", "[DONE]", 2.0)], EOF).class, Outcome::Empty);
         // Error event, error object, vLLM's error object, malformed chunk.
         let r = run(&[("message", &a, 1.0), ("error", r#"{"error":{"message":"oom"}}"#, 2.0)], EOF);
@@ -551,7 +573,10 @@ mod tests {
         assert_eq!(r.output_tokens, Some(2));
         assert_eq!(read_body(b"<html>", 1.0, false).class, Outcome::Malformed);
         assert_eq!(read_body(br#"{"choices":[]}"#, 1.0, false).class, Outcome::Malformed);
-        assert_eq!(read_body(br#"{"error":{"message":"x"}}"#, 1.0, false).class, Outcome::StreamError);
+        assert_eq!(
+            read_body(br#"{"error":{"message":"x"}}"#, 1.0, false).class,
+            Outcome::StreamError
+        );
         let empty = br#"{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"}]}"#;
         assert_eq!(read_body(empty, 1.0, false).class, Outcome::Empty);
     }

@@ -65,7 +65,11 @@ impl RecordWriter {
     pub fn create(dir: &Path) -> Result<RecordWriter, RunDirError> {
         let path = dir.join(REQUESTS_FILE);
         let file = File::create(&path).map_err(io_err(&path))?;
-        Ok(RecordWriter { out: BufWriter::with_capacity(64 * 1024, file), path, line: Vec::with_capacity(1024) })
+        Ok(RecordWriter {
+            out: BufWriter::with_capacity(64 * 1024, file),
+            path,
+            line: Vec::with_capacity(1024),
+        })
     }
 
     pub fn write(&mut self, r: &RequestRecord) -> Result<(), RunDirError> {
@@ -138,8 +142,12 @@ pub fn write_histograms(
             if h.is_empty() {
                 continue;
             }
-            w.write_histogram(h.histogram(), Duration::ZERO, window, Tag::new(tag))
-                .map_err(|e| RunDirError::Io { path: path.clone(), source: io::Error::other(format!("{e:?}")) })?;
+            w.write_histogram(h.histogram(), Duration::ZERO, window, Tag::new(tag)).map_err(
+                |e| RunDirError::Io {
+                    path: path.clone(),
+                    source: io::Error::other(format!("{e:?}")),
+                },
+            )?;
         }
     }
     write_atomic(&path, &buf)
@@ -155,7 +163,8 @@ pub struct ReadRecords {
 pub fn read_records(dir: &Path) -> Result<ReadRecords, RunDirError> {
     let path = dir.join(REQUESTS_FILE);
     let file = File::open(&path).map_err(io_err(&path))?;
-    let lines: Vec<String> = BufReader::new(file).lines().collect::<Result<_, _>>().map_err(io_err(&path))?;
+    let lines: Vec<String> =
+        BufReader::new(file).lines().collect::<Result<_, _>>().map_err(io_err(&path))?;
     let mut records = Vec::with_capacity(lines.len());
     let mut truncated_tail = false;
     let last = lines.len();
@@ -175,7 +184,11 @@ pub fn read_records(dir: &Path) -> Result<ReadRecords, RunDirError> {
 }
 
 /// Rebuild a run's metrics from its `requests.jsonl`.
-pub fn recompute(dir: &Path, slo: Slo, requested_rate: Option<f64>) -> Result<(RunMetrics, ReadRecords), RunDirError> {
+pub fn recompute(
+    dir: &Path,
+    slo: Slo,
+    requested_rate: Option<f64>,
+) -> Result<(RunMetrics, ReadRecords), RunDirError> {
     let read = read_records(dir)?;
     let mut acc = MetricsAccumulator::new(slo);
     for r in &read.records {

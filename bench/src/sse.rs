@@ -191,7 +191,8 @@ mod tests {
             ),
             (
                 "crlf",
-                format!("data: {tok}\r\n\r\ndata: {usage}\r\n\r\ndata: [DONE]\r\n\r\n").into_bytes(),
+                format!("data: {tok}\r\n\r\ndata: {usage}\r\n\r\ndata: [DONE]\r\n\r\n")
+                    .into_bytes(),
                 vec![ev("message", tok), ev("message", usage), ev("message", "[DONE]")],
                 false,
             ),
@@ -203,8 +204,10 @@ mod tests {
             ),
             (
                 "no space after colon, comments, multi-line data",
-                format!(": ping\n\ndata:{tok}\n\n: keep-alive\ndata: line1\ndata:  line2\ndata\n\n")
-                    .into_bytes(),
+                format!(
+                    ": ping\n\ndata:{tok}\n\n: keep-alive\ndata: line1\ndata:  line2\ndata\n\n"
+                )
+                .into_bytes(),
                 vec![
                     SseItem::Comment("ping".into()),
                     ev("message", tok),

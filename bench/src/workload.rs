@@ -17,30 +17,270 @@ use crate::config::WorkloadConfig;
 /// The vocabulary synthetic prompts are drawn from: short, common words (one token each in the
 /// simulator, and one or two in the usual BPE vocabularies).
 pub const VOCABULARY: &[&str] = &[
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "are", "with", "as", "be", "at", "by",
-    "this", "had", "not", "but", "from", "or", "have", "an", "they", "which", "one", "you", "were",
-    "her", "all", "she", "there", "would", "their", "we", "him", "been", "has", "when", "who",
-    "will", "more", "no", "if", "out", "so", "said", "what", "up", "its", "about", "into", "than",
-    "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then",
-    "do", "first", "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most",
-    "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where",
-    "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "people",
-    "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see", "men",
-    "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day",
-    "same", "another", "know", "while", "last", "might", "us", "great", "old", "year", "off",
-    "come", "since", "against", "go", "came", "right", "used", "take", "three", "states",
-    "himself", "few", "house", "use", "during", "without", "again", "place", "around", "however",
-    "home", "small", "found", "thought", "went", "say", "part", "once", "general", "high", "upon",
-    "school", "every", "don't", "does", "got", "united", "left", "number", "course", "war",
-    "until", "always", "away", "something", "fact", "though", "water", "less", "public", "put",
-    "think", "almost", "hand", "enough", "far", "took", "head", "yet", "government", "system",
-    "better", "set", "told", "nothing", "night", "end", "why", "called", "didn't", "eyes", "find",
-    "going", "look", "asked", "later", "knew", "point", "next", "city", "business", "give",
-    "group", "toward", "young", "days", "let", "room", "president", "side", "social", "given",
-    "present", "several", "order", "national", "possible", "rather", "second", "face", "per",
-    "among", "form", "important", "often", "things", "looked", "early", "white", "case", "john",
-    "become", "large", "big", "need", "four", "within", "felt", "along", "children", "saw",
-    "best", "church", "ever", "least", "power", "development", "light", "thing", "seemed",
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "are",
+    "with",
+    "as",
+    "be",
+    "at",
+    "by",
+    "this",
+    "had",
+    "not",
+    "but",
+    "from",
+    "or",
+    "have",
+    "an",
+    "they",
+    "which",
+    "one",
+    "you",
+    "were",
+    "her",
+    "all",
+    "she",
+    "there",
+    "would",
+    "their",
+    "we",
+    "him",
+    "been",
+    "has",
+    "when",
+    "who",
+    "will",
+    "more",
+    "no",
+    "if",
+    "out",
+    "so",
+    "said",
+    "what",
+    "up",
+    "its",
+    "about",
+    "into",
+    "than",
+    "them",
+    "can",
+    "only",
+    "other",
+    "new",
+    "some",
+    "could",
+    "time",
+    "these",
+    "two",
+    "may",
+    "then",
+    "do",
+    "first",
+    "any",
+    "my",
+    "now",
+    "such",
+    "like",
+    "our",
+    "over",
+    "man",
+    "me",
+    "even",
+    "most",
+    "made",
+    "after",
+    "also",
+    "did",
+    "many",
+    "before",
+    "must",
+    "through",
+    "back",
+    "years",
+    "where",
+    "much",
+    "your",
+    "way",
+    "well",
+    "down",
+    "should",
+    "because",
+    "each",
+    "just",
+    "those",
+    "people",
+    "how",
+    "too",
+    "little",
+    "state",
+    "good",
+    "very",
+    "make",
+    "world",
+    "still",
+    "own",
+    "see",
+    "men",
+    "work",
+    "long",
+    "get",
+    "here",
+    "between",
+    "both",
+    "life",
+    "being",
+    "under",
+    "never",
+    "day",
+    "same",
+    "another",
+    "know",
+    "while",
+    "last",
+    "might",
+    "us",
+    "great",
+    "old",
+    "year",
+    "off",
+    "come",
+    "since",
+    "against",
+    "go",
+    "came",
+    "right",
+    "used",
+    "take",
+    "three",
+    "states",
+    "himself",
+    "few",
+    "house",
+    "use",
+    "during",
+    "without",
+    "again",
+    "place",
+    "around",
+    "however",
+    "home",
+    "small",
+    "found",
+    "thought",
+    "went",
+    "say",
+    "part",
+    "once",
+    "general",
+    "high",
+    "upon",
+    "school",
+    "every",
+    "don't",
+    "does",
+    "got",
+    "united",
+    "left",
+    "number",
+    "course",
+    "war",
+    "until",
+    "always",
+    "away",
+    "something",
+    "fact",
+    "though",
+    "water",
+    "less",
+    "public",
+    "put",
+    "think",
+    "almost",
+    "hand",
+    "enough",
+    "far",
+    "took",
+    "head",
+    "yet",
+    "government",
+    "system",
+    "better",
+    "set",
+    "told",
+    "nothing",
+    "night",
+    "end",
+    "why",
+    "called",
+    "didn't",
+    "eyes",
+    "find",
+    "going",
+    "look",
+    "asked",
+    "later",
+    "knew",
+    "point",
+    "next",
+    "city",
+    "business",
+    "give",
+    "group",
+    "toward",
+    "young",
+    "days",
+    "let",
+    "room",
+    "president",
+    "side",
+    "social",
+    "given",
+    "present",
+    "several",
+    "order",
+    "national",
+    "possible",
+    "rather",
+    "second",
+    "face",
+    "per",
+    "among",
+    "form",
+    "important",
+    "often",
+    "things",
+    "looked",
+    "early",
+    "white",
+    "case",
+    "john",
+    "become",
+    "large",
+    "big",
+    "need",
+    "four",
+    "within",
+    "felt",
+    "along",
+    "children",
+    "saw",
+    "best",
+    "church",
+    "ever",
+    "least",
+    "power",
+    "development",
+    "light",
+    "thing",
+    "seemed",
 ];
 
 /// Words at the start of each synthetic prompt that make it unique.
@@ -90,8 +330,9 @@ pub struct PromptBuilder {
 impl PromptBuilder {
     pub fn new(seed: u64, shared_prefix_words: usize) -> PromptBuilder {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x0070_7265_6669_78);
-        let prefix =
-            (0..shared_prefix_words).map(|_| VOCABULARY[rng.random_range(0..VOCABULARY.len())]).collect();
+        let prefix = (0..shared_prefix_words)
+            .map(|_| VOCABULARY[rng.random_range(0..VOCABULARY.len())])
+            .collect();
         PromptBuilder { seed, prefix }
     }
 
@@ -143,7 +384,8 @@ impl Workload {
     /// Synthetic items: each input length `repeats` times, shuffled by seed when asked. The prompt
     /// text is filled in later (its length is fitted to the target's tokenizer).
     pub fn synthetic(cfg: &WorkloadConfig) -> Workload {
-        let mut lengths: Vec<u32> = Vec::with_capacity(cfg.input_lengths.len() * cfg.repeats as usize);
+        let mut lengths: Vec<u32> =
+            Vec::with_capacity(cfg.input_lengths.len() * cfg.repeats as usize);
         for _ in 0..cfg.repeats {
             lengths.extend_from_slice(&cfg.input_lengths);
         }
@@ -165,7 +407,11 @@ impl Workload {
     /// Items from a JSONL dataset. Each line is an object with `messages` (chat messages) or
     /// `prompt` (text), and optionally `max_tokens` and `response_format` / `schema`. Other keys
     /// (ids, categories, expected answers) are allowed and ignored here.
-    pub fn from_jsonl(path: &Path, text: &str, cfg: &WorkloadConfig) -> Result<Workload, DatasetError> {
+    pub fn from_jsonl(
+        path: &Path,
+        text: &str,
+        cfg: &WorkloadConfig,
+    ) -> Result<Workload, DatasetError> {
         let mut items = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line_no = i + 1;
@@ -173,14 +419,16 @@ impl Workload {
             if line.is_empty() || line.starts_with("//") {
                 continue;
             }
-            let err = |message: String| DatasetError { path: path.to_path_buf(), line: line_no, message };
+            let err =
+                |message: String| DatasetError { path: path.to_path_buf(), line: line_no, message };
             let v: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| err(format!("not valid JSON: {e}")))?;
             let obj = v.as_object().ok_or_else(|| err("expected a JSON object".into()))?;
             let payload = match (obj.get("messages"), obj.get("prompt")) {
                 (Some(serde_json::Value::Array(m)), _) if !m.is_empty() => {
                     for (k, msg) in m.iter().enumerate() {
-                        let ok = msg.get("role").and_then(|r| r.as_str()).is_some() && msg.get("content").is_some();
+                        let ok = msg.get("role").and_then(|r| r.as_str()).is_some()
+                            && msg.get("content").is_some();
                         if !ok {
                             return Err(err(format!("messages[{k}] needs `role` and `content`")));
                         }
@@ -208,7 +456,11 @@ impl Workload {
             items.push(WorkItem { payload, target_tokens: None, max_tokens, response_format });
         }
         if items.is_empty() {
-            return Err(DatasetError { path: path.to_path_buf(), line: 0, message: "the dataset has no requests".into() });
+            return Err(DatasetError {
+                path: path.to_path_buf(),
+                line: 0,
+                message: "the dataset has no requests".into(),
+            });
         }
         if cfg.shuffle {
             items.shuffle(&mut StdRng::seed_from_u64(cfg.seed));
@@ -238,38 +490,64 @@ pub struct DatasetError {
     pub message: String,
 }
 
-/// Fit a synthetic prompt to `target` tokens using a token counter (the target's tokenizer).
-/// Returns the prompt and its counted length. Starts from `words_per_token x target` words and
-/// corrects up to eight times; it keeps the closest fit, preferring not to exceed the target.
-pub fn fit_prompt<E>(
-    builder: &PromptBuilder,
-    item: u64,
-    request_id: u64,
+/// Fits a synthetic prompt to a token target with the target's own tokenizer: propose a word
+/// count, observe how many tokens it makes, correct, at most eight times. The closest fit wins,
+/// preferring one that does not exceed the target.
+#[derive(Clone, Debug)]
+pub struct PromptFit {
     target: u32,
-    words_per_token: f64,
-    mut count: impl FnMut(&str) -> Result<u32, E>,
-) -> Result<(String, u32), E> {
-    let target_f = target as f64;
-    let mut words = ((target_f * words_per_token).round() as usize).max(1);
-    let mut best: Option<(String, u32)> = None;
-    let better = |cand: u32, cur: u32| {
-        let (dc, du) = (cand.abs_diff(target), cur.abs_diff(target));
-        dc < du || (dc == du && cand <= target && cur > target)
-    };
-    for _ in 0..8 {
-        let text = builder.build(item, request_id, words);
-        let n = count(&text)?;
-        if best.as_ref().is_none_or(|(_, b)| better(n, *b)) {
-            best = Some((text, n));
-        }
-        if n == target {
-            break;
-        }
-        let ratio = words as f64 / n.max(1) as f64;
-        let next = ((words as f64 + (target_f - n as f64) * ratio).round() as usize).max(1);
-        words = if next == words { if n > target { words.saturating_sub(1).max(1) } else { words + 1 } } else { next };
+    next: usize,
+    best: Option<(usize, u32)>,
+    attempts: u32,
+    done: bool,
+}
+
+impl PromptFit {
+    pub const MAX_ATTEMPTS: u32 = 8;
+
+    /// Start from `words_per_token x target` words.
+    pub fn new(target: u32, words_per_token: f64) -> PromptFit {
+        let next = ((target as f64 * words_per_token).round() as usize).max(1);
+        PromptFit { target, next, best: None, attempts: 0, done: false }
     }
-    Ok(best.expect("at least one attempt"))
+
+    /// The word count to try next, or `None` when fitting is over.
+    pub fn next_words(&self) -> Option<usize> {
+        (!self.done).then_some(self.next)
+    }
+
+    /// Record that the last proposed word count made `tokens` tokens.
+    pub fn observe(&mut self, tokens: u32) {
+        let words = self.next;
+        let target = self.target;
+        let better = self.best.is_none_or(|(_, b)| {
+            let (dc, du) = (tokens.abs_diff(target), b.abs_diff(target));
+            dc < du || (dc == du && tokens <= target && b > target)
+        });
+        if better {
+            self.best = Some((words, tokens));
+        }
+        self.attempts += 1;
+        if tokens == target || self.attempts >= Self::MAX_ATTEMPTS {
+            self.done = true;
+            return;
+        }
+        let ratio = words as f64 / tokens.max(1) as f64;
+        let next =
+            ((words as f64 + (target as f64 - tokens as f64) * ratio).round() as usize).max(1);
+        self.next = if next != words {
+            next
+        } else if tokens > target {
+            words.saturating_sub(1).max(1)
+        } else {
+            words + 1
+        };
+    }
+
+    /// Best (word count, token count) so far.
+    pub fn best(&self) -> Option<(usize, u32)> {
+        self.best
+    }
 }
 
 #[cfg(test)]
@@ -283,9 +561,15 @@ mod tests {
         assert_eq!(p.split(' ').count(), 100);
         assert_eq!(p, PromptBuilder::new(42, 0).build(3, 7, 100));
         let q = b.build(3, 8, 100);
-        assert_ne!(p.split(' ').take(UNIQUE_WORDS).collect::<Vec<_>>(), q.split(' ').take(UNIQUE_WORDS).collect::<Vec<_>>());
+        assert_ne!(
+            p.split(' ').take(UNIQUE_WORDS).collect::<Vec<_>>(),
+            q.split(' ').take(UNIQUE_WORDS).collect::<Vec<_>>()
+        );
         // Same item, different request: same filler after the unique words.
-        assert_eq!(p.split(' ').skip(UNIQUE_WORDS).collect::<Vec<_>>(), q.split(' ').skip(UNIQUE_WORDS).collect::<Vec<_>>());
+        assert_eq!(
+            p.split(' ').skip(UNIQUE_WORDS).collect::<Vec<_>>(),
+            q.split(' ').skip(UNIQUE_WORDS).collect::<Vec<_>>()
+        );
         assert_eq!(b.build(0, 0, 2).split(' ').count(), 2);
     }
 
@@ -308,15 +592,20 @@ mod tests {
         };
         let b = PromptBuilder::new(5, 0);
         for target in [16u32, 128, 1000] {
-            let (text, n) = fit_prompt(&b, 1, 1, target, 1.0, count).unwrap();
+            let mut fit = PromptFit::new(target, 1.0);
+            while let Some(words) = fit.next_words() {
+                fit.observe(count(&b.build(1, 1, words)).unwrap());
+            }
+            let (words, n) = fit.best().unwrap();
             assert!(n.abs_diff(target) <= 1, "target {target} got {n}");
-            assert_eq!(count(&text).unwrap(), n);
+            assert_eq!(count(&b.build(1, 1, words)).unwrap(), n);
         }
     }
 
     #[test]
     fn synthetic_workload_is_the_length_list_times_repeats() {
-        let cfg = WorkloadConfig { input_lengths: vec![10, 20], repeats: 3, ..WorkloadConfig::default() };
+        let cfg =
+            WorkloadConfig { input_lengths: vec![10, 20], repeats: 3, ..WorkloadConfig::default() };
         let w = Workload::synthetic(&cfg);
         assert_eq!(w.len(), 6);
         let mut lens: Vec<u32> = w.items.iter().map(|i| i.target_tokens.unwrap()).collect();

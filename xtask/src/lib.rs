@@ -17,7 +17,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
+#[cfg(feature = "runtime")]
+pub mod bench;
 pub mod exit;
+pub mod gitinfo;
+pub mod report;
+#[cfg(feature = "runtime")]
+pub mod sim;
 
 pub use exit::Status;
 
@@ -38,11 +44,23 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Measure an OpenAI-compatible server (the embedded simulator when no target is set).
+    #[cfg(feature = "runtime")]
+    Bench(bench::BenchCmd),
+    /// Serve the engine simulator standalone.
+    #[cfg(feature = "runtime")]
+    Sim(sim::SimCmd),
+}
 
 impl Command {
-    fn run(self, _sh: &Shell) -> anyhow::Result<Status> {
-        match self {}
+    fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        match self {
+            #[cfg(feature = "runtime")]
+            Command::Bench(c) => c.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Sim(c) => c.run(sh),
+        }
     }
 }
 
