@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
+pub mod engine;
 pub mod exit;
 
 pub use exit::Status;
@@ -38,11 +39,17 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// The governed engine parameters (configs/engine.toml) for a real engine.
+    #[command(subcommand)]
+    Engine(engine::EngineCmd),
+}
 
 impl Command {
-    fn run(self, _sh: &Shell) -> anyhow::Result<Status> {
-        match self {}
+    fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        match self {
+            Command::Engine(cmd) => cmd.run(sh),
+        }
     }
 }
 
