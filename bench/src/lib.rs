@@ -11,6 +11,7 @@ pub mod config;
 pub mod metrics;
 pub mod outcome;
 pub mod record;
+pub mod sim;
 pub mod summary;
 
 pub use outcome::Outcome;
