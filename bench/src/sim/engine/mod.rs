@@ -24,10 +24,14 @@ pub mod spec;
 pub mod stats;
 mod virtual_time;
 
+#[cfg(feature = "runtime")]
+mod backend;
 #[cfg(test)]
 mod tests;
 
 pub use self::core::{Core, Limits, Req, Scheduled, Status, WaitQueue};
+#[cfg(feature = "runtime")]
+pub use backend::EngineBackend;
 pub use scheduler::{Batch, Continuous, Scheduler};
 pub use spec::{CostModel, EngineSpec, MemoryPlan, SpecError};
 pub use stats::{EngineStats, Gauges};

@@ -638,3 +638,96 @@ fn metrics_parse_and_counters_never_decrease() {
         report.stats.generation_tokens as f64
     );
 }
+
+// ---- real time ----
+
+#[cfg(feature = "runtime")]
+mod real_time {
+    use std::time::Duration;
+
+    use tokio::time::{Instant, timeout};
+
+    use super::h100;
+    use crate::sim::backend::{Backend, FinishReason, GenEvent, GenRequest};
+    use crate::sim::engine::EngineBackend;
+
+    fn request(id: u64, prompt_len: u32, max_tokens: u32) -> GenRequest {
+        GenRequest {
+            id,
+            prompt: (0..prompt_len).collect(),
+            max_tokens,
+            natural_len: None,
+            ignore_eos: true,
+            priority: 0,
+            arrival: Instant::now(),
+        }
+    }
+
+    fn metric(text: &str, name: &str) -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        line.rsplit_once(' ').unwrap().1.parse().unwrap()
+    }
+
+    async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<GenEvent>) -> Option<GenEvent> {
+        timeout(Duration::from_secs(10), rx.recv()).await.expect("an event within 10 s")
+    }
+
+    #[tokio::test]
+    async fn events_arrive_in_order_and_a_dropped_receiver_is_freed() {
+        // 8B on an H100: steps of ~7.5 ms.
+        let backend = EngineBackend::new(&h100(""));
+        assert_eq!(backend.max_model_len(), Some(8192));
+        assert!(backend.describe().contains("llama-3.1-8b"), "{}", backend.describe());
+
+        let mut receivers: Vec<_> =
+            (0..3).map(|i| backend.submit(request(i, 50 + 10 * i as u32, 5))).collect();
+        for rx in &mut receivers {
+            let mut events = Vec::new();
+            while let Some(e) = next(rx).await {
+                events.push(e);
+                assert!(events.len() <= 7, "{events:?}");
+            }
+            assert!(matches!(events[0], GenEvent::Scheduled { .. }), "{events:?}");
+            assert!(events[1..6].iter().all(|e| *e == GenEvent::Tokens { count: 1 }), "{events:?}");
+            assert_eq!(events[6], GenEvent::Finished { reason: FinishReason::Length });
+        }
+
+        // A client that goes away after its first token.
+        let mut rx = backend.submit(request(10, 100, 5000));
+        loop {
+            match next(&mut rx).await {
+                Some(GenEvent::Tokens { .. }) => break,
+                Some(GenEvent::Scheduled { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        drop(rx);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let text = loop {
+            let mut text = String::new();
+            backend.render_metrics(&mut text);
+            if metric(&text, "infergate_sim:cancelled_requests_total") == 1.0 {
+                break text;
+            }
+            assert!(Instant::now() < deadline, "not freed within 5 s:\n{text}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(metric(&text, "vllm:num_requests_running"), 0.0);
+        assert_eq!(metric(&text, "infergate_sim:kv_blocks_in_use"), 0.0);
+        // The step in flight when the receiver went away produced one undeliverable token.
+        assert_eq!(metric(&text, "infergate_sim:wasted_tokens_total"), 1.0);
+        assert!(metric(&text, "vllm:generation_tokens_total") < 100.0);
+
+        // Too long for max_model_len: refused at once.
+        let mut rx = backend.submit(request(11, 8000, 500));
+        match next(&mut rx).await {
+            Some(GenEvent::Failed { status: 400, message }) => {
+                assert!(message.contains("8192"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
