@@ -61,11 +61,13 @@ pub struct MemoryPlan {
 
 /// Time of one engine step (nanoseconds):
 ///
+/// ```text
 /// forward  = step_fixed + prefill_token x prefill tokens + decode_seq x decoding sequences
 ///            + kv_token x KV tokens read
 /// interval = interval_base + interval_seq x sequences in the step
 /// step     = forward + interval             (synchronous scheduling)
 ///          = max(forward, interval)         (async_scheduling)
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostModel {
     pub step_fixed_ns: f64,
