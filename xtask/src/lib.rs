@@ -19,6 +19,7 @@ use xshell::Shell;
 
 #[cfg(feature = "runtime")]
 pub mod bench;
+pub mod engine;
 pub mod exit;
 pub mod gitinfo;
 pub mod report;
@@ -51,6 +52,9 @@ pub enum Command {
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
+    /// The governed engine parameters (configs/engine.toml) for a real engine.
+    #[command(subcommand)]
+    Engine(engine::EngineCmd),
 }
 
 impl Command {
@@ -60,6 +64,7 @@ impl Command {
             Command::Bench(c) => c.run(sh),
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
+            Command::Engine(cmd) => cmd.run(sh),
         }
     }
 }
