@@ -19,12 +19,23 @@ use crate::Status;
 pub enum EngineCmd {
     /// Print the command line that starts an engine with the parameters of an engine config.
     Args(ArgsCmd),
+    /// Start a real engine (llama.cpp or vLLM) with the parameters of an engine config.
+    #[cfg(feature = "runtime")]
+    Serve(crate::serve::ServeCmd),
+    /// Install the small real model the tests use into the cache (once) and print its path.
+    Model,
 }
 
 impl EngineCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         match self {
             EngineCmd::Args(cmd) => cmd.run(sh),
+            #[cfg(feature = "runtime")]
+            EngineCmd::Serve(cmd) => cmd.run(sh),
+            EngineCmd::Model => {
+                println!("{}", crate::model::ensure(sh)?.display());
+                Ok(Status::Success)
+            }
         }
     }
 }

@@ -22,9 +22,13 @@ pub mod bench;
 pub mod engine;
 pub mod exit;
 pub mod gitinfo;
+pub mod model;
 pub mod report;
 #[cfg(feature = "runtime")]
+pub mod serve;
+#[cfg(feature = "runtime")]
 pub mod sim;
+pub mod test_cmd;
 
 pub use exit::Status;
 
@@ -55,6 +59,8 @@ pub enum Command {
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
+    /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
+    Test(test_cmd::TestCmd),
 }
 
 impl Command {
@@ -65,6 +71,7 @@ impl Command {
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
+            Command::Test(cmd) => cmd.run(sh),
         }
     }
 }
