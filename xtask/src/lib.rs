@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
+pub mod adr;
 pub mod exit;
 
 pub use exit::Status;
@@ -38,11 +39,16 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Decision records: new, list, accept, supersede, lint, thresholds.
+    Adr(adr::AdrCmd),
+}
 
 impl Command {
-    fn run(self, _sh: &Shell) -> anyhow::Result<Status> {
-        match self {}
+    fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        match self {
+            Command::Adr(cmd) => cmd.run(sh),
+        }
     }
 }
 
