@@ -19,6 +19,7 @@ use xshell::Shell;
 
 pub mod adr;
 pub mod exit;
+pub mod gate;
 
 pub use exit::Status;
 
@@ -42,12 +43,15 @@ pub struct Cli {
 pub enum Command {
     /// Decision records: new, list, accept, supersede, lint, thresholds.
     Adr(adr::AdrCmd),
+    /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
+    Gate(gate::GateCmd),
 }
 
 impl Command {
     fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         match self {
             Command::Adr(cmd) => cmd.run(sh),
+            Command::Gate(cmd) => cmd.run(sh),
         }
     }
 }
