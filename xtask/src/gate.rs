@@ -17,7 +17,7 @@ use xshell::Shell;
 
 use crate::Status;
 use crate::adr::model::Action;
-use crate::adr::thresholds::{GATE_FILE, Threshold, Thresholds};
+use crate::adr::thresholds::{GATE_FILE, Threshold, Thresholds, with_unit};
 
 /// Outcome of one threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,13 +94,6 @@ pub fn evaluate(summary: &Summary, thresholds: &Thresholds) -> GateReport {
         run_status: summary.status,
         simulated: summary.simulated,
         checks,
-    }
-}
-
-fn with_unit(v: f64, unit: &str) -> String {
-    match unit {
-        "ratio" | "count" | "currency" => format!("{v}"),
-        u => format!("{v} {u}"),
     }
 }
 
@@ -215,7 +208,7 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
     let passed = report.checks.len() - blocking - warnings;
     writeln!(
         out,
-        "gate {}: {} checks, {passed} passed, {blocking} blocking failures, {warnings} warnings",
+        "gate {}: {} checks, {passed} passed, {blocking} blocking failed, {warnings} warnings",
         if report.passed() { "passed" } else { "FAILED" },
         report.checks.len()
     )

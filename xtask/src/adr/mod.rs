@@ -140,6 +140,10 @@ pub(crate) fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
 }
 
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
 fn today() -> String {
     chrono::Local::now().date_naive().format("%Y-%m-%d").to_string()
 }
@@ -415,15 +419,12 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
 fn run_lint(root: &Path, dir: &Path) -> anyhow::Result<Status> {
     let report = lint::lint_dir(root, dir)?;
     print_problems(&report.problems);
+    let records = plural(report.files, "record");
     if report.problems.is_empty() {
-        println!("{}: {} records, no problems", dir.display(), report.files);
+        println!("{}: {records}, no problems", dir.display());
     } else {
-        println!(
-            "{}: {} problems in {} records",
-            dir.display(),
-            report.problems.len(),
-            report.files
-        );
+        let problems = plural(report.problems.len(), "problem");
+        println!("{}: {problems} in {records}", dir.display());
     }
     Ok(Status::from_ok(report.problems.is_empty()))
 }

@@ -16,6 +16,7 @@ use chrono::NaiveDate;
 use serde_json::Value as Json;
 
 use super::model::{Action, Comparator};
+use super::thresholds::with_unit;
 
 /// Not measured.
 pub const BLANK: &str = "—";
@@ -369,11 +370,15 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
             };
             writeln!(o, "\n> {} ({}) {what}.", label(i), code(&r.run_id)).unwrap();
         }
-        if let Some(basis) = &r.cost.basis {
-            if r.cost.per_1m_output_tokens.is_some() {
-                writeln!(o, "\n{} cost basis: {basis}.", label(i)).unwrap();
-            }
+    }
+    let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        if let (Some(basis), Some(_)) = (&r.cost.basis, r.cost.per_1m_output_tokens) {
+            bases.entry(basis.as_str()).or_default().push(label(i));
         }
+    }
+    for (basis, labels) in &bases {
+        writeln!(o, "\nCost basis {basis}: {}.", labels.join(", ")).unwrap();
     }
     if n_exp > 0 {
         o.push_str(
@@ -502,7 +507,7 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
     if !unmeasured.is_empty() {
         writeln!(
             o,
-            "{chosen_label} did not measure {}: no threshold for them.",
+            "No threshold for what {chosen_label} did not measure: {}.",
             unmeasured.join(", ")
         )
         .unwrap();
@@ -520,35 +525,33 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         Comparator::Ge | Comparator::Gt => "below",
         Comparator::Eq => "different from",
     };
+    let condition =
+        |(metric, cmp, limit, unit, _, v): &&(&str, Comparator, f64, &str, Action, f64)| {
+            format!(
+                "- {} {} {} (measured {} in {chosen_label})\n",
+                code(metric),
+                worse(*cmp),
+                with_unit(*limit, unit),
+                fmt_measured(*v)
+            )
+        };
     let blocks: Vec<_> = proposed.iter().filter(|p| p.4 == Action::Block).collect();
     let warns: Vec<_> = proposed.iter().filter(|p| p.4 == Action::Warn).collect();
     if blocks.is_empty() {
-        o.push_str("No blocking threshold could be proposed (nothing was measured): roll back when a gate run of this scenario fails.\n");
+        o.push_str(
+            "No blocking threshold could be proposed (nothing was measured): roll back when a \
+             gate run of this scenario fails.\n",
+        );
     } else {
-        o.push_str("Roll back when a gate run of this scenario (`cargo xtask gate RUN`) breaks a blocking threshold:\n\n");
-        for (metric, cmp, limit, unit, _, v) in &blocks {
-            writeln!(
-                o,
-                "- {} {} {limit} {unit} (measured {} in {chosen_label})",
-                code(metric),
-                worse(*cmp),
-                fmt_measured(*v)
-            )
-            .unwrap();
-        }
+        o.push_str(
+            "Roll back when a gate run of this scenario (`cargo xtask gate RUN`) breaks a \
+             blocking threshold:\n\n",
+        );
+        o.extend(blocks.iter().map(condition));
     }
     if !warns.is_empty() {
         o.push_str("\nInvestigate, without rolling back, when a warning threshold breaks:\n\n");
-        for (metric, cmp, limit, unit, _, v) in &warns {
-            writeln!(
-                o,
-                "- {} {} {limit} {unit} (measured {} in {chosen_label})",
-                code(metric),
-                worse(*cmp),
-                fmt_measured(*v)
-            )
-            .unwrap();
-        }
+        o.extend(warns.iter().map(condition));
     }
     if rollback_values.is_empty() {
         o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");

@@ -119,6 +119,14 @@ pub fn to_metric_unit(
     }
 }
 
+/// A value with its unit for people (`201 ms`); ratios, counts and currency stand alone.
+pub fn with_unit(v: f64, unit: &str) -> String {
+    match unit {
+        "ratio" | "count" | "currency" => format!("{v}"),
+        u => format!("{v} {u}"),
+    }
+}
+
 /// Remove binary floating-point noise from a converted value (0.9500000000000001 -> 0.95).
 fn tidy(v: f64) -> f64 {
     format!("{v:.12e}").parse().unwrap_or(v)
