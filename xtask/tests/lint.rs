@@ -168,8 +168,14 @@ fn decision_lines_come_with_status_and_lines() {
     .unwrap_err();
     assert_eq!((err.len(), err[0].line), (1, 21));
     let err = decision_lines(NEW.as_ref(), &with_line(3, "- Status: Maybe")).unwrap_err();
-    assert_eq!(err[0].line, 3);
+    assert_eq!((err.len(), err[0].line), (1, 3));
     assert!(err[0].message.contains("unknown status"), "{}", err[0]);
+    // No status and a bad decision line: both are reported.
+    let text = with_line(3, "").replace("= 2048", "= ?");
+    let err = decision_lines(NEW.as_ref(), &text).unwrap_err();
+    let got: Vec<(usize, bool)> =
+        err.iter().map(|p| (p.line, p.message.starts_with("no status"))).collect();
+    assert_eq!(got, vec![(1, true), (21, false)], "{err:#?}");
 }
 
 #[test]

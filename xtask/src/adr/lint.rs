@@ -83,22 +83,6 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
         }
     }
 
-    // Status block. Parse problems already cover values that are present but invalid.
-    let reported = |line: usize| adr.problems.iter().any(|q| q.line == line);
-    if adr.status.is_none() && !adr.problems.iter().any(|q| status_message(&q.message)) {
-        p(title_line, "no status; write `- Status: Proposed` under the title".into());
-    }
-    if adr.date.is_none() && !adr.problems.iter().any(|q| q.message.starts_with("date `")) {
-        p(title_line, "no date; write `- Date: YYYY-MM-DD` under the title".into());
-    }
-    match &adr.deciders {
-        None => p(title_line, "no deciders; write `- Deciders: <names>` under the title".into()),
-        Some(d) if d.value.trim().is_empty() && !reported(d.line) => {
-            p(d.line, "deciders are empty; name who decided".into())
-        }
-        _ => {}
-    }
-
     // Sections.
     for (kind, heading) in REQUIRED_SECTIONS {
         let found: Vec<_> = adr.sections.iter().filter(|s| s.kind == Some(kind)).collect();
@@ -151,10 +135,6 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
             seen.insert((&d.file, &d.key), first);
         }
     }
-}
-
-fn status_message(m: &str) -> bool {
-    m.starts_with("unknown status") || m.contains("does not name the superseding record")
 }
 
 fn lint_numbers(adrs: &[Adr], out: &mut Vec<Problem>) {

@@ -62,17 +62,7 @@ pub fn decision_lines(path: &Path, text: &str) -> Result<DecisionSet, Vec<Proble
         .filter(|p| decision.is_some_and(|(start, end)| p.line > start && p.line < end))
         .cloned()
         .collect();
-    if adr.status.is_none() {
-        problems.extend(adr.problems.iter().filter(|p| p.message.contains("status")).cloned());
-        if problems.is_empty() {
-            let line = adr.titles.first().map_or(1, |t| t.line);
-            problems.push(Problem::new(
-                path,
-                line,
-                "no status; write `- Status: Proposed` under the title",
-            ));
-        }
-    }
+    problems.extend(adr.status_problems());
     match adr.status {
         Some(status) if problems.is_empty() => {
             Ok(DecisionSet { number: adr.number, status: status.value, lines: adr.decisions })

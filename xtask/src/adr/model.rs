@@ -44,6 +44,9 @@ pub enum AdrStatus {
     SupersededBy(u32),
 }
 
+/// The problem of a record without a status.
+pub const NO_STATUS: &str = "no status; write `- Status: Proposed` under the title";
+
 pub const STATUS_CHOICES: &str =
     "Proposed, Accepted, Rejected, Deprecated, Superseded by NNNN (NNNN = the superseding record)";
 
@@ -319,6 +322,8 @@ pub struct Adr {
     /// Every H1 heading (a valid record has exactly one).
     pub titles: Vec<Located<String>>,
     pub status: Option<Located<AdrStatus>>,
+    /// Line where a status was written (valid or not); `None` when there is none.
+    pub status_line: Option<usize>,
     pub date: Option<Located<chrono::NaiveDate>>,
     pub deciders: Option<Located<String>>,
     pub sections: Vec<Section>,
@@ -340,6 +345,22 @@ impl Adr {
 
     pub fn section(&self, kind: SectionKind) -> Option<&Section> {
         self.sections.iter().find(|s| s.kind == Some(kind))
+    }
+
+    /// Why the status is unknown: the problem at the status line, or the missing-status problem.
+    /// Empty when the status is valid.
+    pub fn status_problems(&self) -> Vec<Problem> {
+        if self.status.is_some() {
+            return Vec::new();
+        }
+        self.problems
+            .iter()
+            .filter(|p| match self.status_line {
+                Some(line) => p.line == line,
+                None => p.message == NO_STATUS,
+            })
+            .cloned()
+            .collect()
     }
 
     pub fn status_value(&self) -> Option<AdrStatus> {

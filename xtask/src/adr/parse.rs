@@ -11,8 +11,8 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Action, Adr, AdrStatus, Comparator, DecisionLine, Link, LinkKind, Located, Problem, Section,
-    SectionKind, ThresholdRow,
+    Action, Adr, AdrStatus, Comparator, DecisionLine, Link, LinkKind, Located, NO_STATUS, Problem,
+    Section, SectionKind, ThresholdRow,
 };
 use super::thresholds::to_metric_unit;
 
@@ -115,6 +115,22 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
             _ => deciders = Some(Located { value: f.value, line: f.line }),
         }
     }
+    let title_line = titles.first().map_or(1, |t| t.line);
+    let written = |key: &str| seen.iter().find(|(k, _)| k == key).map(|(_, l)| *l);
+    let status_line = written("status");
+    if status_line.is_none() {
+        p(title_line, NO_STATUS.into());
+    }
+    if written("date").is_none() {
+        p(title_line, "no date; write `- Date: YYYY-MM-DD` under the title".into());
+    }
+    match &deciders {
+        None => p(title_line, "no deciders; write `- Deciders: <names>` under the title".into()),
+        Some(d) if d.value.trim().is_empty() => {
+            p(d.line, "deciders are empty; name who decided".into())
+        }
+        _ => {}
+    }
 
     // Decision lines.
     let mut decisions = Vec::new();
@@ -210,6 +226,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         number: number_from_file_name(path),
         titles,
         status,
+        status_line,
         date,
         deciders,
         sections,

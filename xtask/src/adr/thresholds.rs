@@ -15,7 +15,7 @@ use std::path::Path;
 use bench::config::{ConfigError, Source};
 use serde::{Deserialize, Serialize};
 
-use super::model::{Action, Adr, AdrStatus, Comparator, LinkKind, Problem, STATUS_CHOICES};
+use super::model::{Action, Adr, AdrStatus, Comparator, LinkKind, Problem};
 
 /// Where the thresholds live, relative to the repository root.
 pub const GATE_FILE: &str = "thresholds/gate.toml";
@@ -201,16 +201,10 @@ pub fn generate(adrs: &[Adr]) -> Result<Thresholds, Vec<Problem>> {
     let mut problems = Vec::new();
     for adr in adrs {
         if adr.status.is_none() {
-            let line = adr.titles.first().map_or(1, |t| t.line);
-            problems.push(Problem::new(
-                &adr.path,
-                line,
-                format!(
-                    "no valid status, so whether its thresholds are live is unknown; write \
-                     `- Status: ...` under the title ({STATUS_CHOICES})"
-                ),
-            ));
-            problems.extend(adr.problems.iter().cloned());
+            problems.extend(adr.status_problems().into_iter().map(|p| Problem {
+                message: format!("{}; whether its thresholds are live is unknown", p.message),
+                ..p
+            }));
         } else if is_live(adr, adrs) {
             problems.extend(adr.problems.iter().cloned());
             if adr.number.is_none() {
@@ -420,10 +414,9 @@ mod tests {
         let adrs =
             vec![record(1, "Acepted", "| goodput.ratio | >= | 0.9 | ratio | block |", "None.")];
         let p = generate(&adrs).unwrap_err();
-        assert_eq!(p[0].line, 1);
-        assert!(p[0].message.contains("no valid status"), "{}", p[0]);
-        assert_eq!(p[1].line, 3);
-        assert!(p[1].message.contains("unknown status `Acepted`"), "{}", p[1]);
+        assert_eq!((p.len(), p[0].line), (1, 3));
+        assert!(p[0].message.contains("unknown status `Acepted`"), "{}", p[0]);
+        assert!(p[0].message.ends_with("whether its thresholds are live is unknown"), "{}", p[0]);
         let adrs =
             vec![record(1, "Accepted", "| goodput.ratio | >= | 0.9 | ratio | stop |", "None.")];
         let p = generate(&adrs).unwrap_err();
