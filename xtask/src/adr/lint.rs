@@ -38,9 +38,8 @@ pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
 /// Whether a file name is `NNNN-slug.md` (slug: lowercase letters and digits joined by `-`).
 pub fn valid_file_name(name: &str) -> bool {
     let Some(stem) = name.strip_suffix(".md") else { return false };
-    let (num, slug) = stem.split_at(stem.len().min(4));
-    num.len() == 4
-        && num.bytes().all(|b| b.is_ascii_digit())
+    let (Some(num), Some(slug)) = (stem.get(..4), stem.get(4..)) else { return false };
+    num.bytes().all(|b| b.is_ascii_digit())
         && slug.strip_prefix('-').is_some_and(|s| {
             !s.is_empty()
                 && s.split('-').all(|w| {
@@ -265,4 +264,28 @@ pub struct LintReport {
 pub fn lint_dir(root: &Path, dir: &Path) -> anyhow::Result<LintReport> {
     let files = read_records(root, dir)?;
     Ok(LintReport { files: files.len(), problems: lint_files(&files) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_file_name;
+
+    #[test]
+    fn file_names() {
+        assert!(valid_file_name("0001-use-adrs.md"));
+        assert!(valid_file_name("0012-v2.md"));
+        for bad in [
+            "1-x.md",
+            "0001-.md",
+            "0001-Use.md",
+            "0001_x.md",
+            "0001-x--y.md",
+            "0001-x.txt",
+            "abcé-x.md",
+            "é.md",
+            "0001",
+        ] {
+            assert!(!valid_file_name(bad), "{bad}");
+        }
+    }
 }
