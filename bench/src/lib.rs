@@ -7,11 +7,23 @@
 //! summaries, SSE parsing) that the decision-record tooling reads without compiling an async
 //! runtime or an HTTP stack.
 
+#[cfg(feature = "runtime")]
+pub mod client;
 pub mod config;
+pub mod hash;
 pub mod metrics;
+pub mod openai;
 pub mod outcome;
 pub mod record;
+pub mod rundir;
+#[cfg(feature = "runtime")]
+pub mod runner;
+pub mod schedule;
+#[cfg(feature = "runtime")]
+pub mod sim;
+pub mod sse;
 pub mod summary;
+pub mod workload;
 
 pub use outcome::Outcome;
 pub use record::RequestRecord;

@@ -114,12 +114,7 @@ impl Environment {
             self.cpu_model.as_deref().unwrap_or(""),
             self.memory_gib.map(|m| m.to_string()).unwrap_or_default()
         );
-        let mut h: u64 = 0xcbf29ce484222325;
-        for b in text.bytes() {
-            h ^= b as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
-        format!("{h:016x}")
+        format!("{:016x}", crate::hash::fnv1a(text.as_bytes()))
     }
 }
 
@@ -139,6 +134,21 @@ pub struct ScheduleSummary {
     pub stats: ScheduleStats,
     /// True when the load generator could not keep its schedule (see the README).
     pub fell_behind: bool,
+}
+
+/// What was sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// Distinct workload items (prompts or dataset lines).
+    pub items: u64,
+    /// How prompt lengths were counted.
+    pub length_basis: crate::workload::LengthBasis,
+}
+
+impl Default for WorkloadInfo {
+    fn default() -> Self {
+        WorkloadInfo { items: 0, length_basis: crate::workload::LengthBasis::Dataset }
+    }
 }
 
 /// Cost of the measured window from the device price (blank when the price is unknown).
@@ -183,6 +193,8 @@ pub struct Summary {
     pub throughput: Throughput,
     pub goodput: Goodput,
     pub schedule: ScheduleSummary,
+    #[serde(default)]
+    pub workload: WorkloadInfo,
     #[serde(default)]
     pub cost: Cost,
     /// Server-side metrics scraped during the window (null when not scraped).

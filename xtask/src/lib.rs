@@ -18,8 +18,14 @@ use clap::{Parser, Subcommand};
 use xshell::Shell;
 
 pub mod adr;
+#[cfg(feature = "runtime")]
+pub mod bench;
 pub mod exit;
 pub mod gate;
+pub mod gitinfo;
+pub mod report;
+#[cfg(feature = "runtime")]
+pub mod sim;
 
 pub use exit::Status;
 
@@ -41,6 +47,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Measure an OpenAI-compatible server (the embedded simulator when no target is set).
+    #[cfg(feature = "runtime")]
+    Bench(bench::BenchCmd),
+    /// Serve the engine simulator standalone.
+    #[cfg(feature = "runtime")]
+    Sim(sim::SimCmd),
     /// Decision records: new, list, accept, supersede, lint, thresholds.
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
@@ -50,6 +62,10 @@ pub enum Command {
 impl Command {
     fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         match self {
+            #[cfg(feature = "runtime")]
+            Command::Bench(c) => c.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Sim(c) => c.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
         }

@@ -299,6 +299,12 @@ pub struct SimConfig {
     pub mode: SimMode,
     /// Engine-parameter file for `mode = "engine"`.
     pub engine_config: String,
+    /// How usage is reported in streams (when the request asks for it).
+    pub usage: UsageMode,
+    /// Share of structured-output answers that come back corrupted (0..=1).
+    pub corruption_rate: f64,
+    /// Relative perturbation of every log-prob (simulates a lower-precision engine).
+    pub logprob_drift: f64,
     pub timing: TimingConfig,
     pub faults: FaultConfig,
 }
@@ -308,6 +314,9 @@ impl Default for SimConfig {
         SimConfig {
             mode: SimMode::Timing,
             engine_config: "configs/engine.toml".into(),
+            usage: UsageMode::Final,
+            corruption_rate: 0.0,
+            logprob_drift: 0.0,
             timing: TimingConfig::default(),
             faults: FaultConfig::default(),
         }
@@ -343,7 +352,6 @@ pub struct TimingConfig {
     /// Each gap is drawn uniformly from [gap - jitter, gap + jitter] (seeded).
     pub jitter_ms: f64,
     pub tokens_per_chunk: u32,
-    pub usage: UsageMode,
     pub seed: u64,
 }
 
@@ -355,7 +363,6 @@ impl Default for TimingConfig {
             output_tokens: None,
             jitter_ms: 0.0,
             tokens_per_chunk: 1,
-            usage: UsageMode::Final,
             seed: 7,
         }
     }
@@ -794,6 +801,19 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     }
     if t.output_tokens == Some(0) {
         return err("sim.timing.output_tokens", "must be at least 1 when set".into());
+    }
+    if !(p.sim.corruption_rate.is_finite() && (0.0..=1.0).contains(&p.sim.corruption_rate)) {
+        return err(
+            "sim.corruption_rate",
+            format!("is a probability: within 0..=1, got {}", p.sim.corruption_rate),
+        );
+    }
+    if !(p.sim.logprob_drift.is_finite() && p.sim.logprob_drift >= 0.0 && p.sim.logprob_drift < 1.0)
+    {
+        return err(
+            "sim.logprob_drift",
+            format!("is a relative error: within 0..1, got {}", p.sim.logprob_drift),
+        );
     }
     for (name, prob) in p.sim.faults.probabilities() {
         if !(prob.is_finite() && (0.0..=1.0).contains(&prob)) {

@@ -1,0 +1,707 @@
+//! The HTTP client: preflight diagnosis of a target, request bodies, and one request's execution
+//! with every event timestamped when its bytes arrive.
+
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::{Endpoint, MaxTokensField, ProxyMode, Target};
+use crate::openai::{self, Flow, ResponseResult, StreamEnd, StreamTracker, truncate_chars};
+use crate::outcome::Outcome;
+use crate::sse::{SseItem, SseParser};
+use crate::workload::{Payload, WorkItem};
+
+/// Environment variables that route HTTP through a proxy.
+pub const PROXY_VARS: [&str; 6] =
+    ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"];
+
+/// Removes a secret from any text before it is shown or stored.
+#[derive(Clone, Debug, Default)]
+pub struct Redactor {
+    secret: Option<String>,
+}
+
+impl Redactor {
+    pub fn new(secret: Option<&str>) -> Redactor {
+        Redactor { secret: secret.filter(|s| s.len() >= 4).map(str::to_string) }
+    }
+
+    pub fn redact(&self, text: &str) -> String {
+        match &self.secret {
+            Some(s) if text.contains(s.as_str()) => text.replace(s.as_str(), "[redacted]"),
+            _ => text.to_string(),
+        }
+    }
+}
+
+/// Read an API key from the environment variable a config names, with the diagnoses users need.
+pub fn read_api_key(var: &str, target: &str) -> Result<String, String> {
+    match std::env::var(var) {
+        Err(std::env::VarError::NotPresent) => Err(format!(
+            "the API key variable {var} (api_key_env of target `{target}`) is not set in the environment; \
+             export it, e.g. `export {var}=...`"
+        )),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(format!("the API key variable {var} does not hold valid UTF-8"))
+        }
+        Ok(v) if v.is_empty() => Err(format!("the API key variable {var} is set but empty")),
+        Ok(v) if v.contains('\n') || v.contains('\r') => Err(format!(
+            "the API key variable {var} holds a newline (often from `export {var}=$(cat keyfile)` or a \
+             copied line end); remove it — servers reject such keys with 401"
+        )),
+        Ok(v) if v.trim() != v => Err(format!(
+            "the API key variable {var} has leading or trailing whitespace; remove it — servers reject such keys with 401"
+        )),
+        Ok(v) => Ok(v),
+    }
+}
+
+/// Where requests go, once resolved.
+#[derive(Clone, Debug)]
+pub struct Resolved {
+    /// `scheme://host:port[/prefix]` without `/v1`.
+    pub root: String,
+    /// `<root>/v1`.
+    pub api_base: String,
+    pub url: String,
+    pub endpoint: Endpoint,
+    pub stream: bool,
+    pub model: String,
+    pub max_tokens_field: &'static str,
+    pub models: Option<Value>,
+    pub tokenize: bool,
+    /// Notes for the summary (proxy use, fallbacks).
+    pub notes: Vec<String>,
+}
+
+/// Split a base URL given with or without `/v1` into (root, api base).
+pub fn split_base_url(base: &str) -> (String, String) {
+    let trimmed = base.trim().trim_end_matches('/');
+    match trimmed.strip_suffix("/v1") {
+        Some(root) => (root.to_string(), trimmed.to_string()),
+        None => (trimmed.to_string(), format!("{trimmed}/v1")),
+    }
+}
+
+fn is_loopback(url: &str) -> bool {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+        .is_some_and(|h| h == "localhost" || h == "[::1]" || h == "::1" || h.starts_with("127."))
+}
+
+/// Proxy variables present in the environment (names only; values may hold credentials).
+pub fn proxy_vars_present() -> Vec<&'static str> {
+    PROXY_VARS
+        .iter()
+        .copied()
+        .filter(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+        .collect()
+}
+
+/// Timeouts and proxy behaviour of the client.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub request_timeout: Duration,
+    pub stall_timeout: Duration,
+    pub proxy: ProxyMode,
+}
+
+/// What goes into every request besides the prompt.
+#[derive(Clone, Debug)]
+pub struct Sampling {
+    pub temperature: f64,
+    pub top_p: f64,
+    pub seed: u64,
+    pub ignore_eos: bool,
+    /// `top_logprobs` to request (None: no log-probs).
+    pub logprobs: Option<u32>,
+}
+
+/// The HTTP client for one target.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    headers: HeaderMap,
+    pub redactor: Redactor,
+    pub opts: ClientOptions,
+    proxied: bool,
+}
+
+/// Outcome of one request at the transport level, plus the parsed response.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    pub sent: Option<Instant>,
+    pub status: Option<u16>,
+    pub queue_ms: Option<f64>,
+    pub result: ResponseResult,
+    pub end: Instant,
+}
+
+/// Signals from the runner to requests in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Running,
+    /// No new requests; in-flight ones may finish.
+    Draining,
+    /// Abort everything in flight now (`cancelled`).
+    Abort,
+}
+
+impl Client {
+    pub fn new(
+        opts: ClientOptions,
+        api_key: Option<&str>,
+        target_url: &str,
+    ) -> Result<(Client, Vec<String>), String> {
+        let mut notes = Vec::new();
+        let proxies = proxy_vars_present();
+        let use_proxy = match opts.proxy {
+            ProxyMode::None => false,
+            ProxyMode::Env => !proxies.is_empty(),
+            ProxyMode::Auto => !proxies.is_empty() && !is_loopback(target_url),
+        };
+        if !proxies.is_empty() {
+            if use_proxy {
+                notes.push(format!(
+                    "requests go through the proxy named by {} (latencies include it); set client.proxy = \"none\" to connect directly",
+                    proxies.join("/")
+                ));
+            } else {
+                notes.push(format!(
+                    "proxy variables ({}) are ignored for this target",
+                    proxies.join(", ")
+                ));
+            }
+        }
+        let mut builder = reqwest::Client::builder()
+            .http1_only()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")));
+        if !use_proxy {
+            builder = builder.no_proxy();
+        }
+        let http = builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(key) = api_key {
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                "the API key holds characters not allowed in an HTTP header".to_string()
+            })?;
+            v.set_sensitive(true);
+            headers.insert(AUTHORIZATION, v);
+        }
+        Ok((
+            Client { http, headers, redactor: Redactor::new(api_key), opts, proxied: use_proxy },
+            notes,
+        ))
+    }
+
+    fn err_text(&self, e: &reqwest::Error) -> String {
+        let mut s = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(inner) = src {
+            s.push_str(": ");
+            s.push_str(&inner.to_string());
+            src = inner.source();
+        }
+        self.redactor.redact(&s)
+    }
+
+    fn connect_hint(&self) -> &'static str {
+        if self.proxied {
+            " (requests go through a proxy from the environment; is it reachable?)"
+        } else {
+            ""
+        }
+    }
+
+    async fn get_json(&self, url: &str) -> Result<(u16, Option<Value>, String), String> {
+        let resp = self
+            .http
+            .get(url)
+            .headers(self.headers.clone())
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await
+            .map_err(|e| {
+                format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
+            })?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        Ok((
+            status,
+            serde_json::from_str(&text).ok(),
+            self.redactor.redact(&truncate_chars(&text, 300)),
+        ))
+    }
+
+    async fn post_json(
+        &self,
+        url: &str,
+        body: &Value,
+    ) -> Result<(u16, Option<Value>, String), String> {
+        let resp = self
+            .http
+            .post(url)
+            .headers(self.headers.clone())
+            .body(body.to_string())
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| {
+                format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
+            })?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap_or_default();
+        Ok((
+            status,
+            serde_json::from_str(&text).ok(),
+            self.redactor.redact(&truncate_chars(&text, 300)),
+        ))
+    }
+
+    /// Check the target before measuring: models, auth, endpoint path, output-length field,
+    /// tokenizer. Every failure is explained in terms of what to change.
+    pub async fn preflight(
+        &self,
+        target_name: &str,
+        target: &Target,
+        model_override: Option<&str>,
+        endpoint: Endpoint,
+        stream: bool,
+        api_key_env: Option<&str>,
+    ) -> Result<Resolved, String> {
+        let (root, api_base) = split_base_url(&target.base_url);
+        let mut notes = Vec::new();
+        let auth_hint = |status: u16| -> String {
+            match api_key_env {
+                None => format!(
+                    "the server answered {status}: it requires an API key. Name the variable holding it with \
+                     api_key_env in [targets.{target_name}] and export it"
+                ),
+                Some(var) => format!(
+                    "the server answered {status} to the key from ${var}: check its value (it is sent as \
+                     `Authorization: Bearer <key>`; a wrong key, a key for another server or a stray newline \
+                     are the usual causes)"
+                ),
+            }
+        };
+        let models_url = format!("{api_base}/models");
+        let (status, body, text) = self.get_json(&models_url).await?;
+        let offered: Option<Vec<String>> = match status {
+            200 => body.as_ref().and_then(|b| b.get("data")).and_then(|d| d.as_array()).map(|d| {
+                d.iter()
+                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
+                    .collect()
+            }),
+            401 | 403 => return Err(auth_hint(status)),
+            404 => {
+                notes.push(format!("{models_url} answered 404; the model list is unknown"));
+                None
+            }
+            s => {
+                notes.push(format!("{models_url} answered {s}: {text}"));
+                None
+            }
+        };
+        let model = match (model_override.or(target.model.as_deref()), &offered) {
+            (Some(m), Some(list)) if !list.iter().any(|x| x == m) => {
+                return Err(format!(
+                    "model `{m}` is not served at {api_base}; /v1/models offers: {}",
+                    if list.is_empty() { "(nothing)".to_string() } else { list.join(", ") }
+                ));
+            }
+            (Some(m), _) => m.to_string(),
+            (None, Some(list)) if !list.is_empty() => list[0].clone(),
+            (None, _) => {
+                return Err(format!(
+                    "no model configured for target `{target_name}` and {models_url} lists none; set model = \"...\""
+                ));
+            }
+        };
+        let url = format!("{api_base}/{}", endpoint.path());
+        // A one-token probe outside the measurement: path, auth, output-length field.
+        let mut field = match target.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            _ => "max_tokens",
+        };
+        let probe = |field: &str| {
+            let mut b = match endpoint {
+                Endpoint::Chat => {
+                    json!({"model": model, "messages": [{"role": "user", "content": "hello"}]})
+                }
+                Endpoint::Completions => json!({"model": model, "prompt": "hello"}),
+            };
+            b[field] = json!(1);
+            b["stream"] = json!(false);
+            b
+        };
+        let (mut status, _, mut text) = self.post_json(&url, &probe(field)).await?;
+        if status == 400
+            && target.max_tokens_field == MaxTokensField::Auto
+            && text.contains("max_tokens")
+        {
+            let (s2, _, t2) = self.post_json(&url, &probe("max_completion_tokens")).await?;
+            if (200..300).contains(&s2) {
+                field = "max_completion_tokens";
+                notes.push(
+                    "the server rejects max_tokens; max_completion_tokens is sent instead".into(),
+                );
+            }
+            (status, text) = (s2, t2);
+        }
+        match status {
+            200..=299 => {}
+            401 | 403 => return Err(auth_hint(status)),
+            404 => {
+                let hint = if text.contains("model") {
+                    format!("the server does not know model `{model}`")
+                } else {
+                    format!(
+                        "{url} does not exist: check base_url (`{}` was used; it is accepted with or without /v1) \
+                         and whether the server offers the {} endpoint",
+                        target.base_url,
+                        endpoint.name()
+                    )
+                };
+                return Err(format!("{hint}; the server said: {text}"));
+            }
+            s => return Err(format!("a one-token probe to {url} answered {s}: {text}")),
+        }
+        let (tok_status, tok_body, _) = self
+            .post_json(
+                &format!("{root}/tokenize"),
+                &json!({"model": model, "prompt": "hello world", "content": "hello world"}),
+            )
+            .await?;
+        let tokenize = tok_status == 200
+            && tok_body
+                .as_ref()
+                .is_some_and(|b| b.get("count").is_some() || b.get("tokens").is_some());
+        if !tokenize {
+            notes.push("the target offers no /tokenize: prompt lengths are approximate (one token per word)".into());
+        }
+        Ok(Resolved {
+            root,
+            api_base,
+            url,
+            endpoint,
+            stream,
+            model,
+            max_tokens_field: field,
+            models: body.filter(|_| status == 200),
+            tokenize,
+            notes,
+        })
+    }
+
+    /// Open `n` connections to the server (concurrent `GET /v1/models`) so that connection setup
+    /// happens before the measured window rather than inside the first requests' TTFT.
+    pub async fn preconnect(&self, api_base: &str, n: usize) {
+        let url = format!("{api_base}/models");
+        let gets = (0..n).map(|_| {
+            let req =
+                self.http.get(&url).headers(self.headers.clone()).timeout(Duration::from_secs(10));
+            async move {
+                if let Ok(resp) = req.send().await {
+                    let _ = resp.bytes().await; // read to the end so the connection is reusable
+                }
+            }
+        });
+        futures_util::future::join_all(gets).await;
+    }
+
+    /// Count tokens with the target's `/tokenize` (vLLM and llama.cpp shapes).
+    pub async fn count_tokens(&self, root: &str, model: &str, text: &str) -> Result<u32, String> {
+        let (status, body, msg) = self
+            .post_json(
+                &format!("{root}/tokenize"),
+                &json!({"model": model, "prompt": text, "content": text}),
+            )
+            .await?;
+        if status != 200 {
+            return Err(format!("/tokenize answered {status}: {msg}"));
+        }
+        let body =
+            body.ok_or_else(|| "/tokenize answered something that is not JSON".to_string())?;
+        body.get("count")
+            .and_then(|c| c.as_u64())
+            .or_else(|| body.get("tokens").and_then(|t| t.as_array()).map(|t| t.len() as u64))
+            .map(|n| n as u32)
+            .ok_or_else(|| "/tokenize answer has neither `count` nor `tokens`".to_string())
+    }
+
+    /// Execute one request. Latencies are computed later from `intended`; here every event is
+    /// timestamped on arrival (before JSON parsing) on the run clock.
+    pub async fn execute(
+        &self,
+        url: &str,
+        body: bytes::Bytes,
+        stream: bool,
+        request_id: &str,
+        clock: Instant,
+        capture_text: bool,
+        mut phase: watch::Receiver<Phase>,
+    ) -> Exchange {
+        let ms = |t: Instant| (t - clock).as_secs_f64() * 1000.0;
+        let deadline = Instant::now() + self.opts.request_timeout;
+        let sent = Instant::now();
+        let req = self
+            .http
+            .post(url)
+            .headers(self.headers.clone())
+            .header("x-request-id", request_id)
+            .body(body);
+        let abort = async move {
+            let _ = phase.wait_for(|p| *p == Phase::Abort).await;
+        };
+        tokio::pin!(abort);
+        let failed = |class: Outcome, msg: String, sent: Option<Instant>| Exchange {
+            sent,
+            status: None,
+            queue_ms: None,
+            result: failure_result(class, msg),
+            end: Instant::now(),
+        };
+        let resp = tokio::select! {
+            r = tokio::time::timeout_at(deadline, req.send()) => r,
+            _ = &mut abort => return failed(Outcome::Cancelled, "in flight when the run was interrupted".into(), Some(sent)),
+        };
+        let mut resp = match resp {
+            Err(_) => {
+                return failed(
+                    Outcome::Timeout,
+                    format!(
+                        "no response within the request timeout ({:?})",
+                        self.opts.request_timeout
+                    ),
+                    Some(sent),
+                );
+            }
+            Ok(Err(e)) => {
+                let class = if e.is_timeout() { Outcome::Timeout } else { Outcome::ConnectError };
+                return failed(
+                    class,
+                    format!("{}{}", self.err_text(&e), self.connect_hint()),
+                    Some(sent),
+                );
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status().as_u16();
+        let queue_ms = resp
+            .headers()
+            .get(openai::QUEUE_TIME_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<f64>().ok());
+        if !resp.status().is_success() {
+            let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
+                .await
+                .ok()
+                .and_then(|r| r.ok())
+                .unwrap_or_default();
+            let mut ex = failed(
+                Outcome::Http(status),
+                format!(
+                    "HTTP {status}: {}",
+                    self.redactor.redact(&truncate_chars(text.trim(), 300))
+                ),
+                Some(sent),
+            );
+            ex.status = Some(status);
+            return ex;
+        }
+        if !stream {
+            let mut buf = Vec::new();
+            let end = loop {
+                let next = tokio::select! {
+                    c = tokio::time::timeout_at(deadline.min(Instant::now() + self.opts.stall_timeout), resp.chunk()) => c,
+                    _ = &mut abort => break StreamEnd::Cancelled,
+                };
+                match next {
+                    Err(_) => break StreamEnd::Timeout(self.timeout_msg(deadline)),
+                    Ok(Err(e)) => break StreamEnd::ReadError(self.err_text(&e)),
+                    Ok(Ok(None)) => break StreamEnd::Eof { partial_event: false },
+                    Ok(Ok(Some(b))) => buf.extend_from_slice(&b),
+                }
+            };
+            let now = Instant::now();
+            let result = match end {
+                StreamEnd::Eof { .. } => openai::read_body(&buf, ms(now), capture_text),
+                StreamEnd::Cancelled => failure_result(
+                    Outcome::Cancelled,
+                    "in flight when the run was interrupted".into(),
+                ),
+                StreamEnd::Timeout(m) => failure_result(Outcome::Timeout, m),
+                StreamEnd::ReadError(m) => {
+                    failure_result(Outcome::Truncated, format!("connection failed mid-body: {m}"))
+                }
+                StreamEnd::Stopped => unreachable!("not produced for bodies"),
+            };
+            return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: now };
+        }
+        let mut parser = SseParser::new();
+        let mut tracker = StreamTracker::new(capture_text);
+        let mut items = Vec::with_capacity(8);
+        let end = 'read: loop {
+            let next = tokio::select! {
+                c = tokio::time::timeout_at(deadline.min(Instant::now() + self.opts.stall_timeout), resp.chunk()) => c,
+                _ = &mut abort => break StreamEnd::Cancelled,
+            };
+            match next {
+                Err(_) => break StreamEnd::Timeout(self.timeout_msg(deadline)),
+                Ok(Err(e)) => break StreamEnd::ReadError(self.err_text(&e)),
+                Ok(Ok(None)) => break StreamEnd::Eof { partial_event: false },
+                Ok(Ok(Some(bytes))) => {
+                    // The arrival time of these bytes stamps every event they complete.
+                    let t = ms(Instant::now());
+                    items.clear();
+                    parser.feed(&bytes, &mut items);
+                    for item in items.drain(..) {
+                        let flow = match item {
+                            SseItem::Event(ev) => tracker.on_event(&ev.event, &ev.data, t),
+                            SseItem::Comment(_) => {
+                                tracker.on_comment();
+                                Flow::Continue
+                            }
+                        };
+                        if flow == Flow::Stop {
+                            break 'read StreamEnd::Stopped;
+                        }
+                    }
+                }
+            }
+        };
+        let end = match end {
+            StreamEnd::Eof { .. } => {
+                StreamEnd::Eof { partial_event: parser.finish().partial_event }
+            }
+            other => other,
+        };
+        let mut result = tracker.finish(end);
+        if let Some(e) = result.error.take() {
+            result.error = Some(self.redactor.redact(&e));
+        }
+        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+    }
+
+    fn timeout_msg(&self, deadline: Instant) -> String {
+        if Instant::now() >= deadline {
+            format!("the request exceeded the request timeout ({:?})", self.opts.request_timeout)
+        } else {
+            format!("no bytes for {:?} (stall timeout)", self.opts.stall_timeout)
+        }
+    }
+}
+
+fn failure_result(class: Outcome, msg: String) -> ResponseResult {
+    ResponseResult {
+        class,
+        error: Some(msg),
+        first_token_ms: None,
+        last_token_ms: None,
+        itl_ms: Vec::new(),
+        content_events: 0,
+        output_tokens: None,
+        prompt_tokens: None,
+        token_source: None,
+        count_mismatch: false,
+        finish_reason: None,
+        server_timings: None,
+        integrity: Default::default(),
+        done_seen: false,
+        text: None,
+    }
+}
+
+/// The JSON body of one request.
+pub fn request_body(
+    endpoint: Endpoint,
+    model: &str,
+    stream: bool,
+    max_tokens_field: &str,
+    item: &WorkItem,
+    prompt: &str,
+    sampling: &Sampling,
+) -> Value {
+    let mut body = match (endpoint, &item.payload) {
+        (Endpoint::Chat, Payload::Messages(m)) => json!({"model": model, "messages": m}),
+        (Endpoint::Chat, Payload::Prompt(_)) => {
+            json!({"model": model, "messages": [{"role": "user", "content": prompt}]})
+        }
+        (Endpoint::Completions, Payload::Messages(m)) => {
+            let text: Vec<String> = m
+                .iter()
+                .map(|x| x.get("content").and_then(|c| c.as_str()).unwrap_or_default().to_string())
+                .collect();
+            json!({"model": model, "prompt": text.join("\n")})
+        }
+        (Endpoint::Completions, Payload::Prompt(_)) => json!({"model": model, "prompt": prompt}),
+    };
+    body[max_tokens_field] = json!(item.max_tokens);
+    body["temperature"] = json!(sampling.temperature);
+    body["top_p"] = json!(sampling.top_p);
+    body["seed"] = json!(sampling.seed);
+    body["stream"] = json!(stream);
+    if stream {
+        body["stream_options"] = json!({"include_usage": true});
+    }
+    if sampling.ignore_eos {
+        body["ignore_eos"] = json!(true);
+    }
+    if let Some(k) = sampling.logprobs {
+        match endpoint {
+            Endpoint::Chat => {
+                body["logprobs"] = json!(true);
+                body["top_logprobs"] = json!(k);
+            }
+            Endpoint::Completions => body["logprobs"] = json!(k),
+        }
+    }
+    if let Some(rf) = &item.response_format {
+        body["response_format"] = rf.clone();
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_with_and_without_v1() {
+        assert_eq!(
+            split_base_url("http://h:8000"),
+            ("http://h:8000".into(), "http://h:8000/v1".into())
+        );
+        assert_eq!(
+            split_base_url("http://h:8000/v1/"),
+            ("http://h:8000".into(), "http://h:8000/v1".into())
+        );
+        assert_eq!(
+            split_base_url("http://h/api/v1"),
+            ("http://h/api".into(), "http://h/api/v1".into())
+        );
+    }
+
+    #[test]
+    fn redaction() {
+        let r = Redactor::new(Some("sk-abcdef"));
+        assert_eq!(r.redact("bad key sk-abcdef here"), "bad key [redacted] here");
+        assert_eq!(Redactor::new(None).redact("x"), "x");
+    }
+
+    #[test]
+    fn loopback_detection() {
+        assert!(is_loopback("http://127.0.0.1:9/v1"));
+        assert!(is_loopback("http://localhost/v1"));
+        assert!(!is_loopback("http://10.0.0.1/v1"));
+    }
+}

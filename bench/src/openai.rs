@@ -1,0 +1,583 @@
+//! Reading OpenAI-compatible responses: streamed `chat.completion.chunk` / `text_completion`
+//! events and whole (non-streamed) bodies, into timings, token counts and an outcome class.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+use crate::outcome::Outcome;
+use crate::record::{ServerTimings, TokenSource};
+
+/// Response header in which a server (the simulator) reports the request's queue time in ms:
+/// from arrival to the first engine step that scheduled it.
+pub const QUEUE_TIME_HEADER: &str = "x-infergate-queue-ms";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: Option<u64>,
+    #[serde(default)]
+    pub completion_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Chunk<'a> {
+    #[serde(default, borrow)]
+    choices: Option<Vec<Choice<'a>>>,
+    #[serde(default)]
+    usage: Option<Usage>,
+    #[serde(default)]
+    error: Option<serde_json::Value>,
+    #[serde(default, borrow)]
+    object: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    message: Option<Cow<'a, str>>,
+    #[serde(default)]
+    timings: Option<RawTimings>,
+}
+
+#[derive(Deserialize)]
+struct RawTimings {
+    #[serde(default)]
+    prompt_ms: Option<f64>,
+    #[serde(default)]
+    predicted_ms: Option<f64>,
+    #[serde(default)]
+    prompt_n: Option<u64>,
+    #[serde(default)]
+    predicted_n: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<Delta<'a>>,
+    /// Chat, non-streamed.
+    #[serde(default, borrow)]
+    message: Option<Delta<'a>>,
+    /// Completions.
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<IgnoredAny>>,
+}
+
+impl Delta<'_> {
+    fn has_output(&self) -> bool {
+        let nonempty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+        nonempty(&self.content)
+            || nonempty(&self.reasoning_content)
+            || nonempty(&self.reasoning)
+            || self.tool_calls.as_ref().is_some_and(|t| !t.is_empty())
+    }
+}
+
+/// Irregularities seen in a stream (counted; they do not by themselves fail a request).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamIntegrity {
+    /// Events after `[DONE]`.
+    pub events_after_done: u64,
+    /// Content after the choice reported a finish reason.
+    pub content_after_finish: u64,
+    /// Chunks whose choice index differs from the first one seen.
+    pub choice_index_changes: u64,
+    /// Events that are comments (`: ping`).
+    pub comments: u64,
+}
+
+/// Whether the client should keep reading the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The stream failed (error event, error object, malformed chunk): stop reading.
+    Stop,
+}
+
+/// How the transport ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The server closed the body normally.
+    Eof { partial_event: bool },
+    /// Reading the body failed (connection reset, decode error).
+    ReadError(String),
+    /// The request or stall timeout fired.
+    Timeout(String),
+    /// The run was interrupted and the grace period ran out.
+    Cancelled,
+    /// The tracker itself asked to stop.
+    Stopped,
+}
+
+/// The result of reading a response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseResult {
+    pub class: Outcome,
+    pub error: Option<String>,
+    pub first_token_ms: Option<f64>,
+    pub last_token_ms: Option<f64>,
+    pub itl_ms: Vec<f64>,
+    pub content_events: u64,
+    pub output_tokens: Option<u64>,
+    pub prompt_tokens: Option<u64>,
+    pub token_source: Option<TokenSource>,
+    pub count_mismatch: bool,
+    pub finish_reason: Option<String>,
+    pub server_timings: Option<ServerTimings>,
+    pub integrity: StreamIntegrity,
+    pub done_seen: bool,
+    /// Generated text, when capture was requested.
+    pub text: Option<String>,
+}
+
+/// Follows one streamed response event by event. Times are the arrival times of the bytes that
+/// completed each event, in ms on the run clock.
+#[derive(Debug, Default)]
+pub struct StreamTracker {
+    first: Option<f64>,
+    last: Option<f64>,
+    itl: Vec<f64>,
+    content_events: u64,
+    usage: Option<Usage>,
+    finish_reason: Option<String>,
+    done: bool,
+    failure: Option<(Outcome, String)>,
+    timings: Option<ServerTimings>,
+    integrity: StreamIntegrity,
+    first_index: Option<u64>,
+    text: Option<String>,
+}
+
+fn error_message(v: &serde_json::Value) -> String {
+    let msg = v
+        .get("message")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .or_else(|| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| v.to_string());
+    truncate_chars(&msg, 300)
+}
+
+/// At most `n` characters of `s` (with an ellipsis when cut).
+pub fn truncate_chars(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+impl StreamTracker {
+    pub fn new(capture_text: bool) -> Self {
+        StreamTracker { text: capture_text.then(String::new), ..Default::default() }
+    }
+
+    pub fn on_comment(&mut self) {
+        self.integrity.comments += 1;
+    }
+
+    /// One event (its `event:` type and `data`) that arrived at `t_ms`.
+    pub fn on_event(&mut self, event_type: &str, data: &str, t_ms: f64) -> Flow {
+        if self.failure.is_some() {
+            return Flow::Stop;
+        }
+        if self.done {
+            self.integrity.events_after_done += 1;
+            return Flow::Continue;
+        }
+        if event_type == "error" {
+            let msg = serde_json::from_str::<serde_json::Value>(data)
+                .map(|v| error_message(v.get("error").unwrap_or(&v)))
+                .unwrap_or_else(|_| truncate_chars(data, 300));
+            self.failure = Some((Outcome::StreamError, format!("error event: {msg}")));
+            return Flow::Stop;
+        }
+        let trimmed = data.trim();
+        if trimmed == "[DONE]" {
+            self.done = true;
+            return Flow::Continue;
+        }
+        let chunk: Chunk<'_> = match serde_json::from_str(trimmed) {
+            Ok(c) => c,
+            Err(e) => {
+                self.failure = Some((
+                    Outcome::Malformed,
+                    format!("unparseable chunk ({e}): {}", truncate_chars(trimmed, 120)),
+                ));
+                return Flow::Stop;
+            }
+        };
+        if let Some(err) = &chunk.error {
+            self.failure =
+                Some((Outcome::StreamError, format!("error object: {}", error_message(err))));
+            return Flow::Stop;
+        }
+        if chunk.object.as_deref() == Some("error") {
+            let msg = chunk.message.as_deref().unwrap_or("(no message)");
+            self.failure =
+                Some((Outcome::StreamError, format!("error object: {}", truncate_chars(msg, 300))));
+            return Flow::Stop;
+        }
+        if let Some(u) = chunk.usage {
+            self.usage = Some(u);
+        }
+        if let Some(t) = chunk.timings {
+            self.timings = Some(ServerTimings {
+                prompt_ms: t.prompt_ms,
+                predicted_ms: t.predicted_ms,
+                prompt_n: t.prompt_n,
+                predicted_n: t.predicted_n,
+            });
+        }
+        let mut has_output = false;
+        for choice in chunk.choices.iter().flatten() {
+            if let Some(i) = choice.index {
+                match self.first_index {
+                    None => self.first_index = Some(i),
+                    Some(first) if first != i => self.integrity.choice_index_changes += 1,
+                    _ => {}
+                }
+            }
+            let out =
+                choice.delta.as_ref().or(choice.message.as_ref()).is_some_and(Delta::has_output)
+                    || choice.text.as_deref().is_some_and(|t| !t.is_empty());
+            if out {
+                if self.finish_reason.is_some() {
+                    self.integrity.content_after_finish += 1;
+                }
+                has_output = true;
+                if let Some(buf) = &mut self.text {
+                    if let Some(c) = choice.delta.as_ref().and_then(|d| d.content.as_deref()) {
+                        buf.push_str(c);
+                    }
+                    if let Some(c) = choice.text.as_deref() {
+                        buf.push_str(c);
+                    }
+                }
+            }
+            if let Some(r) = &choice.finish_reason {
+                self.finish_reason = Some(r.to_string());
+            }
+        }
+        if has_output {
+            self.content_events += 1;
+            if let Some(prev) = self.last {
+                self.itl.push(t_ms - prev);
+            }
+            if self.first.is_none() {
+                self.first = Some(t_ms);
+            }
+            self.last = Some(t_ms);
+        }
+        Flow::Continue
+    }
+
+    /// Classify the response now that the transport ended.
+    pub fn finish(self, end: StreamEnd) -> ResponseResult {
+        let completed = self.done || self.finish_reason.is_some();
+        let (class, error) = if let Some((class, msg)) = self.failure {
+            (class, Some(msg))
+        } else if completed {
+            if self.content_events == 0 {
+                (Outcome::Empty, Some("the response completed without any content".to_string()))
+            } else {
+                (Outcome::Ok, None)
+            }
+        } else {
+            match end {
+                StreamEnd::Timeout(m) => (Outcome::Timeout, Some(m)),
+                StreamEnd::Cancelled => {
+                    (Outcome::Cancelled, Some("in flight when the run was interrupted".into()))
+                }
+                StreamEnd::ReadError(m) => (
+                    Outcome::Truncated,
+                    Some(format!("connection failed before finish_reason or [DONE]: {m}")),
+                ),
+                StreamEnd::Eof { partial_event } => (
+                    Outcome::Truncated,
+                    Some(if partial_event {
+                        "stream ended inside an event, before finish_reason or [DONE]".to_string()
+                    } else {
+                        "stream ended without finish_reason or [DONE]".to_string()
+                    }),
+                ),
+                StreamEnd::Stopped => (Outcome::Truncated, Some("stream stopped early".into())),
+            }
+        };
+        let usage_tokens = self.usage.and_then(|u| u.completion_tokens);
+        let (output_tokens, token_source) = match usage_tokens {
+            Some(n) => (Some(n), Some(TokenSource::Usage)),
+            None if self.content_events > 0 => {
+                (Some(self.content_events), Some(TokenSource::Chunks))
+            }
+            None => (None, None),
+        };
+        ResponseResult {
+            class,
+            error,
+            first_token_ms: self.first,
+            last_token_ms: self.last,
+            itl_ms: self.itl,
+            content_events: self.content_events,
+            output_tokens,
+            prompt_tokens: self.usage.and_then(|u| u.prompt_tokens),
+            token_source,
+            count_mismatch: usage_tokens.is_some_and(|n| n != self.content_events),
+            finish_reason: self.finish_reason,
+            server_timings: self.timings,
+            integrity: self.integrity,
+            done_seen: self.done,
+            text: self.text,
+        }
+    }
+}
+
+/// Read a whole (non-streamed) response body that arrived complete at `t_ms`. Non-streamed
+/// responses have no TTFT and no ITL; E2E is the arrival of the body.
+pub fn read_body(body: &[u8], t_ms: f64, capture_text: bool) -> ResponseResult {
+    let mut result = ResponseResult {
+        class: Outcome::Ok,
+        error: None,
+        first_token_ms: None,
+        last_token_ms: None,
+        itl_ms: Vec::new(),
+        content_events: 0,
+        output_tokens: None,
+        prompt_tokens: None,
+        token_source: None,
+        count_mismatch: false,
+        finish_reason: None,
+        server_timings: None,
+        integrity: StreamIntegrity::default(),
+        done_seen: false,
+        text: None,
+    };
+    let chunk: Chunk<'_> = match serde_json::from_slice(body) {
+        Ok(c) => c,
+        Err(e) => {
+            result.class = Outcome::Malformed;
+            result.error = Some(format!(
+                "unparseable body ({e}): {}",
+                truncate_chars(&String::from_utf8_lossy(body), 120)
+            ));
+            return result;
+        }
+    };
+    if let Some(err) = &chunk.error {
+        result.class = Outcome::StreamError;
+        result.error = Some(format!("error object: {}", error_message(err)));
+        return result;
+    }
+    let choices = chunk.choices.unwrap_or_default();
+    let Some(choice) = choices.first() else {
+        result.class = Outcome::Malformed;
+        result.error = Some("response has no `choices`".into());
+        return result;
+    };
+    let text = choice
+        .message
+        .as_ref()
+        .and_then(|m| m.content.clone())
+        .or_else(|| choice.text.clone())
+        .unwrap_or_default();
+    let has_output = choice.message.as_ref().is_some_and(Delta::has_output) || !text.is_empty();
+    result.finish_reason = choice.finish_reason.as_ref().map(|r| r.to_string());
+    result.server_timings = chunk.timings.map(|t| ServerTimings {
+        prompt_ms: t.prompt_ms,
+        predicted_ms: t.predicted_ms,
+        prompt_n: t.prompt_n,
+        predicted_n: t.predicted_n,
+    });
+    if let Some(u) = chunk.usage {
+        result.output_tokens = u.completion_tokens;
+        result.prompt_tokens = u.prompt_tokens;
+        result.token_source = u.completion_tokens.map(|_| TokenSource::Usage);
+    }
+    if capture_text {
+        result.text = Some(text.to_string());
+    }
+    if !has_output {
+        result.class = Outcome::Empty;
+        result.error = Some("the response has no content".into());
+        return result;
+    }
+    result.content_events = 1;
+    result.last_token_ms = Some(t_ms);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(events: &[(&str, &str, f64)], end: StreamEnd) -> ResponseResult {
+        let mut t = StreamTracker::new(true);
+        for (ty, data, at) in events {
+            if t.on_event(ty, data, *at) == Flow::Stop {
+                return t.finish(StreamEnd::Stopped);
+            }
+        }
+        t.finish(end)
+    }
+
+    const ROLE: &str = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+    const FINISH: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#;
+    const USAGE: &str = r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#;
+    const EOF: StreamEnd = StreamEnd::Eof { partial_event: false };
+
+    fn tok(s: &str) -> String {
+        format!(r#"{{"choices":[{{"index":0,"delta":{{"content":"{s}"}},"finish_reason":null}}]}}"#)
+    }
+
+    #[test]
+    fn role_chunk_is_not_a_token_and_usage_chunk_counts() {
+        let (a, b, c) = (tok("a"), tok("b"), tok("c"));
+        let r = run(
+            &[
+                ("message", ROLE, 1.0),
+                ("message", &a, 50.0),
+                ("message", &b, 60.0),
+                ("message", &c, 72.0),
+                ("message", FINISH, 72.5),
+                ("message", USAGE, 73.0),
+                ("message", "[DONE]", 73.0),
+            ],
+            EOF,
+        );
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.first_token_ms, Some(50.0));
+        assert_eq!(r.last_token_ms, Some(72.0));
+        assert_eq!(r.itl_ms, vec![10.0, 12.0]);
+        assert_eq!(r.output_tokens, Some(3));
+        assert_eq!(r.token_source, Some(TokenSource::Usage));
+        assert!(!r.count_mismatch);
+        assert_eq!(r.text.as_deref(), Some("abc"));
+        assert_eq!(r.prompt_tokens, Some(5));
+    }
+
+    #[test]
+    fn several_tokens_in_one_chunk_without_usage_counts_chunks_and_with_usage_mismatches() {
+        let two = tok("ab");
+        let r = run(&[("message", &two, 5.0), ("message", FINISH, 6.0)], EOF);
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.output_tokens, Some(1));
+        assert_eq!(r.token_source, Some(TokenSource::Chunks));
+        let r =
+            run(&[("message", &two, 5.0), ("message", FINISH, 6.0), ("message", USAGE, 6.0)], EOF);
+        assert_eq!(r.output_tokens, Some(3));
+        assert!(r.count_mismatch);
+    }
+
+    #[test]
+    fn reasoning_and_tool_calls_count_as_output() {
+        let reasoning = r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}"#;
+        let tools = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}"#;
+        let r = run(
+            &[("message", reasoning, 3.0), ("message", tools, 4.0), ("message", "[DONE]", 5.0)],
+            EOF,
+        );
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.first_token_ms, Some(3.0));
+        assert_eq!(r.content_events, 2);
+    }
+
+    #[test]
+    fn completions_text_counts() {
+        let t = r#"{"choices":[{"index":0,"text":" hi","finish_reason":null}]}"#;
+        let r = run(&[("message", t, 3.0), ("message", "[DONE]", 5.0)], EOF);
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.text.as_deref(), Some(" hi"));
+    }
+
+    #[test]
+    fn classes() {
+        let a = tok("a");
+        // finish_reason without [DONE] is complete.
+        assert_eq!(run(&[("message", &a, 1.0), ("message", FINISH, 2.0)], EOF).class, Outcome::Ok);
+        // [DONE] without finish_reason is complete.
+        assert_eq!(
+            run(&[("message", &a, 1.0), ("message", "[DONE]", 2.0)], EOF).class,
+            Outcome::Ok
+        );
+        // Neither: truncated, whatever the transport said.
+        assert_eq!(run(&[("message", &a, 1.0)], EOF).class, Outcome::Truncated);
+        assert_eq!(
+            run(&[("message", &a, 1.0)], StreamEnd::ReadError("reset".into())).class,
+            Outcome::Truncated
+        );
+        assert_eq!(
+            run(&[("message", &a, 1.0)], StreamEnd::Timeout("stall".into())).class,
+            Outcome::Timeout
+        );
+        assert_eq!(run(&[("message", &a, 1.0)], StreamEnd::Cancelled).class, Outcome::Cancelled);
+        // No content.
+        assert_eq!(
+            run(&[("message", ROLE, 1.0), ("message", FINISH, 2.0)], EOF).class,
+            Outcome::Empty
+        );
+        assert_eq!(run(&[("message", "[DONE]", 2.0)], EOF).class, Outcome::Empty);
+        // Error event, error object, vLLM's error object, malformed chunk.
+        let r = run(&[("message", &a, 1.0), ("error", r#"{"error":{"message":"oom"}}"#, 2.0)], EOF);
+        assert_eq!(r.class, Outcome::StreamError);
+        assert!(r.error.unwrap().contains("oom"));
+        let r = run(&[("message", r#"{"error":{"message":"bad","code":500}}"#, 2.0)], EOF);
+        assert_eq!(r.class, Outcome::StreamError);
+        let r = run(&[("message", r#"{"object":"error","message":"nope"}"#, 2.0)], EOF);
+        assert_eq!(r.class, Outcome::StreamError);
+        let r = run(&[("message", &a, 1.0), ("message", "{\"choices\":[", 2.0)], EOF);
+        assert_eq!(r.class, Outcome::Malformed);
+        assert_eq!(run(&[("message", "17", 2.0)], EOF).class, Outcome::Malformed);
+    }
+
+    #[test]
+    fn integrity_counters() {
+        let a = tok("a");
+        let other = r#"{"choices":[{"index":1,"delta":{"content":"x"}}]}"#;
+        let r = run(
+            &[
+                ("message", &a, 1.0),
+                ("message", FINISH, 2.0),
+                ("message", &a, 3.0),
+                ("message", other, 3.5),
+                ("message", "[DONE]", 4.0),
+                ("message", &a, 5.0),
+            ],
+            EOF,
+        );
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.integrity.content_after_finish, 2);
+        assert_eq!(r.integrity.choice_index_changes, 1);
+        assert_eq!(r.integrity.events_after_done, 1);
+    }
+
+    #[test]
+    fn bodies() {
+        let body = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#;
+        let r = read_body(body, 80.0, true);
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.last_token_ms, Some(80.0));
+        assert_eq!(r.first_token_ms, None);
+        assert_eq!(r.output_tokens, Some(2));
+        assert_eq!(read_body(b"<html>", 1.0, false).class, Outcome::Malformed);
+        assert_eq!(read_body(br#"{"choices":[]}"#, 1.0, false).class, Outcome::Malformed);
+        assert_eq!(
+            read_body(br#"{"error":{"message":"x"}}"#, 1.0, false).class,
+            Outcome::StreamError
+        );
+        let empty = br#"{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"}]}"#;
+        assert_eq!(read_body(empty, 1.0, false).class, Outcome::Empty);
+    }
+}

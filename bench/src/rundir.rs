@@ -1,0 +1,297 @@
+//! The run directory: the file boundary between a bench run and everything that reads it.
+//!
+//! ```text
+//! <run dir>/
+//!   summary.json      written once at the end, atomically (temp file + rename)
+//!   requests.jsonl    one line per request, appended as each request finishes
+//!   histograms.hlog   HdrHistogram V2 interval log (microseconds), one tagged histogram per metric
+//! ```
+//! `requests.jsonl` is flushed line by line, so a crash or Ctrl-C loses nothing already measured;
+//! [`recompute`] rebuilds the metrics from it.
+
+use std::fs::{self, File};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+
+use crate::metrics::{MetricsAccumulator, RunMetrics, Slo};
+use crate::record::RequestRecord;
+use crate::summary::Summary;
+
+pub const SUMMARY_FILE: &str = "summary.json";
+pub const REQUESTS_FILE: &str = "requests.jsonl";
+pub const HISTOGRAMS_FILE: &str = "histograms.hlog";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    #[error("{} already holds a run ({}); choose another --out directory", dir.display(), file)]
+    Occupied { dir: PathBuf, file: &'static str },
+    #[error("cannot write {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}:{line}: not a request record: {message}", path.display())]
+    BadRecord { path: PathBuf, line: usize, message: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RunDirError + '_ {
+    move |source| RunDirError::Io { path: path.to_path_buf(), source }
+}
+
+/// Create (or reuse an empty) run directory. A directory that already holds a run is refused.
+pub fn create(dir: &Path) -> Result<PathBuf, RunDirError> {
+    for file in [SUMMARY_FILE, REQUESTS_FILE] {
+        if dir.join(file).exists() {
+            return Err(RunDirError::Occupied { dir: dir.to_path_buf(), file });
+        }
+    }
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    Ok(dir.to_path_buf())
+}
+
+/// Appends records to `requests.jsonl`, one flushed line each.
+pub struct RecordWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    line: Vec<u8>,
+}
+
+impl RecordWriter {
+    pub fn create(dir: &Path) -> Result<RecordWriter, RunDirError> {
+        let path = dir.join(REQUESTS_FILE);
+        let file = File::create(&path).map_err(io_err(&path))?;
+        Ok(RecordWriter {
+            out: BufWriter::with_capacity(64 * 1024, file),
+            path,
+            line: Vec::with_capacity(1024),
+        })
+    }
+
+    pub fn write(&mut self, r: &RequestRecord) -> Result<(), RunDirError> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, r).expect("records serialize");
+        self.line.push(b'\n');
+        self.out.write_all(&self.line).map_err(io_err(&self.path))?;
+        // Hand each line to the OS right away: a crash of this process loses nothing written.
+        self.out.flush().map_err(io_err(&self.path))
+    }
+
+    pub fn finish(mut self) -> Result<(), RunDirError> {
+        self.out.flush().map_err(io_err(&self.path))?;
+        self.out.get_ref().sync_all().map_err(io_err(&self.path))
+    }
+}
+
+/// Write a file atomically: a temporary file in the same directory, synced, then renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map_err(io_err(path))
+}
+
+pub fn write_summary(dir: &Path, summary: &Summary) -> Result<PathBuf, RunDirError> {
+    let path = dir.join(SUMMARY_FILE);
+    let mut text = serde_json::to_vec_pretty(summary).expect("summaries serialize");
+    text.push(b'\n');
+    write_atomic(&path, &text)?;
+    Ok(path)
+}
+
+/// Write the latency histograms (microseconds) as an HdrHistogram V2 interval log, one
+/// histogram per metric tagged with its name (`ttft_ms`, `tpot_ms`, `itl_ms`, `e2e_ms`, ...).
+pub fn write_histograms(
+    dir: &Path,
+    acc: &MetricsAccumulator,
+    started: SystemTime,
+    window: Duration,
+) -> Result<(), RunDirError> {
+    let path = dir.join(HISTOGRAMS_FILE);
+    let mut buf = Vec::new();
+    let mut ser = V2DeflateSerializer::new();
+    {
+        let mut w = IntervalLogWriterBuilder::new()
+            .add_comment("infergate latency histograms; values in microseconds; tag = metric")
+            .with_start_time(started)
+            .with_base_time(started)
+            .with_max_value_divisor(1000.0)
+            .begin_log_with(&mut buf, &mut ser)
+            .map_err(io_err(&path))?;
+        for (tag, h) in [
+            ("ttft_ms", &acc.ttft),
+            ("tpot_ms", &acc.tpot),
+            ("itl_ms", &acc.itl),
+            ("e2e_ms", &acc.e2e),
+            ("queue_ms", &acc.queue),
+            ("lag_ms", &acc.lag),
+        ] {
+            if h.is_empty() {
+                continue;
+            }
+            w.write_histogram(h.histogram(), Duration::ZERO, window, Tag::new(tag)).map_err(
+                |e| RunDirError::Io {
+                    path: path.clone(),
+                    source: io::Error::other(format!("{e:?}")),
+                },
+            )?;
+        }
+    }
+    write_atomic(&path, &buf)
+}
+
+/// Records read back from `requests.jsonl`.
+pub struct ReadRecords {
+    pub records: Vec<RequestRecord>,
+    /// The last line was cut short (the writer was killed mid-line); it was skipped.
+    pub truncated_tail: bool,
+}
+
+pub fn read_records(dir: &Path) -> Result<ReadRecords, RunDirError> {
+    let path = dir.join(REQUESTS_FILE);
+    let file = File::open(&path).map_err(io_err(&path))?;
+    let lines: Vec<String> =
+        BufReader::new(file).lines().collect::<Result<_, _>>().map_err(io_err(&path))?;
+    let mut records = Vec::with_capacity(lines.len());
+    let mut truncated_tail = false;
+    let last = lines.len();
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<RequestRecord>(line) {
+            Ok(r) => records.push(r),
+            Err(_) if i + 1 == last && !line.ends_with('}') => truncated_tail = true,
+            Err(e) => {
+                return Err(RunDirError::BadRecord { path, line: i + 1, message: e.to_string() });
+            }
+        }
+    }
+    Ok(ReadRecords { records, truncated_tail })
+}
+
+/// Rebuild a run's metrics from its `requests.jsonl`.
+pub fn recompute(
+    dir: &Path,
+    slo: Slo,
+    requested_rate: Option<f64>,
+) -> Result<(RunMetrics, ReadRecords), RunDirError> {
+    let read = read_records(dir)?;
+    let mut acc = MetricsAccumulator::new(slo);
+    for r in &read.records {
+        acc.add(r);
+    }
+    Ok((acc.finish(requested_rate), read))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Outcome;
+
+    fn rec(id: u64) -> RequestRecord {
+        RequestRecord {
+            id,
+            warmup: false,
+            class: Outcome::Ok,
+            error: None,
+            status: Some(200),
+            item: id,
+            intended_ms: id as f64,
+            sent_ms: Some(id as f64),
+            first_token_ms: Some(id as f64 + 50.0),
+            last_token_ms: Some(id as f64 + 80.0),
+            end_ms: id as f64 + 81.0,
+            input_tokens: Some(3),
+            output_tokens: Some(4),
+            token_source: None,
+            content_events: 4,
+            count_mismatch: false,
+            itl_ms: vec![10.0, 10.0, 10.0],
+            queue_ms: None,
+            server_timings: None,
+            finish_reason: None,
+        }
+    }
+
+    #[test]
+    fn records_stream_and_survive_a_cut_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = create(&dir.path().join("run")).unwrap();
+        let mut w = RecordWriter::create(&run).unwrap();
+        w.write(&rec(0)).unwrap();
+        w.write(&rec(1)).unwrap();
+        // Readable before the writer is finished: lines are flushed as written.
+        assert_eq!(read_records(&run).unwrap().records.len(), 2);
+        drop(w);
+        // Simulate a crash mid-line.
+        let mut f = fs::OpenOptions::new().append(true).open(run.join(REQUESTS_FILE)).unwrap();
+        f.write_all(b"{\"id\":2,\"warm").unwrap();
+        let read = read_records(&run).unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert!(read.truncated_tail);
+        let (m, _) = recompute(&run, Slo::default(), None).unwrap();
+        assert_eq!(m.requests.ok, 2);
+        assert_eq!(m.latency.ttft_ms.unwrap().p50, 50.0);
+        // A run directory is never overwritten.
+        assert!(matches!(create(&run), Err(RunDirError::Occupied { .. })));
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.json");
+        write_atomic(&p, b"one").unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+
+    #[test]
+    fn histogram_log_round_trips() {
+        use hdrhistogram::serialization::Deserializer;
+        use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+        let dir = tempfile::tempdir().unwrap();
+        let mut acc = MetricsAccumulator::new(Slo::default());
+        for i in 0..10 {
+            acc.add(&rec(i));
+        }
+        write_histograms(dir.path(), &acc, SystemTime::now(), Duration::from_secs(1)).unwrap();
+        let bytes = fs::read(dir.path().join(HISTOGRAMS_FILE)).unwrap();
+        let mut tags = Vec::new();
+        for entry in IntervalLogIterator::new(&bytes) {
+            if let Ok(LogEntry::Interval(h)) = entry {
+                let tag = h.tag().unwrap().as_str().to_string();
+                let raw = base64_decode(h.encoded_histogram());
+                let hist: hdrhistogram::Histogram<u64> =
+                    Deserializer::new().deserialize(&mut raw.as_slice()).unwrap();
+                if tag == "ttft_ms" {
+                    assert_eq!(hist.len(), 10);
+                    let p50 = hist.value_at_quantile(0.5);
+                    assert!((50_000..50_032).contains(&p50), "{p50}");
+                }
+                tags.push(tag);
+            }
+        }
+        assert_eq!(tags, vec!["ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "lag_ms"]);
+    }
+
+    fn base64_decode(s: &str) -> Vec<u8> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+    }
+}

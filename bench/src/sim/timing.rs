@@ -1,0 +1,255 @@
+//! Timing mode: every request is answered on an exact, documented schedule, which makes the
+//! simulator the bench's known-answer oracle.
+//!
+//! Token `i` (0-based) of a response is ready at `arrival + ttft + sum(gap_1..gap_i)`, where each
+//! gap is `itl_ms`, or drawn uniformly from `[itl - jitter, itl + jitter]` (seeded per request).
+//! Tokens leave in chunks of `tokens_per_chunk`: a chunk is sent when its last token is ready
+//! (the final chunk may be smaller). So with `k` tokens per chunk the first content event arrives
+//! at `ttft + (k - 1) * itl` and consecutive events are `k * itl` apart.
+//!
+//! The schedule is kept by a dedicated timer thread (sub-millisecond precision) rather than the
+//! async runtime's 1 ms timer wheel, so the oracle's own error stays far below the bench's
+//! tolerances.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant as StdInstant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::mpsc;
+
+use super::backend::{Backend, FinishReason, GenEvent, GenRequest};
+use crate::config::TimingConfig;
+
+pub struct TimingBackend {
+    cfg: TimingConfig,
+    stats: Arc<TimingStats>,
+    timer: Arc<Timer>,
+}
+
+/// One request's remaining schedule.
+struct Pending {
+    chunks: std::vec::IntoIter<(StdInstant, u32)>,
+    reason: FinishReason,
+    tx: mpsc::UnboundedSender<GenEvent>,
+    stats: Arc<TimingStats>,
+}
+
+/// A heap of (due time, request) served by one thread that sleeps until the earliest deadline.
+struct Timer {
+    heap: Mutex<TimerState>,
+    wake: Condvar,
+}
+
+struct TimerState {
+    heap: BinaryHeap<Reverse<(StdInstant, u64)>>,
+    pending: std::collections::HashMap<u64, Pending>,
+    shutdown: bool,
+}
+
+impl Timer {
+    fn start() -> Arc<Timer> {
+        let timer = Arc::new(Timer {
+            heap: Mutex::new(TimerState {
+                heap: BinaryHeap::new(),
+                pending: Default::default(),
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let t = Arc::downgrade(&timer);
+        std::thread::Builder::new()
+            .name("sim-timing".into())
+            .spawn(move || Timer::run(t))
+            .expect("spawn the simulator's timer thread");
+        timer
+    }
+
+    fn add(&self, id: u64, mut p: Pending) {
+        let Some(first) = p.chunks.as_slice().first().map(|c| c.0) else {
+            let _ = p.tx.send(GenEvent::Finished { reason: p.reason });
+            p.stats.running.fetch_sub(1, Ordering::Relaxed);
+            return;
+        };
+        let _ = &mut p;
+        let mut st = self.heap.lock().unwrap();
+        st.heap.push(Reverse((first, id)));
+        st.pending.insert(id, p);
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    fn run(weak: std::sync::Weak<Timer>) {
+        loop {
+            let Some(timer) = weak.upgrade() else { return };
+            let mut st = timer.heap.lock().unwrap();
+            if st.shutdown {
+                return;
+            }
+            let now = StdInstant::now();
+            // Send everything that is due.
+            while let Some(Reverse((due, id))) = st.heap.peek().copied() {
+                if due > now {
+                    break;
+                }
+                st.heap.pop();
+                let Some(mut p) = st.pending.remove(&id) else { continue };
+                let (_, count) = p.chunks.next().expect("a due entry has a chunk");
+                if p.tx.send(GenEvent::Tokens { count }).is_err() {
+                    p.stats.running.fetch_sub(1, Ordering::Relaxed); // the client went away
+                    continue;
+                }
+                p.stats.generated.fetch_add(count as u64, Ordering::Relaxed);
+                match p.chunks.as_slice().first() {
+                    Some((next, _)) => {
+                        st.heap.push(Reverse((*next, id)));
+                        st.pending.insert(id, p);
+                    }
+                    None => {
+                        let _ = p.tx.send(GenEvent::Finished { reason: p.reason });
+                        p.stats.running.fetch_sub(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            let wait = st.heap.peek().map(|Reverse((due, _))| due.saturating_duration_since(now));
+            // Wake at least every 100 ms to notice the backend being dropped.
+            let wait = wait.unwrap_or(Duration::from_millis(100)).min(Duration::from_millis(100));
+            let _ = timer.wake.wait_timeout(st, wait).unwrap();
+        }
+    }
+}
+
+impl Drop for TimingBackend {
+    fn drop(&mut self) {
+        self.timer.heap.lock().unwrap().shutdown = true;
+        self.timer.wake.notify_one();
+    }
+}
+
+#[derive(Default)]
+struct TimingStats {
+    running: AtomicU64,
+    requests: AtomicU64,
+    generated: AtomicU64,
+    prompt: AtomicU64,
+}
+
+impl TimingBackend {
+    pub fn new(cfg: TimingConfig) -> TimingBackend {
+        TimingBackend { cfg, stats: Arc::default(), timer: Timer::start() }
+    }
+
+    /// When each chunk of a request is sent (offsets from arrival) and how many tokens it holds.
+    pub fn chunk_schedule(cfg: &TimingConfig, req_id: u64, tokens: u32) -> Vec<(Duration, u32)> {
+        let mut rng = StdRng::seed_from_u64(cfg.seed ^ req_id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let k = cfg.tokens_per_chunk.max(1);
+        let mut t = cfg.ttft_ms;
+        let mut out = Vec::with_capacity((tokens / k + 1) as usize);
+        let mut pending = 0;
+        for i in 0..tokens {
+            if i > 0 {
+                let gap = if cfg.jitter_ms > 0.0 {
+                    rng.random_range((cfg.itl_ms - cfg.jitter_ms)..=(cfg.itl_ms + cfg.jitter_ms))
+                } else {
+                    cfg.itl_ms
+                };
+                t += gap;
+            }
+            pending += 1;
+            if pending == k || i + 1 == tokens {
+                out.push((Duration::from_secs_f64(t.max(0.0) / 1000.0), pending));
+                pending = 0;
+            }
+        }
+        out
+    }
+}
+
+impl Backend for TimingBackend {
+    fn submit(&self, req: GenRequest) -> mpsc::UnboundedReceiver<GenEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let len = if req.ignore_eos || req.natural_len.is_some() {
+            req.target_len()
+        } else {
+            self.cfg.output_tokens.map_or(req.max_tokens, |n| n.min(req.max_tokens)).max(1)
+        };
+        let reason = if len < req.max_tokens { FinishReason::Stop } else { FinishReason::Length };
+        let schedule = Self::chunk_schedule(&self.cfg, req.id, len);
+        let stats = self.stats.clone();
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        stats.prompt.fetch_add(req.prompt.len() as u64, Ordering::Relaxed);
+        stats.running.fetch_add(1, Ordering::Relaxed);
+        let _ = tx.send(GenEvent::Scheduled { queue: Duration::ZERO });
+        let arrival = req.arrival.into_std();
+        let chunks: Vec<(StdInstant, u32)> =
+            schedule.into_iter().map(|(at, n)| (arrival + at, n)).collect();
+        self.timer.add(req.id, Pending { chunks: chunks.into_iter(), reason, tx, stats });
+        rx
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let s = &self.stats;
+        let _ = write!(
+            out,
+            "# HELP vllm:num_requests_running Requests being generated.\n\
+             # TYPE vllm:num_requests_running gauge\n\
+             vllm:num_requests_running {}\n\
+             # HELP vllm:num_requests_waiting Requests waiting to be scheduled.\n\
+             # TYPE vllm:num_requests_waiting gauge\n\
+             vllm:num_requests_waiting 0\n\
+             # HELP vllm:prompt_tokens_total Prompt tokens processed.\n\
+             # TYPE vllm:prompt_tokens_total counter\n\
+             vllm:prompt_tokens_total {}\n\
+             # HELP vllm:generation_tokens_total Tokens generated.\n\
+             # TYPE vllm:generation_tokens_total counter\n\
+             vllm:generation_tokens_total {}\n",
+            s.running.load(Ordering::Relaxed),
+            s.prompt.load(Ordering::Relaxed),
+            s.generated.load(Ordering::Relaxed),
+        );
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "timing mode: TTFT {} ms, {} ms/token (jitter {} ms), {} token(s) per chunk",
+            self.cfg.ttft_ms, self.cfg.itl_ms, self.cfg.jitter_ms, self.cfg.tokens_per_chunk
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_matches_the_documented_formula() {
+        let cfg = TimingConfig {
+            ttft_ms: 50.0,
+            itl_ms: 10.0,
+            tokens_per_chunk: 4,
+            ..TimingConfig::default()
+        };
+        let s = TimingBackend::chunk_schedule(&cfg, 1, 10);
+        let ms: Vec<(f64, u32)> =
+            s.iter().map(|(d, n)| ((d.as_secs_f64() * 1000.0 * 1e6).round() / 1e6, *n)).collect();
+        assert_eq!(ms, vec![(80.0, 4), (120.0, 4), (140.0, 2)]);
+        let one = TimingBackend::chunk_schedule(&TimingConfig::default(), 1, 3);
+        assert_eq!(one.iter().map(|(d, _)| d.as_millis()).collect::<Vec<_>>(), vec![50, 60, 70]);
+    }
+
+    #[test]
+    fn jitter_stays_in_range_and_is_seeded() {
+        let cfg = TimingConfig { jitter_ms: 3.0, ..TimingConfig::default() };
+        let a = TimingBackend::chunk_schedule(&cfg, 5, 50);
+        assert_eq!(a, TimingBackend::chunk_schedule(&cfg, 5, 50));
+        assert_ne!(a, TimingBackend::chunk_schedule(&cfg, 6, 50));
+        for w in a.windows(2) {
+            let gap = (w[1].0 - w[0].0).as_secs_f64() * 1000.0;
+            assert!((7.0 - 1e-9..=13.0 + 1e-9).contains(&gap), "{gap}");
+        }
+    }
+}

@@ -1,0 +1,632 @@
+//! What is sent: synthetic prompts of given token lengths, or a JSONL dataset of requests.
+//!
+//! Synthetic prompts are built from a fixed vocabulary of common English words, seeded, so the
+//! same config always sends the same text. Each prompt starts with words derived from its
+//! request id, so no two requests share a prefix (unless `shared_prefix_tokens` asks for one)
+//! and a server's prefix cache cannot serve one request from another.
+
+use std::path::{Path, PathBuf};
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::config::WorkloadConfig;
+
+/// The vocabulary synthetic prompts are drawn from: short, common words (one token each in the
+/// simulator, and one or two in the usual BPE vocabularies).
+pub const VOCABULARY: &[&str] = &[
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "are",
+    "with",
+    "as",
+    "be",
+    "at",
+    "by",
+    "this",
+    "had",
+    "not",
+    "but",
+    "from",
+    "or",
+    "have",
+    "an",
+    "they",
+    "which",
+    "one",
+    "you",
+    "were",
+    "her",
+    "all",
+    "she",
+    "there",
+    "would",
+    "their",
+    "we",
+    "him",
+    "been",
+    "has",
+    "when",
+    "who",
+    "will",
+    "more",
+    "no",
+    "if",
+    "out",
+    "so",
+    "said",
+    "what",
+    "up",
+    "its",
+    "about",
+    "into",
+    "than",
+    "them",
+    "can",
+    "only",
+    "other",
+    "new",
+    "some",
+    "could",
+    "time",
+    "these",
+    "two",
+    "may",
+    "then",
+    "do",
+    "first",
+    "any",
+    "my",
+    "now",
+    "such",
+    "like",
+    "our",
+    "over",
+    "man",
+    "me",
+    "even",
+    "most",
+    "made",
+    "after",
+    "also",
+    "did",
+    "many",
+    "before",
+    "must",
+    "through",
+    "back",
+    "years",
+    "where",
+    "much",
+    "your",
+    "way",
+    "well",
+    "down",
+    "should",
+    "because",
+    "each",
+    "just",
+    "those",
+    "people",
+    "how",
+    "too",
+    "little",
+    "state",
+    "good",
+    "very",
+    "make",
+    "world",
+    "still",
+    "own",
+    "see",
+    "men",
+    "work",
+    "long",
+    "get",
+    "here",
+    "between",
+    "both",
+    "life",
+    "being",
+    "under",
+    "never",
+    "day",
+    "same",
+    "another",
+    "know",
+    "while",
+    "last",
+    "might",
+    "us",
+    "great",
+    "old",
+    "year",
+    "off",
+    "come",
+    "since",
+    "against",
+    "go",
+    "came",
+    "right",
+    "used",
+    "take",
+    "three",
+    "states",
+    "himself",
+    "few",
+    "house",
+    "use",
+    "during",
+    "without",
+    "again",
+    "place",
+    "around",
+    "however",
+    "home",
+    "small",
+    "found",
+    "thought",
+    "went",
+    "say",
+    "part",
+    "once",
+    "general",
+    "high",
+    "upon",
+    "school",
+    "every",
+    "don't",
+    "does",
+    "got",
+    "united",
+    "left",
+    "number",
+    "course",
+    "war",
+    "until",
+    "always",
+    "away",
+    "something",
+    "fact",
+    "though",
+    "water",
+    "less",
+    "public",
+    "put",
+    "think",
+    "almost",
+    "hand",
+    "enough",
+    "far",
+    "took",
+    "head",
+    "yet",
+    "government",
+    "system",
+    "better",
+    "set",
+    "told",
+    "nothing",
+    "night",
+    "end",
+    "why",
+    "called",
+    "didn't",
+    "eyes",
+    "find",
+    "going",
+    "look",
+    "asked",
+    "later",
+    "knew",
+    "point",
+    "next",
+    "city",
+    "business",
+    "give",
+    "group",
+    "toward",
+    "young",
+    "days",
+    "let",
+    "room",
+    "president",
+    "side",
+    "social",
+    "given",
+    "present",
+    "several",
+    "order",
+    "national",
+    "possible",
+    "rather",
+    "second",
+    "face",
+    "per",
+    "among",
+    "form",
+    "important",
+    "often",
+    "things",
+    "looked",
+    "early",
+    "white",
+    "case",
+    "john",
+    "become",
+    "large",
+    "big",
+    "need",
+    "four",
+    "within",
+    "felt",
+    "along",
+    "children",
+    "saw",
+    "best",
+    "church",
+    "ever",
+    "least",
+    "power",
+    "development",
+    "light",
+    "thing",
+    "seemed",
+];
+
+/// Words at the start of each synthetic prompt that make it unique.
+pub const UNIQUE_WORDS: usize = 4;
+
+/// One request's payload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Payload {
+    /// A prompt text (sent as one user message to the chat endpoint).
+    Prompt(String),
+    /// Chat messages from a dataset (sent as-is; the completions endpoint gets them joined).
+    Messages(Vec<serde_json::Value>),
+}
+
+/// One item of the workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkItem {
+    pub payload: Payload,
+    /// Requested prompt length in tokens (synthetic prompts).
+    pub target_tokens: Option<u32>,
+    /// Output tokens to request (dataset items may override the profile's).
+    pub max_tokens: u32,
+    /// JSON Schema or response_format the item asks for (datasets), passed through.
+    pub response_format: Option<serde_json::Value>,
+}
+
+/// How prompt lengths were counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LengthBasis {
+    /// Counted by the target's own `/tokenize` endpoint.
+    Tokenize,
+    /// Approximated as one token per word (the target offers no `/tokenize`).
+    Approximate,
+    /// Taken from a dataset as written.
+    Dataset,
+}
+
+/// Builds synthetic prompt text.
+#[derive(Clone, Debug)]
+pub struct PromptBuilder {
+    seed: u64,
+    prefix: Vec<&'static str>,
+}
+
+impl PromptBuilder {
+    pub fn new(seed: u64, shared_prefix_words: usize) -> PromptBuilder {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x0070_7265_6669_78);
+        let prefix = (0..shared_prefix_words)
+            .map(|_| VOCABULARY[rng.random_range(0..VOCABULARY.len())])
+            .collect();
+        PromptBuilder { seed, prefix }
+    }
+
+    /// A prompt of `words` words for request `request_id` built on text `item`: the shared
+    /// prefix, then `UNIQUE_WORDS` words derived from the request id, then the item's filler.
+    pub fn build(&self, item: u64, request_id: u64, words: usize) -> String {
+        let mut out = String::with_capacity(words * 7);
+        let mut n = 0;
+        let push = |w: &str, out: &mut String| {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(w);
+        };
+        for w in &self.prefix {
+            if n == words {
+                return out;
+            }
+            push(w, &mut out);
+            n += 1;
+        }
+        // Unique words: the request id in base-|V| digits (plus a seeded offset).
+        let mut id = request_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed;
+        for _ in 0..UNIQUE_WORDS {
+            if n == words {
+                return out;
+            }
+            push(VOCABULARY[(id % VOCABULARY.len() as u64) as usize], &mut out);
+            id /= VOCABULARY.len() as u64;
+            n += 1;
+        }
+        let mut rng = StdRng::seed_from_u64(self.seed ^ item.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        while n < words {
+            push(VOCABULARY[rng.random_range(0..VOCABULARY.len())], &mut out);
+            n += 1;
+        }
+        out
+    }
+}
+
+/// The resolved list of things to send, in send order.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub items: Vec<WorkItem>,
+    pub basis: LengthBasis,
+}
+
+impl Workload {
+    /// Synthetic items: each input length `repeats` times, shuffled by seed when asked. The prompt
+    /// text is filled in later (its length is fitted to the target's tokenizer).
+    pub fn synthetic(cfg: &WorkloadConfig) -> Workload {
+        let mut lengths: Vec<u32> =
+            Vec::with_capacity(cfg.input_lengths.len() * cfg.repeats as usize);
+        for _ in 0..cfg.repeats {
+            lengths.extend_from_slice(&cfg.input_lengths);
+        }
+        if cfg.shuffle {
+            lengths.shuffle(&mut StdRng::seed_from_u64(cfg.seed));
+        }
+        let items = lengths
+            .into_iter()
+            .map(|n| WorkItem {
+                payload: Payload::Prompt(String::new()),
+                target_tokens: Some(n),
+                max_tokens: cfg.max_tokens,
+                response_format: None,
+            })
+            .collect();
+        Workload { items, basis: LengthBasis::Approximate }
+    }
+
+    /// Items from a JSONL dataset. Each line is an object with `messages` (chat messages) or
+    /// `prompt` (text), and optionally `max_tokens` and `response_format` / `schema`. Other keys
+    /// (ids, categories, expected answers) are allowed and ignored here.
+    pub fn from_jsonl(
+        path: &Path,
+        text: &str,
+        cfg: &WorkloadConfig,
+    ) -> Result<Workload, DatasetError> {
+        let mut items = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line_no = i + 1;
+            let line = line.trim();
+            if line.is_empty() || line.starts_with("//") {
+                continue;
+            }
+            let err =
+                |message: String| DatasetError { path: path.to_path_buf(), line: line_no, message };
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| err(format!("not valid JSON: {e}")))?;
+            let obj = v.as_object().ok_or_else(|| err("expected a JSON object".into()))?;
+            let payload = match (obj.get("messages"), obj.get("prompt")) {
+                (Some(serde_json::Value::Array(m)), _) if !m.is_empty() => {
+                    for (k, msg) in m.iter().enumerate() {
+                        let ok = msg.get("role").and_then(|r| r.as_str()).is_some()
+                            && msg.get("content").is_some();
+                        if !ok {
+                            return Err(err(format!("messages[{k}] needs `role` and `content`")));
+                        }
+                    }
+                    Payload::Messages(m.clone())
+                }
+                (Some(_), _) => return Err(err("`messages` must be a non-empty array".into())),
+                (None, Some(serde_json::Value::String(p))) => Payload::Prompt(p.clone()),
+                (None, Some(_)) => return Err(err("`prompt` must be a string".into())),
+                (None, None) => return Err(err("each line needs `messages` or `prompt`".into())),
+            };
+            let max_tokens = match obj.get("max_tokens") {
+                None => cfg.max_tokens,
+                Some(v) => v
+                    .as_u64()
+                    .filter(|n| *n >= 1 && *n <= u32::MAX as u64)
+                    .ok_or_else(|| err("`max_tokens` must be a positive integer".into()))?
+                    as u32,
+            };
+            let response_format = obj.get("response_format").cloned().or_else(|| {
+                obj.get("schema").map(|s| {
+                    serde_json::json!({"type": "json_schema", "json_schema": {"name": "item", "schema": s}})
+                })
+            });
+            items.push(WorkItem { payload, target_tokens: None, max_tokens, response_format });
+        }
+        if items.is_empty() {
+            return Err(DatasetError {
+                path: path.to_path_buf(),
+                line: 0,
+                message: "the dataset has no requests".into(),
+            });
+        }
+        if cfg.shuffle {
+            items.shuffle(&mut StdRng::seed_from_u64(cfg.seed));
+        }
+        Ok(Workload { items, basis: LengthBasis::Dataset })
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Item used by request `request_id` (the workload cycles when more requests are sent).
+    pub fn item_index(&self, request_id: u64) -> u64 {
+        request_id % self.items.len() as u64
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{}:{line}: {message}", path.display())]
+pub struct DatasetError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+/// Fits a synthetic prompt to a token target with the target's own tokenizer: propose a word
+/// count, observe how many tokens it makes, correct, at most eight times. The closest fit wins,
+/// preferring one that does not exceed the target.
+#[derive(Clone, Debug)]
+pub struct PromptFit {
+    target: u32,
+    next: usize,
+    best: Option<(usize, u32)>,
+    attempts: u32,
+    done: bool,
+}
+
+impl PromptFit {
+    pub const MAX_ATTEMPTS: u32 = 8;
+
+    /// Start from `words_per_token x target` words.
+    pub fn new(target: u32, words_per_token: f64) -> PromptFit {
+        let next = ((target as f64 * words_per_token).round() as usize).max(1);
+        PromptFit { target, next, best: None, attempts: 0, done: false }
+    }
+
+    /// The word count to try next, or `None` when fitting is over.
+    pub fn next_words(&self) -> Option<usize> {
+        (!self.done).then_some(self.next)
+    }
+
+    /// Record that the last proposed word count made `tokens` tokens.
+    pub fn observe(&mut self, tokens: u32) {
+        let words = self.next;
+        let target = self.target;
+        let better = self.best.is_none_or(|(_, b)| {
+            let (dc, du) = (tokens.abs_diff(target), b.abs_diff(target));
+            dc < du || (dc == du && tokens <= target && b > target)
+        });
+        if better {
+            self.best = Some((words, tokens));
+        }
+        self.attempts += 1;
+        if tokens == target || self.attempts >= Self::MAX_ATTEMPTS {
+            self.done = true;
+            return;
+        }
+        let ratio = words as f64 / tokens.max(1) as f64;
+        let next =
+            ((words as f64 + (target as f64 - tokens as f64) * ratio).round() as usize).max(1);
+        self.next = if next != words {
+            next
+        } else if tokens > target {
+            words.saturating_sub(1).max(1)
+        } else {
+            words + 1
+        };
+    }
+
+    /// Best (word count, token count) so far.
+    pub fn best(&self) -> Option<(usize, u32)> {
+        self.best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_are_deterministic_unique_and_sized() {
+        let b = PromptBuilder::new(42, 0);
+        let p = b.build(3, 7, 100);
+        assert_eq!(p.split(' ').count(), 100);
+        assert_eq!(p, PromptBuilder::new(42, 0).build(3, 7, 100));
+        let q = b.build(3, 8, 100);
+        assert_ne!(
+            p.split(' ').take(UNIQUE_WORDS).collect::<Vec<_>>(),
+            q.split(' ').take(UNIQUE_WORDS).collect::<Vec<_>>()
+        );
+        // Same item, different request: same filler after the unique words.
+        assert_eq!(
+            p.split(' ').skip(UNIQUE_WORDS).collect::<Vec<_>>(),
+            q.split(' ').skip(UNIQUE_WORDS).collect::<Vec<_>>()
+        );
+        assert_eq!(b.build(0, 0, 2).split(' ').count(), 2);
+    }
+
+    #[test]
+    fn shared_prefix_is_shared() {
+        let b = PromptBuilder::new(1, 32);
+        let p = b.build(1, 1, 64);
+        let q = b.build(2, 2, 64);
+        let pp: Vec<_> = p.split(' ').take(32).collect();
+        let qq: Vec<_> = q.split(' ').take(32).collect();
+        assert_eq!(pp, qq);
+        assert_ne!(p, q);
+    }
+
+    #[test]
+    fn fitting_converges_on_a_nonlinear_tokenizer() {
+        // A tokenizer where words longer than 4 letters count twice.
+        let count = |s: &str| -> Result<u32, ()> {
+            Ok(s.split(' ').map(|w| if w.len() > 4 { 2 } else { 1 }).sum())
+        };
+        let b = PromptBuilder::new(5, 0);
+        for target in [16u32, 128, 1000] {
+            let mut fit = PromptFit::new(target, 1.0);
+            while let Some(words) = fit.next_words() {
+                fit.observe(count(&b.build(1, 1, words)).unwrap());
+            }
+            let (words, n) = fit.best().unwrap();
+            assert!(n.abs_diff(target) <= 1, "target {target} got {n}");
+            assert_eq!(count(&b.build(1, 1, words)).unwrap(), n);
+        }
+    }
+
+    #[test]
+    fn synthetic_workload_is_the_length_list_times_repeats() {
+        let cfg =
+            WorkloadConfig { input_lengths: vec![10, 20], repeats: 3, ..WorkloadConfig::default() };
+        let w = Workload::synthetic(&cfg);
+        assert_eq!(w.len(), 6);
+        let mut lens: Vec<u32> = w.items.iter().map(|i| i.target_tokens.unwrap()).collect();
+        lens.sort();
+        assert_eq!(lens, vec![10, 10, 10, 20, 20, 20]);
+    }
+
+    #[test]
+    fn dataset_lines_are_checked_with_line_numbers() {
+        let cfg = WorkloadConfig { shuffle: false, ..WorkloadConfig::default() };
+        let ok = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":5}\n\n{\"prompt\":\"x\",\"id\":3}\n";
+        let w = Workload::from_jsonl(Path::new("d.jsonl"), ok, &cfg).unwrap();
+        assert_eq!(w.len(), 2);
+        assert_eq!(w.items[0].max_tokens, 5);
+        assert_eq!(w.items[1].max_tokens, cfg.max_tokens);
+        let bad = "{\"prompt\":\"x\"}\n{\"messages\":[{\"content\":\"no role\"}]}\n";
+        let e = Workload::from_jsonl(Path::new("d.jsonl"), bad, &cfg).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().starts_with("d.jsonl:2:"), "{e}");
+        let e = Workload::from_jsonl(Path::new("d.jsonl"), "{\"prompt\": 3}", &cfg).unwrap_err();
+        assert!(e.message.contains("string"));
+        assert!(Workload::from_jsonl(Path::new("d.jsonl"), "", &cfg).is_err());
+    }
+}

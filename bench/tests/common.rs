@@ -1,0 +1,68 @@
+//! Helpers shared by the integration tests: start a simulator, run the bench against it.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bench::config::{
+    BenchConfig, Override, Profile, ResolvedProfile, Source, Target, TimingConfig,
+};
+use bench::runner::{self, RunControl, RunOutcome, RunSpec};
+use bench::sim::{self, SimHandle, SimOptions, TimingBackend};
+
+/// Start a timing-mode simulator on an OS-chosen loopback port.
+pub async fn start_timing_sim(timing: TimingConfig, opts: SimOptions) -> SimHandle {
+    sim::start(opts, Arc::new(TimingBackend::new(timing)), ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("start the simulator")
+}
+
+/// A profile from TOML text (the `[profile.default]` body) plus overrides.
+pub fn profile(toml_text: &str, overrides: &[&str]) -> Profile {
+    let cfg = BenchConfig::from_source(Source::new("test.toml", toml_text.to_string()))
+        .expect("valid test config");
+    let o: Vec<Override> = overrides.iter().map(|s| Override::parse(s).unwrap()).collect();
+    cfg.resolve("default", &o).expect("valid test profile").profile
+}
+
+/// Run the bench against a running simulator.
+pub async fn run_against(handle: &SimHandle, profile: Profile, dir: &Path) -> RunOutcome {
+    run_with_control(handle, profile, dir, RunControl::default()).await
+}
+
+pub async fn run_with_control(
+    handle: &SimHandle,
+    mut profile: Profile,
+    dir: &Path,
+    control: RunControl,
+) -> RunOutcome {
+    let target = Target {
+        base_url: handle.base_url(),
+        model: Some(handle.model().to_string()),
+        api_key_env: None,
+        engine_config: None,
+        max_tokens_field: Default::default(),
+        metrics_url: None,
+        description: None,
+    };
+    profile.target = Some("sim".into());
+    let spec = RunSpec {
+        profile: ResolvedProfile {
+            name: "default".into(),
+            profile,
+            target: Some(("sim".into(), target)),
+            file: None,
+        },
+        out_dir: dir.join("run"),
+        run_id: "test".into(),
+        git: None,
+        engine: None,
+        quiet: true,
+        handle_signals: false,
+        capture_text: false,
+        logprobs: None,
+        root: dir.to_path_buf(),
+    };
+    runner::run(spec, control).await.expect("the run completes")
+}

@@ -1,0 +1,102 @@
+//! Known-answer tests: the simulator's timing mode gives exact TTFT and inter-token gaps, and the
+//! bench must measure them back within stated tolerances.
+//!
+//! Tolerances (documented in the README): TTFT p50 and p99 within 2 ms, ITL mean and TPOT mean
+//! within 0.5 ms, at concurrency 32, 64 output tokens, TTFT 50 ms, 10 ms per token.
+
+mod common;
+
+use bench::config::{TimingConfig, UsageMode};
+use bench::record::TokenSource;
+use bench::rundir;
+use bench::sim::SimOptions;
+use common::*;
+
+const PROFILE: &str = r#"
+[profile.default]
+endpoint = "chat"
+[profile.default.load]
+concurrency = 32
+requests = 96
+warmup_requests = 32
+[profile.default.workload]
+input_lengths = [64, 128]
+repeats = 16
+max_tokens = 64
+"#;
+
+struct Expect {
+    ttft: f64,
+    itl: f64,
+    tpot: f64,
+    tokens: u64,
+}
+
+async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_timing_sim(timing, SimOptions { usage, ..SimOptions::default() }).await;
+    let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
+    let sim_records = handle.records();
+    handle.shutdown().await;
+    let s = &out.summary;
+    assert_eq!(s.requests.ok, 96, "{:?}", s.requests.by_class);
+    let ttft = s.metrics.ttft_ms.as_ref().unwrap();
+    let itl = s.metrics.itl_ms.as_ref().unwrap();
+    let tpot = s.metrics.tpot_ms.as_ref().unwrap();
+    // The simulator's own view of the same requests, for the diagnosis when a check fails.
+    let mut server_ttft: Vec<f64> =
+        sim_records.iter().filter_map(|r| Some(r.first_chunk_ms? - r.arrival_ms)).collect();
+    server_ttft.sort_by(f64::total_cmp);
+    let diag = format!(
+        "measured ttft p50 {} p99 {} | itl mean {} | tpot mean {} | simulator's own ttft p50 {:.3} max {:.3}",
+        ttft.p50,
+        ttft.p99,
+        itl.mean,
+        tpot.mean,
+        server_ttft[server_ttft.len() / 2],
+        server_ttft.last().unwrap()
+    );
+    assert!((ttft.p50 - expect.ttft).abs() <= 2.0, "TTFT p50: {diag}");
+    assert!((ttft.p99 - expect.ttft).abs() <= 2.0, "TTFT p99: {diag}");
+    assert!((itl.mean - expect.itl).abs() <= 0.5, "ITL mean: {diag}");
+    assert!((tpot.mean - expect.tpot).abs() <= 0.5, "TPOT mean: {diag}");
+    assert_eq!(s.tokens.output_total, Some(96 * expect.tokens));
+    let read = rundir::read_records(&out.dir).unwrap();
+    for r in read.records.iter().filter(|r| !r.warmup) {
+        assert_eq!(r.output_tokens, Some(expect.tokens), "request {}", r.id);
+        assert_eq!(r.token_source, Some(TokenSource::Usage));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_token_per_chunk() {
+    let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, ..TimingConfig::default() };
+    check(t, UsageMode::Final, Expect { ttft: 50.0, itl: 10.0, tpot: 10.0, tokens: 64 }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn diag() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, ..TimingConfig::default() };
+    let handle = start_timing_sim(t, SimOptions::default()).await;
+    let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
+    let sim = handle.records();
+    let read = rundir::read_records(&out.dir).unwrap();
+    for r in &read.records {
+        let s = sim
+            .iter()
+            .find(|s| s.request_id.as_deref() == Some(&format!("test-{}", r.id)))
+            .unwrap();
+        println!(
+            "{:3} w={} intended {:8.2} ttft {:6.2} lag {:5.2} sim_arrival_rel {:6.2} sim_ttft {:6.2}",
+            r.id,
+            r.warmup as u8,
+            r.intended_ms,
+            r.ttft_ms().unwrap(),
+            r.lag_ms().unwrap(),
+            0.0,
+            s.first_chunk_ms.unwrap() - s.arrival_ms
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Console tables of a run's summary.
+
+use bench::Summary;
+use bench::metrics::Stats;
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, CellAlignment, Table};
+
+/// A blank cell for a value that was not measured.
+pub const BLANK: &str = "—";
+
+pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
+}
+
+fn table() -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t
+}
+
+fn right(s: impl ToString) -> Cell {
+    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
+}
+
+/// The latency table: one row per metric.
+pub fn latency_table(s: &Summary) -> Table {
+    let mut t = table();
+    t.set_header([
+        "metric (ms)",
+        "count",
+        "mean",
+        "stdev",
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "p99.9",
+        "max",
+    ]);
+    let rows: [(&str, &Option<Stats>); 5] = [
+        ("TTFT", &s.metrics.ttft_ms),
+        ("TPOT", &s.metrics.tpot_ms),
+        ("ITL", &s.metrics.itl_ms),
+        ("E2E", &s.metrics.e2e_ms),
+        ("queue (server)", &s.metrics.queue_ms),
+    ];
+    for (name, stats) in rows {
+        let mut row = vec![Cell::new(name)];
+        match stats {
+            Some(st) => {
+                row.push(right(st.count));
+                for v in [st.mean, st.stdev, st.p50, st.p90, st.p95, st.p99, st.p999, st.max] {
+                    row.push(right(format!("{v:.2}")));
+                }
+            }
+            None => {
+                if name.starts_with("queue") {
+                    continue;
+                }
+                row.extend((0..9).map(|_| right(BLANK)));
+            }
+        }
+        t.add_row(row);
+    }
+    t
+}
+
+/// Requests, throughput, goodput, schedule.
+pub fn overview_table(s: &Summary) -> Table {
+    let mut t = table();
+    t.set_header(["", "value"]);
+    let classes: Vec<String> =
+        s.requests.by_class.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let rows: Vec<(String, String)> = vec![
+        ("status".into(), format!("{:?}", s.status).to_lowercase()),
+        (
+            "target".into(),
+            format!("{}{}", s.target.url, if s.simulated { " (simulated)" } else { "" }),
+        ),
+        ("model".into(), s.target.model.clone()),
+        (
+            "requests".into(),
+            format!(
+                "{} measured: {} (+{} warmup)",
+                s.requests.total,
+                classes.join(", "),
+                s.requests.warmup
+            ),
+        ),
+        ("window".into(), format!("{} s", fmt_opt(s.timing.window.duration_s, 3))),
+        (
+            "throughput".into(),
+            format!(
+                "{} req/s, {} output tok/s, {} total tok/s",
+                fmt_opt(s.throughput.requests_per_s, 2),
+                fmt_opt(s.throughput.output_tokens_per_s, 1),
+                fmt_opt(s.throughput.total_tokens_per_s, 1)
+            ),
+        ),
+        (
+            "goodput".into(),
+            match s.goodput.ratio {
+                Some(r) => format!(
+                    "{} req/s ({:.1}% of requests met {})",
+                    fmt_opt(s.goodput.requests_per_s, 2),
+                    r * 100.0,
+                    slo_text(s)
+                ),
+                None if s.goodput.slo.is_empty() => format!("{BLANK} (no SLO configured)"),
+                None => format!("{BLANK} (not measurable for this run)"),
+            },
+        ),
+        ("ITL jitter".into(), fmt_opt(s.metrics.itl_jitter, 3)),
+        (
+            "output tokens".into(),
+            format!(
+                "{} (from usage {}, from chunks {})",
+                s.tokens.output_total.map_or(BLANK.to_string(), |n| n.to_string()),
+                s.tokens.from_usage,
+                s.tokens.from_chunks
+            ),
+        ),
+        (
+            "send lag p50 / p99".into(),
+            match &s.schedule.stats.lag_ms {
+                Some(l) => format!("{:.2} / {:.2} ms", l.p50, l.p99),
+                None => BLANK.to_string(),
+            },
+        ),
+    ];
+    for (k, v) in rows {
+        t.add_row([Cell::new(k), Cell::new(v)]);
+    }
+    if let Some(r) = s.schedule.stats.requested_rate {
+        t.add_row([
+            Cell::new("rate requested / achieved"),
+            Cell::new(format!("{r:.2} / {} req/s", fmt_opt(s.schedule.stats.achieved_rate, 2))),
+        ]);
+    }
+    if let Some(c) = s.cost.per_1m_output_tokens {
+        t.add_row([Cell::new("cost per 1M output tokens"), Cell::new(format!("{c:.4}"))]);
+    }
+    t
+}
+
+fn slo_text(s: &Summary) -> String {
+    let slo = &s.goodput.slo;
+    let mut parts = Vec::new();
+    if let Some(v) = slo.ttft_ms {
+        parts.push(format!("TTFT <= {v} ms"));
+    }
+    if let Some(v) = slo.tpot_ms {
+        parts.push(format!("TPOT <= {v} ms"));
+    }
+    if let Some(v) = slo.e2e_ms {
+        parts.push(format!("E2E <= {v} ms"));
+    }
+    parts.join(", ")
+}
+
+/// The whole console report of a run.
+pub fn render(s: &Summary) -> String {
+    let mut out = format!("{}\n{}\n", overview_table(s), latency_table(s));
+    for n in &s.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}

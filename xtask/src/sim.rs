@@ -1,0 +1,88 @@
+//! `cargo xtask sim`: serve the engine simulator standalone.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use bench::config::{BenchConfig, Override};
+use clap::Args;
+use xshell::Shell;
+
+use crate::Status;
+
+#[derive(Debug, Args)]
+pub struct SimCmd {
+    /// Address to bind (loopback by default).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port (0: chosen by the OS).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Bench profile whose [sim] section configures the simulator.
+    #[arg(short, long, default_value = "default")]
+    pub profile: String,
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override a field of the profile, e.g. --set sim.timing.ttft_ms=80.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Inject a fault with a probability, e.g. --fault http_503=0.05 (repeatable).
+    #[arg(long = "fault", value_name = "NAME=P")]
+    pub faults: Vec<String>,
+    /// Require `Authorization: Bearer $VAR` on completion requests.
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+}
+
+impl SimCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let root = sh.current_dir();
+        let cfg = match &self.config {
+            Some(p) => BenchConfig::load(&root.join(p))?,
+            None if root.join(crate::bench::DEFAULT_CONFIG).exists() => {
+                BenchConfig::load(&root.join(crate::bench::DEFAULT_CONFIG))?
+            }
+            None => BenchConfig::builtin(),
+        };
+        let mut overrides = Vec::new();
+        for s in &self.sets {
+            overrides.push(Override::parse(s).map_err(anyhow::Error::msg)?);
+        }
+        for f in &self.faults {
+            let o = Override::parse(f).map_err(anyhow::Error::msg)?;
+            overrides.push(Override { key: format!("sim.faults.{}", o.key), ..o });
+        }
+        let profile = cfg.resolve(&self.profile, &overrides)?.profile;
+        let mut embedded = bench::sim::embedded(&profile.sim, &root).map_err(anyhow::Error::msg)?;
+        if let Some(var) = &self.api_key_env {
+            let key = bench::client::read_api_key(var, "sim").map_err(anyhow::Error::msg)?;
+            embedded.options.api_key = Some(key);
+        }
+        if !self.host.is_loopback() {
+            eprintln!(
+                "warning: serving on {} (not loopback): the simulator is reachable from the network",
+                self.host
+            );
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        rt.block_on(async {
+            let handle = bench::sim::start(
+                embedded.options,
+                embedded.backend,
+                SocketAddr::new(self.host, self.port),
+            )
+            .await
+            .with_context(|| format!("cannot listen on {}:{}", self.host, self.port))?;
+            println!("infergate simulator ({})", handle.describe());
+            println!("serving {} at {}/v1 (Ctrl-C to stop)", handle.model(), handle.base_url());
+            if tokio::signal::ctrl_c().await.is_err() {
+                bail!("cannot wait for Ctrl-C");
+            }
+            handle.shutdown().await;
+            Ok(Status::Interrupted)
+        })
+    }
+}
