@@ -487,53 +487,64 @@ const DATE_BLANK: &str = "YYYY-MM-DD";
 /// Template placeholders on a line, outside inline code: `<what to write>`, `NNNN`,
 /// `YYYY-MM-DD`, `TODO`, `TBD`, `FIXME`, and blanks of two or more underscores (`__ ms`).
 pub fn find_placeholders(line: &str) -> Vec<String> {
-    let text = strip_code_spans(line);
+    let code = code_mask(line);
+    let bytes = line.as_bytes();
+    let plain = |i: usize, b: u8| bytes[i] == b && !code[i];
     let mut found = Vec::new();
-    // <...>
-    let mut rest = text.as_str();
-    while let Some(i) = rest.find('<') {
-        let after = &rest[i + 1..];
-        let Some(j) = after.find(['>', '<']) else { break };
-        if after.as_bytes()[j] == b'<' {
-            rest = &after[j..];
+    // <...>, reported as written (code spans inside included).
+    let mut i = 0;
+    while i < bytes.len() {
+        if !plain(i, b'<') {
+            i += 1;
             continue;
         }
-        let inner = &after[..j];
-        if is_placeholder_tag(inner) {
+        let Some(j) = (i + 1..bytes.len()).find(|&j| plain(j, b'>') || plain(j, b'<')) else {
+            break;
+        };
+        if bytes[j] == b'<' {
+            i = j;
+            continue;
+        }
+        let inner = &line[i + 1..j];
+        if is_placeholder_tag(&strip_code(inner, &code[i + 1..j])) {
             found.push(format!("<{inner}>"));
         }
-        rest = &after[j + 1..];
+        i = j + 1;
     }
-    // Words and blanks.
-    for token in text.split(|c: char| !c.is_ascii_alphanumeric()) {
-        if PLACEHOLDER_WORDS.contains(&token) {
-            found.push(token.to_string());
+    // Words, the date blank and underscore blanks, outside code.
+    let is_word = |c: char| c.is_ascii_alphanumeric();
+    let mut start = None;
+    for (idx, c) in line.char_indices().chain(std::iter::once((line.len(), ' '))) {
+        if is_word(c) {
+            start.get_or_insert(idx);
+        } else if let Some(s) = start.take()
+            && !code[s]
+            && PLACEHOLDER_WORDS.contains(&&line[s..idx])
+        {
+            found.push(line[s..idx].to_string());
         }
     }
-    for (i, _) in text.match_indices(DATE_BLANK) {
-        let before = text[..i].chars().next_back();
-        let after = text[i + DATE_BLANK.len()..].chars().next();
-        if !before.is_some_and(|c| c.is_ascii_alphanumeric())
-            && !after.is_some_and(|c| c.is_ascii_alphanumeric())
-        {
+    let bounded = |from: usize, to: usize| {
+        !line[..from].chars().next_back().is_some_and(is_word)
+            && !line[to..].chars().next().is_some_and(is_word)
+    };
+    for (i, _) in line.match_indices(DATE_BLANK) {
+        if !code[i] && bounded(i, i + DATE_BLANK.len()) {
             found.push(DATE_BLANK.to_string());
         }
     }
-    let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'_' {
-            let start = i;
-            while i < bytes.len() && bytes[i] == b'_' {
-                i += 1;
-            }
-            let before_ok = start == 0 || !(bytes[start - 1] as char).is_ascii_alphanumeric();
-            let after_ok = i == bytes.len() || !(bytes[i] as char).is_ascii_alphanumeric();
-            if i - start >= 2 && before_ok && after_ok {
-                found.push(text[start..i].to_string());
-            }
-        } else {
+        if !plain(i, b'_') {
             i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && plain(i, b'_') {
+            i += 1;
+        }
+        if i - start >= 2 && bounded(start, i) {
+            found.push(line[start..i].to_string());
         }
     }
     found
@@ -551,37 +562,42 @@ fn is_placeholder_tag(inner: &str) -> bool {
     !(HTML_TAGS.contains(&name.to_ascii_lowercase().as_str()) && (rest.is_empty() || rest == "/"))
 }
 
-/// The line with inline code spans removed (a backtick run closes at the next run of the same
-/// length, as in CommonMark).
-fn strip_code_spans(line: &str) -> String {
-    let mut out = String::new();
-    let mut rest = line;
-    while let Some(i) = rest.find('`') {
-        out.push_str(&rest[..i]);
-        let run = rest[i..].chars().take_while(|&c| c == '`').count();
-        let after = &rest[i + run..];
-        let fence = "`".repeat(run);
-        let mut search = 0;
-        let mut close = None;
-        while let Some(j) = after[search..].find(&fence) {
-            let at = search + j;
-            let len = after[at..].chars().take_while(|&c| c == '`').count();
-            if len == run {
-                close = Some(at);
-                break;
-            }
-            search = at + len;
+/// For each byte of a line, whether it belongs to an inline code span (backticks included). A
+/// backtick run closes at the next run of the same length, as in CommonMark.
+fn code_mask(line: &str) -> Vec<bool> {
+    let b = line.as_bytes();
+    let mut mask = vec![false; b.len()];
+    let run_at = |i: usize| b[i..].iter().take_while(|&&c| c == b'`').count();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'`' {
+            i += 1;
+            continue;
         }
-        match close {
-            Some(at) => rest = &after[at + run..],
-            None => {
-                out.push_str(&rest[i..i + run]);
-                rest = after;
+        let run = run_at(i);
+        let mut j = i + run;
+        let close = loop {
+            match (j..b.len()).find(|&k| b[k] == b'`') {
+                None => break None,
+                Some(k) if run_at(k) == run => break Some(k),
+                Some(k) => j = k + run_at(k),
             }
+        };
+        match close {
+            Some(k) => {
+                mask[i..k + run].iter_mut().for_each(|m| *m = true);
+                i = k + run;
+            }
+            None => i += run,
         }
     }
-    out.push_str(rest);
-    out
+    mask
+}
+
+/// `text` without the bytes `mask` marks (code spans start and end at ASCII backticks, so what
+/// remains is valid UTF-8).
+fn strip_code(text: &str, mask: &[bool]) -> String {
+    text.char_indices().filter(|(i, _)| !mask[*i]).map(|(_, c)| c).collect()
 }
 
 struct Heading {
@@ -730,7 +746,14 @@ mod tests {
         );
         assert_eq!(find_placeholders("TTFT P99 < __ ms"), vec!["__"]);
         assert_eq!(find_placeholders("- Date: YYYY-MM-DD"), vec!["YYYY-MM-DD"]);
-        assert!(find_placeholders("`configs/<file>.toml` and `NNNN`").is_empty());
+        assert!(
+            find_placeholders("`configs/<file>.toml` and `NNNN` and ``a ` <b c> `` x").is_empty()
+        );
+        assert_eq!(
+            find_placeholders("<name values, one `configs/<f>.toml: a.b = v` line each>"),
+            vec!["<name values, one `configs/<f>.toml: a.b = v` line each>"]
+        );
+        assert_eq!(find_placeholders("an `unclosed <tag one>"), vec!["<tag one>"]);
         assert!(
             find_placeholders("limit <= 200, goodput >= 0.9; a<br>b <https://x.y> <!-- c -->")
                 .is_empty()
