@@ -126,6 +126,14 @@ pub fn render_table(report: &GateReport) -> String {
     table.to_string()
 }
 
+/// How a failed check is reported: `error` (blocks) or `warning`.
+fn level(action: Action) -> &'static str {
+    match action {
+        Action::Block => "error",
+        Action::Warn => "warning",
+    }
+}
+
 /// A failure in words.
 fn failure_message(report: &GateReport, c: &Check) -> String {
     let t = &c.threshold;
@@ -159,10 +167,7 @@ fn gh_escape(s: &str, property: bool) -> String {
 pub fn render_github(report: &GateReport) -> String {
     let mut out = String::new();
     for c in report.checks.iter().filter(|c| c.failed()) {
-        let kind = match c.threshold.action {
-            Action::Block => "error",
-            Action::Warn => "warning",
-        };
+        let kind = level(c.threshold.action);
         writeln!(
             out,
             "::{kind} file={},line={},title={}::{}",
@@ -198,11 +203,7 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
     }
     writeln!(out, "{}", render_table(report)).unwrap();
     for c in report.checks.iter().filter(|c| c.failed()) {
-        let level = match c.threshold.action {
-            Action::Block => "error",
-            Action::Warn => "warning",
-        };
-        writeln!(out, "{level}: {}", failure_message(report, c)).unwrap();
+        writeln!(out, "{}: {}", level(c.threshold.action), failure_message(report, c)).unwrap();
     }
     let (blocking, warnings) = (report.blocking_failures(), report.warnings());
     let passed = report.checks.len() - blocking - warnings;

@@ -233,12 +233,9 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         ),
     };
     let slug = new::slug(&args.title).map_err(anyhow::Error::msg)?;
-    let existing: Vec<PathBuf> = if root.join(dir).exists() {
-        read_records(root, dir)?.into_iter().map(|(p, _)| p).collect()
-    } else {
-        Vec::new()
-    };
-    let number = next_number(&existing);
+    let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
+    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+    let number = next_number(&paths);
     let input = new::NewAdr {
         number,
         title: &args.title,
@@ -257,8 +254,6 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     }
     write_atomic(&full, &text)?;
     println!("wrote {} (ADR-{number:04}, Proposed)", path.display());
-    let mut files = read_records(root, dir)?;
-    files.retain(|(p, _)| p != &path);
     files.push((path.clone(), text));
     let left: Vec<Problem> =
         lint::lint_files(&files).into_iter().filter(|p| p.path == path).collect();
@@ -327,10 +322,11 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
     let label = adr.label();
     files[i].1 = text;
     let after: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    let file = path.to_string_lossy().replace('\\', "/");
+    // Conflicts that accepting this record would add (not those already there).
+    let before = thresholds::conflicts(&thresholds::live_thresholds(&adrs));
     let clashes: Vec<Problem> = thresholds::conflicts(&thresholds::live_thresholds(&after))
         .into_iter()
-        .filter(|p| p.message.contains(&format!("({file}:")))
+        .filter(|p| !before.contains(p))
         .collect();
     if !clashes.is_empty() {
         print_problems(&clashes);
