@@ -359,6 +359,10 @@ impl Client {
         }
         match status {
             200..=299 => {}
+            // An overloaded or failing server is what a load test is for: measure it anyway.
+            429 | 500..=599 => notes.push(format!(
+                "the one-token probe to {url} answered {status} ({text}); measuring anyway"
+            )),
             401 | 403 => return Err(auth_hint(status)),
             404 => {
                 let hint = if text.contains("model") {

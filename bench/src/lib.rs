@@ -19,7 +19,6 @@ pub mod rundir;
 #[cfg(feature = "runtime")]
 pub mod runner;
 pub mod schedule;
-#[cfg(feature = "runtime")]
 pub mod sim;
 pub mod sse;
 pub mod summary;

@@ -648,14 +648,26 @@ async fn fit_all(
     let sample = builder.build(0, 0, 200);
     let n = client.count_tokens(&resolved.root, &resolved.model, &sample).await?;
     let words_per_token = 200.0 / n.max(1) as f64;
-    let jobs = workload.items.iter().enumerate().map(|(i, item)| async move {
-        let mut fit = PromptFit::new(item.target_tokens.unwrap_or(1), words_per_token);
-        while let Some(words) = fit.next_words() {
-            let text = builder.build(i as u64, i as u64, words);
-            fit.observe(client.count_tokens(&resolved.root, &resolved.model, &text).await?);
-        }
-        Ok::<_, String>(fit.best().expect("at least one attempt"))
-    });
+    // Each job owns what it uses (clients and builders are cheap to clone), which keeps the
+    // future `Send` for any caller.
+    let jobs: Vec<_> = workload
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let (client, builder) = (client.clone(), builder.clone());
+            let (root, model) = (resolved.root.clone(), resolved.model.clone());
+            let target = item.target_tokens.unwrap_or(1);
+            async move {
+                let mut fit = PromptFit::new(target, words_per_token);
+                while let Some(words) = fit.next_words() {
+                    let text = builder.build(i as u64, i as u64, words);
+                    fit.observe(client.count_tokens(&root, &model, &text).await?);
+                }
+                Ok::<_, String>(fit.best().expect("at least one attempt"))
+            }
+        })
+        .collect();
     let results: Vec<Result<(usize, u32), String>> =
         futures_util::stream::iter(jobs).buffered(8).collect().await;
     results.into_iter().collect()

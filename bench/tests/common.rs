@@ -33,13 +33,32 @@ pub async fn run_against(handle: &SimHandle, profile: Profile, dir: &Path) -> Ru
 
 pub async fn run_with_control(
     handle: &SimHandle,
+    profile: Profile,
+    dir: &Path,
+    control: RunControl,
+) -> RunOutcome {
+    run_url_with_control(&handle.base_url(), handle.model(), profile, dir, control).await
+}
+
+pub async fn run_against_url(
+    base_url: &str,
+    model: &str,
+    profile: Profile,
+    dir: &Path,
+) -> RunOutcome {
+    run_url_with_control(base_url, model, profile, dir, RunControl::default()).await
+}
+
+pub async fn run_url_with_control(
+    base_url: &str,
+    model: &str,
     mut profile: Profile,
     dir: &Path,
     control: RunControl,
 ) -> RunOutcome {
     let target = Target {
-        base_url: handle.base_url(),
-        model: Some(handle.model().to_string()),
+        base_url: base_url.to_string(),
+        model: Some(model.to_string()),
         api_key_env: None,
         engine_config: None,
         max_tokens_field: Default::default(),

@@ -158,7 +158,7 @@ impl BenchCmd {
         }
         let engine = match &resolved.target {
             Some((_, t)) => {
-                t.engine_config.as_deref().map(|f| read_engine_params(root, f)).transpose()?
+                t.engine_config.as_deref().map(|f| EngineParams::read(root, f)).transpose()?
             }
             None => None,
         };
@@ -180,16 +180,4 @@ impl BenchCmd {
             root: root.to_path_buf(),
         })
     }
-}
-
-/// Engine parameters of a governed config file, as recorded in summaries.
-pub fn read_engine_params(root: &Path, file: &str) -> anyhow::Result<EngineParams> {
-    let path = root.join(file);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read the engine config {}", path.display()))?;
-    let table: toml::Table = toml::from_str(&text).map_err(|e| {
-        let src = bench::config::Source::new(&path, text.clone());
-        src.toml_error(&e)
-    })?;
-    Ok(EngineParams { file: file.to_string(), params: serde_json::to_value(table)? })
 }

@@ -20,6 +20,7 @@ use xshell::Shell;
 pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
+pub mod engine;
 pub mod exit;
 pub mod gate;
 pub mod gitinfo;
@@ -53,6 +54,9 @@ pub enum Command {
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
+    /// The governed engine parameters (configs/engine.toml) for a real engine.
+    #[command(subcommand)]
+    Engine(engine::EngineCmd),
     /// Decision records: new, list, accept, supersede, lint, thresholds.
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
@@ -66,6 +70,7 @@ impl Command {
             Command::Bench(c) => c.run(sh),
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
+            Command::Engine(cmd) => cmd.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
         }

@@ -286,9 +286,9 @@ impl Default for ClientConfig {
 #[serde(rename_all = "snake_case")]
 pub enum SimMode {
     /// Fixed TTFT, inter-token gap and output length: a known-answer oracle.
-    #[default]
     Timing,
     /// The continuous-batching engine model driven by the engine config.
+    #[default]
     Engine,
 }
 
@@ -312,7 +312,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            mode: SimMode::Timing,
+            mode: SimMode::Engine,
             engine_config: "configs/engine.toml".into(),
             usage: UsageMode::Final,
             corruption_rate: 0.0,

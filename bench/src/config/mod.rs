@@ -1,7 +1,13 @@
-//! Configuration files: `configs/bench.toml` (targets and bench profiles).
+//! Configuration files: `configs/bench.toml` (targets and bench profiles) and
+//! `configs/engine.toml` (the governed inference parameters).
 
 pub mod bench;
+pub mod engine;
 pub mod source;
 
 pub use bench::*;
+pub use engine::{
+    DeviceSection, Dtype, EngineConfig, EngineSection, Quantization, SchedulerPolicy,
+    SchedulerSection, SimSection, TokenIntervalSection,
+};
 pub use source::{ConfigError, Source};

@@ -1,49 +1,72 @@
-//! The embedded engine simulator: an OpenAI-compatible server backed by a timing model (exact,
-//! known-answer schedules) or an engine model (continuous batching driven by the engine config).
+//! The embedded engine simulator: what `cargo xtask bench` measures when a profile names no
+//! target. An OpenAI-compatible server backed by a timing model (exact, known-answer
+//! schedules) or the engine model (continuous batching driven by the engine config).
+//!
+//! The engine model itself (`engine`) is pure and needs no async runtime; the server and the
+//! backends need the `runtime` feature.
 
+#[cfg(feature = "runtime")]
 pub mod backend;
+pub mod engine;
+#[cfg(feature = "runtime")]
 pub mod server;
+#[cfg(feature = "runtime")]
 pub mod text;
+#[cfg(feature = "runtime")]
 pub mod timing;
 
-pub use backend::{Backend, FinishReason, GenEvent, GenRequest};
-pub use server::{SimHandle, SimOptions, SimRecord, start};
-pub use timing::TimingBackend;
+#[cfg(feature = "runtime")]
+pub use runtime::*;
 
-use std::path::Path;
-use std::sync::Arc;
+#[cfg(feature = "runtime")]
+mod runtime {
+    use std::path::Path;
+    use std::sync::Arc;
 
-use crate::config::{SimConfig, SimMode};
-use crate::summary::EngineParams;
+    pub use super::backend::{Backend, FinishReason, GenEvent, GenRequest};
+    pub use super::server::{SimHandle, SimOptions, SimRecord, start};
+    pub use super::timing::TimingBackend;
+    use crate::config::{SimConfig, SimMode};
+    use crate::summary::EngineParams;
 
-/// An embedded simulator ready to start: its backend, server options and the engine
-/// parameters it models (recorded in summaries).
-pub struct Embedded {
-    pub backend: Arc<dyn Backend>,
-    pub options: SimOptions,
-    pub engine: Option<EngineParams>,
-}
+    /// An embedded simulator ready to start: its backend, server options and the engine
+    /// parameters it models (recorded in summaries).
+    pub struct Embedded {
+        pub backend: Arc<dyn Backend>,
+        pub options: SimOptions,
+        pub engine: Option<EngineParams>,
+    }
 
-/// Build the embedded simulator a bench profile describes. `root` resolves relative paths.
-pub fn embedded(cfg: &SimConfig, root: &Path) -> Result<Embedded, String> {
-    let _ = root;
-    let options = |model: String| SimOptions {
-        model,
-        usage: cfg.usage,
-        faults: cfg.faults.clone(),
-        api_key: None,
-        corruption_rate: cfg.corruption_rate,
-        logprob_drift: cfg.logprob_drift,
-    };
-    match cfg.mode {
-        SimMode::Timing => Ok(Embedded {
-            backend: Arc::new(TimingBackend::new(cfg.timing.clone())),
-            options: options("sim/timing".into()),
-            engine: None,
-        }),
-        SimMode::Engine => Err(format!(
-            "sim.mode = \"engine\" needs the engine model ({}), which this build does not include",
-            cfg.engine_config
-        )),
+    /// Build the embedded simulator a bench profile describes. `root` resolves the engine
+    /// config's relative path. Must be called inside a tokio runtime (the engine model's step
+    /// loop is a task).
+    pub fn embedded(cfg: &SimConfig, root: &Path) -> Result<Embedded, String> {
+        let options = |model: String| SimOptions {
+            model,
+            usage: cfg.usage,
+            faults: cfg.faults.clone(),
+            api_key: None,
+            corruption_rate: cfg.corruption_rate,
+            logprob_drift: cfg.logprob_drift,
+        };
+        match cfg.mode {
+            SimMode::Timing => Ok(Embedded {
+                backend: Arc::new(TimingBackend::new(cfg.timing.clone())),
+                options: options("sim/timing".into()),
+                engine: None,
+            }),
+            SimMode::Engine => {
+                let path = root.join(&cfg.engine_config);
+                let spec = super::engine::EngineSpec::load(&path).map_err(|e| e.to_string())?;
+                let params =
+                    EngineParams::read(root, &cfg.engine_config).map_err(|e| e.to_string())?;
+                let model = format!("sim/{}", spec.config.engine.model);
+                Ok(Embedded {
+                    backend: Arc::new(super::engine::EngineBackend::new(&spec)),
+                    options: options(model),
+                    engine: Some(params),
+                })
+            }
+        }
     }
 }

@@ -1,0 +1,603 @@
+//! `configs/engine.toml`: the inference parameters that decision records govern.
+//!
+//! One file drives both the real deployment (`cargo xtask engine args` renders it as `vllm serve`
+//! or SGLang flags) and the embedded engine simulator (`bench::sim::engine`).
+//!
+//! ```toml
+//! [engine]
+//! model = "meta-llama/Llama-3.1-8B-Instruct"
+//! dtype = "bfloat16"                 # auto | half | float16 | bfloat16 | float | float32
+//! # quantization = "fp8"             # fp8 | awq | awq_marlin | gptq | gptq_marlin
+//! tensor_parallel_size = 1
+//! gpu_memory_utilization = 0.90
+//! max_model_len = 8192
+//!
+//! [scheduler]
+//! max_num_seqs = 256
+//! max_num_batched_tokens = 8192
+//! enable_chunked_prefill = true
+//! enable_prefix_caching = true
+//! scheduler_policy = "fcfs"          # fcfs | priority
+//! block_size = 16
+//!
+//! [token_interval]
+//! async_scheduling = false
+//!
+//! [device]
+//! name = "H100-SXM-80GB"
+//! memory_gib = 80
+//! price_per_hour = 2.49
+//! count = 1
+//!
+//! [sim]                              # optional: only the simulator reads it
+//! # model_profile = "llama-3.1-8b"   # when the model name is not a built-in profile
+//! ```
+//!
+//! Every key except `engine.model` has a default (listed on each field); `engine args` renders
+//! every value explicitly, so a deployment never depends on an engine version's own defaults.
+//! Unknown keys are refused; errors name the file, the line and what is valid.
+//!
+//! Room is left for a `[batch]` section (batching strategy) next to `[scheduler]`.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::source::{ConfigError, Source};
+
+/// The parsed `configs/engine.toml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    pub engine: EngineSection,
+    #[serde(default)]
+    pub scheduler: SchedulerSection,
+    #[serde(default)]
+    pub token_interval: TokenIntervalSection,
+    /// The hardware the engine runs on. Not an engine flag; the simulator needs it and the bench
+    /// takes the device price from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceSection>,
+    /// Simulator-only settings (profiles, calibration constants); ignored by `engine args`.
+    #[serde(default, skip_serializing_if = "SimSection::is_empty")]
+    pub sim: SimSection,
+}
+
+/// `[engine]`: the model and how it is loaded.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    /// Model id as the engine loads it (a Hugging Face id or a path).
+    pub model: String,
+    /// Weight and activation precision (vLLM's `--dtype`). Default `auto` (the checkpoint's
+    /// 16-bit type).
+    #[serde(default)]
+    pub dtype: Dtype,
+    /// Weight quantization method (vLLM's `--quantization`). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<Quantization>,
+    /// GPUs the model is sharded over. Default 1.
+    #[serde(default = "one")]
+    pub tensor_parallel_size: u32,
+    /// Share of each GPU's memory the engine may use for weights, activations and KV cache.
+    /// Default 0.9.
+    #[serde(default = "default_gpu_memory_utilization")]
+    pub gpu_memory_utilization: f64,
+    /// Longest sequence (prompt + output) accepted. Default: the model's own context length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_model_len: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn default_gpu_memory_utilization() -> f64 {
+    0.9
+}
+
+/// `--dtype` values (vLLM's names; `half` = `float16`, `float` = `float32`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    #[default]
+    Auto,
+    Half,
+    Float16,
+    Bfloat16,
+    Float,
+    Float32,
+}
+
+impl Dtype {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dtype::Auto => "auto",
+            Dtype::Half => "half",
+            Dtype::Float16 => "float16",
+            Dtype::Bfloat16 => "bfloat16",
+            Dtype::Float => "float",
+            Dtype::Float32 => "float32",
+        }
+    }
+
+    /// Bytes per element of activations and KV cache (`auto` = the checkpoint's 16-bit type).
+    pub fn bytes(self) -> u32 {
+        match self {
+            Dtype::Float | Dtype::Float32 => 4,
+            _ => 2,
+        }
+    }
+
+    pub fn is_float32(self) -> bool {
+        matches!(self, Dtype::Float | Dtype::Float32)
+    }
+}
+
+/// `--quantization` methods the simulator models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantization {
+    /// 8-bit float weights (W8A8 where the GPU has FP8 tensor cores, weight-only otherwise).
+    Fp8,
+    /// 4-bit AWQ weights, plain kernels (float16 activations only).
+    Awq,
+    /// 4-bit AWQ weights, Marlin kernels.
+    AwqMarlin,
+    /// 4-bit GPTQ weights, plain kernels (float16 activations only).
+    Gptq,
+    /// 4-bit GPTQ weights, Marlin kernels.
+    GptqMarlin,
+}
+
+impl Quantization {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quantization::Fp8 => "fp8",
+            Quantization::Awq => "awq",
+            Quantization::AwqMarlin => "awq_marlin",
+            Quantization::Gptq => "gptq",
+            Quantization::GptqMarlin => "gptq_marlin",
+        }
+    }
+
+    /// Kernels that accept float16 activations only.
+    pub fn float16_only(self) -> bool {
+        matches!(self, Quantization::Awq | Quantization::Gptq)
+    }
+}
+
+/// `[scheduler]`: what one engine step may contain.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerSection {
+    /// Most sequences in one step (running requests). Default 256.
+    pub max_num_seqs: u32,
+    /// Most tokens (prefill + decode) in one step. Default: 8192 with chunked prefill,
+    /// max(max_model_len, 2048) without (see [`EngineConfig::max_num_batched_tokens`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_num_batched_tokens: Option<u32>,
+    /// Split long prompts across steps. Default true.
+    pub enable_chunked_prefill: bool,
+    /// Reuse the KV blocks of identical prompt prefixes. Default true.
+    pub enable_prefix_caching: bool,
+    /// Order of the waiting queue and choice of preemption victims. Default `fcfs`.
+    pub scheduler_policy: SchedulerPolicy,
+    /// Tokens per KV cache block. Default 16.
+    pub block_size: u32,
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        SchedulerSection {
+            max_num_seqs: 256,
+            max_num_batched_tokens: None,
+            enable_chunked_prefill: true,
+            enable_prefix_caching: true,
+            scheduler_policy: SchedulerPolicy::Fcfs,
+            block_size: 16,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SchedulerPolicy {
+    /// First come, first served; the newest running request is preempted first.
+    #[default]
+    Fcfs,
+    /// Lowest `priority` value first (then arrival); the least urgent running request is
+    /// preempted first.
+    Priority,
+}
+
+impl SchedulerPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchedulerPolicy::Fcfs => "fcfs",
+            SchedulerPolicy::Priority => "priority",
+        }
+    }
+}
+
+/// `[token_interval]`: the CPU work between forward passes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenIntervalSection {
+    /// Schedule step n+1 on the CPU while step n runs on the GPU. Default false.
+    pub async_scheduling: bool,
+}
+
+/// `[device]`: the hardware.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSection {
+    /// GPU model, e.g. `H100-SXM-80GB`, `A100-SXM-80GB`, `L40S`, `L4`.
+    pub name: String,
+    /// Memory of one GPU in GiB. Default: the simulator's device profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<f64>,
+    /// Price of one GPU per hour (any currency; the bench reports cost in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<f64>,
+    /// GPUs on the machine. Default: tensor_parallel_size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+}
+
+/// `[sim]`: simulator-only settings. Every key is optional; absent keys take the values of the
+/// built-in profiles (see `bench/src/sim/engine/README.md`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimSection {
+    /// Built-in model profile to use when `engine.model` does not name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_profile: Option<String>,
+    /// Built-in device profile to use when `device.name` does not name one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_profile: Option<String>,
+    /// Fixed GPU time per step besides reading the weights (launches, sampling), in µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step_overhead_us: Option<f64>,
+    /// Share of the GPU's peak tensor throughput that matrix multiplications reach (0..=1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mfu: Option<f64>,
+    /// Share of the GPU's peak memory bandwidth that weight and KV reads reach (0..=1].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth_efficiency: Option<f64>,
+    /// CPU time per step that does not depend on the batch (scheduling, input preparation), µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_base_us: Option<f64>,
+    /// CPU time per sequence in a step (detokenization, stop checks, streaming), µs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval_per_seq_us: Option<f64>,
+}
+
+impl SimSection {
+    pub fn is_empty(&self) -> bool {
+        *self == SimSection::default()
+    }
+}
+
+/// Block sizes the engines accept.
+pub const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
+
+/// Default token budget per step with chunked prefill.
+pub const DEFAULT_CHUNKED_BATCHED_TOKENS: u32 = 8192;
+
+/// Smallest default token budget without chunked prefill (vLLM's rule: max(max_model_len, 2048)).
+pub const MIN_UNCHUNKED_BATCHED_TOKENS: u32 = 2048;
+
+impl EngineConfig {
+    /// Read, parse and validate an engine-parameter file.
+    pub fn read(path: &Path) -> Result<EngineConfig, ConfigError> {
+        EngineConfig::from_source(&Source::read(path)?)
+    }
+
+    /// Parse and validate; errors are located in the file.
+    pub fn from_source(source: &Source) -> Result<EngineConfig, ConfigError> {
+        let cfg: EngineConfig = source.parse()?;
+        cfg.validate().map_err(|(key, msg)| locate(source, &key, &msg))?;
+        Ok(cfg)
+    }
+
+    /// A config with every default and the given model (for tests and programmatic use).
+    pub fn with_model(model: impl Into<String>) -> EngineConfig {
+        EngineConfig {
+            engine: EngineSection {
+                model: model.into(),
+                dtype: Dtype::Auto,
+                quantization: None,
+                tensor_parallel_size: 1,
+                gpu_memory_utilization: default_gpu_memory_utilization(),
+                max_model_len: None,
+            },
+            scheduler: SchedulerSection::default(),
+            token_interval: TokenIntervalSection::default(),
+            device: None,
+            sim: SimSection::default(),
+        }
+    }
+
+    /// The step token budget in effect: the configured value, else 8192 with chunked prefill,
+    /// else max(max_model_len, 2048) (a prompt must fit one step whole). `None` when it depends
+    /// on a max_model_len the file leaves to the model.
+    pub fn max_num_batched_tokens(&self) -> Option<u32> {
+        self.max_num_batched_tokens_for(self.engine.max_model_len)
+    }
+
+    /// [`Self::max_num_batched_tokens`] once the model's context length is known.
+    pub fn max_num_batched_tokens_for(&self, max_model_len: Option<u32>) -> Option<u32> {
+        match (self.scheduler.max_num_batched_tokens, self.scheduler.enable_chunked_prefill) {
+            (Some(n), _) => Some(n),
+            (None, true) => Some(DEFAULT_CHUNKED_BATCHED_TOKENS),
+            (None, false) => max_model_len.map(|l| l.max(MIN_UNCHUNKED_BATCHED_TOKENS)),
+        }
+    }
+
+    /// GPUs the deployment uses (the tensor-parallel group).
+    pub fn gpus(&self) -> u32 {
+        self.engine.tensor_parallel_size
+    }
+
+    /// Semantic checks: `(dotted key, message)` of the first problem.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let err = |k: &str, m: String| Err((k.to_string(), m));
+        let e = &self.engine;
+        if e.model.trim().is_empty() {
+            return err("engine.model", "must name a model (a Hugging Face id or a path)".into());
+        }
+        if !(1..=64).contains(&e.tensor_parallel_size) {
+            return err(
+                "engine.tensor_parallel_size",
+                format!("must be within 1..=64, got {}", e.tensor_parallel_size),
+            );
+        }
+        let u = e.gpu_memory_utilization;
+        if !(u.is_finite() && u > 0.0 && u <= 1.0) {
+            return err(
+                "engine.gpu_memory_utilization",
+                format!("is a share of GPU memory: within (0, 1], got {u}"),
+            );
+        }
+        if e.max_model_len == Some(0) {
+            return err("engine.max_model_len", "must be at least 1 token".into());
+        }
+        if let Some(q) = e.quantization {
+            if q.float16_only()
+                && matches!(e.dtype, Dtype::Bfloat16 | Dtype::Float | Dtype::Float32)
+            {
+                return err(
+                    "engine.dtype",
+                    format!(
+                        "quantization \"{}\" runs with float16 activations only; use dtype = \
+                         \"float16\" or \"auto\", or the Marlin kernels (\"{}_marlin\")",
+                        q.as_str(),
+                        q.as_str()
+                    ),
+                );
+            }
+        }
+        let s = &self.scheduler;
+        if s.max_num_seqs == 0 {
+            return err("scheduler.max_num_seqs", "must be at least 1".into());
+        }
+        if let Some(n) = s.max_num_batched_tokens {
+            if n == 0 {
+                return err("scheduler.max_num_batched_tokens", "must be at least 1".into());
+            }
+        }
+        if let Some(n) = self.max_num_batched_tokens() {
+            if n < s.max_num_seqs {
+                return err(
+                    "scheduler.max_num_batched_tokens",
+                    format!(
+                        "({n}) must be greater than or equal to max_num_seqs ({}): every \
+                         running sequence needs a token of the step",
+                        s.max_num_seqs
+                    ),
+                );
+            }
+            if let (false, Some(len)) = (s.enable_chunked_prefill, e.max_model_len) {
+                if n < len {
+                    return err(
+                        "scheduler.max_num_batched_tokens",
+                        format!(
+                            "({n}) is smaller than max_model_len ({len}); without chunked prefill \
+                             a prompt must fit one step whole, so longer prompts could never \
+                             run. Increase max_num_batched_tokens, decrease max_model_len or \
+                             set enable_chunked_prefill = true"
+                        ),
+                    );
+                }
+            }
+        }
+        if !BLOCK_SIZES.contains(&s.block_size) {
+            return err(
+                "scheduler.block_size",
+                format!("must be one of 1, 8, 16, 32, 64, 128, got {}", s.block_size),
+            );
+        }
+        if let Some(d) = &self.device {
+            if d.name.trim().is_empty() {
+                return err(
+                    "device.name",
+                    "must name the GPU model, e.g. \"H100-SXM-80GB\"".into(),
+                );
+            }
+            if let Some(m) = d.memory_gib {
+                if !(m.is_finite() && m > 0.0) {
+                    return err("device.memory_gib", format!("must be > 0 GiB, got {m}"));
+                }
+            }
+            if let Some(p) = d.price_per_hour {
+                if !(p.is_finite() && p >= 0.0) {
+                    return err("device.price_per_hour", format!("must be >= 0, got {p}"));
+                }
+            }
+            if let Some(c) = d.count {
+                if c == 0 {
+                    return err("device.count", "must be at least 1".into());
+                }
+                if c < e.tensor_parallel_size {
+                    return err(
+                        "device.count",
+                        format!(
+                            "({c}) is smaller than engine.tensor_parallel_size ({})",
+                            e.tensor_parallel_size
+                        ),
+                    );
+                }
+            }
+        }
+        let sim = &self.sim;
+        for (k, v) in [("sim.mfu", sim.mfu), ("sim.bandwidth_efficiency", sim.bandwidth_efficiency)]
+        {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+                    return err(k, format!("is a share of the peak: within (0, 1], got {v}"));
+                }
+            }
+        }
+        for (k, v) in [
+            ("sim.step_overhead_us", sim.step_overhead_us),
+            ("sim.interval_base_us", sim.interval_base_us),
+            ("sim.interval_per_seq_us", sim.interval_per_seq_us),
+        ] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v >= 0.0) {
+                    return err(k, format!("must be >= 0 µs, got {v}"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An error about a dotted key, at that key's line when the file sets it, else at its section.
+pub fn locate(source: &Source, key: &str, message: &str) -> ConfigError {
+    let parts: Vec<&str> = key.split('.').collect();
+    if source.locate(&parts).is_some() {
+        return source.error_at(&parts, format!("{key}: {message}"));
+    }
+    let section = &parts[..1];
+    source.error_at(section, format!("{key}: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(text: &str) -> Result<EngineConfig, ConfigError> {
+        EngineConfig::from_source(&Source::new("configs/engine.toml", text))
+    }
+
+    const MINIMAL: &str = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\n";
+
+    #[test]
+    fn defaults_fill_everything_but_the_model() {
+        let c = cfg(MINIMAL).unwrap();
+        assert_eq!(c.engine.tensor_parallel_size, 1);
+        assert_eq!(c.engine.dtype, Dtype::Auto);
+        assert_eq!(c.scheduler.max_num_seqs, 256);
+        assert!(c.scheduler.enable_chunked_prefill);
+        assert_eq!(c.max_num_batched_tokens(), Some(8192));
+        assert!(!c.token_interval.async_scheduling);
+        assert!(c.device.is_none());
+        let err = cfg("[engine]\ndtype = \"half\"\n").unwrap_err();
+        assert!(err.message.contains("model"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_at_their_line() {
+        let err = cfg(&format!("{MINIMAL}[scheduler]\nmax_num_seq = 8\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        assert!(err.message.contains("max_num_seqs"), "lists the valid keys: {err}");
+        let err = cfg(&format!("{MINIMAL}[batching]\n")).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+    }
+
+    #[test]
+    fn bad_choices_list_the_valid_ones() {
+        let err = cfg(&format!("{MINIMAL}[scheduler]\nscheduler_policy = \"lifo\"\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        assert!(err.message.contains("fcfs") && err.message.contains("priority"), "{err}");
+        let err = cfg(&format!("{MINIMAL}quantization = \"int3\"\n")).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.message.contains("awq_marlin"), "{err}");
+        let err = cfg(&format!("{MINIMAL}dtype = \"fp16\"\n")).unwrap_err();
+        assert!(err.message.contains("bfloat16"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_key_and_line() {
+        let err = cfg(&format!("{MINIMAL}gpu_memory_utilization = 1.2\n")).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.to_string().starts_with("configs/engine.toml:3:"), "{err}");
+        assert!(err.message.contains("(0, 1]"), "{err}");
+
+        let err = cfg(&format!("{MINIMAL}[scheduler]\nblock_size = 12\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        assert!(err.message.contains("16"), "{err}");
+
+        let err = cfg(&format!(
+            "{MINIMAL}[scheduler]\nmax_num_seqs = 512\nmax_num_batched_tokens = 256\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.message.contains("max_num_seqs (512)"), "{err}");
+    }
+
+    #[test]
+    fn without_chunked_prefill_a_step_must_hold_the_longest_prompt() {
+        let text = format!(
+            "{MINIMAL}max_model_len = 16384\n[scheduler]\nenable_chunked_prefill = false\n\
+             max_num_batched_tokens = 8192\n"
+        );
+        let err = cfg(&text).unwrap_err();
+        assert_eq!(err.line, Some(6), "{err}");
+        assert!(err.message.contains("max_model_len (16384)"), "{err}");
+        // With chunked prefill the same budget is fine.
+        cfg(&text.replace("= false", "= true")).unwrap();
+        // Unset budget without chunking defaults to a step that holds max_model_len.
+        let c = cfg(&format!(
+            "{MINIMAL}max_model_len = 16384\n[scheduler]\nenable_chunked_prefill = false\n"
+        ))
+        .unwrap();
+        assert_eq!(c.max_num_batched_tokens(), Some(16384));
+    }
+
+    #[test]
+    fn float16_only_kernels_refuse_bfloat16() {
+        let err =
+            cfg(&format!("{MINIMAL}dtype = \"bfloat16\"\nquantization = \"awq\"\n")).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.message.contains("awq_marlin"), "{err}");
+        cfg(&format!("{MINIMAL}dtype = \"bfloat16\"\nquantization = \"awq_marlin\"\n")).unwrap();
+    }
+
+    #[test]
+    fn device_checks() {
+        let err = cfg(&format!(
+            "{MINIMAL}tensor_parallel_size = 4\n[device]\nname = \"H100-SXM-80GB\"\ncount = 2\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.line, Some(6), "{err}");
+        let err = cfg(&format!("{MINIMAL}[device]\nname = \"L4\"\nmemory_gib = -1\n")).unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        let err = cfg(&format!("{MINIMAL}[device]\nmemory_gib = 24\n")).unwrap_err();
+        assert!(err.message.contains("name"), "{err}");
+        let err = cfg(&format!("{MINIMAL}[sim]\nmfu = 0\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+    }
+
+    #[test]
+    fn shipped_configs_are_valid() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        for name in ["engine.toml", "engine-tuned.toml"] {
+            let c = EngineConfig::read(&root.join("configs").join(name))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(c.device.is_some(), "{name} names its device");
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The engine in real time, behind the simulator's HTTP server: a tokio task runs the step loop,
+//! sleeping each step's modelled duration, and turns the engine's outputs into `GenEvent`s.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+
+use crate::config::EngineConfig;
+use crate::sim::backend::{Backend, FinishReason, GenEvent, GenRequest};
+
+use super::{Engine, EngineRequest, EngineSpec, Finish, Nanos, Output, Prompt, ReqKey, SpecError};
+
+/// The engine model as a [`Backend`].
+///
+/// Events per request: `Scheduled` when the step that first schedules it starts, then `Tokens`
+/// at the end of every step that samples a token for it, then `Finished` (or `Failed` at once
+/// for a request the engine refuses). A request whose receiver was dropped is freed when the
+/// next step starts; tokens produced after the drop count as waste.
+#[derive(Debug)]
+pub struct EngineBackend {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Notify,
+    stop: AtomicBool,
+    start: Instant,
+    describe: String,
+    max_model_len: u32,
+}
+
+#[derive(Debug)]
+struct State {
+    engine: Engine,
+    /// Indexed by the engine's request slot.
+    senders: Vec<Option<mpsc::UnboundedSender<GenEvent>>>,
+}
+
+impl EngineBackend {
+    /// Resolve a config and start the engine. Must be called inside a tokio runtime.
+    pub fn from_config(config: &EngineConfig) -> Result<EngineBackend, SpecError> {
+        Ok(EngineBackend::new(&EngineSpec::new(config)?))
+    }
+
+    /// Start a continuous-batching engine for `spec`. Must be called inside a tokio runtime.
+    pub fn new(spec: &EngineSpec) -> EngineBackend {
+        EngineBackend::with_engine(spec, Engine::new(spec))
+    }
+
+    /// Start a given engine (e.g. one with another batching strategy).
+    pub fn with_engine(spec: &EngineSpec, engine: Engine) -> EngineBackend {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State { engine, senders: Vec::new() }),
+            wake: Notify::new(),
+            stop: AtomicBool::new(false),
+            start: Instant::now(),
+            describe: spec.describe(),
+            max_model_len: spec.max_model_len,
+        });
+        tokio::spawn(drive(Arc::clone(&shared)));
+        EngineBackend { shared }
+    }
+}
+
+impl Drop for EngineBackend {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn since_start(&self, t: Instant) -> Nanos {
+        t.saturating_duration_since(self.start).as_nanos() as Nanos
+    }
+}
+
+fn reason(f: Finish) -> FinishReason {
+    match f {
+        Finish::Stop => FinishReason::Stop,
+        Finish::Length => FinishReason::Length,
+    }
+}
+
+impl Backend for EngineBackend {
+    fn submit(&self, req: GenRequest) -> mpsc::UnboundedReceiver<GenEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let request = EngineRequest {
+            id: req.id,
+            prompt: Prompt::Tokens(req.prompt.into()),
+            max_tokens: req.max_tokens,
+            output_len: req.natural_len,
+            priority: req.priority,
+            arrival: self.shared.since_start(req.arrival),
+        };
+        let mut st = self.shared.lock();
+        match st.engine.add_request(request) {
+            Ok(ReqKey(slot)) => {
+                let slot = slot as usize;
+                if st.senders.len() <= slot {
+                    st.senders.resize_with(slot + 1, || None);
+                }
+                st.senders[slot] = Some(tx);
+                drop(st);
+                self.shared.wake.notify_one();
+            }
+            Err(r) => {
+                let _ = tx.send(GenEvent::Failed { status: r.status, message: r.message });
+            }
+        }
+        rx
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        self.shared.lock().engine.render_metrics(out);
+    }
+
+    fn describe(&self) -> String {
+        self.shared.describe.clone()
+    }
+
+    fn max_model_len(&self) -> Option<u32> {
+        Some(self.shared.max_model_len)
+    }
+}
+
+/// What the loop does next.
+enum Next {
+    /// Deliver the step's outputs when it ends.
+    StepEnds(Nanos),
+    /// Nothing to run; a scheduler may want to be asked again at a time.
+    Idle(Option<Nanos>),
+}
+
+async fn drive(shared: Arc<Shared>) {
+    let mut due: Vec<Output> = Vec::new();
+    loop {
+        if shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let next = {
+            let mut guard = shared.lock();
+            let st = &mut *guard;
+            // Clients that went away are freed at this step.
+            for (slot, tx) in st.senders.iter_mut().enumerate() {
+                if tx.as_ref().is_some_and(|t| t.is_closed()) {
+                    *tx = None;
+                    st.engine.abort(ReqKey(slot as u32));
+                }
+            }
+            let now = shared.since_start(Instant::now());
+            match st.engine.step(now) {
+                Some(info) => {
+                    for s in st.engine.newly_scheduled() {
+                        if let Some(tx) = &st.senders[s.key.0 as usize] {
+                            let queue = Duration::from_nanos(s.queue_ns);
+                            let _ = tx.send(GenEvent::Scheduled { queue });
+                        }
+                    }
+                    due.clear();
+                    due.extend_from_slice(st.engine.outputs());
+                    Next::StepEnds(info.end)
+                }
+                None => Next::Idle(st.engine.wake_at()),
+            }
+        };
+        match next {
+            Next::StepEnds(end) => {
+                tokio::time::sleep_until(shared.start + Duration::from_nanos(end)).await;
+                deliver(&shared, &due);
+            }
+            Next::Idle(Some(t)) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(shared.start + Duration::from_nanos(t)) => {}
+                    _ = shared.wake.notified() => {}
+                }
+            }
+            Next::Idle(None) => shared.wake.notified().await,
+        }
+    }
+}
+
+fn deliver(shared: &Shared, due: &[Output]) {
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let mut wasted = 0;
+    for o in due {
+        let slot = o.key.0 as usize;
+        let Some(tx) = st.senders.get_mut(slot).and_then(Option::take) else {
+            wasted += o.tokens;
+            continue;
+        };
+        if tx.send(GenEvent::Tokens { count: o.tokens }).is_err() {
+            wasted += o.tokens;
+        }
+        match o.finished {
+            Some(f) => {
+                let _ = tx.send(GenEvent::Finished { reason: reason(f) });
+            }
+            None => st.senders[slot] = Some(tx),
+        }
+    }
+    if wasted > 0 {
+        st.engine.record_undelivered(wasted);
+    }
+}

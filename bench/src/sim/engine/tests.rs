@@ -1,0 +1,733 @@
+//! Virtual-time tests: each parameter moves the metrics in its documented direction. All runs
+//! are deterministic (seeded) and bounded in size; none measures wall time.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use crate::config::{EngineConfig, Source};
+
+fn config(text: &str) -> EngineConfig {
+    EngineConfig::from_source(&Source::new("engine.toml", text)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn spec(text: &str) -> EngineSpec {
+    EngineSpec::new(&config(text)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// An 8B model on one H100, with the given scheduler and token-interval lines.
+fn h100(scheduler: &str) -> EngineSpec {
+    spec(&format!(
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 8192\n\
+         [scheduler]\n{scheduler}\n[device]\nname = \"H100-SXM-80GB\"\n"
+    ))
+}
+
+fn shipped(name: &str) -> EngineSpec {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    EngineSpec::load(&root.join("configs").join(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn q(values: impl IntoIterator<Item = f64>, p: f64) -> f64 {
+    quantile(values, p).expect("values")
+}
+
+/// Exponential inter-arrival times at `rate` per second, seeded.
+fn poisson_times(rate: f64, duration: f64, seed: u64) -> Vec<f64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut t = 0.0;
+    let mut out = Vec::new();
+    loop {
+        let u: f64 = rng.random::<f64>();
+        t += -(1.0 - u).ln() / rate;
+        if t >= duration {
+            return out;
+        }
+        out.push(t);
+    }
+}
+
+#[test]
+fn shipped_configs_resolve_to_plausible_numbers() {
+    let base = shipped("engine.toml");
+    assert_eq!(base.model.key, "llama-3.1-8b");
+    assert_eq!(base.device.key, "H100-SXM-80GB");
+    // 8B bf16 on 80 GB at 0.9: ~15 GiB of weights, ~55 GiB of KV at 128 KiB per token.
+    assert!((14.0..16.0).contains(&base.memory.weights_gib), "{:?}", base.memory);
+    assert_eq!(base.memory.kv_bytes_per_token, 131072.0);
+    let kv_tokens = base.num_blocks as u64 * base.block_size as u64;
+    assert!((400_000..500_000).contains(&kv_tokens), "{kv_tokens}");
+    // One decoding sequence: the weight read dominates, ~6-7 ms forward.
+    let fwd = base.cost.forward_ns(0, 1, 1000) / 1e6;
+    assert!((5.5..8.0).contains(&fwd), "{fwd} ms");
+    // A 1000-token prefill costs ~30 ms more.
+    let prefill = (base.cost.forward_ns(1000, 0, 1000) - base.cost.forward_ns(0, 0, 1000)) / 1e6;
+    assert!((20.0..45.0).contains(&prefill), "{prefill} ms");
+    let tuned = shipped("engine-tuned.toml");
+    assert!(tuned.chunked_prefill && tuned.cost.async_scheduling);
+    assert!(tuned.num_blocks > base.num_blocks, "higher gpu_memory_utilization, more blocks");
+    assert!(base.describe().contains("llama-3.1-8b"));
+}
+
+#[test]
+fn precision_and_parallelism_move_the_cost_model() {
+    let with = |engine: &str| {
+        spec(&format!(
+            "[engine]\nmodel = \"meta-llama/Llama-3.1-70B-Instruct\"\nmax_model_len = 8192\n\
+             {engine}\n[device]\nname = \"H100-SXM-80GB\"\ncount = 8\n"
+        ))
+    };
+    let tp4 = with("tensor_parallel_size = 4");
+    let tp8 = with("tensor_parallel_size = 8");
+    let fp8 = with("tensor_parallel_size = 4\nquantization = \"fp8\"");
+    // More GPUs: less weight per GPU to read, more KV room, but all-reduces cost.
+    assert!(tp8.cost.decode_seq_ns < tp4.cost.decode_seq_ns);
+    assert!(tp8.num_blocks > tp4.num_blocks);
+    assert!(tp8.cost.step_fixed_ns < tp4.cost.step_fixed_ns);
+    // FP8 halves the weights and runs GEMMs on FP8 tensor cores.
+    assert!((fp8.memory.weights_gib * 2.0 - tp4.memory.weights_gib).abs() < 0.01);
+    assert!(fp8.cost.prefill_token_ns < tp4.cost.prefill_token_ns * 0.6);
+    assert!(fp8.num_blocks > tp4.num_blocks);
+    // 70B in bf16 does not fit one 80 GB GPU.
+    let err = EngineSpec::new(&config(
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-70B-Instruct\"\n[device]\nname = \"H100\"\n",
+    ))
+    .unwrap_err();
+    assert_eq!(err.key, "engine.gpu_memory_utilization");
+    assert!(err.message.contains("weights"), "{err}");
+}
+
+#[test]
+fn spec_errors_name_the_key_and_the_choices() {
+    let src = Source::new(
+        "configs/engine.toml",
+        "[engine]\nmodel = \"acme/support-bot\"\n[device]\nname = \"H100\"\n",
+    );
+    let err = EngineSpec::new(&EngineConfig::from_source(&src).unwrap()).unwrap_err();
+    let located = err.locate(&src);
+    assert_eq!(located.line, Some(2), "{located}");
+    assert!(located.message.contains("llama-3.1-8b"), "{located}");
+    // A profile for a custom name.
+    let ok = spec(
+        "[engine]\nmodel = \"acme/support-bot\"\nmax_model_len = 4096\n[device]\nname = \"H100\"\n\
+         [sim]\nmodel_profile = \"llama-3.1-8b\"\n",
+    );
+    assert_eq!(ok.served_model_name, "sim/acme/support-bot");
+    // A context longer than the KV cache can hold (8B on a 24 GB L4 at the full 128k context).
+    let err = EngineSpec::new(&config(
+        "[engine]\nmodel = \"llama-3.1-8b\"\n[scheduler]\nmax_num_batched_tokens = 2048\n\
+         [device]\nname = \"L4\"\n",
+    ))
+    .unwrap_err();
+    assert_eq!(err.key, "engine.max_model_len");
+    assert!(err.message.contains("KV cache"), "{err}");
+    let err = EngineSpec::new(&config("[engine]\nmodel = \"llama-3.1-8b\"\n")).unwrap_err();
+    assert_eq!(err.key, "device");
+}
+
+#[test]
+fn a_single_request_runs_prefill_then_one_token_per_step() {
+    let s = h100("");
+    let report = simulate(&s, Load::Open(vec![SimRequest::new(0.0, 100, 5)]));
+    let r = &report.records[0];
+    assert_eq!(r.outcome, SimOutcome::Finished(Finish::Length));
+    assert_eq!((r.output_tokens, r.delivered_tokens, r.preemptions), (5, 5, 0));
+    assert_eq!(r.queue_time(), Some(0.0));
+    let c = &s.cost;
+    let step = |prefill, decode, kv| {
+        (c.step_ns(c.forward_ns(prefill, decode, kv), c.interval_ns(1))).round() / 1e9
+    };
+    let ttft = step(100, 0, 100);
+    assert!((r.ttft().unwrap() - ttft).abs() < 1e-9, "{:?} vs {ttft}", r.ttft());
+    // Decode steps read 101..=104 KV tokens.
+    let decode: f64 = (101..=104).map(|kv| step(0, 1, kv)).sum();
+    assert!((r.e2e().unwrap() - ttft - decode).abs() < 1e-8);
+    assert_eq!(report.stats.steps, 5);
+    assert_eq!(report.stats.prompt_tokens, 100);
+    assert_eq!(report.stats.generation_tokens, 5);
+    assert_eq!(report.gauges.kv_blocks_used, 0, "blocks are freed at the end");
+}
+
+#[test]
+fn natural_stops_and_refusals() {
+    let s = h100("");
+    let report = simulate(
+        &s,
+        Load::Open(vec![
+            SimRequest::new(0.0, 10, 50).output_len(3),
+            SimRequest::new(0.0, 8000, 500),
+            SimRequest::new(0.0, 10, 5),
+        ]),
+    );
+    assert_eq!(report.records[0].outcome, SimOutcome::Finished(Finish::Stop));
+    assert_eq!(report.records[0].output_tokens, 3);
+    match &report.records[1].outcome {
+        SimOutcome::Rejected { status: 400, message } => {
+            assert!(message.contains("maximum context length is 8192"), "{message}")
+        }
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(report.records[2].outcome, SimOutcome::Finished(Finish::Length));
+    assert_eq!(report.stats.rejected, 1);
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let s = shipped("engine-tuned.toml");
+    let load = || {
+        let mut rng = StdRng::seed_from_u64(3);
+        Load::Open(
+            poisson_times(20.0, 10.0, 9)
+                .into_iter()
+                .map(|t| {
+                    SimRequest::new(t, rng.random_range(16..2000), rng.random_range(1..300))
+                        .shared_prefix(rng.random_range(0..3), 256)
+                })
+                .collect(),
+        )
+    };
+    let a = simulate(&s, load());
+    let b = simulate(&s, load());
+    assert_eq!(a.records, b.records);
+    assert_eq!(a.stats, b.stats);
+    assert!(a.finished().count() > 150);
+}
+
+/// Short chat requests at a steady rate, with a few prompts close to max_model_len mixed in.
+fn mixed_long_prompt_load() -> (Vec<SimRequest>, Vec<bool>) {
+    let mut reqs = Vec::new();
+    let mut long = Vec::new();
+    for t in poisson_times(22.0, 40.0, 1) {
+        reqs.push(SimRequest::new(t, 256, 256));
+        long.push(false);
+    }
+    for k in 0..20 {
+        reqs.push(SimRequest::new(1.0 + 2.0 * k as f64, 8100, 64));
+        long.push(true);
+    }
+    (reqs, long)
+}
+
+#[test]
+fn chunked_prefill_lowers_short_request_ttft_p99_with_long_prompts_mixed_in() {
+    let (reqs, long) = mixed_long_prompt_load();
+    let run = |chunked: bool| {
+        let s = h100(&format!(
+            "max_num_seqs = 256\nmax_num_batched_tokens = 8192\nenable_chunked_prefill = {chunked}"
+        ));
+        let report = simulate(&s, Load::Open(reqs.clone()));
+        assert_eq!(report.finished().count(), reqs.len());
+        let short_ttft =
+            report.records.iter().zip(&long).filter(|(_, l)| !**l).map(|(r, _)| r.ttft().unwrap());
+        q(short_ttft, 0.99)
+    };
+    let (off, on) = (run(false), run(true));
+    println!("short-request TTFT p99: chunked prefill off {off:.3} s, on {on:.3} s");
+    assert!(on < off * 0.5, "off {off} on {on}");
+}
+
+#[test]
+fn chunked_prefill_bounds_the_stall_a_long_prompt_causes_to_decoding_requests() {
+    // Moderate load: decoding requests share steps with an occasional long prefill.
+    let mut reqs: Vec<_> =
+        poisson_times(8.0, 30.0, 4).into_iter().map(|t| SimRequest::new(t, 256, 256)).collect();
+    let shorts = reqs.len();
+    reqs.extend((0..14).map(|k| SimRequest::new(1.0 + 2.0 * k as f64, 6000, 16)));
+    let run = |scheduler: &str| {
+        let report = simulate(&h100(scheduler), Load::Open(reqs.clone()));
+        let gaps = report.records[..shorts].iter().map(|r| r.max_gap.unwrap());
+        q(gaps, 0.99)
+    };
+    let off = run("max_num_batched_tokens = 8192\nenable_chunked_prefill = false");
+    let on = run("max_num_batched_tokens = 2048\nenable_chunked_prefill = true");
+    println!(
+        "worst inter-token gap p99: unchunked {:.0} ms, chunked 2048 {:.0} ms",
+        off * 1e3,
+        on * 1e3
+    );
+    assert!(on < off * 0.6, "off {off} on {on}");
+}
+
+#[test]
+fn max_num_seqs_raises_throughput_until_the_kv_budget_binds_then_preemptions_appear() {
+    // An 8B model on a 24 GB L4 leaves room for ~43k KV tokens: ~80 sequences of 512 tokens.
+    let run = |seqs: u32| {
+        let s = spec(&format!(
+            "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+             [scheduler]\nmax_num_seqs = {seqs}\nmax_num_batched_tokens = 4096\n\
+             enable_prefix_caching = false\n[device]\nname = \"L4\"\n"
+        ));
+        let requests = (0..600).map(|_| SimRequest::new(0.0, 256, 256)).collect();
+        let report = simulate(&s, Load::Closed { concurrency: 160, requests });
+        assert_eq!(report.finished().count(), 600, "every request finishes, preempted or not");
+        assert!(report.finished().all(|r| r.delivered_tokens == 256));
+        let kv_tokens = s.num_blocks * s.block_size;
+        (report.output_tokens_per_s(), report.stats.preemptions, kv_tokens, report)
+    };
+    let results: Vec<_> = [8, 16, 32, 64, 160].into_iter().map(|n| (n, run(n))).collect();
+    for (n, (tput, pre, kv, _)) in &results {
+        println!("max_num_seqs {n:>3}: {tput:>7.0} tok/s, {pre} preemptions, {kv} KV tokens");
+    }
+    let tput: Vec<f64> = results.iter().map(|(_, r)| r.0).collect();
+    let pre: Vec<u64> = results.iter().map(|(_, r)| r.1).collect();
+    // Below the KV budget (64 x 512 < 43k tokens): more sequences, more throughput, no preemption.
+    assert!(tput[0] < tput[1] && tput[1] < tput[2] && tput[2] < tput[3], "{tput:?}");
+    assert_eq!(&pre[..4], &[0, 0, 0, 0]);
+    // Beyond it the KV cache binds: preemptions, recomputation, and no gain worth the slots.
+    let (_, (tput_160, pre_160, _, report)) = &results[4];
+    assert!(*pre_160 > 0);
+    assert!(report.stats.recomputed_tokens > 0);
+    assert!(report.records.iter().any(|r| r.preemptions > 0));
+    assert!(*tput_160 < tput[3] * 1.2, "{tput_160} vs {}", tput[3]);
+}
+
+#[test]
+fn async_scheduling_removes_the_token_interval_from_tpot() {
+    let run = |async_sched: bool, n: usize| {
+        let s = spec(&format!(
+            "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 8192\n\
+             [token_interval]\nasync_scheduling = {async_sched}\n[device]\nname = \"H100\"\n"
+        ));
+        let report =
+            simulate(&s, Load::Open((0..n).map(|_| SimRequest::new(0.0, 128, 64)).collect()));
+        let tpot = q(report.records.iter().map(|r| r.tpot().unwrap()), 0.5);
+        (tpot, report.gpu_utilisation().unwrap(), s.cost.clone())
+    };
+    // One sequence: each decode step is forward + interval without, forward alone with.
+    let (sync1, util_sync, cost) = run(false, 1);
+    let (async1, util_async, _) = run(true, 1);
+    let interval = cost.interval_ns(1) / 1e9;
+    assert!((sync1 - async1 - interval).abs() < 1e-8, "{sync1} - {async1} != {interval}");
+    assert!(util_async > 0.99 && util_sync < 0.9, "{util_sync} {util_async}");
+    // A large batch: the interval grows with the batch; async hides it behind the forward pass.
+    let (sync256, util_sync, _) = run(false, 256);
+    let (async256, util_async, _) = run(true, 256);
+    println!(
+        "TPOT p50 at 256 seqs: sync {:.2} ms (GPU {:.0}%), async {:.2} ms (GPU {:.0}%)",
+        sync256 * 1e3,
+        util_sync * 1e2,
+        async256 * 1e3,
+        util_async * 1e2
+    );
+    assert!(async256 < sync256 * 0.8);
+    assert!(util_sync < 0.75 && util_async > 0.99);
+}
+
+#[test]
+fn prefix_caching_lowers_ttft_for_shared_prefixes() {
+    let run = |caching: bool| {
+        let s = h100(&format!("enable_prefix_caching = {caching}"));
+        let reqs = (0..20)
+            .map(|i| SimRequest::new(i as f64 * 0.5, 2048 + 40, 16).shared_prefix(7, 2048))
+            .collect();
+        simulate(&s, Load::Open(reqs))
+    };
+    let (off, on) = (run(false), run(true));
+    let mean_ttft =
+        |r: &SimReport| r.records[1..].iter().map(|r| r.ttft().unwrap()).sum::<f64>() / 19.0;
+    println!("TTFT mean: no caching {:.4} s, caching {:.4} s", mean_ttft(&off), mean_ttft(&on));
+    assert!(mean_ttft(&on) < mean_ttft(&off) * 0.3);
+    assert_eq!(on.records[0].cached_tokens, 0, "the first request fills the cache");
+    assert!(on.records[1..].iter().all(|r| r.cached_tokens == 2048));
+    assert!(off.records.iter().all(|r| r.cached_tokens == 0));
+    assert_eq!(on.stats.prefix_cache_hits, 19 * 2048);
+    assert_eq!(off.stats.prefix_cache_queries, 0);
+    // Unrelated prompts never hit.
+    let s = h100("");
+    let unrelated = simulate(
+        &s,
+        Load::Open(
+            (0..5).map(|i| SimRequest::new(i as f64, 2000, 4).shared_prefix(i, 2000)).collect(),
+        ),
+    );
+    assert_eq!(unrelated.stats.prefix_cache_hits, 0);
+}
+
+#[test]
+fn token_prompts_share_blocks_by_content() {
+    let s = h100("");
+    let mut engine = Engine::new(&s);
+    let prompt: Vec<u32> = (0..40).collect();
+    let mut other = prompt.clone();
+    other[35] = 999; // differs in the third block only
+    for (id, p) in [prompt.clone(), prompt, other].into_iter().enumerate() {
+        let req = EngineRequest {
+            id: id as u64,
+            prompt: Prompt::Tokens(p.into()),
+            max_tokens: 2,
+            output_len: None,
+            priority: 0,
+            arrival: 0,
+        };
+        engine.add_request(req).unwrap();
+        while engine.step(engine.now()).is_some() {}
+    }
+    // 40 tokens = 2 full blocks: the second and third requests reuse both.
+    assert_eq!(engine.stats().prefix_cache_hits, 64);
+}
+
+#[test]
+fn a_disconnect_frees_the_request_at_the_next_step_and_counts_waste() {
+    let s = h100("");
+    let reqs = vec![
+        SimRequest::new(0.0, 500, 400).cancel_after(0.5),
+        SimRequest::new(0.0, 500, 400),
+        SimRequest::new(0.1, 500, 400).cancel_after(0.05), // gone while it decodes
+        SimRequest::new(10.0, 50, 10).cancel_after(20.0),  // finishes long before
+    ];
+    let mut sim = Simulation::new(&s, Load::Open(reqs));
+    sim.run_until(0.3);
+    let used_before = sim.engine().gauges().kv_blocks_used;
+    let report = sim.run();
+    let r = &report.records;
+    assert_eq!(r[0].outcome, SimOutcome::Cancelled);
+    assert_eq!(r[0].end, Some(0.5));
+    assert!(r[0].delivered_tokens > 10 && r[0].delivered_tokens < 400);
+    // The step running when the client left produced one more token, never delivered.
+    assert_eq!(r[0].output_tokens, r[0].delivered_tokens + 1);
+    assert!(r[0].last_token.unwrap() <= 0.5);
+    assert_eq!(r[1].outcome, SimOutcome::Finished(Finish::Length));
+    assert_eq!(r[2].outcome, SimOutcome::Cancelled);
+    assert_eq!(r[2].output_tokens, r[2].delivered_tokens + 1);
+    assert_eq!(r[3].outcome, SimOutcome::Finished(Finish::Length));
+    let wasted: u32 = r.iter().map(|r| r.output_tokens - r.delivered_tokens).sum();
+    assert_eq!(report.stats.wasted_tokens, wasted as u64);
+    assert_eq!(report.stats.wasted_tokens, 2);
+    assert_eq!(report.stats.cancelled, 2);
+    assert!(used_before > 0);
+    assert_eq!(report.gauges.kv_blocks_used, 0);
+}
+
+#[test]
+fn a_waiting_request_cancelled_before_scheduling_wastes_nothing() {
+    let s = h100("max_num_seqs = 1");
+    let reqs =
+        vec![SimRequest::new(0.0, 100, 200), SimRequest::new(0.0, 100, 10).cancel_after(0.1)];
+    let report = simulate(&s, Load::Open(reqs));
+    assert_eq!(report.records[1].outcome, SimOutcome::Cancelled);
+    assert_eq!(report.records[1].scheduled, None);
+    assert_eq!((report.stats.cancelled, report.stats.wasted_tokens), (1, 0));
+}
+
+#[test]
+fn priority_policy_serves_urgent_requests_first() {
+    let run = |policy: &str| {
+        let s = h100(&format!("max_num_seqs = 2\nscheduler_policy = \"{policy}\""));
+        let mut reqs: Vec<_> = (0..10).map(|_| SimRequest::new(0.0, 100, 50).priority(5)).collect();
+        reqs.push(SimRequest::new(0.001, 100, 50).priority(0));
+        let report = simulate(&s, Load::Open(reqs));
+        report.records[10].queue_time().unwrap()
+    };
+    let (fcfs, prio) = (run("fcfs"), run("priority"));
+    assert!(prio < fcfs * 0.25, "priority {prio} fcfs {fcfs}");
+}
+
+#[test]
+fn kv_fragmentation_is_the_empty_share_of_allocated_slots() {
+    let s = h100("enable_prefix_caching = false");
+    let mut engine = Engine::new(&s);
+    let req = |id, len| EngineRequest {
+        id,
+        prompt: Prompt::unique(len),
+        max_tokens: 100,
+        output_len: None,
+        priority: 0,
+        arrival: 0,
+    };
+    engine.add_request(req(0, 17)).unwrap();
+    engine.add_request(req(1, 32)).unwrap();
+    engine.step(0).unwrap();
+    // 17 tokens in 2 blocks, 32 tokens in 2 blocks: 49 of 64 slots hold a token.
+    let g = engine.gauges();
+    assert_eq!(g.kv_blocks_used, 4);
+    assert!((g.kv_fragmentation - 15.0 / 64.0).abs() < 1e-12, "{}", g.kv_fragmentation);
+    engine.step(engine.now()).unwrap();
+    // The second request's next token needs a third block.
+    let g = engine.gauges();
+    assert_eq!(g.kv_blocks_used, 5);
+    assert!((g.kv_fragmentation - (80.0 - 51.0) / 80.0).abs() < 1e-12);
+}
+
+// ---- /metrics ----
+
+/// A strict check of the Prometheus text exposition format: names, labels, values, and every
+/// sample belonging to a family declared with `# TYPE`.
+fn check_exposition(text: &str) -> HashMap<String, String> {
+    let mut types = HashMap::new();
+    let valid_name = |n: &str| {
+        let mut c = n.chars();
+        c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+            && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == ':')
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(valid_name(name), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(types.insert(name.to_string(), kind.to_string()).is_none(), "dup {line}");
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("sample line");
+        assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{line}");
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').expect("closing brace")),
+            None => (series, ""),
+        };
+        assert!(valid_name(name), "{line}");
+        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').expect("label k=v");
+            assert!(valid_name(k) && !k.contains(':'), "{line}");
+            assert!(v.len() >= 2 && v.starts_with('"') && v.ends_with('"'), "{line}");
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s).filter(|f| types.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(family), "sample without TYPE: {line}");
+    }
+    types
+}
+
+/// Parse with `prometheus-parse`. Its name pattern is `\w+`, so it silently skips names with
+/// colons (valid in the format, and vLLM's convention): names are mapped to underscores first,
+/// and every sample line must come back.
+fn parse_scrape(text: &str) -> prometheus_parse::Scrape {
+    let mapped: Vec<String> = text
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(_) => {
+                let mut parts: Vec<String> = l.splitn(4, ' ').map(str::to_string).collect();
+                if parts.len() >= 3 {
+                    parts[2] = parts[2].replace(':', "_");
+                }
+                parts.join(" ")
+            }
+            None => match l.find(['{', ' ']) {
+                Some(i) => format!("{}{}", l[..i].replace(':', "_"), &l[i..]),
+                None => l.to_string(),
+            },
+        })
+        .collect();
+    let scrape = prometheus_parse::Scrape::parse(mapped.iter().map(|l| Ok(l.clone()))).unwrap();
+    let sample_lines = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count();
+    let parsed: usize = scrape
+        .samples
+        .iter()
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Histogram(b) => b.len(),
+            _ => 1,
+        })
+        .sum();
+    assert_eq!(parsed, sample_lines, "every sample line parses");
+    scrape
+}
+
+fn series_values(scrape: &prometheus_parse::Scrape) -> HashMap<String, f64> {
+    let mut out = HashMap::new();
+    for s in &scrape.samples {
+        let mut labels: Vec<_> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        labels.sort();
+        let key = format!("{}{{{}}}", s.metric, labels.join(","));
+        match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => {
+                out.insert(key, *v);
+            }
+            prometheus_parse::Value::Histogram(buckets) => {
+                let mut prev = 0.0;
+                for b in buckets {
+                    assert!(b.count >= prev, "{key}: buckets are cumulative");
+                    prev = b.count;
+                    out.insert(format!("{key}le={}", b.less_than), b.count);
+                }
+            }
+            prometheus_parse::Value::Summary(_) => panic!("no summaries"),
+        }
+    }
+    out
+}
+
+#[test]
+fn metrics_parse_and_counters_never_decrease() {
+    let s = spec(
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+         [scheduler]\nmax_num_seqs = 128\nmax_num_batched_tokens = 2048\n[device]\nname = \"L4\"\n",
+    );
+    let mut rng = StdRng::seed_from_u64(5);
+    let reqs = poisson_times(12.0, 20.0, 2)
+        .into_iter()
+        .map(|t| {
+            let r = SimRequest::new(t, rng.random_range(64..1500), rng.random_range(16..400))
+                .shared_prefix(rng.random_range(0..4), 512);
+            if rng.random_bool(0.1) { r.cancel_after(rng.random_range(0.1..5.0)) } else { r }
+        })
+        .collect();
+    let mut sim = Simulation::new(&s, Load::Open(reqs));
+    let mut previous: Option<HashMap<String, f64>> = None;
+    let mut checked = 0;
+    let mut scrapes = 0;
+    let mut t = 0.0;
+    loop {
+        let more = sim.run_until(t);
+        let mut text = String::new();
+        sim.render_metrics(&mut text);
+        let types = check_exposition(&text);
+        let values = series_values(&parse_scrape(&text));
+        for name in [
+            "vllm:num_requests_running",
+            "vllm:num_requests_waiting",
+            "vllm:kv_cache_usage_perc",
+            "vllm:prompt_tokens_total",
+            "vllm:generation_tokens_total",
+            "vllm:num_preemptions_total",
+            "vllm:time_to_first_token_seconds",
+            "vllm:request_queue_time_seconds",
+            "vllm:e2e_request_latency_seconds",
+            "infergate_sim:kv_fragmentation_ratio",
+            "infergate_sim:wasted_tokens_total",
+        ] {
+            assert!(types.contains_key(name), "{name} missing");
+        }
+        if let Some(prev) = &previous {
+            let monotonic: Vec<String> = types
+                .iter()
+                .filter(|(_, kind)| *kind != "gauge")
+                .flat_map(|(name, kind)| {
+                    let n = name.replace(':', "_");
+                    match kind.as_str() {
+                        "histogram" => vec![format!("{n}_sum"), format!("{n}_count"), n],
+                        _ => vec![n],
+                    }
+                })
+                .collect();
+            for (series, v) in prev {
+                let metric = series.split('{').next().unwrap();
+                if monotonic.iter().any(|m| m == metric) {
+                    let now = values[series];
+                    assert!(now >= *v, "{series} decreased: {v} -> {now}");
+                    checked += 1;
+                }
+            }
+        }
+        let usage = values.iter().find(|(k, _)| k.starts_with("vllm_kv_cache_usage_perc")).unwrap();
+        assert!((0.0..=1.0).contains(usage.1));
+        previous = Some(values);
+        scrapes += 1;
+        if !more {
+            break;
+        }
+        t += 0.5;
+        assert!(scrapes < 1000, "bounded");
+    }
+    let report = sim.report();
+    assert!(scrapes > 20 && checked > 1000, "{scrapes} scrapes, {checked} counter checks");
+    assert!(report.stats.cancelled > 0 && report.stats.wasted_tokens > 0);
+    assert!(report.stats.prefix_cache_hits > 0);
+    let last = previous.unwrap();
+    assert_eq!(
+        last["vllm_generation_tokens_total{model_name=sim/meta-llama/Llama-3.1-8B-Instruct}"],
+        report.stats.generation_tokens as f64
+    );
+}
+
+// ---- real time ----
+
+#[cfg(feature = "runtime")]
+mod real_time {
+    use std::time::Duration;
+
+    use tokio::time::{Instant, timeout};
+
+    use super::h100;
+    use crate::sim::backend::{Backend, FinishReason, GenEvent, GenRequest};
+    use crate::sim::engine::EngineBackend;
+
+    fn request(id: u64, prompt_len: u32, max_tokens: u32) -> GenRequest {
+        GenRequest {
+            id,
+            prompt: (0..prompt_len).collect(),
+            max_tokens,
+            natural_len: None,
+            ignore_eos: true,
+            priority: 0,
+            arrival: Instant::now(),
+        }
+    }
+
+    fn metric(text: &str, name: &str) -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .unwrap_or_else(|| panic!("{name} missing"));
+        line.rsplit_once(' ').unwrap().1.parse().unwrap()
+    }
+
+    async fn next(rx: &mut tokio::sync::mpsc::UnboundedReceiver<GenEvent>) -> Option<GenEvent> {
+        timeout(Duration::from_secs(10), rx.recv()).await.expect("an event within 10 s")
+    }
+
+    #[tokio::test]
+    async fn events_arrive_in_order_and_a_dropped_receiver_is_freed() {
+        // 8B on an H100: steps of ~7.5 ms.
+        let backend = EngineBackend::new(&h100(""));
+        assert_eq!(backend.max_model_len(), Some(8192));
+        assert!(backend.describe().contains("llama-3.1-8b"), "{}", backend.describe());
+
+        let mut receivers: Vec<_> =
+            (0..3).map(|i| backend.submit(request(i, 50 + 10 * i as u32, 5))).collect();
+        for rx in &mut receivers {
+            let mut events = Vec::new();
+            while let Some(e) = next(rx).await {
+                events.push(e);
+                assert!(events.len() <= 7, "{events:?}");
+            }
+            assert!(matches!(events[0], GenEvent::Scheduled { .. }), "{events:?}");
+            assert!(events[1..6].iter().all(|e| *e == GenEvent::Tokens { count: 1 }), "{events:?}");
+            assert_eq!(events[6], GenEvent::Finished { reason: FinishReason::Length });
+        }
+
+        // A client that goes away after its first token.
+        let mut rx = backend.submit(request(10, 100, 5000));
+        loop {
+            match next(&mut rx).await {
+                Some(GenEvent::Tokens { .. }) => break,
+                Some(GenEvent::Scheduled { .. }) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        drop(rx);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let text = loop {
+            let mut text = String::new();
+            backend.render_metrics(&mut text);
+            if metric(&text, "infergate_sim:cancelled_requests_total") == 1.0 {
+                break text;
+            }
+            assert!(Instant::now() < deadline, "not freed within 5 s:\n{text}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(metric(&text, "vllm:num_requests_running"), 0.0);
+        assert_eq!(metric(&text, "infergate_sim:kv_blocks_in_use"), 0.0);
+        // The step in flight when the receiver went away produced one undeliverable token.
+        assert_eq!(metric(&text, "infergate_sim:wasted_tokens_total"), 1.0);
+        assert!(metric(&text, "vllm:generation_tokens_total") < 100.0);
+
+        // Too long for max_model_len: refused at once.
+        let mut rx = backend.submit(request(11, 8000, 500));
+        match next(&mut rx).await {
+            Some(GenEvent::Failed { status: 400, message }) => {
+                assert!(message.contains("8192"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

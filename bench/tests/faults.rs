@@ -1,0 +1,215 @@
+//! Every outcome class, produced on purpose, lands in its class and in no latency metric.
+
+mod common;
+
+use std::time::Duration;
+
+use bench::Outcome;
+use bench::config::{FaultConfig, TimingConfig};
+use bench::rundir;
+use bench::runner::RunControl;
+use bench::sim::SimOptions;
+use bench::summary::RunStatus;
+use common::*;
+
+const PROFILE: &str = r#"
+[profile.default]
+[profile.default.load]
+concurrency = 4
+requests = 12
+[profile.default.workload]
+input_lengths = [16]
+repeats = 4
+max_tokens = 8
+[profile.default.client]
+stall_timeout_s = 0.5
+request_timeout_s = 5
+"#;
+
+fn fast() -> TimingConfig {
+    TimingConfig { ttft_ms: 5.0, itl_ms: 1.0, ..TimingConfig::default() }
+}
+
+/// Run 12 requests against a simulator injecting `faults`; return the summary and records.
+async fn run_faulty(
+    faults: FaultConfig,
+    extra: &[&str],
+) -> (bench::Summary, Vec<bench::RequestRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_timing_sim(fast(), SimOptions { faults, ..SimOptions::default() }).await;
+    let out = run_against(&handle, profile(PROFILE, extra), dir.path()).await;
+    handle.shutdown().await;
+    let records = rundir::read_records(&out.dir).unwrap().records;
+    (out.summary, records)
+}
+
+fn assert_all_failed_as(
+    summary: &bench::Summary,
+    records: &[bench::RequestRecord],
+    class: Outcome,
+) {
+    assert_eq!(summary.requests.total, 12);
+    assert_eq!(
+        summary.requests.by_class.get(&class.to_string()),
+        Some(&12),
+        "{:?}",
+        summary.requests.by_class
+    );
+    assert_eq!(summary.requests.ok, 0);
+    assert_eq!(summary.status, RunStatus::Failed);
+    // Nothing failed enters a latency metric.
+    assert!(summary.metrics.ttft_ms.is_none());
+    assert!(summary.metrics.tpot_ms.is_none());
+    assert!(summary.metrics.itl_ms.is_none());
+    assert!(summary.metrics.e2e_ms.is_none());
+    assert!(
+        summary.throughput.requests_per_s.is_none()
+            || summary.throughput.requests_per_s == Some(0.0)
+    );
+    for r in records {
+        assert_eq!(r.class, class, "request {} error {:?}", r.id, r.error);
+        assert!(r.error.is_some(), "a failed request says why");
+    }
+}
+
+fn only(name: &str) -> FaultConfig {
+    let mut f = FaultConfig::default();
+    for (n, p) in f.probabilities_mut() {
+        if n == name {
+            *p = 1.0;
+        }
+    }
+    f
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_statuses() {
+    for (name, code) in [("http_429", 429), ("http_500", 500), ("http_503", 503)] {
+        let (s, r) = run_faulty(only(name), &[]).await;
+        assert_all_failed_as(&s, &r, Outcome::Http(code));
+        assert!(r.iter().all(|r| r.status == Some(code)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mid_stream_faults() {
+    for (name, class) in [
+        ("reset", Outcome::Truncated),
+        ("truncate", Outcome::Truncated),
+        ("error_event", Outcome::StreamError),
+        ("error_object", Outcome::StreamError),
+        ("malformed", Outcome::Malformed),
+        ("empty", Outcome::Empty),
+    ] {
+        let (s, r) = run_faulty(only(name), &[]).await;
+        assert_all_failed_as(&s, &r, class);
+        if !matches!(name, "empty" | "reset") {
+            // Content arrived before the fault, yet it stays out of the metrics. (A reset may
+            // lose the bytes in flight, as a real one does.)
+            assert!(
+                r.iter().all(|r| r.content_events >= 1),
+                "{name}: {:?}",
+                r.iter().map(|r| (r.content_events, r.error.clone())).collect::<Vec<_>>()
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_streamed_faults() {
+    for (name, class) in [
+        ("reset", Outcome::Truncated),
+        ("error_object", Outcome::StreamError),
+        ("malformed", Outcome::Malformed),
+        ("empty", Outcome::Empty),
+        ("http_503", Outcome::Http(503)),
+    ] {
+        let (s, r) = run_faulty(only(name), &["stream=false"]).await;
+        assert_all_failed_as(&s, &r, class);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalls_beyond_the_stall_timeout_are_timeouts() {
+    let f = FaultConfig { stall: 1.0, stall_ms: 3000.0, ..FaultConfig::default() };
+    let (s, r) = run_faulty(f, &[]).await;
+    assert_all_failed_as(&s, &r, Outcome::Timeout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_faults_are_counted_and_ok_requests_measured() {
+    let f = FaultConfig { http_500: 0.25, truncate: 0.25, seed: 3, ..FaultConfig::default() };
+    let (s, r) = run_faulty(f, &["load.requests=40", "workload.repeats=10"]).await;
+    assert_eq!(s.requests.total, 40);
+    let ok = r.iter().filter(|r| r.class.is_ok()).count() as u64;
+    assert_eq!(s.requests.ok, ok);
+    assert!(ok > 5 && ok < 35, "{:?}", s.requests.by_class);
+    assert_eq!(s.requests.ok + s.requests.failed, 40);
+    assert_eq!(s.metrics.ttft_ms.as_ref().unwrap().count, ok);
+    assert_eq!(s.metrics.e2e_ms.as_ref().unwrap().count, ok);
+    assert_eq!(s.status, RunStatus::Complete);
+    let by_class_total: u64 = s.requests.by_class.values().sum();
+    assert_eq!(by_class_total, 40, "every request in exactly one class");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_goes_away_gives_connect_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_timing_sim(fast(), SimOptions::default()).await;
+    let p = profile(
+        PROFILE,
+        &["load.mode=\"open\"", "load.rate=40", "load.requests=40", "workload.repeats=10"],
+    );
+    let run = {
+        let dir = dir.path().to_path_buf();
+        let base = handle.base_url();
+        let model = handle.model().to_string();
+        tokio::spawn(async move { run_against_url(&base, &model, p, &dir).await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    handle.shutdown().await;
+    let out = run.await.unwrap();
+    let s = &out.summary;
+    assert_eq!(s.requests.total, 40);
+    let connect = s.requests.by_class.get("connect_error").copied().unwrap_or(0);
+    assert!(connect > 0, "{:?}", s.requests.by_class);
+    assert!(s.requests.ok > 0, "{:?}", s.requests.by_class);
+    assert_eq!(s.metrics.ttft_ms.as_ref().unwrap().count, s.requests.ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupt_cancels_in_flight_after_the_grace_period_and_keeps_what_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    // Long streams: 200 tokens x 20 ms = 4 s each.
+    let t = TimingConfig { ttft_ms: 5.0, itl_ms: 20.0, ..TimingConfig::default() };
+    let handle = start_timing_sim(t, SimOptions::default()).await;
+    let p = profile(
+        PROFILE,
+        &["workload.max_tokens=200", "client.grace_s=0.2", "client.stall_timeout_s=5"],
+    );
+    let control = RunControl::default();
+    let run = {
+        let control = control.clone();
+        let dir = dir.path().to_path_buf();
+        let base = handle.base_url();
+        let model = handle.model().to_string();
+        tokio::spawn(async move { run_url_with_control(&base, &model, p, &dir, control).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    control.interrupt();
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("stops within the grace period")
+        .unwrap();
+    handle.shutdown().await;
+    let s = &out.summary;
+    assert_eq!(s.status, RunStatus::Interrupted);
+    assert_eq!(s.requests.by_class.get("cancelled"), Some(&4), "{:?}", s.requests.by_class);
+    assert!(s.metrics.ttft_ms.is_none());
+    // The records and the summary are on disk.
+    let records = rundir::read_records(&out.dir).unwrap().records;
+    assert_eq!(records.len(), 4);
+    assert!(out.dir.join("summary.json").exists());
+    let on_disk = bench::Summary::read(&out.dir).unwrap();
+    assert_eq!(on_disk.status, RunStatus::Interrupted);
+}
