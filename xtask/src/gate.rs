@@ -17,6 +17,7 @@ use xshell::Shell;
 
 use crate::Status;
 use crate::adr::model::Action;
+use crate::adr::plural;
 use crate::adr::thresholds::{GATE_FILE, Threshold, Thresholds, with_unit};
 
 /// Outcome of one threshold.
@@ -209,9 +210,10 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
     let passed = report.checks.len() - blocking - warnings;
     writeln!(
         out,
-        "gate {}: {} checks, {passed} passed, {blocking} blocking failed, {warnings} warnings",
+        "gate {}: {}, {passed} passed, {blocking} blocking failed, {}",
         if report.passed() { "passed" } else { "FAILED" },
-        report.checks.len()
+        plural(report.checks.len(), "check"),
+        plural(warnings, "warning"),
     )
     .unwrap();
     if github {

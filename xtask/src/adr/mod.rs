@@ -130,7 +130,8 @@ pub(crate) fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
 }
 
-fn plural(n: usize, word: &str) -> String {
+/// `1 record`, `2 records`.
+pub(crate) fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
 }
 
