@@ -129,13 +129,7 @@ impl BenchCmd {
 
     /// Resolve the config and command line into a run specification.
     pub fn spec(&self, root: &Path) -> anyhow::Result<RunSpec> {
-        let cfg = match &self.config {
-            Some(p) => BenchConfig::load(&root.join(p))?,
-            None if root.join(DEFAULT_CONFIG).exists() => {
-                BenchConfig::load(&root.join(DEFAULT_CONFIG))?
-            }
-            None => BenchConfig::builtin(),
-        };
+        let cfg = load_config(root, self.config.as_deref())?;
         let mut resolved = cfg.resolve(&self.profile, &self.overrides()?)?;
         if let Some(url) = &self.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -180,4 +174,14 @@ impl BenchCmd {
             root: root.to_path_buf(),
         })
     }
+}
+
+/// The bench config: `explicit` when given, else configs/bench.toml when present, else the
+/// built-in defaults. Paths are relative to the repository root and named so in messages.
+pub fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<BenchConfig> {
+    Ok(match explicit {
+        Some(p) => BenchConfig::load_in(root, p)?,
+        None if root.join(DEFAULT_CONFIG).exists() => BenchConfig::load_in(root, Path::new(DEFAULT_CONFIG))?,
+        None => BenchConfig::builtin(),
+    })
 }

@@ -509,6 +509,11 @@ impl BenchConfig {
         Self::from_source(Source::read(path)?)
     }
 
+    /// Load `rel` under `root`; messages name the file as `rel`.
+    pub fn load_in(root: &Path, rel: &Path) -> Result<BenchConfig, ConfigError> {
+        Self::from_source(Source::read_in(root, rel)?)
+    }
+
     pub fn from_source(source: Source) -> Result<BenchConfig, ConfigError> {
         let file: BenchFile = source.parse()?;
         let raw: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;

@@ -616,6 +616,7 @@ async fn completions(
         }
         return resp;
     }
+    // A frozen server takes the request in only when it resumes.
     st.wait_freeze().await;
     let gen_req = GenRequest {
         id,
@@ -624,7 +625,7 @@ async fn completions(
         natural_len: plan.doc_tokens.as_ref().map(|t| t.len() as u32),
         ignore_eos,
         priority,
-        arrival,
+        arrival: Instant::now(),
     };
     let events = if fault == Some(Fault::Empty) { None } else { Some(st.backend.submit(gen_req)) };
     respond(st, plan, record, events).await
