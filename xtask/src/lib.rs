@@ -17,10 +17,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
+pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
 pub mod engine;
 pub mod exit;
+pub mod gate;
 pub mod gitinfo;
 pub mod model;
 pub mod report;
@@ -59,6 +61,10 @@ pub enum Command {
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
+    /// Decision records: new, list, accept, supersede, lint, thresholds.
+    Adr(adr::AdrCmd),
+    /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
+    Gate(gate::GateCmd),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
     Test(test_cmd::TestCmd),
 }
@@ -71,6 +77,8 @@ impl Command {
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
+            Command::Adr(cmd) => cmd.run(sh),
+            Command::Gate(cmd) => cmd.run(sh),
             Command::Test(cmd) => cmd.run(sh),
         }
     }
