@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use xtask::adr::lint::lint_files;
-use xtask::adr::{AdrStatus, decision_lines, parse_adr};
+use xtask::adr::{AdrStatus, Decided, decision_lines, parse_adr};
 
 const NEW: &str = "docs/adr/0002-enable-chunked-prefill.md";
 const OLD: &str = "docs/adr/0001-use-defaults.md";
@@ -139,13 +139,13 @@ fn decision_lines_come_with_status_and_lines() {
             (
                 "configs/engine.toml".into(),
                 "scheduler.enable_chunked_prefill".into(),
-                "true".into(),
+                "= true".into(),
                 20
             ),
             (
                 "configs/engine.toml".into(),
                 "scheduler.max_num_batched_tokens".into(),
-                "2048".into(),
+                "= 2048".into(),
                 21
             ),
         ]
@@ -160,7 +160,25 @@ fn decision_lines_come_with_status_and_lines() {
         &with_line(21, "- `configs/engine.toml: scheduler.policy = \"fcfs\"`"),
     )
     .unwrap();
-    assert_eq!(set.lines[1].value, toml::Value::String("fcfs".into()));
+    assert_eq!(set.lines[1].value, Decided::Set(toml::Value::String("fcfs".into())));
+    // A key the record takes out of the file.
+    let set = decision_lines(
+        NEW.as_ref(),
+        &with_line(21, "- configs/engine.toml: scheduler.max_num_batched_tokens removed"),
+    )
+    .unwrap();
+    assert_eq!(set.lines[1].value, Decided::Removed);
+    assert_eq!(
+        set.lines[1].to_string(),
+        "configs/engine.toml: scheduler.max_num_batched_tokens removed"
+    );
+    let err = decision_lines(
+        NEW.as_ref(),
+        &with_line(21, "- configs/engine.toml: scheduler.max_num_batched_tokens deleted"),
+    )
+    .unwrap_err();
+    assert_eq!((err.len(), err[0].line), (1, 21));
+    assert!(err[0].message.contains("section.key removed"), "{}", err[0]);
     let err = decision_lines(
         NEW.as_ref(),
         &with_line(21, "- configs/engine.toml: scheduler.policy = fcfs"),
@@ -239,6 +257,22 @@ fn each_broken_record_is_reported_at_its_line() {
             NEW,
             21,
             "already decided at line 20",
+        ),
+        (
+            "decided and removed",
+            21,
+            "- configs/engine.toml: scheduler.enable_chunked_prefill removed",
+            NEW,
+            21,
+            "already decided at line 20",
+        ),
+        (
+            "removal with a value",
+            21,
+            "- configs/engine.toml: scheduler.max_num_batched_tokens removed = 1",
+            NEW,
+            21,
+            "is not a dotted key",
         ),
         (
             "unknown metric",

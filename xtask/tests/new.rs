@@ -118,3 +118,25 @@ fn unknown_engine_parameters_leave_a_placeholder_not_a_guess() {
         render(&input(&base, &exps, 3)).unwrap_err().contains("--choose 3 names no experiment")
     );
 }
+
+#[test]
+fn a_key_the_experiment_drops_becomes_a_removal_line() {
+    let (base, mut exps) = runs();
+    let exp = &mut exps[1];
+    let engine = exp.engine.as_mut().unwrap();
+    engine.params["scheduler"].as_object_mut().unwrap().remove("max_num_batched_tokens");
+    let text = render(&input(&base, &exps, 2)).unwrap();
+    let adr = parse_adr("docs/adr/0003-x.md".as_ref(), &text);
+    let decided: Vec<String> = adr.decisions.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        decided,
+        vec![
+            "configs/engine.toml: scheduler.enable_chunked_prefill = true",
+            "configs/engine.toml: scheduler.max_num_batched_tokens removed",
+        ],
+        "{text}"
+    );
+    assert_eq!(adr.decisions[1].value, xtask::adr::Decided::Removed);
+    assert!(adr.problems.is_empty(), "{:#?}", adr.problems);
+    assert!(text.contains("`configs/engine.toml: scheduler.max_num_batched_tokens = 8192`"));
+}

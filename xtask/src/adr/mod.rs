@@ -26,8 +26,8 @@ use comfy_table::{Table, presets};
 use xshell::Shell;
 
 pub use model::{
-    Action, Adr, AdrStatus, Comparator, DecisionLine, Link, LinkKind, Located, Problem, Section,
-    SectionKind, ThresholdRow,
+    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, Problem,
+    Section, SectionKind, ThresholdRow,
 };
 pub use parse::parse_adr;
 
@@ -43,7 +43,8 @@ pub struct DecisionSet {
     /// From the file name (`None` when it is not `NNNN-slug.md`).
     pub number: Option<u32>,
     pub status: AdrStatus,
-    /// In file order; each is `configs/<file>.toml: section.key = value` with its line.
+    /// In file order; each is `configs/<file>.toml: section.key = value` (or `... removed`) with
+    /// its line.
     pub lines: Vec<DecisionLine>,
 }
 
@@ -51,8 +52,8 @@ pub struct DecisionSet {
 ///
 /// `Err` holds every problem that makes the answer unreliable, as `path:line: message`: a
 /// missing or unknown status, and any malformed decision line (a line of the Decision section
-/// that starts with `configs/` but is not `configs/<file>.toml: section.key = value` with a TOML
-/// value). Other problems of the record are `adr lint`'s business.
+/// that starts with `configs/` but is neither `configs/<file>.toml: section.key = value` with a
+/// TOML value nor `configs/<file>.toml: section.key removed`). Other problems of the record are `adr lint`'s business.
 pub fn decision_lines(path: &Path, text: &str) -> Result<DecisionSet, Vec<Problem>> {
     let adr = parse_adr(path, text);
     let decision = adr.section(SectionKind::Decision).map(|s| (s.line, s.end));

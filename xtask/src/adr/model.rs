@@ -185,15 +185,34 @@ impl fmt::Display for Action {
     }
 }
 
-/// One line of a record's Decision section: `configs/<file>.toml: section.key = value`.
+/// What a decision line fixes for its key.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decided {
+    /// `section.key = value`: the key has this value (TOML).
+    Set(toml::Value),
+    /// `section.key removed`: the key is absent from the file (the engine's default applies).
+    Removed,
+}
+
+impl fmt::Display for Decided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decided::Set(v) => write!(f, "= {v}"),
+            Decided::Removed => f.write_str("removed"),
+        }
+    }
+}
+
+/// One line of a record's Decision section: `configs/<file>.toml: section.key = value`, or
+/// `configs/<file>.toml: section.key removed` for a key the record takes out of the file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DecisionLine {
     /// The governed file, relative to the repository root (`configs/engine.toml`).
     pub file: String,
     /// Dotted key inside the file (`scheduler.max_num_seqs`).
     pub key: String,
-    /// The value the record fixes.
-    pub value: toml::Value,
+    /// The value the record fixes, or that the key is removed.
+    pub value: Decided,
     /// 1-based line in the record.
     pub line: usize,
 }
@@ -207,7 +226,7 @@ impl DecisionLine {
 
 impl fmt::Display for DecisionLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} = {}", self.file, self.key, self.value)
+        write!(f, "{}: {} {}", self.file, self.key, self.value)
     }
 }
 

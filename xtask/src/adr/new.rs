@@ -462,14 +462,11 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
                     });
                 }
                 for (k, old) in &d.removed {
-                    writeln!(
-                        o,
-                        "- {} is removed from {} (the engine's default applies)",
-                        code(k),
-                        code(&file)
-                    )
-                    .unwrap();
+                    writeln!(o, "- {file}: {k} removed").unwrap();
                     rollback_values.push(code(&format!("{file}: {k} = {}", toml_text(old))));
+                }
+                if !d.removed.is_empty() {
+                    o.push_str("\nA removed key takes the engine's default.\n");
                 }
             }
             Some(_) => writeln!(

@@ -11,8 +11,8 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Action, Adr, AdrStatus, Comparator, DecisionLine, Link, LinkKind, Located, NO_STATUS, Problem,
-    Section, SectionKind, ThresholdRow,
+    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS,
+    Problem, Section, SectionKind, ThresholdRow,
 };
 use super::thresholds::to_metric_unit;
 
@@ -339,10 +339,15 @@ fn decision_candidate(raw: &str) -> Option<&str> {
     t.starts_with("configs/").then_some(t)
 }
 
-/// Parse `configs/<file>.toml: section.key = value` (the value is TOML).
-pub fn parse_decision_line(s: &str) -> Result<(String, String, toml::Value), String> {
-    const SHAPE: &str =
-        "a decision line is `configs/<file>.toml: section.key = value` (value in TOML)";
+/// The two shapes of a decision line, for messages.
+pub const DECISION_LINE_SHAPES: &str = "a decision line is `configs/<file>.toml: section.key = value` \
+     (value in TOML) or `configs/<file>.toml: section.key removed`";
+
+/// Parse `configs/<file>.toml: section.key = value` (the value is TOML) or
+/// `configs/<file>.toml: section.key removed` (the key is taken out of the file; a `# comment`
+/// may follow, as after a TOML value).
+pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), String> {
+    const SHAPE: &str = DECISION_LINE_SHAPES;
     let s = s.trim();
     let Some((file, rest)) = s.split_once(": ") else {
         return Err(format!("`{s}`: missing `: ` after the file; {SHAPE}"));
@@ -356,16 +361,26 @@ pub fn parse_decision_line(s: &str) -> Result<(String, String, toml::Value), Str
     if !file_ok {
         return Err(format!("`{file}` is not a file under configs/ ending in .toml; {SHAPE}"));
     }
+    let key_ok = |key: &str| {
+        !key.is_empty()
+            && key.split('.').all(|seg| {
+                !seg.is_empty()
+                    && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    };
     let Some((key, value)) = rest.split_once('=') else {
-        return Err(format!("`{s}`: missing ` = value`; {SHAPE}"));
+        let without_comment = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let words: Vec<&str> = without_comment.split_whitespace().collect();
+        return match words.as_slice() {
+            [key, "removed"] if key_ok(key) => {
+                Ok((file.to_string(), key.to_string(), Decided::Removed))
+            }
+            [key, "removed"] => Err(format!("`{key}` is not a dotted key (section.key); {SHAPE}")),
+            _ => Err(format!("`{s}`: missing ` = value` (or ` removed`); {SHAPE}")),
+        };
     };
     let key = key.trim();
-    let key_ok = !key.is_empty()
-        && key.split('.').all(|seg| {
-            !seg.is_empty()
-                && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        });
-    if !key_ok {
+    if !key_ok(key) {
         return Err(format!("`{key}` is not a dotted key (section.key); {SHAPE}"));
     }
     let value = value.trim();
@@ -374,7 +389,7 @@ pub fn parse_decision_line(s: &str) -> Result<(String, String, toml::Value), Str
     }
     let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {value}"));
     match parsed.ok().and_then(|mut t| t.remove("v")) {
-        Some(v) => Ok((file.to_string(), key.to_string(), v)),
+        Some(v) => Ok((file.to_string(), key.to_string(), Decided::Set(v))),
         None => Err(format!("`{value}` is not a TOML value (quote strings: \"fcfs\"); {SHAPE}")),
     }
 }
@@ -718,13 +733,16 @@ mod tests {
             parse_decision_line("configs/engine.toml: scheduler.max_num_seqs = 128").unwrap();
         assert_eq!(
             (f.as_str(), k.as_str(), v),
-            ("configs/engine.toml", "scheduler.max_num_seqs", toml::Value::Integer(128))
+            ("configs/engine.toml", "scheduler.max_num_seqs", Decided::Set(128.into()))
         );
         let (_, _, v) =
             parse_decision_line("configs/engine.toml: scheduler.policy = \"fcfs\"").unwrap();
-        assert_eq!(v, toml::Value::String("fcfs".into()));
+        assert_eq!(v, Decided::Set("fcfs".into()));
         let (_, _, v) = parse_decision_line("configs/a/engine-b.toml: x = [1, 2] # why").unwrap();
-        assert_eq!(v, toml::Value::Array(vec![1.into(), 2.into()]));
+        assert_eq!(v, Decided::Set(toml::Value::Array(vec![1.into(), 2.into()])));
+        // A string value that reads "removed" is a value, not a removal.
+        let (_, _, v) = parse_decision_line("configs/e.toml: a.b = \"removed\"").unwrap();
+        assert_eq!(v, Decided::Set("removed".into()));
         for bad in [
             "configs/engine.toml scheduler.x = 1",
             "configs/../etc.toml: a.b = 1",
@@ -733,9 +751,40 @@ mod tests {
             "configs/engine.toml: a.b =",
             "configs/engine.toml: a.b = fcfs",
             "configs/engine.toml: a.b",
+            "configs/engine.toml: a.b deleted",
+            "configs/engine.toml: a.b removed now",
+            "configs/engine.toml: a..b removed",
+            "configs/engine.toml: removed",
         ] {
             assert!(parse_decision_line(bad).is_err(), "{bad}");
         }
+        let e = parse_decision_line("configs/engine.toml: a.b").unwrap_err();
+        assert!(e.contains("section.key removed"), "{e}");
+    }
+
+    #[test]
+    fn removal_lines_name_a_key_without_a_value() {
+        for line in [
+            "configs/engine.toml: scheduler.max_num_batched_tokens removed",
+            "configs/engine.toml:  scheduler.max_num_batched_tokens   removed  ",
+            "configs/engine.toml: scheduler.max_num_batched_tokens removed # default applies",
+        ] {
+            let (f, k, v) = parse_decision_line(line).unwrap();
+            assert_eq!(
+                (f.as_str(), k.as_str(), v),
+                ("configs/engine.toml", "scheduler.max_num_batched_tokens", Decided::Removed),
+                "{line}"
+            );
+        }
+        let d = DecisionLine {
+            file: "configs/e.toml".into(),
+            key: "a.b".into(),
+            value: Decided::Removed,
+            line: 3,
+        };
+        assert_eq!(d.to_string(), "configs/e.toml: a.b removed");
+        let d = DecisionLine { value: Decided::Set(2.into()), ..d };
+        assert_eq!(d.to_string(), "configs/e.toml: a.b = 2");
     }
 
     #[test]
