@@ -29,11 +29,15 @@ fn main() {
     for concurrency in [16u32, 64] {
         let dir = tempfile::tempdir().unwrap();
         let started = Instant::now();
-        let out = rt.block_on(run(&url, dir.path(), &[
-            &format!("load.concurrency={concurrency}"),
-            "load.requests=4000",
-            "workload.max_tokens=64",
-        ]));
+        let out = rt.block_on(run(
+            &url,
+            dir.path(),
+            &[
+                &format!("load.concurrency={concurrency}"),
+                "load.requests=4000",
+                "workload.max_tokens=64",
+            ],
+        ));
         let wall = started.elapsed().as_secs_f64();
         let s = &out.summary;
         let window = s.timing.window.duration_s.unwrap();
@@ -57,7 +61,13 @@ fn main() {
         let dir = dir.path().to_path_buf();
         let control = control.clone();
         rt.spawn(async move {
-            run_with(&url, &dir, &["load.concurrency=1000", "load.requests=1000", "workload.max_tokens=20"], control).await
+            run_with(
+                &url,
+                &dir,
+                &["load.concurrency=1000", "load.requests=1000", "workload.max_tokens=20"],
+                control,
+            )
+            .await
         })
     };
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -112,7 +122,12 @@ async fn run_with(url: &str, dir: &Path, sets: &[&str], control: RunControl) -> 
         description: None,
     };
     let spec = RunSpec {
-        profile: ResolvedProfile { name: "default".into(), profile, target: Some(("sim".into(), target)), file: None },
+        profile: ResolvedProfile {
+            name: "default".into(),
+            profile,
+            target: Some(("sim".into(), target)),
+            file: None,
+        },
         out_dir: dir.join("run"),
         run_id: "capacity".into(),
         git: None,
@@ -139,7 +154,11 @@ async fn running_streams(url: &str) -> u64 {
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
@@ -160,9 +179,13 @@ fn serve_sim(args: &[String]) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let timing = TimingConfig { ttft_ms, itl_ms, ..TimingConfig::default() };
-        let h = sim::start(SimOptions::default(), Arc::new(TimingBackend::new(timing)), ([127, 0, 0, 1], 0).into())
-            .await
-            .unwrap();
+        let h = sim::start(
+            SimOptions::default(),
+            Arc::new(TimingBackend::new(timing)),
+            ([127, 0, 0, 1], 0).into(),
+        )
+        .await
+        .unwrap();
         println!("{}", h.base_url());
         std::future::pending::<()>().await;
     });

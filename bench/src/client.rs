@@ -141,6 +141,20 @@ pub struct Exchange {
     pub end: Instant,
 }
 
+/// One request to execute.
+#[derive(Clone, Debug)]
+pub struct Call<'a> {
+    pub url: &'a str,
+    pub body: bytes::Bytes,
+    pub stream: bool,
+    /// Sent as `x-request-id` (servers may log it; the simulator records it).
+    pub request_id: &'a str,
+    /// The run clock's origin: event times are ms since this instant.
+    pub clock: Instant,
+    /// Keep the generated text.
+    pub capture_text: bool,
+}
+
 /// Signals from the runner to requests in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -444,16 +458,8 @@ impl Client {
 
     /// Execute one request. Latencies are computed later from `intended`; here every event is
     /// timestamped on arrival (before JSON parsing) on the run clock.
-    pub async fn execute(
-        &self,
-        url: &str,
-        body: bytes::Bytes,
-        stream: bool,
-        request_id: &str,
-        clock: Instant,
-        capture_text: bool,
-        mut phase: watch::Receiver<Phase>,
-    ) -> Exchange {
+    pub async fn execute(&self, call: Call<'_>, mut phase: watch::Receiver<Phase>) -> Exchange {
+        let Call { url, body, stream, request_id, clock, capture_text } = call;
         let ms = |t: Instant| (t - clock).as_secs_f64() * 1000.0;
         let deadline = Instant::now() + self.opts.request_timeout;
         let sent = Instant::now();

@@ -12,7 +12,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::client::{Client, ClientOptions, Phase, Resolved, Sampling, read_api_key, request_body};
+use crate::client::{
+    Call, Client, ClientOptions, Phase, Resolved, Sampling, read_api_key, request_body,
+};
 use crate::config::{LoadMode, Profile, ResolvedProfile, Target};
 use crate::metrics::MetricsAccumulator;
 use crate::record::{RequestRecord, round_us};
@@ -182,12 +184,14 @@ impl Shared {
         let ex = self
             .client
             .execute(
-                &self.resolved.url,
-                body,
-                self.resolved.stream,
-                &request_id,
-                self.clock,
-                self.capture_text,
+                Call {
+                    url: &self.resolved.url,
+                    body,
+                    stream: self.resolved.stream,
+                    request_id: &request_id,
+                    clock: self.clock,
+                    capture_text: self.capture_text,
+                },
                 phase,
             )
             .await;

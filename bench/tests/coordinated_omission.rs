@@ -27,7 +27,8 @@ async fn a_one_second_stall_is_carried_by_the_requests_scheduled_during_it() {
     let dir = tempfile::tempdir().unwrap();
     let timing = TimingConfig { ttft_ms: 20.0, itl_ms: 5.0, ..TimingConfig::default() };
     // The server freezes 1.2 s after it starts, for 1 s (the run is 3 s long).
-    let faults = FaultConfig { freeze_at_ms: Some(1200.0), freeze_ms: 1000.0, ..FaultConfig::default() };
+    let faults =
+        FaultConfig { freeze_at_ms: Some(1200.0), freeze_ms: 1000.0, ..FaultConfig::default() };
     let handle = start_timing_sim(timing, SimOptions { faults, ..SimOptions::default() }).await;
     let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
     let sim = handle.records();
@@ -38,7 +39,9 @@ async fn a_one_second_stall_is_carried_by_the_requests_scheduled_during_it() {
     let (freeze_from, freeze_until) = (1200.0, 2200.0);
     let mut during = 0;
     for r in &records {
-        let Some(sr) = sim.iter().find(|x| x.request_id.as_deref() == Some(&format!("test-{}", r.id))) else {
+        let Some(sr) =
+            sim.iter().find(|x| x.request_id.as_deref() == Some(&format!("test-{}", r.id)))
+        else {
             continue;
         };
         if sr.arrival_ms >= freeze_from && sr.arrival_ms < freeze_until {

@@ -37,7 +37,12 @@ async fn try_run(t: Target, dir: &Path) -> Result<runner::RunOutcome, RunError> 
     let mut p = profile(PROFILE, &[]);
     p.target = Some("t".into());
     let spec = RunSpec {
-        profile: bench::config::ResolvedProfile { name: "default".into(), profile: p, target: Some(("t".into(), t)), file: None },
+        profile: bench::config::ResolvedProfile {
+            name: "default".into(),
+            profile: p,
+            target: Some(("t".into(), t)),
+            file: None,
+        },
         out_dir: dir.join("run"),
         run_id: "diag".into(),
         git: None,
@@ -66,7 +71,11 @@ fn files_contain(dir: &Path, needle: &str) -> bool {
 async fn unknown_model_lists_what_the_server_offers() {
     let dir = tempfile::tempdir().unwrap();
     let h = start_timing_sim(fast(), SimOptions::default()).await;
-    let err = try_run(target(&h.base_url(), Some("gpt-nope"), None), dir.path()).await.err().unwrap().to_string();
+    let err = try_run(target(&h.base_url(), Some("gpt-nope"), None), dir.path())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("gpt-nope") && err.contains("sim/timing"), "{err}");
     h.shutdown().await;
 }
@@ -82,11 +91,14 @@ async fn base_url_with_or_without_v1_and_a_wrong_path() {
         assert_eq!(out.summary.target.model, "sim/timing", "the first offered model is used");
         assert_eq!(out.summary.requests.ok, 4);
     }
-    let err = try_run(target(&format!("{}/api", h.base_url()), Some("sim/timing"), None), &dir.path().join("x"))
-        .await
-        .err()
-        .unwrap()
-        .to_string();
+    let err = try_run(
+        target(&format!("{}/api", h.base_url()), Some("sim/timing"), None),
+        &dir.path().join("x"),
+    )
+    .await
+    .err()
+    .unwrap()
+    .to_string();
     assert!(err.contains("does not exist") && err.contains("/v1"), "{err}");
     h.shutdown().await;
 }
@@ -103,7 +115,10 @@ async fn connection_refused_is_explained() {
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains(&format!("127.0.0.1:{port}")) && err.to_lowercase().contains("refused"), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}")) && err.to_lowercase().contains("refused"),
+        "{err}"
+    );
 }
 
 /// Environment variables are process-wide: every case that sets one runs in this one test,
@@ -113,28 +128,45 @@ async fn api_keys_come_from_the_environment_and_never_leak() {
     const VAR: &str = "INFERGATE_TEST_KEY_7f3a";
     const SECRET: &str = "sk-test-5ecret-value-91";
     let dir = tempfile::tempdir().unwrap();
-    let h = start_timing_sim(fast(), SimOptions { api_key: Some(SECRET.into()), ..SimOptions::default() }).await;
+    let h = start_timing_sim(
+        fast(),
+        SimOptions { api_key: Some(SECRET.into()), ..SimOptions::default() },
+    )
+    .await;
     let base = h.base_url();
 
     // No key configured: the server's 401 is explained in terms of api_key_env.
-    let err = try_run(target(&base, None, None), &dir.path().join("a")).await.err().unwrap().to_string();
+    let err =
+        try_run(target(&base, None, None), &dir.path().join("a")).await.err().unwrap().to_string();
     assert!(err.contains("401") && err.contains("api_key_env"), "{err}");
 
     // Variable named but unset.
     // SAFETY: this test binary's tests do not read this variable concurrently; only this test
     // sets or reads INFERGATE_TEST_KEY_7f3a.
     unsafe { std::env::remove_var(VAR) };
-    let err = try_run(target(&base, None, Some(VAR)), &dir.path().join("b")).await.err().unwrap().to_string();
+    let err = try_run(target(&base, None, Some(VAR)), &dir.path().join("b"))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains(VAR) && err.contains("not set"), "{err}");
 
     // A key with a trailing newline is refused before any request, without echoing it.
     unsafe { std::env::set_var(VAR, format!("{SECRET}\n")) };
-    let err = try_run(target(&base, None, Some(VAR)), &dir.path().join("c")).await.err().unwrap().to_string();
+    let err = try_run(target(&base, None, Some(VAR)), &dir.path().join("c"))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("newline") && !err.contains(SECRET), "{err}");
 
     // A wrong key: 401 explained, the key not shown.
     unsafe { std::env::set_var(VAR, "sk-wrong-key-0000") };
-    let err = try_run(target(&base, None, Some(VAR)), &dir.path().join("d")).await.err().unwrap().to_string();
+    let err = try_run(target(&base, None, Some(VAR)), &dir.path().join("d"))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("401") && err.contains(VAR) && err.contains("Bearer"), "{err}");
     assert!(!err.contains("sk-wrong-key-0000"), "{err}");
 

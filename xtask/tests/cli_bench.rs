@@ -61,7 +61,10 @@ fn config_errors_name_file_line_and_choices_and_exit_2() {
     let o = xtask(r.path(), &["bench", "-q", "--set", "load.mode=sideways"]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("--set load.mode=sideways") && e.contains("closed") && e.contains("open"), "{e}");
+    assert!(
+        e.contains("--set load.mode=sideways") && e.contains("closed") && e.contains("open"),
+        "{e}"
+    );
     let o = xtask(r.path(), &["bench", "--profile", "nope"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no profile `nope`"), "{}", stderr(&o));
@@ -86,7 +89,16 @@ fn ctrl_c_writes_what_was_measured_and_exits_130() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
         .arg("-C")
         .arg(r.path())
-        .args(["bench", "-q", "--out", "runs/i", "--max-tokens", "400", "--set", "sim.timing.itl_ms=10"])
+        .args([
+            "bench",
+            "-q",
+            "--out",
+            "runs/i",
+            "--max-tokens",
+            "400",
+            "--set",
+            "sim.timing.itl_ms=10",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
