@@ -155,7 +155,7 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
 }
 
 /// Escape a GitHub workflow-command message (`%`, CR, LF) or property (also `:` and `,`).
-fn gh_escape(s: &str, property: bool) -> String {
+pub(crate) fn gh_escape(s: &str, property: bool) -> String {
     let mut out = s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
     if property {
         out = out.replace(':', "%3A").replace(',', "%2C");

@@ -28,6 +28,7 @@ pub mod model;
 pub mod report;
 #[cfg(feature = "runtime")]
 pub mod serve;
+pub mod settings;
 #[cfg(feature = "runtime")]
 pub mod sim;
 pub mod test_cmd;
@@ -61,7 +62,7 @@ pub enum Command {
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
-    /// Decision records: new, list, accept, supersede, lint, thresholds.
+    /// Decision records: new, list, accept, supersede, lint, check, thresholds.
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
     Gate(gate::GateCmd),

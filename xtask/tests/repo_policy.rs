@@ -51,3 +51,11 @@ fn the_records_readme_documents_every_metric() {
         assert_eq!(row[2], better, "docs/adr/README.md gives the wrong direction for {}", m.path);
     }
 }
+
+#[test]
+fn the_xtask_settings_parse() {
+    let path = repo_root().join(xtask::settings::SETTINGS_FILE);
+    let source = bench::config::Source::read(&path).unwrap();
+    let settings = xtask::settings::Settings::parse(&source).unwrap_or_else(|e| panic!("{e}"));
+    assert!(settings.governed_patterns().contains(&xtask::settings::ALWAYS_GOVERNED.to_string()));
+}

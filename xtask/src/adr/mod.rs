@@ -11,6 +11,7 @@
 //! Policy is pure (text in, typed values out); reading and writing files happens only in the
 //! command functions below and in [`read_records`].
 
+pub mod check;
 pub mod edit;
 pub mod lint;
 pub mod model;
@@ -165,6 +166,9 @@ pub enum AdrSub {
     Supersede { old: u32, new: u32 },
     /// Check every record against the format rules (exit 1 on problems).
     Lint,
+    /// Fail when a governed parameter changed since the merge base without a new record naming
+    /// it (exit 1), for pull requests; see docs/adr/README.md.
+    Check(check::CheckArgs),
     /// Write thresholds/gate.toml from the live records.
     Thresholds {
         /// Do not write: exit 1 when the file is out of date.
@@ -207,6 +211,7 @@ impl AdrCmd {
             AdrSub::Accept { number } => run_accept(&root, &dir, number),
             AdrSub::Supersede { old, new } => run_supersede(&root, &dir, old, new),
             AdrSub::Lint => run_lint(&root, &dir),
+            AdrSub::Check(args) => check::run(&root, &dir, args),
             AdrSub::Thresholds { check, out } => run_thresholds(&root, &dir, &out, check),
         }
     }

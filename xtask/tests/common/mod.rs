@@ -1,6 +1,8 @@
 //! Shared test helpers: summaries built in code, the CLI binary, temporary repositories.
 #![allow(dead_code)]
 
+pub mod gitrepo;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
