@@ -277,6 +277,56 @@ fn a_deleted_config_needs_a_removal_line_per_key() {
 }
 
 #[test]
+fn a_new_record_that_looks_like_a_deleted_one_is_still_new() {
+    // main has a Proposed ADR-0002; the pull request drops it and adds ADR-0003, written from
+    // the same template (git would call it a rename).
+    let (mut g, _) = setup();
+    let old = adr2("- configs/engine.toml: scheduler.max_num_seqs = 320");
+    g.commit_files("Propose", &[(ADR2, Some(&old))]);
+    let main = g.repo.head().unwrap().peel_to_commit().unwrap().id();
+    g.repo.branch("main", &g.repo.find_commit(main).unwrap(), true).unwrap();
+    let new = record(
+        3,
+        "Tune the scheduler",
+        "Proposed",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "None.",
+    );
+    g.commit_files(
+        "Replace the proposal",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR2, None),
+            ("docs/adr/0003-tune-the-scheduler.md", Some(&new)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains("docs/adr/0003-tune-the-scheduler.md: added, Proposed"));
+    assert!(out.stdout.contains("docs/adr/0002-tune-the-scheduler.md: deleted"), "{}", out.stdout);
+}
+
+#[test]
+fn an_accepted_record_may_be_renamed_but_not_deleted() {
+    let (mut g, base) = setup();
+    let renamed = "docs/adr/0001-keep-the-defaults.md";
+    let a1 = adr1();
+    g.commit_files(
+        "Rename ADR-0001",
+        &[(ADR1, None), (renamed, Some(&a1)), (GATE, Some(&gate_for(&[(renamed, &a1)])))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains(&format!("{renamed} (from {ADR1}): renamed, Accepted")));
+
+    g.branch("delete", base);
+    g.commit_files("Delete ADR-0001", &[(ADR1, None), (GATE, Some(&gate_for(&[])))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("ADR-0001 is Accepted and was deleted"), "{}", out.stdout);
+}
+
+#[test]
 fn a_shallow_clone_is_explained_not_diffed_against_nothing() {
     let (mut g, _) = setup();
     g.commit_files("Raise max_num_seqs", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);

@@ -122,7 +122,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     };
     let mut governed_paths: Vec<String> = Vec::new();
     let mut file_notes = Vec::new();
-    let mut records = Vec::new();
+    let (mut old_records, mut new_records) = (Vec::new(), Vec::new());
     for f in &files {
         let old_gov = f.old.as_deref().filter(|p| settings::is_governed(&governed, p));
         let new_gov = f.new.as_deref().filter(|p| settings::is_governed(&governed, p));
@@ -143,23 +143,15 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             }
             _ => {}
         }
-        let old_rec = f.old.as_deref().filter(|p| in_records_dir(p));
-        let new_rec = f.new.as_deref().filter(|p| in_records_dir(p));
-        if old_rec.is_some() || new_rec.is_some() {
-            let read = |tree, p: &str| -> anyhow::Result<Option<RecordFile>> {
-                Ok(git::read_text(&repo, tree, p)?.map(|t| RecordFile::new(p, t)))
-            };
-            let old = match old_rec {
-                Some(p) => read(&mb_tree, p)?,
-                None => None,
-            };
-            let new = match new_rec {
-                Some(p) => read(&head_tree, p)?,
-                None => None,
-            };
-            records.push(RecordChange { old, new });
+        if let Some(p) = f.old.as_deref().filter(|p| in_records_dir(p)) {
+            old_records.extend(git::read_text(&repo, &mb_tree, p)?.map(|t| RecordFile::new(p, t)));
+        }
+        if let Some(p) = f.new.as_deref().filter(|p| in_records_dir(p)) {
+            new_records
+                .extend(git::read_text(&repo, &head_tree, p)?.map(|t| RecordFile::new(p, t)));
         }
     }
+    let records = pair_records(old_records, new_records);
 
     // The semantic diff of each governed file, by path (a renamed file loses every key at its
     // old path and gains them at its new one).
@@ -224,6 +216,27 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         refused_exemptions: refused,
         outcome,
     })
+}
+
+/// Record files at the merge base and at head (those the diff touches) as changes: the same
+/// path, or else the same record number (a renamed record), is one record changed; what is left
+/// is added or deleted. Git's similarity-based rename detection is not used for records: two
+/// records written from the same template look alike without being the same record.
+pub fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<RecordChange> {
+    let number = |f: &RecordFile| crate::adr::parse::number_from_file_name(&f.path);
+    let mut old: Vec<Option<RecordFile>> = old.into_iter().map(Some).collect();
+    let mut out = Vec::new();
+    for n in new {
+        let same_path = old.iter().position(|o| o.as_ref().is_some_and(|o| o.path == n.path));
+        let same_number = || {
+            let num = number(&n)?;
+            old.iter().position(|o| o.as_ref().is_some_and(|o| number(o) == Some(num)))
+        };
+        let matched = same_path.or_else(same_number).and_then(|i| old[i].take());
+        out.push(RecordChange { old: matched, new: Some(n) });
+    }
+    out.extend(old.into_iter().flatten().map(|o| RecordChange { old: Some(o), new: None }));
+    out
 }
 
 /// `cargo xtask adr check`: print the report; exit 1 when the rule is broken (and no commit is
@@ -524,6 +537,28 @@ mod tests {
             old: old.map(Into::into),
             new: new.map(Into::into),
         }
+    }
+
+    #[test]
+    fn records_pair_by_path_then_by_number() {
+        let f = |p: &str| RecordFile::new(p, "text");
+        let got = pair_records(
+            vec![f("docs/adr/0001-a.md"), f("docs/adr/0002-b.md"), f("docs/adr/0003-c.md")],
+            vec![f("docs/adr/0001-a.md"), f("docs/adr/0002-renamed.md"), f("docs/adr/0004-d.md")],
+        );
+        let show = |o: &Option<RecordFile>| o.as_ref().map(|f| f.path.display().to_string());
+        let got: Vec<(Option<String>, Option<String>)> =
+            got.iter().map(|c| (show(&c.old), show(&c.new))).collect();
+        let s = |p: &str| Some(p.to_string());
+        assert_eq!(
+            got,
+            vec![
+                (s("docs/adr/0001-a.md"), s("docs/adr/0001-a.md")),
+                (s("docs/adr/0002-b.md"), s("docs/adr/0002-renamed.md")),
+                (None, s("docs/adr/0004-d.md")),
+                (s("docs/adr/0003-c.md"), None),
+            ]
+        );
     }
 
     #[test]
