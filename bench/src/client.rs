@@ -73,6 +73,8 @@ pub struct Resolved {
     pub max_tokens_field: &'static str,
     pub models: Option<Value>,
     pub tokenize: bool,
+    /// The server keeps connections alive between responses (see `keeps_connections_alive`).
+    pub reuse_connections: bool,
     /// Notes for the summary (proxy use, fallbacks).
     pub notes: Vec<String>,
 }
@@ -119,6 +121,25 @@ pub struct Sampling {
     pub ignore_eos: bool,
     /// `top_logprobs` to request (None: no log-probs).
     pub logprobs: Option<u32>,
+}
+
+/// The underlying HTTP client. `reuse`: keep connections alive between requests.
+fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .http1_only()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(if reuse { usize::MAX } else { 0 })
+        // Servers close idle keep-alive connections after a few seconds (5 s in uvicorn, which
+        // serves vLLM and SGLang, and in llama.cpp's server). A request sent on a connection the
+        // server is closing fails without the server ever seeing it, so the pool drops
+        // connections idle for longer than that first.
+        .pool_idle_timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")));
+    if !use_proxy {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
 /// The HTTP client for one target.
@@ -191,17 +212,7 @@ impl Client {
                 ));
             }
         }
-        let mut builder = reqwest::Client::builder()
-            .http1_only()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")));
-        if !use_proxy {
-            builder = builder.no_proxy();
-        }
-        let http = builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let http = build_http(use_proxy, true)?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = api_key {
@@ -226,6 +237,36 @@ impl Client {
             src = inner.source();
         }
         self.redactor.redact(&s)
+    }
+
+    /// The same client without connection reuse: every request opens its own connection.
+    pub fn without_reuse(&self) -> Result<Client, String> {
+        Ok(Client { http: build_http(self.proxied, false)?, ..self.clone() })
+    }
+
+    /// Whether the server keeps a connection usable after a response of this kind: two
+    /// one-token requests in a row on the same connection. Some servers (llama.cpp's, after a
+    /// streamed response) close the connection although they announce keep-alive; the next
+    /// request sent on it fails before the server reads it.
+    async fn keeps_connections_alive(&self, url: &str, body: &Value) -> bool {
+        for _ in 0..2 {
+            let sent = self
+                .http
+                .post(url)
+                .headers(self.headers.clone())
+                .body(body.to_string())
+                .timeout(Duration::from_secs(60))
+                .send()
+                .await;
+            match sent {
+                Ok(resp) => {
+                    let _ = resp.bytes().await;
+                }
+                Err(e) if !e.is_timeout() => return false,
+                Err(_) => return true, // slow, not closed: no evidence either way
+            }
+        }
+        true
     }
 
     fn connect_hint(&self) -> &'static str {
@@ -393,7 +434,19 @@ impl Client {
             }
             s => return Err(format!("a one-token probe to {url} answered {s}: {text}")),
         }
-        let (tok_status, tok_body, _) = self
+        let mut reuse_connections = true;
+        if (200..300).contains(&status) {
+            let mut b = probe(field);
+            b["stream"] = json!(stream);
+            reuse_connections = self.keeps_connections_alive(&url, &b).await;
+            if !reuse_connections {
+                notes.push(
+                    "the server closes connections after each response although it announces keep-alive: every request opens a new connection (its setup is inside TTFT)".into(),
+                );
+            }
+        }
+        let client = if reuse_connections { self.clone() } else { self.without_reuse()? };
+        let (tok_status, tok_body, _) = client
             .post_json(
                 &format!("{root}/tokenize"),
                 &json!({"model": model, "prompt": "hello world", "content": "hello world"}),
@@ -416,6 +469,7 @@ impl Client {
             max_tokens_field: field,
             models: body.filter(|_| status == 200),
             tokenize,
+            reuse_connections,
             notes,
         })
     }

@@ -342,6 +342,11 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         )
         .await
         .map_err(RunError::Target)?;
+    let client = if resolved.reuse_connections {
+        client
+    } else {
+        client.without_reuse().map_err(RunError::Target)?
+    };
     console.info(&format!("target: {} (model {})", resolved.url, resolved.model));
     for n in &resolved.notes {
         console.info(&format!("note: {n}"));
@@ -397,7 +402,7 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         LoadMode::Closed => load.concurrency,
         LoadMode::Open => load.max_concurrency.unwrap_or(16),
     };
-    if connections > 1 {
+    if resolved.reuse_connections && connections > 1 {
         client.preconnect(&resolved.api_base, connections.min(256) as usize).await;
     }
     let clock = Instant::now();
