@@ -277,17 +277,20 @@ impl Client {
         }
     }
 
-    async fn get_json(&self, url: &str) -> Result<(u16, Option<Value>, String), String> {
-        let resp = self
-            .http
-            .get(url)
-            .headers(self.headers.clone())
-            .timeout(Duration::from_secs(15))
-            .send()
-            .await
-            .map_err(|e| {
-                format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
-            })?;
+    /// A preflight call: (status, JSON body if it is JSON, the body's first characters with
+    /// any secret removed). `body: None` sends a GET.
+    async fn call_json(
+        &self,
+        url: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Option<Value>, String), String> {
+        let req = match body {
+            None => self.http.get(url).timeout(Duration::from_secs(15)),
+            Some(b) => self.http.post(url).body(b.to_string()).timeout(Duration::from_secs(60)),
+        };
+        let resp = req.headers(self.headers.clone()).send().await.map_err(|e| {
+            format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
+        })?;
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap_or_default();
         Ok((
@@ -297,29 +300,16 @@ impl Client {
         ))
     }
 
+    async fn get_json(&self, url: &str) -> Result<(u16, Option<Value>, String), String> {
+        self.call_json(url, None).await
+    }
+
     async fn post_json(
         &self,
         url: &str,
         body: &Value,
     ) -> Result<(u16, Option<Value>, String), String> {
-        let resp = self
-            .http
-            .post(url)
-            .headers(self.headers.clone())
-            .body(body.to_string())
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .map_err(|e| {
-                format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
-            })?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        Ok((
-            status,
-            serde_json::from_str(&text).ok(),
-            self.redactor.redact(&truncate_chars(&text, 300)),
-        ))
+        self.call_json(url, Some(body)).await
     }
 
     /// Check the target before measuring: models, auth, endpoint path, output-length field,
@@ -531,7 +521,7 @@ impl Client {
             sent,
             status: None,
             queue_ms: None,
-            result: failure_result(class, msg),
+            result: ResponseResult::failed(class, msg),
             end: Instant::now(),
         };
         let resp = tokio::select! {
@@ -599,14 +589,15 @@ impl Client {
             let now = Instant::now();
             let result = match end {
                 StreamEnd::Eof { .. } => openai::read_body(&buf, ms(now), capture_text),
-                StreamEnd::Cancelled => failure_result(
+                StreamEnd::Cancelled => ResponseResult::failed(
                     Outcome::Cancelled,
                     "in flight when the run was interrupted".into(),
                 ),
-                StreamEnd::Timeout(m) => failure_result(Outcome::Timeout, m),
-                StreamEnd::ReadError(m) => {
-                    failure_result(Outcome::Truncated, format!("connection failed mid-body: {m}"))
-                }
+                StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
+                StreamEnd::ReadError(m) => ResponseResult::failed(
+                    Outcome::Truncated,
+                    format!("connection failed mid-body: {m}"),
+                ),
                 StreamEnd::Stopped => unreachable!("not produced for bodies"),
             };
             return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: now };
@@ -662,26 +653,6 @@ impl Client {
         } else {
             format!("no bytes for {:?} (stall timeout)", self.opts.stall_timeout)
         }
-    }
-}
-
-fn failure_result(class: Outcome, msg: String) -> ResponseResult {
-    ResponseResult {
-        class,
-        error: Some(msg),
-        first_token_ms: None,
-        last_token_ms: None,
-        itl_ms: Vec::new(),
-        content_events: 0,
-        output_tokens: None,
-        prompt_tokens: None,
-        token_source: None,
-        count_mismatch: false,
-        finish_reason: None,
-        server_timings: None,
-        integrity: Default::default(),
-        done_seen: false,
-        text: None,
     }
 }
 
