@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench::config::{BenchConfig, Override, ResolvedProfile, Source, Target, TimingConfig};
+use bench::config::{BenchConfig, Override, Source, Target, TimingConfig};
 use bench::runner::{self, RunControl, RunSpec};
 use bench::sim::{self, SimOptions, TimingBackend};
 
@@ -110,34 +110,9 @@ async fn run_with(url: &str, dir: &Path, sets: &[&str], control: RunControl) -> 
     ))
     .unwrap();
     let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
-    let mut profile = cfg.resolve("default", &overrides).unwrap().profile;
-    profile.target = Some("sim".into());
-    let target = Target {
-        base_url: url.to_string(),
-        model: Some("sim/timing".into()),
-        api_key_env: None,
-        engine_config: None,
-        max_tokens_field: Default::default(),
-        metrics_url: None,
-        description: None,
-    };
-    let spec = RunSpec {
-        profile: ResolvedProfile {
-            name: "default".into(),
-            profile,
-            target: Some(("sim".into(), target)),
-            file: None,
-        },
-        out_dir: dir.join("run"),
-        run_id: "capacity".into(),
-        git: None,
-        engine: None,
-        quiet: true,
-        handle_signals: false,
-        capture_text: false,
-        logprobs: None,
-        root: dir.to_path_buf(),
-    };
+    let profile = cfg.resolve("default", &overrides).unwrap().profile;
+    let target = Target::at(url).with_model("sim/timing");
+    let spec = RunSpec::quiet(profile, ("sim".into(), target), dir.join("run"), "capacity");
     runner::run(spec, control).await.expect("the run completes")
 }
 

@@ -49,6 +49,37 @@ pub struct RunSpec {
     pub root: PathBuf,
 }
 
+impl RunSpec {
+    /// A quiet run of `profile` against `target` into `out_dir`, without signal handling (for
+    /// tools and tests that drive [`RunControl`] themselves).
+    pub fn quiet(
+        mut profile: Profile,
+        target: (String, Target),
+        out_dir: PathBuf,
+        run_id: impl Into<String>,
+    ) -> RunSpec {
+        profile.target = Some(target.0.clone());
+        let root = out_dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        RunSpec {
+            profile: ResolvedProfile {
+                name: "default".into(),
+                profile,
+                target: Some(target),
+                file: None,
+            },
+            out_dir,
+            run_id: run_id.into(),
+            git: None,
+            engine: None,
+            quiet: true,
+            handle_signals: false,
+            capture_text: false,
+            logprobs: None,
+            root,
+        }
+    }
+}
+
 /// Lets the caller interrupt a run as Ctrl-C would.
 #[derive(Clone)]
 pub struct RunControl {
@@ -302,15 +333,7 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
                 handle.base_url(),
                 handle.describe()
             ));
-            let t = Target {
-                base_url: handle.base_url(),
-                model: Some(handle.model().to_string()),
-                api_key_env: None,
-                engine_config: None,
-                max_tokens_field: Default::default(),
-                metrics_url: None,
-                description: None,
-            };
+            let t = Target::at(handle.base_url()).with_model(handle.model());
             sim_handle = Some(handle);
             ("embedded-sim".to_string(), t, None)
         }
@@ -342,6 +365,11 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         )
         .await
         .map_err(RunError::Target)?;
+    let client = if resolved.reuse_connections {
+        client
+    } else {
+        client.without_reuse().map_err(RunError::Target)?
+    };
     console.info(&format!("target: {} (model {})", resolved.url, resolved.model));
     for n in &resolved.notes {
         console.info(&format!("note: {n}"));
@@ -397,7 +425,7 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         LoadMode::Closed => load.concurrency,
         LoadMode::Open => load.max_concurrency.unwrap_or(16),
     };
-    if connections > 1 {
+    if resolved.reuse_connections && connections > 1 {
         client.preconnect(&resolved.api_base, connections.min(256) as usize).await;
     }
     let clock = Instant::now();

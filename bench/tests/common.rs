@@ -5,9 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bench::config::{
-    BenchConfig, Override, Profile, ResolvedProfile, Source, Target, TimingConfig,
-};
+use bench::config::{BenchConfig, Override, Profile, Source, Target, TimingConfig};
 use bench::runner::{self, RunControl, RunOutcome, RunSpec};
 use bench::sim::{self, SimHandle, SimOptions, TimingBackend};
 
@@ -52,36 +50,11 @@ pub async fn run_against_url(
 pub async fn run_url_with_control(
     base_url: &str,
     model: &str,
-    mut profile: Profile,
+    profile: Profile,
     dir: &Path,
     control: RunControl,
 ) -> RunOutcome {
-    let target = Target {
-        base_url: base_url.to_string(),
-        model: Some(model.to_string()),
-        api_key_env: None,
-        engine_config: None,
-        max_tokens_field: Default::default(),
-        metrics_url: None,
-        description: None,
-    };
-    profile.target = Some("sim".into());
-    let spec = RunSpec {
-        profile: ResolvedProfile {
-            name: "default".into(),
-            profile,
-            target: Some(("sim".into(), target)),
-            file: None,
-        },
-        out_dir: dir.join("run"),
-        run_id: "test".into(),
-        git: None,
-        engine: None,
-        quiet: true,
-        handle_signals: false,
-        capture_text: false,
-        logprobs: None,
-        root: dir.to_path_buf(),
-    };
+    let target = Target::at(base_url).with_model(model);
+    let spec = RunSpec::quiet(profile, ("sim".into(), target), dir.join("run"), "test");
     runner::run(spec, control).await.expect("the run completes")
 }

@@ -23,36 +23,14 @@ max_tokens = 4
 
 fn target(base_url: &str, model: Option<&str>, key_env: Option<&str>) -> Target {
     Target {
-        base_url: base_url.into(),
         model: model.map(str::to_string),
         api_key_env: key_env.map(str::to_string),
-        engine_config: None,
-        max_tokens_field: Default::default(),
-        metrics_url: None,
-        description: None,
+        ..Target::at(base_url)
     }
 }
 
 async fn try_run(t: Target, dir: &Path) -> Result<runner::RunOutcome, RunError> {
-    let mut p = profile(PROFILE, &[]);
-    p.target = Some("t".into());
-    let spec = RunSpec {
-        profile: bench::config::ResolvedProfile {
-            name: "default".into(),
-            profile: p,
-            target: Some(("t".into(), t)),
-            file: None,
-        },
-        out_dir: dir.join("run"),
-        run_id: "diag".into(),
-        git: None,
-        engine: None,
-        quiet: true,
-        handle_signals: false,
-        capture_text: false,
-        logprobs: None,
-        root: dir.to_path_buf(),
-    };
+    let spec = RunSpec::quiet(profile(PROFILE, &[]), ("t".into(), t), dir.join("run"), "diag");
     runner::run(spec, RunControl::default()).await
 }
 

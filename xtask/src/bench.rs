@@ -168,13 +168,9 @@ impl BenchCmd {
                 bench::config::validate_env_name(var).map_err(anyhow::Error::msg)?;
             }
             let target = Target {
-                base_url: url.clone(),
                 model: self.model.clone(),
                 api_key_env: self.api_key_env.clone(),
-                engine_config: None,
-                max_tokens_field: Default::default(),
-                metrics_url: None,
-                description: None,
+                ..Target::at(url)
             };
             resolved.profile.target = Some("cli".into());
             resolved.target = Some(("cli".into(), target));

@@ -125,3 +125,38 @@ fn ctrl_c_writes_what_was_measured_and_exits_130() {
     assert_eq!(s.status, bench::summary::RunStatus::Interrupted);
     assert_eq!(s.requests.by_class.get("cancelled"), Some(&2), "{:?}", s.requests.by_class);
 }
+
+fn write_thresholds(root: &Path, limit_ms: f64) {
+    std::fs::create_dir_all(root.join("thresholds")).unwrap();
+    let text = format!(
+        "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.p99\"\ncomparator = \"<=\"\nlimit = {limit_ms:?}\n\
+         unit = \"ms\"\naction = \"block\"\nadr = 1\nfile = \"docs/adr/0001-x.md\"\nline = 9\n"
+    );
+    std::fs::write(root.join("thresholds/gate.toml"), text).unwrap();
+}
+
+#[test]
+fn bench_gate_passes_and_blocks_on_the_thresholds() {
+    let r = repo("");
+    write_thresholds(r.path(), 10_000.0);
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--out", "runs/pass"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("gate passed"));
+    // The timing simulator's TTFT is 2 ms: a 0.5 ms limit cannot hold.
+    write_thresholds(r.path(), 0.5);
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--github", "--out", "runs/block"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("::error"), "{out}");
+    // The run itself was written before the gate judged it.
+    assert!(r.path().join("runs/block/summary.json").exists());
+    // A broken thresholds file fails before measuring anything.
+    std::fs::write(
+        r.path().join("thresholds/gate.toml"),
+        "version = 1\n[[threshold]]\nmetric = 3\n",
+    )
+    .unwrap();
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--out", "runs/never"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!r.path().join("runs/never").exists());
+}

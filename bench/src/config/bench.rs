@@ -63,6 +63,26 @@ pub struct Target {
     pub description: Option<String>,
 }
 
+impl Target {
+    /// A target at `base_url` with everything else at its default.
+    pub fn at(base_url: impl Into<String>) -> Target {
+        Target {
+            base_url: base_url.into(),
+            model: None,
+            api_key_env: None,
+            engine_config: None,
+            max_tokens_field: MaxTokensField::Auto,
+            metrics_url: None,
+            description: None,
+        }
+    }
+
+    pub fn with_model(mut self, model: impl Into<String>) -> Target {
+        self.model = Some(model.into());
+        self
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MaxTokensField {
