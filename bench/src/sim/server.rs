@@ -98,13 +98,16 @@ impl ServerState {
         (t - self.started).as_secs_f64() * 1000.0
     }
 
-    async fn wait_freeze(&self) {
+    /// Wait out a freeze of the whole server; true when there was one to wait for.
+    async fn wait_freeze(&self) -> bool {
         if let Some((from, until)) = self.freeze {
             let now = Instant::now();
             if now >= from && now < until {
                 tokio::time::sleep_until(until).await;
+                return true;
             }
         }
+        false
     }
 
     fn count(&self, outcome: &str) {
@@ -616,8 +619,9 @@ async fn completions(
         }
         return resp;
     }
-    // A frozen server takes the request in only when it resumes.
-    st.wait_freeze().await;
+    // A frozen server takes the request in only when it resumes; otherwise the engine's clock
+    // for the request starts at its arrival (the handler's own work is part of its latency).
+    let arrival = if st.wait_freeze().await { Instant::now() } else { arrival };
     let gen_req = GenRequest {
         id,
         prompt,
@@ -625,7 +629,7 @@ async fn completions(
         natural_len: plan.doc_tokens.as_ref().map(|t| t.len() as u32),
         ignore_eos,
         priority,
-        arrival: Instant::now(),
+        arrival,
     };
     let events = if fault == Some(Fault::Empty) { None } else { Some(st.backend.submit(gen_req)) };
     respond(st, plan, record, events).await
