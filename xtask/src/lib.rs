@@ -30,6 +30,8 @@ pub mod report;
 pub mod serve;
 #[cfg(feature = "runtime")]
 pub mod sim;
+#[cfg(feature = "runtime")]
+pub mod strategies;
 pub mod test_cmd;
 
 pub use exit::Status;
