@@ -19,7 +19,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Nanos, nanos_to_secs};
+use super::Nanos;
+
+/// Engine nanoseconds as milliseconds (one rounding, so logs show `67.449857`, not noise).
+pub fn nanos_to_ms(t: Nanos) -> f64 {
+    t as f64 / 1e6
+}
 
 /// File name of the decision log in a run directory.
 pub const DECISION_LOG_FILE: &str = "scheduler_decisions.jsonl";
@@ -79,7 +84,7 @@ impl WaitReason {
             WaitReason::Filling { requests, tokens, until } => format!(
                 "{requests} request(s), {tokens} tokens waiting for {} until {:.3} ms",
                 target.unwrap_or("the batch to fill"),
-                nanos_to_secs(*until) * 1e3
+                nanos_to_ms(*until)
             ),
         }
     }

@@ -488,7 +488,7 @@ impl Engine {
         } else {
             Vec::new()
         };
-        let ms = |t: Nanos| nanos_to_secs(t) * 1e3;
+        let ms = decisions::nanos_to_ms;
         let target = match self.strategy {
             Strategy::Fixed { size, .. } => Some(format!("a batch of {size}")),
             Strategy::TokenBudget { budget, .. } => Some(format!("a budget of {budget} tokens")),

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use crate::config::{BatchSection, BatchStrategy};
 
 use super::core::Core;
-use super::decisions::{BatchEvent, FormReason, OomBatch, RequestRef, WaitReason};
+use super::decisions::{BatchEvent, FormReason, OomBatch, RequestRef, WaitReason, nanos_to_ms};
 use super::scheduler::{Batch, Continuous, Scheduler};
-use super::{Nanos, ReqKey, nanos_to_secs, secs_to_nanos};
+use super::{Nanos, ReqKey, secs_to_nanos};
 
 /// HTTP status of requests failed by an out-of-memory batch (an engine error, as vLLM answers
 /// an internal error).
@@ -61,7 +61,7 @@ impl Strategy {
 
     /// The strategy with its parameters, in words.
     pub fn describe(&self) -> String {
-        let ms = |n: Nanos| nanos_to_secs(n) * 1e3;
+        let ms = nanos_to_ms;
         match self {
             Strategy::Continuous => "continuous batching".into(),
             Strategy::Serial => "serial (one request at a time)".into(),
@@ -184,7 +184,7 @@ impl BatchFormer {
             if kv_blocks_needed > free {
                 let oom = OomBatch {
                     batch: self.batch,
-                    t_ms: nanos_to_secs(now) * 1e3,
+                    t_ms: nanos_to_ms(now),
                     requests: members.iter().map(|&k| request_ref(core, k)).collect(),
                     batch_tokens,
                     kv_blocks_needed,
@@ -247,7 +247,7 @@ impl BatchFormer {
         let members = core.running.clone();
         let oom = OomBatch {
             batch: self.batch,
-            t_ms: nanos_to_secs(now) * 1e3,
+            t_ms: nanos_to_ms(now),
             requests: members.iter().map(|&k| request_ref(core, k)).collect(),
             batch_tokens: members.iter().map(|&k| Self::reservation(core, k).0).sum(),
             kv_blocks_needed: members.iter().map(|&k| Self::reservation(core, k).1).sum(),
