@@ -56,7 +56,8 @@ pub fn variant_config(base: &Source, strategy: BatchStrategy) -> Result<String, 
     let b = &config.batch;
     match strategy {
         BatchStrategy::Fixed => {
-            batch.insert("fixed_batch_size".into(), (b.fixed_batch_size() as i64).into());
+            let size = b.fixed_batch_size_for(config.scheduler.max_num_seqs);
+            batch.insert("fixed_batch_size".into(), (size as i64).into());
             batch.insert("max_wait_ms".into(), b.max_wait_ms().into());
         }
         BatchStrategy::TokenBudget => {
@@ -84,7 +85,8 @@ pub fn batching_label(config: &EngineConfig) -> String {
     match b.strategy {
         BatchStrategy::Serial => "1 request".into(),
         BatchStrategy::Fixed => {
-            format!("{} requests, wait {} ms", b.fixed_batch_size(), b.max_wait_ms())
+            let size = b.fixed_batch_size_for(config.scheduler.max_num_seqs);
+            format!("{size} requests, wait {} ms", b.max_wait_ms())
         }
         BatchStrategy::TokenBudget => match b.max_token_budget {
             Some(n) => format!("{n} tokens, wait {} ms", b.max_wait_ms()),

@@ -254,7 +254,8 @@ pub struct TokenIntervalSection {
 #[serde(deny_unknown_fields, default)]
 pub struct BatchSection {
     pub strategy: BatchStrategy,
-    /// `fixed`: requests per batch. Default 8; at most `scheduler.max_num_seqs`.
+    /// `fixed`: requests per batch. Default 8 (or `scheduler.max_num_seqs` when smaller); at
+    /// most `scheduler.max_num_seqs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fixed_batch_size: Option<u32>,
     /// `fixed`, `token_budget`: the longest the oldest waiting request waits for its batch to
@@ -325,8 +326,9 @@ impl BatchSection {
         *self == BatchSection::default()
     }
 
-    pub fn fixed_batch_size(&self) -> u32 {
-        self.fixed_batch_size.unwrap_or(DEFAULT_FIXED_BATCH_SIZE)
+    /// The batch size in effect: the configured one, else 8 (at most `max_num_seqs`).
+    pub fn fixed_batch_size_for(&self, max_num_seqs: u32) -> u32 {
+        self.fixed_batch_size.unwrap_or(DEFAULT_FIXED_BATCH_SIZE.min(max_num_seqs))
     }
 
     pub fn max_wait_ms(&self) -> f64 {
@@ -753,7 +755,8 @@ mod tests {
                 .unwrap();
         assert_eq!(c.batch.max_token_budget_for(4096), 16384);
         assert_eq!(c.batch.max_token_budget_for(32768), 32768);
-        assert_eq!((c.batch.fixed_batch_size(), c.batch.max_wait_ms()), (8, 50.0));
+        assert_eq!((c.batch.fixed_batch_size_for(256), c.batch.max_wait_ms()), (8, 50.0));
+        assert_eq!(c.batch.fixed_batch_size_for(4), 4);
 
         let err = cfg(&format!("{MINIMAL}[batch]\nstrategy = \"dynamic\"\n")).unwrap_err();
         assert_eq!(err.line, Some(4), "{err}");

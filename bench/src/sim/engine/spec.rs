@@ -226,7 +226,7 @@ impl EngineSpec {
             }
         };
 
-        let strategy = Strategy::from_config(&config.batch, max_model_len);
+        let strategy = Strategy::from_config(&config.batch, max_model_len, s.max_num_seqs);
         if let Strategy::TokenBudget { budget, .. } = strategy {
             if budget < max_model_len as u64 {
                 return Err(SpecError::new(

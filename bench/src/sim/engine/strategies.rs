@@ -37,12 +37,14 @@ pub enum Strategy {
 
 impl Strategy {
     /// The strategy a `[batch]` section selects, once the model's context length is known.
-    pub fn from_config(batch: &BatchSection, max_model_len: u32) -> Strategy {
+    pub fn from_config(batch: &BatchSection, max_model_len: u32, max_num_seqs: u32) -> Strategy {
         let max_wait = secs_to_nanos(batch.max_wait_ms() / 1e3);
         match batch.strategy {
             BatchStrategy::Continuous => Strategy::Continuous,
             BatchStrategy::Serial => Strategy::Serial,
-            BatchStrategy::Fixed => Strategy::Fixed { size: batch.fixed_batch_size(), max_wait },
+            BatchStrategy::Fixed => {
+                Strategy::Fixed { size: batch.fixed_batch_size_for(max_num_seqs), max_wait }
+            }
             BatchStrategy::TokenBudget => Strategy::TokenBudget {
                 budget: batch.max_token_budget_for(max_model_len) as u64,
                 max_wait,

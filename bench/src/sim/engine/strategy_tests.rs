@@ -38,6 +38,8 @@ fn the_strategy_comes_from_the_config() {
     assert_eq!(s.strategy, Strategy::Fixed { size: 4, max_wait: 20_000_000 });
     assert_eq!(Engine::new(&s).scheduler_name(), "fixed");
     assert!(s.describe().contains("fixed batches of 4 requests"), "{}", s.describe());
+    let s = with_batch("strategy = \"fixed\"", "max_num_seqs = 4");
+    assert_eq!(s.strategy, Strategy::Fixed { size: 4, max_wait: 50_000_000 }, "capped default");
     let s = with_batch("strategy = \"token_budget\"", "");
     assert_eq!(s.strategy, Strategy::TokenBudget { budget: 16384, max_wait: 50_000_000 });
     let s = with_batch("", "");
