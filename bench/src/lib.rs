@@ -21,6 +21,7 @@ pub mod runner;
 pub mod schedule;
 pub mod sim;
 pub mod sse;
+pub mod strategy_compare;
 pub mod summary;
 pub mod workload;
 

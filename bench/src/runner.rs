@@ -321,7 +321,8 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     let (target_name, target, api_key_env) = match &spec.profile.target {
         Some((name, t)) => (name.clone(), t.clone(), t.api_key_env.clone()),
         None => {
-            let embedded = sim::embedded(&profile.sim, &spec.root).map_err(RunError::Simulator)?;
+            let embedded = sim::embedded_for_run(&profile.sim, &spec.root, &dir)
+                .map_err(RunError::Simulator)?;
             if engine.is_none() {
                 engine = embedded.engine.clone();
             }
@@ -577,7 +578,9 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         WorkloadInfo { items: shared.workload.len() as u64, length_basis: shared.workload.basis };
     drop(shared); // closes the record channel
     let (acc, texts) = collector.join().expect("collector thread does not panic")?;
+    let mut scheduler = None;
     if let Some(h) = sim_handle.take() {
+        scheduler = h.scheduler_report();
         h.shutdown().await;
     }
 
@@ -626,6 +629,10 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         notes,
     };
     summary.set_metrics(metrics);
+    if let Some(report) = scheduler {
+        summary.notes.extend(report.notes());
+        summary.extra.insert("scheduler".into(), serde_json::to_value(&report).unwrap_or_default());
+    }
     if load.mode == LoadMode::Open {
         let lag_p99 = summary.schedule.stats.lag_ms.as_ref().map(|s| s.p99);
         let behind_rate = match (summary.schedule.stats.achieved_rate, requested_rate) {

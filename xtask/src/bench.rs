@@ -66,6 +66,11 @@ pub struct BenchCmd {
     /// With --gate, also print GitHub Actions annotations.
     #[arg(long, requires = "gate")]
     pub github: bool,
+    /// Run the profile once per batching strategy against the embedded engine simulator and
+    /// compare them, e.g. serial,fixed,token_budget,continuous (--out is the comparison's
+    /// directory).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target", "gate"])]
+    pub compare_strategies: Option<String>,
 }
 
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
@@ -104,6 +109,9 @@ impl BenchCmd {
     }
 
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        if let Some(list) = &self.compare_strategies {
+            return crate::strategies::run(&self, list, sh);
+        }
         let root = sh.current_dir();
         let spec = self.spec(&root)?;
         // Read the thresholds first: a broken file should fail before minutes of measuring.

@@ -31,6 +31,8 @@ pub mod serve;
 pub mod settings;
 #[cfg(feature = "runtime")]
 pub mod sim;
+#[cfg(feature = "runtime")]
+pub mod strategies;
 pub mod test_cmd;
 
 pub use exit::Status;

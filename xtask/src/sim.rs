@@ -47,6 +47,12 @@ impl SimCmd {
             overrides.push(Override { key: format!("sim.faults.{}", o.key), ..o });
         }
         let profile = cfg.resolve(&self.profile, &overrides)?.profile;
+        if profile.sim.save_scheduler_decision {
+            eprintln!(
+                "note: save_scheduler_decision writes the decision log into a bench run's \
+                 directory; the standalone simulator keeps none"
+            );
+        }
         let mut embedded = bench::sim::embedded(&profile.sim, &root).map_err(anyhow::Error::msg)?;
         if let Some(var) = &self.api_key_env {
             let key = bench::client::read_api_key(var, "sim").map_err(anyhow::Error::msg)?;

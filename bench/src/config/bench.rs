@@ -325,6 +325,9 @@ pub struct SimConfig {
     pub corruption_rate: f64,
     /// Relative perturbation of every log-prob (simulates a lower-precision engine).
     pub logprob_drift: f64,
+    /// Engine mode: append every scheduling decision to `scheduler_decisions.jsonl` in the run
+    /// directory (a run artifact, not an inference parameter).
+    pub save_scheduler_decision: bool,
     pub timing: TimingConfig,
     pub faults: FaultConfig,
 }
@@ -337,6 +340,7 @@ impl Default for SimConfig {
             usage: UsageMode::Final,
             corruption_rate: 0.0,
             logprob_drift: 0.0,
+            save_scheduler_decision: false,
             timing: TimingConfig::default(),
             faults: FaultConfig::default(),
         }

@@ -146,6 +146,11 @@ impl SimHandle {
         self.state.records.lock().unwrap().clone()
     }
 
+    /// What the engine's scheduler did so far (engine mode; `None` in timing mode).
+    pub fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {
+        self.state.backend.scheduler_report()
+    }
+
     /// Stop accepting connections and wait for the server task.
     pub async fn shutdown(mut self) {
         if let Some(tx) = self.shutdown.take() {
@@ -630,6 +635,7 @@ async fn completions(
         ignore_eos,
         priority,
         arrival,
+        request_id: record.request_id.clone(),
     };
     let events = if fault == Some(Fault::Empty) { None } else { Some(st.backend.submit(gen_req)) };
     respond(st, plan, record, events).await
