@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use bench::config::{BenchConfig, Override, Profile, Source, Target, TimingConfig};
+use bench::config::{
+    BenchConfig, Override, Profile, ResolvedProfile, Source, Target, TimingConfig,
+};
 use bench::runner::{self, RunControl, RunOutcome, RunSpec};
 use bench::sim::{self, SimHandle, SimOptions, TimingBackend};
 
