@@ -86,7 +86,7 @@ pub fn split_base_url(base: &str) -> (String, String) {
     }
 }
 
-fn is_loopback(url: &str) -> bool {
+pub fn is_loopback(url: &str) -> bool {
     reqwest::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))

@@ -52,6 +52,29 @@ pub async fn run_against_url(
 pub async fn run_url_with_control(
     base_url: &str,
     model: &str,
+    profile: Profile,
+    dir: &Path,
+    control: RunControl,
+) -> RunOutcome {
+    run_target(base_url, model, None, profile, dir, control).await
+}
+
+/// Run against a simulator whose metrics are scraped from `metrics_path` instead of `/metrics`.
+pub async fn run_against_url_with_metrics(
+    handle: &SimHandle,
+    profile: Profile,
+    dir: &Path,
+    metrics_path: &str,
+) -> RunOutcome {
+    let url = format!("{}{metrics_path}", handle.base_url());
+    run_target(&handle.base_url(), handle.model(), Some(url), profile, dir, RunControl::default())
+        .await
+}
+
+pub async fn run_target(
+    base_url: &str,
+    model: &str,
+    metrics_url: Option<String>,
     mut profile: Profile,
     dir: &Path,
     control: RunControl,
@@ -62,7 +85,7 @@ pub async fn run_url_with_control(
         api_key_env: None,
         engine_config: None,
         max_tokens_field: Default::default(),
-        metrics_url: None,
+        metrics_url,
         description: None,
     };
     profile.target = Some("sim".into());
@@ -85,3 +108,39 @@ pub async fn run_url_with_control(
     };
     runner::run(spec, control).await.expect("the run completes")
 }
+
+/// An engine spec from engine-config TOML text.
+pub fn engine_spec(toml_text: &str) -> bench::sim::engine::EngineSpec {
+    let cfg = bench::config::EngineConfig::from_source(&Source::new("engine.toml", toml_text))
+        .expect("valid engine config");
+    bench::sim::engine::EngineSpec::new(&cfg).expect("valid engine spec")
+}
+
+/// Start an engine-model simulator for a spec on an OS-chosen loopback port.
+pub async fn start_engine_sim(
+    spec: &bench::sim::engine::EngineSpec,
+    opts: SimOptions,
+) -> SimHandle {
+    let backend = Arc::new(bench::sim::engine::EngineBackend::new(spec));
+    let opts = SimOptions { model: spec.served_model_name.clone(), ..opts };
+    sim::start(opts, backend, ([127, 0, 0, 1], 0).into()).await.expect("start the simulator")
+}
+
+/// A small engine: a 1B model on an L4 with a KV cache of a few hundred tokens, so the KV budget
+/// binds at a handful of concurrent requests and every step lasts ~10 ms.
+pub const SMALL_ENGINE: &str = r#"
+[engine]
+model = "meta-llama/Llama-3.2-1B-Instruct"
+dtype = "bfloat16"
+gpu_memory_utilization = 0.1425   # 67 KV blocks (1072 tokens)
+max_model_len = 512
+[scheduler]
+max_num_seqs = 64
+max_num_batched_tokens = 1024
+enable_chunked_prefill = true
+enable_prefix_caching = false
+[device]
+name = "L4"
+price_per_hour = 0.8
+count = 1
+"#;
