@@ -27,6 +27,7 @@ pub mod server_metrics;
 pub mod sim;
 pub mod sse;
 pub mod summary;
+pub mod sweep;
 pub mod workload;
 
 pub use outcome::Outcome;

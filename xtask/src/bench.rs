@@ -11,7 +11,7 @@ use xshell::Shell;
 
 use crate::{Status, gitinfo, report};
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BenchCmd {
     /// Profile from the bench config.
     #[arg(short, long, default_value = "default")]
@@ -55,6 +55,16 @@ pub struct BenchCmd {
     /// No progress bar and no informational lines.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Sweep the load, one run per stage: concurrency=32,128,256 or rate=2,4,8 (see
+    /// docs/acceptance.md). The sweep directory gets sweep.json and sweep.svg.
+    #[arg(long, value_name = "DIM=V,V,...", conflicts_with_all = ["concurrency", "rate"])]
+    pub sweep: Option<String>,
+    /// Sweep: length of each stage in seconds (default: stages are counted in requests).
+    #[arg(long, value_name = "SECONDS", requires = "sweep")]
+    pub stage_duration: Option<f64>,
+    /// Sweep: share of each stage dropped as warmup before the measured steady state.
+    #[arg(long, value_name = "F", default_value_t = 1.0 / 3.0)]
+    pub warmup_fraction: f64,
 }
 
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
@@ -93,6 +103,9 @@ impl BenchCmd {
     }
 
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        if self.sweep.is_some() {
+            return crate::sweep::run(self, sh);
+        }
         let root = sh.current_dir();
         let spec = self.spec(&root)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -129,6 +142,11 @@ impl BenchCmd {
 
     /// Resolve the config and command line into a run specification.
     pub fn spec(&self, root: &Path) -> anyhow::Result<RunSpec> {
+        self.spec_with(root, &[])
+    }
+
+    /// [`Self::spec`] with overrides applied after the command line's (sweep stages).
+    pub fn spec_with(&self, root: &Path, extra: &[Override]) -> anyhow::Result<RunSpec> {
         let cfg = match &self.config {
             Some(p) => BenchConfig::load(&root.join(p))?,
             None if root.join(DEFAULT_CONFIG).exists() => {
@@ -136,7 +154,9 @@ impl BenchCmd {
             }
             None => BenchConfig::builtin(),
         };
-        let mut resolved = cfg.resolve(&self.profile, &self.overrides()?)?;
+        let mut overrides = self.overrides()?;
+        overrides.extend_from_slice(extra);
+        let mut resolved = cfg.resolve(&self.profile, &overrides)?;
         if let Some(url) = &self.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 bail!("--base-url must start with http:// or https://, got `{url}`");

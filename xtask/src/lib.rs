@@ -25,6 +25,8 @@ pub mod gitinfo;
 pub mod report;
 #[cfg(feature = "runtime")]
 pub mod sim;
+#[cfg(feature = "runtime")]
+pub mod sweep;
 
 pub use exit::Status;
 
