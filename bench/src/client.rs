@@ -242,7 +242,8 @@ impl Client {
         ))
     }
 
-    async fn post_json(
+    /// POST a JSON body (60 s timeout): status, the body as JSON when it is JSON, and its text.
+    pub async fn post_json(
         &self,
         url: &str,
         body: &Value,

@@ -8,6 +8,8 @@
 //! runtime or an HTTP stack.
 
 #[cfg(feature = "runtime")]
+pub mod accept;
+#[cfg(feature = "runtime")]
 pub mod client;
 pub mod config;
 pub mod cost;

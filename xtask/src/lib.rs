@@ -18,6 +18,8 @@ use clap::{Parser, Subcommand};
 use xshell::Shell;
 
 #[cfg(feature = "runtime")]
+pub mod accept;
+#[cfg(feature = "runtime")]
 pub mod bench;
 pub mod engine;
 pub mod exit;
@@ -54,6 +56,9 @@ pub enum Command {
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
+    /// Accept a candidate engine against a baseline: numeric, engine and business layers.
+    #[cfg(feature = "runtime")]
+    Accept(accept::AcceptCmd),
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
@@ -66,6 +71,8 @@ impl Command {
             Command::Bench(c) => c.run(sh),
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Accept(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
         }
     }
