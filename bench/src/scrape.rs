@@ -114,8 +114,9 @@ impl Scraper {
                 return None;
             }
         };
-        let gpu = gpu && cfg.gpu && on_path("nvidia-smi");
-        if cfg.gpu && !gpu {
+        let wanted = gpu && cfg.gpu;
+        let gpu = wanted && on_path("nvidia-smi");
+        if wanted && !gpu {
             notes.push("nvidia-smi not found: no GPU utilisation samples".into());
         }
         let data = Arc::new(Mutex::new(Collected {
