@@ -127,7 +127,7 @@ impl AcceptCmd {
             .build()
             .context("cannot start the async runtime")?;
         let report = rt.block_on(driver::run(spec)).context("the acceptance could not run")?;
-        println!("{}", render(&report));
+        print!("{}", render(&report));
         println!("run directory: {}", dir.display());
         Ok(Status::from_ok(report.passed))
     }
@@ -231,7 +231,10 @@ pub fn render(r: &AcceptanceReport) -> String {
                 (false, true) => "FAIL",
                 (false, false) => "below (reported only)",
             };
-            let decimals = if c.threshold != 0.0 && c.threshold.abs() < 0.01 { 6 } else { 4 };
+            // Thresholds near 1 (cosine) or near 0 (rtol) need the digits that decide them.
+            let near_one = c.threshold > 0.99 && c.threshold < 1.0;
+            let small = c.threshold != 0.0 && c.threshold.abs() < 0.01;
+            let decimals = if near_one || small { 6 } else { 4 };
             t.add_row([
                 Cell::new(format!("{} ({})", l.name, l.verdict.as_str())),
                 Cell::new(&c.name),
@@ -268,4 +271,81 @@ pub fn render(r: &AcceptanceReport) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench::accept::{Check, Layer, Verdict};
+
+    #[test]
+    fn render_shows_every_check_the_verdict_and_the_actions() {
+        let mut r = AcceptanceReport {
+            schema_version: 1,
+            run_id: "r".into(),
+            started_at: String::new(),
+            baseline: None,
+            candidate: None,
+            dataset: serde_json::Value::Null,
+            settings: serde_json::Value::Null,
+            thresholds: Thresholds::default(),
+            layers: vec![
+                Layer::evaluated(
+                    "numeric",
+                    vec![
+                        Check::at_least(
+                            "cosine similarity",
+                            Some(0.99991),
+                            0.9995,
+                            "stop the build",
+                        ),
+                        Check::at_most(
+                            "max relative error",
+                            Some(0.002),
+                            0.001,
+                            "flag operator overflow",
+                        ),
+                    ],
+                    serde_json::json!({"first_divergence": {"item": 2, "position": 5, "reason": "rtol"}}),
+                    vec![],
+                ),
+                Layer::not_evaluated("engine", Verdict::Skipped, "the numeric layer failed".into()),
+            ],
+            passed: true,
+            actions: vec![],
+            notes: vec![],
+        };
+        r.conclude();
+        let out = render(&r);
+        assert!(out.contains("0.999910"), "{out}");
+        assert!(out.contains("FAIL"), "{out}");
+        assert!(out.contains("first divergence: item 2 position 5 (rtol)"), "{out}");
+        assert!(out.contains("acceptance: FAILED"), "{out}");
+        assert!(out.contains("action: max relative error: flag operator overflow"), "{out}");
+        assert!(out.contains("skipped"), "{out}");
+    }
+
+    #[test]
+    fn targets_or_logits_are_required() {
+        use clap::Parser;
+        let cli = crate::Cli::try_parse_from(["cargo xtask", "accept"]).unwrap();
+        let crate::Command::Accept(cmd) = cli.command else { panic!("accept") };
+        let err = cmd.spec(Path::new("/nonexistent")).unwrap_err().to_string();
+        assert!(err.contains("--baseline TARGET --candidate TARGET"), "{err}");
+        assert!(crate::Cli::try_parse_from(["cargo xtask", "accept", "--baseline", "a"]).is_err());
+        let cli = crate::Cli::try_parse_from([
+            "cargo xtask",
+            "accept",
+            "dataset",
+            "--items",
+            "5",
+            "--out",
+            "x.jsonl",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            crate::Command::Accept(AcceptCmd { sub: Some(AcceptSub::Dataset(_)), .. })
+        ));
+    }
 }
