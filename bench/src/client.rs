@@ -73,6 +73,8 @@ pub struct Resolved {
     pub max_tokens_field: &'static str,
     pub models: Option<Value>,
     pub tokenize: bool,
+    /// The server keeps connections alive between responses (see `keeps_connections_alive`).
+    pub reuse_connections: bool,
     /// Notes for the summary (proxy use, fallbacks).
     pub notes: Vec<String>,
 }
@@ -121,6 +123,25 @@ pub struct Sampling {
     pub logprobs: Option<u32>,
 }
 
+/// The underlying HTTP client. `reuse`: keep connections alive between requests.
+fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .http1_only()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(if reuse { usize::MAX } else { 0 })
+        // Servers close idle keep-alive connections after a few seconds (5 s in uvicorn, which
+        // serves vLLM and SGLang, and in llama.cpp's server). A request sent on a connection the
+        // server is closing fails without the server ever seeing it, so the pool drops
+        // connections idle for longer than that first.
+        .pool_idle_timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")));
+    if !use_proxy {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
 /// The HTTP client for one target.
 #[derive(Clone)]
 pub struct Client {
@@ -139,6 +160,20 @@ pub struct Exchange {
     pub queue_ms: Option<f64>,
     pub result: ResponseResult,
     pub end: Instant,
+}
+
+/// One request to execute.
+#[derive(Clone, Debug)]
+pub struct Call<'a> {
+    pub url: &'a str,
+    pub body: bytes::Bytes,
+    pub stream: bool,
+    /// Sent as `x-request-id` (servers may log it; the simulator records it).
+    pub request_id: &'a str,
+    /// The run clock's origin: event times are ms since this instant.
+    pub clock: Instant,
+    /// Keep the generated text.
+    pub capture_text: bool,
 }
 
 /// Signals from the runner to requests in flight.
@@ -177,17 +212,7 @@ impl Client {
                 ));
             }
         }
-        let mut builder = reqwest::Client::builder()
-            .http1_only()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("infergate/", env!("CARGO_PKG_VERSION")));
-        if !use_proxy {
-            builder = builder.no_proxy();
-        }
-        let http = builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let http = build_http(use_proxy, true)?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = api_key {
@@ -214,6 +239,36 @@ impl Client {
         self.redactor.redact(&s)
     }
 
+    /// The same client without connection reuse: every request opens its own connection.
+    pub fn without_reuse(&self) -> Result<Client, String> {
+        Ok(Client { http: build_http(self.proxied, false)?, ..self.clone() })
+    }
+
+    /// Whether the server keeps a connection usable after a response of this kind: two
+    /// one-token requests in a row on the same connection. Some servers (llama.cpp's, after a
+    /// streamed response) close the connection although they announce keep-alive; the next
+    /// request sent on it fails before the server reads it.
+    async fn keeps_connections_alive(&self, url: &str, body: &Value) -> bool {
+        for _ in 0..2 {
+            let sent = self
+                .http
+                .post(url)
+                .headers(self.headers.clone())
+                .body(body.to_string())
+                .timeout(Duration::from_secs(60))
+                .send()
+                .await;
+            match sent {
+                Ok(resp) => {
+                    let _ = resp.bytes().await;
+                }
+                Err(e) if !e.is_timeout() => return false,
+                Err(_) => return true, // slow, not closed: no evidence either way
+            }
+        }
+        true
+    }
+
     fn connect_hint(&self) -> &'static str {
         if self.proxied {
             " (requests go through a proxy from the environment; is it reachable?)"
@@ -222,17 +277,20 @@ impl Client {
         }
     }
 
-    async fn get_json(&self, url: &str) -> Result<(u16, Option<Value>, String), String> {
-        let resp = self
-            .http
-            .get(url)
-            .headers(self.headers.clone())
-            .timeout(Duration::from_secs(15))
-            .send()
-            .await
-            .map_err(|e| {
-                format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
-            })?;
+    /// A preflight call: (status, JSON body if it is JSON, the body's first characters with
+    /// any secret removed). `body: None` sends a GET.
+    async fn call_json(
+        &self,
+        url: &str,
+        body: Option<&Value>,
+    ) -> Result<(u16, Option<Value>, String), String> {
+        let req = match body {
+            None => self.http.get(url).timeout(Duration::from_secs(15)),
+            Some(b) => self.http.post(url).body(b.to_string()).timeout(Duration::from_secs(60)),
+        };
+        let resp = req.headers(self.headers.clone()).send().await.map_err(|e| {
+            format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
+        })?;
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap_or_default();
         Ok((
@@ -242,30 +300,17 @@ impl Client {
         ))
     }
 
+    async fn get_json(&self, url: &str) -> Result<(u16, Option<Value>, String), String> {
+        self.call_json(url, None).await
+    }
+
     /// POST a JSON body (60 s timeout): status, the body as JSON when it is JSON, and its text.
     pub async fn post_json(
         &self,
         url: &str,
         body: &Value,
     ) -> Result<(u16, Option<Value>, String), String> {
-        let resp = self
-            .http
-            .post(url)
-            .headers(self.headers.clone())
-            .body(body.to_string())
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .map_err(|e| {
-                format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
-            })?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        Ok((
-            status,
-            serde_json::from_str(&text).ok(),
-            self.redactor.redact(&truncate_chars(&text, 300)),
-        ))
+        self.call_json(url, Some(body)).await
     }
 
     /// Check the target before measuring: models, auth, endpoint path, output-length field,
@@ -380,7 +425,19 @@ impl Client {
             }
             s => return Err(format!("a one-token probe to {url} answered {s}: {text}")),
         }
-        let (tok_status, tok_body, _) = self
+        let mut reuse_connections = true;
+        if (200..300).contains(&status) {
+            let mut b = probe(field);
+            b["stream"] = json!(stream);
+            reuse_connections = self.keeps_connections_alive(&url, &b).await;
+            if !reuse_connections {
+                notes.push(
+                    "the server closes connections after each response although it announces keep-alive: every request opens a new connection (its setup is inside TTFT)".into(),
+                );
+            }
+        }
+        let client = if reuse_connections { self.clone() } else { self.without_reuse()? };
+        let (tok_status, tok_body, _) = client
             .post_json(
                 &format!("{root}/tokenize"),
                 &json!({"model": model, "prompt": "hello world", "content": "hello world"}),
@@ -403,6 +460,7 @@ impl Client {
             max_tokens_field: field,
             models: body.filter(|_| status == 200),
             tokenize,
+            reuse_connections,
             notes,
         })
     }
@@ -445,16 +503,8 @@ impl Client {
 
     /// Execute one request. Latencies are computed later from `intended`; here every event is
     /// timestamped on arrival (before JSON parsing) on the run clock.
-    pub async fn execute(
-        &self,
-        url: &str,
-        body: bytes::Bytes,
-        stream: bool,
-        request_id: &str,
-        clock: Instant,
-        capture_text: bool,
-        mut phase: watch::Receiver<Phase>,
-    ) -> Exchange {
+    pub async fn execute(&self, call: Call<'_>, mut phase: watch::Receiver<Phase>) -> Exchange {
+        let Call { url, body, stream, request_id, clock, capture_text } = call;
         let ms = |t: Instant| (t - clock).as_secs_f64() * 1000.0;
         let deadline = Instant::now() + self.opts.request_timeout;
         let sent = Instant::now();
@@ -472,7 +522,7 @@ impl Client {
             sent,
             status: None,
             queue_ms: None,
-            result: failure_result(class, msg),
+            result: ResponseResult::failed(class, msg),
             end: Instant::now(),
         };
         let resp = tokio::select! {
@@ -540,14 +590,15 @@ impl Client {
             let now = Instant::now();
             let result = match end {
                 StreamEnd::Eof { .. } => openai::read_body(&buf, ms(now), capture_text),
-                StreamEnd::Cancelled => failure_result(
+                StreamEnd::Cancelled => ResponseResult::failed(
                     Outcome::Cancelled,
                     "in flight when the run was interrupted".into(),
                 ),
-                StreamEnd::Timeout(m) => failure_result(Outcome::Timeout, m),
-                StreamEnd::ReadError(m) => {
-                    failure_result(Outcome::Truncated, format!("connection failed mid-body: {m}"))
-                }
+                StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
+                StreamEnd::ReadError(m) => ResponseResult::failed(
+                    Outcome::Truncated,
+                    format!("connection failed mid-body: {m}"),
+                ),
                 StreamEnd::Stopped => unreachable!("not produced for bodies"),
             };
             return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: now };
@@ -603,26 +654,6 @@ impl Client {
         } else {
             format!("no bytes for {:?} (stall timeout)", self.opts.stall_timeout)
         }
-    }
-}
-
-fn failure_result(class: Outcome, msg: String) -> ResponseResult {
-    ResponseResult {
-        class,
-        error: Some(msg),
-        first_token_ms: None,
-        last_token_ms: None,
-        itl_ms: Vec::new(),
-        content_events: 0,
-        output_tokens: None,
-        prompt_tokens: None,
-        token_source: None,
-        count_mismatch: false,
-        finish_reason: None,
-        server_timings: None,
-        integrity: Default::default(),
-        done_seen: false,
-        text: None,
     }
 }
 

@@ -28,6 +28,7 @@ pub mod scrape;
 pub mod server_metrics;
 pub mod sim;
 pub mod sse;
+pub mod strategy_compare;
 pub mod summary;
 pub mod sweep;
 pub mod workload;

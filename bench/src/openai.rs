@@ -174,6 +174,34 @@ pub struct ResponseResult {
     pub text: Option<String>,
 }
 
+impl ResponseResult {
+    /// A response that failed before any content: only a class and a reason.
+    pub fn failed(class: Outcome, msg: String) -> ResponseResult {
+        ResponseResult::bare(class, Some(msg))
+    }
+
+    /// A class and an optional reason, nothing measured yet.
+    pub fn bare(class: Outcome, error: Option<String>) -> ResponseResult {
+        ResponseResult {
+            class,
+            error,
+            first_token_ms: None,
+            last_token_ms: None,
+            itl_ms: Vec::new(),
+            content_events: 0,
+            output_tokens: None,
+            prompt_tokens: None,
+            token_source: None,
+            count_mismatch: false,
+            finish_reason: None,
+            server_timings: None,
+            integrity: StreamIntegrity::default(),
+            done_seen: false,
+            text: None,
+        }
+    }
+}
+
 /// Follows one streamed response event by event. Times are the arrival times of the bytes that
 /// completed each event, in ms on the run clock.
 #[derive(Debug, Default)]
@@ -392,23 +420,7 @@ impl StreamTracker {
 /// Read a whole (non-streamed) response body that arrived complete at `t_ms`. Non-streamed
 /// responses have no TTFT and no ITL; E2E is the arrival of the body.
 pub fn read_body(body: &[u8], t_ms: f64, capture_text: bool) -> ResponseResult {
-    let mut result = ResponseResult {
-        class: Outcome::Ok,
-        error: None,
-        first_token_ms: None,
-        last_token_ms: None,
-        itl_ms: Vec::new(),
-        content_events: 0,
-        output_tokens: None,
-        prompt_tokens: None,
-        token_source: None,
-        count_mismatch: false,
-        finish_reason: None,
-        server_timings: None,
-        integrity: StreamIntegrity::default(),
-        done_seen: false,
-        text: None,
-    };
+    let mut result = ResponseResult::bare(Outcome::Ok, None);
     let chunk: Chunk<'_> = match serde_json::from_slice(body) {
         Ok(c) => c,
         Err(e) => {

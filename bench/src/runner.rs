@@ -12,7 +12,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::client::{Client, ClientOptions, Phase, Resolved, Sampling, read_api_key, request_body};
+use crate::client::{
+    Call, Client, ClientOptions, Phase, Resolved, Sampling, read_api_key, request_body,
+};
 use crate::config::{LoadMode, Profile, ResolvedProfile, Target};
 use crate::metrics::MetricsAccumulator;
 use crate::record::{RequestRecord, round_us};
@@ -45,6 +47,37 @@ pub struct RunSpec {
     pub logprobs: Option<u32>,
     /// Repository root, for relative paths in the config (datasets, engine configs).
     pub root: PathBuf,
+}
+
+impl RunSpec {
+    /// A quiet run of `profile` against `target` into `out_dir`, without signal handling (for
+    /// tools and tests that drive [`RunControl`] themselves).
+    pub fn quiet(
+        mut profile: Profile,
+        target: (String, Target),
+        out_dir: PathBuf,
+        run_id: impl Into<String>,
+    ) -> RunSpec {
+        profile.target = Some(target.0.clone());
+        let root = out_dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        RunSpec {
+            profile: ResolvedProfile {
+                name: "default".into(),
+                profile,
+                target: Some(target),
+                file: None,
+            },
+            out_dir,
+            run_id: run_id.into(),
+            git: None,
+            engine: None,
+            quiet: true,
+            handle_signals: false,
+            capture_text: false,
+            logprobs: None,
+            root,
+        }
+    }
 }
 
 /// Lets the caller interrupt a run as Ctrl-C would.
@@ -182,12 +215,14 @@ impl Shared {
         let ex = self
             .client
             .execute(
-                &self.resolved.url,
-                body,
-                self.resolved.stream,
-                &request_id,
-                self.clock,
-                self.capture_text,
+                Call {
+                    url: &self.resolved.url,
+                    body,
+                    stream: self.resolved.stream,
+                    request_id: &request_id,
+                    clock: self.clock,
+                    capture_text: self.capture_text,
+                },
                 phase,
             )
             .await;
@@ -286,7 +321,8 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     let (target_name, target, api_key_env) = match &spec.profile.target {
         Some((name, t)) => (name.clone(), t.clone(), t.api_key_env.clone()),
         None => {
-            let embedded = sim::embedded(&profile.sim, &spec.root).map_err(RunError::Simulator)?;
+            let embedded = sim::embedded_for_run(&profile.sim, &spec.root, &dir)
+                .map_err(RunError::Simulator)?;
             if engine.is_none() {
                 engine = embedded.engine.clone();
             }
@@ -298,15 +334,7 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
                 handle.base_url(),
                 handle.describe()
             ));
-            let t = Target {
-                base_url: handle.base_url(),
-                model: Some(handle.model().to_string()),
-                api_key_env: None,
-                engine_config: None,
-                max_tokens_field: Default::default(),
-                metrics_url: None,
-                description: None,
-            };
+            let t = Target::at(handle.base_url()).with_model(handle.model());
             sim_handle = Some(handle);
             ("embedded-sim".to_string(), t, None)
         }
@@ -338,6 +366,11 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         )
         .await
         .map_err(RunError::Target)?;
+    let client = if resolved.reuse_connections {
+        client
+    } else {
+        client.without_reuse().map_err(RunError::Target)?
+    };
     console.info(&format!("target: {} (model {})", resolved.url, resolved.model));
     for n in &resolved.notes {
         console.info(&format!("note: {n}"));
@@ -393,7 +426,7 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         LoadMode::Closed => load.concurrency,
         LoadMode::Open => load.max_concurrency.unwrap_or(16),
     };
-    if connections > 1 {
+    if resolved.reuse_connections && connections > 1 {
         client.preconnect(&resolved.api_base, connections.min(256) as usize).await;
     }
     // Server-side metrics: the first scrape is taken just before the load starts.
@@ -562,7 +595,9 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         }
         None => None,
     };
+    let mut scheduler = None;
     if let Some(h) = sim_handle.take() {
+        scheduler = h.scheduler_report();
         h.shutdown().await;
     }
 
@@ -614,6 +649,10 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     summary.server =
         server.map(|s| serde_json::to_value(s).expect("the server section serializes"));
     summary.cost = crate::cost::for_summary(&summary);
+    if let Some(report) = scheduler {
+        summary.notes.extend(report.notes());
+        summary.extra.insert("scheduler".into(), serde_json::to_value(&report).unwrap_or_default());
+    }
     if load.mode == LoadMode::Open {
         let lag_p99 = summary.schedule.stats.lag_ms.as_ref().map(|s| s.p99);
         let behind_rate = match (summary.schedule.stats.achieved_rate, requested_rate) {

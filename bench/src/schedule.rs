@@ -30,7 +30,7 @@ impl ArrivalSchedule {
             ),
             Arrival::Constant => Kind::Constant(mean_ms),
         };
-        ArrivalSchedule { rng: StdRng::seed_from_u64(seed ^ 0x5eed_a11), kind, next_ms: 0.0 }
+        ArrivalSchedule { rng: StdRng::seed_from_u64(seed ^ 0x05ee_da11), kind, next_ms: 0.0 }
     }
 }
 

@@ -247,7 +247,7 @@ mod tests {
             ),
             (
                 "mixed line endings",
-                format!("data: a\r\ndata: b\rdata: c\n\r\n").into_bytes(),
+                b"data: a\r\ndata: b\rdata: c\n\r\n".to_vec(),
                 vec![ev("message", "a\nb\nc")],
                 false,
             ),

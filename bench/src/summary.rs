@@ -219,7 +219,7 @@ pub struct EngineParams {
 impl EngineParams {
     /// Read a governed engine config (`file` relative to `root`) as recorded in summaries.
     pub fn read(root: &Path, file: &str) -> Result<EngineParams, crate::config::ConfigError> {
-        let source = crate::config::Source::read(&root.join(file))?;
+        let source = crate::config::Source::read_in(root, Path::new(file))?;
         let table: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
         let params = serde_json::to_value(table).expect("TOML tables convert to JSON");
         Ok(EngineParams { file: file.to_string(), params })

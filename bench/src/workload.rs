@@ -329,7 +329,7 @@ pub struct PromptBuilder {
 
 impl PromptBuilder {
     pub fn new(seed: u64, shared_prefix_words: usize) -> PromptBuilder {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x0070_7265_6669_78);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x7072_6566_6978);
         let prefix = (0..shared_prefix_words)
             .map(|_| VOCABULARY[rng.random_range(0..VOCABULARY.len())])
             .collect();

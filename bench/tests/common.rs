@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -56,46 +57,39 @@ pub async fn run_url_with_control(
     dir: &Path,
     control: RunControl,
 ) -> RunOutcome {
-    run_target(base_url, model, None, profile, dir, control).await
+    let target = Target::at(base_url).with_model(model);
+    let spec = RunSpec::quiet(profile, ("sim".into(), target), dir.join("run"), "test");
+    runner::run(spec, control).await.expect("the run completes")
 }
 
-/// Run against a simulator whose metrics are scraped from `metrics_path` instead of `/metrics`.
-pub async fn run_against_url_with_metrics(
-    handle: &SimHandle,
-    profile: Profile,
-    dir: &Path,
-    metrics_path: &str,
-) -> RunOutcome {
-    let url = format!("{}{metrics_path}", handle.base_url());
-    run_target(&handle.base_url(), handle.model(), Some(url), profile, dir, RunControl::default())
-        .await
+// ---- engine mode ----
+
+/// An 8B model on one H100 (the shipped baseline's shape, with a shorter context).
+pub const ENGINE_H100: &str = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\n\
+    max_model_len = 4096\n[scheduler]\nmax_num_seqs = 64\n[device]\nname = \"H100-SXM-80GB\"\n";
+
+/// An engine spec from engine-config text.
+pub fn engine_spec(engine_toml: &str) -> bench::sim::engine::EngineSpec {
+    let cfg = bench::config::EngineConfig::from_source(&Source::new("engine.toml", engine_toml))
+        .unwrap_or_else(|e| panic!("{e}"));
+    bench::sim::engine::EngineSpec::new(&cfg).unwrap_or_else(|e| panic!("{e}"))
 }
 
-pub async fn run_target(
-    base_url: &str,
-    model: &str,
-    metrics_url: Option<String>,
-    mut profile: Profile,
-    dir: &Path,
-    control: RunControl,
-) -> RunOutcome {
-    let target = Target {
-        base_url: base_url.to_string(),
-        model: Some(model.to_string()),
-        api_key_env: None,
-        engine_config: None,
-        max_tokens_field: Default::default(),
-        metrics_url,
-        description: None,
-    };
-    profile.target = Some("sim".into());
+/// Start an engine-mode simulator for an engine config given as TOML text; `opts.model` is
+/// replaced by the served model name.
+pub async fn start_engine_sim(engine_toml: &str, opts: SimOptions) -> SimHandle {
+    let spec = engine_spec(engine_toml);
+    let opts = SimOptions { model: spec.served_model_name.clone(), ..opts };
+    let backend = Arc::new(bench::sim::engine::EngineBackend::new(&spec));
+    sim::start(opts, backend, ([127, 0, 0, 1], 0).into()).await.expect("start the simulator")
+}
+
+/// Run the bench against the embedded simulator its profile describes (no target); `dir` is the
+/// repository root its relative paths resolve against, and the run directory is `dir/run`.
+pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
+    profile.target = None;
     let spec = RunSpec {
-        profile: ResolvedProfile {
-            name: "default".into(),
-            profile,
-            target: Some(("sim".into(), target)),
-            file: None,
-        },
+        profile: ResolvedProfile { name: "default".into(), profile, target: None, file: None },
         out_dir: dir.join("run"),
         run_id: "test".into(),
         git: None,
@@ -106,24 +100,132 @@ pub async fn run_target(
         logprobs: None,
         root: dir.to_path_buf(),
     };
-    runner::run(spec, control).await.expect("the run completes")
+    runner::run(spec, RunControl::default()).await.expect("the run completes")
 }
 
-/// An engine spec from engine-config TOML text.
-pub fn engine_spec(toml_text: &str) -> bench::sim::engine::EngineSpec {
-    let cfg = bench::config::EngineConfig::from_source(&Source::new("engine.toml", toml_text))
-        .expect("valid engine config");
-    bench::sim::engine::EngineSpec::new(&cfg).expect("valid engine spec")
+/// An HTTP client for the simulator (loopback: no proxy).
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().build().expect("an HTTP client")
 }
 
-/// Start an engine-model simulator for a spec on an OS-chosen loopback port.
-pub async fn start_engine_sim(
-    spec: &bench::sim::engine::EngineSpec,
-    opts: SimOptions,
-) -> SimHandle {
-    let backend = Arc::new(bench::sim::engine::EngineBackend::new(spec));
-    let opts = SimOptions { model: spec.served_model_name.clone(), ..opts };
-    sim::start(opts, backend, ([127, 0, 0, 1], 0).into()).await.expect("start the simulator")
+/// `GET /metrics` of a simulator.
+pub async fn scrape(client: &reqwest::Client, handle: &SimHandle) -> String {
+    let resp = client.get(format!("{}/metrics", handle.base_url())).send().await.expect("scrape");
+    assert_eq!(resp.status(), 200);
+    resp.text().await.expect("metrics text")
+}
+
+/// A strict check of the Prometheus text exposition format (names, labels, values, every
+/// sample in a family declared with `# TYPE`). Returns each family's type.
+pub fn check_exposition(text: &str) -> HashMap<String, String> {
+    let mut types = HashMap::new();
+    let valid_name = |n: &str| {
+        let mut c = n.chars();
+        c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
+            && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == ':')
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(valid_name(name), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+            assert!(types.insert(name.to_string(), kind.to_string()).is_none(), "dup {line}");
+            continue;
+        }
+        if line.starts_with("# HELP ") || line.is_empty() {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').expect("sample line");
+        assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{line}");
+        let (name, labels) = match series.split_once('{') {
+            Some((n, l)) => (n, l.strip_suffix('}').expect("closing brace")),
+            None => (series, ""),
+        };
+        assert!(valid_name(name), "{line}");
+        for pair in labels.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').expect("label k=v");
+            assert!(valid_name(k) && !k.contains(':'), "{line}");
+            assert!(v.len() >= 2 && v.starts_with('"') && v.ends_with('"'), "{line}");
+        }
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| {
+                name.strip_suffix(s).filter(|f| types.get(*f).is_some_and(|k| k == "histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(family), "sample without TYPE: {line}");
+    }
+    types
+}
+
+/// Parse a scrape with `prometheus-parse` into `series -> value` (histogram buckets as
+/// `series` + `le=<bound>`). That crate's name pattern (`\w+`) silently skips names with `:`
+/// (valid in the format, and vLLM's convention), so names are mapped to `_` first, and every
+/// sample line must come back.
+pub fn parse_scrape(text: &str) -> HashMap<String, f64> {
+    let mapped: Vec<String> = text
+        .lines()
+        .map(|l| match l.strip_prefix("# ") {
+            Some(_) => {
+                let mut parts: Vec<String> = l.splitn(4, ' ').map(str::to_string).collect();
+                if parts.len() >= 3 {
+                    parts[2] = parts[2].replace(':', "_");
+                }
+                parts.join(" ")
+            }
+            None => match l.find(['{', ' ']) {
+                Some(i) => format!("{}{}", l[..i].replace(':', "_"), &l[i..]),
+                None => l.to_string(),
+            },
+        })
+        .collect();
+    let scrape = prometheus_parse::Scrape::parse(mapped.iter().map(|l| Ok(l.clone()))).unwrap();
+    let sample_lines = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).count();
+    let parsed: usize = scrape
+        .samples
+        .iter()
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Histogram(b) => b.len(),
+            _ => 1,
+        })
+        .sum();
+    assert_eq!(parsed, sample_lines, "every sample line parses");
+    let mut out = HashMap::new();
+    for s in &scrape.samples {
+        let mut labels: Vec<_> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        labels.sort();
+        let key = format!("{}{{{}}}", s.metric, labels.join(","));
+        match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => {
+                out.insert(key, *v);
+            }
+            prometheus_parse::Value::Histogram(buckets) => {
+                let mut prev = 0.0;
+                for b in buckets {
+                    assert!(b.count >= prev, "{key}: buckets are cumulative");
+                    prev = b.count;
+                    out.insert(format!("{key}le={}", b.less_than), b.count);
+                }
+            }
+            prometheus_parse::Value::Summary(_) => panic!("no summaries"),
+        }
+    }
+    out
+}
+
+/// The value of the one series of a metric (name with `:` mapped to `_`) whose key contains
+/// `labels`.
+pub fn metric(values: &HashMap<String, f64>, name: &str, labels: &str) -> f64 {
+    let prefix = format!("{}{{", name.replace(':', "_"));
+    let hits: Vec<f64> = values
+        .iter()
+        .filter(|(k, _)| k.starts_with(&prefix) && k.contains(labels) && !k.contains("le="))
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(hits.len(), 1, "{name} {labels}: {hits:?}");
+    hits[0]
 }
 
 /// A small engine: a 1B model on an L4 with a KV cache of a few hundred tokens, so the KV budget
@@ -144,3 +246,16 @@ name = "L4"
 price_per_hour = 0.8
 count = 1
 "#;
+
+/// Run against a simulator whose metrics are scraped from `metrics_path` instead of `/metrics`.
+pub async fn run_against_url_with_metrics(
+    handle: &SimHandle,
+    profile: Profile,
+    dir: &Path,
+    metrics_path: &str,
+) -> RunOutcome {
+    let mut target = Target::at(handle.base_url()).with_model(handle.model());
+    target.metrics_url = Some(format!("{}{metrics_path}", handle.base_url()));
+    let spec = RunSpec::quiet(profile, ("sim".into(), target), dir.join("run"), "test");
+    runner::run(spec, RunControl::default()).await.expect("the run completes")
+}

@@ -30,9 +30,15 @@ struct Expect {
     itl: f64,
     tpot: f64,
     tokens: u64,
+    source: TokenSource,
 }
 
+/// Timing tests in this file run one at a time: they measure time, and a second load on the same
+/// two cores would be measured with them.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
+    let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let handle = start_timing_sim(timing, SimOptions { usage, ..SimOptions::default() }).await;
     let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
@@ -64,39 +70,67 @@ async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
     let read = rundir::read_records(&out.dir).unwrap();
     for r in read.records.iter().filter(|r| !r.warmup) {
         assert_eq!(r.output_tokens, Some(expect.tokens), "request {}", r.id);
-        assert_eq!(r.token_source, Some(TokenSource::Usage));
+        assert_eq!(r.token_source, Some(expect.source));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_token_per_chunk() {
     let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, ..TimingConfig::default() };
-    check(t, UsageMode::Final, Expect { ttft: 50.0, itl: 10.0, tpot: 10.0, tokens: 64 }).await;
+    let e = Expect { ttft: 50.0, itl: 10.0, tpot: 10.0, tokens: 64, source: TokenSource::Usage };
+    check(t, UsageMode::Final, e).await;
 }
 
+/// Four tokens per chunk: the first chunk leaves when its fourth token is ready (50 + 3 x 10 ms),
+/// then one chunk every 40 ms; usage reports all 64 tokens, so
+/// TPOT = (E2E - TTFT) / 63 = 15 chunks x 40 ms / 63.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
-async fn diag() {
-    let dir = tempfile::tempdir().unwrap();
-    let t = TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, ..TimingConfig::default() };
-    let handle = start_timing_sim(t, SimOptions::default()).await;
-    let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
-    let sim = handle.records();
-    let read = rundir::read_records(&out.dir).unwrap();
-    for r in &read.records {
-        let s = sim
-            .iter()
-            .find(|s| s.request_id.as_deref() == Some(&format!("test-{}", r.id)))
-            .unwrap();
-        println!(
-            "{:3} w={} intended {:8.2} ttft {:6.2} lag {:5.2} sim_arrival_rel {:6.2} sim_ttft {:6.2}",
-            r.id,
-            r.warmup as u8,
-            r.intended_ms,
-            r.ttft_ms().unwrap(),
-            r.lag_ms().unwrap(),
-            0.0,
-            s.first_chunk_ms.unwrap() - s.arrival_ms
-        );
-    }
+async fn four_tokens_per_chunk() {
+    let t = TimingConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        tokens_per_chunk: 4,
+        ..TimingConfig::default()
+    };
+    let e = Expect {
+        ttft: 80.0,
+        itl: 40.0,
+        tpot: 600.0 / 63.0,
+        tokens: 64,
+        source: TokenSource::Usage,
+    };
+    check(t, UsageMode::Final, e).await;
+}
+
+/// Usage carried only by the last (finish) chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_only_in_the_last_chunk() {
+    let t = TimingConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        tokens_per_chunk: 4,
+        ..TimingConfig::default()
+    };
+    let e = Expect {
+        ttft: 80.0,
+        itl: 40.0,
+        tpot: 600.0 / 63.0,
+        tokens: 64,
+        source: TokenSource::Usage,
+    };
+    check(t, UsageMode::LastChunk, e).await;
+}
+
+/// Without usage the bench counts content events, says so per request, and TPOT follows the
+/// chunk count: 16 chunks, (E2E - TTFT) / 15 = 40 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_usage_counts_chunks() {
+    let t = TimingConfig {
+        ttft_ms: 50.0,
+        itl_ms: 10.0,
+        tokens_per_chunk: 4,
+        ..TimingConfig::default()
+    };
+    let e = Expect { ttft: 80.0, itl: 40.0, tpot: 40.0, tokens: 16, source: TokenSource::Chunks };
+    check(t, UsageMode::None, e).await;
 }

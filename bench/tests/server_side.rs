@@ -25,8 +25,7 @@ interval_s = 0.05
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = engine_spec(SMALL_ENGINE);
-    let handle = start_engine_sim(&spec, SimOptions::default()).await;
+    let handle = start_engine_sim(SMALL_ENGINE, SimOptions::default()).await;
     let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
     let records = handle.records();
     // The simulator's counters after the run, read directly.

@@ -63,7 +63,7 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
         ));
     }
 
-    let handle = start_engine_sim(&spec, SimOptions::default()).await;
+    let handle = start_engine_sim(SMALL_ENGINE, SimOptions::default()).await;
     let target = Target {
         base_url: handle.base_url(),
         model: Some(handle.model().to_string()),

@@ -9,7 +9,8 @@ use bench::summary::{EngineParams, RunStatus};
 use clap::Args;
 use xshell::Shell;
 
-use crate::{Status, gitinfo, report};
+use crate::adr::thresholds::Thresholds;
+use crate::{Status, gate, gitinfo, report};
 
 #[derive(Clone, Debug, Args)]
 pub struct BenchCmd {
@@ -65,6 +66,21 @@ pub struct BenchCmd {
     /// Sweep: share of each stage dropped as warmup before the measured steady state.
     #[arg(long, value_name = "F", default_value_t = 1.0 / 3.0)]
     pub warmup_fraction: f64,
+    /// Gate the run against the thresholds of the accepted decision records: exit 1 when a
+    /// blocking threshold fails.
+    #[arg(long)]
+    pub gate: bool,
+    /// Thresholds file for --gate.
+    #[arg(long, value_name = "FILE", default_value = crate::adr::thresholds::GATE_FILE, requires = "gate")]
+    pub thresholds: PathBuf,
+    /// With --gate, also print GitHub Actions annotations.
+    #[arg(long, requires = "gate")]
+    pub github: bool,
+    /// Run the profile once per batching strategy against the embedded engine simulator and
+    /// compare them, e.g. serial,fixed,token_budget,continuous (--out is the comparison's
+    /// directory).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target", "gate"])]
+    pub compare_strategies: Option<String>,
 }
 
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
@@ -106,8 +122,20 @@ impl BenchCmd {
         if self.sweep.is_some() {
             return crate::sweep::run(self, sh);
         }
+        if let Some(list) = &self.compare_strategies {
+            return crate::strategies::run(&self, list, sh);
+        }
         let root = sh.current_dir();
         let spec = self.spec(&root)?;
+        // Read the thresholds first: a broken file should fail before minutes of measuring.
+        let thresholds = if self.gate {
+            Some(
+                Thresholds::load(&root.join(&self.thresholds))
+                    .context("cannot read the thresholds for --gate")?,
+            )
+        } else {
+            None
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -120,7 +148,15 @@ impl BenchCmd {
             println!("{}", report::render(s));
         }
         println!("run directory: {}", outcome.dir.display());
-        Ok(match s.status {
+        let gate = match (&thresholds, s.status) {
+            (Some(t), RunStatus::Complete | RunStatus::Failed) => {
+                let report = gate::evaluate(s, t);
+                gate::print_report(&report, self.github);
+                report.status()
+            }
+            _ => Status::Success,
+        };
+        let run = match s.status {
             RunStatus::Complete => Status::Success,
             RunStatus::Interrupted => Status::Interrupted,
             RunStatus::Failed => {
@@ -137,7 +173,8 @@ impl BenchCmd {
                 );
                 Status::PolicyViolated
             }
-        })
+        };
+        Ok(if run == Status::Success { gate } else { run })
     }
 
     /// Resolve the config and command line into a run specification.
@@ -147,13 +184,7 @@ impl BenchCmd {
 
     /// [`Self::spec`] with overrides applied after the command line's (sweep stages).
     pub fn spec_with(&self, root: &Path, extra: &[Override]) -> anyhow::Result<RunSpec> {
-        let cfg = match &self.config {
-            Some(p) => BenchConfig::load(&root.join(p))?,
-            None if root.join(DEFAULT_CONFIG).exists() => {
-                BenchConfig::load(&root.join(DEFAULT_CONFIG))?
-            }
-            None => BenchConfig::builtin(),
-        };
+        let cfg = load_config(root, self.config.as_deref())?;
         let mut overrides = self.overrides()?;
         overrides.extend_from_slice(extra);
         let mut resolved = cfg.resolve(&self.profile, &overrides)?;
@@ -165,13 +196,9 @@ impl BenchCmd {
                 bench::config::validate_env_name(var).map_err(anyhow::Error::msg)?;
             }
             let target = Target {
-                base_url: url.clone(),
                 model: self.model.clone(),
                 api_key_env: self.api_key_env.clone(),
-                engine_config: None,
-                max_tokens_field: Default::default(),
-                metrics_url: None,
-                description: None,
+                ..Target::at(url)
             };
             resolved.profile.target = Some("cli".into());
             resolved.target = Some(("cli".into(), target));
@@ -200,4 +227,16 @@ impl BenchCmd {
             root: root.to_path_buf(),
         })
     }
+}
+
+/// The bench config: `explicit` when given, else configs/bench.toml when present, else the
+/// built-in defaults. Paths are relative to the repository root and named so in messages.
+pub fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<BenchConfig> {
+    Ok(match explicit {
+        Some(p) => BenchConfig::load_in(root, p)?,
+        None if root.join(DEFAULT_CONFIG).exists() => {
+            BenchConfig::load_in(root, Path::new(DEFAULT_CONFIG))?
+        }
+        None => BenchConfig::builtin(),
+    })
 }

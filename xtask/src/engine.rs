@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use bench::config::{EngineConfig, SchedulerPolicy};
+use bench::config::{BatchStrategy, EngineConfig, SchedulerPolicy, Source};
 use clap::{Args, Subcommand, ValueEnum};
 use xshell::Shell;
 
@@ -19,12 +19,23 @@ use crate::Status;
 pub enum EngineCmd {
     /// Print the command line that starts an engine with the parameters of an engine config.
     Args(ArgsCmd),
+    /// Start a real engine (llama.cpp or vLLM) with the parameters of an engine config.
+    #[cfg(feature = "runtime")]
+    Serve(crate::serve::ServeCmd),
+    /// Install the small real model the tests use into the cache (once) and print its path.
+    Model,
 }
 
 impl EngineCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         match self {
             EngineCmd::Args(cmd) => cmd.run(sh),
+            #[cfg(feature = "runtime")]
+            EngineCmd::Serve(cmd) => cmd.run(sh),
+            EngineCmd::Model => {
+                println!("{}", crate::model::ensure(sh)?.display());
+                Ok(Status::Success)
+            }
         }
     }
 }
@@ -50,8 +61,22 @@ pub enum EngineKind {
 impl ArgsCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let path = sh.current_dir().join(&self.config);
-        let cfg = EngineConfig::read(&path)
-            .with_context(|| format!("invalid engine config {}", self.config.display()))?;
+        let invalid = || format!("invalid engine config {}", self.config.display());
+        let source = Source::read(&path).with_context(invalid)?;
+        let cfg = EngineConfig::from_source(&source).with_context(invalid)?;
+        if cfg.batch.strategy != BatchStrategy::Continuous {
+            let err = bench::config::engine::locate(
+                &source,
+                "batch.strategy",
+                &format!(
+                    "\"{}\" is a simulator strategy; vLLM and SGLang batch continuously, so no \
+                     engine runs this file as measured. Render a config with strategy = \
+                     \"continuous\" (or without [batch])",
+                    cfg.batch.strategy
+                ),
+            );
+            return Err(anyhow::Error::new(err).context(invalid()));
+        }
         let rendered = render(&cfg, self.engine);
         println!("{}", rendered.shell());
         for note in &rendered.notes {
@@ -129,6 +154,12 @@ fn common_notes(cfg: &EngineConfig, notes: &mut Vec<String>) {
     }
     if !cfg.sim.is_empty() {
         notes.push("[sim] configures the simulator only; it is not an engine flag".into());
+    }
+    if !cfg.batch.is_default() {
+        notes.push(
+            "[batch] selects the simulator's batching strategy; the engine batches continuously"
+                .into(),
+        );
     }
 }
 
@@ -341,5 +372,13 @@ mod tests {
         let text = crate::exit::render_error(&err);
         assert!(text.contains("configs/engine.toml:6:"), "{text}");
         assert!(text.contains("max_num_seqs"), "{text}");
+        // A simulator-only batching strategy is refused at its line.
+        std::fs::write(&file, format!("{BASE}[batch]\nstrategy = \"fixed\"\n")).unwrap();
+        let err = cmd().run(&sh).unwrap_err();
+        let text = crate::exit::render_error(&err);
+        assert!(text.contains("configs/engine.toml:12:"), "{text}");
+        assert!(text.contains("continuously"), "{text}");
+        std::fs::write(&file, format!("{BASE}[batch]\nstrategy = \"continuous\"\n")).unwrap();
+        assert_eq!(cmd().run(&sh).unwrap(), Status::Success);
     }
 }

@@ -19,16 +19,24 @@ use xshell::Shell;
 
 #[cfg(feature = "runtime")]
 pub mod accept;
+pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
 pub mod engine;
 pub mod exit;
+pub mod gate;
 pub mod gitinfo;
+pub mod model;
 pub mod report;
+#[cfg(feature = "runtime")]
+pub mod serve;
+pub mod settings;
 #[cfg(feature = "runtime")]
 pub mod sim;
 #[cfg(feature = "runtime")]
+pub mod strategies;
 pub mod sweep;
+pub mod test_cmd;
 
 pub use exit::Status;
 
@@ -62,6 +70,12 @@ pub enum Command {
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
+    /// Decision records: new, list, accept, supersede, lint, check, thresholds.
+    Adr(adr::AdrCmd),
+    /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
+    Gate(gate::GateCmd),
+    /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
+    Test(test_cmd::TestCmd),
 }
 
 impl Command {
@@ -74,6 +88,9 @@ impl Command {
             #[cfg(feature = "runtime")]
             Command::Accept(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
+            Command::Adr(cmd) => cmd.run(sh),
+            Command::Gate(cmd) => cmd.run(sh),
+            Command::Test(cmd) => cmd.run(sh),
         }
     }
 }

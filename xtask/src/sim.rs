@@ -4,7 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use bench::config::{BenchConfig, Override};
+use bench::config::Override;
 use clap::Args;
 use xshell::Shell;
 
@@ -37,13 +37,7 @@ pub struct SimCmd {
 impl SimCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        let cfg = match &self.config {
-            Some(p) => BenchConfig::load(&root.join(p))?,
-            None if root.join(crate::bench::DEFAULT_CONFIG).exists() => {
-                BenchConfig::load(&root.join(crate::bench::DEFAULT_CONFIG))?
-            }
-            None => BenchConfig::builtin(),
-        };
+        let cfg = crate::bench::load_config(&root, self.config.as_deref())?;
         let mut overrides = Vec::new();
         for s in &self.sets {
             overrides.push(Override::parse(s).map_err(anyhow::Error::msg)?);
@@ -53,6 +47,12 @@ impl SimCmd {
             overrides.push(Override { key: format!("sim.faults.{}", o.key), ..o });
         }
         let profile = cfg.resolve(&self.profile, &overrides)?.profile;
+        if profile.sim.save_scheduler_decision {
+            eprintln!(
+                "note: save_scheduler_decision writes the decision log into a bench run's \
+                 directory; the standalone simulator keeps none"
+            );
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()

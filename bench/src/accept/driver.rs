@@ -508,7 +508,17 @@ async fn stream_pass(
         let (client, url) = (side.client.clone(), side.resolved.url.clone());
         let request_id = format!("{}-{}-{id}", spec.run_id, side.name);
         let phase = phase.clone();
-        async move { client.execute(&url, body, true, &request_id, clock, true, phase).await }
+        async move {
+            let call = crate::client::Call {
+                url: &url,
+                body,
+                stream: true,
+                request_id: &request_id,
+                clock,
+                capture_text: true,
+            };
+            client.execute(call, phase).await
+        }
     };
     let exchanges: Vec<(Instant, crate::client::Exchange, crate::client::Exchange)> =
         futures_util::stream::iter(items.iter().enumerate().map(|(i, item)| {

@@ -63,6 +63,26 @@ pub struct Target {
     pub description: Option<String>,
 }
 
+impl Target {
+    /// A target at `base_url` with everything else at its default.
+    pub fn at(base_url: impl Into<String>) -> Target {
+        Target {
+            base_url: base_url.into(),
+            model: None,
+            api_key_env: None,
+            engine_config: None,
+            max_tokens_field: MaxTokensField::Auto,
+            metrics_url: None,
+            description: None,
+        }
+    }
+
+    pub fn with_model(mut self, model: impl Into<String>) -> Target {
+        self.model = Some(model.into());
+        self
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MaxTokensField {
@@ -326,6 +346,9 @@ pub struct SimConfig {
     pub corruption_rate: f64,
     /// Relative perturbation of every log-prob (simulates a lower-precision engine).
     pub logprob_drift: f64,
+    /// Engine mode: append every scheduling decision to `scheduler_decisions.jsonl` in the run
+    /// directory (a run artifact, not an inference parameter).
+    pub save_scheduler_decision: bool,
     pub timing: TimingConfig,
     pub faults: FaultConfig,
 }
@@ -338,6 +361,7 @@ impl Default for SimConfig {
             usage: UsageMode::Final,
             corruption_rate: 0.0,
             logprob_drift: 0.0,
+            save_scheduler_decision: false,
             timing: TimingConfig::default(),
             faults: FaultConfig::default(),
         }
@@ -528,6 +552,11 @@ pub struct BenchConfig {
 impl BenchConfig {
     pub fn load(path: &Path) -> Result<BenchConfig, ConfigError> {
         Self::from_source(Source::read(path)?)
+    }
+
+    /// Load `rel` under `root`; messages name the file as `rel`.
+    pub fn load_in(root: &Path, rel: &Path) -> Result<BenchConfig, ConfigError> {
+        Self::from_source(Source::read_in(root, rel)?)
     }
 
     pub fn from_source(source: Source) -> Result<BenchConfig, ConfigError> {

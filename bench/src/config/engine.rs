@@ -23,6 +23,12 @@
 //! [token_interval]
 //! async_scheduling = false
 //!
+//! [batch]                            # optional: the batching strategy (default continuous)
+//! strategy = "continuous"            # continuous | serial | fixed | token_budget
+//! # fixed_batch_size = 8             # fixed: requests per batch
+//! # max_wait_ms = 50                 # fixed, token_budget: how long a batch may wait to fill
+//! # max_token_budget = 16384         # token_budget: prompt + max output tokens per batch
+//!
 //! [device]
 //! name = "H100-SXM-80GB"
 //! memory_gib = 80
@@ -37,7 +43,9 @@
 //! every value explicitly, so a deployment never depends on an engine version's own defaults.
 //! Unknown keys are refused; errors name the file, the line and what is valid.
 //!
-//! Room is left for a `[batch]` section (batching strategy) next to `[scheduler]`.
+//! `[batch]` selects the batching strategy. Real vLLM and SGLang batch continuously (the default);
+//! the other strategies exist so the simulator can compare them (`cargo xtask bench
+//! --compare-strategies`), and `engine args` refuses to render a file that selects one.
 
 use std::path::Path;
 
@@ -54,6 +62,9 @@ pub struct EngineConfig {
     pub scheduler: SchedulerSection,
     #[serde(default)]
     pub token_interval: TokenIntervalSection,
+    /// The batching strategy. Absent = continuous batching, what vLLM and SGLang do.
+    #[serde(default, skip_serializing_if = "BatchSection::is_default")]
+    pub batch: BatchSection,
     /// The hardware the engine runs on. Not an engine flag; the simulator needs it and the bench
     /// takes the device price from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -228,6 +239,108 @@ pub struct TokenIntervalSection {
     pub async_scheduling: bool,
 }
 
+/// `[batch]`: how requests are grouped into the batches the engine steps over.
+///
+/// - `continuous` (default): vLLM's step loop; requests join and leave the running batch at
+///   every step, under the `[scheduler]` limits.
+/// - `serial`: one request at a time, run to completion.
+/// - `fixed`: wait until `fixed_batch_size` requests are waiting or the oldest has waited
+///   `max_wait_ms`, then run that batch to completion; nothing joins it meanwhile.
+/// - `token_budget`: the same window, but a batch takes requests (in queue order) while their
+///   prompt + max output tokens stay within `max_token_budget`.
+///
+/// The keys of other strategies are allowed (one file can serve a comparison) and ignored.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchSection {
+    pub strategy: BatchStrategy,
+    /// `fixed`: requests per batch. Default 8 (or `scheduler.max_num_seqs` when smaller); at
+    /// most `scheduler.max_num_seqs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fixed_batch_size: Option<u32>,
+    /// `fixed`, `token_budget`: the longest the oldest waiting request waits for its batch to
+    /// fill, in ms. Default 50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait_ms: Option<f64>,
+    /// `token_budget`: most prompt + max output tokens in one batch. Default max(16384,
+    /// max_model_len); at least max_model_len, so every request fits a batch on its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_token_budget: Option<u32>,
+}
+
+/// `[batch] strategy` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStrategy {
+    #[default]
+    Continuous,
+    Serial,
+    Fixed,
+    TokenBudget,
+}
+
+impl BatchStrategy {
+    pub const ALL: [BatchStrategy; 4] = [
+        BatchStrategy::Serial,
+        BatchStrategy::Fixed,
+        BatchStrategy::TokenBudget,
+        BatchStrategy::Continuous,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BatchStrategy::Continuous => "continuous",
+            BatchStrategy::Serial => "serial",
+            BatchStrategy::Fixed => "fixed",
+            BatchStrategy::TokenBudget => "token_budget",
+        }
+    }
+
+    /// Parse a strategy name (as written in the file).
+    pub fn parse(name: &str) -> Result<BatchStrategy, String> {
+        BatchStrategy::ALL.into_iter().find(|s| s.as_str() == name.trim()).ok_or_else(|| {
+            format!(
+                "unknown batching strategy `{}`; expected one of serial, fixed, token_budget, \
+                 continuous",
+                name.trim()
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for BatchStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Default `[batch] fixed_batch_size`.
+pub const DEFAULT_FIXED_BATCH_SIZE: u32 = 8;
+/// Default `[batch] max_wait_ms`.
+pub const DEFAULT_MAX_WAIT_MS: f64 = 50.0;
+/// Smallest default `[batch] max_token_budget` (the default is max(this, max_model_len)).
+pub const DEFAULT_MAX_TOKEN_BUDGET: u32 = 16384;
+
+impl BatchSection {
+    pub fn is_default(&self) -> bool {
+        *self == BatchSection::default()
+    }
+
+    /// The batch size in effect: the configured one, else 8 (at most `max_num_seqs`).
+    pub fn fixed_batch_size_for(&self, max_num_seqs: u32) -> u32 {
+        self.fixed_batch_size.unwrap_or(DEFAULT_FIXED_BATCH_SIZE.min(max_num_seqs))
+    }
+
+    pub fn max_wait_ms(&self) -> f64 {
+        self.max_wait_ms.unwrap_or(DEFAULT_MAX_WAIT_MS)
+    }
+
+    /// The token budget in effect once the model's context length is known.
+    pub fn max_token_budget_for(&self, max_model_len: u32) -> u32 {
+        self.max_token_budget.unwrap_or(DEFAULT_MAX_TOKEN_BUDGET.max(max_model_len))
+    }
+}
+
 /// `[device]`: the hardware.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -314,6 +427,7 @@ impl EngineConfig {
             },
             scheduler: SchedulerSection::default(),
             token_interval: TokenIntervalSection::default(),
+            batch: BatchSection::default(),
             device: None,
             sim: SimSection::default(),
         }
@@ -417,6 +531,44 @@ impl EngineConfig {
                 "scheduler.block_size",
                 format!("must be one of 1, 8, 16, 32, 64, 128, got {}", s.block_size),
             );
+        }
+        let b = &self.batch;
+        if let Some(n) = b.fixed_batch_size {
+            if n == 0 {
+                return err("batch.fixed_batch_size", "must be at least 1".into());
+            }
+            if n > s.max_num_seqs {
+                return err(
+                    "batch.fixed_batch_size",
+                    format!(
+                        "({n}) is greater than scheduler.max_num_seqs ({}), the most sequences \
+                         one step runs",
+                        s.max_num_seqs
+                    ),
+                );
+            }
+        }
+        if let Some(w) = b.max_wait_ms {
+            if !(w.is_finite() && w >= 0.0) {
+                return err("batch.max_wait_ms", format!("must be >= 0 ms, got {w}"));
+            }
+        }
+        if let Some(n) = b.max_token_budget {
+            if n == 0 {
+                return err("batch.max_token_budget", "must be at least 1 token".into());
+            }
+            if let Some(len) = e.max_model_len {
+                if n < len {
+                    return err(
+                        "batch.max_token_budget",
+                        format!(
+                            "({n}) is smaller than engine.max_model_len ({len}); a request of \
+                             max_model_len tokens could never join a batch. Increase \
+                             max_token_budget or decrease max_model_len"
+                        ),
+                    );
+                }
+            }
         }
         if let Some(d) = &self.device {
             if d.name.trim().is_empty() {
@@ -589,6 +741,56 @@ mod tests {
         assert!(err.message.contains("name"), "{err}");
         let err = cfg(&format!("{MINIMAL}[sim]\nmfu = 0\n")).unwrap_err();
         assert_eq!(err.line, Some(4), "{err}");
+    }
+
+    #[test]
+    fn the_batch_section_defaults_to_continuous_and_is_checked_at_its_lines() {
+        let c = cfg(MINIMAL).unwrap();
+        assert_eq!(c.batch, BatchSection::default());
+        assert_eq!(c.batch.strategy, BatchStrategy::Continuous);
+        // An absent section stays absent when the config is written back.
+        assert!(!toml::to_string(&c).unwrap().contains("[batch]"));
+        let c =
+            cfg(&format!("{MINIMAL}max_model_len = 4096\n[batch]\nstrategy = \"token_budget\"\n"))
+                .unwrap();
+        assert_eq!(c.batch.max_token_budget_for(4096), 16384);
+        assert_eq!(c.batch.max_token_budget_for(32768), 32768);
+        assert_eq!((c.batch.fixed_batch_size_for(256), c.batch.max_wait_ms()), (8, 50.0));
+        assert_eq!(c.batch.fixed_batch_size_for(4), 4);
+
+        let err = cfg(&format!("{MINIMAL}[batch]\nstrategy = \"dynamic\"\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        for s in ["continuous", "serial", "fixed", "token_budget"] {
+            assert!(err.message.contains(s), "{err}");
+        }
+        let err = cfg(&format!("{MINIMAL}[batch]\nbatch_size = 8\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        assert!(err.message.contains("fixed_batch_size"), "{err}");
+        let err = cfg(&format!("{MINIMAL}[batch]\nfixed_batch_size = 0\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        let err = cfg(&format!(
+            "{MINIMAL}[scheduler]\nmax_num_seqs = 16\n[batch]\nstrategy = \"fixed\"\n\
+             fixed_batch_size = 32\n"
+        ))
+        .unwrap_err();
+        assert_eq!(err.line, Some(7), "{err}");
+        assert!(err.message.contains("max_num_seqs (16)"), "{err}");
+        let err = cfg(&format!("{MINIMAL}[batch]\nmax_wait_ms = -1\n")).unwrap_err();
+        assert_eq!(err.line, Some(4), "{err}");
+        let err =
+            cfg(&format!("{MINIMAL}max_model_len = 8192\n[batch]\nmax_token_budget = 4096\n"))
+                .unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.to_string().starts_with("configs/engine.toml:5:"), "{err}");
+        assert!(err.message.contains("max_model_len (8192)"), "{err}");
+        // Keys of other strategies are allowed (one file serves a comparison).
+        cfg(&format!(
+            "{MINIMAL}[batch]\nstrategy = \"serial\"\nfixed_batch_size = 4\n\
+             max_token_budget = 200000\n"
+        ))
+        .unwrap();
+        assert_eq!(BatchStrategy::parse("token_budget"), Ok(BatchStrategy::TokenBudget));
+        assert!(BatchStrategy::parse("fixd").unwrap_err().contains("serial, fixed"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub mod source;
 
 pub use bench::*;
 pub use engine::{
-    DeviceSection, Dtype, EngineConfig, EngineSection, Quantization, SchedulerPolicy,
-    SchedulerSection, SimSection, TokenIntervalSection,
+    BatchSection, BatchStrategy, DeviceSection, Dtype, EngineConfig, EngineSection, Quantization,
+    SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection,
 };
 pub use source::{ConfigError, Source};

@@ -49,6 +49,13 @@ impl Source {
         Ok(Source { path: path.to_path_buf(), text })
     }
 
+    /// Read `rel` under `root`, naming it by `rel` in messages (as users wrote it).
+    pub fn read_in(root: &Path, rel: &Path) -> Result<Source, ConfigError> {
+        let mut s = Source::read(&root.join(rel))?;
+        s.path = rel.to_path_buf();
+        Ok(s)
+    }
+
     pub fn new(path: impl Into<PathBuf>, text: impl Into<String>) -> Source {
         Source { path: path.into(), text: text.into() }
     }

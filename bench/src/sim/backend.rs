@@ -28,6 +28,8 @@ pub struct GenRequest {
     pub priority: i64,
     /// When the request arrived at the server.
     pub arrival: Instant,
+    /// The client's `x-request-id`, when it sent one (for the engine's decision log).
+    pub request_id: Option<String>,
 }
 
 impl GenRequest {
@@ -86,6 +88,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Maximum context length the backend accepts (prompt + output), if limited.
     fn max_model_len(&self) -> Option<u32> {
+        None
+    }
+
+    /// What the backend's scheduler did so far (engine backends; `None` otherwise).
+    fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {
         None
     }
 }

@@ -41,6 +41,20 @@ mod runtime {
     /// config's relative path. Must be called inside a tokio runtime (the engine model's step
     /// loop is a task).
     pub fn embedded(cfg: &SimConfig, root: &Path) -> Result<Embedded, String> {
+        build(cfg, root, None)
+    }
+
+    /// [`embedded`] for a bench run: with `save_scheduler_decision` on, the engine model
+    /// appends its scheduling decisions to `scheduler_decisions.jsonl` in `run_dir`.
+    pub fn embedded_for_run(
+        cfg: &SimConfig,
+        root: &Path,
+        run_dir: &Path,
+    ) -> Result<Embedded, String> {
+        build(cfg, root, cfg.save_scheduler_decision.then_some(run_dir))
+    }
+
+    fn build(cfg: &SimConfig, root: &Path, log_dir: Option<&Path>) -> Result<Embedded, String> {
         let options = |model: String| SimOptions {
             model,
             usage: cfg.usage,
@@ -61,8 +75,16 @@ mod runtime {
                 let params =
                     EngineParams::read(root, &cfg.engine_config).map_err(|e| e.to_string())?;
                 let model = format!("sim/{}", spec.config.engine.model);
+                let backend = match log_dir {
+                    Some(dir) => {
+                        let path = dir.join(super::engine::DECISION_LOG_FILE);
+                        super::engine::EngineBackend::with_decision_log(&spec, &path)
+                            .map_err(|e| format!("cannot create {}: {e}", path.display()))?
+                    }
+                    None => super::engine::EngineBackend::new(&spec),
+                };
                 Ok(Embedded {
-                    backend: Arc::new(super::engine::EngineBackend::new(&spec)),
+                    backend: Arc::new(backend),
                     options: options(model),
                     engine: Some(params),
                 })

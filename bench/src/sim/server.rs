@@ -98,13 +98,16 @@ impl ServerState {
         (t - self.started).as_secs_f64() * 1000.0
     }
 
-    async fn wait_freeze(&self) {
+    /// Wait out a freeze of the whole server; true when there was one to wait for.
+    async fn wait_freeze(&self) -> bool {
         if let Some((from, until)) = self.freeze {
             let now = Instant::now();
             if now >= from && now < until {
                 tokio::time::sleep_until(until).await;
+                return true;
             }
         }
+        false
     }
 
     fn count(&self, outcome: &str) {
@@ -141,6 +144,11 @@ impl SimHandle {
     /// The simulator's own per-request records so far.
     pub fn records(&self) -> Vec<SimRecord> {
         self.state.records.lock().unwrap().clone()
+    }
+
+    /// What the engine's scheduler did so far (engine mode; `None` in timing mode).
+    pub fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {
+        self.state.backend.scheduler_report()
     }
 
     /// Stop accepting connections and wait for the server task.
@@ -616,7 +624,9 @@ async fn completions(
         }
         return resp;
     }
-    st.wait_freeze().await;
+    // A frozen server takes the request in only when it resumes; otherwise the engine's clock
+    // for the request starts at its arrival (the handler's own work is part of its latency).
+    let arrival = if st.wait_freeze().await { Instant::now() } else { arrival };
     let gen_req = GenRequest {
         id,
         prompt,
@@ -625,6 +635,7 @@ async fn completions(
         ignore_eos,
         priority,
         arrival,
+        request_id: record.request_id.clone(),
     };
     let events = if fault == Some(Fault::Empty) { None } else { Some(st.backend.submit(gen_req)) };
     respond(st, plan, record, events).await

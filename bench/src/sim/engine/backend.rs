@@ -1,6 +1,9 @@
 //! The engine in real time, behind the simulator's HTTP server: a tokio task runs the step loop,
 //! sleeping each step's modelled duration, and turns the engine's outputs into `GenEvent`s.
 
+use std::fs::File;
+use std::io::{self, Write as _};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -11,14 +14,21 @@ use tokio::time::Instant;
 use crate::config::EngineConfig;
 use crate::sim::backend::{Backend, FinishReason, GenEvent, GenRequest};
 
-use super::{Engine, EngineRequest, EngineSpec, Finish, Nanos, Output, Prompt, ReqKey, SpecError};
+use super::{
+    Decision, Engine, EngineRequest, EngineSpec, Finish, Nanos, Output, Prompt, ReqKey,
+    SchedulerReport, SpecError,
+};
 
 /// The engine model as a [`Backend`].
 ///
 /// Events per request: `Scheduled` when the step that first schedules it starts, then `Tokens`
-/// at the end of every step that samples a token for it, then `Finished` (or `Failed` at once
-/// for a request the engine refuses). A request whose receiver was dropped is freed when the
-/// next step starts; tokens produced after the drop count as waste.
+/// at the end of every step that samples a token for it, then `Finished`; or `Failed` at once
+/// for a request the engine refuses, and when the decision that fails it is taken for a request
+/// whose batch ran out of memory. A request whose receiver was dropped is freed when the next
+/// step starts; tokens produced after the drop count as waste.
+///
+/// With a decision log, every scheduling decision is appended to it as a JSON line as it is
+/// taken (see `decisions.rs`).
 #[derive(Debug)]
 pub struct EngineBackend {
     shared: Arc<Shared>,
@@ -32,6 +42,31 @@ struct Shared {
     start: Instant,
     describe: String,
     max_model_len: u32,
+    log: Option<Mutex<DecisionLog>>,
+}
+
+/// The decision log file.
+#[derive(Debug)]
+struct DecisionLog {
+    file: File,
+    name: String,
+    error: Option<String>,
+}
+
+impl DecisionLog {
+    fn append(&mut self, decisions: &[Decision]) {
+        if self.error.is_some() || decisions.is_empty() {
+            return;
+        }
+        let mut buf = Vec::with_capacity(decisions.len() * 256);
+        for d in decisions {
+            serde_json::to_writer(&mut buf, d).expect("decisions serialize");
+            buf.push(b'\n');
+        }
+        if let Err(e) = self.file.write_all(&buf) {
+            self.error = Some(format!("cannot write {}: {e}", self.name));
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -52,8 +87,26 @@ impl EngineBackend {
         EngineBackend::with_engine(spec, Engine::new(spec))
     }
 
-    /// Start a given engine (e.g. one with another batching strategy).
+    /// Start a given engine (e.g. one with another scheduler).
     pub fn with_engine(spec: &EngineSpec, engine: Engine) -> EngineBackend {
+        EngineBackend::start(spec, engine, None)
+    }
+
+    /// Start an engine for `spec` that appends every scheduling decision to the file at `path`
+    /// (created, or appended to), one JSON object per line. Must be called inside a tokio
+    /// runtime.
+    pub fn with_decision_log(spec: &EngineSpec, path: &Path) -> io::Result<EngineBackend> {
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let name = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let mut engine = Engine::new(spec);
+        engine.record_decisions(true);
+        let log = DecisionLog { file, name, error: None };
+        Ok(EngineBackend::start(spec, engine, Some(log)))
+    }
+
+    fn start(spec: &EngineSpec, engine: Engine, log: Option<DecisionLog>) -> EngineBackend {
         let shared = Arc::new(Shared {
             state: Mutex::new(State { engine, senders: Vec::new() }),
             wake: Notify::new(),
@@ -61,6 +114,7 @@ impl EngineBackend {
             start: Instant::now(),
             describe: spec.describe(),
             max_model_len: spec.max_model_len,
+            log: log.map(Mutex::new),
         });
         tokio::spawn(drive(Arc::clone(&shared)));
         EngineBackend { shared }
@@ -96,6 +150,7 @@ impl Backend for EngineBackend {
         let (tx, rx) = mpsc::unbounded_channel();
         let request = EngineRequest {
             id: req.id,
+            label: req.request_id.map(Into::into),
             prompt: Prompt::Tokens(req.prompt.into()),
             max_tokens: req.max_tokens,
             output_len: req.natural_len,
@@ -131,6 +186,16 @@ impl Backend for EngineBackend {
     fn max_model_len(&self) -> Option<u32> {
         Some(self.shared.max_model_len)
     }
+
+    fn scheduler_report(&self) -> Option<SchedulerReport> {
+        let mut report = self.shared.lock().engine.scheduler_report();
+        if let Some(log) = &self.shared.log {
+            let log = log.lock().unwrap_or_else(PoisonError::into_inner);
+            report.decision_log = Some(log.name.clone());
+            report.decision_log_error = log.error.clone();
+        }
+        Some(report)
+    }
 }
 
 /// What the loop does next.
@@ -143,6 +208,7 @@ enum Next {
 
 async fn drive(shared: Arc<Shared>) {
     let mut due: Vec<Output> = Vec::new();
+    let mut decisions: Vec<Decision> = Vec::new();
     loop {
         if shared.stop.load(Ordering::Acquire) {
             return;
@@ -158,7 +224,18 @@ async fn drive(shared: Arc<Shared>) {
                 }
             }
             let now = shared.since_start(Instant::now());
-            match st.engine.step(now) {
+            let step = st.engine.step(now);
+            // Requests whose batch failed get their error now.
+            for f in st.engine.failed() {
+                if let Some(tx) = st.senders.get_mut(f.key.0 as usize).and_then(Option::take) {
+                    let message = f.message.to_string();
+                    let _ = tx.send(GenEvent::Failed { status: f.status, message });
+                }
+            }
+            if shared.log.is_some() {
+                decisions = st.engine.take_decisions();
+            }
+            match step {
                 Some(info) => {
                     for s in st.engine.newly_scheduled() {
                         if let Some(tx) = &st.senders[s.key.0 as usize] {
@@ -173,6 +250,10 @@ async fn drive(shared: Arc<Shared>) {
                 None => Next::Idle(st.engine.wake_at()),
             }
         };
+        if let Some(log) = &shared.log {
+            log.lock().unwrap_or_else(PoisonError::into_inner).append(&decisions);
+            decisions.clear();
+        }
         match next {
             Next::StepEnds(end) => {
                 tokio::time::sleep_until(shared.start + Duration::from_nanos(end)).await;

@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Arc;
 
 use crate::config::SchedulerPolicy;
 
@@ -23,6 +24,8 @@ pub enum Status {
 #[derive(Debug)]
 pub struct Req {
     pub id: u64,
+    /// The client's name for the request (its `x-request-id`), for logs.
+    pub label: Option<Arc<str>>,
     pub prompt: Prompt,
     pub prompt_len: u32,
     /// Output tokens it will produce (natural length capped by max_tokens).
@@ -149,6 +152,25 @@ impl WaitQueue {
         }
     }
 
+    /// The first `n` requests in queue order (the order they would be admitted in).
+    pub fn first(&self, n: usize) -> Vec<ReqKey> {
+        match self {
+            WaitQueue::Fcfs(q) => q.iter().take(n).copied().collect(),
+            WaitQueue::Priority(h) => {
+                let mut h = h.clone();
+                std::iter::from_fn(|| h.pop().map(|e| e.key)).take(n).collect()
+            }
+        }
+    }
+
+    /// Every waiting request, in no particular order.
+    pub fn keys(&self) -> Vec<ReqKey> {
+        match self {
+            WaitQueue::Fcfs(q) => q.iter().copied().collect(),
+            WaitQueue::Priority(h) => h.iter().map(|e| e.key).collect(),
+        }
+    }
+
     fn pop(&mut self) -> Option<ReqKey> {
         match self {
             WaitQueue::Fcfs(q) => q.pop_front(),
@@ -195,6 +217,15 @@ pub struct Scheduled {
     pub queue_ns: Nanos,
 }
 
+/// A request the engine failed (the server answers with `status`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub key: ReqKey,
+    pub id: u64,
+    pub status: u16,
+    pub message: Arc<str>,
+}
+
 /// Engine state and the primitives schedulers use.
 #[derive(Debug)]
 pub struct Core {
@@ -209,6 +240,12 @@ pub struct Core {
     pub pool: BlockPool,
     pub stats: EngineStats,
     pub(super) newly_scheduled: Vec<Scheduled>,
+    /// Requests admitted to the running set in the current step, with the tokens each computes.
+    pub(super) admitted: Vec<(ReqKey, u32)>,
+    /// Requests preempted in the current step (engine ids).
+    pub(super) preempted: Vec<u64>,
+    /// Requests failed in the current step.
+    pub(super) failed: Vec<Failure>,
     next_seq: u64,
 }
 
@@ -224,6 +261,9 @@ impl Core {
             pool: BlockPool::new(num_blocks),
             stats: EngineStats::default(),
             newly_scheduled: Vec::new(),
+            admitted: Vec::new(),
+            preempted: Vec::new(),
+            failed: Vec::new(),
             next_seq: 0,
         }
     }
@@ -243,6 +283,7 @@ impl Core {
     pub(super) fn insert(
         &mut self,
         id: u64,
+        label: Option<Arc<str>>,
         prompt: Prompt,
         prompt_len: u32,
         target: u32,
@@ -254,6 +295,7 @@ impl Core {
         self.next_seq += 1;
         let fresh = |blocks: Vec<u32>, hashes: Vec<u64>| Req {
             id,
+            label,
             prompt,
             prompt_len,
             target,
@@ -339,6 +381,35 @@ impl Core {
         true
     }
 
+    /// Fail a waiting or running request (e.g. its batch ran out of memory): it leaves the
+    /// queue or the running set, its blocks are freed, and the driver reports the error. Its slot
+    /// stays readable until the next step. False for an unknown or ended request.
+    pub fn fail(&mut self, key: ReqKey, status: u16, message: Arc<str>) -> bool {
+        let Some(r) = self.reqs.get(key.0 as usize) else { return false };
+        match r.status {
+            Status::Done => return false,
+            Status::Waiting => self.waiting.remove(key),
+            Status::Running => {
+                if let Some(i) = self.running.iter().position(|k| *k == key) {
+                    self.running.remove(i);
+                }
+            }
+        }
+        let id = r.id;
+        self.retire(key, true);
+        self.stats.failed_requests += 1;
+        self.failed.push(Failure { key, id, status, message });
+        true
+    }
+
+    /// Clear the per-step lists (admitted, preempted, failed, newly scheduled).
+    pub(super) fn begin_step(&mut self) {
+        self.newly_scheduled.clear();
+        self.admitted.clear();
+        self.preempted.clear();
+        self.failed.clear();
+    }
+
     /// Allocate the blocks a running request needs to hold `n` more tokens. False (and nothing
     /// allocated) when the pool is short.
     pub fn try_allocate(&mut self, key: ReqKey, n: u32) -> bool {
@@ -411,6 +482,7 @@ impl Core {
             self.stats.queue.observe(queue_ns as f64 / 1e9);
             self.newly_scheduled.push(Scheduled { key, id: r.id, queue_ns });
         }
+        self.admitted.push((key, n));
         self.running.push(key);
         true
     }
@@ -439,6 +511,7 @@ impl Core {
         r.status = Status::Waiting;
         r.preemptions += 1;
         self.stats.preemptions += 1;
+        self.preempted.push(r.id);
         let r = &self.reqs[key.0 as usize];
         self.waiting.push(r, key, true);
     }

@@ -1,10 +1,12 @@
-//! The engine model: continuous batching driven by `configs/engine.toml`.
+//! The engine model: continuous batching (or another `[batch]` strategy) driven by
+//! `configs/engine.toml`.
 //!
 //! [`Engine`] is a pure, synchronous state machine. A driver adds requests, and calls
 //! [`Engine::step`] with the current time; the engine picks the step's work through its
 //! [`Scheduler`], prices it with the [`CostModel`], advances every request and returns when the
-//! step ends together with the tokens it produced ([`Engine::outputs`]). Two drivers run the same
-//! engine:
+//! step ends together with the tokens it produced ([`Engine::outputs`]) and the requests it
+//! failed ([`Engine::failed`]). With [`Engine::record_decisions`] on, every decision is kept for
+//! the decision log ([`Engine::take_decisions`]). Two drivers run the same engine:
 //!
 //! - [`Simulation`] (virtual time): a discrete-event run over a list of arrivals, no sleeping,
 //!   deterministic; per-request records and engine counters come back in a [`SimReport`].
@@ -17,24 +19,33 @@
 use std::sync::Arc;
 
 mod core;
+pub mod decisions;
 pub mod kv;
 pub mod profile;
 pub mod scheduler;
 pub mod spec;
 pub mod stats;
+pub mod strategies;
 mod virtual_time;
 
 #[cfg(feature = "runtime")]
 mod backend;
 #[cfg(test)]
+mod strategy_tests;
+#[cfg(test)]
 mod tests;
 
-pub use self::core::{Core, Limits, Req, Scheduled, Status, WaitQueue};
+pub use self::core::{Core, Failure, Limits, Req, Scheduled, Status, WaitQueue};
 #[cfg(feature = "runtime")]
 pub use backend::EngineBackend;
+pub use decisions::{
+    Admitted, BatchEvent, DECISION_LOG_FILE, Decision, DecisionKind, FormReason, OomBatch,
+    RequestRef, SchedulerReport, WaitReason,
+};
 pub use scheduler::{Batch, Continuous, Scheduler};
 pub use spec::{CostModel, EngineSpec, MemoryPlan, SpecError};
 pub use stats::{EngineStats, Gauges};
+pub use strategies::{BatchFormer, OOM_STATUS, Strategy};
 pub use virtual_time::{
     Load, SimOutcome, SimRecord, SimReport, SimRequest, Simulation, quantile, simulate,
 };
@@ -88,6 +99,8 @@ impl Prompt {
 pub struct EngineRequest {
     /// Caller's id, unique for the engine's life (also salts the request's synthetic tokens).
     pub id: u64,
+    /// The client's name for the request (its `x-request-id`), for the decision log.
+    pub label: Option<Arc<str>>,
     pub prompt: Prompt,
     pub max_tokens: u32,
     /// Where generation stops by itself; `None`: at max_tokens.
@@ -151,18 +164,24 @@ pub struct StepInfo {
 pub struct Engine {
     core: Core,
     scheduler: Box<dyn Scheduler>,
+    /// The strategy the spec selects (what `describe` reports).
+    strategy: Strategy,
     cost: CostModel,
     model_name: String,
     gpu_memory_utilization: f64,
     batch: Batch,
     outputs: Vec<Output>,
     now: Nanos,
+    /// Decisions not yet taken by the driver, when recording.
+    decisions: Option<Vec<Decision>>,
+    /// The first out-of-memory batches (all are counted in the stats).
+    oom: Vec<OomBatch>,
 }
 
 impl Engine {
-    /// An engine with continuous batching.
+    /// An engine with the spec's batching strategy (`[batch]`, continuous by default).
     pub fn new(spec: &EngineSpec) -> Engine {
-        Engine::with_scheduler(spec, Box::<Continuous>::default())
+        Engine::with_scheduler(spec, spec.strategy.scheduler())
     }
 
     /// An engine with another batching strategy.
@@ -179,12 +198,51 @@ impl Engine {
         Engine {
             core: Core::new(limits, spec.num_blocks),
             scheduler,
+            strategy: spec.strategy,
             cost: spec.cost.clone(),
             model_name: spec.served_model_name.clone(),
             gpu_memory_utilization: spec.config.engine.gpu_memory_utilization,
             batch: Batch::default(),
             outputs: Vec::new(),
             now: 0,
+            decisions: None,
+            oom: Vec::new(),
+        }
+    }
+
+    /// Keep every scheduling decision for [`Engine::take_decisions`] (the decision log).
+    pub fn record_decisions(&mut self, on: bool) {
+        if on {
+            self.decisions.get_or_insert_with(Vec::new);
+        } else {
+            self.decisions = None;
+        }
+    }
+
+    /// The decisions recorded since the last call, oldest first.
+    pub fn take_decisions(&mut self) -> Vec<Decision> {
+        self.decisions.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Requests the last step failed (their batch ran out of memory); their slots stay
+    /// readable until the next step.
+    pub fn failed(&self) -> &[Failure] {
+        &self.core.failed
+    }
+
+    /// What the scheduler did so far.
+    pub fn scheduler_report(&self) -> SchedulerReport {
+        let s = &self.core.stats;
+        SchedulerReport {
+            strategy: self.scheduler.name().to_string(),
+            describe: self.strategy.describe(),
+            steps: s.steps,
+            batches: (self.strategy != Strategy::Continuous).then_some(s.batches),
+            failed_requests: s.failed_requests,
+            oom_batches: s.oom_batches,
+            oom: self.oom.clone(),
+            decision_log: None,
+            decision_log_error: None,
         }
     }
 
@@ -195,6 +253,7 @@ impl Engine {
         let max_model_len = self.core.limits.max_model_len;
         let max_tokens = req.max_tokens.max(1);
         let reject = |message: String| Rejection { status: 400, message };
+        let label = req.label;
         let refusal = if prompt_len == 0 {
             Some(reject("the prompt is empty".into()))
         } else if prompt_len as u64 + max_tokens as u64 > max_model_len as u64 {
@@ -214,6 +273,7 @@ impl Engine {
         let target = req.output_len.map_or(max_tokens, |n| n.clamp(1, max_tokens));
         Ok(self.core.insert(
             req.id,
+            label,
             req.prompt,
             prompt_len,
             target,
@@ -250,7 +310,7 @@ impl Engine {
     /// time are in [`Engine::newly_scheduled`] (due at `start`).
     pub fn step(&mut self, now: Nanos) -> Option<StepInfo> {
         self.core.release_finished_slots();
-        self.core.newly_scheduled.clear();
+        self.core.begin_step();
         self.outputs.clear();
         self.batch.clear();
         self.now = self.now.max(now);
@@ -259,11 +319,25 @@ impl Engine {
             return None;
         }
         self.scheduler.schedule(&mut self.core, now, &mut self.batch);
+        for e in &self.batch.events {
+            if let BatchEvent::OutOfMemory(b) = e {
+                if self.oom.len() < decisions::MAX_REPORTED_OOM_BATCHES {
+                    self.oom.push(b.clone());
+                }
+            }
+        }
+        if self.decisions.is_some() {
+            self.log_events(now);
+        }
         if self.batch.is_empty() {
+            if self.decisions.is_some() && (self.has_work() || self.batch.wait.is_some()) {
+                let d = self.decision(now, DecisionKind::Wait, (0, 0));
+                self.push_decision(d);
+            }
             return None;
         }
 
-        let core = &mut self.core;
+        let core = &self.core;
         let (mut prefill, mut decode, mut kv_read) = (0u64, 0u64, 0u64);
         for &(key, n) in &self.batch.items {
             let r = core.req(key);
@@ -275,6 +349,11 @@ impl Engine {
             kv_read += (r.computed + n) as u64;
         }
         let seqs = self.batch.items.len() as u64;
+        if self.decisions.is_some() {
+            let d = self.decision(now, DecisionKind::Step, (seqs, prefill + decode));
+            self.push_decision(d);
+        }
+        let core = &mut self.core;
         let forward = self.cost.forward_ns(prefill, decode, kv_read);
         let interval = self.cost.interval_ns(seqs);
         let dur = self.cost.step_ns(forward, interval).round().max(1.0) as Nanos;
@@ -358,6 +437,87 @@ impl Engine {
         })
     }
 
+    fn push_decision(&mut self, d: Decision) {
+        if let Some(log) = &mut self.decisions {
+            log.push(d);
+        }
+    }
+
+    /// Log records for the batches the scheduler failed in this decision.
+    fn log_events(&mut self, now: Nanos) {
+        let ooms: Vec<OomBatch> = self
+            .batch
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                BatchEvent::OutOfMemory(b) => Some(b.clone()),
+                BatchEvent::Formed { .. } => None,
+            })
+            .collect();
+        for b in ooms {
+            let mut d = self.decision(now, DecisionKind::Oom, (0, 0));
+            d.batch = Some(b.batch);
+            d.admitted.clear();
+            d.formed = None;
+            d.batch_tokens = Some(b.batch_tokens);
+            d.kv_blocks_needed = Some(b.kv_blocks_needed);
+            d.failed = b.requests;
+            self.push_decision(d);
+        }
+    }
+
+    /// A decision record of the state after scheduling; `(seqs, tokens)` of the step.
+    fn decision(&self, now: Nanos, kind: DecisionKind, (seqs, tokens): (u64, u64)) -> Decision {
+        let core = &self.core;
+        let batch = &self.batch;
+        let formed = batch.events.iter().find_map(|e| match e {
+            BatchEvent::Formed { why, batch_tokens, kv_blocks_needed, .. } => {
+                Some((*why, *batch_tokens, *kv_blocks_needed))
+            }
+            BatchEvent::OutOfMemory(_) => None,
+        });
+        let admitted = if kind == DecisionKind::Step {
+            core.admitted
+                .iter()
+                .map(|&(key, n)| Admitted {
+                    request: strategies::request_ref(core, key),
+                    cached_tokens: core.req(key).cached_tokens,
+                    step_tokens: batch.items.iter().find(|(k, _)| *k == key).map_or(n, |&(_, n)| n),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let ms = decisions::nanos_to_ms;
+        let target = match self.strategy {
+            Strategy::Fixed { size, .. } => Some(format!("a batch of {size}")),
+            Strategy::TokenBudget { budget, .. } => Some(format!("a budget of {budget} tokens")),
+            _ => None,
+        };
+        Decision {
+            t_ms: ms(now),
+            strategy: self.scheduler.name().to_string(),
+            decision: kind,
+            step: (kind == DecisionKind::Step).then_some(core.stats.steps + 1),
+            batch: batch.batch_id,
+            formed: formed.map(|f| f.0),
+            admitted,
+            preempted: if kind == DecisionKind::Step { core.preempted.clone() } else { Vec::new() },
+            failed: Vec::new(),
+            seqs,
+            tokens,
+            batch_tokens: formed.map(|f| f.1),
+            kv_blocks_needed: formed.map(|f| f.2),
+            kv_blocks_in_use: core.pool.num_used() as u64,
+            kv_blocks_total: core.pool.total() as u64,
+            running: core.running.len() as u64,
+            waiting: core.waiting.len() as u64,
+            wait_reason: batch.wait.map(|w| w.code().to_string()),
+            wait_detail: batch.wait.map(|w| w.detail(target.as_deref())),
+            wake_at_ms: batch.wake_at.map(ms),
+        }
+    }
+
     /// Tokens produced by the last step.
     pub fn outputs(&self) -> &[Output] {
         &self.outputs
@@ -403,6 +563,11 @@ impl Engine {
         self.scheduler.name()
     }
 
+    /// The batching strategy the spec selected.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
     pub fn gauges(&self) -> Gauges {
         Gauges {
             running: self.core.running.len(),
@@ -422,6 +587,7 @@ impl Engine {
             enable_prefix_caching: self.core.limits.prefix_caching,
             gpu_memory_utilization: self.gpu_memory_utilization,
             model_name: &self.model_name,
+            strategy: self.scheduler.name(),
         };
         stats::render(out, &self.core.stats, &self.gauges(), &info);
     }

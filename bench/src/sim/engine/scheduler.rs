@@ -5,6 +5,7 @@
 //! pool and the metrics.
 
 use super::core::Core;
+use super::decisions::{BatchEvent, WaitReason};
 use super::{Nanos, ReqKey};
 
 /// The work of one step.
@@ -15,12 +16,21 @@ pub struct Batch {
     /// With nothing to run now: when the scheduler wants to be asked again (a batching window
     /// closing), if ever.
     pub wake_at: Option<Nanos>,
+    /// Why requests are still waiting after this decision (for the decision log).
+    pub wait: Option<WaitReason>,
+    /// Batches the scheduler formed or failed in this decision (strategies that form batches).
+    pub events: Vec<BatchEvent>,
+    /// The batch the step's work belongs to (strategies that form batches).
+    pub batch_id: Option<u64>,
 }
 
 impl Batch {
     pub fn clear(&mut self) {
         self.items.clear();
         self.wake_at = None;
+        self.wait = None;
+        self.events.clear();
+        self.batch_id = None;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -100,17 +110,33 @@ impl Scheduler for Continuous {
             i += 1;
         }
         if preempted {
+            if !core.waiting.is_empty() {
+                batch.wait = Some(WaitReason::Preempted);
+            }
             return;
         }
-        while budget > 0 && (core.running.len() as u32) < core.limits.max_num_seqs {
+        loop {
+            if core.waiting.is_empty() {
+                break;
+            }
+            if budget == 0 {
+                batch.wait = Some(WaitReason::StepTokens);
+                break;
+            }
+            if core.running.len() as u32 >= core.limits.max_num_seqs {
+                batch.wait = Some(WaitReason::MaxNumSeqs);
+                break;
+            }
             let Some(key) = core.waiting.peek() else { break };
             let hit = core.prefix_hit(key, &mut self.hits);
             let need = core.req(key).num_tokens() - hit;
             if !core.limits.chunked_prefill && need > budget {
+                batch.wait = Some(WaitReason::PromptDoesNotFit);
                 break;
             }
             let n = need.min(budget);
             if !core.try_admit(key, &self.hits, n, now) {
+                batch.wait = Some(WaitReason::KvCache);
                 break;
             }
             batch.items.push((key, n));

@@ -8,6 +8,7 @@ use crate::config::engine::locate;
 use crate::config::{ConfigError, Dtype, EngineConfig, Quantization, SchedulerPolicy, Source};
 
 use super::profile::{self, DeviceProfile, ModelProfile};
+use super::strategies::Strategy;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -38,6 +39,8 @@ pub struct EngineSpec {
     pub chunked_prefill: bool,
     pub prefix_caching: bool,
     pub policy: SchedulerPolicy,
+    /// The batching strategy (`[batch]`).
+    pub strategy: Strategy,
     pub memory: MemoryPlan,
     pub cost: CostModel,
 }
@@ -223,6 +226,20 @@ impl EngineSpec {
             }
         };
 
+        let strategy = Strategy::from_config(&config.batch, max_model_len, s.max_num_seqs);
+        if let Strategy::TokenBudget { budget, .. } = strategy {
+            if budget < max_model_len as u64 {
+                return Err(SpecError::new(
+                    "batch.max_token_budget",
+                    format!(
+                        "({budget}) is smaller than the model's context length ({max_model_len}); \
+                         a request that long could never join a batch. Increase \
+                         max_token_budget or set engine.max_model_len"
+                    ),
+                ));
+            }
+        }
+
         // Memory of one GPU.
         let device_gib = dev_cfg.memory_gib.unwrap_or(device.memory_gib);
         let budget_gib = device_gib * e.gpu_memory_utilization;
@@ -309,6 +326,7 @@ impl EngineSpec {
             chunked_prefill: s.enable_chunked_prefill,
             prefix_caching: s.enable_prefix_caching,
             policy: s.scheduler_policy,
+            strategy,
             memory: MemoryPlan {
                 device_gib,
                 budget_gib,
@@ -326,7 +344,7 @@ impl EngineSpec {
     pub fn describe(&self) -> String {
         format!(
             "engine model: {} on {}x {} ({}), {} KV blocks of {} tokens, max_num_seqs {}, \
-             max_num_batched_tokens {}, chunked prefill {}, prefix caching {}, {} scheduling",
+             max_num_batched_tokens {}, chunked prefill {}, prefix caching {}, {} scheduling, {}",
             self.model.key,
             self.tensor_parallel_size,
             self.device.key,
@@ -341,6 +359,7 @@ impl EngineSpec {
             on_off(self.chunked_prefill),
             on_off(self.prefix_caching),
             if self.cost.async_scheduling { "async" } else { "sync" },
+            self.strategy.describe(),
         )
     }
 }

@@ -81,6 +81,12 @@ pub struct EngineStats {
     pub cancelled: u64,
     /// Requests refused at admission (too long for max_model_len).
     pub rejected: u64,
+    /// Requests the engine failed after admission (their batch ran out of memory).
+    pub failed_requests: u64,
+    /// Batches formed by a batch-forming strategy (serial, fixed, token_budget).
+    pub batches: u64,
+    /// Batches that needed more KV cache than the device holds.
+    pub oom_batches: u64,
     /// Output tokens computed after the client had gone and never delivered.
     pub wasted_tokens: u64,
     /// Tokens computed again after a preemption.
@@ -115,6 +121,9 @@ impl Default for EngineStats {
             finished_length: 0,
             cancelled: 0,
             rejected: 0,
+            failed_requests: 0,
+            batches: 0,
+            oom_batches: 0,
             wasted_tokens: 0,
             recomputed_tokens: 0,
             prefix_cache_queries: 0,
@@ -167,6 +176,8 @@ pub struct CacheInfo<'a> {
     pub enable_prefix_caching: bool,
     pub gpu_memory_utilization: f64,
     pub model_name: &'a str,
+    /// The batching strategy (`[batch] strategy`).
+    pub strategy: &'a str,
 }
 
 fn escape(v: &str) -> String {
@@ -347,6 +358,31 @@ pub fn render(out: &mut String, s: &EngineStats, g: &Gauges, info: &CacheInfo<'_
         "infergate_sim:rejected_requests_total",
         "Requests refused at admission (longer than max_model_len).",
         s.rejected as f64,
+    );
+    o.counter(
+        "infergate_sim:failed_requests_total",
+        "Requests the engine failed after admission (their batch ran out of KV cache memory).",
+        s.failed_requests as f64,
+    );
+    o.counter(
+        "infergate_sim:oom_batches_total",
+        "Batches that needed more KV cache than the device holds (their requests failed).",
+        s.oom_batches as f64,
+    );
+    o.counter(
+        "infergate_sim:batches_total",
+        "Batches formed by a batch-forming strategy (0 under continuous batching).",
+        s.batches as f64,
+    );
+    o.header(
+        "infergate_sim:batch_strategy_info",
+        "gauge",
+        "The batching strategy ([batch] strategy in the engine config).",
+    );
+    o.value(
+        "infergate_sim:batch_strategy_info",
+        &format!(",strategy=\"{}\"", escape(info.strategy)),
+        1.0,
     );
     o.counter(
         "infergate_sim:recomputed_tokens_total",

@@ -355,6 +355,7 @@ fn token_prompts_share_blocks_by_content() {
     other[35] = 999; // differs in the third block only
     for (id, p) in [prompt.clone(), prompt, other].into_iter().enumerate() {
         let req = EngineRequest {
+            label: None,
             id: id as u64,
             prompt: Prompt::Tokens(p.into()),
             max_tokens: 2,
@@ -431,6 +432,7 @@ fn kv_fragmentation_is_the_empty_share_of_allocated_slots() {
     let mut engine = Engine::new(&s);
     let req = |id, len| EngineRequest {
         id,
+        label: None,
         prompt: Prompt::unique(len),
         max_tokens: 100,
         output_len: None,
@@ -660,6 +662,7 @@ mod real_time {
             ignore_eos: true,
             priority: 0,
             arrival: Instant::now(),
+            request_id: None,
         }
     }
 

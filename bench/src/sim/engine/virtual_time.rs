@@ -93,6 +93,11 @@ pub enum SimOutcome {
         status: u16,
         message: String,
     },
+    /// The engine failed it after admission (its batch ran out of memory).
+    Failed {
+        status: u16,
+        message: String,
+    },
     /// Still waiting or running when the run stopped.
     Unfinished,
 }
@@ -115,7 +120,7 @@ pub struct SimRecord {
     pub last_token: Option<f64>,
     /// Longest gap between two consecutive delivered tokens (the worst stall it saw).
     pub max_gap: Option<f64>,
-    /// When it ended (last token, disconnect or refusal).
+    /// When it ended (last token, disconnect, refusal or failure).
     pub end: Option<f64>,
     pub prompt_tokens: u32,
     /// Output tokens the engine generated.
@@ -318,10 +323,15 @@ impl Simulation {
             if self.now >= until {
                 return self.pending();
             }
-            if let Some(info) = self.engine.step(self.now) {
+            let step = self.engine.step(self.now);
+            let failed = self.collect_failures();
+            if let Some(info) = step {
                 self.collect(info.start, info.end);
                 self.now = info.end;
                 continue;
+            }
+            if failed {
+                continue; // closed-loop clients send their next requests now
             }
             let next_arrival = self.arrivals.peek().map(|Reverse((t, _))| *t);
             let next_cancel = self.cancels.peek().map(|Reverse((t, _))| *t);
@@ -349,6 +359,7 @@ impl Simulation {
             self.records[i].arrival = nanos_to_secs(t);
             let req = EngineRequest {
                 id: i as u64,
+                label: None,
                 prompt: r.prompt.clone(),
                 max_tokens: r.max_tokens,
                 output_len: r.output_len,
@@ -405,6 +416,33 @@ impl Simulation {
                 self.closed_next = Some(next + 1);
             }
         }
+    }
+
+    /// Requests the engine failed in the last decision end now. Returns whether there were any.
+    fn collect_failures(&mut self) -> bool {
+        let failed: Vec<(usize, u16, String)> = self
+            .engine
+            .failed()
+            .iter()
+            .map(|f| (self.slot_to_req[f.key.0 as usize] as usize, f.status, f.message.to_string()))
+            .collect();
+        let any = !failed.is_empty();
+        for (i, status, message) in failed {
+            self.track[i].key = None;
+            self.records[i].outcome = SimOutcome::Failed { status, message };
+            self.end(i, self.now);
+        }
+        any
+    }
+
+    /// The decisions recorded since the last call (see [`Engine::record_decisions`]).
+    pub fn take_decisions(&mut self) -> Vec<super::Decision> {
+        self.engine.take_decisions()
+    }
+
+    /// Record every scheduling decision (read them with [`Simulation::take_decisions`]).
+    pub fn record_decisions(&mut self, on: bool) {
+        self.engine.record_decisions(on);
     }
 
     fn collect(&mut self, start: Nanos, end: Nanos) {

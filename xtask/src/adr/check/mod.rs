@@ -1,0 +1,588 @@
+//! `cargo xtask adr check --base REV [--head REV]`: fail a pull request that changes a governed
+//! inference parameter without a new decision record that names it.
+//!
+//! The tree at merge-base(base, head) is compared with the tree at head (commits only; the work
+//! tree is not read). Governed files are `configs/engine*.toml` and the `[adr] governed` list of
+//! `configs/xtask.toml` (at the merge base or at head). The pieces:
+//!
+//! - [`git`]: revisions, merge base, changed files, blobs, `ADR-Exempt` trailers (I/O);
+//! - [`semdiff`]: the key-by-key diff of two versions of a TOML file (pure);
+//! - [`rule`]: the rule over typed inputs (pure);
+//! - [`check`] puts them together and [`render`] prints the outcome (pure).
+
+pub mod git;
+pub mod rule;
+pub mod semdiff;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use bench::config::Source;
+use clap::Args;
+use comfy_table::{Table, presets};
+
+use self::rule::{Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, Violation};
+use self::semdiff::KeyChange;
+use crate::Status;
+use crate::adr::{is_record_file, lint, parse_adr, plural, thresholds};
+use crate::settings::{self, SETTINGS_FILE, Settings};
+
+/// `cargo xtask adr check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The branch the pull request merges into: a commit SHA, branch or tag (e.g.
+    /// `origin/main`, or `${{ github.event.pull_request.base.sha }}` in CI).
+    #[arg(long, value_name = "REV")]
+    pub base: String,
+    /// The pull request's commit (a detached HEAD works).
+    #[arg(long, value_name = "REV", default_value = "HEAD")]
+    pub head: String,
+    /// Also print GitHub Actions `::error` / `::warning` annotations.
+    #[arg(long)]
+    pub github: bool,
+}
+
+/// A revision as named and as resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rev {
+    pub name: String,
+    /// Abbreviated commit id.
+    pub id: String,
+}
+
+/// A governed file that was added, deleted or renamed (shown as a note beside its keys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileNote {
+    pub path: String,
+    pub note: String,
+}
+
+/// What the check looked at and what the rule says.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    pub base: Rev,
+    pub head: Rev,
+    pub merge_base: String,
+    /// Commits in merge-base..head.
+    pub commits: usize,
+    /// The clone is shallow (the merge base was found all the same).
+    pub shallow: bool,
+    /// Governed file patterns.
+    pub governed: Vec<String>,
+    /// Added, deleted and renamed governed files.
+    pub file_notes: Vec<FileNote>,
+    /// Record files the diff touches.
+    pub records: Vec<RecordChange>,
+    /// Line at head of each changed key that is still there, for annotations.
+    pub key_lines: BTreeMap<(String, String), usize>,
+    /// `ADR-Exempt` trailers without a reason: not honoured.
+    pub refused_exemptions: Vec<Exemption>,
+    pub outcome: Outcome,
+}
+
+/// Run the check in the repository containing `root`; records are in `dir` (relative to the
+/// repository root). Errors are tool errors (exit 2): unknown revisions, a shallow clone
+/// without the merge base, invalid TOML in a governed file or in the settings.
+pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<Report> {
+    let repo = git::open(root)?;
+    let base_commit = git::resolve(&repo, base, "base")?;
+    let head_commit = git::resolve(&repo, head, "head")?;
+    let mb = git::merge_base(&repo, base_commit.id(), head_commit.id())?;
+    let mb_short = git::short(mb);
+    let head_short = git::short(head_commit.id());
+    let mb_tree =
+        repo.find_commit(mb).and_then(|c| c.tree()).context("cannot read the merge base")?;
+    let head_tree = head_commit.tree().context("cannot read the head tree")?;
+    let at_base = format!("at the merge base {mb_short}");
+    let at_head = format!("at head {head_short}");
+
+    // Governed patterns: the settings at either side.
+    let mut governed = Vec::new();
+    for (tree, at) in [(&mb_tree, &at_base), (&head_tree, &at_head)] {
+        let text = git::read_text(&repo, tree, SETTINGS_FILE)?;
+        let s = match text {
+            Some(t) => Settings::parse(&Source::new(SETTINGS_FILE, t))
+                .with_context(|| format!("invalid {SETTINGS_FILE} {at}"))?,
+            None => Settings::default(),
+        };
+        for p in s.governed_patterns() {
+            if !governed.contains(&p) {
+                governed.push(p);
+            }
+        }
+    }
+
+    // What changed.
+    let files = git::tree_changes(&repo, &mb_tree, &head_tree)?;
+    let dir = dir.trim_end_matches('/');
+    let in_records_dir = |p: &str| {
+        p.rsplit_once('/').is_some_and(|(parent, name)| parent == dir && is_record_file(name))
+    };
+    let mut governed_paths: Vec<String> = Vec::new();
+    let mut file_notes = Vec::new();
+    let (mut old_records, mut new_records) = (Vec::new(), Vec::new());
+    for f in &files {
+        let old_gov = f.old.as_deref().filter(|p| settings::is_governed(&governed, p));
+        let new_gov = f.new.as_deref().filter(|p| settings::is_governed(&governed, p));
+        for p in old_gov.iter().chain(new_gov.iter()) {
+            if !governed_paths.iter().any(|g| g == p) {
+                governed_paths.push(p.to_string());
+            }
+        }
+        match (f.old.as_deref(), f.new.as_deref()) {
+            (Some(o), Some(n)) if o != n && (old_gov.is_some() || new_gov.is_some()) => {
+                file_notes.push(FileNote { path: n.into(), note: format!("renamed from {o}") })
+            }
+            (None, Some(n)) if new_gov.is_some() => {
+                file_notes.push(FileNote { path: n.into(), note: "added".into() })
+            }
+            (Some(o), None) if old_gov.is_some() => {
+                file_notes.push(FileNote { path: o.into(), note: "deleted".into() })
+            }
+            _ => {}
+        }
+        if let Some(p) = f.old.as_deref().filter(|p| in_records_dir(p)) {
+            old_records.extend(git::read_text(&repo, &mb_tree, p)?.map(|t| RecordFile::new(p, t)));
+        }
+        if let Some(p) = f.new.as_deref().filter(|p| in_records_dir(p)) {
+            new_records
+                .extend(git::read_text(&repo, &head_tree, p)?.map(|t| RecordFile::new(p, t)));
+        }
+    }
+    let records = pair_records(old_records, new_records);
+
+    // The semantic diff of each governed file, by path (a renamed file loses every key at its
+    // old path and gains them at its new one).
+    governed_paths.sort();
+    let mut changes: Vec<KeyChange> = Vec::new();
+    let mut key_lines = BTreeMap::new();
+    for p in &governed_paths {
+        let old = git::read_text(&repo, &mb_tree, p)?.map(|t| Source::new(p, t));
+        let new = git::read_text(&repo, &head_tree, p)?.map(|t| Source::new(p, t));
+        if let Some(o) = &old {
+            semdiff::parse(o).with_context(|| format!("{p} {at_base} is not valid TOML"))?;
+        }
+        if let Some(n) = &new {
+            semdiff::parse(n).with_context(|| format!("{p} {at_head} is not valid TOML"))?;
+        }
+        let file_changes = semdiff::diff_file(p, old.as_ref(), new.as_ref())?;
+        if let Some(n) = &new {
+            for c in file_changes.iter().filter(|c| c.new.is_some()) {
+                let path: Vec<&str> = c.key.split('.').collect();
+                if let Some(span) = n.locate(&path) {
+                    key_lines.insert((c.file.clone(), c.key.clone()), n.line_col(span.start).0);
+                }
+            }
+        }
+        changes.extend(file_changes);
+    }
+
+    // The records at head: lint, and gate.toml against them.
+    let head_records: Vec<(std::path::PathBuf, String)> =
+        git::read_dir(&repo, &head_tree, dir, is_record_file)?
+            .into_iter()
+            .map(|(p, t)| (p.into(), t))
+            .collect();
+    let adrs: Vec<crate::adr::Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let lint_problems = lint::lint_adrs(&adrs);
+    let gate = git::read_text(&repo, &head_tree, thresholds::GATE_FILE)?;
+    let sync = thresholds::check_in_sync(&adrs, dir, gate.as_deref());
+
+    // Exemptions.
+    let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
+    let (exemptions, refused): (Vec<Exemption>, Vec<Exemption>) =
+        git::exemptions(&commits).into_iter().partition(|e| !e.reason.is_empty());
+
+    let outcome = rule::evaluate(Input {
+        changes: &changes,
+        records: &records,
+        lint: &lint_problems,
+        thresholds: &sync,
+        gate_file: thresholds::GATE_FILE,
+        exemptions: &exemptions,
+    });
+    Ok(Report {
+        base: Rev { name: base.to_string(), id: git::short(base_commit.id()) },
+        head: Rev { name: head.to_string(), id: head_short },
+        merge_base: mb_short,
+        commits: commits.len(),
+        shallow: repo.is_shallow(),
+        governed,
+        file_notes,
+        records,
+        key_lines,
+        refused_exemptions: refused,
+        outcome,
+    })
+}
+
+/// Record files at the merge base and at head (those the diff touches) as changes: the same
+/// path, or else the same record number (a renamed record), is one record changed; what is left
+/// is added or deleted. Git's similarity-based rename detection is not used for records: two
+/// records written from the same template look alike without being the same record.
+pub fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<RecordChange> {
+    let number = |f: &RecordFile| crate::adr::parse::number_from_file_name(&f.path);
+    let mut old: Vec<Option<RecordFile>> = old.into_iter().map(Some).collect();
+    let mut out = Vec::new();
+    for n in new {
+        let same_path = old.iter().position(|o| o.as_ref().is_some_and(|o| o.path == n.path));
+        let same_number = || {
+            let num = number(&n)?;
+            old.iter().position(|o| o.as_ref().is_some_and(|o| number(o) == Some(num)))
+        };
+        let matched = same_path.or_else(same_number).and_then(|i| old[i].take());
+        out.push(RecordChange { old: matched, new: Some(n) });
+    }
+    out.extend(old.into_iter().flatten().map(|o| RecordChange { old: Some(o), new: None }));
+    out
+}
+
+/// `cargo xtask adr check`: print the report; exit 1 when the rule is broken (and no commit is
+/// exempt).
+pub fn run(root: &Path, dir: &Path, args: CheckArgs) -> anyhow::Result<Status> {
+    let dir = dir.to_string_lossy().replace('\\', "/");
+    let report = check(root, &dir, &args.base, &args.head)?;
+    print!("{}", render(&report, args.github));
+    for e in &report.outcome.exemptions {
+        eprintln!(
+            "warning: adr check is waived by `ADR-Exempt: {}` in commit {}",
+            e.reason, e.commit
+        );
+    }
+    Ok(report.outcome.status())
+}
+
+/// The title `adr new` is suggested for the keys a record must name.
+pub fn suggested_title(changes: &[&KeyChange]) -> String {
+    match changes {
+        [c] => match &c.new {
+            Some(v) => format!("Set {} to {}", c.key, semdiff::inline(v)),
+            None => format!("Remove {}", c.key),
+        },
+        [a, b] => format!("Change {} and {}", a.key, b.key),
+        [a, b, c] => format!("Change {}, {} and {}", a.key, b.key, c.key),
+        many => format!("Change {} inference parameters", many.len()),
+    }
+}
+
+/// The exact `cargo xtask adr new` command that starts the missing record.
+pub fn adr_new_command(changes: &[&KeyChange]) -> String {
+    format!(
+        "cargo xtask adr new {} --baseline RUN_BASE --exp RUN_HEAD",
+        crate::engine::quote(&suggested_title(changes))
+    )
+}
+
+fn coverage_cell(c: &Coverage) -> String {
+    if c.covered() {
+        return c
+            .covered_by
+            .iter()
+            .map(|n| format!("{} ({}:{})", n.label, n.path.display(), n.line))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    if c.near_misses.is_empty() {
+        "not covered".into()
+    } else {
+        format!("not covered ({})", c.near_misses.join("; "))
+    }
+}
+
+/// The coverage table: key, old -> new, covered by.
+pub fn coverage_table(outcome: &Outcome) -> String {
+    let mut table = Table::new();
+    table.load_style(presets::ASCII_MARKDOWN);
+    table.set_header(["Key", "Old -> new", "Covered by"]);
+    for c in &outcome.coverage {
+        table.add_row([c.change.target(), c.change.old_to_new(), coverage_cell(c)]);
+    }
+    table.to_string()
+}
+
+fn record_kind(rc: &RecordChange) -> (String, &'static str) {
+    match (&rc.old, &rc.new) {
+        (None, Some(n)) => (n.path.display().to_string(), "added"),
+        (Some(o), None) => (o.path.display().to_string(), "deleted"),
+        (Some(o), Some(n)) if o.path != n.path => {
+            (format!("{} (from {})", n.path.display(), o.path.display()), "renamed")
+        }
+        (_, Some(n)) => (n.path.display().to_string(), "modified"),
+        (None, None) => (String::new(), "unchanged"),
+    }
+}
+
+/// The report as `adr check` prints it.
+pub fn render(r: &Report, github: bool) -> String {
+    let o = &r.outcome;
+    let mut out = String::new();
+    let w = &mut out;
+    writeln!(
+        w,
+        "adr check: base {} ({}), head {} ({}), merge base {}, {}",
+        r.base.name,
+        r.base.id,
+        r.head.name,
+        r.head.id,
+        r.merge_base,
+        plural(r.commits, "commit")
+    )
+    .unwrap();
+    if r.shallow {
+        writeln!(w, "note: shallow clone; the merge base was found in the fetched history")
+            .unwrap();
+    }
+    writeln!(w, "governed files: {}", r.governed.join(", ")).unwrap();
+    for e in &o.exemptions {
+        writeln!(
+            w,
+            "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        )
+        .unwrap();
+        writeln!(w, "!!! ADR-Exempt: {}", e.reason).unwrap();
+        writeln!(w, "!!! in commit {} \"{}\"", e.commit, e.summary).unwrap();
+        writeln!(
+            w,
+            "!!! adr check is WAIVED for this pull request: what it finds is reported, not enforced"
+        )
+        .unwrap();
+        writeln!(
+            w,
+            "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        )
+        .unwrap();
+    }
+    for e in &r.refused_exemptions {
+        writeln!(
+            w,
+            "warning: commit {} has an `ADR-Exempt:` trailer without a reason; it is ignored \
+             (write `ADR-Exempt: <why this change cannot wait for a record>`)",
+            e.commit
+        )
+        .unwrap();
+    }
+
+    // The diff.
+    if o.coverage.is_empty() {
+        writeln!(w, "governed changes: none").unwrap();
+    } else {
+        writeln!(w, "governed changes:").unwrap();
+        for n in &r.file_notes {
+            writeln!(w, "  {}: {}", n.path, n.note).unwrap();
+        }
+        for c in &o.coverage {
+            writeln!(w, "  {}", c.change).unwrap();
+        }
+    }
+    if !r.records.is_empty() {
+        writeln!(w, "records:").unwrap();
+        for rc in &r.records {
+            let (path, kind) = record_kind(rc);
+            let status = rc
+                .new
+                .as_ref()
+                .and_then(|n| parse_adr(&n.path, &n.text).status_value())
+                .map_or(String::new(), |s| format!(", {s}"));
+            writeln!(w, "  {path}: {kind}{status}").unwrap();
+        }
+    }
+    if !o.coverage.is_empty() {
+        writeln!(w, "{}", coverage_table(o)).unwrap();
+    }
+    if !o.violations.is_empty() {
+        writeln!(w, "violations:").unwrap();
+        for v in &o.violations {
+            writeln!(w, "  {v}").unwrap();
+        }
+    }
+
+    // How to fix what is not covered.
+    let uncovered: Vec<&KeyChange> = o.uncovered().map(|c| &c.change).collect();
+    if !uncovered.is_empty() {
+        writeln!(
+            w,
+            "\n{} not named by a record this pull request adds (Proposed or Accepted, with the \
+             new value). Start the record from a bench run of the base configuration and one of \
+             this change (RUN_BASE, RUN_HEAD: run directories of `cargo xtask bench`):\n\n  {}\n\n\
+             Its Decision section must have these lines (adr new writes them from the runs' \
+             engine parameters):\n",
+            if uncovered.len() == 1 {
+                "1 changed key is".to_string()
+            } else {
+                format!("{} changed keys are", uncovered.len())
+            },
+            adr_new_command(&uncovered)
+        )
+        .unwrap();
+        for c in &uncovered {
+            writeln!(w, "  - {}", c.decision_line()).unwrap();
+        }
+        let open: Vec<String> = o
+            .added
+            .iter()
+            .filter(|(_, _, s)| {
+                matches!(s, Some(crate::adr::AdrStatus::Proposed | crate::adr::AdrStatus::Accepted))
+            })
+            .map(|(label, path, _)| format!("{label} ({})", path.display()))
+            .collect();
+        if !open.is_empty() {
+            writeln!(
+                w,
+                "\n(or add the missing lines to the record this pull request adds: {})",
+                open.join(", ")
+            )
+            .unwrap();
+        }
+        writeln!(w).unwrap();
+    }
+
+    // The verdict.
+    let n = o.coverage.len();
+    let covered = o.coverage.iter().filter(|c| c.covered()).count();
+    let keys = if n == 0 {
+        "no governed key changed".to_string()
+    } else {
+        format!("{} changed, {covered} covered", plural(n, "governed key"))
+    };
+    let verdict = if o.rule_holds() {
+        "passed".to_string()
+    } else if o.passed() {
+        "WAIVED by ADR-Exempt (it would have FAILED)".to_string()
+    } else {
+        "FAILED".to_string()
+    };
+    writeln!(w, "adr check {verdict}: {keys}, {}", plural(o.violations.len(), "other violation"))
+        .unwrap();
+    if let Some(e) = o.exemptions.first()
+        && !o.rule_holds()
+    {
+        writeln!(w, "exempt: ADR-Exempt: {} (commit {})", e.reason, e.commit).unwrap();
+    }
+    if github {
+        out.push_str(&render_github(r));
+    }
+    out
+}
+
+/// GitHub Actions annotations: an `::error` per uncovered key (at its line at head) and per
+/// violation (`::warning` when exempt), and a `::warning` per exemption.
+pub fn render_github(r: &Report) -> String {
+    use crate::gate::gh_escape;
+    let o = &r.outcome;
+    let level = if o.exemptions.is_empty() { "error" } else { "warning" };
+    let mut out = String::new();
+    for e in &o.exemptions {
+        writeln!(
+            out,
+            "::warning title={}::{}",
+            gh_escape("ADR-Exempt", true),
+            gh_escape(&format!("adr check waived by commit {}: {}", e.commit, e.reason), false)
+        )
+        .unwrap();
+    }
+    for c in o.uncovered() {
+        let ch = &c.change;
+        let line = r
+            .key_lines
+            .get(&(ch.file.clone(), ch.key.clone()))
+            .map_or(String::new(), |l| format!(",line={l}"));
+        writeln!(
+            out,
+            "::{level} file={}{line},title={}::{}",
+            gh_escape(&ch.file, true),
+            gh_escape(&format!("adr check: {}", ch.key), true),
+            gh_escape(
+                &format!(
+                    "{} changed ({}) without a new decision record naming it; add one with `{}`",
+                    ch.target(),
+                    ch.old_to_new(),
+                    ch.decision_line()
+                ),
+                false
+            )
+        )
+        .unwrap();
+    }
+    for v in &o.violations {
+        let (file, line, message) = match v {
+            Violation::Lint(p) | Violation::AcceptedEdited(p) => {
+                (p.path.display().to_string(), format!(",line={}", p.line), p.message.clone())
+            }
+            Violation::Thresholds(m) => {
+                (thresholds::GATE_FILE.to_string(), String::new(), m.clone())
+            }
+        };
+        writeln!(
+            out,
+            "::{level} file={}{line},title={}::{}",
+            gh_escape(&file, true),
+            gh_escape("adr check", true),
+            gh_escape(&message, false)
+        )
+        .unwrap();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(key: &str, old: Option<i64>, new: Option<i64>) -> KeyChange {
+        KeyChange {
+            file: "configs/engine.toml".into(),
+            key: key.into(),
+            old: old.map(Into::into),
+            new: new.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn records_pair_by_path_then_by_number() {
+        let f = |p: &str| RecordFile::new(p, "text");
+        let got = pair_records(
+            vec![f("docs/adr/0001-a.md"), f("docs/adr/0002-b.md"), f("docs/adr/0003-c.md")],
+            vec![f("docs/adr/0001-a.md"), f("docs/adr/0002-renamed.md"), f("docs/adr/0004-d.md")],
+        );
+        let show = |o: &Option<RecordFile>| o.as_ref().map(|f| f.path.display().to_string());
+        let got: Vec<(Option<String>, Option<String>)> =
+            got.iter().map(|c| (show(&c.old), show(&c.new))).collect();
+        let s = |p: &str| Some(p.to_string());
+        assert_eq!(
+            got,
+            vec![
+                (s("docs/adr/0001-a.md"), s("docs/adr/0001-a.md")),
+                (s("docs/adr/0002-b.md"), s("docs/adr/0002-renamed.md")),
+                (None, s("docs/adr/0004-d.md")),
+                (s("docs/adr/0003-c.md"), None),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_suggested_command_is_copy_pasteable() {
+        let a = change("scheduler.max_num_seqs", Some(256), Some(384));
+        let b = change("scheduler.block_size", Some(16), None);
+        let c = change("engine.max_model_len", None, Some(4096));
+        let d = change("engine.x", None, Some(1));
+        assert_eq!(
+            adr_new_command(&[&a]),
+            "cargo xtask adr new 'Set scheduler.max_num_seqs to 384' --baseline RUN_BASE --exp RUN_HEAD"
+        );
+        assert_eq!(suggested_title(&[&b]), "Remove scheduler.block_size");
+        assert_eq!(
+            suggested_title(&[&a, &b, &c]),
+            "Change scheduler.max_num_seqs, scheduler.block_size and engine.max_model_len"
+        );
+        assert_eq!(suggested_title(&[&a, &b, &c, &d]), "Change 4 inference parameters");
+        // The title makes a valid file name.
+        assert!(crate::adr::new::slug(&suggested_title(&[&a, &b, &c])).is_ok());
+        let s = KeyChange { new: Some("x'y".into()), ..a };
+        assert_eq!(
+            adr_new_command(&[&s]),
+            "cargo xtask adr new 'Set scheduler.max_num_seqs to \"x'\\''y\"' --baseline RUN_BASE --exp RUN_HEAD"
+        );
+    }
+}

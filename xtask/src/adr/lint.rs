@@ -1,0 +1,291 @@
+//! `adr lint`: the rules every record follows. Pure functions over parsed records
+//! ([`lint_files`], [`lint_adrs`]); [`lint_dir`] reads the directory.
+//!
+//! Rules: file name `NNNN-slug.md`; unique numbers; one H1 (its `ADR-NNNN` prefix, if any,
+//! matches the file); a known status, an ISO-8601 date and deciders; the required sections
+//! present and non-empty; no template placeholders left; supersession links both ways and to
+//! existing records; a thresholds table with known metrics, comparators, units and actions;
+//! decision lines well-formed and not repeated; no metric set by two live records.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::model::{Adr, AdrStatus, LinkKind, Problem, REQUIRED_SECTIONS, strip_adr_prefix};
+use super::thresholds::{conflicts, live_thresholds};
+use super::{parse_adr, read_records};
+
+/// Parse and lint `(path, text)` pairs. Problems are sorted by path and line.
+pub fn lint_files(files: &[(PathBuf, String)]) -> Vec<Problem> {
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    lint_adrs(&adrs)
+}
+
+/// Lint parsed records (a whole directory: numbers and links are checked across them).
+pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for adr in adrs {
+        problems.extend(adr.problems.iter().cloned());
+        lint_one(adr, &mut problems);
+    }
+    lint_numbers(adrs, &mut problems);
+    lint_links(adrs, &mut problems);
+    problems.extend(conflicts(&live_thresholds(adrs)));
+    problems.sort();
+    problems.dedup();
+    problems
+}
+
+/// Whether a file name is `NNNN-slug.md` (slug: lowercase letters and digits joined by `-`).
+pub fn valid_file_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".md") else { return false };
+    let (Some(num), Some(slug)) = (stem.get(..4), stem.get(4..)) else { return false };
+    num.bytes().all(|b| b.is_ascii_digit())
+        && slug.strip_prefix('-').is_some_and(|s| {
+            !s.is_empty()
+                && s.split('-').all(|w| {
+                    !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                })
+        })
+}
+
+fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
+    let path = &adr.path;
+    let mut p = |line: usize, msg: String| out.push(Problem::new(path, line, msg));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if !valid_file_name(name) {
+        p(1, format!("file name `{name}` is not `NNNN-slug.md` (four digits, a lowercase slug)"));
+    }
+
+    // Title.
+    let title_line = adr.titles.first().map_or(1, |t| t.line);
+    match adr.titles.as_slice() {
+        [] => p(1, "no H1 title; the first line is `# ADR-NNNN: <title>`".into()),
+        [first, rest @ ..] => {
+            for extra in rest {
+                p(
+                    extra.line,
+                    format!(
+                        "second H1 heading (the title is at line {}); a record has one H1",
+                        first.line
+                    ),
+                );
+            }
+            let (n, title) = strip_adr_prefix(&first.value);
+            if title.is_empty() {
+                p(first.line, "the title is empty".into());
+            }
+            if let (Some(n), Some(file_n)) = (n, adr.number)
+                && n != file_n
+            {
+                p(first.line, format!("title says ADR-{n:04} but the file is number {file_n:04}"));
+            }
+        }
+    }
+
+    // Sections.
+    for (kind, heading) in REQUIRED_SECTIONS {
+        let found: Vec<_> = adr.sections.iter().filter(|s| s.kind == Some(kind)).collect();
+        match found.as_slice() {
+            [] => p(title_line, format!("missing section `## {heading}`")),
+            [first, rest @ ..] => {
+                if !first.has_content {
+                    p(first.line, format!("section `{}` is empty", first.heading));
+                }
+                for dup in rest {
+                    p(
+                        dup.line,
+                        format!("section `{}` again (first at line {})", dup.heading, first.line),
+                    );
+                }
+            }
+        }
+    }
+
+    for ph in &adr.placeholders {
+        p(
+            ph.line,
+            format!(
+                "template placeholder `{}` left; replace it with the record's content",
+                ph.value
+            ),
+        );
+    }
+
+    // Thresholds: a record that states no executable rule reached no conclusion.
+    if let Some(section) = adr.section(super::model::SectionKind::Thresholds)
+        && adr.thresholds.is_empty()
+        && section.has_content
+        && adr.status_value() != Some(AdrStatus::Rejected)
+        && !adr.problems.iter().any(|q| q.line > section.line && q.line < section.end)
+    {
+        p(
+            section.line,
+            "no thresholds: this section needs a table with columns metric, comparator, limit, \
+             unit, action and at least one row"
+                .into(),
+        );
+    }
+
+    // Decision lines name each key once.
+    let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for d in &adr.decisions {
+        if let Some(first) = seen.insert((&d.file, &d.key), d.line) {
+            p(d.line, format!("{}: {} is already decided at line {first}", d.file, d.key));
+            seen.insert((&d.file, &d.key), first);
+        }
+    }
+}
+
+fn lint_numbers(adrs: &[Adr], out: &mut Vec<Problem>) {
+    let mut by_number: BTreeMap<u32, Vec<&Adr>> = BTreeMap::new();
+    for adr in adrs {
+        if let Some(n) = adr.number {
+            by_number.entry(n).or_default().push(adr);
+        }
+    }
+    for (n, group) in by_number.iter().filter(|(_, g)| g.len() > 1) {
+        for adr in group {
+            let others: Vec<String> = group
+                .iter()
+                .filter(|o| o.path != adr.path)
+                .map(|o| o.path.display().to_string())
+                .collect();
+            out.push(Problem::new(
+                &adr.path,
+                1,
+                format!("number {n:04} is also used by {}; numbers are unique", others.join(", ")),
+            ));
+        }
+    }
+}
+
+fn lint_links(adrs: &[Adr], out: &mut Vec<Problem>) {
+    let find = |n: u32| adrs.iter().find(|a| a.number == Some(n));
+    let file_name = |a: &Adr| a.path.file_name().map(|f| f.to_string_lossy().into_owned());
+    for adr in adrs {
+        let Some(me) = adr.number else { continue };
+        if let Some(status) = &adr.status
+            && let AdrStatus::SupersededBy(n) = status.value
+        {
+            match find(n) {
+                _ if n == me => out.push(Problem::new(
+                    &adr.path,
+                    status.line,
+                    "a record cannot supersede itself",
+                )),
+                None => out.push(Problem::new(
+                    &adr.path,
+                    status.line,
+                    format!("superseded by {n:04}, but no record has that number"),
+                )),
+                Some(newer) => {
+                    let back = newer
+                        .links
+                        .iter()
+                        .any(|l| l.kind == LinkKind::Supersedes && l.number == me);
+                    if !back {
+                        out.push(Problem::new(
+                            &adr.path,
+                            status.line,
+                            format!(
+                                "superseded by {n:04}, but {} does not list `Supersedes {me:04}` in its Links",
+                                newer.path.display()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        for link in &adr.links {
+            let n = link.number;
+            let Some(other) = find(n) else {
+                out.push(Problem::new(
+                    &adr.path,
+                    link.line,
+                    format!("links to {n:04}, but no record has that number"),
+                ));
+                continue;
+            };
+            if n == me {
+                out.push(Problem::new(&adr.path, link.line, "a record cannot link to itself"));
+                continue;
+            }
+            if let Some(target) = &link.target {
+                let target_name =
+                    Path::new(target).file_name().map(|f| f.to_string_lossy().into_owned());
+                if target_name != file_name(other) {
+                    out.push(Problem::new(
+                        &adr.path,
+                        link.line,
+                        format!(
+                            "link target `{target}` is not {}, the file of record {n:04}",
+                            other.path.display()
+                        ),
+                    ));
+                }
+            }
+            match link.kind {
+                LinkKind::Supersedes => {
+                    if other.status_value() != Some(AdrStatus::SupersededBy(me)) {
+                        out.push(Problem::new(
+                            &adr.path,
+                            link.line,
+                            format!(
+                                "supersedes {n:04}, but {} is not `Superseded by {me:04}`; run `cargo xtask adr supersede {n} {me}`",
+                                other.path.display()
+                            ),
+                        ));
+                    }
+                }
+                LinkKind::SupersededBy => {
+                    if adr.status_value() != Some(AdrStatus::SupersededBy(n)) {
+                        out.push(Problem::new(
+                            &adr.path,
+                            link.line,
+                            format!("links `Superseded by {n:04}` but its status is not `Superseded by {n:04}`"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What `adr lint` found in a directory.
+#[derive(Debug)]
+pub struct LintReport {
+    /// Records read.
+    pub files: usize,
+    pub problems: Vec<Problem>,
+}
+
+/// Read every record in `dir` (relative to `root`; `template.md` and `README.md` are not
+/// records) and lint them. Paths in problems are `dir/<file>`. I/O errors are `Err`.
+pub fn lint_dir(root: &Path, dir: &Path) -> anyhow::Result<LintReport> {
+    let files = read_records(root, dir)?;
+    Ok(LintReport { files: files.len(), problems: lint_files(&files) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_file_name;
+
+    #[test]
+    fn file_names() {
+        assert!(valid_file_name("0001-use-adrs.md"));
+        assert!(valid_file_name("0012-v2.md"));
+        for bad in [
+            "1-x.md",
+            "0001-.md",
+            "0001-Use.md",
+            "0001_x.md",
+            "0001-x--y.md",
+            "0001-x.txt",
+            "abcé-x.md",
+            "é.md",
+            "0001",
+        ] {
+            assert!(!valid_file_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,468 @@
+//! `cargo xtask adr ...`: architecture decision records that govern inference parameters.
+//!
+//! The format, the comparators, units, metric names and exit codes are documented in
+//! `docs/adr/README.md`. Library entry points for other commands (`adr check`, `bench --gate`):
+//!
+//! - [`parse_adr`]: markdown -> [`Adr`] (never fails; problems are in `Adr::problems`);
+//! - [`decision_lines`]: a record's status and decision lines, or its problems;
+//! - [`lint::lint_files`] / [`lint::lint_dir`]: the lint rules;
+//! - [`thresholds::generate`] / [`thresholds::check_in_sync`]: gate.toml from the records.
+//!
+//! Policy is pure (text in, typed values out); reading and writing files happens only in the
+//! command functions below and in [`read_records`].
+
+pub mod check;
+pub mod edit;
+pub mod lint;
+pub mod model;
+pub mod new;
+pub mod parse;
+pub mod thresholds;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use comfy_table::{Table, presets};
+use xshell::Shell;
+
+pub use model::{
+    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, Problem,
+    Section, SectionKind, ThresholdRow,
+};
+pub use parse::parse_adr;
+
+use crate::Status;
+
+/// Where the records live, relative to the repository root.
+pub const ADR_DIR: &str = "docs/adr";
+
+/// A record's status and its decision lines: what `adr check` compares with a diff of the
+/// governed configs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionSet {
+    /// From the file name (`None` when it is not `NNNN-slug.md`).
+    pub number: Option<u32>,
+    pub status: AdrStatus,
+    /// In file order; each is `configs/<file>.toml: section.key = value` (or `... removed`) with
+    /// its line.
+    pub lines: Vec<DecisionLine>,
+}
+
+/// The status and decision lines of the record at `path` with contents `text`.
+///
+/// `Err` holds every problem that makes the answer unreliable, as `path:line: message`: a
+/// missing or unknown status, and any malformed decision line (a line of the Decision section
+/// that starts with `configs/` but is neither `configs/<file>.toml: section.key = value` with a
+/// TOML value nor `configs/<file>.toml: section.key removed`). Other problems of the record are `adr lint`'s business.
+pub fn decision_lines(path: &Path, text: &str) -> Result<DecisionSet, Vec<Problem>> {
+    let adr = parse_adr(path, text);
+    let decision = adr.section(SectionKind::Decision).map(|s| (s.line, s.end));
+    let mut problems: Vec<Problem> = adr
+        .problems
+        .iter()
+        .filter(|p| decision.is_some_and(|(start, end)| p.line > start && p.line < end))
+        .cloned()
+        .collect();
+    problems.extend(adr.status_problems());
+    match adr.status {
+        Some(status) if problems.is_empty() => {
+            Ok(DecisionSet { number: adr.number, status: status.value, lines: adr.decisions })
+        }
+        _ => {
+            problems.sort();
+            Err(problems)
+        }
+    }
+}
+
+/// Whether a file in the records directory is a record (`*.md` but not `template.md` or
+/// `README.md`).
+pub fn is_record_file(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".md") && lower != "template.md" && lower != "readme.md"
+}
+
+/// `(path, text)` of every record in `dir`, sorted by file name. `path` is `dir/<name>` (as
+/// given, so relative to the repository root); files are read from `root/dir`.
+pub fn read_records(root: &Path, dir: &Path) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    let full = root.join(dir);
+    let entries = std::fs::read_dir(&full)
+        .with_context(|| format!("cannot read the records directory {}", full.display()))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {}", full.display()))?;
+        if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_record_file(&name) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            let text = std::fs::read_to_string(root.join(&path))
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Ok((path, text))
+        })
+        .collect()
+}
+
+/// Parse every record in `dir` (see [`read_records`]).
+pub fn load_records(root: &Path, dir: &Path) -> anyhow::Result<Vec<Adr>> {
+    Ok(read_records(root, dir)?.iter().map(|(p, t)| parse_adr(p, t)).collect())
+}
+
+/// The next record number: the highest number in use plus one (1 for an empty directory).
+pub fn next_number(paths: &[PathBuf]) -> u32 {
+    paths.iter().filter_map(|p| parse::number_from_file_name(p)).max().map_or(1, |n| n + 1)
+}
+
+/// Write a file through a temporary file and a rename, so a reader never sees half of it.
+pub(crate) fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
+}
+
+/// `1 record`, `2 records`.
+pub(crate) fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+fn today() -> String {
+    chrono::Local::now().date_naive().format("%Y-%m-%d").to_string()
+}
+
+/// `cargo xtask adr`: decision records.
+#[derive(Debug, Args)]
+pub struct AdrCmd {
+    /// Directory of the records, relative to the repository root.
+    #[arg(long, global = true, default_value = ADR_DIR, value_name = "DIR")]
+    pub dir: PathBuf,
+    #[command(subcommand)]
+    pub command: AdrSub,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdrSub {
+    /// Write the next record from measured runs (status Proposed).
+    New(NewArgs),
+    /// List the records.
+    List,
+    /// Mark a Proposed record Accepted (refused while `adr lint` finds problems in it).
+    Accept {
+        /// Record number.
+        number: u32,
+    },
+    /// Mark OLD `Superseded by NEW` and list `Supersedes OLD` in NEW's Links.
+    Supersede { old: u32, new: u32 },
+    /// Check every record against the format rules (exit 1 on problems).
+    Lint,
+    /// Fail when a governed parameter changed since the merge base without a new record naming
+    /// it (exit 1), for pull requests; see docs/adr/README.md.
+    Check(check::CheckArgs),
+    /// Write thresholds/gate.toml from the live records.
+    Thresholds {
+        /// Do not write: exit 1 when the file is out of date.
+        #[arg(long)]
+        check: bool,
+        /// Output file, relative to the repository root.
+        #[arg(long, default_value = thresholds::GATE_FILE, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct NewArgs {
+    /// Title of the decision.
+    pub title: String,
+    /// Baseline run: a bench run directory or its summary.json.
+    #[arg(long, value_name = "RUN")]
+    pub baseline: PathBuf,
+    /// Experiment runs, in order (Exp-1, Exp-2, ...).
+    #[arg(long = "exp", value_name = "RUN")]
+    pub experiments: Vec<PathBuf>,
+    /// The experiment this record adopts (1..=n; 0 keeps the baseline). Needed with several.
+    #[arg(long, value_name = "N")]
+    pub choose: Option<usize>,
+    /// Headroom of the proposed thresholds: `10%` or a fraction.
+    #[arg(long, default_value = "10%", value_parser = new::parse_headroom)]
+    pub headroom: f64,
+    /// Who decides (written into the record; a placeholder to fill otherwise).
+    #[arg(long)]
+    pub deciders: Option<String>,
+}
+
+impl AdrCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let root = sh.current_dir();
+        let dir = self.dir;
+        match self.command {
+            AdrSub::New(args) => run_new(&root, &dir, args),
+            AdrSub::List => run_list(&root, &dir),
+            AdrSub::Accept { number } => run_accept(&root, &dir, number),
+            AdrSub::Supersede { old, new } => run_supersede(&root, &dir, old, new),
+            AdrSub::Lint => run_lint(&root, &dir),
+            AdrSub::Check(args) => check::run(&root, &dir, args),
+            AdrSub::Thresholds { check, out } => run_thresholds(&root, &dir, &out, check),
+        }
+    }
+}
+
+fn print_problems(problems: &[Problem]) {
+    for p in problems {
+        println!("{p}");
+    }
+}
+
+fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
+    let read = |p: &Path| {
+        bench::Summary::read(&root.join(p))
+            .with_context(|| format!("cannot use run {}", p.display()))
+    };
+    let baseline = read(&args.baseline)?;
+    let experiments =
+        args.experiments.iter().map(|p| read(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let choose = match (args.choose, experiments.len()) {
+        (Some(c), _) => c,
+        (None, 0) => 0,
+        (None, 1) => 1,
+        (None, n) => bail!(
+            "{n} experiments: pass --choose N (1..={n}) to name the one this record adopts, or --choose 0 to keep the baseline"
+        ),
+    };
+    let slug = new::slug(&args.title).map_err(anyhow::Error::msg)?;
+    let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
+    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+    let number = next_number(&paths);
+    let input = new::NewAdr {
+        number,
+        title: &args.title,
+        date: chrono::Local::now().date_naive(),
+        deciders: args.deciders.as_deref(),
+        headroom: args.headroom,
+        baseline: &baseline,
+        experiments: &experiments,
+        choose,
+    };
+    let text = new::render(&input).map_err(anyhow::Error::msg)?;
+    let path = dir.join(format!("{number:04}-{slug}.md"));
+    let full = root.join(&path);
+    if full.exists() {
+        bail!("{} already exists", path.display());
+    }
+    write_atomic(&full, &text)?;
+    println!("wrote {} (ADR-{number:04}, Proposed)", path.display());
+    files.push((path.clone(), text));
+    let left: Vec<Problem> =
+        lint::lint_files(&files).into_iter().filter(|p| p.path == path).collect();
+    if !left.is_empty() {
+        println!("fill in before `cargo xtask adr accept {number}`:");
+        print_problems(&left);
+    }
+    Ok(Status::Success)
+}
+
+fn run_list(root: &Path, dir: &Path) -> anyhow::Result<Status> {
+    let adrs = load_records(root, dir)?;
+    println!("{}", list_table(&adrs));
+    Ok(Status::Success)
+}
+
+/// The `adr list` table.
+pub fn list_table(adrs: &[Adr]) -> String {
+    let mut table = Table::new();
+    table.load_style(presets::ASCII_MARKDOWN);
+    table.set_header(["ADR", "Title", "Status", "Date", "Thresholds", "Live", "File"]);
+    for adr in adrs {
+        table.add_row([
+            adr.number.map_or("?".into(), |n| format!("{n:04}")),
+            adr.title().unwrap_or("(no title)").to_string(),
+            adr.status_value().map_or("(invalid)".into(), |s| s.to_string()),
+            adr.date.as_ref().map_or(new::BLANK.into(), |d| d.value.format("%Y-%m-%d").to_string()),
+            adr.thresholds.len().to_string(),
+            if thresholds::is_live(adr, adrs) { "yes" } else { "no" }.to_string(),
+            adr.path.display().to_string(),
+        ]);
+    }
+    table.to_string()
+}
+
+fn find(adrs: &[Adr], n: u32, dir: &Path) -> anyhow::Result<usize> {
+    adrs.iter()
+        .position(|a| a.number == Some(n))
+        .with_context(|| format!("no record {n:04} in {}", dir.display()))
+}
+
+fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
+    let mut files = read_records(root, dir)?;
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let i = find(&adrs, number, dir)?;
+    let adr = &adrs[i];
+    match adr.status_value() {
+        Some(AdrStatus::Proposed) => {}
+        Some(AdrStatus::Accepted) => {
+            println!("{} is already Accepted", adr.label());
+            return Ok(Status::Success);
+        }
+        Some(other) => bail!("{} is {other}; only a Proposed record can be accepted", adr.label()),
+        None => {} // lint reports it below
+    }
+    let problems: Vec<Problem> =
+        lint::lint_adrs(&adrs).into_iter().filter(|p| p.path == adr.path).collect();
+    if !problems.is_empty() {
+        print_problems(&problems);
+        println!("{} cannot be accepted until `adr lint` finds nothing in it", adr.label());
+        return Ok(Status::PolicyViolated);
+    }
+    let text = edit::set_status_and_date(&files[i].1, adr, "Accepted", &today())
+        .map_err(anyhow::Error::msg)?;
+    let path = adr.path.clone();
+    let label = adr.label();
+    files[i].1 = text;
+    let after: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    // Conflicts that accepting this record would add (not those already there).
+    let before = thresholds::conflicts(&thresholds::live_thresholds(&adrs));
+    let clashes: Vec<Problem> = thresholds::conflicts(&thresholds::live_thresholds(&after))
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    if !clashes.is_empty() {
+        print_problems(&clashes);
+        println!(
+            "{label} cannot be accepted while another live record sets the same metric: supersede it first"
+        );
+        return Ok(Status::PolicyViolated);
+    }
+    write_atomic(&root.join(&path), &files[i].1)?;
+    println!(
+        "{label} accepted; run `cargo xtask adr thresholds` to update {}",
+        thresholds::GATE_FILE
+    );
+    Ok(Status::Success)
+}
+
+fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<Status> {
+    if old == new {
+        bail!("a record cannot supersede itself");
+    }
+    let files = read_records(root, dir)?;
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let (oi, ni) = (find(&adrs, old, dir)?, find(&adrs, new, dir)?);
+    let (o, n) = (&adrs[oi], &adrs[ni]);
+    match o.status_value() {
+        Some(AdrStatus::Accepted) => {}
+        Some(AdrStatus::SupersededBy(x)) if x == new => {}
+        other => bail!(
+            "{} is {}; only an Accepted record can be superseded",
+            o.label(),
+            other.map_or("without a valid status".into(), |s| s.to_string())
+        ),
+    }
+    match n.status_value() {
+        Some(AdrStatus::Proposed | AdrStatus::Accepted) => {}
+        other => bail!(
+            "{} is {}; the superseding record must be Proposed or Accepted",
+            n.label(),
+            other.map_or("without a valid status".into(), |s| s.to_string())
+        ),
+    }
+    let name =
+        |a: &Adr| a.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut old_text = edit::set_status_and_date(
+        &files[oi].1,
+        o,
+        &AdrStatus::SupersededBy(new).to_string(),
+        &today(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    if !o.links.iter().any(|l| l.kind == LinkKind::SupersededBy && l.number == new) {
+        let reparsed = parse_adr(&o.path, &old_text);
+        old_text = edit::add_link(
+            &old_text,
+            &reparsed,
+            &format!("Superseded by [ADR-{new:04}]({})", name(n)),
+        );
+    }
+    let mut new_text = files[ni].1.clone();
+    if !n.links.iter().any(|l| l.kind == LinkKind::Supersedes && l.number == old) {
+        new_text = edit::add_link(&new_text, n, &format!("Supersedes [ADR-{old:04}]({})", name(o)));
+    }
+    write_atomic(&root.join(&o.path), &old_text)?;
+    write_atomic(&root.join(&n.path), &new_text)?;
+    println!("{} is Superseded by {new:04}; {} lists Supersedes {old:04}", o.label(), n.label());
+    if n.status_value() == Some(AdrStatus::Proposed) {
+        println!(
+            "accept {} (`cargo xtask adr accept {new}`) to put its thresholds in force",
+            n.label()
+        );
+    }
+    println!("run `cargo xtask adr thresholds` to update {}", thresholds::GATE_FILE);
+    Ok(Status::Success)
+}
+
+fn run_lint(root: &Path, dir: &Path) -> anyhow::Result<Status> {
+    let report = lint::lint_dir(root, dir)?;
+    print_problems(&report.problems);
+    let records = plural(report.files, "record");
+    if report.problems.is_empty() {
+        println!("{}: {records}, no problems", dir.display());
+    } else {
+        let problems = plural(report.problems.len(), "problem");
+        println!("{}: {problems} in {records}", dir.display());
+    }
+    Ok(Status::from_ok(report.problems.is_empty()))
+}
+
+fn run_thresholds(root: &Path, dir: &Path, out: &Path, check: bool) -> anyhow::Result<Status> {
+    let adrs = load_records(root, dir)?;
+    let dir_text = dir.to_string_lossy().replace('\\', "/");
+    let full = root.join(out);
+    if check {
+        let current = match std::fs::read_to_string(&full) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", out.display())),
+        };
+        return match thresholds::check_in_sync(&adrs, &dir_text, current.as_deref()) {
+            Err(problems) => {
+                print_problems(&problems);
+                Ok(Status::PolicyViolated)
+            }
+            Ok(thresholds::SyncState::UpToDate) => {
+                println!("{} is up to date", out.display());
+                Ok(Status::Success)
+            }
+            Ok(thresholds::SyncState::Missing { .. }) => {
+                println!("{} does not exist; run `cargo xtask adr thresholds`", out.display());
+                Ok(Status::PolicyViolated)
+            }
+            Ok(thresholds::SyncState::OutOfDate { expected }) => {
+                println!("{} is out of date; run `cargo xtask adr thresholds`:", out.display());
+                for l in thresholds::line_diff(current.as_deref().unwrap_or(""), &expected) {
+                    println!("  {l}");
+                }
+                Ok(Status::PolicyViolated)
+            }
+        };
+    }
+    match thresholds::generate(&adrs) {
+        Err(problems) => {
+            print_problems(&problems);
+            Ok(Status::PolicyViolated)
+        }
+        Ok(t) => {
+            write_atomic(&full, &thresholds::render(&t, &dir_text))?;
+            println!("wrote {} ({} thresholds)", out.display(), t.thresholds.len());
+            Ok(Status::Success)
+        }
+    }
+}

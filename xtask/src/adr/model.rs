@@ -1,0 +1,466 @@
+//! The typed decision record and the values it holds.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// A problem found in a file, printed as `path:line: message` (lines are 1-based).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(path: impl Into<PathBuf>, line: usize, message: impl Into<String>) -> Problem {
+        Problem { path: path.into(), line: line.max(1), message: message.into() }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.path.display(), self.line, self.message)
+    }
+}
+
+/// A value and the 1-based line it was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Located<T> {
+    pub value: T,
+    pub line: usize,
+}
+
+/// The status of a record. Only `Accepted` records that no accepted record supersedes are live:
+/// their thresholds are enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdrStatus {
+    Proposed,
+    Accepted,
+    Rejected,
+    Deprecated,
+    /// `Superseded by NNNN`.
+    SupersededBy(u32),
+}
+
+/// The problem of a record without a status.
+pub const NO_STATUS: &str = "no status; write `- Status: Proposed` under the title";
+
+pub const STATUS_CHOICES: &str =
+    "Proposed, Accepted, Rejected, Deprecated, Superseded by NNNN (NNNN = the superseding record)";
+
+impl AdrStatus {
+    /// Parse a status as written (case-insensitive). `Superseded by` takes the first number that
+    /// follows, so `Superseded by 0003`, `Superseded by ADR-0003` and a markdown link to
+    /// `0003-x.md` all work.
+    pub fn parse(s: &str) -> Result<AdrStatus, String> {
+        let t = s.trim().trim_end_matches('.');
+        let lower = t.to_ascii_lowercase();
+        match lower.as_str() {
+            "proposed" => return Ok(AdrStatus::Proposed),
+            "accepted" => return Ok(AdrStatus::Accepted),
+            "rejected" => return Ok(AdrStatus::Rejected),
+            "deprecated" => return Ok(AdrStatus::Deprecated),
+            _ => {}
+        }
+        if let Some(rest) = lower.strip_prefix("superseded by") {
+            return match first_number(rest) {
+                Some(n) => Ok(AdrStatus::SupersededBy(n)),
+                None => Err(format!(
+                    "`{t}` does not name the superseding record; write `Superseded by NNNN`"
+                )),
+            };
+        }
+        Err(format!("unknown status `{t}`; valid: {STATUS_CHOICES}"))
+    }
+}
+
+impl fmt::Display for AdrStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdrStatus::Proposed => f.write_str("Proposed"),
+            AdrStatus::Accepted => f.write_str("Accepted"),
+            AdrStatus::Rejected => f.write_str("Rejected"),
+            AdrStatus::Deprecated => f.write_str("Deprecated"),
+            AdrStatus::SupersededBy(n) => write!(f, "Superseded by {n:04}"),
+        }
+    }
+}
+
+/// The first run of ASCII digits in `s`, as a record number.
+pub(crate) fn first_number(s: &str) -> Option<u32> {
+    let start = s.find(|c: char| c.is_ascii_digit())?;
+    let digits: String = s[start..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+/// How a measured value is compared with a threshold's limit: `measured <comparator> limit`
+/// must hold for the check to pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Comparator {
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = ">=")]
+    Ge,
+    #[serde(rename = ">")]
+    Gt,
+    /// Exact equality; meant for counts (`requests.failed == 0`).
+    #[serde(rename = "==")]
+    Eq,
+}
+
+pub const COMPARATOR_CHOICES: &str = "<=, <, >=, >, ==";
+
+impl Comparator {
+    pub fn parse(s: &str) -> Result<Comparator, String> {
+        match s.trim() {
+            "<=" => Ok(Comparator::Le),
+            "<" => Ok(Comparator::Lt),
+            ">=" => Ok(Comparator::Ge),
+            ">" => Ok(Comparator::Gt),
+            "==" => Ok(Comparator::Eq),
+            other => Err(format!("unknown comparator `{other}`; valid: {COMPARATOR_CHOICES}")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Comparator::Le => "<=",
+            Comparator::Lt => "<",
+            Comparator::Ge => ">=",
+            Comparator::Gt => ">",
+            Comparator::Eq => "==",
+        }
+    }
+
+    /// Whether `measured <self> limit` holds.
+    pub fn holds(self, measured: f64, limit: f64) -> bool {
+        match self {
+            Comparator::Le => measured <= limit,
+            Comparator::Lt => measured < limit,
+            Comparator::Ge => measured >= limit,
+            Comparator::Gt => measured > limit,
+            Comparator::Eq => measured == limit,
+        }
+    }
+}
+
+impl fmt::Display for Comparator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a failed threshold does: `block` fails the gate (exit 1), `warn` only reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Block,
+    Warn,
+}
+
+impl Action {
+    pub fn parse(s: &str) -> Result<Action, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "block" => Ok(Action::Block),
+            "warn" => Ok(Action::Warn),
+            _ => Err(format!("unknown action `{}`; valid: block, warn", s.trim())),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Block => "block",
+            Action::Warn => "warn",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a decision line fixes for its key.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decided {
+    /// `section.key = value`: the key has this value (TOML).
+    Set(toml::Value),
+    /// `section.key removed`: the key is absent from the file (the engine's default applies).
+    Removed,
+}
+
+impl fmt::Display for Decided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decided::Set(v) => write!(f, "= {v}"),
+            Decided::Removed => f.write_str("removed"),
+        }
+    }
+}
+
+/// One line of a record's Decision section: `configs/<file>.toml: section.key = value`, or
+/// `configs/<file>.toml: section.key removed` for a key the record takes out of the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DecisionLine {
+    /// The governed file, relative to the repository root (`configs/engine.toml`).
+    pub file: String,
+    /// Dotted key inside the file (`scheduler.max_num_seqs`).
+    pub key: String,
+    /// The value the record fixes, or that the key is removed.
+    pub value: Decided,
+    /// 1-based line in the record.
+    pub line: usize,
+}
+
+impl DecisionLine {
+    /// The key's segments (`["scheduler", "max_num_seqs"]`).
+    pub fn key_path(&self) -> Vec<&str> {
+        self.key.split('.').collect()
+    }
+}
+
+impl fmt::Display for DecisionLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} {}", self.file, self.key, self.value)
+    }
+}
+
+/// One row of a record's CI gate thresholds table, with the limit converted to the unit of the
+/// metric registry (`bench::summary::known_metrics`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThresholdRow {
+    /// Dotted summary.json path (`metrics.ttft_ms.p99`).
+    pub metric: String,
+    pub comparator: Comparator,
+    /// The limit in the registry's unit.
+    pub limit: f64,
+    /// The registry's unit for the metric.
+    pub unit: String,
+    pub action: Action,
+    /// 1-based line of the table row.
+    pub line: usize,
+}
+
+/// Direction of a supersession link in the Links section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkKind {
+    Supersedes,
+    SupersededBy,
+}
+
+/// `Supersedes NNNN` or `Superseded by NNNN` in the Links section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub kind: LinkKind,
+    pub number: u32,
+    /// Target of a markdown link on the line (`0001-x.md`), when there is one.
+    pub target: Option<String>,
+    pub line: usize,
+}
+
+/// The sections a record may have (H2 headings), recognised by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SectionKind {
+    Context,
+    MetricsMatrix,
+    Decision,
+    Thresholds,
+    Rollback,
+    Consequences,
+    Links,
+    Reproduction,
+    Status,
+}
+
+/// Sections every record must have, non-empty, with their canonical headings.
+pub const REQUIRED_SECTIONS: [(SectionKind, &str); 7] = [
+    (SectionKind::Context, "Context"),
+    (SectionKind::MetricsMatrix, "Metrics matrix"),
+    (SectionKind::Decision, "Decision"),
+    (SectionKind::Thresholds, "CI gate thresholds"),
+    (SectionKind::Rollback, "Rollback conditions"),
+    (SectionKind::Consequences, "Consequences"),
+    (SectionKind::Links, "Links"),
+];
+
+impl SectionKind {
+    /// Recognise a heading: case-insensitive, a leading `1.` style number is ignored, and a few
+    /// common spellings are accepted (`Solidified rules`, `Thresholds`, `Rollback`).
+    pub fn from_heading(heading: &str) -> Option<SectionKind> {
+        let t = heading.trim();
+        let t = t.trim_start_matches(|c: char| c.is_ascii_digit());
+        let t = t.trim_start_matches(['.', ')']).trim().trim_end_matches(':').trim();
+        let norm = t.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
+        Some(match norm.as_str() {
+            "context" | "context and problem statement" => SectionKind::Context,
+            "metrics matrix" | "metrics" | "measurements" => SectionKind::MetricsMatrix,
+            "decision"
+            | "decisions"
+            | "solidified rules"
+            | "decision / solidified rules"
+            | "decision and solidified rules"
+            | "decision outcome" => SectionKind::Decision,
+            "ci gate thresholds" | "gate thresholds" | "thresholds" | "ci thresholds" => {
+                SectionKind::Thresholds
+            }
+            "rollback conditions" | "rollback" => SectionKind::Rollback,
+            "consequences" => SectionKind::Consequences,
+            "links" => SectionKind::Links,
+            "reproduction" => SectionKind::Reproduction,
+            "status" => SectionKind::Status,
+            _ => return None,
+        })
+    }
+}
+
+/// An H2 section: its heading and the lines of its body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Section {
+    pub kind: Option<SectionKind>,
+    pub heading: String,
+    /// Line of the heading.
+    pub line: usize,
+    /// Body: lines `line + 1 .. end` (1-based, `end` exclusive).
+    pub end: usize,
+    /// Whether the body holds anything besides blank lines and HTML comments.
+    pub has_content: bool,
+}
+
+/// A parsed decision record. Parsing never fails: what could not be read is in `problems`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adr {
+    /// The path as given (relative to the repository root in every command).
+    pub path: PathBuf,
+    /// Number from the file name (`0007-x.md` -> 7).
+    pub number: Option<u32>,
+    /// Every H1 heading (a valid record has exactly one).
+    pub titles: Vec<Located<String>>,
+    pub status: Option<Located<AdrStatus>>,
+    /// Line where a status was written (valid or not); `None` when there is none.
+    pub status_line: Option<usize>,
+    pub date: Option<Located<chrono::NaiveDate>>,
+    pub deciders: Option<Located<String>>,
+    pub sections: Vec<Section>,
+    pub decisions: Vec<DecisionLine>,
+    pub thresholds: Vec<ThresholdRow>,
+    pub links: Vec<Link>,
+    /// Template placeholders left in the text (outside code), reported by lint.
+    pub placeholders: Vec<Located<String>>,
+    /// Problems met while parsing (bad status, date, decision lines, threshold rows, links).
+    pub problems: Vec<Problem>,
+}
+
+impl Adr {
+    /// The H1 text without an `ADR-NNNN:` prefix.
+    pub fn title(&self) -> Option<&str> {
+        let t = self.titles.first()?.value.as_str();
+        Some(strip_adr_prefix(t).1)
+    }
+
+    pub fn section(&self, kind: SectionKind) -> Option<&Section> {
+        self.sections.iter().find(|s| s.kind == Some(kind))
+    }
+
+    /// Why the status is unknown: the problem at the status line, or the missing-status problem.
+    /// Empty when the status is valid.
+    pub fn status_problems(&self) -> Vec<Problem> {
+        if self.status.is_some() {
+            return Vec::new();
+        }
+        self.problems
+            .iter()
+            .filter(|p| match self.status_line {
+                Some(line) => p.line == line,
+                None => p.message == NO_STATUS,
+            })
+            .cloned()
+            .collect()
+    }
+
+    pub fn status_value(&self) -> Option<AdrStatus> {
+        self.status.as_ref().map(|s| s.value)
+    }
+
+    /// `ADR-0007` (or the file name when the number is unknown).
+    pub fn label(&self) -> String {
+        match self.number {
+            Some(n) => format!("ADR-{n:04}"),
+            None => self.path.display().to_string(),
+        }
+    }
+}
+
+/// Split `ADR-0007: Title` into `(Some(7), "Title")`; other titles are returned whole.
+pub(crate) fn strip_adr_prefix(title: &str) -> (Option<u32>, &str) {
+    let t = title.trim();
+    let upper = t.get(..4).map(|p| p.eq_ignore_ascii_case("adr-")).unwrap_or(false);
+    if upper {
+        let rest = &t[4..];
+        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+        if digits > 0 {
+            let n = rest[..digits].parse().ok();
+            let after = rest[digits..].trim_start_matches([':', ' ', '-', '.']).trim();
+            return (n, after);
+        }
+    }
+    (None, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_parse_case_insensitively_and_name_the_choices() {
+        assert_eq!(AdrStatus::parse("accepted"), Ok(AdrStatus::Accepted));
+        assert_eq!(AdrStatus::parse(" Proposed "), Ok(AdrStatus::Proposed));
+        assert_eq!(AdrStatus::parse("Superseded by 0003"), Ok(AdrStatus::SupersededBy(3)));
+        assert_eq!(
+            AdrStatus::parse("Superseded by [ADR-0012](0012-x.md)"),
+            Ok(AdrStatus::SupersededBy(12))
+        );
+        assert!(AdrStatus::parse("Superseded by").unwrap_err().contains("NNNN"));
+        assert!(AdrStatus::parse("Acepted").unwrap_err().contains("Proposed, Accepted"));
+        assert_eq!(AdrStatus::SupersededBy(3).to_string(), "Superseded by 0003");
+    }
+
+    #[test]
+    fn section_headings_are_recognised_with_numbers_and_aliases() {
+        assert_eq!(SectionKind::from_heading("1. Context"), Some(SectionKind::Context));
+        assert_eq!(SectionKind::from_heading("Solidified rules"), Some(SectionKind::Decision));
+        assert_eq!(
+            SectionKind::from_heading("CI gate  thresholds:"),
+            Some(SectionKind::Thresholds)
+        );
+        assert_eq!(SectionKind::from_heading("4. Rollback"), Some(SectionKind::Rollback));
+        assert_eq!(SectionKind::from_heading("Appendix"), None);
+    }
+
+    #[test]
+    fn comparators_hold_as_documented() {
+        for (c, below, at, above) in [
+            (Comparator::Le, true, true, false),
+            (Comparator::Lt, true, false, false),
+            (Comparator::Ge, false, true, true),
+            (Comparator::Gt, false, false, true),
+            (Comparator::Eq, false, true, false),
+        ] {
+            assert_eq!(c.holds(0.999, 1.0), below, "{c} just under");
+            assert_eq!(c.holds(1.0, 1.0), at, "{c} at");
+            assert_eq!(c.holds(1.001, 1.0), above, "{c} just over");
+            assert_eq!(Comparator::parse(c.as_str()), Ok(c));
+        }
+        assert!(Comparator::parse("=<").unwrap_err().contains("<=, <, >=, >, =="));
+    }
+
+    #[test]
+    fn adr_prefix_is_split_from_titles() {
+        assert_eq!(strip_adr_prefix("ADR-0007: Chunked prefill"), (Some(7), "Chunked prefill"));
+        assert_eq!(strip_adr_prefix("Use chunked prefill"), (None, "Use chunked prefill"));
+    }
+}

@@ -1,0 +1,676 @@
+//! `adr new`: a record written from measured runs.
+//!
+//! Everything that can be filled from the runs is: the metrics matrix, each experiment's
+//! parameter changes against the baseline, the decision lines of the chosen configuration,
+//! proposed thresholds, rollback conditions and what is needed to reproduce the runs. What only
+//! a person can write (the scenario's story in Context, the Consequences, the deciders when not
+//! given) is left as a `<...>` placeholder: `adr lint` reports each one and `adr accept` refuses
+//! the record until they are replaced. A value a run did not measure is `—`, never an estimate.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use bench::Summary;
+use bench::summary::{Better, metric_def};
+use chrono::NaiveDate;
+use serde_json::Value as Json;
+
+use super::model::{Action, Comparator};
+use super::thresholds::with_unit;
+
+/// Not measured.
+pub const BLANK: &str = "—";
+/// Default headroom of proposed thresholds.
+pub const DEFAULT_HEADROOM: f64 = 0.10;
+/// Significant digits of proposed limits.
+pub const LIMIT_DIGITS: i32 = 3;
+
+/// The matrix columns (besides Config and Conclusion): header, metric, action of the proposed
+/// threshold.
+pub const MATRIX: [(&str, &str, Action); 7] = [
+    ("TTFT P99 (ms)", "metrics.ttft_ms.p99", Action::Block),
+    ("TPOT P99 (ms)", "metrics.tpot_ms.p99", Action::Block),
+    ("ITL jitter", "metrics.itl_jitter", Action::Warn),
+    ("Goodput", "goodput.ratio", Action::Block),
+    ("Throughput (tok/s)", "throughput.output_tokens_per_s", Action::Warn),
+    ("KV fragmentation", "server.kv_fragmentation", Action::Warn),
+    ("Cost / 1M output tokens", "cost.per_1m_output_tokens", Action::Warn),
+];
+
+/// What `adr new` writes a record from.
+pub struct NewAdr<'a> {
+    pub number: u32,
+    pub title: &'a str,
+    pub date: NaiveDate,
+    pub deciders: Option<&'a str>,
+    /// Fraction (0.1 = 10%).
+    pub headroom: f64,
+    pub baseline: &'a Summary,
+    pub experiments: &'a [Summary],
+    /// 0 = keep the baseline, k = Exp-k.
+    pub choose: usize,
+}
+
+/// A proposed threshold: the chosen configuration's measured value moved by the headroom in the
+/// metric's worse direction and rounded away from the measured value to [`LIMIT_DIGITS`]
+/// significant digits. Lower-is-better metrics get `<= value * (1 + h)`, higher-is-better
+/// metrics `>= value * (1 - h)`.
+pub fn propose_limit(value: f64, better: Better, headroom: f64) -> (Comparator, f64) {
+    match better {
+        Better::Lower => (Comparator::Le, round_sig(value * (1.0 + headroom), LIMIT_DIGITS, true)),
+        Better::Higher => {
+            (Comparator::Ge, round_sig(value * (1.0 - headroom), LIMIT_DIGITS, false))
+        }
+    }
+}
+
+/// Round to `digits` significant digits, up (toward +inf) or down, ignoring binary noise below
+/// 1e-9 of the last digit.
+pub fn round_sig(x: f64, digits: i32, up: bool) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let exp = x.abs().log10().floor() as i32 - (digits - 1);
+    let scaled = x / 10f64.powi(exp);
+    let r = if up { (scaled - 1e-9).ceil() } else { (scaled + 1e-9).floor() };
+    let decimals = (-exp).max(0) as usize;
+    format!("{:.*}", decimals, r * 10f64.powi(exp)).parse().unwrap_or(x)
+}
+
+/// A number for the matrix: 4 significant digits, no trailing zeros.
+pub fn fmt_measured(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let mag = v.abs().log10().floor() as i32;
+    let decimals = (3 - mag).max(0) as usize;
+    let s = format!("{:.*}", decimals, v);
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+}
+
+/// Parse a headroom: `10%` or a fraction `0.1`; at least 0 and below 100%.
+pub fn parse_headroom(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "headroom `{t}` must be a percentage like `10%` (or a fraction like 0.1) from 0 up to 100%"
+        )),
+    }
+}
+
+/// A file-name slug: lowercase ASCII letters and digits joined by `-`, at most 60 characters.
+pub fn slug(title: &str) -> Result<String, String> {
+    let mut words: Vec<String> = Vec::new();
+    for w in title.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        words.push(w.to_ascii_lowercase());
+    }
+    let mut out = String::new();
+    for w in words {
+        if !out.is_empty() && out.len() + 1 + w.len() > 60 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('-');
+        }
+        out.push_str(&w);
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "title `{title}` has no ASCII letters or digits to name the file with"
+        ));
+    }
+    out.truncate(60);
+    Ok(out)
+}
+
+/// Engine parameters flattened to dotted keys (`scheduler.max_num_seqs`).
+pub fn flatten_params(params: &Json) -> BTreeMap<String, Json> {
+    fn walk(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
+        match v {
+            Json::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", params, &mut out);
+    out
+}
+
+/// A JSON value as a TOML value (`None` for null, which TOML cannot hold).
+pub fn json_to_toml(v: &Json) -> Option<toml::Value> {
+    Some(match v {
+        Json::Null => return None,
+        Json::Bool(b) => toml::Value::Boolean(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64()?),
+        },
+        Json::String(s) => toml::Value::String(s.clone()),
+        Json::Array(a) => toml::Value::Array(a.iter().map(json_to_toml).collect::<Option<_>>()?),
+        Json::Object(m) => toml::Value::Table(
+            m.iter().map(|(k, v)| Some((k.clone(), json_to_toml(v)?))).collect::<Option<_>>()?,
+        ),
+    })
+}
+
+fn toml_text(v: &Json) -> String {
+    json_to_toml(v).map_or_else(|| "null".to_string(), |t| t.to_string())
+}
+
+/// One experiment's engine parameters against the baseline's.
+#[derive(Debug, Default, PartialEq)]
+pub struct ParamDiff {
+    /// Keys whose value differs or that only the experiment has: (key, baseline value, new value).
+    pub changed: Vec<(String, Option<Json>, Json)>,
+    /// Keys only the baseline has.
+    pub removed: Vec<(String, Json)>,
+}
+
+/// The parameter diff of `exp` against `base`; `None` when either run recorded no engine
+/// parameters (the diff is unknown, not empty).
+pub fn param_diff(base: &Summary, exp: &Summary) -> Option<(String, ParamDiff)> {
+    let b = base.engine.as_ref()?;
+    let e = exp.engine.as_ref()?;
+    let bp = flatten_params(&b.params);
+    let ep = flatten_params(&e.params);
+    let mut diff = ParamDiff::default();
+    for (k, v) in &ep {
+        if bp.get(k) != Some(v) {
+            diff.changed.push((k.clone(), bp.get(k).cloned(), v.clone()));
+        }
+    }
+    for (k, v) in &bp {
+        if !ep.contains_key(k) {
+            diff.removed.push((k.clone(), v.clone()));
+        }
+    }
+    Some((e.file.clone(), diff))
+}
+
+fn label(i: usize) -> String {
+    if i == 0 { "Baseline".into() } else { format!("Exp-{i}") }
+}
+
+fn cell(v: Option<f64>) -> String {
+    v.map_or_else(|| BLANK.to_string(), fmt_measured)
+}
+
+fn code(s: &str) -> String {
+    format!("`{s}`")
+}
+
+/// The scenario as the runs describe it (profile, target, load, workload, SLO).
+fn scenario(s: &Summary) -> String {
+    let c = &s.config;
+    let get = |path: &str| path.split('.').try_fold(c, |v, k| v.get(k));
+    let mut parts = vec![format!(
+        "profile {}, target {} (model {}, {} endpoint, {})",
+        code(&s.profile),
+        code(&s.target.name),
+        code(&s.target.model),
+        s.target.endpoint,
+        if s.target.stream { "streaming" } else { "not streaming" }
+    )];
+    match get("load.mode").and_then(Json::as_str) {
+        Some("closed") => {
+            if let Some(n) = get("load.concurrency").and_then(Json::as_u64) {
+                parts.push(format!("closed loop at concurrency {n}"));
+            }
+        }
+        Some("open") => {
+            let rate =
+                get("load.rate").and_then(Json::as_f64).map_or(BLANK.to_string(), fmt_measured);
+            let arrival = get("load.arrival").and_then(Json::as_str).unwrap_or("");
+            parts.push(format!("open loop at {rate} req/s ({arrival} arrivals)"));
+        }
+        _ => {}
+    }
+    if let Some(lengths) = get("workload.input_lengths").and_then(Json::as_array) {
+        let ls: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
+        let repeats = get("workload.repeats")
+            .and_then(Json::as_u64)
+            .map(|r| format!(" x {r}"))
+            .unwrap_or_default();
+        parts.push(format!("prompts of {} tokens{repeats}", ls.join("/")));
+    }
+    if let Some(m) = get("workload.max_tokens").and_then(Json::as_u64) {
+        parts.push(format!("max_tokens {m}"));
+    }
+    let slo = &s.goodput.slo;
+    let mut objectives = Vec::new();
+    if let Some(v) = slo.ttft_ms {
+        objectives.push(format!("TTFT <= {} ms", fmt_measured(v)));
+    }
+    if let Some(v) = slo.tpot_ms {
+        objectives.push(format!("TPOT <= {} ms", fmt_measured(v)));
+    }
+    if let Some(v) = slo.e2e_ms {
+        objectives.push(format!("E2E <= {} ms", fmt_measured(v)));
+    }
+    if !objectives.is_empty() {
+        parts.push(format!("goodput SLO {}", objectives.join(", ")));
+    }
+    parts.push(format!(
+        "{} measured requests ({} warmup excluded)",
+        s.requests.total, s.requests.warmup
+    ));
+    parts.join("; ")
+}
+
+/// The bench settings that must match for two runs to be comparable.
+fn comparable_part(s: &Summary) -> (Option<&Json>, Option<&Json>, Option<&Json>, &str) {
+    (s.config.get("load"), s.config.get("workload"), s.config.get("slo"), &s.target.model)
+}
+
+/// Render the record. Errors are usage errors (bad `choose`).
+pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
+    let n_exp = input.experiments.len();
+    if input.choose > n_exp {
+        return Err(format!(
+            "--choose {} names no experiment: there are {n_exp} (--choose 0 keeps the baseline)",
+            input.choose
+        ));
+    }
+    let runs: Vec<&Summary> =
+        std::iter::once(input.baseline).chain(input.experiments.iter()).collect();
+    let chosen = runs[input.choose];
+    let chosen_label = label(input.choose);
+    let mut o = String::new();
+
+    // Title and status block.
+    writeln!(o, "# ADR-{:04}: {}\n", input.number, input.title.trim()).unwrap();
+    writeln!(o, "- Status: Proposed").unwrap();
+    writeln!(o, "- Date: {}", input.date.format("%Y-%m-%d")).unwrap();
+    writeln!(
+        o,
+        "- Deciders: {}\n",
+        input.deciders.map(str::trim).filter(|d| !d.is_empty()).unwrap_or("<names>")
+    )
+    .unwrap();
+
+    // Context.
+    o.push_str("## Context\n\n");
+    o.push_str(
+        "<the scenario in words: who is affected, the symptom (P99, goodput, cost) and what \
+         triggered this tuning>\n\n",
+    );
+    writeln!(o, "Measured scenario: {}.", scenario(input.baseline)).unwrap();
+    for (i, r) in runs.iter().enumerate().skip(1) {
+        if comparable_part(r) != comparable_part(input.baseline) {
+            writeln!(
+                o,
+                "\n> {} was measured with a different load, workload, SLO or model than the baseline: \
+                 its row is not a like-for-like comparison.",
+                label(i)
+            )
+            .unwrap();
+        }
+    }
+    o.push('\n');
+
+    // Metrics matrix.
+    o.push_str("## Metrics matrix\n\n| Config |");
+    for (h, _, _) in MATRIX {
+        write!(o, " {h} |").unwrap();
+    }
+    o.push_str(" Conclusion |\n|---|");
+    o.push_str(&"---:|".repeat(MATRIX.len()));
+    o.push_str("---|\n");
+    for (i, r) in runs.iter().enumerate() {
+        let sim = if r.simulated { " (simulated)" } else { "" };
+        write!(o, "| {}{sim} |", label(i)).unwrap();
+        for (_, metric, _) in MATRIX {
+            write!(o, " {} |", cell(r.metric(metric))).unwrap();
+        }
+        let conclusion = match (i, input.choose) {
+            (i, c) if i == c && i == 0 => "chosen: keep the baseline",
+            (0, _) => "reference",
+            (i, c) if i == c => "chosen",
+            _ => "not chosen",
+        };
+        writeln!(o, " {conclusion} |").unwrap();
+    }
+    writeln!(
+        o,
+        "\n`{BLANK}` = not measured. Goodput is the share of measured requests that met the SLO \
+         (`goodput.ratio`); throughput is output tokens per second; KV fragmentation is reported \
+         by the server; cost is per 1M output tokens from the configured device price."
+    )
+    .unwrap();
+    let simulated: Vec<String> =
+        runs.iter().enumerate().filter(|(_, r)| r.simulated).map(|(i, _)| label(i)).collect();
+    if !simulated.is_empty() {
+        writeln!(
+            o,
+            "\n> **Simulated:** {} ran against the built-in engine simulator, a model of an engine: \
+             the numbers describe the simulator, not real hardware.",
+            simulated.join(", ")
+        )
+        .unwrap();
+    }
+    for (i, r) in runs.iter().enumerate() {
+        if r.status != bench::summary::RunStatus::Complete {
+            let what = match r.status {
+                bench::summary::RunStatus::Interrupted => {
+                    "was interrupted: its numbers cover part of the planned load"
+                }
+                _ => "failed: no measured request succeeded",
+            };
+            writeln!(o, "\n> {} ({}) {what}.", label(i), code(&r.run_id)).unwrap();
+        }
+    }
+    let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        if let (Some(basis), Some(_)) = (&r.cost.basis, r.cost.per_1m_output_tokens) {
+            bases.entry(basis.as_str()).or_default().push(label(i));
+        }
+    }
+    for (basis, labels) in &bases {
+        writeln!(o, "\nCost basis {basis}: {}.", labels.join(", ")).unwrap();
+    }
+    if n_exp > 0 {
+        o.push_str(
+            "\nParameter changes against the baseline:\n\n| Config | Changes |\n|---|---|\n",
+        );
+        for (i, r) in input.experiments.iter().enumerate() {
+            let text = match param_diff(input.baseline, r) {
+                None => "not recorded (a run has no engine parameters)".to_string(),
+                Some((_, d)) if d.changed.is_empty() && d.removed.is_empty() => "none".to_string(),
+                Some((file, d)) => {
+                    let mut items: Vec<String> = d
+                        .changed
+                        .iter()
+                        .map(|(k, old, new)| {
+                            let old = old.as_ref().map_or("(unset)".to_string(), toml_text);
+                            format!(
+                                "{}: {} -> {}",
+                                code(&format!("{file}: {k}")),
+                                code(&old),
+                                code(&toml_text(new))
+                            )
+                        })
+                        .collect();
+                    items.extend(d.removed.iter().map(|(k, old)| {
+                        format!(
+                            "{}: {} -> (unset)",
+                            code(&format!("{file}: {k}")),
+                            code(&toml_text(old))
+                        )
+                    }));
+                    items.join("<br>")
+                }
+            };
+            writeln!(o, "| {} | {text} |", label(i + 1)).unwrap();
+        }
+    }
+    o.push('\n');
+
+    // Decision.
+    o.push_str("## Decision\n\n");
+    let fill_in = "<name the governed values this record fixes, one `configs/<file>.toml: section.key = value` line each>";
+    let mut rollback_values: Vec<String> = Vec::new();
+    if input.choose == 0 {
+        writeln!(o, "Keep the baseline configuration (run {}).", code(&input.baseline.run_id))
+            .unwrap();
+        match &input.baseline.engine {
+            Some(e) => {
+                o.push_str("These values are now mandatory:\n\n");
+                for (k, v) in flatten_params(&e.params) {
+                    match json_to_toml(&v) {
+                        Some(t) => writeln!(o, "- {}: {k} = {t}", e.file).unwrap(),
+                        None => writeln!(
+                            o,
+                            "- {} (null in the run, not a TOML value)",
+                            code(&format!("{}: {k}", e.file))
+                        )
+                        .unwrap(),
+                    }
+                }
+            }
+            None => writeln!(o, "\nThe run recorded no engine parameters.\n\n{fill_in}").unwrap(),
+        }
+    } else {
+        writeln!(o, "Adopt {chosen_label} (run {}).", code(&chosen.run_id)).unwrap();
+        match param_diff(input.baseline, chosen) {
+            Some((file, d)) if !(d.changed.is_empty() && d.removed.is_empty()) => {
+                o.push_str("These values are now mandatory:\n\n");
+                for (k, old, new) in &d.changed {
+                    match json_to_toml(new) {
+                        Some(t) => writeln!(o, "- {file}: {k} = {t}").unwrap(),
+                        None => writeln!(
+                            o,
+                            "- {} (null in the run, not a TOML value)",
+                            code(&format!("{file}: {k}"))
+                        )
+                        .unwrap(),
+                    }
+                    rollback_values.push(match old {
+                        Some(old) => code(&format!("{file}: {k} = {}", toml_text(old))),
+                        None => format!("remove {} from {}", code(k), code(&file)),
+                    });
+                }
+                for (k, old) in &d.removed {
+                    writeln!(o, "- {file}: {k} removed").unwrap();
+                    rollback_values.push(code(&format!("{file}: {k} = {}", toml_text(old))));
+                }
+                if !d.removed.is_empty() {
+                    o.push_str("\nA removed key takes the engine's default.\n");
+                }
+            }
+            Some(_) => writeln!(
+                o,
+                "\n{chosen_label} recorded the same engine parameters as the baseline.\n\n{fill_in}"
+            )
+            .unwrap(),
+            None => writeln!(o, "\nA run recorded no engine parameters.\n\n{fill_in}").unwrap(),
+        }
+    }
+    o.push('\n');
+
+    // Thresholds.
+    o.push_str("## CI gate thresholds\n\n");
+    let h = fmt_measured(input.headroom * 100.0);
+    writeln!(
+        o,
+        "Proposed from {chosen_label}'s measured values with {h}% headroom in each metric's worse \
+         direction (lower is better: value x (1 + {h}%), `<=`; higher is better: value x (1 - {h}%), \
+         `>=`), rounded away from the measured value to {LIMIT_DIGITS} significant digits."
+    )
+    .unwrap();
+    let mut proposed = Vec::new();
+    let mut unmeasured = Vec::new();
+    for (header, metric, action) in MATRIX {
+        let def = metric_def(metric).expect("matrix metrics are in the registry");
+        match chosen.metric(metric) {
+            Some(v) => {
+                let (cmp, limit) = propose_limit(v, def.better, input.headroom);
+                proposed.push((metric, cmp, limit, def.unit, action, v));
+            }
+            None => unmeasured.push(header),
+        }
+    }
+    if !unmeasured.is_empty() {
+        writeln!(
+            o,
+            "No threshold for what {chosen_label} did not measure: {}.",
+            unmeasured.join(", ")
+        )
+        .unwrap();
+    }
+    o.push_str("\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n");
+    for (metric, cmp, limit, unit, action, _) in &proposed {
+        writeln!(o, "| {} | {cmp} | {limit} | {unit} | {action} |", code(metric)).unwrap();
+    }
+    o.push('\n');
+
+    // Rollback.
+    o.push_str("## Rollback conditions\n\n");
+    let worse = |cmp: Comparator| match cmp {
+        Comparator::Le | Comparator::Lt => "above",
+        Comparator::Ge | Comparator::Gt => "below",
+        Comparator::Eq => "different from",
+    };
+    let condition =
+        |(metric, cmp, limit, unit, _, v): &&(&str, Comparator, f64, &str, Action, f64)| {
+            format!(
+                "- {} {} {} (measured {} in {chosen_label})\n",
+                code(metric),
+                worse(*cmp),
+                with_unit(*limit, unit),
+                fmt_measured(*v)
+            )
+        };
+    let blocks: Vec<_> = proposed.iter().filter(|p| p.4 == Action::Block).collect();
+    let warns: Vec<_> = proposed.iter().filter(|p| p.4 == Action::Warn).collect();
+    if blocks.is_empty() {
+        o.push_str(
+            "No blocking threshold could be proposed (nothing was measured): roll back when a \
+             gate run of this scenario fails.\n",
+        );
+    } else {
+        o.push_str(
+            "Roll back when a gate run of this scenario (`cargo xtask gate RUN`) breaks a \
+             blocking threshold:\n\n",
+        );
+        o.extend(blocks.iter().map(condition));
+    }
+    if !warns.is_empty() {
+        o.push_str("\nInvestigate, without rolling back, when a warning threshold breaks:\n\n");
+        o.extend(warns.iter().map(condition));
+    }
+    if rollback_values.is_empty() {
+        o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");
+    } else {
+        o.push_str("\nRolling back restores the baseline values:\n\n");
+        for v in &rollback_values {
+            writeln!(o, "- {v}").unwrap();
+        }
+        o.push('\n');
+    }
+
+    // Consequences.
+    o.push_str("## Consequences\n\n<what changes for operators, capacity and cost; what this decision gives up>\n\n");
+
+    // Reproduction.
+    o.push_str("## Reproduction\n\n| Config | Run id | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|---|---|---|---|---|---|\n");
+    for (i, r) in runs.iter().enumerate() {
+        let git = r.git.as_ref().map_or(BLANK.to_string(), |g| {
+            format!("{}{}", code(&g.commit), if g.dirty { " (dirty)" } else { "" })
+        });
+        let env = &r.environment;
+        let env_text = format!(
+            "{} ({} {}, {} CPUs{})",
+            code(&r.environment_fingerprint),
+            env.os,
+            env.arch,
+            env.cpus,
+            env.cpu_model.as_ref().map(|m| format!(", {m}")).unwrap_or_default()
+        );
+        let status = match r.status {
+            bench::summary::RunStatus::Complete => "complete",
+            bench::summary::RunStatus::Interrupted => "interrupted",
+            bench::summary::RunStatus::Failed => "failed",
+        };
+        writeln!(
+            o,
+            "| {} | {} | {status} | {} | {git} | {} {} | {env_text} | {} |",
+            label(i),
+            code(&r.run_id),
+            if r.simulated { "yes" } else { "no" },
+            r.tool.name,
+            r.tool.version,
+            r.engine.as_ref().map_or(BLANK.to_string(), |e| code(&e.file)),
+        )
+        .unwrap();
+    }
+    writeln!(
+        o,
+        "\nEach run was measured with bench profile {} by `cargo xtask bench`; its run directory \
+         holds summary.json (every number above) and requests.jsonl.",
+        code(&input.baseline.profile)
+    )
+    .unwrap();
+    let notes: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.notes.iter().map(move |n| format!("- {}: {n}", label(i))))
+        .collect();
+    if !notes.is_empty() {
+        o.push_str("\nNotes recorded by the runs:\n\n");
+        for n in notes {
+            writeln!(o, "{n}").unwrap();
+        }
+    }
+    o.push('\n');
+
+    o.push_str("## Links\n\nNone.\n");
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_move_by_the_headroom_toward_worse_and_round_outward() {
+        assert_eq!(propose_limit(182.345, Better::Lower, 0.10), (Comparator::Le, 201.0));
+        assert_eq!(propose_limit(100.0, Better::Lower, 0.10), (Comparator::Le, 110.0));
+        assert_eq!(propose_limit(0.97, Better::Higher, 0.10), (Comparator::Ge, 0.873));
+        assert_eq!(propose_limit(1.0, Better::Higher, 0.10), (Comparator::Ge, 0.9));
+        assert_eq!(propose_limit(0.0342, Better::Lower, 0.10), (Comparator::Le, 0.0377));
+        assert_eq!(propose_limit(12345.0, Better::Higher, 0.05), (Comparator::Ge, 11700.0));
+        assert_eq!(propose_limit(0.0, Better::Lower, 0.10), (Comparator::Le, 0.0));
+        assert_eq!(propose_limit(50.0, Better::Lower, 0.0), (Comparator::Le, 50.0));
+    }
+
+    #[test]
+    fn headroom_and_slug_inputs() {
+        assert_eq!(parse_headroom("10%"), Ok(0.1));
+        assert_eq!(parse_headroom("0.25"), Ok(0.25));
+        assert_eq!(parse_headroom("0%"), Ok(0.0));
+        assert!(parse_headroom("100%").is_err());
+        assert!(parse_headroom("-5%").is_err());
+        assert!(parse_headroom("ten").is_err());
+        assert_eq!(
+            slug("Enable chunked prefill (8k batches)!").unwrap(),
+            "enable-chunked-prefill-8k-batches"
+        );
+        assert!(slug("¿?").is_err());
+        assert!(slug(&"word ".repeat(40)).unwrap().len() <= 60);
+    }
+
+    #[test]
+    fn measured_values_keep_four_significant_digits() {
+        assert_eq!(fmt_measured(182.3456), "182.3");
+        assert_eq!(fmt_measured(0.034215), "0.03422");
+        assert_eq!(fmt_measured(12345.6), "12346");
+        assert_eq!(fmt_measured(1.0), "1");
+        assert_eq!(fmt_measured(0.0), "0");
+    }
+
+    #[test]
+    fn json_params_flatten_and_convert() {
+        let p = serde_json::json!({"engine": {"dtype": "float16", "tp": 4, "mem": 0.92}, "scheduler": {"lens": [1, 2], "x": null}});
+        let flat = flatten_params(&p);
+        assert_eq!(
+            flat.keys().collect::<Vec<_>>(),
+            vec!["engine.dtype", "engine.mem", "engine.tp", "scheduler.lens", "scheduler.x"]
+        );
+        assert_eq!(json_to_toml(&flat["engine.tp"]), Some(toml::Value::Integer(4)));
+        assert_eq!(json_to_toml(&flat["engine.mem"]), Some(toml::Value::Float(0.92)));
+        assert_eq!(json_to_toml(&flat["scheduler.x"]), None);
+        assert_eq!(toml_text(&flat["scheduler.lens"]), "[1, 2]");
+    }
+}

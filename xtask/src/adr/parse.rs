@@ -1,0 +1,830 @@
+//! Markdown -> [`Adr`]: pulldown-cmark (with tables) finds headings, tables, code and HTML
+//! blocks; fields, decision lines and links are read from the source lines of their section, so
+//! every value keeps its exact line.
+//!
+//! Tolerated: CRLF line endings; YAML-style front matter (`---` ... `---`) holding `status`,
+//! `date` and `deciders`; a `## Status` section instead of the status block; numbered headings
+//! (`## 1. Context`); bold field names (`**Status:** Accepted`); decision lines in backticks.
+
+use std::path::Path;
+
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+
+use super::model::{
+    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS,
+    Problem, Section, SectionKind, ThresholdRow,
+};
+use super::thresholds::to_metric_unit;
+
+/// Parse a record. Never fails: anything unreadable becomes a [`Problem`] in `Adr::problems`
+/// (located at its line), and the values that could be read are kept.
+pub fn parse_adr(path: &Path, text: &str) -> Adr {
+    let text = text.replace("\r\n", "\n");
+    let lines: Vec<&str> = text.split('\n').collect();
+    let mut problems = Vec::new();
+    let mut p = |line: usize, msg: String| problems.push(Problem::new(path, line, msg));
+
+    let front = front_matter(&lines, &mut p);
+    let md: String = if front.end > 0 {
+        let mut out: Vec<&str> = vec![""; front.end];
+        out.extend_from_slice(&lines[front.end..]);
+        out.join("\n")
+    } else {
+        text.clone()
+    };
+    let scan = scan_markdown(&md);
+
+    // Headings -> titles and sections.
+    let mut titles = Vec::new();
+    let mut sections: Vec<Section> = Vec::new();
+    for (i, h) in scan.headings.iter().enumerate() {
+        match h.level {
+            1 => titles.push(Located { value: h.text.trim().to_string(), line: h.line }),
+            2 => {
+                let end = scan.headings[i + 1..]
+                    .iter()
+                    .find(|n| n.level == 2)
+                    .map_or(lines.len() + 1, |n| n.line);
+                let has_content = (h.line + 1..end).any(|l| {
+                    let s = line_at(&lines, l).trim();
+                    !s.is_empty() && !scan.comment[l]
+                });
+                sections.push(Section {
+                    kind: SectionKind::from_heading(&h.text),
+                    heading: h.text.trim().to_string(),
+                    line: h.line,
+                    end,
+                    has_content,
+                });
+            }
+            _ => {}
+        }
+    }
+    let body_lines = |kind: SectionKind| -> Vec<usize> {
+        sections
+            .iter()
+            .filter(|s| s.kind == Some(kind))
+            .flat_map(|s| s.line + 1..s.end)
+            .filter(|&l| !scan.skip[l] && !scan.table[l])
+            .collect()
+    };
+
+    // Status block: between the H1 and the first H2, plus front matter and a `## Status` section.
+    let preamble_start = titles.first().map_or(front.end + 1, |t| t.line + 1);
+    let preamble_end = sections.first().map_or(lines.len() + 1, |s| s.line);
+    let mut fields = front.fields;
+    for l in preamble_start..preamble_end {
+        if scan.skip[l] {
+            continue;
+        }
+        if let Some(f) = field(line_at(&lines, l), l) {
+            fields.push(f);
+        }
+    }
+    for l in body_lines(SectionKind::Status) {
+        let raw = line_at(&lines, l);
+        match field(raw, l) {
+            Some(f) => fields.push(f),
+            None if !raw.trim().is_empty() => fields.push(Field {
+                key: "status".into(),
+                value: strip_list_marker(raw.trim()).to_string(),
+                line: l,
+            }),
+            None => {}
+        }
+    }
+    let mut status = None;
+    let mut date = None;
+    let mut deciders = None;
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for f in fields {
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == f.key) {
+            p(f.line, format!("`{}` is given twice (first at line {first})", f.key));
+            continue;
+        }
+        seen.push((f.key.clone(), f.line));
+        match f.key.as_str() {
+            "status" => match AdrStatus::parse(&f.value) {
+                Ok(s) => status = Some(Located { value: s, line: f.line }),
+                Err(e) => p(f.line, e),
+            },
+            "date" => match parse_iso_date(&f.value) {
+                Ok(d) => date = Some(Located { value: d, line: f.line }),
+                Err(e) => p(f.line, e),
+            },
+            _ => deciders = Some(Located { value: f.value, line: f.line }),
+        }
+    }
+    let title_line = titles.first().map_or(1, |t| t.line);
+    let written = |key: &str| seen.iter().find(|(k, _)| k == key).map(|(_, l)| *l);
+    let status_line = written("status");
+    if status_line.is_none() {
+        p(title_line, NO_STATUS.into());
+    }
+    if written("date").is_none() {
+        p(title_line, "no date; write `- Date: YYYY-MM-DD` under the title".into());
+    }
+    match &deciders {
+        None => p(title_line, "no deciders; write `- Deciders: <names>` under the title".into()),
+        Some(d) if d.value.trim().is_empty() => {
+            p(d.line, "deciders are empty; name who decided".into())
+        }
+        _ => {}
+    }
+
+    // Decision lines.
+    let mut decisions = Vec::new();
+    for l in body_lines(SectionKind::Decision) {
+        let Some(candidate) = decision_candidate(line_at(&lines, l)) else { continue };
+        match parse_decision_line(candidate) {
+            Ok((file, key, value)) => decisions.push(DecisionLine { file, key, value, line: l }),
+            Err(e) => p(l, e),
+        }
+    }
+
+    // Supersession links.
+    let mut links = Vec::new();
+    for l in body_lines(SectionKind::Links) {
+        match parse_link(line_at(&lines, l), l) {
+            Some(Ok(link)) => links.push(link),
+            Some(Err(e)) => p(l, e),
+            None => {}
+        }
+    }
+
+    // Thresholds tables.
+    let in_section = |line: usize, kind: SectionKind| {
+        sections.iter().any(|s| s.kind == Some(kind) && s.line < line && line < s.end)
+    };
+    let mut thresholds: Vec<ThresholdRow> = Vec::new();
+    for table in &scan.tables {
+        let in_thresholds = in_section(table.line, SectionKind::Thresholds);
+        let in_decision = in_section(table.line, SectionKind::Decision);
+        if !in_thresholds && !in_decision {
+            continue;
+        }
+        let header: Vec<String> =
+            table.header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
+        let col = |name: &str| header.iter().position(|h| h == name);
+        let wanted = ["metric", "comparator", "limit", "unit", "action"];
+        let missing: Vec<&str> = wanted.iter().copied().filter(|c| col(c).is_none()).collect();
+        if !missing.is_empty() {
+            if in_thresholds {
+                p(
+                    table.line,
+                    format!(
+                        "thresholds table lacks column(s) {}; its columns must be: metric, \
+                         comparator, limit, unit, action",
+                        missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+            continue;
+        }
+        let idx: Vec<usize> = wanted.iter().map(|c| col(c).unwrap_or(0)).collect();
+        for (line, cells) in &table.rows {
+            let cell = |i: usize| cells.get(idx[i]).map(|s| s.trim()).unwrap_or("");
+            match parse_threshold_row([cell(0), cell(1), cell(2), cell(3), cell(4)]) {
+                Ok(row) => {
+                    if let Some(prev) =
+                        thresholds.iter().find(|t| t.metric == row.metric && t.action == row.action)
+                    {
+                        p(
+                            *line,
+                            format!(
+                                "metric `{}` already has a `{}` threshold at line {}",
+                                row.metric, row.action, prev.line
+                            ),
+                        );
+                        continue;
+                    }
+                    thresholds.push(ThresholdRow { line: *line, ..row });
+                }
+                Err(errors) => {
+                    for e in errors {
+                        p(*line, e);
+                    }
+                }
+            }
+        }
+    }
+
+    // Placeholders left from the template (reported by lint).
+    let mut placeholders = Vec::new();
+    for (i, raw) in lines.iter().enumerate() {
+        let l = i + 1;
+        if scan.skip.get(l).copied().unwrap_or(false) {
+            continue;
+        }
+        for ph in find_placeholders(raw) {
+            placeholders.push(Located { value: ph, line: l });
+        }
+    }
+
+    Adr {
+        path: path.to_path_buf(),
+        number: number_from_file_name(path),
+        titles,
+        status,
+        status_line,
+        date,
+        deciders,
+        sections,
+        decisions,
+        thresholds,
+        links,
+        placeholders,
+        problems,
+    }
+}
+
+/// The record number in a file name `NNNN-slug.md`.
+pub fn number_from_file_name(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    let digits: String = name.chars().take_while(|c| c.is_ascii_digit()).collect();
+    if digits.len() == 4 && name[4..].starts_with('-') { digits.parse().ok() } else { None }
+}
+
+fn line_at<'a>(lines: &[&'a str], line: usize) -> &'a str {
+    lines.get(line.wrapping_sub(1)).copied().unwrap_or("")
+}
+
+struct Field {
+    key: String,
+    value: String,
+    line: usize,
+}
+
+struct FrontMatter {
+    /// Lines the front matter occupies (0 when there is none).
+    end: usize,
+    fields: Vec<Field>,
+}
+
+fn front_matter(lines: &[&str], p: &mut impl FnMut(usize, String)) -> FrontMatter {
+    let none = FrontMatter { end: 0, fields: Vec::new() };
+    if lines.first().map(|l| l.trim_end()) != Some("---") {
+        return none;
+    }
+    let Some(close) = lines.iter().skip(1).position(|l| matches!(l.trim_end(), "---" | "..."))
+    else {
+        p(1, "front matter opened here is never closed with `---`".into());
+        return none;
+    };
+    let close = close + 1; // index of the closing line
+    let mut fields = Vec::new();
+    for (i, raw) in lines[1..close].iter().enumerate() {
+        let Some((k, v)) = raw.split_once(':') else { continue };
+        let key = k.trim().to_ascii_lowercase();
+        if matches!(key.as_str(), "status" | "date" | "deciders") {
+            let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+            fields.push(Field { key, value: v, line: i + 2 });
+        }
+    }
+    FrontMatter { end: close + 1, fields }
+}
+
+/// `- **Status:** Accepted` -> ("status", "Accepted").
+fn field(raw: &str, line: usize) -> Option<Field> {
+    let t = strip_list_marker(raw.trim()).trim_start_matches(['*', '_']);
+    let (k, v) = t.split_once(':')?;
+    let key = k.trim().trim_end_matches(['*', '_']).trim().to_ascii_lowercase();
+    if !matches!(key.as_str(), "status" | "date" | "deciders") {
+        return None;
+    }
+    let value = v
+        .trim_start_matches(|c: char| c == '*' || c == '_' || c.is_whitespace())
+        .trim_end()
+        .to_string();
+    Some(Field { key, value, line })
+}
+
+/// Strip a list marker (`-`, `*`, `+`, `1.`, `1)`) from a trimmed line.
+pub(crate) fn strip_list_marker(t: &str) -> &str {
+    for m in ["- ", "* ", "+ "] {
+        if let Some(rest) = t.strip_prefix(m) {
+            return rest.trim_start();
+        }
+    }
+    let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
+    if digits > 0 && digits < 10 {
+        let rest = &t[digits..];
+        if let Some(r) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) {
+            return r.trim_start();
+        }
+    }
+    t
+}
+
+/// A date in ISO-8601 calendar form, `YYYY-MM-DD`.
+pub fn parse_iso_date(s: &str) -> Result<chrono::NaiveDate, String> {
+    let s = s.trim();
+    let shape_ok = s.len() == 10
+        && s.bytes()
+            .enumerate()
+            .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    match shape_ok.then(|| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()).flatten() {
+        Some(d) => Ok(d),
+        None => Err(format!("date `{s}` is not an ISO-8601 date (YYYY-MM-DD)")),
+    }
+}
+
+/// The text of a line if it is meant as a decision line (it starts with `configs/`).
+fn decision_candidate(raw: &str) -> Option<&str> {
+    let t = strip_list_marker(raw.trim());
+    let t = match t.strip_prefix('`').and_then(|r| r.strip_suffix('`')) {
+        Some(inner) if !inner.contains('`') => inner.trim(),
+        _ => t,
+    };
+    t.starts_with("configs/").then_some(t)
+}
+
+/// The two shapes of a decision line, for messages.
+pub const DECISION_LINE_SHAPES: &str = "a decision line is `configs/<file>.toml: section.key = value` \
+     (value in TOML) or `configs/<file>.toml: section.key removed`";
+
+/// Parse `configs/<file>.toml: section.key = value` (the value is TOML) or
+/// `configs/<file>.toml: section.key removed` (the key is taken out of the file; a `# comment`
+/// may follow, as after a TOML value).
+pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), String> {
+    const SHAPE: &str = DECISION_LINE_SHAPES;
+    let s = s.trim();
+    let Some((file, rest)) = s.split_once(": ") else {
+        return Err(format!("`{s}`: missing `: ` after the file; {SHAPE}"));
+    };
+    let file = file.trim();
+    let file_ok = file.starts_with("configs/")
+        && file.ends_with(".toml")
+        && file.len() > "configs/.toml".len()
+        && file.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        && file.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+    if !file_ok {
+        return Err(format!("`{file}` is not a file under configs/ ending in .toml; {SHAPE}"));
+    }
+    let key_ok = |key: &str| {
+        !key.is_empty()
+            && key.split('.').all(|seg| {
+                !seg.is_empty()
+                    && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+    };
+    let Some((key, value)) = rest.split_once('=') else {
+        let without_comment = rest.split_once('#').map_or(rest, |(before, _)| before);
+        let words: Vec<&str> = without_comment.split_whitespace().collect();
+        return match words.as_slice() {
+            [key, "removed"] if key_ok(key) => {
+                Ok((file.to_string(), key.to_string(), Decided::Removed))
+            }
+            [key, "removed"] => Err(format!("`{key}` is not a dotted key (section.key); {SHAPE}")),
+            _ => Err(format!("`{s}`: missing ` = value` (or ` removed`); {SHAPE}")),
+        };
+    };
+    let key = key.trim();
+    if !key_ok(key) {
+        return Err(format!("`{key}` is not a dotted key (section.key); {SHAPE}"));
+    }
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(format!("`{key}` has no value; {SHAPE}"));
+    }
+    let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {value}"));
+    match parsed.ok().and_then(|mut t| t.remove("v")) {
+        Some(v) => Ok((file.to_string(), key.to_string(), Decided::Set(v))),
+        None => Err(format!("`{value}` is not a TOML value (quote strings: \"fcfs\"); {SHAPE}")),
+    }
+}
+
+fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
+    let t = strip_list_marker(raw.trim()).trim_start_matches(['*', '_']);
+    let lower = t.to_ascii_lowercase();
+    let (kind, rest) = if let Some(r) = lower.strip_prefix("superseded by") {
+        (LinkKind::SupersededBy, r)
+    } else if let Some(r) = lower.strip_prefix("supersedes") {
+        (LinkKind::Supersedes, r)
+    } else {
+        return None;
+    };
+    let Some(number) = super::model::first_number(rest) else {
+        return Some(Err(format!(
+            "`{}` names no record; write `Supersedes NNNN` or `Superseded by NNNN`",
+            t.trim()
+        )));
+    };
+    let target = t.find("](").and_then(|i| {
+        let after = &t[i + 2..];
+        after.find(')').map(|j| after[..j].trim().to_string())
+    });
+    Some(Ok(Link { kind, number, target, line }))
+}
+
+/// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).
+pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>> {
+    let [metric, comparator, limit, unit, action] = cells.map(|c| c.trim().trim_matches('`'));
+    let mut errors = Vec::new();
+    let def = bench::summary::metric_def(metric);
+    if def.is_none() {
+        errors.push(unknown_metric_message(metric));
+    }
+    let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e)).ok();
+    let value = match limit.parse::<f64>() {
+        Ok(v) if v.is_finite() => Some(v),
+        _ => {
+            errors.push(format!(
+                "limit `{limit}` is not a number (write the unit in its own column)"
+            ));
+            None
+        }
+    };
+    let action = Action::parse(action).map_err(|e| errors.push(e)).ok();
+    let converted = match (def, value) {
+        (Some(def), Some(v)) => {
+            to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e)).ok()
+        }
+        _ => None,
+    };
+    match (def, comparator, converted, action) {
+        (Some(def), Some(comparator), Some(limit), Some(action)) if errors.is_empty() => {
+            Ok(ThresholdRow {
+                metric: def.path.to_string(),
+                comparator,
+                limit,
+                unit: def.unit.to_string(),
+                action,
+                line: 0,
+            })
+        }
+        _ => Err(errors),
+    }
+}
+
+fn unknown_metric_message(metric: &str) -> String {
+    let nearest = bench::summary::known_metrics()
+        .iter()
+        .map(|m| (edit_distance(metric, m.path), m.path))
+        .min();
+    let hint = match nearest {
+        Some((d, path)) if d <= 4 => format!("did you mean `{path}`? "),
+        _ => String::new(),
+    };
+    if metric.is_empty() {
+        return "missing metric; metrics are the dotted summary.json paths listed in docs/adr/README.md".into();
+    }
+    format!(
+        "unknown metric `{metric}`; {hint}metrics are the dotted summary.json paths listed in \
+         docs/adr/README.md (e.g. metrics.ttft_ms.p99, goodput.ratio)"
+    )
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// HTML elements that may appear in a record; any other `<...>` is a template placeholder.
+const HTML_TAGS: &[&str] = &[
+    "a", "abbr", "b", "br", "code", "del", "details", "div", "em", "hr", "i", "img", "ins", "kbd",
+    "li", "mark", "ol", "p", "pre", "s", "small", "span", "strong", "sub", "summary", "sup",
+    "table", "tbody", "td", "th", "thead", "tr", "u", "ul", "wbr",
+];
+
+/// Words the template uses as blanks.
+const PLACEHOLDER_WORDS: &[&str] = &["NNNN", "TODO", "TBD", "FIXME"];
+const DATE_BLANK: &str = "YYYY-MM-DD";
+
+/// Template placeholders on a line, outside inline code: `<what to write>`, `NNNN`,
+/// `YYYY-MM-DD`, `TODO`, `TBD`, `FIXME`, and blanks of two or more underscores (`__ ms`).
+pub fn find_placeholders(line: &str) -> Vec<String> {
+    let code = code_mask(line);
+    let bytes = line.as_bytes();
+    let plain = |i: usize, b: u8| bytes[i] == b && !code[i];
+    let mut found = Vec::new();
+    // <...>, reported as written (code spans inside included).
+    let mut i = 0;
+    while i < bytes.len() {
+        if !plain(i, b'<') {
+            i += 1;
+            continue;
+        }
+        let Some(j) = (i + 1..bytes.len()).find(|&j| plain(j, b'>') || plain(j, b'<')) else {
+            break;
+        };
+        if bytes[j] == b'<' {
+            i = j;
+            continue;
+        }
+        let inner = &line[i + 1..j];
+        if is_placeholder_tag(&strip_code(inner, &code[i + 1..j])) {
+            found.push(format!("<{inner}>"));
+        }
+        i = j + 1;
+    }
+    // Words, the date blank and underscore blanks, outside code.
+    let is_word = |c: char| c.is_ascii_alphanumeric();
+    let mut start = None;
+    for (idx, c) in line.char_indices().chain(std::iter::once((line.len(), ' '))) {
+        if is_word(c) {
+            start.get_or_insert(idx);
+        } else if let Some(s) = start.take()
+            && !code[s]
+            && PLACEHOLDER_WORDS.contains(&&line[s..idx])
+        {
+            found.push(line[s..idx].to_string());
+        }
+    }
+    let bounded = |from: usize, to: usize| {
+        !line[..from].chars().next_back().is_some_and(is_word)
+            && !line[to..].chars().next().is_some_and(is_word)
+    };
+    for (i, _) in line.match_indices(DATE_BLANK) {
+        if !code[i] && bounded(i, i + DATE_BLANK.len()) {
+            found.push(DATE_BLANK.to_string());
+        }
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        if !plain(i, b'_') {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && plain(i, b'_') {
+            i += 1;
+        }
+        if i - start >= 2 && bounded(start, i) {
+            found.push(line[start..i].to_string());
+        }
+    }
+    found
+}
+
+fn is_placeholder_tag(inner: &str) -> bool {
+    if !inner.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return false; // `<= 5`, `</p>`, `<!-- -->`, `< 3`
+    }
+    if inner.contains("://") || inner.contains('@') || inner.contains('=') || inner.contains('"') {
+        return false; // autolinks, e-mail, tags with attributes
+    }
+    let name: String = inner.chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+    let rest = inner[name.len()..].trim();
+    !(HTML_TAGS.contains(&name.to_ascii_lowercase().as_str()) && (rest.is_empty() || rest == "/"))
+}
+
+/// For each byte of a line, whether it belongs to an inline code span (backticks included). A
+/// backtick run closes at the next run of the same length, as in CommonMark.
+fn code_mask(line: &str) -> Vec<bool> {
+    let b = line.as_bytes();
+    let mut mask = vec![false; b.len()];
+    let run_at = |i: usize| b[i..].iter().take_while(|&&c| c == b'`').count();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'`' {
+            i += 1;
+            continue;
+        }
+        let run = run_at(i);
+        let mut j = i + run;
+        let close = loop {
+            match (j..b.len()).find(|&k| b[k] == b'`') {
+                None => break None,
+                Some(k) if run_at(k) == run => break Some(k),
+                Some(k) => j = k + run_at(k),
+            }
+        };
+        match close {
+            Some(k) => {
+                mask[i..k + run].iter_mut().for_each(|m| *m = true);
+                i = k + run;
+            }
+            None => i += run,
+        }
+    }
+    mask
+}
+
+/// `text` without the bytes `mask` marks (code spans start and end at ASCII backticks, so what
+/// remains is valid UTF-8).
+fn strip_code(text: &str, mask: &[bool]) -> String {
+    text.char_indices().filter(|(i, _)| !mask[*i]).map(|(_, c)| c).collect()
+}
+
+struct Heading {
+    level: u8,
+    line: usize,
+    text: String,
+}
+
+struct Table {
+    line: usize,
+    header: Vec<String>,
+    rows: Vec<(usize, Vec<String>)>,
+}
+
+/// What pulldown-cmark tells about the structure. Line-indexed vectors have `lines + 2`
+/// entries so 1-based lines index them directly.
+struct Scan {
+    headings: Vec<Heading>,
+    tables: Vec<Table>,
+    /// Lines inside fenced/indented code or an HTML comment: not read for fields or values.
+    skip: Vec<bool>,
+    /// Lines inside an HTML comment (not content).
+    comment: Vec<bool>,
+    /// Lines of tables.
+    table: Vec<bool>,
+}
+
+fn scan_markdown(md: &str) -> Scan {
+    let line_starts: Vec<usize> =
+        std::iter::once(0).chain(md.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let n = line_starts.len() + 2;
+    let line_of = |offset: usize| line_starts.partition_point(|&s| s <= offset);
+    let last_line =
+        |range: &std::ops::Range<usize>| line_of(range.end.saturating_sub(1).max(range.start));
+    let mut scan = Scan {
+        headings: Vec::new(),
+        tables: Vec::new(),
+        skip: vec![false; n],
+        comment: vec![false; n],
+        table: vec![false; n],
+    };
+    let mut heading: Option<Heading> = None;
+    let mut table: Option<Table> = None;
+    let mut row: Option<(usize, Vec<String>)> = None;
+    let mut cell: Option<String> = None;
+    let mut in_head = false;
+    let mark = |v: &mut Vec<bool>, from: usize, to: usize| {
+        for l in from..=to.min(v.len() - 1) {
+            v[l] = true;
+        }
+    };
+    for (event, range) in Parser::new_ext(md, Options::ENABLE_TABLES).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => {
+                let level = match level {
+                    HeadingLevel::H1 => 1,
+                    HeadingLevel::H2 => 2,
+                    _ => 3,
+                };
+                heading = Some(Heading { level, line: line_of(range.start), text: String::new() });
+            }
+            Event::End(TagEnd::Heading(_)) => scan.headings.extend(heading.take()),
+            Event::Start(Tag::CodeBlock(_)) => {
+                // The whole block, fences included.
+                mark(&mut scan.skip, line_of(range.start), last_line(&range));
+            }
+            Event::Html(ref html) if html.trim_start().starts_with("<!--") => {
+                let first = line_of(range.start);
+                let last = last_line(&range);
+                mark(&mut scan.skip, first, last);
+                mark(&mut scan.comment, first, last);
+            }
+            Event::Start(Tag::Table(_)) => {
+                let first = line_of(range.start);
+                mark(&mut scan.table, first, last_line(&range));
+                table = Some(Table { line: first, header: Vec::new(), rows: Vec::new() });
+            }
+            Event::End(TagEnd::Table) => scan.tables.extend(table.take()),
+            Event::Start(Tag::TableHead) => in_head = true,
+            Event::End(TagEnd::TableHead) => in_head = false,
+            Event::Start(Tag::TableRow) => row = Some((line_of(range.start), Vec::new())),
+            Event::End(TagEnd::TableRow) => {
+                if let (Some(t), Some(r)) = (table.as_mut(), row.take()) {
+                    t.rows.push(r);
+                }
+            }
+            Event::Start(Tag::TableCell) => cell = Some(String::new()),
+            Event::End(TagEnd::TableCell) => {
+                let c = cell.take().unwrap_or_default();
+                if in_head {
+                    if let Some(t) = table.as_mut() {
+                        t.header.push(c);
+                    }
+                } else if let Some(r) = row.as_mut() {
+                    r.1.push(c);
+                }
+            }
+            Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) | Event::Html(t) => {
+                if let Some(c) = cell.as_mut() {
+                    c.push_str(&t);
+                } else if let Some(h) = heading.as_mut() {
+                    h.text.push_str(&t);
+                }
+            }
+            _ => {}
+        }
+    }
+    scan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decision_lines_parse_with_toml_values() {
+        let (f, k, v) =
+            parse_decision_line("configs/engine.toml: scheduler.max_num_seqs = 128").unwrap();
+        assert_eq!(
+            (f.as_str(), k.as_str(), v),
+            ("configs/engine.toml", "scheduler.max_num_seqs", Decided::Set(128.into()))
+        );
+        let (_, _, v) =
+            parse_decision_line("configs/engine.toml: scheduler.policy = \"fcfs\"").unwrap();
+        assert_eq!(v, Decided::Set("fcfs".into()));
+        let (_, _, v) = parse_decision_line("configs/a/engine-b.toml: x = [1, 2] # why").unwrap();
+        assert_eq!(v, Decided::Set(toml::Value::Array(vec![1.into(), 2.into()])));
+        // A string value that reads "removed" is a value, not a removal.
+        let (_, _, v) = parse_decision_line("configs/e.toml: a.b = \"removed\"").unwrap();
+        assert_eq!(v, Decided::Set("removed".into()));
+        for bad in [
+            "configs/engine.toml scheduler.x = 1",
+            "configs/../etc.toml: a.b = 1",
+            "configs/engine.yaml: a.b = 1",
+            "configs/engine.toml: a..b = 1",
+            "configs/engine.toml: a.b =",
+            "configs/engine.toml: a.b = fcfs",
+            "configs/engine.toml: a.b",
+            "configs/engine.toml: a.b deleted",
+            "configs/engine.toml: a.b removed now",
+            "configs/engine.toml: a..b removed",
+            "configs/engine.toml: removed",
+        ] {
+            assert!(parse_decision_line(bad).is_err(), "{bad}");
+        }
+        let e = parse_decision_line("configs/engine.toml: a.b").unwrap_err();
+        assert!(e.contains("section.key removed"), "{e}");
+    }
+
+    #[test]
+    fn removal_lines_name_a_key_without_a_value() {
+        for line in [
+            "configs/engine.toml: scheduler.max_num_batched_tokens removed",
+            "configs/engine.toml:  scheduler.max_num_batched_tokens   removed  ",
+            "configs/engine.toml: scheduler.max_num_batched_tokens removed # default applies",
+        ] {
+            let (f, k, v) = parse_decision_line(line).unwrap();
+            assert_eq!(
+                (f.as_str(), k.as_str(), v),
+                ("configs/engine.toml", "scheduler.max_num_batched_tokens", Decided::Removed),
+                "{line}"
+            );
+        }
+        let d = DecisionLine {
+            file: "configs/e.toml".into(),
+            key: "a.b".into(),
+            value: Decided::Removed,
+            line: 3,
+        };
+        assert_eq!(d.to_string(), "configs/e.toml: a.b removed");
+        let d = DecisionLine { value: Decided::Set(2.into()), ..d };
+        assert_eq!(d.to_string(), "configs/e.toml: a.b = 2");
+    }
+
+    #[test]
+    fn placeholders_are_found_outside_code() {
+        assert_eq!(
+            find_placeholders("# ADR-NNNN: <decision title>"),
+            vec!["<decision title>", "NNNN"]
+        );
+        assert_eq!(find_placeholders("TTFT P99 < __ ms"), vec!["__"]);
+        assert_eq!(find_placeholders("- Date: YYYY-MM-DD"), vec!["YYYY-MM-DD"]);
+        assert!(
+            find_placeholders("`configs/<file>.toml` and `NNNN` and ``a ` <b c> `` x").is_empty()
+        );
+        assert_eq!(
+            find_placeholders("<name values, one `configs/<f>.toml: a.b = v` line each>"),
+            vec!["<name values, one `configs/<f>.toml: a.b = v` line each>"]
+        );
+        assert_eq!(find_placeholders("an `unclosed <tag one>"), vec!["<tag one>"]);
+        assert!(
+            find_placeholders("limit <= 200, goodput >= 0.9; a<br>b <https://x.y> <!-- c -->")
+                .is_empty()
+        );
+        assert!(find_placeholders("max_num_seqs and __init__ and snake__case").is_empty());
+        assert_eq!(find_placeholders("TODO: write"), vec!["TODO"]);
+    }
+
+    #[test]
+    fn fields_tolerate_bold_and_lists() {
+        let f = field("- **Status:** Accepted", 3).unwrap();
+        assert_eq!((f.key.as_str(), f.value.as_str()), ("status", "Accepted"));
+        let f = field("**Date**: 2025-01-02", 4).unwrap();
+        assert_eq!((f.key.as_str(), f.value.as_str()), ("date", "2025-01-02"));
+        assert!(field("- Scope: all", 5).is_none());
+    }
+
+    #[test]
+    fn iso_dates_only() {
+        assert!(parse_iso_date("2025-02-28").is_ok());
+        assert!(parse_iso_date("2025-02-30").is_err());
+        assert!(parse_iso_date("2025-2-3").is_err());
+        assert!(parse_iso_date("28.02.2025").is_err());
+    }
+}

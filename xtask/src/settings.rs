@@ -1,0 +1,142 @@
+//! `configs/xtask.toml`: settings of `cargo xtask` itself (not inference parameters).
+//!
+//! ```toml
+//! [adr]
+//! # Governed besides configs/engine*.toml (always governed).
+//! governed = ["configs/serving.toml", "configs/lora-*.toml"]
+//! ```
+//!
+//! A missing file means the defaults; unknown keys are refused with their line.
+
+use bench::config::{ConfigError, Source};
+use serde::Deserialize;
+
+/// Where the settings live, relative to the repository root.
+pub const SETTINGS_FILE: &str = "configs/xtask.toml";
+
+/// Governed whatever the settings say: the engine parameter files.
+pub const ALWAYS_GOVERNED: &str = "configs/engine*.toml";
+
+/// The contents of `configs/xtask.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub adr: AdrSettings,
+}
+
+/// `[adr]`: decision records.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdrSettings {
+    /// Files governed by decision records besides `configs/engine*.toml`: paths relative to the
+    /// repository root, under `configs/`, ending in `.toml`; `*` matches any characters of one
+    /// path segment.
+    #[serde(default)]
+    pub governed: Vec<String>,
+}
+
+impl Settings {
+    /// Parse and validate the settings text (`source.path` names the file in errors).
+    pub fn parse(source: &Source) -> Result<Settings, ConfigError> {
+        let s: Settings = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
+        for pattern in &s.adr.governed {
+            validate_pattern(pattern).map_err(|msg| source.error_at(&["adr", "governed"], msg))?;
+        }
+        Ok(s)
+    }
+
+    /// The governed patterns: [`ALWAYS_GOVERNED`] and the configured ones.
+    pub fn governed_patterns(&self) -> Vec<String> {
+        let mut out = vec![ALWAYS_GOVERNED.to_string()];
+        for p in &self.adr.governed {
+            if !out.contains(p) {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+}
+
+/// A governed pattern is a path under `configs/` ending in `.toml` (decision lines can only
+/// name such files), made of letters, digits, `_-./` and `*`, without empty, `.` or `..`
+/// segments.
+pub fn validate_pattern(p: &str) -> Result<(), String> {
+    let ok = p.starts_with("configs/")
+        && p.ends_with(".toml")
+        && p.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        && p.chars().all(|c| c.is_ascii_alphanumeric() || "_-./*".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "governed file `{p}` is not a path under configs/ ending in .toml (letters, digits, \
+             `_-./` and `*` wildcards); decision records can only name such files"
+        ))
+    }
+}
+
+/// Whether `path` (relative to the repository root, `/`-separated) matches `pattern`: segment by
+/// segment, `*` matching any run of characters within a segment.
+pub fn matches(pattern: &str, path: &str) -> bool {
+    let p: Vec<&str> = pattern.split('/').collect();
+    let s: Vec<&str> = path.split('/').collect();
+    p.len() == s.len() && p.iter().zip(&s).all(|(p, s)| glob_segment(p.as_bytes(), s.as_bytes()))
+}
+
+fn glob_segment(p: &[u8], s: &[u8]) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((b'*', rest)) => (0..=s.len()).any(|i| glob_segment(rest, &s[i..])),
+        Some((c, rest)) => s.first() == Some(c) && glob_segment(rest, &s[1..]),
+    }
+}
+
+/// Whether `path` is governed by any of `patterns`.
+pub fn is_governed(patterns: &[String], path: &str) -> bool {
+    patterns.iter().any(|p| matches(p, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_within_one_segment() {
+        assert!(matches(ALWAYS_GOVERNED, "configs/engine.toml"));
+        assert!(matches(ALWAYS_GOVERNED, "configs/engine-tuned.toml"));
+        assert!(!matches(ALWAYS_GOVERNED, "configs/bench.toml"));
+        assert!(!matches(ALWAYS_GOVERNED, "configs/sub/engine.toml"));
+        assert!(!matches(ALWAYS_GOVERNED, "configs/engine.toml.bak"));
+        assert!(!matches(ALWAYS_GOVERNED, "other/configs/engine.toml"));
+        assert!(matches("configs/*/lora-*.toml", "configs/a/lora-x.toml"));
+        assert!(matches("configs/serving.toml", "configs/serving.toml"));
+        assert!(!matches("configs/serving.toml", "configs/serving2.toml"));
+    }
+
+    #[test]
+    fn settings_refuse_unknown_keys_and_bad_patterns_at_their_line() {
+        let s = Settings::parse(&Source::new(
+            SETTINGS_FILE,
+            "[adr]\ngoverned = [\"configs/serving.toml\", \"configs/engine*.toml\"]\n",
+        ))
+        .unwrap();
+        assert_eq!(
+            s.governed_patterns(),
+            vec!["configs/engine*.toml".to_string(), "configs/serving.toml".to_string()]
+        );
+        assert_eq!(Settings::parse(&Source::new(SETTINGS_FILE, "")).unwrap(), Settings::default());
+        let e = Settings::parse(&Source::new(SETTINGS_FILE, "[adr]\ngovern = []\n")).unwrap_err();
+        assert_eq!(e.line, Some(2), "{e}");
+        assert!(e.message.contains("unknown field `govern`"), "{e}");
+        assert!(e.message.contains("governed"), "{e}");
+        let e =
+            Settings::parse(&Source::new(SETTINGS_FILE, "\n[adr]\ngoverned = [\"bench.toml\"]\n"))
+                .unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.to_string().starts_with("configs/xtask.toml:3:"), "{e}");
+        for bad in ["configs/../x.toml", "configs/x.yaml", "configs//x.toml", "configs/x y.toml"] {
+            assert!(validate_pattern(bad).is_err(), "{bad}");
+        }
+    }
+}

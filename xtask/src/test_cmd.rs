@@ -1,0 +1,38 @@
+//! `cargo xtask test`: every test of the workspace, with the real engine when one is available.
+//!
+//! When `LLAMA_SERVER` names llama.cpp's server (or `CI=true`), the small real model is made
+//! available first (installed once into the cache, see `model.rs`) and passed to the tests as
+//! `INFERGATE_MODEL`; the real-engine tests skip loudly without it, and fail under `CI=true`.
+
+use xshell::{Shell, cmd};
+
+use crate::{Status, model};
+
+#[derive(Debug, clap::Args)]
+pub struct TestCmd {
+    /// Extra arguments for `cargo test` (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+impl TestCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        let engine = std::env::var_os("LLAMA_SERVER").filter(|v| !v.is_empty());
+        let mut envs: Vec<(&str, String)> = Vec::new();
+        if engine.is_some() || ci {
+            let model = model::ensure(sh)?;
+            envs.push(("INFERGATE_MODEL", model.display().to_string()));
+        } else {
+            eprintln!(
+                "note: LLAMA_SERVER is not set: the real-engine tests will be skipped (see the README)"
+            );
+        }
+        let args = &self.args;
+        let mut c = cmd!(sh, "cargo test --workspace {args...}");
+        for (k, v) in envs {
+            c = c.env(k, v);
+        }
+        Ok(if c.run().is_ok() { Status::Success } else { Status::PolicyViolated })
+    }
+}

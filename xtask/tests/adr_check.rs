@@ -1,0 +1,537 @@
+//! `cargo xtask adr check` on temporary git repositories built with git2: the binary's exit
+//! codes and output for the cases a pull request meets.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::gitrepo::GitRepo;
+use common::{Out, xtask};
+use git2::Oid;
+use xtask::adr::parse_adr;
+use xtask::adr::thresholds::{generate, render};
+
+const ENGINE: &str = "configs/engine.toml";
+const GATE: &str = "thresholds/gate.toml";
+const ADR1: &str = "docs/adr/0001-use-the-defaults.md";
+const ADR2: &str = "docs/adr/0002-tune-the-scheduler.md";
+
+const ENGINE_TEXT: &str = "\
+# Inference parameters (governed by docs/adr).
+[engine]
+model = \"m\"
+gpu_memory_utilization = 0.90   # share of GPU memory
+
+[scheduler]
+max_num_seqs = 256
+enable_chunked_prefill = false
+";
+
+/// A lint-clean record with these decision lines and links.
+fn record(n: u32, title: &str, status: &str, decisions: &str, links: &str) -> String {
+    format!(
+        "# ADR-{n:04}: {title}\n\n- Status: {status}\n- Date: 2025-05-01\n- Deciders: Platform team\n\n\
+         ## Context\n\nLong prompts block decode at concurrency 64.\n\n\
+         ## Metrics matrix\n\n| Config | TTFT P99 (ms) | Conclusion |\n|---|---:|---|\n| Baseline | 274 | chosen |\n\n\
+         ## Decision\n\n{decisions}\n\n\
+         ## CI gate thresholds\n\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n\
+         | `metrics.ttft_ms.p99` | <= | 302 | ms | block |\n\n\
+         ## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n\n\
+         ## Consequences\n\nReviews read numbers.\n\n\
+         ## Links\n\n{links}\n"
+    )
+}
+
+fn adr1() -> String {
+    record(
+        1,
+        "Use the defaults",
+        "Accepted",
+        "- configs/engine.toml: scheduler.max_num_seqs = 256\n\
+         - configs/engine.toml: scheduler.enable_chunked_prefill = false",
+        "None.",
+    )
+}
+
+/// A Proposed record with these decision lines.
+fn adr2(decisions: &str) -> String {
+    record(2, "Tune the scheduler", "Proposed", decisions, "None.")
+}
+
+/// gate.toml as `adr thresholds` writes it for these records.
+fn gate_for(records: &[(&str, &str)]) -> String {
+    let adrs: Vec<_> = records.iter().map(|(p, t)| parse_adr(Path::new(p), t)).collect();
+    render(&generate(&adrs).unwrap(), "docs/adr")
+}
+
+/// A repository with one commit on `main` (engine config, ADR-0001, gate.toml), and HEAD on a
+/// new branch `pr` at that commit.
+fn setup() -> (GitRepo, Oid) {
+    let mut g = GitRepo::init();
+    let a1 = adr1();
+    let base = g.commit_files(
+        "Initial",
+        &[
+            (ENGINE, Some(ENGINE_TEXT)),
+            ("configs/bench.toml", Some("[profile.default]\n")),
+            (ADR1, Some(&a1)),
+            ("docs/adr/README.md", Some("# Records\n")),
+            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
+            ("src/main.rs", Some("fn main() {}\n")),
+        ],
+    );
+    g.branch("pr", base);
+    (g, base)
+}
+
+fn check(g: &GitRepo, args: &[&str]) -> Out {
+    let mut all = vec!["adr", "check"];
+    all.extend_from_slice(args);
+    xtask(g.path(), &all)
+}
+
+/// Snapshot the output with commit ids and the temporary path filtered out.
+fn snap(name: &str, out: &Out) {
+    let text = format!("exit: {}\n--- stdout\n{}--- stderr\n{}", out.code, out.stdout, out.stderr);
+    insta::with_settings!({filters => vec![(r"\b[0-9a-f]{7,40}\b", "[sha]"), (r"/tmp/\S+", "[tmp]")]}, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+fn assert_exit(out: &Out, code: i32) {
+    assert_eq!(out.code, code, "stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
+}
+
+#[test]
+fn a_parameter_change_without_a_record_fails() {
+    let (mut g, _) = setup();
+    g.commit_files("Raise max_num_seqs", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("configs/engine.toml: scheduler.max_num_seqs 256 -> 384"));
+    assert!(out.stdout.contains("| not covered |"), "{}", out.stdout);
+    assert!(out.stdout.contains(
+        "cargo xtask adr new 'Set scheduler.max_num_seqs to 384' --baseline RUN_BASE --exp RUN_HEAD"
+    ));
+    assert!(out.stdout.contains("  - configs/engine.toml: scheduler.max_num_seqs = 384\n"));
+    snap("check_uncovered", &out);
+}
+
+#[test]
+fn an_added_record_covering_every_key_passes() {
+    let (mut g, _) = setup();
+    let engine = ENGINE_TEXT
+        .replace("256", "384")
+        .replace("enable_chunked_prefill = false\n", "max_num_batched_tokens = 2048\n");
+    g.commit_files("Tune the scheduler", &[(ENGINE, Some(&engine))]);
+    let a2 = adr2(
+        "- configs/engine.toml: scheduler.max_num_seqs = 384\n\
+         - `configs/engine.toml: scheduler.max_num_batched_tokens = 2048`\n\
+         - configs/engine.toml: scheduler.enable_chunked_prefill removed",
+    );
+    g.commit_files("ADR-0002", &[(ADR2, Some(&a2))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains("adr check passed: 3 governed keys changed, 3 covered"));
+    snap("check_covered", &out);
+}
+
+#[test]
+fn a_record_missing_one_key_fails_naming_it() {
+    let (mut g, _) = setup();
+    let engine = ENGINE_TEXT.replace("256", "384").replace("false", "true");
+    let a2 = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384");
+    g.commit_files("Tune", &[(ENGINE, Some(&engine)), (ADR2, Some(&a2))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("1 changed key is not named"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("  - configs/engine.toml: scheduler.enable_chunked_prefill = true\n")
+    );
+    assert!(!out.stdout.contains("  - configs/engine.toml: scheduler.max_num_seqs = 384\n"));
+    assert!(
+        out.stdout.contains("add the missing lines to the record this pull request adds: ADR-0002")
+    );
+    snap("check_missing_one_key", &out);
+}
+
+#[test]
+fn comments_whitespace_and_key_order_are_not_changes() {
+    let (mut g, _) = setup();
+    let reformatted = "\
+[scheduler]
+# Why: see ADR-0001.
+enable_chunked_prefill=false
+max_num_seqs   = 256
+
+[engine]
+gpu_memory_utilization = 0.9
+model = 'm'
+";
+    g.commit_files("Reformat the engine config", &[(ENGINE, Some(reformatted))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains("governed changes: none"), "{}", out.stdout);
+}
+
+#[test]
+fn an_edit_to_an_accepted_record_fails_but_superseding_it_passes() {
+    let (mut g, base) = setup();
+    let edited = adr1().replace("Reviews read numbers.", "Reviews read other numbers.");
+    g.commit_files("Reword ADR-0001", &[(ADR1, Some(&edited))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains(&format!("{ADR1}:34: ADR-0001 is Accepted")), "{}", out.stdout);
+    snap("check_accepted_edited", &out);
+
+    // Superseding: ADR-0001 changes status, date and links only; ADR-0002 is new and Accepted.
+    g.branch("supersede", base);
+    let old = adr1()
+        .replace("- Status: Accepted", "- Status: Superseded by 0002")
+        .replace("- Date: 2025-05-01", "- Date: 2025-06-01")
+        .replace(
+            "## Links\n\nNone.",
+            "## Links\n\n- Superseded by [ADR-0002](0002-tune-the-scheduler.md)",
+        );
+    let new = record(
+        2,
+        "Tune the scheduler",
+        "Accepted",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "- Supersedes [ADR-0001](0001-use-the-defaults.md)",
+    );
+    let gate = gate_for(&[(ADR1, &old), (ADR2, &new)]);
+    g.commit_files(
+        "Supersede ADR-0001",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR1, Some(&old)),
+            (ADR2, Some(&new)),
+            (GATE, Some(&gate)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+}
+
+#[test]
+fn a_renamed_config_removes_every_key_at_the_old_path_and_adds_them_at_the_new() {
+    let (mut g, base) = setup();
+    let renamed = "configs/engine-h100.toml";
+    g.commit_files("Rename", &[(ENGINE, None), (renamed, Some(ENGINE_TEXT))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("configs/engine-h100.toml: renamed from configs/engine.toml"));
+    assert!(out.stdout.contains("configs/engine.toml: scheduler.max_num_seqs 256 -> (unset)"));
+    assert!(out.stdout.contains("configs/engine-h100.toml: scheduler.max_num_seqs (unset) -> 256"));
+    assert!(out.stdout.contains("8 changed keys are not named"), "{}", out.stdout);
+    snap("check_renamed", &out);
+
+    // A record naming every removal and every new key covers the rename.
+    g.branch("rename-with-record", base);
+    let mut lines = Vec::new();
+    for (k, v) in [
+        ("engine.gpu_memory_utilization", "0.9"),
+        ("engine.model", "\"m\""),
+        ("scheduler.enable_chunked_prefill", "false"),
+        ("scheduler.max_num_seqs", "256"),
+    ] {
+        lines.push(format!("- configs/engine.toml: {k} removed"));
+        lines.push(format!("- configs/engine-h100.toml: {k} = {v}"));
+    }
+    let a2 = adr2(&lines.join("\n"));
+    g.commit_files(
+        "Rename with a record",
+        &[(ENGINE, None), (renamed, Some(ENGINE_TEXT)), (ADR2, Some(&a2))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+}
+
+#[test]
+fn a_deleted_config_needs_a_removal_line_per_key() {
+    let (mut g, _) = setup();
+    let tuned = "configs/engine-tuned.toml";
+    g.commit_files("Add a tuned variant", &[(tuned, Some("[scheduler]\nmax_num_seqs = 384\n"))]);
+    let a2 = adr2("- configs/engine-tuned.toml: scheduler.max_num_seqs = 384");
+    g.commit_files("ADR-0002", &[(ADR2, Some(&a2))]);
+    g.repo.branch("main", &g.repo.head().unwrap().peel_to_commit().unwrap(), true).unwrap();
+
+    g.commit_files("Drop the tuned variant", &[(tuned, None)]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("configs/engine-tuned.toml: deleted"));
+    assert!(out.stdout.contains("  - configs/engine-tuned.toml: scheduler.max_num_seqs removed\n"));
+
+    let a3 = record(
+        3,
+        "Drop the tuned variant",
+        "Proposed",
+        "- configs/engine-tuned.toml: scheduler.max_num_seqs removed",
+        "None.",
+    );
+    g.commit_files("ADR-0003", &[("docs/adr/0003-drop-the-tuned-variant.md", Some(&a3))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+}
+
+#[test]
+fn a_new_record_that_looks_like_a_deleted_one_is_still_new() {
+    // main has a Proposed ADR-0002; the pull request drops it and adds ADR-0003, written from
+    // the same template (git would call it a rename).
+    let (mut g, _) = setup();
+    let old = adr2("- configs/engine.toml: scheduler.max_num_seqs = 320");
+    g.commit_files("Propose", &[(ADR2, Some(&old))]);
+    let main = g.repo.head().unwrap().peel_to_commit().unwrap().id();
+    g.repo.branch("main", &g.repo.find_commit(main).unwrap(), true).unwrap();
+    let new = record(
+        3,
+        "Tune the scheduler",
+        "Proposed",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "None.",
+    );
+    g.commit_files(
+        "Replace the proposal",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR2, None),
+            ("docs/adr/0003-tune-the-scheduler.md", Some(&new)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains("docs/adr/0003-tune-the-scheduler.md: added, Proposed"));
+    assert!(out.stdout.contains("docs/adr/0002-tune-the-scheduler.md: deleted"), "{}", out.stdout);
+}
+
+#[test]
+fn an_accepted_record_may_be_renamed_but_not_deleted() {
+    let (mut g, base) = setup();
+    let renamed = "docs/adr/0001-keep-the-defaults.md";
+    let a1 = adr1();
+    g.commit_files(
+        "Rename ADR-0001",
+        &[(ADR1, None), (renamed, Some(&a1)), (GATE, Some(&gate_for(&[(renamed, &a1)])))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains(&format!("{renamed} (from {ADR1}): renamed, Accepted")));
+
+    g.branch("delete", base);
+    g.commit_files("Delete ADR-0001", &[(ADR1, None), (GATE, Some(&gate_for(&[])))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("ADR-0001 is Accepted and was deleted"), "{}", out.stdout);
+}
+
+#[test]
+fn a_shallow_clone_is_explained_not_diffed_against_nothing() {
+    let (mut g, _) = setup();
+    g.commit_files("Raise max_num_seqs", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
+    g.checkout();
+    let clone = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", g.path().display());
+    let status = Command::new("git")
+        .args(["clone", "--quiet", "--depth", "1", "--no-single-branch", &url])
+        .arg(clone.path().join("c"))
+        .status()
+        .expect("the git command line is needed to make a shallow clone");
+    assert!(status.success());
+    let root = clone.path().join("c");
+
+    // The base commit is in the clone, but not the history that joins it to HEAD.
+    let out = xtask(&root, &["adr", "check", "--base", "origin/main"]);
+    assert_exit(&out, 2);
+    assert!(out.stderr.contains("shallow clone"), "{}", out.stderr);
+    assert!(out.stderr.contains("fetch-depth: 0"), "{}", out.stderr);
+    // A base SHA the clone does not have at all.
+    let (mut other, _) = setup();
+    let unknown = other.commit_files("Elsewhere", &[("x", Some("y"))]).to_string();
+    let out = xtask(&root, &["adr", "check", "--base", &unknown]);
+    assert_exit(&out, 2);
+    assert!(out.stderr.contains("shallow clone") && out.stderr.contains("fetch-depth: 0"));
+    assert!(out.stderr.contains(&format!("base revision `{unknown}`")), "{}", out.stderr);
+}
+
+#[test]
+fn a_base_that_does_not_exist_is_a_clear_error() {
+    let (g, _) = setup();
+    let out = check(&g, &["--base", "origin/no-such-branch"]);
+    assert_exit(&out, 2);
+    assert!(
+        out.stderr
+            .starts_with("error: base revision `origin/no-such-branch` is not in this repository"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("git fetch origin"), "{}", out.stderr);
+    let out = check(&g, &["--base", "main", "--head", "0123456789abcdef0123456789abcdef01234567"]);
+    assert_exit(&out, 2);
+    assert!(out.stderr.contains("head revision `0123456789abcdef"), "{}", out.stderr);
+    let out = xtask(Path::new("/"), &["adr", "check", "--base", "main"]);
+    assert_exit(&out, 2);
+    assert!(out.stderr.contains("not inside a git repository"), "{}", out.stderr);
+}
+
+#[test]
+fn a_detached_head_and_shas_work() {
+    let (mut g, base) = setup();
+    let engine = ENGINE_TEXT.replace("256", "384");
+    let pr = g.commit_files("Raise", &[(ENGINE, Some(&engine))]);
+    g.detach(pr);
+    assert!(g.repo.head_detached().unwrap());
+    let out = check(&g, &["--base", &base.to_string()]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("scheduler.max_num_seqs 256 -> 384"));
+    // Short SHAs too, and an explicit --head.
+    let a2 = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384");
+    let covered = g.commit_files("ADR-0002", &[(ADR2, Some(&a2))]);
+    let out = check(&g, &["--base", &base.to_string()[..10], "--head", &covered.to_string()]);
+    assert_exit(&out, 0);
+    let out = check(&g, &["--base", &base.to_string(), "--head", &pr.to_string()[..8]]);
+    assert_exit(&out, 1);
+}
+
+#[test]
+fn the_merge_base_is_the_reference_not_the_base_tip() {
+    // main moves on after the branch point: its own changes are not the pull request's.
+    let (mut g, base) = setup();
+    let pr = g.commit_files("Docs", &[("src/main.rs", Some("fn main() { }\n"))]);
+    g.branch("main", base);
+    let a2 = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384");
+    g.commit_files(
+        "Main tunes",
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))), (ADR2, Some(&a2))],
+    );
+    g.detach(pr);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains("governed changes: none"), "{}", out.stdout);
+}
+
+#[test]
+fn an_adr_exempt_trailer_passes_loudly() {
+    let (mut g, _) = setup();
+    g.commit_files(
+        "Hotfix: lower max_num_seqs\n\nThe pool runs out of memory.\n\nADR-Exempt: incident 4711, record follows\n",
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128")))],
+    );
+    g.commit_files("Unrelated", &[("src/main.rs", Some("fn main() { }\n"))]);
+    let out = check(&g, &["--base", "main", "--github"]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.contains("!!! ADR-Exempt: incident 4711, record follows"));
+    assert!(out.stdout.contains("adr check WAIVED by ADR-Exempt (it would have FAILED)"));
+    assert!(out.stdout.contains("| not covered |"));
+    assert!(out.stdout.contains("::warning title=ADR-Exempt::"));
+    assert!(out.stderr.contains("warning: adr check is waived"), "{}", out.stderr);
+    snap("check_exempt", &out);
+
+    // Without a reason the trailer is refused.
+    let (mut g, _) = setup();
+    g.commit_files(
+        "Hotfix\n\nADR-Exempt:\n",
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128")))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    // A trailer in a commit of main (not of the pull request) does not count.
+    let (mut g, base) = setup();
+    g.branch("main", base);
+    g.commit_files("Old\n\nADR-Exempt: long ago\n", &[("src/main.rs", Some("x\n"))]);
+    let main = g.repo.head().unwrap().peel_to_commit().unwrap().id();
+    g.branch("pr", main);
+    g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+}
+
+#[test]
+fn github_annotations_point_at_the_changed_key() {
+    let (mut g, _) = setup();
+    g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
+    let out = check(&g, &["--base", "main", "--github"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "::error file=configs/engine.toml,line=7,title=adr check%3A scheduler.max_num_seqs::"
+        ),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn files_listed_as_governed_in_the_settings_are_governed() {
+    let (mut g, base) = setup();
+    let settings = "[adr]\ngoverned = [\"configs/serving-*.toml\"]\n";
+    g.commit_files("Govern serving", &[("configs/xtask.toml", Some(settings))]);
+    let main = g.repo.head().unwrap().peel_to_commit().unwrap().id();
+    g.repo.branch("main", &g.repo.find_commit(main).unwrap(), true).unwrap();
+    g.commit_files("Serve more", &[("configs/serving-a.toml", Some("[http]\nworkers = 8\n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("governed files: configs/engine*.toml, configs/serving-*.toml"));
+    assert!(out.stdout.contains("configs/serving-a.toml: http.workers (unset) -> 8"));
+
+    // Dropping the entry in the same pull request does not exempt it.
+    g.commit_files("Ungovern", &[("configs/xtask.toml", Some("[adr]\ngoverned = []\n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+
+    // Not governed: bench.toml.
+    g.branch("bench", main);
+    g.commit_files(
+        "Bench",
+        &[("configs/bench.toml", Some("[profile.default.load]\nconcurrency = 4\n"))],
+    );
+    assert_exit(&check(&g, &["--base", "main"]), 0);
+
+    // Unknown settings are refused at their line (exit 2).
+    g.branch("typo", base);
+    g.commit_files("Typo", &[("configs/xtask.toml", Some("[adr]\ngovern = []\n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 2);
+    assert!(out.stderr.contains("invalid configs/xtask.toml at head"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("configs/xtask.toml:2:1: unknown field `govern`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn invalid_toml_in_a_governed_file_is_a_tool_error() {
+    let (mut g, _) = setup();
+    g.commit_files("Break", &[(ENGINE, Some("[engine]\nmodel = \n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 2);
+    assert!(out.stderr.contains("configs/engine.toml at head"), "{}", out.stderr);
+    assert!(out.stderr.contains("configs/engine.toml:2:"), "{}", out.stderr);
+}
+
+#[test]
+fn lint_problems_and_a_stale_gate_file_at_head_fail() {
+    let (mut g, base) = setup();
+    let broken = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384")
+        .replace("- Deciders: Platform team\n", "");
+    g.commit_files(
+        "Tune",
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))), (ADR2, Some(&broken))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains(&format!("{ADR2}:1: no deciders")), "{}", out.stdout);
+    // The keys are covered: only lint fails.
+    assert!(out.stdout.contains("1 governed key changed, 1 covered, 1 other violation"));
+
+    g.branch("stale", base);
+    g.commit_files(
+        "Stale",
+        &[(GATE, Some(&gate_for(&[(ADR1, &adr1())]).replace("302.0", "300.0")))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("thresholds/gate.toml is out of date"), "{}", out.stdout);
+}

@@ -1,0 +1,257 @@
+//! The adr and gate commands through the real binary, in a temporary repository: the round
+//! trip runs -> adr new -> accept -> thresholds -> gate, supersession, exit codes and output.
+
+mod common;
+
+use std::path::Path;
+
+use bench::summary::metric_def;
+use common::{Out, engine_params, summary, write_run, xtask};
+use xtask::adr::new::{MATRIX, propose_limit};
+use xtask::adr::thresholds::Thresholds;
+
+/// Snapshot a command's output with the temporary root and today's date filtered out.
+fn snap(name: &str, root: &Path, out: &Out) {
+    let text = format!("exit: {}\n--- stdout\n{}--- stderr\n{}", out.code, out.stdout, out.stderr);
+    let root = regex_escape(&root.display().to_string());
+    insta::with_settings!({filters => vec![
+        (root.as_str(), "[root]"),
+        (r"\d{4}-\d{2}-\d{2}", "[date]"),
+    ]}, {
+        insta::assert_snapshot!(name, text);
+    });
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] })
+        .collect()
+}
+
+/// Replace the `<...>` placeholders a person fills in (Context, Consequences).
+fn fill_in(root: &Path, file: &str) {
+    let path = root.join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let filled: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with('<') && l.ends_with('>') {
+                "Filled in by the deciders.".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(&path, filled.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn round_trip_runs_to_record_to_thresholds_to_gate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let runs = root.join("runs");
+    let base = summary("run-base", 420.5, 31.25, 0.81, engine_params(false, 8192));
+    let exp1 = summary("run-exp1", 260.0, 33.0, 0.9, engine_params(true, 8192));
+    let exp2 = summary("run-exp2", 182.345, 28.1, 0.97, engine_params(true, 2048));
+    for s in [&base, &exp1, &exp2] {
+        write_run(&runs, s);
+    }
+
+    // Several experiments need --choose.
+    let out = xtask(
+        root,
+        &[
+            "adr",
+            "new",
+            "Chunked prefill",
+            "--baseline",
+            "runs/run-base",
+            "--exp",
+            "runs/run-exp1",
+            "--exp",
+            "runs/run-exp2/summary.json",
+        ],
+    );
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("pass --choose N"), "{}", out.stderr);
+
+    let out = xtask(
+        root,
+        &[
+            "adr",
+            "new",
+            "Enable chunked prefill",
+            "--baseline",
+            "runs/run-base",
+            "--exp",
+            "runs/run-exp1",
+            "--exp",
+            "runs/run-exp2/summary.json",
+            "--choose",
+            "2",
+            "--deciders",
+            "Platform team",
+        ],
+    );
+    snap("cli_adr_new", root, &out);
+    assert_eq!(out.code, 0);
+    let file = "docs/adr/0001-enable-chunked-prefill.md";
+    assert!(root.join(file).exists());
+
+    // Placeholders left: accept is refused (exit 1) and names them.
+    let out = xtask(root, &["adr", "accept", "1"]);
+    snap("cli_adr_accept_refused", root, &out);
+    assert_eq!(out.code, 1);
+    let lint = xtask(root, &["adr", "lint"]);
+    assert_eq!(lint.code, 1);
+    assert_eq!(
+        lint.stdout.lines().filter(|l| l.contains("template placeholder")).count(),
+        2,
+        "{}",
+        lint.stdout
+    );
+
+    fill_in(root, file);
+    let out = xtask(root, &["adr", "accept", "1"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(std::fs::read_to_string(root.join(file)).unwrap().contains("- Status: Accepted\n"));
+    assert_eq!(xtask(root, &["adr", "lint"]).code, 0);
+
+    // Not written yet: --check fails.
+    let out = xtask(root, &["adr", "thresholds", "--check"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stdout.contains("does not exist"), "{}", out.stdout);
+    let out = xtask(root, &["adr", "thresholds"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(xtask(root, &["adr", "thresholds", "--check"]).code, 0);
+
+    // The same numbers: each limit is the chosen run's measured value with the headroom.
+    let gate = Thresholds::load(&root.join("thresholds/gate.toml")).unwrap();
+    let mut want = Vec::new();
+    for (_, metric, action) in MATRIX {
+        if let Some(v) = exp2.metric(metric) {
+            let (cmp, limit) = propose_limit(v, metric_def(metric).unwrap().better, 0.10);
+            want.push((metric.to_string(), cmp, limit, action, 1, file.to_string()));
+        }
+    }
+    let got: Vec<_> = gate
+        .thresholds
+        .iter()
+        .map(|t| (t.metric.clone(), t.comparator, t.limit, t.action, t.adr, t.file.clone()))
+        .collect();
+    assert_eq!(got, want);
+    let text = std::fs::read_to_string(root.join(file)).unwrap();
+    for t in &gate.thresholds {
+        let row = text.lines().nth(t.line - 1).unwrap();
+        assert!(row.starts_with(&format!("| `{}` |", t.metric)), "line {} is {row}", t.line);
+    }
+
+    // The chosen run passes its own gate; the baseline does not.
+    let out = xtask(root, &["gate", "runs/run-exp2"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let out = xtask(root, &["gate", "runs/run-base", "--github"]);
+    snap("cli_gate_fail", root, &out);
+    assert_eq!(out.code, 1);
+
+    // A stale gate.toml is caught.
+    let gate_path = root.join("thresholds/gate.toml");
+    let stale =
+        std::fs::read_to_string(&gate_path).unwrap().replace("limit = 201.0", "limit = 250.0");
+    std::fs::write(&gate_path, stale).unwrap();
+    let out = xtask(root, &["adr", "thresholds", "--check"]);
+    snap("cli_thresholds_stale", root, &out);
+    assert_eq!(out.code, 1);
+    assert_eq!(xtask(root, &["adr", "thresholds"]).code, 0);
+
+    // A second record on the same metrics: accept is refused until it supersedes the first.
+    let exp3 = summary("run-exp3", 150.0, 25.0, 0.99, engine_params(true, 1024));
+    write_run(&runs, &exp3);
+    let out = xtask(
+        root,
+        &[
+            "adr",
+            "new",
+            "Smaller batched tokens",
+            "--baseline",
+            "runs/run-exp2",
+            "--exp",
+            "runs/run-exp3",
+            "--deciders",
+            "Platform team",
+            "--headroom",
+            "5%",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let second = "docs/adr/0002-smaller-batched-tokens.md";
+    fill_in(root, second);
+    let out = xtask(root, &["adr", "accept", "2"]);
+    assert_eq!(out.code, 1);
+    assert!(out.stdout.contains("set by two live records: ADR-0001"), "{}", out.stdout);
+    let out = xtask(root, &["adr", "supersede", "1", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let out = xtask(root, &["adr", "accept", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let old = std::fs::read_to_string(root.join(file)).unwrap();
+    assert!(old.contains("- Status: Superseded by 0002\n"), "{old}");
+    assert!(old.contains("- Superseded by [ADR-0002](0002-smaller-batched-tokens.md)\n"), "{old}");
+    let new = std::fs::read_to_string(root.join(second)).unwrap();
+    assert!(
+        new.ends_with("## Links\n\n- Supersedes [ADR-0001](0001-enable-chunked-prefill.md)\n"),
+        "{new}"
+    );
+    assert_eq!(xtask(root, &["adr", "lint"]).code, 0);
+    assert_eq!(xtask(root, &["adr", "thresholds", "--check"]).code, 1);
+    assert_eq!(xtask(root, &["adr", "thresholds"]).code, 0);
+    let gate = Thresholds::load(&gate_path).unwrap();
+    assert!(gate.thresholds.iter().all(|t| t.adr == 2));
+    let ttft = gate.thresholds.iter().find(|t| t.metric == "metrics.ttft_ms.p99").unwrap();
+    assert_eq!(ttft.limit, 158.0); // 150 * 1.05 = 157.5 -> 158
+
+    let out = xtask(root, &["adr", "list"]);
+    snap("cli_adr_list", root, &out);
+    assert_eq!(out.code, 0);
+}
+
+#[test]
+fn tool_errors_exit_2_and_violations_exit_1() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("thresholds")).unwrap();
+    std::fs::write(root.join("thresholds/gate.toml"), "version = 1\n").unwrap();
+
+    let out = xtask(root, &["gate", "runs/none"]);
+    snap("cli_gate_missing_run", root, &out);
+    assert_eq!(out.code, 2);
+
+    // No thresholds at all: nothing to gate.
+    write_run(&root.join("runs"), &summary("r", 1.0, 1.0, 1.0, engine_params(true, 1)));
+    let out = xtask(root, &["gate", "runs/r"]);
+    assert_eq!(out.code, 0);
+    assert!(out.stdout.contains("nothing to gate"), "{}", out.stdout);
+
+    std::fs::write(
+        root.join("thresholds/gate.toml"),
+        "version = 1\n[[threshold]]\nmetric = \"metrics.ttft\"\n",
+    )
+    .unwrap();
+    let out = xtask(root, &["gate", "runs/r"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("thresholds/gate.toml"), "{}", out.stderr);
+
+    // A records directory that does not exist is a tool error; a broken record a violation.
+    assert_eq!(xtask(root, &["adr", "lint"]).code, 2);
+    std::fs::create_dir_all(root.join("docs/adr")).unwrap();
+    std::fs::write(root.join("docs/adr/0001-x.md"), "# ADR-0001: X\n\n- Status: Acepted\n")
+        .unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    snap("cli_adr_lint_broken", root, &out);
+    assert_eq!(out.code, 1);
+    assert_eq!(xtask(root, &["adr", "thresholds"]).code, 1);
+    assert_eq!(xtask(root, &["adr", "accept", "7"]).code, 2);
+    assert_eq!(
+        xtask(root, &["adr", "new", "X", "--baseline", "runs/r", "--headroom", "150%"]).code,
+        2
+    );
+    assert_eq!(xtask(root, &["adr", "bogus"]).code, 2);
+}

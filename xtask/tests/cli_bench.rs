@@ -1,0 +1,162 @@
+//! `cargo xtask bench` as users run it: exit codes, error messages, the run directory, Ctrl-C.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn xtask(root: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .output()
+        .expect("run xtask")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A repository root with a bench config that uses the timing simulator.
+fn repo(extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    let text = format!(
+        "[profile.default.sim]\nmode = \"timing\"\n[profile.default.sim.timing]\nttft_ms = 2\nitl_ms = 1\n\
+         [profile.default.workload]\ninput_lengths = [8]\nrepeats = 4\nmax_tokens = 4\n\
+         [profile.default.load]\nconcurrency = 2\n{extra}"
+    );
+    std::fs::write(dir.path().join("configs/bench.toml"), text).unwrap();
+    dir
+}
+
+#[test]
+fn a_successful_run_exits_0_and_writes_its_directory() {
+    let r = repo("");
+    let o = xtask(r.path(), &["bench", "-q", "--out", "runs/a"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for f in ["summary.json", "requests.jsonl", "histograms.hlog"] {
+        assert!(r.path().join("runs/a").join(f).exists(), "{f}");
+    }
+    let s = bench::Summary::read(&r.path().join("runs/a")).unwrap();
+    assert_eq!(s.requests.ok, 4);
+    assert!(s.simulated);
+    // A run directory is never overwritten.
+    let o = xtask(r.path(), &["bench", "-q", "--out", "runs/a"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("already holds a run"), "{}", stderr(&o));
+}
+
+#[test]
+fn config_errors_name_file_line_and_choices_and_exit_2() {
+    let r = repo("concurency = 4\n");
+    let o = xtask(r.path(), &["bench", "-q"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("error: configs/bench.toml:12:1: unknown field"), "{e}");
+    assert!(e.contains("unknown field `concurency`") && e.contains("`concurrency`"), "{e}");
+    let r = repo("");
+    let o = xtask(r.path(), &["bench", "-q", "--set", "load.mode=sideways"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--set load.mode=sideways") && e.contains("closed") && e.contains("open"),
+        "{e}"
+    );
+    let o = xtask(r.path(), &["bench", "--profile", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no profile `nope`"), "{}", stderr(&o));
+    let o = xtask(r.path(), &["bench", "--bogus-flag"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_run_where_every_request_failed_exits_1() {
+    let r = repo("[profile.default.sim.faults]\nhttp_503 = 1.0\n");
+    let o = xtask(r.path(), &["bench", "-q", "--out", "runs/f"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no measured request succeeded (http_503: 4)"), "{}", stderr(&o));
+    let s = bench::Summary::read(&r.path().join("runs/f")).unwrap();
+    assert_eq!(s.status, bench::summary::RunStatus::Failed);
+}
+
+#[test]
+fn ctrl_c_writes_what_was_measured_and_exits_130() {
+    // Long streams so the run is still going when interrupted.
+    let r = repo("[profile.default.client]\ngrace_s = 0.3\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("-C")
+        .arg(r.path())
+        .args([
+            "bench",
+            "-q",
+            "--out",
+            "runs/i",
+            "--max-tokens",
+            "400",
+            "--set",
+            "sim.timing.itl_ms=10",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until requests are being written, then interrupt.
+    let started = Instant::now();
+    let requests = r.path().join("runs/i/requests.jsonl");
+    while !requests.exists() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(ok.success());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the run did not stop after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let s = bench::Summary::read(&r.path().join("runs/i")).unwrap();
+    assert_eq!(s.status, bench::summary::RunStatus::Interrupted);
+    assert_eq!(s.requests.by_class.get("cancelled"), Some(&2), "{:?}", s.requests.by_class);
+}
+
+fn write_thresholds(root: &Path, limit_ms: f64) {
+    std::fs::create_dir_all(root.join("thresholds")).unwrap();
+    let text = format!(
+        "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.p99\"\ncomparator = \"<=\"\nlimit = {limit_ms:?}\n\
+         unit = \"ms\"\naction = \"block\"\nadr = 1\nfile = \"docs/adr/0001-x.md\"\nline = 9\n"
+    );
+    std::fs::write(root.join("thresholds/gate.toml"), text).unwrap();
+}
+
+#[test]
+fn bench_gate_passes_and_blocks_on_the_thresholds() {
+    let r = repo("");
+    write_thresholds(r.path(), 10_000.0);
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--out", "runs/pass"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("gate passed"));
+    // The timing simulator's TTFT is 2 ms: a 0.5 ms limit cannot hold.
+    write_thresholds(r.path(), 0.5);
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--github", "--out", "runs/block"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("::error"), "{out}");
+    // The run itself was written before the gate judged it.
+    assert!(r.path().join("runs/block/summary.json").exists());
+    // A broken thresholds file fails before measuring anything.
+    std::fs::write(
+        r.path().join("thresholds/gate.toml"),
+        "version = 1\n[[threshold]]\nmetric = 3\n",
+    )
+    .unwrap();
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--out", "runs/never"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!r.path().join("runs/never").exists());
+}

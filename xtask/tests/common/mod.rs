@@ -1,0 +1,147 @@
+//! Shared test helpers: summaries built in code, the CLI binary, temporary repositories.
+#![allow(dead_code)]
+
+pub mod gitrepo;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bench::Summary;
+use serde_json::json;
+
+pub fn stats(p99: f64) -> serde_json::Value {
+    json!({
+        "count": 80,
+        "mean": p99 * 0.5,
+        "stdev": p99 * 0.1,
+        "min": p99 * 0.2,
+        "p50": p99 * 0.5,
+        "p90": p99 * 0.8,
+        "p95": p99 * 0.9,
+        "p99": p99,
+        "p999": p99 * 1.05,
+        "max": p99 * 1.1,
+    })
+}
+
+/// A complete, measured run against a real target with the given headline numbers. Built from
+/// JSON, as summary.json is read, so fields the schema adds with defaults need no change here.
+pub fn summary(
+    run_id: &str,
+    ttft_p99: f64,
+    tpot_p99: f64,
+    goodput: f64,
+    engine: serde_json::Value,
+) -> Summary {
+    let environment = json!({"os": "linux", "arch": "x86_64", "cpus": 8, "cpu_model": "Test CPU", "memory_gib": 31.2});
+    let fingerprint = serde_json::from_value::<bench::summary::Environment>(environment.clone())
+        .unwrap()
+        .fingerprint();
+    let v = json!({
+        "schema_version": bench::summary::SCHEMA_VERSION,
+        "run_id": run_id,
+        "status": "complete",
+        "simulated": false,
+        "tool": {"name": "infergate", "version": "0.1.0"},
+        "git": {"commit": "0123456789abcdef0123456789abcdef01234567", "dirty": false},
+        "environment": environment,
+        "environment_fingerprint": fingerprint,
+        "target": {
+            "name": "local-vllm",
+            "api_base": "http://127.0.0.1:8000/v1",
+            "url": "http://127.0.0.1:8000/v1/chat/completions",
+            "endpoint": "chat",
+            "stream": true,
+            "model": "test-model",
+        },
+        "config": {
+            "load": {"mode": "closed", "concurrency": 64},
+            "workload": {"input_lengths": [128, 256, 512, 1024], "repeats": 20, "max_tokens": 128},
+            "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0}
+        },
+        "profile": "default",
+        "engine": {"file": "configs/engine.toml", "params": engine},
+        "timing": {
+            "started_at": "2025-05-01T10:00:00Z",
+            "ended_at": "2025-05-01T10:01:00Z",
+            "window": {"start_ms": 0.0, "end_ms": 60000.0, "duration_s": 60.0},
+        },
+        "requests": {"total": 80, "ok": 80, "failed": 0, "warmup": 4, "by_class": {"ok": 80}},
+        "tokens": {"input_total": 51200, "output_total": 10240, "from_usage": 80, "from_chunks": 0, "count_mismatches": 0},
+        "metrics": {
+            "ttft_ms": stats(ttft_p99),
+            "tpot_ms": stats(tpot_p99),
+            "itl_ms": stats(tpot_p99 * 1.2),
+            "e2e_ms": stats(ttft_p99 + 128.0 * tpot_p99),
+            "itl_jitter": 0.123,
+            "queue_ms": null,
+        },
+        "throughput": {"requests_per_s": 10.5, "output_tokens_per_s": 1344.0, "total_tokens_per_s": 6384.0},
+        "goodput": {
+            "slo": {"ttft_ms": 500.0, "tpot_ms": 50.0},
+            "requests": (goodput * 80.0).round() as u64,
+            "requests_per_s": 10.0,
+            "ratio": goodput,
+        },
+        "schedule": {"lag_ms": null, "requested_rate": null, "achieved_rate": null, "fell_behind": false},
+        "cost": {
+            "price_per_hour": 2.5,
+            "devices": 1,
+            "device_seconds": 60.0,
+            "total": 0.041667,
+            "per_request": 0.000521,
+            "per_1m_output_tokens": 0.5167,
+            "basis": "estimated",
+        },
+        "server": {"kv_fragmentation": 0.042},
+        "notes": [],
+    });
+    serde_json::from_value(v).expect("a valid summary")
+}
+
+pub fn engine_params(chunked: bool, batched: u64) -> serde_json::Value {
+    json!({
+        "engine": {"model": "test-model", "dtype": "float16", "gpu_memory_utilization": 0.92},
+        "scheduler": {
+            "max_num_seqs": 256,
+            "max_num_batched_tokens": batched,
+            "enable_chunked_prefill": chunked,
+            "scheduler_policy": "fcfs"
+        }
+    })
+}
+
+/// Write a summary as `<dir>/<run_id>/summary.json`; returns the run directory.
+pub fn write_run(dir: &Path, s: &Summary) -> PathBuf {
+    let run = dir.join(&s.run_id);
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(run.join("summary.json"), serde_json::to_string_pretty(s).unwrap()).unwrap();
+    run
+}
+
+/// Output of one CLI invocation.
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Run `cargo xtask -C <root> <args>` (the built binary).
+pub fn xtask(root: &Path, args: &[&str]) -> Out {
+    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("run the xtask binary");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The repository this crate lives in.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}

@@ -1,0 +1,120 @@
+//! Gate verdicts at, just under and just over each limit for every comparator; missing metrics;
+//! the printed report.
+
+mod common;
+
+use xtask::adr::thresholds::{Threshold, Thresholds};
+use xtask::adr::{Action, Comparator};
+use xtask::gate::{Verdict, evaluate, render_github, render_report};
+
+fn threshold(
+    metric: &str,
+    comparator: Comparator,
+    limit: f64,
+    unit: &str,
+    action: Action,
+    line: usize,
+) -> Threshold {
+    Threshold {
+        metric: metric.into(),
+        comparator,
+        limit,
+        unit: unit.into(),
+        action,
+        adr: 1,
+        file: "docs/adr/0001-govern.md".into(),
+        line,
+    }
+}
+
+fn gate(ts: Vec<Threshold>) -> Thresholds {
+    Thresholds { version: 1, thresholds: ts }
+}
+
+#[test]
+fn every_comparator_at_under_and_over_its_limit() {
+    // (comparator, verdict just under, at, just over)
+    let table = [
+        (Comparator::Le, true, true, false),
+        (Comparator::Lt, true, false, false),
+        (Comparator::Ge, false, true, true),
+        (Comparator::Gt, false, false, true),
+        (Comparator::Eq, false, true, false),
+    ];
+    for (metric, limit, step, unit) in
+        [("metrics.ttft_ms.p99", 200.0, 0.001, "ms"), ("goodput.ratio", 0.95, 1e-6, "ratio")]
+    {
+        for (cmp, under, at, over) in table {
+            for (value, expect) in [(limit - step, under), (limit, at), (limit + step, over)] {
+                let mut s =
+                    common::summary("run-1", 180.0, 20.0, 0.97, common::engine_params(true, 2048));
+                match metric {
+                    "goodput.ratio" => s.goodput.ratio = Some(value),
+                    _ => s.metrics.ttft_ms.as_mut().unwrap().p99 = value,
+                }
+                for action in [Action::Block, Action::Warn] {
+                    let report =
+                        evaluate(&s, &gate(vec![threshold(metric, cmp, limit, unit, action, 7)]));
+                    let check = &report.checks[0];
+                    assert_eq!(check.measured, Some(value));
+                    let want = if expect { Verdict::Pass } else { Verdict::Fail };
+                    assert_eq!(check.verdict, want, "{metric} = {value} {cmp} {limit}");
+                    // Only a failed block threshold fails the gate.
+                    assert_eq!(
+                        report.passed(),
+                        expect || action == Action::Warn,
+                        "{metric} {cmp} {action}"
+                    );
+                    assert_eq!(report.warnings(), usize::from(!expect && action == Action::Warn));
+                    assert_eq!(report.status().code(), if report.passed() { 0 } else { 1 });
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_metric_the_run_lacks_fails() {
+    let mut s = common::summary("run-1", 180.0, 20.0, 0.97, common::engine_params(true, 2048));
+    s.server = None;
+    s.cost.per_1m_output_tokens = None;
+    let t = gate(vec![
+        threshold("server.kv_fragmentation", Comparator::Le, 0.1, "ratio", Action::Block, 3),
+        threshold("cost.per_1m_output_tokens", Comparator::Le, 1.0, "currency", Action::Warn, 4),
+    ]);
+    let report = evaluate(&s, &t);
+    assert_eq!(report.checks[0].verdict, Verdict::Missing);
+    assert_eq!(report.checks[1].verdict, Verdict::Missing);
+    assert!(!report.passed());
+    assert_eq!((report.blocking_failures(), report.warnings()), (1, 1));
+    // A run with no requests has no error rate either.
+    s.requests.total = 0;
+    let report = evaluate(
+        &s,
+        &gate(vec![threshold("error_rate", Comparator::Le, 0.01, "ratio", Action::Block, 5)]),
+    );
+    assert_eq!(report.checks[0].verdict, Verdict::Missing);
+}
+
+#[test]
+fn the_report_and_annotations() {
+    let mut s = common::summary("run-7", 250.0, 20.0, 0.97, common::engine_params(true, 2048));
+    s.server = None;
+    s.simulated = true;
+    let t = gate(vec![
+        threshold("metrics.ttft_ms.p99", Comparator::Le, 201.0, "ms", Action::Block, 40),
+        threshold("goodput.ratio", Comparator::Ge, 0.9, "ratio", Action::Block, 41),
+        threshold("metrics.itl_jitter", Comparator::Le, 0.1, "ratio", Action::Warn, 42),
+        threshold("server.kv_fragmentation", Comparator::Le, 0.05, "ratio", Action::Warn, 43),
+    ]);
+    let report = evaluate(&s, &t);
+    insta::assert_snapshot!("gate_report", render_report(&report, true));
+    let gh = render_github(&report);
+    assert_eq!(gh.lines().count(), 3);
+    assert!(gh.starts_with("::error file=docs/adr/0001-govern.md,line=40,title=gate%3A metrics.ttft_ms.p99::metrics.ttft_ms.p99 = 250 ms breaks <= 201 ms"), "{gh}");
+    let all_pass = evaluate(
+        &common::summary("run-8", 100.0, 10.0, 0.99, serde_json::json!({})),
+        &gate(t.thresholds[..2].to_vec()),
+    );
+    insta::assert_snapshot!("gate_report_pass", render_report(&all_pass, true));
+}

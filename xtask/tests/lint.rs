@@ -1,0 +1,482 @@
+//! Lint fixtures: a good pair of records, then one broken variant per rule, each reported at
+//! the right line.
+
+use std::path::PathBuf;
+
+use xtask::adr::lint::lint_files;
+use xtask::adr::{AdrStatus, Decided, decision_lines, parse_adr};
+
+const NEW: &str = "docs/adr/0002-enable-chunked-prefill.md";
+const OLD: &str = "docs/adr/0001-use-defaults.md";
+
+const GOOD: &str = "\
+# ADR-0002: Enable chunked prefill
+
+- Status: Accepted
+- Date: 2025-05-01
+- Deciders: Platform team
+
+## Context
+
+Long prompts block decode batches at concurrency 64.
+
+## Metrics matrix
+
+| Config | TTFT P99 (ms) | Conclusion |
+|---|---:|---|
+| Baseline | 420 | reference |
+| Exp-1 | 180 | chosen |
+
+## Decision
+
+- configs/engine.toml: scheduler.enable_chunked_prefill = true
+- configs/engine.toml: scheduler.max_num_batched_tokens = 2048
+
+## CI gate thresholds
+
+| Metric | Comparator | Limit | Unit | Action |
+|---|---|---|---|---|
+| `metrics.ttft_ms.p99` | <= | 200 | ms | block |
+| `goodput.ratio` | >= | 95 | % | block |
+| `metrics.itl_jitter` | <= | 0.15 | ratio | warn |
+
+## Rollback conditions
+
+TTFT P99 above 200 ms on a gate run: restore the previous values.
+
+## Consequences
+
+Prefill is split into chunks; short requests no longer wait behind long ones.
+
+## Links
+
+- Supersedes [ADR-0001](0001-use-defaults.md)
+";
+
+const OLD_TEXT: &str = "\
+# ADR-0001: Use the defaults
+
+- Status: Superseded by 0002
+- Date: 2025-01-10
+- Deciders: Platform team
+
+## Context
+
+First record.
+
+## Metrics matrix
+
+| Config | TTFT P99 (ms) | Conclusion |
+|---|---:|---|
+| Baseline | 420 | reference |
+
+## Decision
+
+- configs/engine.toml: scheduler.enable_chunked_prefill = false
+
+## CI gate thresholds
+
+| Metric | Comparator | Limit | Unit | Action |
+|---|---|---|---|---|
+| `metrics.ttft_ms.p99` | <= | 450 | ms | block |
+
+## Rollback conditions
+
+TTFT P99 above 450 ms.
+
+## Consequences
+
+None worth noting.
+
+## Links
+
+- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)
+";
+
+fn files(new_text: &str) -> Vec<(PathBuf, String)> {
+    vec![(PathBuf::from(OLD), OLD_TEXT.to_string()), (PathBuf::from(NEW), new_text.to_string())]
+}
+
+/// GOOD with line `line` (1-based) replaced.
+fn with_line(line: usize, text: &str) -> String {
+    let mut lines: Vec<&str> = GOOD.lines().collect();
+    lines[line - 1] = text;
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn the_good_records_have_no_problems() {
+    assert_eq!(lint_files(&files(GOOD)), vec![]);
+    let adr = parse_adr(NEW.as_ref(), GOOD);
+    assert_eq!(adr.number, Some(2));
+    assert_eq!(adr.title(), Some("Enable chunked prefill"));
+    assert_eq!(adr.status_value(), Some(AdrStatus::Accepted));
+    let rows: Vec<(&str, f64, usize)> =
+        adr.thresholds.iter().map(|t| (t.metric.as_str(), t.limit, t.line)).collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("metrics.ttft_ms.p99", 200.0, 27),
+            ("goodput.ratio", 0.95, 28),
+            ("metrics.itl_jitter", 0.15, 29)
+        ]
+    );
+}
+
+#[test]
+fn decision_lines_come_with_status_and_lines() {
+    let set = decision_lines(NEW.as_ref(), GOOD).unwrap();
+    assert_eq!(set.number, Some(2));
+    assert_eq!(set.status, AdrStatus::Accepted);
+    let got: Vec<(String, String, String, usize)> = set
+        .lines
+        .iter()
+        .map(|d| (d.file.clone(), d.key.clone(), d.value.to_string(), d.line))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "configs/engine.toml".into(),
+                "scheduler.enable_chunked_prefill".into(),
+                "= true".into(),
+                20
+            ),
+            (
+                "configs/engine.toml".into(),
+                "scheduler.max_num_batched_tokens".into(),
+                "= 2048".into(),
+                21
+            ),
+        ]
+    );
+    assert_eq!(
+        set.lines[0].to_string(),
+        "configs/engine.toml: scheduler.enable_chunked_prefill = true"
+    );
+    // Backticks around a line are allowed; a malformed line is an error at its line.
+    let set = decision_lines(
+        NEW.as_ref(),
+        &with_line(21, "- `configs/engine.toml: scheduler.policy = \"fcfs\"`"),
+    )
+    .unwrap();
+    assert_eq!(set.lines[1].value, Decided::Set(toml::Value::String("fcfs".into())));
+    // A key the record takes out of the file.
+    let set = decision_lines(
+        NEW.as_ref(),
+        &with_line(21, "- configs/engine.toml: scheduler.max_num_batched_tokens removed"),
+    )
+    .unwrap();
+    assert_eq!(set.lines[1].value, Decided::Removed);
+    assert_eq!(
+        set.lines[1].to_string(),
+        "configs/engine.toml: scheduler.max_num_batched_tokens removed"
+    );
+    let err = decision_lines(
+        NEW.as_ref(),
+        &with_line(21, "- configs/engine.toml: scheduler.max_num_batched_tokens deleted"),
+    )
+    .unwrap_err();
+    assert_eq!((err.len(), err[0].line), (1, 21));
+    assert!(err[0].message.contains("section.key removed"), "{}", err[0]);
+    let err = decision_lines(
+        NEW.as_ref(),
+        &with_line(21, "- configs/engine.toml: scheduler.policy = fcfs"),
+    )
+    .unwrap_err();
+    assert_eq!((err.len(), err[0].line), (1, 21));
+    let err = decision_lines(NEW.as_ref(), &with_line(3, "- Status: Maybe")).unwrap_err();
+    assert_eq!((err.len(), err[0].line), (1, 3));
+    assert!(err[0].message.contains("unknown status"), "{}", err[0]);
+    // No status and a bad decision line: both are reported.
+    let text = with_line(3, "").replace("= 2048", "= ?");
+    let err = decision_lines(NEW.as_ref(), &text).unwrap_err();
+    let got: Vec<(usize, bool)> =
+        err.iter().map(|p| (p.line, p.message.starts_with("no status"))).collect();
+    assert_eq!(got, vec![(1, true), (21, false)], "{err:#?}");
+}
+
+#[test]
+fn each_broken_record_is_reported_at_its_line() {
+    // (what breaks, line replaced, new text, path of the problem, line, message fragment)
+    let cases: &[(&str, usize, &str, &str, usize, &str)] = &[
+        ("unknown status", 3, "- Status: Acepted", NEW, 3, "unknown status `Acepted`"),
+        ("non-ISO date", 4, "- Date: 01.05.2025", NEW, 4, "not an ISO-8601 date"),
+        ("impossible date", 4, "- Date: 2025-02-30", NEW, 4, "not an ISO-8601 date"),
+        ("no deciders", 5, "", NEW, 1, "no deciders"),
+        ("empty deciders", 5, "- Deciders:", NEW, 5, "deciders are empty"),
+        ("second H1", 9, "# Another title", NEW, 9, "second H1"),
+        ("title number", 1, "# ADR-0003: Enable chunked prefill", NEW, 1, "title says ADR-0003"),
+        ("empty section", 37, "", NEW, 35, "section `Consequences` is empty"),
+        (
+            "missing section",
+            31,
+            "## Rollback plan",
+            NEW,
+            1,
+            "missing section `## Rollback conditions`",
+        ),
+        (
+            "angle placeholder",
+            9,
+            "<describe the scenario>",
+            NEW,
+            9,
+            "placeholder `<describe the scenario>`",
+        ),
+        ("blank placeholder", 33, "TTFT P99 above __ ms.", NEW, 33, "placeholder `__`"),
+        ("TODO", 37, "TODO", NEW, 37, "placeholder `TODO`"),
+        (
+            "decision without colon",
+            21,
+            "- configs/engine.toml scheduler.x = 1",
+            NEW,
+            21,
+            "missing `: `",
+        ),
+        (
+            "decision value not TOML",
+            21,
+            "- configs/engine.toml: scheduler.policy = fcfs",
+            NEW,
+            21,
+            "not a TOML value",
+        ),
+        (
+            "decision outside configs",
+            21,
+            "- configs/../engine.toml: a.b = 1",
+            NEW,
+            21,
+            "not a file under configs/",
+        ),
+        (
+            "decision twice",
+            21,
+            "- configs/engine.toml: scheduler.enable_chunked_prefill = false",
+            NEW,
+            21,
+            "already decided at line 20",
+        ),
+        (
+            "decided and removed",
+            21,
+            "- configs/engine.toml: scheduler.enable_chunked_prefill removed",
+            NEW,
+            21,
+            "already decided at line 20",
+        ),
+        (
+            "removal with a value",
+            21,
+            "- configs/engine.toml: scheduler.max_num_batched_tokens removed = 1",
+            NEW,
+            21,
+            "is not a dotted key",
+        ),
+        (
+            "unknown metric",
+            27,
+            "| `metrics.ttft.p99` | <= | 200 | ms | block |",
+            NEW,
+            27,
+            "did you mean `metrics.ttft_ms.p99`",
+        ),
+        (
+            "bad comparator",
+            28,
+            "| `goodput.ratio` | => | 95 | % | block |",
+            NEW,
+            28,
+            "unknown comparator `=>`",
+        ),
+        (
+            "unit of another metric",
+            27,
+            "| `metrics.ttft_ms.p99` | <= | 200 | % | block |",
+            NEW,
+            27,
+            "unit `%` does not fit",
+        ),
+        (
+            "limit with unit",
+            27,
+            "| `metrics.ttft_ms.p99` | <= | 200ms | ms | block |",
+            NEW,
+            27,
+            "limit `200ms` is not a number",
+        ),
+        (
+            "bad action",
+            29,
+            "| `metrics.itl_jitter` | <= | 0.15 | ratio | stop |",
+            NEW,
+            29,
+            "unknown action `stop`",
+        ),
+        (
+            "column missing",
+            25,
+            "| Metric | Comparator | Limit | Unit | Severity |",
+            NEW,
+            25,
+            "lacks column(s) `action`",
+        ),
+        (
+            "metric twice",
+            29,
+            "| `goodput.ratio` | >= | 0.9 | ratio | block |",
+            NEW,
+            29,
+            "already has a `block` threshold at line 28",
+        ),
+        ("link to nothing", 40, "- Supersedes 0007", NEW, 40, "no record has that number"),
+        (
+            "link to the wrong file",
+            41,
+            "- Supersedes [ADR-0001](0001-other.md)",
+            NEW,
+            41,
+            "link target `0001-other.md`",
+        ),
+    ];
+    for (what, line, text, path, want_line, fragment) in cases {
+        let problems = lint_files(&files(&with_line(*line, text)));
+        let lines: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(problems.len(), 1, "{what}: {lines:#?}");
+        let p = &problems[0];
+        assert_eq!((p.path.to_str().unwrap(), p.line), (*path, *want_line), "{what}: {}", p);
+        assert!(p.message.contains(fragment), "{what}: {p}");
+        assert!(p.to_string().starts_with(&format!("{path}:{want_line}: ")), "{what}: {p}");
+    }
+}
+
+#[test]
+fn supersession_is_checked_both_ways() {
+    // NEW no longer lists Supersedes: OLD's status is reported.
+    let problems = lint_files(&files(&with_line(41, "None.")));
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!((problems[0].path.to_str().unwrap(), problems[0].line), (OLD, 3));
+    assert!(problems[0].message.contains("does not list `Supersedes 0001`"), "{}", problems[0]);
+    // OLD is not marked superseded: NEW's link is reported (and OLD's own Links line).
+    let old = OLD_TEXT.replace("- Status: Superseded by 0002", "- Status: Accepted");
+    let problems = lint_files(&[(OLD.into(), old), (NEW.into(), GOOD.into())]);
+    let got: Vec<(String, usize)> =
+        problems.iter().map(|p| (p.path.display().to_string(), p.line)).collect();
+    assert_eq!(got, vec![(OLD.into(), 37), (NEW.into(), 41)], "{problems:#?}");
+    assert!(problems[1].message.contains("run `cargo xtask adr supersede 1 2`"), "{}", problems[1]);
+    // Superseded by a record that does not exist.
+    let old = OLD_TEXT.replace("Superseded by 0002", "Superseded by 0009");
+    let problems = lint_files(&[(OLD.into(), old), (NEW.into(), GOOD.into())]);
+    assert!(
+        problems.iter().any(|p| p.line == 3 && p.message.contains("no record has that number")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn file_names_and_numbers() {
+    let problems = lint_files(&[(
+        PathBuf::from("docs/adr/2-Chunked.md"),
+        GOOD.replace("- Supersedes [ADR-0001](0001-use-defaults.md)", "None."),
+    )]);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].message.contains("file name `2-Chunked.md` is not `NNNN-slug.md`"),
+        "{}",
+        problems[0]
+    );
+    let alone = GOOD.replace("- Supersedes [ADR-0001](0001-use-defaults.md)", "None.");
+    // Not live, so only the number clashes.
+    let other = alone.replace("- Status: Accepted", "- Status: Proposed");
+    let problems = lint_files(&[
+        (PathBuf::from("docs/adr/0002-a.md"), alone.clone()),
+        (PathBuf::from("docs/adr/0002-b.md"), other),
+    ]);
+    let got: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        got,
+        vec![
+            "docs/adr/0002-a.md:1: number 0002 is also used by docs/adr/0002-b.md; numbers are unique",
+            "docs/adr/0002-b.md:1: number 0002 is also used by docs/adr/0002-a.md; numbers are unique",
+        ]
+    );
+}
+
+#[test]
+fn two_live_records_on_one_metric_are_named_both() {
+    let first = GOOD.replace("- Supersedes [ADR-0001](0001-use-defaults.md)", "None.");
+    let second = first.replace("ADR-0002", "ADR-0003");
+    let problems = lint_files(&[
+        (PathBuf::from(NEW), first),
+        (PathBuf::from("docs/adr/0003-again.md"), second),
+    ]);
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    for p in &problems {
+        assert_eq!(p.path.to_str().unwrap(), "docs/adr/0003-again.md");
+        assert!(
+            p.message.contains("ADR-0002 (docs/adr/0002-enable-chunked-prefill.md:")
+                && p.message.contains("ADR-0003 (docs/adr/0003-again.md:"),
+            "{p}"
+        );
+    }
+}
+
+#[test]
+fn crlf_front_matter_and_the_reference_shape_parse() {
+    assert_eq!(lint_files(&files(&GOOD.replace('\n', "\r\n"))), vec![]);
+    let front = GOOD
+        .replace("- Status: Accepted\n- Date: 2025-05-01\n- Deciders: Platform team\n\n", "")
+        .replacen("# ADR-0002", "---\nstatus: Accepted\ndate: \"2025-05-01\"\ndeciders: Platform team\ntags: [engine]\n---\n# ADR-0002", 1);
+    assert_eq!(lint_files(&files(&front)), vec![]);
+    let adr = parse_adr(NEW.as_ref(), &front);
+    assert_eq!(adr.status.as_ref().map(|s| s.line), Some(2));
+    assert_eq!(adr.thresholds[0].line, 29);
+    // Numbered headings, bold fields, a Status section, backticked decision lines.
+    let reference = GOOD
+        .replace("- Status: Accepted\n", "")
+        .replace("- Date: 2025-05-01", "**Date:** 2025-05-01")
+        .replace("- Deciders: Platform team", "**Deciders**: Platform team")
+        .replace("## Context", "## Status\n\nAccepted\n\n## 1. Context")
+        .replace("## Metrics matrix", "## 2. Metrics matrix")
+        .replace("## Decision", "## 3. Solidified rules")
+        .replace(
+            "- configs/engine.toml: scheduler.enable_chunked_prefill = true",
+            "- `configs/engine.toml: scheduler.enable_chunked_prefill = true`",
+        )
+        .replace("## Rollback conditions", "## 4. Rollback");
+    assert_eq!(lint_files(&files(&reference)), vec![]);
+    let set = decision_lines(NEW.as_ref(), &reference).unwrap();
+    assert_eq!((set.status, set.lines.len()), (AdrStatus::Accepted, 2));
+}
+
+#[test]
+fn the_template_is_all_placeholders_and_fills_into_a_clean_record() {
+    let template =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/adr/template.md"))
+            .unwrap();
+    let path = PathBuf::from("docs/adr/0003-from-template.md");
+    let problems = lint_files(&[(path.clone(), template.clone())]);
+    assert!(!problems.is_empty());
+    assert!(
+        problems.iter().any(|p| p.line == 1 && p.message.contains("`<decision title>`")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.line == 4 && p.message.contains("`YYYY-MM-DD`")),
+        "{problems:#?}"
+    );
+    let filled = template
+        .replace("ADR-NNNN: <decision title>", "ADR-0003: Cap batched tokens")
+        .replace("YYYY-MM-DD", "2025-06-01")
+        .replace("<names>", "Platform team")
+        .replace("<the scenario: load (concurrency or rate, arrival), prompt lengths, model and hardware; the\nsymptom (TTFT/TPOT P99, goodput, cost); what triggered this tuning>", "Closed loop at 64.")
+        .replace("<measured>", "1")
+        .replace("<conclusion>", "chosen")
+        .replace("<what is decided, in a sentence>", "Cap batched tokens.")
+        .replace("<section.key> = <value>", "scheduler.max_num_batched_tokens = 2048")
+        .replace("<limit>", "200")
+        .replace("<when to roll back (a blocking threshold broken on a gate run, for how long) and what rolling back\nrestores>", "When TTFT breaks 200 ms.")
+        .replace("<what changes for operators, capacity and cost; what this decision gives up>", "Less throughput.");
+    assert_eq!(lint_files(&[(path.clone(), filled.clone())]), vec![], "{filled}");
+}
