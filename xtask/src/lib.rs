@@ -35,6 +35,7 @@ pub mod settings;
 pub mod sim;
 #[cfg(feature = "runtime")]
 pub mod strategies;
+#[cfg(feature = "runtime")]
 pub mod sweep;
 pub mod test_cmd;
 
