@@ -88,7 +88,7 @@ pub fn split_base_url(base: &str) -> (String, String) {
     }
 }
 
-fn is_loopback(url: &str) -> bool {
+pub fn is_loopback(url: &str) -> bool {
     reqwest::Url::parse(url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_string))
@@ -304,7 +304,8 @@ impl Client {
         self.call_json(url, None).await
     }
 
-    async fn post_json(
+    /// POST a JSON body (60 s timeout): status, the body as JSON when it is JSON, and its text.
+    pub async fn post_json(
         &self,
         url: &str,
         body: &Value,

@@ -8,21 +8,29 @@
 //! runtime or an HTTP stack.
 
 #[cfg(feature = "runtime")]
+pub mod accept;
+#[cfg(feature = "runtime")]
 pub mod client;
 pub mod config;
+pub mod cost;
 pub mod hash;
 pub mod metrics;
 pub mod openai;
 pub mod outcome;
+pub mod promtext;
 pub mod record;
 pub mod rundir;
 #[cfg(feature = "runtime")]
 pub mod runner;
 pub mod schedule;
+#[cfg(feature = "runtime")]
+pub mod scrape;
+pub mod server_metrics;
 pub mod sim;
 pub mod sse;
 pub mod strategy_compare;
 pub mod summary;
+pub mod sweep;
 pub mod workload;
 
 pub use outcome::Outcome;

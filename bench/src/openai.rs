@@ -98,6 +98,36 @@ pub struct StreamIntegrity {
     pub choice_index_changes: u64,
     /// Events that are comments (`: ping`).
     pub comments: u64,
+    /// Content chunks repeating the previous one's cumulative token count (continuous usage,
+    /// e.g. vLLM's `stream_options.continuous_usage_stats`): the same event delivered twice.
+    pub duplicated_events: u64,
+    /// Content chunks whose cumulative token count is lower than an earlier one's: out of order.
+    pub reordered_events: u64,
+    /// 1 when the stream reported a finish reason but ended without `data: [DONE]`.
+    pub missing_done: u64,
+}
+
+impl StreamIntegrity {
+    /// Irregularities that break the stream protocol (comments are allowed).
+    pub fn violations(&self) -> u64 {
+        self.events_after_done
+            + self.content_after_finish
+            + self.choice_index_changes
+            + self.duplicated_events
+            + self.reordered_events
+            + self.missing_done
+    }
+
+    /// Add another stream's counts.
+    pub fn add(&mut self, o: &StreamIntegrity) {
+        self.events_after_done += o.events_after_done;
+        self.content_after_finish += o.content_after_finish;
+        self.choice_index_changes += o.choice_index_changes;
+        self.comments += o.comments;
+        self.duplicated_events += o.duplicated_events;
+        self.reordered_events += o.reordered_events;
+        self.missing_done += o.missing_done;
+    }
 }
 
 /// Whether the client should keep reading the stream.
@@ -188,6 +218,8 @@ pub struct StreamTracker {
     integrity: StreamIntegrity,
     first_index: Option<u64>,
     text: Option<String>,
+    /// Highest cumulative completion-token count seen on a content chunk.
+    last_cumulative: Option<u64>,
 }
 
 fn error_message(v: &serde_json::Value) -> String {
@@ -259,6 +291,7 @@ impl StreamTracker {
                 Some((Outcome::StreamError, format!("error object: {}", truncate_chars(msg, 300))));
             return Flow::Stop;
         }
+        let cumulative = chunk.usage.and_then(|u| u.completion_tokens);
         if let Some(u) = chunk.usage {
             self.usage = Some(u);
         }
@@ -300,6 +333,14 @@ impl StreamTracker {
                 self.finish_reason = Some(r.to_string());
             }
         }
+        if let (true, Some(n)) = (has_output, cumulative) {
+            match self.last_cumulative {
+                Some(prev) if n == prev => self.integrity.duplicated_events += 1,
+                Some(prev) if n < prev => self.integrity.reordered_events += 1,
+                _ => {}
+            }
+            self.last_cumulative = Some(self.last_cumulative.map_or(n, |p| p.max(n)));
+        }
         if has_output {
             self.content_events += 1;
             if let Some(prev) = self.last {
@@ -314,8 +355,11 @@ impl StreamTracker {
     }
 
     /// Classify the response now that the transport ended.
-    pub fn finish(self, end: StreamEnd) -> ResponseResult {
+    pub fn finish(mut self, end: StreamEnd) -> ResponseResult {
         let completed = self.done || self.finish_reason.is_some();
+        if self.finish_reason.is_some() && !self.done && self.failure.is_none() {
+            self.integrity.missing_done = 1;
+        }
         let (class, error) = if let Some((class, msg)) = self.failure {
             (class, Some(msg))
         } else if completed {
@@ -591,5 +635,68 @@ mod tests {
         );
         let empty = br#"{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"}]}"#;
         assert_eq!(read_body(empty, 1.0, false).class, Outcome::Empty);
+    }
+
+    fn content(i: u64, text: &str, cumulative: Option<u64>) -> String {
+        let mut v = serde_json::json!({"choices":[{"index":i,"delta":{"content":text}}]});
+        if let Some(n) = cumulative {
+            v["usage"] = serde_json::json!({"prompt_tokens": 3, "completion_tokens": n});
+        }
+        v.to_string()
+    }
+
+    #[test]
+    fn a_clean_stream_has_no_integrity_violations() {
+        let evs = [content(0, "a", Some(1)), content(0, "b", Some(2)), FINISH.to_string()];
+        let mut all: Vec<(&str, &str, f64)> = evs.iter().map(|e| ("", e.as_str(), 1.0)).collect();
+        all.push(("", "[DONE]", 2.0));
+        let r = run(&all, StreamEnd::Eof { partial_event: false });
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!(r.integrity.violations(), 0, "{:?}", r.integrity);
+    }
+
+    #[test]
+    fn crafted_bad_streams_are_counted() {
+        let eof = || StreamEnd::Eof { partial_event: false };
+        // Duplicated and reordered events (cumulative usage on every chunk).
+        let evs = [
+            content(0, "a", Some(1)),
+            content(0, "b", Some(2)),
+            content(0, "b", Some(2)),
+            content(0, "d", Some(4)),
+            content(0, "c", Some(3)),
+            FINISH.to_string(),
+            "[DONE]".to_string(),
+        ];
+        let all: Vec<(&str, &str, f64)> = evs.iter().map(|e| ("", e.as_str(), 1.0)).collect();
+        let r = run(&all, eof());
+        assert_eq!((r.integrity.duplicated_events, r.integrity.reordered_events), (1, 1));
+        // Choice index change, content after finish_reason, events after [DONE], no [DONE].
+        let evs = [
+            content(0, "a", None),
+            content(1, "b", None),
+            FINISH.to_string(),
+            content(0, "late", None),
+        ];
+        let all: Vec<(&str, &str, f64)> = evs.iter().map(|e| ("", e.as_str(), 1.0)).collect();
+        let r = run(&all, eof());
+        assert_eq!(r.integrity.choice_index_changes, 1);
+        assert_eq!(r.integrity.content_after_finish, 1);
+        assert_eq!(r.integrity.missing_done, 1);
+        assert_eq!(r.class, Outcome::Ok, "irregularities are counted, not failures");
+        let evs = [
+            content(0, "a", None),
+            FINISH.to_string(),
+            "[DONE]".to_string(),
+            content(0, "x", None),
+        ];
+        let all: Vec<(&str, &str, f64)> = evs.iter().map(|e| ("", e.as_str(), 1.0)).collect();
+        let r = run(&all, eof());
+        assert_eq!((r.integrity.events_after_done, r.integrity.missing_done), (1, 0));
+        assert_eq!(r.integrity.violations(), 1);
+        // A truncated stream is a failure, not a missing [DONE].
+        let a = content(0, "a", None);
+        let r = run(&[("", a.as_str(), 1.0)], eof());
+        assert_eq!((r.class, r.integrity.missing_done), (Outcome::Truncated, 0));
     }
 }

@@ -429,6 +429,15 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     if resolved.reuse_connections && connections > 1 {
         client.preconnect(&resolved.api_base, connections.min(256) as usize).await;
     }
+    // Server-side metrics: the first scrape is taken just before the load starts.
+    let scraper = crate::scrape::Scraper::start(
+        &profile.scrape,
+        crate::scrape::metrics_url(&resolved.root, target.metrics_url.as_deref()),
+        crate::client::is_loopback(&resolved.api_base),
+        !simulated,
+        &mut notes,
+    )
+    .await;
     let clock = Instant::now();
     let requests = match (load.requests, load.duration_s) {
         (Some(n), _) => Some(n),
@@ -578,6 +587,14 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         WorkloadInfo { items: shared.workload.len() as u64, length_basis: shared.workload.basis };
     drop(shared); // closes the record channel
     let (acc, texts) = collector.join().expect("collector thread does not panic")?;
+    let server = match scraper {
+        Some(scraper) => {
+            let m = acc.finish(None);
+            let window = m.window.start_ms.zip(m.window.end_ms);
+            Some(scraper.finish(clock, window, m.tokens.output_total).await)
+        }
+        None => None,
+    };
     let mut scheduler = None;
     if let Some(h) = sim_handle.take() {
         scheduler = h.scheduler_report();
@@ -629,6 +646,9 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         notes,
     };
     summary.set_metrics(metrics);
+    summary.server =
+        server.map(|s| serde_json::to_value(s).expect("the server section serializes"));
+    summary.cost = crate::cost::for_summary(&summary);
     if let Some(report) = scheduler {
         summary.notes.extend(report.notes());
         summary.extra.insert("scheduler".into(), serde_json::to_value(&report).unwrap_or_default());

@@ -360,6 +360,18 @@ fn build_known_metrics() -> Vec<MetricDef> {
     for (path, unit, better, label) in fixed {
         out.push(MetricDef { path, unit, better, label });
     }
+    // Sections written by acceptance runs and sweeps (docs/acceptance.md), and the GPU samples.
+    let sections: [(&'static str, &'static str, Better, &'static str); 6] = [
+        ("extra.acceptance.numeric.cos_min", "ratio", Better::Higher, "Logit cosine (min)"),
+        ("extra.acceptance.numeric.rtol_max", "ratio", Better::Lower, "Logit max rel. error"),
+        ("extra.acceptance.engine.stream_violations", "count", Better::Lower, "Stream violations"),
+        ("extra.acceptance.business.schema_pass_rate", "ratio", Better::Higher, "Schema pass rate"),
+        ("extra.sweep.knee", "load", Better::Higher, "Knee"),
+        ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation"),
+    ];
+    for (path, unit, better, label) in sections {
+        out.push(MetricDef { path, unit, better, label });
+    }
     out
 }
 

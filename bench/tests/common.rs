@@ -227,3 +227,35 @@ pub fn metric(values: &HashMap<String, f64>, name: &str, labels: &str) -> f64 {
     assert_eq!(hits.len(), 1, "{name} {labels}: {hits:?}");
     hits[0]
 }
+
+/// A small engine: a 1B model on an L4 with a KV cache of a few hundred tokens, so the KV budget
+/// binds at a handful of concurrent requests and every step lasts ~10 ms.
+pub const SMALL_ENGINE: &str = r#"
+[engine]
+model = "meta-llama/Llama-3.2-1B-Instruct"
+dtype = "bfloat16"
+gpu_memory_utilization = 0.1425   # 67 KV blocks (1072 tokens)
+max_model_len = 512
+[scheduler]
+max_num_seqs = 64
+max_num_batched_tokens = 1024
+enable_chunked_prefill = true
+enable_prefix_caching = false
+[device]
+name = "L4"
+price_per_hour = 0.8
+count = 1
+"#;
+
+/// Run against a simulator whose metrics are scraped from `metrics_path` instead of `/metrics`.
+pub async fn run_against_url_with_metrics(
+    handle: &SimHandle,
+    profile: Profile,
+    dir: &Path,
+    metrics_path: &str,
+) -> RunOutcome {
+    let mut target = Target::at(handle.base_url()).with_model(handle.model());
+    target.metrics_url = Some(format!("{}{metrics_path}", handle.base_url()));
+    let spec = RunSpec::quiet(profile, ("sim".into(), target), dir.join("run"), "test");
+    runner::run(spec, RunControl::default()).await.expect("the run completes")
+}

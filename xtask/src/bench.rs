@@ -12,7 +12,7 @@ use xshell::Shell;
 use crate::adr::thresholds::Thresholds;
 use crate::{Status, gate, gitinfo, report};
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BenchCmd {
     /// Profile from the bench config.
     #[arg(short, long, default_value = "default")]
@@ -56,6 +56,16 @@ pub struct BenchCmd {
     /// No progress bar and no informational lines.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Sweep the load, one run per stage: concurrency=32,128,256 or rate=2,4,8 (see
+    /// docs/acceptance.md). The sweep directory gets sweep.json and sweep.svg.
+    #[arg(long, value_name = "DIM=V,V,...", conflicts_with_all = ["concurrency", "rate"])]
+    pub sweep: Option<String>,
+    /// Sweep: length of each stage in seconds (default: stages are counted in requests).
+    #[arg(long, value_name = "SECONDS", requires = "sweep")]
+    pub stage_duration: Option<f64>,
+    /// Sweep: share of each stage dropped as warmup before the measured steady state.
+    #[arg(long, value_name = "F", default_value_t = 1.0 / 3.0)]
+    pub warmup_fraction: f64,
     /// Gate the run against the thresholds of the accepted decision records: exit 1 when a
     /// blocking threshold fails.
     #[arg(long)]
@@ -109,6 +119,9 @@ impl BenchCmd {
     }
 
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        if self.sweep.is_some() {
+            return crate::sweep::run(self, sh);
+        }
         if let Some(list) = &self.compare_strategies {
             return crate::strategies::run(&self, list, sh);
         }
@@ -166,8 +179,15 @@ impl BenchCmd {
 
     /// Resolve the config and command line into a run specification.
     pub fn spec(&self, root: &Path) -> anyhow::Result<RunSpec> {
+        self.spec_with(root, &[])
+    }
+
+    /// [`Self::spec`] with overrides applied after the command line's (sweep stages).
+    pub fn spec_with(&self, root: &Path, extra: &[Override]) -> anyhow::Result<RunSpec> {
         let cfg = load_config(root, self.config.as_deref())?;
-        let mut resolved = cfg.resolve(&self.profile, &self.overrides()?)?;
+        let mut overrides = self.overrides()?;
+        overrides.extend_from_slice(extra);
+        let mut resolved = cfg.resolve(&self.profile, &overrides)?;
         if let Some(url) = &self.base_url {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 bail!("--base-url must start with http:// or https://, got `{url}`");

@@ -17,6 +17,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
+#[cfg(feature = "runtime")]
+pub mod accept;
 pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
@@ -33,6 +35,8 @@ pub mod settings;
 pub mod sim;
 #[cfg(feature = "runtime")]
 pub mod strategies;
+#[cfg(feature = "runtime")]
+pub mod sweep;
 pub mod test_cmd;
 
 pub use exit::Status;
@@ -61,6 +65,9 @@ pub enum Command {
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
+    /// Accept a candidate engine against a baseline: numeric, engine and business layers.
+    #[cfg(feature = "runtime")]
+    Accept(accept::AcceptCmd),
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
@@ -79,6 +86,8 @@ impl Command {
             Command::Bench(c) => c.run(sh),
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Accept(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),

@@ -140,7 +140,38 @@ pub fn overview_table(s: &Summary) -> Table {
     if let Some(c) = s.cost.per_1m_output_tokens {
         t.add_row([Cell::new("cost per 1M output tokens"), Cell::new(format!("{c:.4}"))]);
     }
+    for (k, v) in server_rows(s) {
+        t.add_row([Cell::new(k), Cell::new(v)]);
+    }
     t
+}
+
+/// Rows for the server-side metrics (`summary.server`), when they were scraped.
+fn server_rows(s: &Summary) -> Vec<(String, String)> {
+    let Some(server) = &s.server else { return Vec::new() };
+    let num = |path: &str| server.pointer(path).and_then(|v| v.as_f64());
+    let gauge = |name: &str, decimals: usize| {
+        format!(
+            "p50 {} / p99 {} / max {}",
+            fmt_opt(num(&format!("/{name}/p50")), decimals),
+            fmt_opt(num(&format!("/{name}/p99")), decimals),
+            fmt_opt(num(&format!("/{name}/max")), decimals)
+        )
+    };
+    vec![
+        (
+            "server tokens generated".into(),
+            format!(
+                "{} (goodput ratio {}, preemptions {})",
+                fmt_opt(num("/generation_tokens"), 0),
+                fmt_opt(num("/goodput_ratio"), 3),
+                fmt_opt(num("/preemptions"), 0)
+            ),
+        ),
+        ("server running".into(), gauge("running", 1)),
+        ("server waiting".into(), gauge("waiting", 1)),
+        ("server KV cache usage".into(), gauge("kv_cache_usage", 3)),
+    ]
 }
 
 fn slo_text(s: &Summary) -> String {

@@ -53,6 +53,12 @@ impl SimCmd {
                  directory; the standalone simulator keeps none"
             );
         }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        // The engine model's step loop is a task: build the simulator inside the runtime.
+        let _runtime = rt.enter();
         let mut embedded = bench::sim::embedded(&profile.sim, &root).map_err(anyhow::Error::msg)?;
         if let Some(var) = &self.api_key_env {
             let key = bench::client::read_api_key(var, "sim").map_err(anyhow::Error::msg)?;
@@ -64,10 +70,6 @@ impl SimCmd {
                 self.host
             );
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
         rt.block_on(async {
             let handle = bench::sim::start(
                 embedded.options,

@@ -140,3 +140,74 @@ fn a_key_the_experiment_drops_becomes_a_removal_line() {
     assert!(adr.problems.is_empty(), "{:#?}", adr.problems);
     assert!(text.contains("`configs/engine.toml: scheduler.max_num_batched_tokens = 8192`"));
 }
+
+#[test]
+fn sweeps_and_acceptance_runs_feed_the_matrix() {
+    use bench::sweep::{SweepSpec, SweepSummary};
+    let dir = tempfile::tempdir().unwrap();
+    let (base, exps) = runs();
+    let write_run = |d: &std::path::Path, s: &bench::Summary| {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("summary.json"), serde_json::to_string_pretty(s).unwrap()).unwrap();
+    };
+    // An acceptance directory: baseline/ and candidate/ run directories with extra.acceptance.
+    let acc = dir.path().join("acc");
+    let mut b = base.clone();
+    let mut c = exps[0].clone();
+    let section = |role: &str| {
+        serde_json::json!({"role": role, "passed": false,
+            "numeric": {"verdict": "pass"}, "engine": {"verdict": "fail"}, "business": {"verdict": "skipped"}})
+    };
+    b.extra.insert("acceptance".into(), section("baseline"));
+    c.extra.insert("acceptance".into(), section("candidate"));
+    write_run(&acc.join("baseline"), &b);
+    write_run(&acc.join("candidate"), &c);
+    std::fs::write(acc.join("acceptance.json"), "{}").unwrap();
+    // A sweep directory whose knee is its second stage.
+    let sw = dir.path().join("sweep");
+    let mut stages = Vec::new();
+    for (i, load) in [32.0, 128.0].into_iter().enumerate() {
+        let mut s = exps[1].clone();
+        s.run_id = format!("stage-{i}");
+        let stage_dir = format!("stage-0{}-concurrency-{load}", i + 1);
+        write_run(&sw.join(&stage_dir), &s);
+        let mut r = bench::sweep::StageResult::from_summary(i + 1, load, stage_dir, &s);
+        r.meets_slo = true;
+        r.violations.clear();
+        stages.push(r);
+    }
+    let spec: SweepSpec = "concurrency=32,128".parse().unwrap();
+    let slo = bench::metrics::Slo { ttft_ms: Some(500.0), ..Default::default() };
+    let sweep = SweepSummary::new("sw".into(), &spec, Default::default(), slo, stages);
+    bench::sweep::write(&sw, &sweep).unwrap();
+
+    use xtask::adr::new::resolve_run_dir;
+    assert_eq!(resolve_run_dir(&acc, true).unwrap(), acc.join("baseline"));
+    assert_eq!(resolve_run_dir(&acc, false).unwrap(), acc.join("candidate"));
+    assert_eq!(resolve_run_dir(&sw, false).unwrap(), sw.join("stage-02-concurrency-128"));
+    let plain = acc.join("baseline");
+    assert_eq!(resolve_run_dir(&plain, false).unwrap(), plain);
+
+    let b = bench::Summary::read(&resolve_run_dir(&acc, true).unwrap()).unwrap();
+    let e1 = bench::Summary::read(&resolve_run_dir(&acc, false).unwrap()).unwrap();
+    let e2 = bench::Summary::read(&resolve_run_dir(&sw, false).unwrap()).unwrap();
+    let exps = vec![e1, e2];
+    let text = render(&input(&b, &exps, 2)).unwrap();
+    let header = text.lines().find(|l| l.starts_with("| Config |")).unwrap();
+    assert!(header.contains("| Knee | Acceptance | Conclusion |"), "{header}");
+    assert!(header.contains("Cost / 1M output tokens"), "{header}");
+    let row = |label: &str| {
+        text.lines().find(|l| l.starts_with(&format!("| {label}"))).unwrap().to_string()
+    };
+    assert!(row("Exp-2").contains("| concurrency 128 |"), "{}", row("Exp-2"));
+    assert!(
+        row("Exp-1").contains("not accepted: numeric pass, engine fail, business skipped"),
+        "{}",
+        row("Exp-1")
+    );
+    assert!(row("Baseline").contains("| — |"), "{}", row("Baseline"));
+    // Without sweeps or acceptance runs the matrix keeps its columns.
+    let (base, exps) = runs();
+    let plain_text = render(&input(&base, &exps, 2)).unwrap();
+    assert!(!plain_text.contains("| Knee |") && !plain_text.contains("Acceptance |"));
+}

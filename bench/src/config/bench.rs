@@ -140,6 +140,8 @@ pub struct Profile {
     pub slo: Slo,
     pub client: ClientConfig,
     pub sim: SimConfig,
+    /// Scraping the target's Prometheus metrics (and `nvidia-smi`) during the run.
+    pub scrape: ScrapeConfig,
 }
 
 impl Default for Profile {
@@ -156,7 +158,26 @@ impl Default for Profile {
             slo: Slo::default(),
             client: ClientConfig::default(),
             sim: SimConfig::default(),
+            scrape: ScrapeConfig::default(),
         }
+    }
+}
+
+/// `[profile.*.scrape]`: server-side metrics collected during a run (see `server_metrics`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScrapeConfig {
+    /// Scrape the target's `/metrics` (its `metrics_url`) during the run.
+    pub enabled: bool,
+    /// Seconds between scrapes.
+    pub interval_s: f64,
+    /// Sample `nvidia-smi` at the same interval when the command exists (real targets only).
+    pub gpu: bool,
+}
+
+impl Default for ScrapeConfig {
+    fn default() -> Self {
+        ScrapeConfig { enabled: true, interval_s: 1.0, gpu: true }
     }
 }
 
@@ -796,6 +817,12 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
                 return err(k, format!("must be a positive number of milliseconds, got {v}"));
             }
         }
+    }
+    if !(p.scrape.interval_s.is_finite() && p.scrape.interval_s >= 0.01) {
+        return err(
+            "scrape.interval_s",
+            format!("must be at least 0.01 seconds, got {}", p.scrape.interval_s),
+        );
     }
     let c = &p.client;
     for (k, v) in [

@@ -184,10 +184,12 @@ pub enum AdrSub {
 pub struct NewArgs {
     /// Title of the decision.
     pub title: String,
-    /// Baseline run: a bench run directory or its summary.json.
+    /// Baseline run: a bench run directory or its summary.json; a sweep directory (its knee
+    /// stage) or an acceptance directory (its baseline run).
     #[arg(long, value_name = "RUN")]
     pub baseline: PathBuf,
-    /// Experiment runs, in order (Exp-1, Exp-2, ...).
+    /// Experiment runs, in order (Exp-1, Exp-2, ...); a sweep directory stands for its knee
+    /// stage, an acceptance directory for its candidate run.
     #[arg(long = "exp", value_name = "RUN")]
     pub experiments: Vec<PathBuf>,
     /// The experiment this record adopts (1..=n; 0 keeps the baseline). Needed with several.
@@ -224,13 +226,15 @@ fn print_problems(problems: &[Problem]) {
 }
 
 fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
-    let read = |p: &Path| {
-        bench::Summary::read(&root.join(p))
+    // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
+    let read = |p: &Path, baseline: bool| {
+        let dir = new::resolve_run_dir(&root.join(p), baseline).map_err(anyhow::Error::msg);
+        dir.and_then(|d| Ok(bench::Summary::read(&d)?))
             .with_context(|| format!("cannot use run {}", p.display()))
     };
-    let baseline = read(&args.baseline)?;
+    let baseline = read(&args.baseline, true)?;
     let experiments =
-        args.experiments.iter().map(|p| read(p)).collect::<anyhow::Result<Vec<_>>>()?;
+        args.experiments.iter().map(|p| read(p, false)).collect::<anyhow::Result<Vec<_>>>()?;
     let choose = match (args.choose, experiments.len()) {
         (Some(c), _) => c,
         (None, 0) => 0,

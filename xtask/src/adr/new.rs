@@ -203,6 +203,71 @@ fn label(i: usize) -> String {
     if i == 0 { "Baseline".into() } else { format!("Exp-{i}") }
 }
 
+/// The run directory a path stands for: a run directory itself; a sweep directory
+/// (`sweep.json`): the knee's stage, or the last stage when no stage met the SLOs; an acceptance
+/// directory (`acceptance.json`): its `baseline/` run when used as the baseline, else its
+/// `candidate/` run.
+pub fn resolve_run_dir(
+    path: &std::path::Path,
+    as_baseline: bool,
+) -> Result<std::path::PathBuf, String> {
+    if path.join(bench::rundir::SUMMARY_FILE).is_file() || !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    if path.join(bench::sweep::SWEEP_FILE).is_file() {
+        let sweep = bench::sweep::SweepSummary::read(path)?;
+        let stage = match &sweep.knee {
+            Some(k) => sweep.stages.iter().find(|s| s.stage == k.stage),
+            None => sweep.stages.last(),
+        };
+        return stage
+            .map(|s| path.join(&s.dir))
+            .ok_or_else(|| format!("the sweep {} has no stage", path.display()));
+    }
+    if path.join("acceptance.json").is_file() {
+        let side = path.join(if as_baseline { "baseline" } else { "candidate" });
+        if side.join(bench::rundir::SUMMARY_FILE).is_file() {
+            return Ok(side);
+        }
+        return Err(format!(
+            "the acceptance {} has no {} run (only the numeric layer ran)",
+            path.display(),
+            if as_baseline { "baseline" } else { "candidate" }
+        ));
+    }
+    Ok(path.to_path_buf())
+}
+
+/// The knee of the sweep a run belongs to (`extra.sweep`): `concurrency 128`.
+pub fn knee_cell(r: &Summary) -> String {
+    let Some(sw) = r.extra.get("sweep") else { return BLANK.to_string() };
+    match sw.get("knee").and_then(|k| k.as_f64()) {
+        Some(k) => {
+            let dim = sw.get("dimension").and_then(|d| d.as_str()).unwrap_or("load");
+            format!("{dim} {}", fmt_measured(k))
+        }
+        None => "none met the SLOs".to_string(),
+    }
+}
+
+/// The layer verdicts of the acceptance a run belongs to (`extra.acceptance`).
+pub fn acceptance_cell(r: &Summary) -> String {
+    let Some(a) = r.extra.get("acceptance") else { return BLANK.to_string() };
+    let layers: Vec<String> = ["numeric", "engine", "business"]
+        .iter()
+        .map(|l| {
+            let v = a.pointer(&format!("/{l}/verdict")).and_then(|v| v.as_str()).unwrap_or(BLANK);
+            format!("{l} {v}")
+        })
+        .collect();
+    let passed = if a.get("passed").and_then(|p| p.as_bool()) == Some(true) {
+        "accepted"
+    } else {
+        "not accepted"
+    };
+    format!("{passed}: {}", layers.join(", "))
+}
+
 fn cell(v: Option<f64>) -> String {
     v.map_or_else(|| BLANK.to_string(), fmt_measured)
 }
@@ -325,14 +390,30 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
     for (h, _, _) in MATRIX {
         write!(o, " {h} |").unwrap();
     }
+    // Sweeps and acceptance runs add their columns (docs/acceptance.md).
+    let has_knee = runs.iter().any(|r| r.extra.contains_key("sweep"));
+    let has_acceptance = runs.iter().any(|r| r.extra.contains_key("acceptance"));
+    if has_knee {
+        o.push_str(" Knee |");
+    }
+    if has_acceptance {
+        o.push_str(" Acceptance |");
+    }
     o.push_str(" Conclusion |\n|---|");
-    o.push_str(&"---:|".repeat(MATRIX.len()));
+    o.push_str(&"---:|".repeat(MATRIX.len() + has_knee as usize));
+    o.push_str(&"---|".repeat(has_acceptance as usize));
     o.push_str("---|\n");
     for (i, r) in runs.iter().enumerate() {
         let sim = if r.simulated { " (simulated)" } else { "" };
         write!(o, "| {}{sim} |", label(i)).unwrap();
         for (_, metric, _) in MATRIX {
             write!(o, " {} |", cell(r.metric(metric))).unwrap();
+        }
+        if has_knee {
+            write!(o, " {} |", knee_cell(r)).unwrap();
+        }
+        if has_acceptance {
+            write!(o, " {} |", acceptance_cell(r)).unwrap();
         }
         let conclusion = match (i, input.choose) {
             (i, c) if i == c && i == 0 => "chosen: keep the baseline",

@@ -1,0 +1,203 @@
+//! Scraping a target's Prometheus `/metrics` (and `nvidia-smi`) during a run.
+//!
+//! The runner starts a [`Scraper`] just before the load: it scrapes once at once (a target
+//! without metrics is then skipped with a note), then every `interval_s` in a task, and once more
+//! when [`Scraper::finish`] is called right after the last request ended. `server_metrics`
+//! turns the scrapes into the `server` section over the measured window.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::ScrapeConfig;
+use crate::promtext;
+use crate::server_metrics::{self, GpuSample, Reading, Scrape, ServerSection};
+
+/// The metrics URL of a target: its `metrics_url`, else `<server root>/metrics`.
+pub fn metrics_url(root: &str, configured: Option<&str>) -> String {
+    configured
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}/metrics", root.trim_end_matches('/')))
+}
+
+/// Whether an executable of this name is on `PATH`.
+pub fn on_path(cmd: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| is_executable(&dir.join(cmd))))
+}
+
+fn is_executable(p: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        p.is_file()
+    }
+}
+
+/// The `nvidia-smi` query the scraper runs.
+pub const NVIDIA_SMI_ARGS: [&str; 2] =
+    ["--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"];
+
+fn sample_gpu(t: Instant) -> Option<(Instant, String)> {
+    let out = std::process::Command::new("nvidia-smi").args(NVIDIA_SMI_ARGS).output().ok()?;
+    out.status.success().then(|| (t, String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+#[derive(Default)]
+struct Collected {
+    scrapes: Vec<(Instant, Option<Reading>)>,
+    gpu: Vec<(Instant, String)>,
+    engine: Option<&'static str>,
+}
+
+/// A running scraper.
+pub struct Scraper {
+    url: String,
+    interval: Duration,
+    http: reqwest::Client,
+    gpu: bool,
+    data: Arc<Mutex<Collected>>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn scrape_once(http: &reqwest::Client, url: &str) -> Result<promtext::Exposition, String> {
+    let resp = http.get(url).send().await.map_err(|e| e.to_string())?;
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(format!("HTTP {}", status.as_u16()));
+    }
+    let text = resp.text().await.map_err(|e| e.to_string())?;
+    Ok(promtext::parse(&text))
+}
+
+impl Scraper {
+    /// Start scraping `url`. `None` with a note when scraping is disabled or the first scrape
+    /// fails (the target has no metrics endpoint); notes about `nvidia-smi` go to `notes` too.
+    pub async fn start(
+        cfg: &ScrapeConfig,
+        url: String,
+        loopback: bool,
+        gpu: bool,
+        notes: &mut Vec<String>,
+    ) -> Option<Scraper> {
+        if !cfg.enabled {
+            return None;
+        }
+        let interval = Duration::from_secs_f64(cfg.interval_s);
+        let mut builder = reqwest::Client::builder().timeout(interval.max(Duration::from_secs(2)));
+        if loopback {
+            builder = builder.no_proxy();
+        }
+        let http = match builder.build() {
+            Ok(c) => c,
+            Err(e) => {
+                notes.push(format!("server metrics skipped: cannot build an HTTP client ({e})"));
+                return None;
+            }
+        };
+        let first = match scrape_once(&http, &url).await {
+            Ok(e) if !e.samples.is_empty() => e,
+            Ok(_) => {
+                notes.push(format!("server metrics skipped: {url} exposes no metrics"));
+                return None;
+            }
+            Err(e) => {
+                notes.push(format!("server metrics skipped: no Prometheus metrics at {url} ({e})"));
+                return None;
+            }
+        };
+        let wanted = gpu && cfg.gpu;
+        let gpu = wanted && on_path("nvidia-smi");
+        if wanted && !gpu {
+            notes.push("nvidia-smi not found: no GPU utilisation samples".into());
+        }
+        let data = Arc::new(Mutex::new(Collected {
+            scrapes: vec![(Instant::now(), Some(Reading::from_exposition(&first)))],
+            gpu: Vec::new(),
+            engine: Some(server_metrics::detect_engine(&first)),
+        }));
+        let (stop, mut stopped) = watch::channel(false);
+        let task = {
+            let (http, url, data) = (http.clone(), url.clone(), data.clone());
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(interval);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick.tick().await; // the first tick is immediate: the start scrape is taken
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {}
+                        _ = stopped.wait_for(|s| *s) => return,
+                    }
+                    let t = Instant::now();
+                    let gpu_sample =
+                        gpu.then(|| tokio::task::spawn_blocking(move || sample_gpu(t)));
+                    let r =
+                        scrape_once(&http, &url).await.ok().map(|e| Reading::from_exposition(&e));
+                    let g = match gpu_sample {
+                        Some(h) => h.await.ok().flatten(),
+                        None => None,
+                    };
+                    let mut d = data.lock().unwrap();
+                    d.scrapes.push((t, r));
+                    d.gpu.extend(g);
+                }
+            })
+        };
+        Some(Scraper { url, interval, http, gpu, data, stop, task })
+    }
+
+    /// Take the final scrape, stop, and compute the section over `window` (ms on the run clock
+    /// that started at `clock`), with the output tokens the client received.
+    pub async fn finish(
+        self,
+        clock: Instant,
+        window: Option<(f64, f64)>,
+        delivered_tokens: Option<u64>,
+    ) -> ServerSection {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        let t = Instant::now();
+        let last =
+            scrape_once(&self.http, &self.url).await.ok().map(|e| Reading::from_exposition(&e));
+        let gpu_last = if self.gpu {
+            tokio::task::spawn_blocking(move || sample_gpu(t)).await.ok().flatten()
+        } else {
+            None
+        };
+        let mut d = std::mem::take(&mut *self.data.lock().unwrap());
+        d.scrapes.push((t, last));
+        d.gpu.extend(gpu_last);
+        let ms = |i: Instant| {
+            if i >= clock {
+                (i - clock).as_secs_f64() * 1000.0
+            } else {
+                -((clock - i).as_secs_f64() * 1000.0)
+            }
+        };
+        let scrapes: Vec<Scrape> =
+            d.scrapes.into_iter().map(|(i, reading)| Scrape { t_ms: ms(i), reading }).collect();
+        let gpu = self.gpu.then(|| {
+            d.gpu
+                .iter()
+                .filter_map(|(i, text)| server_metrics::parse_nvidia_smi(text, ms(*i)))
+                .collect::<Vec<GpuSample>>()
+        });
+        server_metrics::summarize(
+            &self.url,
+            d.engine.unwrap_or("unknown"),
+            self.interval.as_secs_f64(),
+            &scrapes,
+            window,
+            delivered_tokens,
+            gpu,
+        )
+    }
+}

@@ -1,0 +1,406 @@
+//! Server-side metrics over a run's measured window: the `server` section of `summary.json`.
+//!
+//! The scraper (`scrape`, runtime feature) reads the target's Prometheus `/metrics` during the
+//! run; this module turns the scrapes into numbers over the measured window. It is pure: the
+//! inputs are timestamped expositions, the output is [`ServerSection`].
+//!
+//! Engines name the same quantity differently; each canonical metric below lists the names it is
+//! read from (the first one present wins):
+//!
+//! | canonical | kind | vLLM | llama.cpp | SGLang |
+//! |---|---|---|---|---|
+//! | generation tokens | counter | `vllm:generation_tokens_total` | `llamacpp:tokens_predicted_total` | `sglang:generation_tokens_total` |
+//! | prompt tokens | counter | `vllm:prompt_tokens_total` | `llamacpp:prompt_tokens_total` | `sglang:prompt_tokens_total` |
+//! | preemptions | counter | `vllm:num_preemptions_total` | — | — |
+//! | running | gauge | `vllm:num_requests_running` | `llamacpp:requests_processing` | `sglang:num_running_reqs` |
+//! | waiting | gauge | `vllm:num_requests_waiting` | `llamacpp:requests_deferred` | `sglang:num_queue_reqs` |
+//! | KV cache usage (0..1) | gauge | `vllm:kv_cache_usage_perc`, `vllm:gpu_cache_usage_perc` | `llamacpp:kv_cache_usage_ratio` | `sglang:token_usage` |
+//!
+//! and the simulator's own `infergate_sim:kv_fragmentation_ratio` (gauge) and
+//! `infergate_sim:wasted_tokens_total` (counter).
+//!
+//! **Window.** Counter deltas are taken between the two scrapes that bracket the measured window:
+//! the last one at or before its start and the first one at or after its end (the runner scrapes
+//! once just before the load starts and once right after the last request ended, so without
+//! warmup the bracket is the window). A counter that goes down between two scrapes was reset;
+//! the value after the reset counts as the increase. Gauge statistics use the scrapes taken
+//! inside the window (the bracketing scrapes when none was).
+
+use serde::{Deserialize, Serialize};
+
+use crate::promtext::Exposition;
+
+/// Names per canonical metric, in order of preference.
+pub const GENERATION_TOKENS: &[&str] = &[
+    "vllm:generation_tokens_total",
+    "llamacpp:tokens_predicted_total",
+    "sglang:generation_tokens_total",
+];
+pub const PROMPT_TOKENS: &[&str] =
+    &["vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "sglang:prompt_tokens_total"];
+pub const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
+pub const RUNNING: &[&str] =
+    &["vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs"];
+pub const WAITING: &[&str] =
+    &["vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs"];
+pub const KV_USAGE: &[&str] = &[
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "llamacpp:kv_cache_usage_ratio",
+    "sglang:token_usage",
+];
+pub const KV_FRAGMENTATION: &[&str] = &["infergate_sim:kv_fragmentation_ratio"];
+pub const WASTED_TOKENS: &[&str] = &["infergate_sim:wasted_tokens_total"];
+
+/// The canonical values of one scrape (`None`: the metric is not exposed).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reading {
+    pub generation_tokens: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub preemptions: Option<f64>,
+    pub wasted_tokens: Option<f64>,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    pub kv_cache_usage: Option<f64>,
+    pub kv_fragmentation: Option<f64>,
+}
+
+fn first_of(e: &Exposition, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|n| e.sum(n))
+}
+
+impl Reading {
+    pub fn from_exposition(e: &Exposition) -> Reading {
+        Reading {
+            generation_tokens: first_of(e, GENERATION_TOKENS),
+            prompt_tokens: first_of(e, PROMPT_TOKENS),
+            preemptions: first_of(e, PREEMPTIONS),
+            wasted_tokens: first_of(e, WASTED_TOKENS),
+            running: first_of(e, RUNNING),
+            waiting: first_of(e, WAITING),
+            kv_cache_usage: first_of(e, KV_USAGE),
+            kv_fragmentation: first_of(e, KV_FRAGMENTATION),
+        }
+    }
+}
+
+/// Which engine's names an exposition uses.
+pub fn detect_engine(e: &Exposition) -> &'static str {
+    let any = |prefix: &str| e.samples.iter().any(|s| s.name.starts_with(prefix));
+    if any("infergate_sim:") {
+        "infergate-sim"
+    } else if any("vllm:") {
+        "vllm"
+    } else if any("llamacpp:") {
+        "llamacpp"
+    } else if any("sglang:") {
+        "sglang"
+    } else {
+        "unknown"
+    }
+}
+
+/// One scrape: when it was taken (ms on the run clock; negative = before the load started) and
+/// what it read (`None`: the scrape failed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scrape {
+    pub t_ms: f64,
+    pub reading: Option<Reading>,
+}
+
+/// One `nvidia-smi` sample: per GPU, utilisation in percent and memory used in MiB.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub t_ms: f64,
+    pub utilization_pct: Vec<f64>,
+    pub memory_used_mib: Vec<f64>,
+}
+
+/// Parse `nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits`
+/// (one `util, mem` line per GPU). Lines that are not two numbers (`[N/A]`) are skipped.
+pub fn parse_nvidia_smi(text: &str, t_ms: f64) -> Option<GpuSample> {
+    let mut s = GpuSample { t_ms, utilization_pct: Vec::new(), memory_used_mib: Vec::new() };
+    for line in text.lines() {
+        let mut parts = line.split(',').map(str::trim);
+        let (Some(u), Some(m)) = (parts.next(), parts.next()) else { continue };
+        if let (Ok(u), Ok(m)) = (u.parse::<f64>(), m.parse::<f64>()) {
+            s.utilization_pct.push(u);
+            s.memory_used_mib.push(m);
+        }
+    }
+    (!s.utilization_pct.is_empty()).then_some(s)
+}
+
+/// p50 / p99 / max / mean of a gauge over the window (nearest-rank percentiles).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GaugeStats {
+    pub samples: u64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl GaugeStats {
+    pub fn of(values: &[f64]) -> Option<GaugeStats> {
+        let v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        let q = |p| crate::sim::engine::quantile(v.iter().copied(), p).expect("not empty");
+        Some(GaugeStats {
+            samples: v.len() as u64,
+            mean: round6(v.iter().sum::<f64>() / v.len() as f64),
+            p50: round6(q(0.5)),
+            p99: round6(q(0.99)),
+            max: round6(v.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+        })
+    }
+}
+
+/// The scrapes that bound the counter deltas.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Bracket {
+    /// Scrape at or before the window start (ms on the run clock).
+    pub from_ms: f64,
+    /// Scrape at or after the window end.
+    pub to_ms: f64,
+    /// True when the bracket encloses the window (false: a scrape was missing at one end and
+    /// the deltas cover less than the window).
+    pub encloses_window: bool,
+}
+
+/// GPU utilisation and memory from `nvidia-smi`, over the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSection {
+    /// Mean over GPUs of each sample, in percent.
+    pub utilization_pct: Option<GaugeStats>,
+    /// Sum over GPUs of each sample, in MiB.
+    pub memory_used_mib: Option<GaugeStats>,
+    /// Every sample of the run, in time order (also those outside the window).
+    pub samples: Vec<GpuSample>,
+}
+
+/// The `server` section of summary.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerSection {
+    /// The metrics URL scraped.
+    pub source: String,
+    /// Whose metric names were found: `vllm`, `llamacpp`, `sglang`, `infergate-sim`, `unknown`.
+    pub engine: String,
+    pub interval_s: f64,
+    pub scrapes: u64,
+    pub failed_scrapes: u64,
+    pub bracket: Option<Bracket>,
+    /// Counter deltas over the bracket.
+    pub generation_tokens: Option<f64>,
+    pub prompt_tokens: Option<f64>,
+    pub preemptions: Option<f64>,
+    /// Tokens generated for clients that had gone (simulator only).
+    pub wasted_tokens: Option<f64>,
+    /// Output tokens the client received (measured ok requests) / generation_tokens.
+    pub goodput_ratio: Option<f64>,
+    /// Gauges over the window.
+    pub running: Option<GaugeStats>,
+    pub waiting: Option<GaugeStats>,
+    pub kv_cache_usage: Option<GaugeStats>,
+    /// Mean share of allocated KV slots not holding a token (simulator only).
+    pub kv_fragmentation: Option<f64>,
+    pub kv_fragmentation_stats: Option<GaugeStats>,
+    /// `nvidia-smi` samples (null when the command is absent).
+    pub gpu: Option<GpuSection>,
+}
+
+fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+/// Increase of a counter over consecutive readings, counting resets.
+pub fn counter_delta(values: &[Option<f64>]) -> Option<f64> {
+    let v: Vec<f64> = values.iter().flatten().copied().collect();
+    if v.len() < 2 || values.first()?.is_none() || values.last()?.is_none() {
+        return None;
+    }
+    let mut total = 0.0;
+    for w in v.windows(2) {
+        total += if w[1] >= w[0] { w[1] - w[0] } else { w[1] };
+    }
+    Some(total)
+}
+
+/// Compute the section from scrapes sorted by time, the measured window (ms on the run clock)
+/// and the output tokens the client received in it.
+pub fn summarize(
+    source: &str,
+    engine: &str,
+    interval_s: f64,
+    scrapes: &[Scrape],
+    window: Option<(f64, f64)>,
+    delivered_tokens: Option<u64>,
+    gpu_samples: Option<Vec<GpuSample>>,
+) -> ServerSection {
+    let ok: Vec<(f64, &Reading)> =
+        scrapes.iter().filter_map(|s| s.reading.as_ref().map(|r| (s.t_ms, r))).collect();
+    let mut section = ServerSection {
+        source: source.to_string(),
+        engine: engine.to_string(),
+        interval_s,
+        scrapes: scrapes.len() as u64,
+        failed_scrapes: (scrapes.len() - ok.len()) as u64,
+        bracket: None,
+        generation_tokens: None,
+        prompt_tokens: None,
+        preemptions: None,
+        wasted_tokens: None,
+        goodput_ratio: None,
+        running: None,
+        waiting: None,
+        kv_cache_usage: None,
+        kv_fragmentation: None,
+        kv_fragmentation_stats: None,
+        gpu: None,
+    };
+    let in_window = |t: f64| window.is_some_and(|(a, b)| t >= a && t <= b);
+    if let Some(samples) = gpu_samples {
+        let inside: Vec<&GpuSample> = samples.iter().filter(|s| in_window(s.t_ms)).collect();
+        let util: Vec<f64> = inside
+            .iter()
+            .map(|s| s.utilization_pct.iter().sum::<f64>() / s.utilization_pct.len() as f64)
+            .collect();
+        let mem: Vec<f64> = inside.iter().map(|s| s.memory_used_mib.iter().sum()).collect();
+        section.gpu = Some(GpuSection {
+            utilization_pct: GaugeStats::of(&util),
+            memory_used_mib: GaugeStats::of(&mem),
+            samples,
+        });
+    }
+    let Some((start, end)) = window else { return section };
+    if ok.is_empty() {
+        return section;
+    }
+    let from = ok.iter().rposition(|(t, _)| *t <= start);
+    let to = ok.iter().position(|(t, _)| *t >= end);
+    let encloses = from.is_some() && to.is_some();
+    let (from, to) = (from.unwrap_or(0), to.unwrap_or(ok.len() - 1));
+    if to <= from {
+        return section;
+    }
+    section.bracket =
+        Some(Bracket { from_ms: ok[from].0, to_ms: ok[to].0, encloses_window: encloses });
+    let span = &ok[from..=to];
+    let delta = |f: fn(&Reading) -> Option<f64>| {
+        counter_delta(&span.iter().map(|(_, r)| f(r)).collect::<Vec<_>>())
+    };
+    section.generation_tokens = delta(|r| r.generation_tokens);
+    section.prompt_tokens = delta(|r| r.prompt_tokens);
+    section.preemptions = delta(|r| r.preemptions);
+    section.wasted_tokens = delta(|r| r.wasted_tokens);
+    section.goodput_ratio = match (delivered_tokens, section.generation_tokens) {
+        (Some(d), Some(g)) if g > 0.0 => Some(round6(d as f64 / g)),
+        _ => None,
+    };
+    let mut inside: Vec<&Reading> =
+        ok.iter().filter(|(t, _)| *t > start && *t < end).map(|(_, r)| *r).collect();
+    if inside.is_empty() {
+        inside = vec![ok[from].1, ok[to].1];
+    }
+    let gauge = |f: fn(&Reading) -> Option<f64>| {
+        GaugeStats::of(&inside.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+    };
+    section.running = gauge(|r| r.running);
+    section.waiting = gauge(|r| r.waiting);
+    section.kv_cache_usage = gauge(|r| r.kv_cache_usage);
+    section.kv_fragmentation_stats = gauge(|r| r.kv_fragmentation);
+    section.kv_fragmentation = section.kv_fragmentation_stats.as_ref().map(|s| s.mean);
+    section
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::promtext;
+
+    fn reading(gen_tokens: f64, running: f64) -> Option<Reading> {
+        Some(Reading {
+            generation_tokens: Some(gen_tokens),
+            running: Some(running),
+            ..Reading::default()
+        })
+    }
+
+    #[test]
+    fn vllm_and_llamacpp_names_fill_the_same_fields() {
+        let vllm = promtext::parse(
+            "vllm:generation_tokens_total{model_name=\"m\"} 10\n\
+             vllm:num_requests_running{model_name=\"m\"} 2\n\
+             vllm:kv_cache_usage_perc{model_name=\"m\"} 0.5\n\
+             vllm:num_preemptions_total{model_name=\"m\"} 1\n",
+        );
+        let r = Reading::from_exposition(&vllm);
+        assert_eq!(detect_engine(&vllm), "vllm");
+        assert_eq!(
+            (r.generation_tokens, r.running, r.kv_cache_usage, r.preemptions),
+            (Some(10.0), Some(2.0), Some(0.5), Some(1.0))
+        );
+        let llama = promtext::parse(
+            "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 7\n\
+             llamacpp:tokens_predicted_total 12\nllamacpp:requests_processing 1\n\
+             llamacpp:requests_deferred 3\n",
+        );
+        let r = Reading::from_exposition(&llama);
+        assert_eq!(detect_engine(&llama), "llamacpp");
+        assert_eq!(
+            (r.generation_tokens, r.prompt_tokens, r.running, r.waiting, r.preemptions),
+            (Some(12.0), Some(7.0), Some(1.0), Some(3.0), None)
+        );
+    }
+
+    #[test]
+    fn deltas_over_the_bracket_and_gauges_inside_the_window() {
+        let scrapes = vec![
+            Scrape { t_ms: -5.0, reading: reading(100.0, 0.0) },
+            Scrape { t_ms: 500.0, reading: reading(150.0, 4.0) },
+            Scrape { t_ms: 900.0, reading: None },
+            Scrape { t_ms: 1500.0, reading: reading(260.0, 8.0) },
+            Scrape { t_ms: 2100.0, reading: reading(300.0, 0.0) },
+            Scrape { t_ms: 3000.0, reading: reading(999.0, 0.0) },
+        ];
+        let s = summarize("u", "vllm", 0.5, &scrapes, Some((0.0, 2000.0)), Some(180), None);
+        let b = s.bracket.as_ref().unwrap();
+        assert_eq!((b.from_ms, b.to_ms, b.encloses_window), (-5.0, 2100.0, true));
+        assert_eq!(s.generation_tokens, Some(200.0));
+        assert_eq!(s.goodput_ratio, Some(0.9));
+        assert_eq!((s.scrapes, s.failed_scrapes), (6, 1));
+        let running = s.running.unwrap();
+        assert_eq!((running.samples, running.max, running.p50), (2, 8.0, 4.0));
+        assert_eq!(s.preemptions, None);
+        assert_eq!(s.kv_fragmentation, None);
+    }
+
+    #[test]
+    fn counter_resets_count_the_value_after_the_reset() {
+        assert_eq!(counter_delta(&[Some(10.0), Some(15.0), Some(3.0), Some(5.0)]), Some(10.0));
+        assert_eq!(counter_delta(&[Some(10.0)]), None);
+        assert_eq!(counter_delta(&[None, Some(3.0)]), None);
+    }
+
+    #[test]
+    fn nvidia_smi_lines() {
+        let s = parse_nvidia_smi("45, 1024\n 50 , 2048\n[N/A], [N/A]\n", 10.0).unwrap();
+        assert_eq!(s.utilization_pct, vec![45.0, 50.0]);
+        assert_eq!(s.memory_used_mib, vec![1024.0, 2048.0]);
+        assert!(parse_nvidia_smi("", 0.0).is_none());
+        let sec = summarize(
+            "u",
+            "x",
+            1.0,
+            &[],
+            Some((0.0, 100.0)),
+            None,
+            Some(vec![s, GpuSample { t_ms: 500.0, ..parse_nvidia_smi("1, 1", 0.0).unwrap() }]),
+        );
+        let gpu = sec.gpu.unwrap();
+        assert_eq!(gpu.utilization_pct.unwrap().max, 47.5);
+        assert_eq!(gpu.samples.len(), 2);
+    }
+}

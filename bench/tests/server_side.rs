@@ -1,0 +1,139 @@
+//! Server-side metrics and cost: the bench scrapes the simulator's `/metrics` during a run and
+//! reports counter deltas over the measured window; they must equal what the simulator itself
+//! recorded for the same requests.
+
+mod common;
+
+use bench::server_metrics::ServerSection;
+use bench::sim::SimOptions;
+use common::*;
+
+const PROFILE: &str = r#"
+[profile.default]
+endpoint = "chat"
+[profile.default.load]
+concurrency = 12
+warmup_requests = 0
+[profile.default.workload]
+input_lengths = [64, 160]
+repeats = 12
+max_tokens = 24
+[profile.default.scrape]
+interval_s = 0.05
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_engine_sim(SMALL_ENGINE, SimOptions::default()).await;
+    let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
+    let records = handle.records();
+    // The simulator's counters after the run, read directly.
+    let metrics = reqwest_get(&format!("{}/metrics", handle.base_url())).await;
+    handle.shutdown().await;
+
+    let s = &out.summary;
+    assert_eq!(s.requests.ok, 24, "{:?}", s.requests.by_class);
+    let server: ServerSection = serde_json::from_value(s.server.clone().expect("scraped")).unwrap();
+    assert_eq!(server.engine, "infergate-sim");
+    assert!(server.bracket.as_ref().unwrap().encloses_window);
+    // The bench's one-token probe (before the load, outside the window) carries no request id.
+    let records: Vec<_> = records.into_iter().filter(|r| r.request_id.is_some()).collect();
+    let sim_generated: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
+    assert_eq!(sim_generated, 24 * 24);
+    assert_eq!(server.generation_tokens, Some(sim_generated as f64));
+    assert_eq!(s.tokens.output_total, Some(sim_generated));
+    assert_eq!(server.goodput_ratio, Some(1.0));
+    let sim_prompt: u64 = records.iter().map(|r| r.prompt_tokens as u64).sum();
+    assert_eq!(server.prompt_tokens, Some(sim_prompt as f64));
+    // 12 requests of ~170 tokens need ~132 blocks of 67: the KV budget binds, requests are
+    // preempted, and the delta equals the simulator's own counter (it started at zero).
+    let e = bench::promtext::parse(&metrics);
+    let preemptions = e.sum("vllm:num_preemptions_total").unwrap();
+    assert!(preemptions > 0.0, "the KV budget should bind");
+    assert_eq!(server.preemptions, Some(preemptions));
+    let kv = server.kv_cache_usage.expect("KV usage sampled");
+    assert!(kv.max > 0.5 && kv.max <= 1.0, "{kv:?}");
+    assert!(server.running.unwrap().max >= 1.0);
+    assert!(server.kv_fragmentation.is_some());
+    assert!(server.gpu.is_none(), "no nvidia-smi samples for the simulator");
+    // The summary's metric paths for gates and records.
+    assert_eq!(s.metric("server.goodput_ratio"), Some(1.0));
+    assert_eq!(s.metric("server.preemptions"), Some(preemptions));
+    assert!(s.metric("server.kv_cache_usage.max").is_some());
+    assert!(s.metric("server.kv_fragmentation").is_some());
+    // No engine config recorded for this target: cost stays blank.
+    assert_eq!(s.cost.per_1m_output_tokens, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_without_metrics_is_skipped_with_a_note() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_timing_sim(Default::default(), SimOptions::default()).await;
+    let p = profile(PROFILE, &["workload.repeats=1", "load.concurrency=2"]);
+    // The timing simulator serves /metrics too; point the scraper at a path that does not exist.
+    let mut p2 = p.clone();
+    p2.scrape.interval_s = 0.05;
+    let out = run_against_url_with_metrics(&handle, p2, dir.path(), "/no-metrics-here").await;
+    handle.shutdown().await;
+    assert!(out.summary.server.is_none());
+    assert!(
+        out.summary.notes.iter().any(|n| n.contains("server metrics skipped")),
+        "{:?}",
+        out.summary.notes
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    std::fs::write(dir.path().join("configs/engine.toml"), SMALL_ENGINE).unwrap();
+    let mut p = profile(PROFILE, &["workload.repeats=2", "load.concurrency=4"]);
+    p.target = None;
+    let spec = bench::runner::RunSpec {
+        profile: bench::config::ResolvedProfile {
+            name: "default".into(),
+            profile: p,
+            target: None,
+            file: None,
+        },
+        out_dir: dir.path().join("run"),
+        run_id: "cost".into(),
+        git: None,
+        engine: None,
+        quiet: true,
+        handle_signals: false,
+        capture_text: false,
+        logprobs: None,
+        root: dir.path().to_path_buf(),
+    };
+    let out = bench::runner::run(spec, Default::default()).await.unwrap();
+    let s = &out.summary;
+    let c = &s.cost;
+    let window = s.timing.window.duration_s.unwrap();
+    assert_eq!(c.price_per_hour, Some(0.8));
+    assert_eq!(c.devices, Some(1));
+    let total = window * 0.8 / 3600.0;
+    assert!((c.total.unwrap() - total).abs() < 1e-8, "{c:?}");
+    let per_1m = total / s.tokens.output_total.unwrap() as f64 * 1e6;
+    assert!((c.per_1m_output_tokens.unwrap() - per_1m).abs() < 1e-6, "{c:?}");
+    assert!((c.per_request.unwrap() - total / s.requests.ok as f64).abs() < 1e-9);
+    assert_eq!(s.metric("cost.per_1m_output_tokens"), c.per_1m_output_tokens);
+    // The embedded simulator's /metrics was scraped too.
+    assert!(s.server.is_some(), "{:?}", s.notes);
+}
+
+async fn reqwest_get(url: &str) -> String {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}

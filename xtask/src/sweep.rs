@@ -1,0 +1,374 @@
+//! `cargo xtask bench --sweep concurrency=32,128,256`: one run per load, the sweep summary
+//! (`sweep.json`, see `bench::sweep`), a console table and an SVG chart (`sweep.svg`).
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use bench::runner::{self, RunControl, RunError};
+use bench::summary::RunStatus;
+use bench::sweep::{self, StagePlan, StageResult, SweepSetup, SweepSpec, SweepSummary};
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, CellAlignment, Table};
+use xshell::Shell;
+
+use crate::bench::BenchCmd;
+use crate::report::fmt_opt;
+use crate::{Status, report};
+
+pub const CHART_FILE: &str = "sweep.svg";
+
+pub fn run(cmd: BenchCmd, sh: &Shell) -> anyhow::Result<Status> {
+    let root = sh.current_dir();
+    let text = cmd.sweep.clone().expect("called for --sweep");
+    let spec: SweepSpec = text.parse().map_err(|e: String| anyhow::anyhow!("--sweep {e}"))?;
+    if !(cmd.warmup_fraction.is_finite() && (0.0..0.9).contains(&cmd.warmup_fraction)) {
+        bail!("--warmup-fraction must be within 0..0.9, got {}", cmd.warmup_fraction);
+    }
+    if let Some(d) = cmd.stage_duration {
+        if !(d.is_finite() && d > 0.0) {
+            bail!("--stage-duration must be > 0 seconds, got {d}");
+        }
+    }
+    let plan =
+        StagePlan { warmup_fraction: cmd.warmup_fraction, stage_duration_s: cmd.stage_duration };
+    let base = cmd.spec(&root)?;
+    let profile = base.profile.profile.clone();
+    let items = match &profile.workload.dataset {
+        Some(d) => {
+            let path = root.join(d);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read the dataset {}", path.display()))?;
+            text.lines().filter(|l| !l.trim().is_empty() && !l.trim().starts_with("//")).count()
+                as u64
+        }
+        None => sweep::synthetic_items(&profile),
+    };
+    let sweep_id = format!("sweep-{}", runner::new_run_id());
+    let dir = match &cmd.out {
+        Some(d) => root.join(d),
+        None => root.join("target").join("bench").join(&sweep_id),
+    };
+    if dir.join(sweep::SWEEP_FILE).exists() {
+        bail!("{} already holds a sweep; choose another --out directory", dir.display());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let n = spec.values.len();
+    let quiet = cmd.quiet;
+    let mut any_failed = false;
+    let setup = SweepSetup {
+        dir: dir.clone(),
+        sweep_id: sweep_id.clone(),
+        spec: spec.clone(),
+        plan: plan.clone(),
+        slo: profile.slo.clone(),
+    };
+    let result = rt.block_on(sweep::run(
+        &setup,
+        RunControl::default(),
+        |i, load| {
+            let extra = sweep::stage_overrides(spec.dimension, load, &plan, &profile, items);
+            let mut stage = cmd.clone();
+            stage.out = Some(dir.join(sweep::stage_dir_name(i, spec.dimension, load)));
+            stage.quiet = true;
+            let mut s =
+                stage.spec_with(&root, &extra).map_err(|e| RunError::Config(format!("{e:#}")))?;
+            s.run_id = format!("{sweep_id}-{:02}", i + 1);
+            Ok(s)
+        },
+        |r, s| {
+            any_failed |= s.status == RunStatus::Failed;
+            if !quiet {
+                eprintln!(
+                    "stage {}/{n} {}={}: {} output tok/s, TTFT p99 {} ms, TPOT p99 {} ms, {}",
+                    r.stage,
+                    spec.dimension.name(),
+                    r.load,
+                    fmt_opt(r.output_tokens_per_s, 1),
+                    fmt_opt(r.ttft_p99_ms, 1),
+                    fmt_opt(r.tpot_p99_ms, 1),
+                    if r.meets_slo {
+                        "meets the SLOs".to_string()
+                    } else {
+                        r.violations.join("; ")
+                    }
+                );
+            }
+        },
+    ))?;
+    let chart = dir.join(CHART_FILE);
+    bench::rundir::write_atomic(&chart, render_svg(&result).as_bytes())?;
+    println!("{}", table(&result));
+    match &result.knee {
+        Some(k) => println!(
+            "knee: {}={} (highest load meeting {})",
+            spec.dimension.name(),
+            k.load,
+            slo_text(&result)
+        ),
+        None => println!("knee: {}", report::BLANK),
+    }
+    for note in &result.notes {
+        println!("note: {note}");
+    }
+    println!("sweep directory: {} (sweep.json, {CHART_FILE})", dir.display());
+    let interrupted = result.stages.iter().any(|s| s.status == RunStatus::Interrupted);
+    Ok(if interrupted {
+        Status::Interrupted
+    } else if any_failed || result.stages.len() < n {
+        Status::PolicyViolated
+    } else {
+        Status::Success
+    })
+}
+
+fn slo_text(s: &SweepSummary) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = s.slo.ttft_ms {
+        parts.push(format!("TTFT p99 <= {v} ms"));
+    }
+    if let Some(v) = s.slo.tpot_ms {
+        parts.push(format!("TPOT p99 <= {v} ms"));
+    }
+    if let Some(v) = s.slo.e2e_ms {
+        parts.push(format!("E2E p99 <= {v} ms"));
+    }
+    parts.join(", ")
+}
+
+fn right(s: impl ToString) -> Cell {
+    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
+}
+
+/// The sweep as a console table, one row per stage.
+pub fn table(s: &SweepSummary) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t.set_header([
+        s.dimension.name(),
+        "ok/total",
+        "req/s",
+        "output tok/s",
+        "TTFT p99 ms",
+        "TPOT p99 ms",
+        "preemptions",
+        "KV max",
+        "GPU %",
+        "cost/1M tok",
+        "SLO",
+    ]);
+    for r in &s.stages {
+        let knee = s.knee.as_ref().is_some_and(|k| k.stage == r.stage);
+        t.add_row([
+            Cell::new(format!("{}{}", r.load, if knee { " (knee)" } else { "" })),
+            right(format!("{}/{}", r.ok, r.requests)),
+            right(fmt_opt(r.requests_per_s, 2)),
+            right(fmt_opt(r.output_tokens_per_s, 1)),
+            right(fmt_opt(r.ttft_p99_ms, 1)),
+            right(fmt_opt(r.tpot_p99_ms, 1)),
+            right(fmt_opt(r.server_preemptions, 0)),
+            right(fmt_opt(r.server_kv_cache_usage_max, 2)),
+            right(fmt_opt(r.gpu_utilization_pct, 0)),
+            right(fmt_opt(r.cost_per_1m_output_tokens, 4)),
+            Cell::new(if r.meets_slo { "met".to_string() } else { r.violations.join("; ") }),
+        ]);
+    }
+    t
+}
+
+/// The sweep chart: output throughput, and TTFT / TPOT p99, against load (GPU utilisation too,
+/// when sampled); the knee is marked. Values that were not measured are left out.
+pub fn render_svg(s: &SweepSummary) -> String {
+    let mut out = String::new();
+    if let Err(e) = draw(s, &mut out) {
+        // Charts are a convenience: never fail a sweep over one.
+        return format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"20\">chart unavailable: {}</text></svg>",
+            e.to_string().replace('<', "&lt;")
+        );
+    }
+    out
+}
+
+type ChartResult = Result<(), Box<dyn std::error::Error>>;
+type Line = (&'static str, Vec<(f64, f64)>, plotters::style::RGBColor);
+
+fn draw(s: &SweepSummary, out: &mut String) -> ChartResult {
+    use plotters::prelude::*;
+    let has_gpu = s.stages.iter().any(|r| r.gpu_utilization_pct.is_some());
+    let panels = if has_gpu { 3 } else { 2 };
+    let root = SVGBackend::with_string(out, (900, 320 * panels)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let areas = root.split_evenly((panels as usize, 1));
+    let xs: Vec<f64> = s.stages.iter().map(|r| r.load).collect();
+    let (xmin, xmax) = match (xs.first(), xs.last()) {
+        (Some(a), Some(b)) if b > a => (*a, *b),
+        (Some(a), _) => (a * 0.5, a * 1.5 + 1.0),
+        _ => (0.0, 1.0),
+    };
+    let pad = (xmax - xmin) * 0.05;
+    let xr = (xmin - pad)..(xmax + pad);
+    let xlabel = s.dimension.name();
+    let knee = s.knee.as_ref().map(|k| k.load);
+
+    let series = |f: fn(&StageResult) -> Option<f64>| -> Vec<(f64, f64)> {
+        s.stages.iter().filter_map(|r| f(r).map(|v| (r.load, v))).collect()
+    };
+    let ymax = |vals: &[&[(f64, f64)]]| {
+        vals.iter().flat_map(|v| v.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1e-9) * 1.15
+    };
+
+    let panel = |area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
+                 title: &str,
+                 ylabel: &str,
+                 lines: &[Line],
+                 limits: &[(f64, RGBColor)]|
+     -> ChartResult {
+        let all: Vec<&[(f64, f64)]> = lines.iter().map(|l| l.1.as_slice()).collect();
+        let mut top = ymax(&all);
+        for (l, _) in limits {
+            top = top.max(l * 1.15);
+        }
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(64)
+            .build_cartesian_2d(xr.clone(), 0.0..top)?;
+        chart.configure_mesh().x_desc(xlabel).y_desc(ylabel).draw()?;
+        for (name, pts, color) in lines {
+            if pts.is_empty() {
+                continue;
+            }
+            let c = *color;
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(*name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
+            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
+        }
+        for (l, color) in limits {
+            chart.draw_series(LineSeries::new(
+                vec![(xr.start, *l), (xr.end, *l)],
+                color.mix(0.5).stroke_width(1),
+            ))?;
+        }
+        if let Some(k) = knee {
+            chart.draw_series(LineSeries::new(
+                vec![(k, 0.0), (k, top)],
+                BLACK.mix(0.4).stroke_width(1),
+            ))?;
+        }
+        chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+        Ok(())
+    };
+    let blue = RGBColor(31, 119, 180);
+    let orange = RGBColor(255, 127, 14);
+    let green = RGBColor(44, 160, 44);
+    panel(
+        &areas[0],
+        &format!("Output throughput ({})", s.sweep_id),
+        "tokens/s",
+        &[("output tok/s", series(|r| r.output_tokens_per_s), blue)],
+        &[],
+    )?;
+    let mut limits = Vec::new();
+    if let Some(v) = s.slo.ttft_ms {
+        limits.push((v, orange));
+    }
+    if let Some(v) = s.slo.tpot_ms {
+        limits.push((v, green));
+    }
+    panel(
+        &areas[1],
+        "Latency p99 (SLOs as thin lines; knee as a vertical line)",
+        "ms",
+        &[
+            ("TTFT p99", series(|r| r.ttft_p99_ms), orange),
+            ("TPOT p99", series(|r| r.tpot_p99_ms), green),
+        ],
+        &limits,
+    )?;
+    if has_gpu {
+        panel(
+            &areas[2],
+            "GPU utilisation (nvidia-smi, mean over the window)",
+            "%",
+            &[("GPU util", series(|r| r.gpu_utilization_pct), blue)],
+            &[],
+        )?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+/// Whether a path holds a sweep (for tools that accept runs or sweeps).
+pub fn is_sweep_dir(p: &Path) -> bool {
+    p.join(sweep::SWEEP_FILE).is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench::metrics::Slo;
+
+    fn summary() -> SweepSummary {
+        let stage = |i: usize, load: f64, tput: f64, ttft: f64| StageResult {
+            stage: i,
+            load,
+            dir: format!("stage-{i:02}"),
+            run_id: "r".into(),
+            status: RunStatus::Complete,
+            requests: 10,
+            ok: 10,
+            failed: 0,
+            window_s: Some(1.0),
+            requests_per_s: Some(1.0),
+            output_tokens_per_s: Some(tput),
+            ttft_p99_ms: Some(ttft),
+            tpot_p99_ms: Some(20.0),
+            e2e_p99_ms: None,
+            goodput_ratio: None,
+            server_preemptions: None,
+            server_kv_cache_usage_max: None,
+            server_goodput_ratio: None,
+            gpu_utilization_pct: (i == 2).then_some(55.0),
+            cost_per_1m_output_tokens: None,
+            meets_slo: ttft < 200.0,
+            violations: if ttft < 200.0 { vec![] } else { vec!["TTFT".into()] },
+        };
+        let spec: SweepSpec = "concurrency=32,128,256".parse().unwrap();
+        SweepSummary::new(
+            "sweep-x".into(),
+            &spec,
+            StagePlan::default(),
+            Slo { ttft_ms: Some(200.0), tpot_ms: Some(50.0), e2e_ms: None },
+            vec![
+                stage(1, 32.0, 1000.0, 80.0),
+                stage(2, 128.0, 3000.0, 150.0),
+                stage(3, 256.0, 3100.0, 900.0),
+            ],
+        )
+    }
+
+    #[test]
+    fn chart_is_an_svg_with_every_panel() {
+        let svg = render_svg(&summary());
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+        assert!(svg.contains("Output throughput"));
+        assert!(svg.contains("TTFT p99"));
+        assert!(svg.contains("GPU utilisation"));
+        assert!(!svg.contains("chart unavailable"));
+    }
+
+    #[test]
+    fn table_marks_the_knee() {
+        let s = summary();
+        assert_eq!(s.knee.as_ref().map(|k| k.load), Some(128.0));
+        let t = table(&s).to_string();
+        assert!(t.contains("128 (knee)"), "{t}");
+        assert!(t.contains("3000.0"), "{t}");
+    }
+}
