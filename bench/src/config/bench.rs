@@ -382,9 +382,10 @@ pub enum UsageMode {
     None,
 }
 
-/// Timing mode: the simulator answers every request on an exact schedule.
-/// Chunk `j` (0-based) of a response is sent at `ttft_ms + j * tokens_per_chunk * itl_ms`
-/// (plus jitter) after the request arrives; each chunk carries `tokens_per_chunk` tokens.
+/// Timing mode: the simulator answers every request on an exact schedule. The first content
+/// chunk leaves `ttft_ms` after the request arrives, carrying `tokens_per_chunk` tokens; each
+/// later chunk follows after one `itl_ms` gap per token it carries (each gap drawn uniformly from
+/// `[itl - jitter, itl + jitter]` when `jitter_ms` > 0, seeded).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimingConfig {

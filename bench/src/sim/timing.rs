@@ -1,11 +1,11 @@
 //! Timing mode: every request is answered on an exact, documented schedule, which makes the
 //! simulator the bench's known-answer oracle.
 //!
-//! Token `i` (0-based) of a response is ready at `arrival + ttft + sum(gap_1..gap_i)`, where each
-//! gap is `itl_ms`, or drawn uniformly from `[itl - jitter, itl + jitter]` (seeded per request).
-//! Tokens leave in chunks of `tokens_per_chunk`: a chunk is sent when its last token is ready
-//! (the final chunk may be smaller). So with `k` tokens per chunk the first content event arrives
-//! at `ttft + (k - 1) * itl` and consecutive events are `k * itl` apart.
+//! Tokens leave in chunks of `tokens_per_chunk` (the last chunk may be smaller). Chunk `j`
+//! (0-based) is sent at `arrival + ttft + (gap_1 + ... + gap_j)`, where each chunk's gap is the
+//! sum of one per-token gap for each token it carries: `itl_ms` each, or drawn uniformly from `[itl - jitter, itl + jitter]`
+//! (seeded per request). So the first content event arrives exactly `ttft` after the request, and
+//! consecutive events are `k * itl` apart.
 //!
 //! The schedule is kept by a dedicated timer thread (sub-millisecond precision) rather than the
 //! async runtime's 1 ms timer wheel, so the oracle's own error stays far below the bench's
@@ -146,23 +146,23 @@ impl TimingBackend {
     pub fn chunk_schedule(cfg: &TimingConfig, req_id: u64, tokens: u32) -> Vec<(Duration, u32)> {
         let mut rng = StdRng::seed_from_u64(cfg.seed ^ req_id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let k = cfg.tokens_per_chunk.max(1);
+        let mut gap = || {
+            if cfg.jitter_ms > 0.0 {
+                rng.random_range((cfg.itl_ms - cfg.jitter_ms)..=(cfg.itl_ms + cfg.jitter_ms))
+            } else {
+                cfg.itl_ms
+            }
+        };
         let mut t = cfg.ttft_ms;
         let mut out = Vec::with_capacity((tokens / k + 1) as usize);
-        let mut pending = 0;
-        for i in 0..tokens {
-            if i > 0 {
-                let gap = if cfg.jitter_ms > 0.0 {
-                    rng.random_range((cfg.itl_ms - cfg.jitter_ms)..=(cfg.itl_ms + cfg.jitter_ms))
-                } else {
-                    cfg.itl_ms
-                };
-                t += gap;
+        let mut left = tokens;
+        while left > 0 {
+            let n = left.min(k);
+            if !out.is_empty() {
+                t += (0..n).map(|_| gap()).sum::<f64>();
             }
-            pending += 1;
-            if pending == k || i + 1 == tokens {
-                out.push((Duration::from_secs_f64(t.max(0.0) / 1000.0), pending));
-                pending = 0;
-            }
+            out.push((Duration::from_secs_f64(t.max(0.0) / 1000.0), n));
+            left -= n;
         }
         out
     }
@@ -236,7 +236,7 @@ mod tests {
         let s = TimingBackend::chunk_schedule(&cfg, 1, 10);
         let ms: Vec<(f64, u32)> =
             s.iter().map(|(d, n)| ((d.as_secs_f64() * 1000.0 * 1e6).round() / 1e6, *n)).collect();
-        assert_eq!(ms, vec![(80.0, 4), (120.0, 4), (140.0, 2)]);
+        assert_eq!(ms, vec![(50.0, 4), (90.0, 4), (110.0, 2)]);
         let one = TimingBackend::chunk_schedule(&TimingConfig::default(), 1, 3);
         assert_eq!(one.iter().map(|(d, _)| d.as_millis()).collect::<Vec<_>>(), vec![50, 60, 70]);
     }
@@ -244,6 +244,7 @@ mod tests {
     #[test]
     fn jitter_stays_in_range_and_is_seeded() {
         let cfg = TimingConfig { jitter_ms: 3.0, ..TimingConfig::default() };
+        // One token per chunk: each chunk gap is one token gap.
         let a = TimingBackend::chunk_schedule(&cfg, 5, 50);
         assert_eq!(a, TimingBackend::chunk_schedule(&cfg, 5, 50));
         assert_ne!(a, TimingBackend::chunk_schedule(&cfg, 6, 50));
