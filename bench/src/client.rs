@@ -244,11 +244,99 @@ impl Client {
         Ok(Client { http: build_http(self.proxied, false)?, ..self.clone() })
     }
 
-    /// Whether the server keeps a connection usable after a response of this kind: two
-    /// one-token requests in a row on the same connection. Some servers (llama.cpp's, after a
-    /// streamed response) close the connection although they announce keep-alive; the next
-    /// request sent on it fails before the server reads it.
+    /// Whether the server keeps a connection usable after a response of this kind. Some
+    /// servers (llama.cpp's, after a streamed response) close the connection although they
+    /// announce keep-alive; a request sent on it before the close is noticed fails without the
+    /// server reading it. On a plain-HTTP target without a proxy this is observed on one
+    /// connection driven by hand; otherwise two requests in a row through the pool tell.
     async fn keeps_connections_alive(&self, url: &str, body: &Value) -> bool {
+        match self.connection_survives(url, body).await {
+            Some(kept) => kept,
+            None => self.pooled_requests_succeed(url, body).await,
+        }
+    }
+
+    /// Two one-token requests on one TCP connection: `Some(false)` when the server closes it
+    /// after the first response (within a grace period for its close to arrive) or the second
+    /// request fails on it, `Some(true)` when both are answered on it, `None` when this cannot
+    /// be observed directly (https, a proxy, the server unreachable or too slow).
+    async fn connection_survives(&self, url: &str, body: &Value) -> Option<bool> {
+        use http_body_util::{BodyExt, Full};
+        use hyper_util::rt::TokioIo;
+
+        /// How long a closing server gets for its FIN to arrive after the last body byte.
+        const CLOSE_GRACE: Duration = Duration::from_millis(300);
+        const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+        if self.proxied {
+            return None;
+        }
+        let uri: hyper::Uri = url.parse().ok()?;
+        if uri.scheme_str() != Some("http") {
+            return None;
+        }
+        let host = uri.host()?.trim_start_matches('[').trim_end_matches(']').to_string();
+        let port = uri.port_u16().unwrap_or(80);
+        let authority = uri.authority()?.to_string();
+        // Origin form on the request line, as a client talking to the server directly sends it.
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        let tcp = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await
+        .ok()?
+        .ok()?;
+        let _ = tcp.set_nodelay(true);
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake::<_, Full<bytes::Bytes>>(TokioIo::new(tcp))
+                .await
+                .ok()?;
+        let conn = tokio::spawn(conn);
+        let verdict = async {
+            for attempt in 0..2 {
+                if attempt > 0 {
+                    tokio::time::sleep(CLOSE_GRACE).await;
+                    if conn.is_finished() || sender.is_closed() {
+                        return Some(false);
+                    }
+                }
+                if sender.ready().await.is_err() {
+                    return Some(false);
+                }
+                let mut req = hyper::Request::post(path.clone())
+                    .header(reqwest::header::HOST, authority.as_str())
+                    .body(Full::new(bytes::Bytes::from(body.to_string())))
+                    .ok()?;
+                req.headers_mut().extend(self.headers.clone());
+                let answered = match tokio::time::timeout(ANSWER_TIMEOUT, async {
+                    let resp = sender.send_request(req).await?;
+                    let ok = resp.status().is_success();
+                    resp.into_body().collect().await.map(|_| ok)
+                })
+                .await
+                {
+                    Err(_) => return None, // slow, not closed: no evidence either way
+                    Ok(r) => r,
+                };
+                match answered {
+                    Ok(true) => {}
+                    // An error answer says nothing about connections.
+                    Ok(false) => return None,
+                    // The first request failing says nothing about reuse; the second failing
+                    // on a connection the first left open is what this looks for.
+                    Err(_) => return if attempt == 0 { None } else { Some(false) },
+                }
+            }
+            Some(true)
+        }
+        .await;
+        conn.abort();
+        verdict
+    }
+
+    /// Two one-token requests in a row through the connection pool.
+    async fn pooled_requests_succeed(&self, url: &str, body: &Value) -> bool {
         for _ in 0..2 {
             let sent = self
                 .http

@@ -4,6 +4,9 @@
 mod common;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bench::config::{Target, TimingConfig};
 use bench::runner::{self, RunControl, RunError, RunSpec};
@@ -156,5 +159,148 @@ async fn api_keys_come_from_the_environment_and_never_leak() {
     assert!(!files_contain(&out.dir, SECRET), "the key leaked into the run directory");
     assert!(files_contain(&out.dir, VAR), "the variable's name is recorded");
     unsafe { std::env::remove_var(VAR) };
+    h.shutdown().await;
+}
+
+/// A minimal OpenAI-compatible server over raw TCP that behaves like llama.cpp's: it announces
+/// `Keep-Alive` on every response but closes the connection shortly after each streamed one.
+/// Returns its base URL and counters of (connections accepted, requests read on a connection
+/// that had already carried a streamed response).
+async fn closing_server() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let after_stream = Arc::new(AtomicUsize::new(0));
+    let (acc, late) = (accepted.clone(), after_stream.clone());
+    tokio::spawn(async move {
+        // Bounded: the tests using it send far fewer connections than this.
+        for _ in 0..1000 {
+            let Ok((sock, _)) = listener.accept().await else { return };
+            let n = acc.fetch_add(1, Ordering::SeqCst) as u64;
+            // llama.cpp's close arrives right behind the last chunk; a little later on some
+            // connections, so that a client may already have sent on a dying one.
+            let close_delay_us = (n % 2) * 200;
+            let late = late.clone();
+            tokio::spawn(async move {
+                let mut sock = BufReader::new(sock);
+                let mut streamed = false;
+                for _ in 0..100 {
+                    let mut head = String::new();
+                    loop {
+                        let mut line = String::new();
+                        match sock.read_line(&mut line).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) if line == "\r\n" => break,
+                            Ok(_) => head.push_str(&line),
+                        }
+                    }
+                    if streamed {
+                        late.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let len = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    let mut body = vec![0; len];
+                    sock.read_exact(&mut body).await.unwrap();
+                    let body: serde_json::Value =
+                        serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    let plain = |status: &str, json: String| {
+                        format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n\
+                             Keep-Alive: timeout=5, max=100\r\nContent-Length: {}\r\n\r\n{json}",
+                            json.len()
+                        )
+                    };
+                    let out = if path == "/v1/models" {
+                        plain(
+                            "200 OK",
+                            r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#.into(),
+                        )
+                    } else if path != "/v1/chat/completions" {
+                        plain("404 Not Found", r#"{"error":{"message":"not found"}}"#.into())
+                    } else if body["stream"] != serde_json::json!(true) {
+                        plain(
+                            "200 OK",
+                            r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#.into(),
+                        )
+                    } else {
+                        streamed = true;
+                        let n = body["max_tokens"].as_u64().unwrap_or(4);
+                        let mut events = String::new();
+                        for i in 0..n {
+                            let fin = if i + 1 == n { r#""length""# } else { "null" };
+                            events.push_str(&format!(
+                                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{i} \"}},\"finish_reason\":{fin}}}]}}\n\n"
+                            ));
+                        }
+                        events.push_str(&format!(
+                            "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":{n},\"total_tokens\":{}}}}}\n\ndata: [DONE]\n\n",
+                            n + 3
+                        ));
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                             Keep-Alive: timeout=5, max=100\r\nTransfer-Encoding: chunked\r\n\r\n\
+                             {:x}\r\n{events}\r\n0\r\n\r\n",
+                            events.len()
+                        )
+                    };
+                    if sock.get_mut().write_all(out.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    if streamed {
+                        tokio::time::sleep(Duration::from_micros(close_delay_us)).await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (base, accepted, after_stream)
+}
+
+/// A server that closes connections after streamed responses although it announces keep-alive
+/// is recognised before the run: every request opens its own connection, none is sent on a
+/// connection being closed, and every request succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_closing_connections_after_streams_gets_one_connection_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base, accepted, after_stream) = closing_server().await;
+    let spec = RunSpec::quiet(
+        profile(PROFILE, &["load.concurrency=4", "load.requests=40", "workload.repeats=40"]),
+        ("t".into(), target(&base, Some("m"), None)),
+        dir.path().join("run"),
+        "closing",
+    );
+    let out = runner::run(spec, RunControl::default()).await.unwrap();
+    assert_eq!(out.summary.requests.ok, 40, "{:?}", out.summary.requests.by_class);
+    assert!(
+        out.summary.notes.iter().any(|n| n.contains("closes connections")),
+        "{:?}",
+        out.summary.notes
+    );
+    assert_eq!(after_stream.load(Ordering::SeqCst), 0, "a request reached a closing connection");
+    assert!(accepted.load(Ordering::SeqCst) >= 40, "one connection per measured request");
+}
+
+/// A server that does keep connections open (the simulator, like vLLM's uvicorn) keeps them
+/// reused: no note, and no connection per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_keeping_connections_open_is_not_flagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = start_timing_sim(fast(), SimOptions::default()).await;
+    let out = try_run(target(&h.base_url(), None, None), dir.path()).await.unwrap();
+    assert_eq!(out.summary.requests.ok, 4);
+    assert!(
+        !out.summary.notes.iter().any(|n| n.contains("closes connections")),
+        "{:?}",
+        out.summary.notes
+    );
     h.shutdown().await;
 }
