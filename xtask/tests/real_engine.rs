@@ -115,6 +115,13 @@ fn a_short_bench_against_llama_cpp() {
     assert!(tpot.min > 0.0 && tpot.max < 60_000.0, "{tpot:?}");
     assert!(s.metrics.e2e_ms.as_ref().unwrap().min >= ttft.min);
     assert_eq!(s.engine.as_ref().map(|e| e.file.as_str()), Some("configs/engine-llamacpp.toml"));
+    // llama.cpp's /metrics (started with --metrics) is scraped over the measured window.
+    let server = s.server.as_ref().expect("the server section is filled");
+    assert_eq!(server["engine"], "llamacpp", "{server}");
+    assert!(server["scrapes"].as_u64().unwrap() >= 2, "{server}");
+    assert_eq!(server["failed_scrapes"], 0, "{server}");
+    let generated = server["generation_tokens"].as_f64().expect("generation counter delta");
+    assert!(generated > 0.0 && generated <= (6 * 16) as f64, "{server}");
     // llama.cpp's own timings are kept beside the client's measurements.
     let records = bench::rundir::read_records(&root.path().join("runs/a")).unwrap().records;
     for r in records.iter().filter(|r| !r.warmup) {
@@ -231,4 +238,103 @@ fn fill_placeholders(root: &Path, adr: &Path) {
     std::fs::write(adr, text_lines.join("\n") + "\n").unwrap();
     let o = xtask(root, &["adr", "lint"]);
     assert_eq!(o.status.code(), Some(0), "after filling the placeholders: {}", text(&o));
+}
+
+const ACCEPT_DATASET: &str = r#"{"id":"capital","category":"chat","messages":[{"role":"user","content":"What is the capital of France? Answer in one sentence."}],"max_tokens":16}
+{"id":"count","category":"chat","messages":[{"role":"user","content":"Count from one to ten in words."}],"max_tokens":16}
+{"id":"story","category":"chat","messages":[{"role":"user","content":"Write the first sentence of a story about a lighthouse keeper."}],"max_tokens":16}
+{"id":"colors","category":"chat","messages":[{"role":"user","content":"List three primary colors."}],"max_tokens":16}
+"#;
+
+/// The same model served twice, the default f16 K cache against a q4_0 K cache: a real
+/// precision trade-off. Greedy decoding mostly picks the same tokens while the log-probs drift;
+/// the numeric layer lists the drift position by position and fails the default thresholds.
+#[test]
+fn a_real_acceptance_pair_reports_the_drift_per_position() {
+    let Some((_bin, model)) = engine() else { return };
+    let root = repo(0, 2);
+    let r = root.path();
+    let baseline = start(r, &model, 2, &[]);
+    let candidate = start(r, &model, 2, &["--cache-type-k", "q4_0"]);
+    std::fs::write(
+        r.join("configs/bench.toml"),
+        format!(
+            "[targets.f16]\nbase_url = \"{}\"\n[targets.q4k]\nbase_url = \"{}\"\n",
+            baseline.base_url, candidate.base_url
+        ),
+    )
+    .unwrap();
+    std::fs::write(r.join("configs/accept.jsonl"), ACCEPT_DATASET).unwrap();
+    let o = xtask(
+        r,
+        &[
+            "accept",
+            "-q",
+            "--baseline",
+            "f16",
+            "--candidate",
+            "q4k",
+            "--dataset",
+            "configs/accept.jsonl",
+            "--numeric-items",
+            "4",
+            "--numeric-max-tokens",
+            "16",
+            "--concurrency",
+            "2",
+            "--out",
+            "runs/accept",
+        ],
+    );
+    baseline.stop();
+    candidate.stop();
+    assert_eq!(o.status.code(), Some(1), "the drift breaks the default thresholds: {}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.join("runs/accept/acceptance.json")).unwrap())
+            .unwrap();
+    let numeric = &report["layers"][0];
+    assert_eq!(
+        (numeric["name"].as_str(), numeric["verdict"].as_str()),
+        (Some("numeric"), Some("fail"))
+    );
+    let details = &numeric["details"];
+    assert_eq!(details["items"], 4, "{details}");
+    assert!(details["positions_failing"].as_u64().unwrap() > 0, "{details}");
+    let rtol_max = details["rtol_max"].as_f64().unwrap();
+    assert!(rtol_max > 1e-3, "q4_0 keys move the log-probs: {details}");
+
+    let lines = std::fs::read_to_string(r.join("runs/accept/numeric.jsonl")).unwrap();
+    let items: Vec<serde_json::Value> =
+        lines.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(items.len(), 4);
+    let mut agreeing_positions = 0;
+    let mut drifting_positions = 0;
+    for item in &items {
+        let per_position = item["per_position"].as_array().expect("drift listed per position");
+        assert!(!per_position.is_empty(), "{item}");
+        for (i, p) in per_position.iter().enumerate() {
+            assert_eq!(p["position"], i, "{item}");
+            match p["status"].as_str().unwrap() {
+                "token" => assert_eq!(i, per_position.len() - 1, "a divergence ends the list"),
+                status => {
+                    agreeing_positions += 1;
+                    let (cos, rtol) = (p["cos"].as_f64().unwrap(), p["rtol"].as_f64().unwrap());
+                    assert!((0.0..=1.0).contains(&cos) && rtol >= 0.0, "{p}");
+                    let broken = cos < 0.9995 || rtol > 1e-3;
+                    assert_eq!(status != "ok", broken, "status against the thresholds: {p}");
+                    if rtol > 0.0 {
+                        drifting_positions += 1;
+                    }
+                }
+            }
+        }
+        // The item's summary is the worst of its positions.
+        let worst = per_position.iter().filter_map(|p| p["rtol"].as_f64()).reduce(f64::max);
+        assert_eq!(item["rtol_max"].as_f64(), worst, "{item}");
+    }
+    assert!(
+        agreeing_positions >= 16,
+        "greedy tokens agree on most positions ({agreeing_positions} of up to 64)"
+    );
+    assert!(drifting_positions > 0, "log-probs drift where the tokens agree");
 }

@@ -441,8 +441,10 @@ async fn numeric_requests(
                 let mut one = NumericStats::default();
                 one.add_sequence(i, &pb, &pc, &th);
                 stats.add_sequence(i, &pb, &pc, &th);
+                let drift = numeric::position_drift(&pb, &pc, &th);
                 lines.push(json!({"item": i, "id": items[i].id, "positions": one.positions, "cos_min": one.cos_min,
-                    "rtol_max": one.rtol_max, "filled_entries": one.filled_entries, "first_divergence": one.first_divergence}));
+                    "rtol_max": one.rtol_max, "filled_entries": one.filled_entries, "first_divergence": one.first_divergence,
+                    "per_position": drift}));
             }
             (rb, rc) => {
                 let e = [("baseline", rb.err()), ("candidate", rc.err())]

@@ -160,6 +160,76 @@ pub fn union_vectors(b: &Position, c: &Position) -> (Vec<f64>, Vec<f64>, u64) {
     (bv, cv, filled)
 }
 
+/// The drift at one output position of one item, as `numeric.jsonl` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PositionDrift {
+    pub position: usize,
+    /// The baseline's chosen token.
+    pub token: Option<String>,
+    /// The candidate's chosen token, where it differs.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub candidate_token: Option<String>,
+    /// Measures over the union of listed tokens (None at a token divergence: not compared).
+    pub cos: Option<f64>,
+    pub rtol: Option<f64>,
+    /// The chosen token's log-prob on each side.
+    pub baseline_logprob: Option<f64>,
+    pub candidate_logprob: Option<f64>,
+    /// `ok`, `cos` or `rtol` (a threshold broken), `token` (the chosen tokens differ; the last
+    /// entry, as later positions continue different texts).
+    pub status: String,
+}
+
+/// Position by position, the drift between two greedy sequences up to and including the first
+/// position where the chosen tokens differ (or one side ends).
+pub fn position_drift(
+    b: &[Position],
+    c: &[Position],
+    th: &NumericThresholds,
+) -> Vec<PositionDrift> {
+    let mut out = Vec::with_capacity(b.len().min(c.len()));
+    for i in 0..b.len().max(c.len()) {
+        let (pb, pc) = (b.get(i), c.get(i));
+        match (pb, pc) {
+            (Some(pb), Some(pc)) if pb.token == pc.token => {
+                let (bv, cv, _) = union_vectors(pb, pc);
+                let (cos, rtol) = (cosine(&bv, &cv), max_rel_err(&bv, &cv));
+                let status = if cos < th.cos_min {
+                    "cos"
+                } else if rtol > th.rtol_max {
+                    "rtol"
+                } else {
+                    "ok"
+                };
+                out.push(PositionDrift {
+                    position: i,
+                    token: Some(pb.token.clone()),
+                    candidate_token: None,
+                    cos: Some(cos),
+                    rtol: Some(rtol),
+                    baseline_logprob: Some(pb.logprob),
+                    candidate_logprob: Some(pc.logprob),
+                    status: status.into(),
+                });
+            }
+            _ => {
+                out.push(PositionDrift {
+                    position: i,
+                    token: pb.map(|p| p.token.clone()),
+                    candidate_token: pc.map(|p| p.token.clone()),
+                    cos: None,
+                    rtol: None,
+                    baseline_logprob: pb.map(|p| p.logprob),
+                    candidate_logprob: pc.map(|p| p.logprob),
+                    status: "token".into(),
+                });
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// Where and why two runs first diverge.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Divergence {
@@ -494,6 +564,35 @@ mod tests {
         assert_eq!(
             (d.position, d.reason.as_str(), d.candidate_token.as_deref()),
             (1, "token", Some("b"))
+        );
+    }
+
+    #[test]
+    fn per_position_drift_lists_every_compared_position_and_stops_at_the_divergence() {
+        let th = NumericThresholds::default();
+        let a = pos("a", &[("a", -0.5), ("b", -1.0), ("c", -2.0)]);
+        let a_drift = pos("a", &[("a", -0.501), ("b", -1.002), ("c", -2.004)]);
+        let x = pos("x", &[("x", -0.1), ("a", -3.0)]);
+        let d = position_drift(
+            &[a.clone(), a.clone(), a.clone(), a.clone()],
+            &[a.clone(), a_drift, x, a.clone()],
+            &th,
+        );
+        assert_eq!(d.len(), 3, "positions after the divergence are not listed: {d:?}");
+        assert_eq!((d[0].status.as_str(), d[0].cos, d[0].rtol), ("ok", Some(1.0), Some(0.0)));
+        assert_eq!(d[1].status, "rtol");
+        assert!((d[1].rtol.unwrap() - 2e-3).abs() < 1e-12);
+        assert_eq!((d[1].baseline_logprob, d[1].candidate_logprob), (Some(-0.5), Some(-0.501)));
+        assert_eq!(
+            (d[2].position, d[2].status.as_str(), d[2].candidate_token.as_deref(), d[2].cos),
+            (2, "token", Some("x"), None)
+        );
+        // One side ending early is a divergence at the position where it ended.
+        let d = position_drift(&[a.clone(), a.clone()], std::slice::from_ref(&a), &th);
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            (d[1].status.as_str(), d[1].token.as_deref(), d[1].candidate_token.as_deref()),
+            ("token", Some("a"), None)
         );
     }
 
