@@ -282,6 +282,17 @@ pub struct MetricsAccumulator {
     first_sent: Option<f64>,
     last_sent: Option<f64>,
     sent: u64,
+    run: RunTotals,
+}
+
+/// Every request of a run, warmup included: what server counters covering the whole run are
+/// compared with.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RunTotals {
+    /// Earliest intended send and latest end of any request (ms on the run clock).
+    pub span: Option<(f64, f64)>,
+    /// Output tokens of the ok requests (None when some ok request's count is unknown).
+    pub ok_output_tokens: Option<u64>,
 }
 
 impl MetricsAccumulator {
@@ -307,10 +318,26 @@ impl MetricsAccumulator {
             first_sent: None,
             last_sent: None,
             sent: 0,
+            run: RunTotals { span: None, ok_output_tokens: Some(0) },
         }
     }
 
+    /// The whole run's span and delivered tokens, warmup included.
+    pub fn run_totals(&self) -> RunTotals {
+        self.run
+    }
+
     pub fn add(&mut self, r: &RequestRecord) {
+        self.run.span = Some(match self.run.span {
+            None => (r.intended_ms, r.end_ms),
+            Some((a, b)) => (a.min(r.intended_ms), b.max(r.end_ms)),
+        });
+        if r.class == Outcome::Ok {
+            self.run.ok_output_tokens = match (self.run.ok_output_tokens, r.output_tokens) {
+                (Some(t), Some(n)) => Some(t + n),
+                _ => None,
+            };
+        }
         if r.warmup {
             self.counts.warmup += 1;
             return;

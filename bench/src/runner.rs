@@ -591,7 +591,7 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         Some(scraper) => {
             let m = acc.finish(None);
             let window = m.window.start_ms.zip(m.window.end_ms);
-            Some(scraper.finish(clock, window, m.tokens.output_total).await)
+            Some(scraper.finish(clock, window, acc.run_totals()).await)
         }
         None => None,
     };

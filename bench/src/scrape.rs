@@ -154,13 +154,13 @@ impl Scraper {
         Some(Scraper { url, interval, http, gpu, data, stop, task })
     }
 
-    /// Take the final scrape, stop, and compute the section over `window` (ms on the run clock
-    /// that started at `clock`), with the output tokens the client received.
+    /// Take the final scrape, stop, and compute the section: gauges over the measured `window`,
+    /// counters over the whole `run` (ms on the run clock that started at `clock`).
     pub async fn finish(
         self,
         clock: Instant,
         window: Option<(f64, f64)>,
-        delivered_tokens: Option<u64>,
+        run: crate::metrics::RunTotals,
     ) -> ServerSection {
         let _ = self.stop.send(true);
         let _ = self.task.await;
@@ -196,7 +196,7 @@ impl Scraper {
             self.interval.as_secs_f64(),
             &scrapes,
             window,
-            delivered_tokens,
+            run,
             gpu,
         )
     }

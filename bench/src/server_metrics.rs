@@ -158,15 +158,19 @@ impl GaugeStats {
     }
 }
 
-/// The scrapes that bound the counter deltas.
+/// The scrapes that bound the counter deltas: the last one before the run's first request and
+/// the first one after its last request ended. Counters cover the whole run, warmup included:
+/// a server counts a request's tokens while it runs (vLLM, per step) or when it ends
+/// (llama.cpp), so only a bracket around every request compares exactly with what the client
+/// received.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bracket {
-    /// Scrape at or before the window start (ms on the run clock).
+    /// Scrape at or before the run's first intended send (ms on the run clock).
     pub from_ms: f64,
-    /// Scrape at or after the window end.
+    /// Scrape at or after the run's last request ended.
     pub to_ms: f64,
-    /// True when the bracket encloses the window (false: a scrape was missing at one end and
-    /// the deltas cover less than the window).
+    /// True when the bracket encloses the run (false: a scrape was missing at one end and the
+    /// deltas cover less than the run).
     pub encloses_window: bool,
 }
 
@@ -192,15 +196,16 @@ pub struct ServerSection {
     pub scrapes: u64,
     pub failed_scrapes: u64,
     pub bracket: Option<Bracket>,
-    /// Counter deltas over the bracket.
+    /// Counter deltas over the bracket (the whole run, warmup included).
     pub generation_tokens: Option<f64>,
     pub prompt_tokens: Option<f64>,
     pub preemptions: Option<f64>,
     /// Tokens generated for clients that had gone (simulator only).
     pub wasted_tokens: Option<f64>,
-    /// Output tokens the client received (measured ok requests) / generation_tokens.
+    /// Output tokens the client received in ok requests over the run (warmup included) /
+    /// generation_tokens.
     pub goodput_ratio: Option<f64>,
-    /// Gauges over the window.
+    /// Gauges over the measured window.
     pub running: Option<GaugeStats>,
     pub waiting: Option<GaugeStats>,
     pub kv_cache_usage: Option<GaugeStats>,
@@ -228,15 +233,16 @@ pub fn counter_delta(values: &[Option<f64>]) -> Option<f64> {
     Some(total)
 }
 
-/// Compute the section from scrapes sorted by time, the measured window (ms on the run clock)
-/// and the output tokens the client received in it.
+/// Compute the section from scrapes sorted by time: gauges (and GPU samples) over the measured
+/// window, counters over the whole run (`run.span`, ms on the run clock), compared with the
+/// output tokens the run's ok requests received.
 pub fn summarize(
     source: &str,
     engine: &str,
     interval_s: f64,
     scrapes: &[Scrape],
     window: Option<(f64, f64)>,
-    delivered_tokens: Option<u64>,
+    run: crate::metrics::RunTotals,
     gpu_samples: Option<Vec<GpuSample>>,
 ) -> ServerSection {
     let ok: Vec<(f64, &Reading)> =
@@ -274,35 +280,42 @@ pub fn summarize(
             samples,
         });
     }
-    let Some((start, end)) = window else { return section };
     if ok.is_empty() {
         return section;
     }
-    let from = ok.iter().rposition(|(t, _)| *t <= start);
-    let to = ok.iter().position(|(t, _)| *t >= end);
-    let encloses = from.is_some() && to.is_some();
-    let (from, to) = (from.unwrap_or(0), to.unwrap_or(ok.len() - 1));
-    if to <= from {
-        return section;
+    // The scrapes at or before `start` and at or after `end` (or the first / last there are).
+    let bracket = |(start, end): (f64, f64)| {
+        let from = ok.iter().rposition(|(t, _)| *t <= start);
+        let to = ok.iter().position(|(t, _)| *t >= end);
+        let encloses = from.is_some() && to.is_some();
+        let (from, to) = (from.unwrap_or(0), to.unwrap_or(ok.len() - 1));
+        (to > from).then_some((from, to, encloses))
+    };
+    if let Some((from, to, encloses)) = run.span.and_then(bracket) {
+        section.bracket =
+            Some(Bracket { from_ms: ok[from].0, to_ms: ok[to].0, encloses_window: encloses });
+        let span = &ok[from..=to];
+        let delta = |f: fn(&Reading) -> Option<f64>| {
+            counter_delta(&span.iter().map(|(_, r)| f(r)).collect::<Vec<_>>())
+        };
+        section.generation_tokens = delta(|r| r.generation_tokens);
+        section.prompt_tokens = delta(|r| r.prompt_tokens);
+        section.preemptions = delta(|r| r.preemptions);
+        section.wasted_tokens = delta(|r| r.wasted_tokens);
+        section.goodput_ratio = match (run.ok_output_tokens, section.generation_tokens) {
+            (Some(d), Some(g)) if g > 0.0 && encloses => Some(round6(d as f64 / g)),
+            _ => None,
+        };
     }
-    section.bracket =
-        Some(Bracket { from_ms: ok[from].0, to_ms: ok[to].0, encloses_window: encloses });
-    let span = &ok[from..=to];
-    let delta = |f: fn(&Reading) -> Option<f64>| {
-        counter_delta(&span.iter().map(|(_, r)| f(r)).collect::<Vec<_>>())
-    };
-    section.generation_tokens = delta(|r| r.generation_tokens);
-    section.prompt_tokens = delta(|r| r.prompt_tokens);
-    section.preemptions = delta(|r| r.preemptions);
-    section.wasted_tokens = delta(|r| r.wasted_tokens);
-    section.goodput_ratio = match (delivered_tokens, section.generation_tokens) {
-        (Some(d), Some(g)) if g > 0.0 => Some(round6(d as f64 / g)),
-        _ => None,
-    };
+    let Some((start, end)) = window else { return section };
     let mut inside: Vec<&Reading> =
         ok.iter().filter(|(t, _)| *t > start && *t < end).map(|(_, r)| *r).collect();
     if inside.is_empty() {
-        inside = vec![ok[from].1, ok[to].1];
+        // No scrape fell inside a short window: the two around it.
+        match bracket((start, end)) {
+            Some((from, to, _)) => inside = vec![ok[from].1, ok[to].1],
+            None => return section,
+        }
     }
     let gauge = |f: fn(&Reading) -> Option<f64>| {
         GaugeStats::of(&inside.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
@@ -318,6 +331,7 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::RunTotals;
     use crate::promtext;
 
     fn reading(gen_tokens: f64, running: f64) -> Option<Reading> {
@@ -365,11 +379,21 @@ mod tests {
             Scrape { t_ms: 2100.0, reading: reading(300.0, 0.0) },
             Scrape { t_ms: 3000.0, reading: reading(999.0, 0.0) },
         ];
-        let s = summarize("u", "vllm", 0.5, &scrapes, Some((0.0, 2000.0)), Some(180), None);
+        // Warmup from 0 ms, the measured window from 600 ms to 2000 ms.
+        let run = RunTotals { span: Some((0.0, 2000.0)), ok_output_tokens: Some(180) };
+        let s = summarize("u", "vllm", 0.5, &scrapes, Some((600.0, 2000.0)), run, None);
         let b = s.bracket.as_ref().unwrap();
         assert_eq!((b.from_ms, b.to_ms, b.encloses_window), (-5.0, 2100.0, true));
         assert_eq!(s.generation_tokens, Some(200.0));
         assert_eq!(s.goodput_ratio, Some(0.9));
+        // Gauges: only the scrape at 1500 ms lies inside the measured window.
+        let running = s.running.clone().unwrap();
+        assert_eq!((running.samples, running.max), (1, 8.0));
+        // A bracket missing its end covers less than the run: no ratio from it.
+        let short = summarize("u", "vllm", 0.5, &scrapes[..4], None, run, None);
+        assert_eq!(short.bracket.as_ref().map(|b| b.encloses_window), Some(false));
+        assert_eq!(short.goodput_ratio, None);
+        let s = summarize("u", "vllm", 0.5, &scrapes, Some((0.0, 2000.0)), run, None);
         assert_eq!((s.scrapes, s.failed_scrapes), (6, 1));
         let running = s.running.unwrap();
         assert_eq!((running.samples, running.max, running.p50), (2, 8.0, 4.0));
@@ -396,7 +420,7 @@ mod tests {
             1.0,
             &[],
             Some((0.0, 100.0)),
-            None,
+            RunTotals::default(),
             Some(vec![s, GpuSample { t_ms: 500.0, ..parse_nvidia_smi("1, 1", 0.0).unwrap() }]),
         );
         let gpu = sec.gpu.unwrap();

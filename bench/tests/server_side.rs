@@ -66,6 +66,26 @@ async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
     assert_eq!(s.cost.per_1m_output_tokens, None);
 }
 
+/// Warmup requests overlap the first measured ones, and a server counts their tokens too: the
+/// counters cover the whole run, and the ratio compares them with every ok request's tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_warmup_the_counters_and_the_ratio_cover_the_whole_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_engine_sim(SMALL_ENGINE, SimOptions::default()).await;
+    let out = run_against(&handle, profile(PROFILE, &["load.warmup_requests=6"]), dir.path()).await;
+    let records: Vec<_> = handle.records().into_iter().filter(|r| r.request_id.is_some()).collect();
+    handle.shutdown().await;
+    let s = &out.summary;
+    assert_eq!((s.requests.ok, s.requests.warmup), (24, 6), "{:?}", s.requests.by_class);
+    let server: ServerSection = serde_json::from_value(s.server.clone().expect("scraped")).unwrap();
+    assert!(server.bracket.as_ref().unwrap().encloses_window);
+    let sim_generated: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
+    assert_eq!(sim_generated, 30 * 24, "warmup and measured requests");
+    assert_eq!(server.generation_tokens, Some(sim_generated as f64));
+    assert_eq!(s.tokens.output_total, Some(24 * 24), "client metrics exclude the warmup");
+    assert_eq!(server.goodput_ratio, Some(1.0), "every generated token reached the client");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_target_without_metrics_is_skipped_with_a_note() {
     let dir = tempfile::tempdir().unwrap();

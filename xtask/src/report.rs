@@ -160,7 +160,7 @@ fn server_rows(s: &Summary) -> Vec<(String, String)> {
     };
     vec![
         (
-            "server tokens generated".into(),
+            "server tokens (whole run)".into(),
             format!(
                 "{} (goodput ratio {}, preemptions {})",
                 fmt_opt(num("/generation_tokens"), 0),

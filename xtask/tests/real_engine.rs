@@ -121,7 +121,8 @@ fn a_short_bench_against_llama_cpp() {
     assert!(server["scrapes"].as_u64().unwrap() >= 2, "{server}");
     assert_eq!(server["failed_scrapes"], 0, "{server}");
     let generated = server["generation_tokens"].as_f64().expect("generation counter delta");
-    assert!(generated > 0.0 && generated <= (6 * 16) as f64, "{server}");
+    assert_eq!(generated, (6 * 16) as f64, "two warmup and four measured requests: {server}");
+    assert_eq!(server["goodput_ratio"], 1.0, "every generated token reached the client: {server}");
     // llama.cpp's own timings are kept beside the client's measurements.
     let records = bench::rundir::read_records(&root.path().join("runs/a")).unwrap().records;
     for r in records.iter().filter(|r| !r.warmup) {
