@@ -51,7 +51,11 @@ pub struct GateReport {
     pub run_id: String,
     pub run_status: RunStatus,
     pub simulated: bool,
+    /// The run's bench profile: thresholds scoped to another profile do not apply.
+    pub profile: String,
     pub checks: Vec<Check>,
+    /// Profiles of the thresholds that did not apply (sorted, unique).
+    pub other_profiles: Vec<String>,
 }
 
 impl GateReport {
@@ -65,8 +69,13 @@ impl GateReport {
         self.checks.iter().filter(|c| c.failed() && c.threshold.action == Action::Warn).count()
     }
 
+    /// Thresholds exist, but none for this run's scenario: nothing vouches for it.
+    pub fn ungoverned(&self) -> bool {
+        self.checks.is_empty() && !self.other_profiles.is_empty()
+    }
+
     pub fn passed(&self) -> bool {
-        self.blocking_failures() == 0
+        self.blocking_failures() == 0 && !self.ungoverned()
     }
 
     /// Exit status: policy violated when a `block` threshold failed.
@@ -75,11 +84,15 @@ impl GateReport {
     }
 }
 
-/// Check a run against thresholds (pure).
+/// Check a run against the thresholds that apply to its bench profile (pure).
 pub fn evaluate(summary: &Summary, thresholds: &Thresholds) -> GateReport {
-    let checks = thresholds
-        .thresholds
-        .iter()
+    let (applying, others): (Vec<&Threshold>, Vec<&Threshold>) =
+        thresholds.thresholds.iter().partition(|t| t.applies_to(&summary.profile));
+    let mut other_profiles: Vec<String> = others.iter().filter_map(|t| t.profile.clone()).collect();
+    other_profiles.sort();
+    other_profiles.dedup();
+    let checks = applying
+        .into_iter()
         .map(|t| {
             let measured = summary.metric(&t.metric);
             let verdict = match measured {
@@ -94,7 +107,9 @@ pub fn evaluate(summary: &Summary, thresholds: &Thresholds) -> GateReport {
         run_id: summary.run_id.clone(),
         run_status: summary.status,
         simulated: summary.simulated,
+        profile: summary.profile.clone(),
         checks,
+        other_profiles,
     }
 }
 
@@ -186,7 +201,7 @@ pub fn render_github(report: &GateReport) -> String {
 pub fn render_report(report: &GateReport, github: bool) -> String {
     let mut out = String::new();
     let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
-    writeln!(out, "gate: run {}{sim}", report.run_id).unwrap();
+    writeln!(out, "gate: run {} (profile `{}`){sim}", report.run_id, report.profile).unwrap();
     match report.run_status {
         RunStatus::Complete => {}
         RunStatus::Interrupted => writeln!(
@@ -198,11 +213,32 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
             writeln!(out, "note: no measured request of the run succeeded").unwrap()
         }
     }
+    let quoted = |ps: &[String]| ps.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    if report.ungoverned() {
+        writeln!(
+            out,
+            "gate FAILED: no accepted record sets thresholds for profile `{}` (the thresholds \
+             gate profile {} only); measure this scenario and write its record with \
+             `cargo xtask adr new`",
+            report.profile,
+            quoted(&report.other_profiles)
+        )
+        .unwrap();
+        return out;
+    }
     if report.checks.is_empty() {
         writeln!(out, "no thresholds: nothing to gate (are any records Accepted?)").unwrap();
         return out;
     }
     writeln!(out, "{}", render_table(report)).unwrap();
+    if !report.other_profiles.is_empty() {
+        writeln!(
+            out,
+            "not applied: the thresholds of profile {} (other scenarios)",
+            quoted(&report.other_profiles)
+        )
+        .unwrap();
+    }
     for c in report.checks.iter().filter(|c| c.failed()) {
         writeln!(out, "{}: {}", level(c.threshold.action), failure_message(report, c)).unwrap();
     }

@@ -187,7 +187,11 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
     fill_in(root, second);
     let out = xtask(root, &["adr", "accept", "2"]);
     assert_eq!(out.code, 1);
-    assert!(out.stdout.contains("set by two live records: ADR-0001"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("set by two live records for profile `default`: ADR-0001"),
+        "{}",
+        out.stdout
+    );
     let out = xtask(root, &["adr", "supersede", "1", "2"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = xtask(root, &["adr", "accept", "2"]);

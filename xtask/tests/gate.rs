@@ -21,6 +21,7 @@ fn threshold(
         limit,
         unit: unit.into(),
         action,
+        profile: None,
         adr: 1,
         file: "docs/adr/0001-govern.md".into(),
         line,
@@ -117,4 +118,39 @@ fn the_report_and_annotations() {
         &gate(t.thresholds[..2].to_vec()),
     );
     insta::assert_snapshot!("gate_report_pass", render_report(&all_pass, true));
+}
+
+/// Thresholds gate the runs of the scenario their record measured: a record of profile
+/// `llama-cpp` does not judge a run of profile `default`, and a run no threshold applies to,
+/// while other profiles have some, fails.
+#[test]
+fn thresholds_apply_to_the_profile_their_record_measured() {
+    let s = common::summary("run-1", 180.0, 20.0, 0.97, common::engine_params(true, 2048));
+    assert_eq!(s.profile, "default");
+    let scoped = |profile: Option<&str>, limit: f64| Threshold {
+        profile: profile.map(str::to_string),
+        ..threshold("metrics.ttft_ms.p99", Comparator::Le, limit, "ms", Action::Block, 9)
+    };
+    // Another profile's tight limit does not apply; this profile's and unscoped ones do.
+    let report = evaluate(
+        &s,
+        &gate(vec![
+            scoped(Some("llama-cpp"), 1.0),
+            scoped(Some("default"), 200.0),
+            scoped(None, 190.0),
+        ]),
+    );
+    assert_eq!(report.checks.len(), 2);
+    assert!(report.passed(), "{}", render_report(&report, false));
+    assert_eq!(report.other_profiles, vec!["llama-cpp".to_string()]);
+    let text = render_report(&report, false);
+    assert!(text.contains("profile `default`") && text.contains("not applied"), "{text}");
+    // Only other profiles' thresholds: nothing vouches for this run.
+    let report = evaluate(&s, &gate(vec![scoped(Some("llama-cpp"), 1000.0)]));
+    assert!(report.checks.is_empty() && report.ungoverned());
+    assert!(!report.passed());
+    assert_eq!(report.status().code(), 1);
+    let text = render_report(&report, false);
+    assert!(text.contains("no accepted record sets thresholds for profile `default`"), "{text}");
+    assert!(text.contains("`llama-cpp`"), "{text}");
 }

@@ -476,6 +476,7 @@ fn the_template_is_all_placeholders_and_fills_into_a_clean_record() {
         .replace("<what is decided, in a sentence>", "Cap batched tokens.")
         .replace("<section.key> = <value>", "scheduler.max_num_batched_tokens = 2048")
         .replace("<limit>", "200")
+        .replace("<the profile they were measured with, in backticks>", "`default`")
         .replace("<when to roll back (a blocking threshold broken on a gate run, for how long) and what rolling back\nrestores>", "When TTFT breaks 200 ms.")
         .replace("<what changes for operators, capacity and cost; what this decision gives up>", "Less throughput.");
     assert_eq!(lint_files(&[(path.clone(), filled.clone())]), vec![], "{filled}");

@@ -348,6 +348,9 @@ pub struct Adr {
     pub sections: Vec<Section>,
     pub decisions: Vec<DecisionLine>,
     pub thresholds: Vec<ThresholdRow>,
+    /// The bench profile the record measured (`Measured scenario: profile `NAME`` in Context):
+    /// its thresholds apply to runs of that profile. `None`: to every run.
+    pub profile: Option<Located<String>>,
     pub links: Vec<Link>,
     /// Template placeholders left in the text (outside code), reported by lint.
     pub placeholders: Vec<Located<String>>,

@@ -570,6 +570,14 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
          `>=`), rounded away from the measured value to {LIMIT_DIGITS} significant digits."
     )
     .unwrap();
+    writeln!(
+        o,
+        "They gate runs of bench profile {}, the profile {chosen_label} was measured with \
+         (`cargo xtask bench --profile {} --gate`).",
+        code(&chosen.profile),
+        chosen.profile
+    )
+    .unwrap();
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
     for (header, metric, action) in MATRIX {
@@ -645,7 +653,7 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
     o.push_str("## Consequences\n\n<what changes for operators, capacity and cost; what this decision gives up>\n\n");
 
     // Reproduction.
-    o.push_str("## Reproduction\n\n| Config | Run id | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|---|---|---|---|---|---|\n");
+    o.push_str("## Reproduction\n\n| Config | Run id | Profile | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|---|---|---|---|---|---|---|\n");
     for (i, r) in runs.iter().enumerate() {
         let git = r.git.as_ref().map_or(BLANK.to_string(), |g| {
             format!("{}{}", code(&g.commit), if g.dirty { " (dirty)" } else { "" })
@@ -666,9 +674,10 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         };
         writeln!(
             o,
-            "| {} | {} | {status} | {} | {git} | {} {} | {env_text} | {} |",
+            "| {} | {} | {} | {status} | {} | {git} | {} {} | {env_text} | {} |",
             label(i),
             code(&r.run_id),
+            code(&r.profile),
             if r.simulated { "yes" } else { "no" },
             r.tool.name,
             r.tool.version,
@@ -676,11 +685,15 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         )
         .unwrap();
     }
+    let how = if runs.iter().all(|r| r.profile == input.baseline.profile) {
+        format!("with bench profile {}", code(&input.baseline.profile))
+    } else {
+        "with the bench profile of its row".to_string()
+    };
     writeln!(
         o,
-        "\nEach run was measured with bench profile {} by `cargo xtask bench`; its run directory \
-         holds summary.json (every number above) and requests.jsonl.",
-        code(&input.baseline.profile)
+        "\nEach run was measured {how} by `cargo xtask bench`; its run directory holds \
+         summary.json (every number above) and requests.jsonl."
     )
     .unwrap();
     let notes: Vec<String> = runs

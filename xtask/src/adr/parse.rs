@@ -209,6 +209,35 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         }
     }
 
+    // The bench profile that scopes the thresholds: the thresholds section's `They gate runs
+    // of bench profile `NAME`` line, else the Context's measured scenario.
+    let mut profile: Option<Located<String>> = None;
+    let scope_lines = body_lines(SectionKind::Thresholds)
+        .into_iter()
+        .filter_map(|l| gated_profile(line_at(&lines, l)).map(|r| (l, r)))
+        .collect::<Vec<_>>();
+    let scope_lines = if scope_lines.is_empty() {
+        body_lines(SectionKind::Context)
+            .into_iter()
+            .filter_map(|l| scenario_profile(line_at(&lines, l)).map(|r| (l, r)))
+            .collect()
+    } else {
+        scope_lines
+    };
+    for (l, name) in scope_lines {
+        match (&profile, name) {
+            (None, Ok(name)) => profile = Some(Located { value: name, line: l }),
+            (Some(first), _) => p(
+                l,
+                format!(
+                    "a second line naming the profile the thresholds gate (the first is at line {})",
+                    first.line
+                ),
+            ),
+            (None, Err(e)) => p(l, e),
+        }
+    }
+
     // Placeholders left from the template (reported by lint).
     let mut placeholders = Vec::new();
     for (i, raw) in lines.iter().enumerate() {
@@ -232,10 +261,41 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         sections,
         decisions,
         thresholds,
+        profile,
         links,
         placeholders,
         problems,
     }
+}
+
+/// The profile of a thresholds-section line `They gate runs of bench profile `NAME`...`.
+pub fn gated_profile(raw: &str) -> Option<Result<String, String>> {
+    let (_, rest) = raw.split_once("gate runs of bench profile")?;
+    let name = rest
+        .trim_start()
+        .strip_prefix('`')
+        .and_then(|r| r.split_once('`'))
+        .map(|(name, _)| name.trim())
+        .filter(|n| !n.is_empty());
+    Some(name.map(str::to_string).ok_or_else(|| {
+        "name the profile in backticks: ``They gate runs of bench profile `NAME`.``".to_string()
+    }))
+}
+
+/// The bench profile of a `Measured scenario: profile `NAME`, ...` line: `None` for any other
+/// line, an error for a scenario line that names no profile the way the template writes it.
+pub fn scenario_profile(raw: &str) -> Option<Result<String, String>> {
+    let rest = strip_list_marker(raw.trim()).trim_start_matches("**");
+    let rest = rest.strip_prefix("Measured scenario:")?.trim_start_matches("**").trim_start();
+    let name = rest
+        .strip_prefix("profile `")
+        .and_then(|r| r.split_once('`'))
+        .map(|(name, _)| name.trim())
+        .filter(|n| !n.is_empty());
+    Some(name.map(str::to_string).ok_or_else(|| {
+        "a `Measured scenario:` line must begin with the bench profile, as          ``Measured scenario: profile `NAME`, ...``; its thresholds apply to runs of that profile"
+            .to_string()
+    }))
 }
 
 /// The record number in a file name `NNNN-slug.md`.
@@ -818,6 +878,33 @@ mod tests {
         let f = field("**Date**: 2025-01-02", 4).unwrap();
         assert_eq!((f.key.as_str(), f.value.as_str()), ("date", "2025-01-02"));
         assert!(field("- Scope: all", 5).is_none());
+    }
+
+    #[test]
+    fn the_measured_scenario_names_the_profile_thresholds_apply_to() {
+        let ok = |l: &str| scenario_profile(l).map(|r| r.unwrap());
+        assert_eq!(
+            ok("Measured scenario: profile `llama-cpp`, target `llama-cpp` (model x); closed loop"),
+            Some("llama-cpp".into())
+        );
+        assert_eq!(ok("**Measured scenario:** profile `default`."), Some("default".into()));
+        assert_eq!(ok("The measured scenario was profile `x`"), None, "only the template's line");
+        assert!(scenario_profile("Measured scenario: the default one").unwrap().is_err());
+        let adr = parse_adr(
+            Path::new("docs/adr/0003-x.md"),
+            "# T\n\n- Status: Proposed\n\n## Context\n\nWhy.\n\nMeasured scenario: profile `tuned`, closed loop.\n",
+        );
+        assert_eq!(adr.profile.map(|p| (p.value, p.line)), Some(("tuned".to_string(), 9)));
+        let adr = parse_adr(Path::new("docs/adr/0003-x.md"), "# T\n\n## Context\n\nWhy.\n");
+        assert_eq!(adr.profile, None, "no scenario line: thresholds gate every run");
+        // The thresholds section's own line wins over the scenario.
+        let adr = parse_adr(
+            Path::new("docs/adr/0003-x.md"),
+            "# T\n\n## Context\n\nMeasured scenario: profile `default`.\n\n## CI gate thresholds\n\n\
+             Proposed from Exp-1.\nThey gate runs of bench profile `tuned`, the profile Exp-1 was measured with.\n",
+        );
+        assert_eq!(adr.profile.map(|p| (p.value, p.line)), Some(("tuned".to_string(), 10)));
+        assert!(gated_profile("They gate runs of bench profile tuned.").unwrap().is_err());
     }
 
     #[test]
