@@ -664,15 +664,9 @@ impl Client {
         if !stream {
             let mut buf = Vec::new();
             let end = loop {
-                let next = tokio::select! {
-                    c = tokio::time::timeout_at(deadline.min(Instant::now() + self.opts.stall_timeout), resp.chunk()) => c,
-                    _ = &mut abort => break StreamEnd::Cancelled,
-                };
-                match next {
-                    Err(_) => break StreamEnd::Timeout(self.timeout_msg(deadline)),
-                    Ok(Err(e)) => break StreamEnd::ReadError(self.err_text(&e)),
-                    Ok(Ok(None)) => break StreamEnd::Eof { partial_event: false },
-                    Ok(Ok(Some(b))) => buf.extend_from_slice(&b),
+                match self.next_chunk(&mut resp, deadline, &mut abort).await {
+                    Ok(b) => buf.extend_from_slice(&b),
+                    Err(end) => break end,
                 }
             };
             let now = Instant::now();
@@ -695,15 +689,9 @@ impl Client {
         let mut tracker = StreamTracker::new(capture_text);
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
-            let next = tokio::select! {
-                c = tokio::time::timeout_at(deadline.min(Instant::now() + self.opts.stall_timeout), resp.chunk()) => c,
-                _ = &mut abort => break StreamEnd::Cancelled,
-            };
-            match next {
-                Err(_) => break StreamEnd::Timeout(self.timeout_msg(deadline)),
-                Ok(Err(e)) => break StreamEnd::ReadError(self.err_text(&e)),
-                Ok(Ok(None)) => break StreamEnd::Eof { partial_event: false },
-                Ok(Ok(Some(bytes))) => {
+            match self.next_chunk(&mut resp, deadline, &mut abort).await {
+                Err(end) => break end,
+                Ok(bytes) => {
                     // The arrival time of these bytes stamps every event they complete.
                     let t = ms(Instant::now());
                     items.clear();
@@ -734,6 +722,26 @@ impl Client {
             result.error = Some(self.redactor.redact(&e));
         }
         Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+    }
+
+    /// The next bytes of a response body, or how the body ended: at its end (`Eof`), by the
+    /// request or stall timeout, a read error, or the run's abort.
+    async fn next_chunk(
+        &self,
+        resp: &mut reqwest::Response,
+        deadline: Instant,
+        abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+    ) -> Result<bytes::Bytes, StreamEnd> {
+        let next = tokio::select! {
+            c = tokio::time::timeout_at(deadline.min(Instant::now() + self.opts.stall_timeout), resp.chunk()) => c,
+            _ = abort.as_mut() => return Err(StreamEnd::Cancelled),
+        };
+        match next {
+            Err(_) => Err(StreamEnd::Timeout(self.timeout_msg(deadline))),
+            Ok(Err(e)) => Err(StreamEnd::ReadError(self.err_text(&e))),
+            Ok(Ok(None)) => Err(StreamEnd::Eof { partial_event: false }),
+            Ok(Ok(Some(b))) => Ok(b),
+        }
     }
 
     fn timeout_msg(&self, deadline: Instant) -> String {

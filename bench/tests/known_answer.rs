@@ -1,9 +1,10 @@
 //! Known-answer tests: the simulator's timing mode gives exact TTFT and inter-token gaps, and the
 //! bench must measure them back within stated tolerances.
 //!
-//! Tolerances (documented in the README): TTFT p50 and p99 within 2 ms, ITL mean and TPOT mean
-//! within 0.5 ms, at concurrency 32, 64 output tokens, TTFT 50 ms, 10 ms per token, 320 measured
-//! requests after 32 warmup requests.
+//! Tolerances (documented in the README): TTFT p50 within 2 ms of the configured 50 ms, TTFT p99
+//! within 2 ms of the simulator's own p99 for the same requests, ITL mean and TPOT mean within
+//! 0.5 ms of the configured gap, at concurrency 32, 64 output tokens, 10 ms per token, 320
+//! measured requests after 32 warmup requests.
 //!
 //! Each token gap carries a uniform +-1 ms jitter (seeded; its mean is exactly 0, so the expected
 //! ITL and TPOT means are unchanged). Without it the 32 streams of a perfectly deterministic
@@ -67,25 +68,44 @@ async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
     let ttft = s.metrics.ttft_ms.as_ref().unwrap();
     let itl = s.metrics.itl_ms.as_ref().unwrap();
     let tpot = s.metrics.tpot_ms.as_ref().unwrap();
-    // The simulator's own view of the same requests, for the diagnosis when a check fails.
-    let mut server_ttft: Vec<f64> =
-        sim_records.iter().filter_map(|r| Some(r.first_chunk_ms? - r.arrival_ms)).collect();
+    let read = rundir::read_records(&out.dir).unwrap();
+    // The simulator's own record of the same measured requests: when its first chunk left,
+    // from the request's arrival.
+    let measured: std::collections::HashSet<String> = read
+        .records
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(|r| format!("{}-{}", s.run_id, r.id))
+        .collect();
+    let mut server_ttft: Vec<f64> = sim_records
+        .iter()
+        .filter(|r| r.request_id.as_ref().is_some_and(|id| measured.contains(id)))
+        .filter_map(|r| Some(r.first_chunk_ms? - r.arrival_ms))
+        .collect();
     server_ttft.sort_by(f64::total_cmp);
+    assert_eq!(server_ttft.len(), 320, "the simulator recorded every measured request");
+    // Nearest-rank percentiles, the order statistics the histogram's p50 / p99 approximate.
+    let rank = |p: f64| server_ttft[((p * server_ttft.len() as f64).ceil() as usize).max(1) - 1];
+    let (server_p50, server_p99) = (rank(0.50), rank(0.99));
     let diag = format!(
-        "measured ttft p50 {} p99 {} | itl mean {} | tpot mean {} | simulator's own ttft p50 {:.3} max {:.3}",
+        "measured ttft p50 {} p99 {} | itl mean {} | tpot mean {} | simulator's own ttft p50 {server_p50:.3} p99 {server_p99:.3} max {:.3}",
         ttft.p50,
         ttft.p99,
         itl.mean,
         tpot.mean,
-        server_ttft[server_ttft.len() / 2],
         server_ttft.last().unwrap()
     );
+    // The median against the configured answer; the tail against the answer the simulator
+    // actually gave the same requests. The simulator shares two cores with the client and with
+    // the machine, which now and then delays a handful of its first chunks by several
+    // milliseconds: the bench must report that delay (it did happen), and the test measures
+    // the bench's error, not the machine's scheduling.
     assert!((ttft.p50 - expect.ttft).abs() <= 2.0, "TTFT p50: {diag}");
-    assert!((ttft.p99 - expect.ttft).abs() <= 2.0, "TTFT p99: {diag}");
+    assert!((ttft.p99 - server_p99).abs() <= 2.0, "TTFT p99: {diag}");
+    assert!((server_p50 - expect.ttft).abs() <= 1.0, "the simulator's own TTFT: {diag}");
     assert!((itl.mean - expect.itl).abs() <= 0.5, "ITL mean: {diag}");
     assert!((tpot.mean - expect.tpot).abs() <= 0.5, "TPOT mean: {diag}");
     assert_eq!(s.tokens.output_total, Some(320 * expect.tokens));
-    let read = rundir::read_records(&out.dir).unwrap();
     for r in read.records.iter().filter(|r| !r.warmup) {
         assert_eq!(r.output_tokens, Some(expect.tokens), "request {}", r.id);
         assert_eq!(r.token_source, Some(expect.source));
