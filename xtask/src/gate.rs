@@ -78,7 +78,8 @@ impl GateReport {
         self.blocking_failures() == 0 && !self.ungoverned()
     }
 
-    /// Exit status: policy violated when a `block` threshold failed.
+    /// Exit status: policy violated when a `block` threshold failed, or when no threshold
+    /// applies to the run while other profiles have some.
     pub fn status(&self) -> Status {
         Status::from_ok(self.passed())
     }
@@ -182,6 +183,21 @@ pub(crate) fn gh_escape(s: &str, property: bool) -> String {
 /// `warn`, located at the threshold's row in its record.
 pub fn render_github(report: &GateReport) -> String {
     let mut out = String::new();
+    if report.ungoverned() {
+        writeln!(
+            out,
+            "::error title={}::{}",
+            gh_escape("gate: no thresholds for this profile", true),
+            gh_escape(
+                &format!(
+                    "no accepted record sets thresholds for profile `{}` (run {})",
+                    report.profile, report.run_id
+                ),
+                false
+            )
+        )
+        .unwrap();
+    }
     for c in report.checks.iter().filter(|c| c.failed()) {
         let kind = level(c.threshold.action);
         writeln!(
@@ -224,6 +240,9 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
             quoted(&report.other_profiles)
         )
         .unwrap();
+        if github {
+            out.push_str(&render_github(report));
+        }
         return out;
     }
     if report.checks.is_empty() {
