@@ -153,6 +153,7 @@ fn thresholds_apply_to_the_profile_their_record_measured() {
     let text = render_report(&report, false);
     assert!(text.contains("no accepted record sets thresholds for profile `default`"), "{text}");
     assert!(text.contains("`llama-cpp`"), "{text}");
+    assert!(render_report(&report, true).contains("::error title=gate%3A no thresholds"));
     assert!(
         render_github(&report)
             .starts_with("::error title=gate%3A no thresholds for this profile::"),
