@@ -79,6 +79,28 @@ pub struct Resolved {
     pub notes: Vec<String>,
 }
 
+impl Resolved {
+    /// The summary's description of this target: where requests went and what it offered;
+    /// of the key, only the name of its variable.
+    pub fn target_info(
+        &self,
+        name: String,
+        api_key_env: Option<String>,
+    ) -> crate::summary::TargetInfo {
+        crate::summary::TargetInfo {
+            name,
+            api_base: self.api_base.clone(),
+            url: self.url.clone(),
+            endpoint: self.endpoint.name().into(),
+            stream: self.stream,
+            model: self.model.clone(),
+            api_key_env,
+            models: self.models.clone(),
+            max_tokens_field: Some(self.max_tokens_field.to_string()),
+        }
+    }
+}
+
 /// Split a base URL given with or without `/v1` into (root, api base).
 pub fn split_base_url(base: &str) -> (String, String) {
     let trimmed = base.trim().trim_end_matches('/');

@@ -22,8 +22,8 @@ use crate::rundir::{self, RecordWriter, RunDirError};
 use crate::schedule::ArrivalSchedule;
 use crate::sim::{self, SimHandle};
 use crate::summary::{
-    EngineParams, Environment, GitInfo, RunStatus, ScheduleSummary, Summary, TargetInfo, Timing,
-    ToolInfo, WorkloadInfo,
+    EngineParams, Environment, GitInfo, RunStatus, ScheduleSummary, Summary, Timing, ToolInfo,
+    WorkloadInfo,
 };
 use crate::workload::{LengthBasis, Payload, PromptBuilder, PromptFit, Workload};
 use crate::{TOOL_NAME, TOOL_VERSION};
@@ -614,25 +614,11 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
         git: spec.git.clone(),
         environment_fingerprint: environment.fingerprint(),
         environment,
-        target: TargetInfo {
-            name: target_name,
-            api_base: resolved.api_base.clone(),
-            url: resolved.url.clone(),
-            endpoint: resolved.endpoint.name().into(),
-            stream: resolved.stream,
-            model: resolved.model.clone(),
-            api_key_env,
-            models: resolved.models.clone(),
-            max_tokens_field: Some(resolved.max_tokens_field.to_string()),
-        },
+        target: resolved.target_info(target_name, api_key_env),
         config: serde_json::to_value(profile).unwrap_or(Value::Null),
         profile: spec.profile.name.clone(),
         engine,
-        timing: Timing {
-            started_at: started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            ended_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            window: Default::default(),
-        },
+        timing: Timing::since(started_at),
         requests: Default::default(),
         tokens: Default::default(),
         metrics: Default::default(),

@@ -127,6 +127,21 @@ pub struct Timing {
     pub window: Window,
 }
 
+impl Timing {
+    /// From `started_at` to now (RFC 3339, milliseconds, UTC); the window is set with the
+    /// metrics.
+    pub fn since(started_at: chrono::DateTime<chrono::Utc>) -> Timing {
+        let at = |t: chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        Timing {
+            started_at: at(started_at),
+            ended_at: at(chrono::Utc::now()),
+            window: Window::default(),
+        }
+    }
+}
+
 /// Schedule adherence plus whether the client fell behind its schedule.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleSummary {

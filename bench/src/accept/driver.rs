@@ -22,8 +22,7 @@ use crate::openai::StreamIntegrity;
 use crate::record::{RequestRecord, round_us};
 use crate::rundir::{self, RecordWriter};
 use crate::summary::{
-    EngineParams, Environment, GitInfo, RunStatus, Summary, TargetInfo, Timing, ToolInfo,
-    WorkloadInfo,
+    EngineParams, Environment, GitInfo, RunStatus, Summary, Timing, ToolInfo, WorkloadInfo,
 };
 use crate::workload::{LengthBasis, Payload};
 
@@ -711,17 +710,7 @@ fn side_summary(
         git: spec.git.clone(),
         environment_fingerprint: environment.fingerprint(),
         environment,
-        target: TargetInfo {
-            name: side.name.clone(),
-            api_base: side.resolved.api_base.clone(),
-            url: side.resolved.url.clone(),
-            endpoint: side.resolved.endpoint.name().into(),
-            stream: true,
-            model: side.resolved.model.clone(),
-            api_key_env: side.api_key_env.clone(),
-            models: side.resolved.models.clone(),
-            max_tokens_field: Some(side.resolved.max_tokens_field.to_string()),
-        },
+        target: side.resolved.target_info(side.name.clone(), side.api_key_env.clone()),
         config: json!({
             "acceptance": true,
             "concurrency": spec.concurrency,
@@ -732,11 +721,7 @@ fn side_summary(
         }),
         profile: "acceptance".into(),
         engine: side.engine.clone(),
-        timing: Timing {
-            started_at: started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            ended_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            window: Default::default(),
-        },
+        timing: Timing::since(started_at),
         requests: Default::default(),
         tokens: Default::default(),
         metrics: Default::default(),

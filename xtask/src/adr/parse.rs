@@ -271,13 +271,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
 /// The profile of a thresholds-section line `They gate runs of bench profile `NAME`...`.
 pub fn gated_profile(raw: &str) -> Option<Result<String, String>> {
     let (_, rest) = raw.split_once("gate runs of bench profile")?;
-    let name = rest
-        .trim_start()
-        .strip_prefix('`')
-        .and_then(|r| r.split_once('`'))
-        .map(|(name, _)| name.trim())
-        .filter(|n| !n.is_empty());
-    Some(name.map(str::to_string).ok_or_else(|| {
+    Some(backticked_name(rest.trim_start()).ok_or_else(|| {
         "name the profile in backticks: ``They gate runs of bench profile `NAME`.``".to_string()
     }))
 }
@@ -287,15 +281,17 @@ pub fn gated_profile(raw: &str) -> Option<Result<String, String>> {
 pub fn scenario_profile(raw: &str) -> Option<Result<String, String>> {
     let rest = strip_list_marker(raw.trim()).trim_start_matches("**");
     let rest = rest.strip_prefix("Measured scenario:")?.trim_start_matches("**").trim_start();
-    let name = rest
-        .strip_prefix("profile `")
-        .and_then(|r| r.split_once('`'))
-        .map(|(name, _)| name.trim())
-        .filter(|n| !n.is_empty());
-    Some(name.map(str::to_string).ok_or_else(|| {
-        "a `Measured scenario:` line must begin with the bench profile, as          ``Measured scenario: profile `NAME`, ...``; its thresholds apply to runs of that profile"
+    Some(rest.strip_prefix("profile ").and_then(backticked_name).ok_or_else(|| {
+        "a `Measured scenario:` line must begin with the bench profile, as \
+         ``Measured scenario: profile `NAME`, ...``; its thresholds apply to runs of that profile"
             .to_string()
     }))
+}
+
+/// The non-empty name in the backticks `text` starts with.
+fn backticked_name(text: &str) -> Option<String> {
+    let (name, _) = text.strip_prefix('`')?.split_once('`')?;
+    Some(name.trim()).filter(|n| !n.is_empty()).map(str::to_string)
 }
 
 /// The record number in a file name `NNNN-slug.md`.

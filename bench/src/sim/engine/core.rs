@@ -367,9 +367,20 @@ impl Core {
     /// Remove a request wherever it is (client disconnect). Returns false for an unknown or
     /// finished request.
     pub(super) fn abort(&mut self, key: ReqKey) -> bool {
-        let Some(r) = self.reqs.get(key.0 as usize) else { return false };
+        if self.detach(key).is_none() {
+            return false;
+        }
+        self.retire(key, false);
+        true
+    }
+
+    /// Take a waiting or running request out of the queue or the running set: its id, or None
+    /// for an unknown or ended request.
+    fn detach(&mut self, key: ReqKey) -> Option<u64> {
+        let r = self.reqs.get(key.0 as usize)?;
+        let id = r.id;
         match r.status {
-            Status::Done => return false,
+            Status::Done => return None,
             Status::Waiting => self.waiting.remove(key),
             Status::Running => {
                 if let Some(i) = self.running.iter().position(|k| *k == key) {
@@ -377,25 +388,14 @@ impl Core {
                 }
             }
         }
-        self.retire(key, false);
-        true
+        Some(id)
     }
 
     /// Fail a waiting or running request (e.g. its batch ran out of memory): it leaves the
     /// queue or the running set, its blocks are freed, and the driver reports the error. Its slot
     /// stays readable until the next step. False for an unknown or ended request.
     pub fn fail(&mut self, key: ReqKey, status: u16, message: Arc<str>) -> bool {
-        let Some(r) = self.reqs.get(key.0 as usize) else { return false };
-        match r.status {
-            Status::Done => return false,
-            Status::Waiting => self.waiting.remove(key),
-            Status::Running => {
-                if let Some(i) = self.running.iter().position(|k| *k == key) {
-                    self.running.remove(i);
-                }
-            }
-        }
-        let id = r.id;
+        let Some(id) = self.detach(key) else { return false };
         self.retire(key, true);
         self.stats.failed_requests += 1;
         self.failed.push(Failure { key, id, status, message });
