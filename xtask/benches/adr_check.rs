@@ -10,7 +10,7 @@
 //! the pull request (base `main`) and for the worst case, a base at the first commit (every
 //! commit walked for `ADR-Exempt` trailers, every record in the diff).
 
-#[path = "../tests/common/gitrepo.rs"]
+#[path = "../tests/it/support/gitrepo.rs"]
 mod gitrepo;
 
 use std::path::Path;

@@ -9,14 +9,12 @@
 //! a closed loop every next request arrives mid-step and waits for the following one — together
 //! 10-20% here.
 
-mod common;
-
+use crate::support::*;
 use bench::config::{BenchConfig, Override, ResolvedProfile, Source, Target};
 use bench::runner::{RunControl, RunSpec};
 use bench::sim::SimOptions;
 use bench::sim::engine::SimRequest;
 use bench::sweep::{self, Dimension, StagePlan, SweepSpec};
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

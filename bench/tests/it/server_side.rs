@@ -2,11 +2,9 @@
 //! reports counter deltas over the measured window; they must equal what the simulator itself
 //! recorded for the same requests.
 
-mod common;
-
+use crate::support::*;
 use bench::server_metrics::ServerSection;
 use bench::sim::SimOptions;
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

@@ -12,13 +12,11 @@
 //! millisecond, and that burst (the client and the in-process simulator sharing two cores)
 //! measures the machine's burst handling rather than the bench's accuracy.
 
-mod common;
-
+use crate::support::*;
 use bench::config::{TimingConfig, UsageMode};
 use bench::record::TokenSource;
 use bench::rundir;
 use bench::sim::SimOptions;
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

@@ -2,10 +2,8 @@
 //! `adr check` with the whole history; a manual GPU bench gate), and every `cargo xtask ...` /
 //! `cargo run -p xtask ... -- ...` command they (and .ci/run) call parses with the real CLI.
 
-mod common;
-
+use crate::support::repo_root;
 use clap::Parser;
-use common::repo_root;
 use yaml_rust2::{Yaml, YamlLoader};
 
 fn load(name: &str) -> Yaml {

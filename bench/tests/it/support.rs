@@ -1,7 +1,5 @@
 //! Helpers shared by the integration tests: start a simulator, run the bench against it.
 
-#![allow(dead_code)]
-
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;

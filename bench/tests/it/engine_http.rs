@@ -3,18 +3,16 @@
 //! land in their outcome classes, and a batch that runs out of memory fails only its requests,
 //! is in the decision log and is named in the summary.
 
-mod common;
-
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use crate::support::*;
 use bench::Outcome;
 use bench::config::FaultConfig;
 use bench::rundir;
 use bench::sim::SimOptions;
 use bench::sim::engine::{DECISION_LOG_FILE, Decision, DecisionKind};
 use bench::summary::RunStatus;
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

@@ -3,15 +3,13 @@
 //! skipped); a candidate that corrupts structured outputs fails the business layer with the
 //! failing items written out; logits dumps compare without any target.
 
-mod common;
-
 use std::path::Path;
 
+use crate::support::*;
 use bench::accept::driver::{self, AcceptSpec, TargetSpec};
 use bench::accept::{self, Verdict, dataset};
 use bench::config::{Target, TimingConfig};
 use bench::sim::{SimHandle, SimOptions};
-use common::*;
 
 fn target(h: &SimHandle) -> Target {
     Target {

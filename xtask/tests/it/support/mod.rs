@@ -1,5 +1,4 @@
 //! Shared test helpers: summaries built in code, the CLI binary, temporary repositories.
-#![allow(dead_code)]
 
 pub mod gitrepo;
 

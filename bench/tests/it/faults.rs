@@ -1,16 +1,14 @@
 //! Every outcome class, produced on purpose, lands in its class and in no latency metric.
 
-mod common;
-
 use std::time::Duration;
 
+use crate::support::*;
 use bench::Outcome;
 use bench::config::{FaultConfig, TimingConfig};
 use bench::rundir;
 use bench::runner::RunControl;
 use bench::sim::SimOptions;
 use bench::summary::RunStatus;
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

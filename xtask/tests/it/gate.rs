@@ -1,8 +1,6 @@
 //! Gate verdicts at, just under and just over each limit for every comparator; missing metrics;
 //! the printed report.
 
-mod common;
-
 use xtask::adr::thresholds::{Threshold, Thresholds};
 use xtask::adr::{Action, Comparator};
 use xtask::gate::{Verdict, evaluate, render_github, render_report};
@@ -47,8 +45,13 @@ fn every_comparator_at_under_and_over_its_limit() {
     {
         for (cmp, under, at, over) in table {
             for (value, expect) in [(limit - step, under), (limit, at), (limit + step, over)] {
-                let mut s =
-                    common::summary("run-1", 180.0, 20.0, 0.97, common::engine_params(true, 2048));
+                let mut s = crate::support::summary(
+                    "run-1",
+                    180.0,
+                    20.0,
+                    0.97,
+                    crate::support::engine_params(true, 2048),
+                );
                 match metric {
                     "goodput.ratio" => s.goodput.ratio = Some(value),
                     _ => s.metrics.ttft_ms.as_mut().unwrap().p99 = value,
@@ -76,7 +79,13 @@ fn every_comparator_at_under_and_over_its_limit() {
 
 #[test]
 fn a_metric_the_run_lacks_fails() {
-    let mut s = common::summary("run-1", 180.0, 20.0, 0.97, common::engine_params(true, 2048));
+    let mut s = crate::support::summary(
+        "run-1",
+        180.0,
+        20.0,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
     s.server = None;
     s.cost.per_1m_output_tokens = None;
     let t = gate(vec![
@@ -99,7 +108,13 @@ fn a_metric_the_run_lacks_fails() {
 
 #[test]
 fn the_report_and_annotations() {
-    let mut s = common::summary("run-7", 250.0, 20.0, 0.97, common::engine_params(true, 2048));
+    let mut s = crate::support::summary(
+        "run-7",
+        250.0,
+        20.0,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
     s.server = None;
     s.simulated = true;
     let t = gate(vec![
@@ -114,7 +129,7 @@ fn the_report_and_annotations() {
     assert_eq!(gh.lines().count(), 3);
     assert!(gh.starts_with("::error file=docs/adr/0001-govern.md,line=40,title=gate%3A metrics.ttft_ms.p99::metrics.ttft_ms.p99 = 250 ms breaks <= 201 ms"), "{gh}");
     let all_pass = evaluate(
-        &common::summary("run-8", 100.0, 10.0, 0.99, serde_json::json!({})),
+        &crate::support::summary("run-8", 100.0, 10.0, 0.99, serde_json::json!({})),
         &gate(t.thresholds[..2].to_vec()),
     );
     insta::assert_snapshot!("gate_report_pass", render_report(&all_pass, true));
@@ -125,7 +140,13 @@ fn the_report_and_annotations() {
 /// while other profiles have some, fails.
 #[test]
 fn thresholds_apply_to_the_profile_their_record_measured() {
-    let s = common::summary("run-1", 180.0, 20.0, 0.97, common::engine_params(true, 2048));
+    let s = crate::support::summary(
+        "run-1",
+        180.0,
+        20.0,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
     assert_eq!(s.profile, "default");
     let scoped = |profile: Option<&str>, limit: f64| Threshold {
         profile: profile.map(str::to_string),

@@ -2,12 +2,10 @@
 //! open-loop rate shows the stall in the TTFT of every request scheduled during it, and the
 //! load generator keeps its schedule instead of waiting for the server.
 
-mod common;
-
+use crate::support::*;
 use bench::config::{FaultConfig, TimingConfig};
 use bench::rundir;
 use bench::sim::SimOptions;
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

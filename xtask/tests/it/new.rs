@@ -1,7 +1,5 @@
 //! `adr new` from summaries built in code: the generated record (snapshot) and what lint says.
 
-mod common;
-
 use bench::summary::metric_def;
 use chrono::NaiveDate;
 use xtask::adr::lint::lint_files;
@@ -9,14 +7,29 @@ use xtask::adr::new::{MATRIX, NewAdr, propose_limit, render};
 use xtask::adr::parse_adr;
 
 fn runs() -> (bench::Summary, Vec<bench::Summary>) {
-    let base =
-        common::summary("20250501-base", 420.5, 31.25, 0.81, common::engine_params(false, 8192));
-    let mut exp1 =
-        common::summary("20250501-exp1", 260.0, 33.0, 0.9, common::engine_params(true, 8192));
+    let base = crate::support::summary(
+        "20250501-base",
+        420.5,
+        31.25,
+        0.81,
+        crate::support::engine_params(false, 8192),
+    );
+    let mut exp1 = crate::support::summary(
+        "20250501-exp1",
+        260.0,
+        33.0,
+        0.9,
+        crate::support::engine_params(true, 8192),
+    );
     exp1.simulated = true;
     exp1.notes.push("token counts from content events (no usage reported)".into());
-    let mut exp2 =
-        common::summary("20250501-exp2", 182.345, 28.1, 0.97, common::engine_params(true, 2048));
+    let mut exp2 = crate::support::summary(
+        "20250501-exp2",
+        182.345,
+        28.1,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
     exp2.server = None; // KV fragmentation not scraped: stays blank, no threshold
     (base, vec![exp1, exp2])
 }

@@ -1,13 +1,11 @@
 //! `cargo xtask adr check` on temporary git repositories built with git2: the binary's exit
 //! codes and output for the cases a pull request meets.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 
-use common::gitrepo::GitRepo;
-use common::{Out, xtask};
+use crate::support::gitrepo::GitRepo;
+use crate::support::{Out, xtask};
 use git2::Oid;
 use xtask::adr::parse_adr;
 use xtask::adr::thresholds::{generate, render};

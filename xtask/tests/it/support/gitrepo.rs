@@ -1,7 +1,6 @@
 //! Temporary git repositories built with git2, without a work tree: files are kept as blob ids,
 //! trees are rebuilt only where a file changed, commits get fixed authors and increasing times
 //! (so their ids are the same from run to run). Shared by the `adr check` tests and benchmark.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

@@ -1,17 +1,15 @@
 //! The usual client failures are diagnosed before measuring, in terms of what to change, and
 //! API keys never appear in any file or message.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::support::*;
 use bench::config::{Target, TimingConfig};
 use bench::runner::{self, RunControl, RunError, RunSpec};
 use bench::sim::SimOptions;
-use common::*;
 
 const PROFILE: &str = r#"
 [profile.default]

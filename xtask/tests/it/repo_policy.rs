@@ -2,9 +2,7 @@
 //! `thresholds/gate.toml` is what `adr thresholds` would write, and the records README
 //! documents every metric name.
 
-mod common;
-
-use common::{repo_root, xtask};
+use crate::support::{repo_root, xtask};
 
 #[test]
 fn the_records_pass_adr_lint() {

@@ -2,13 +2,11 @@
 //! validates against the requested JSON schema (and fails at the configured corruption rate),
 //! and deterministic log-probs that `logprob_drift` moves by exactly its relative amount.
 
-mod common;
-
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
+use crate::support::*;
 use bench::sim::SimOptions;
-use common::*;
 
 fn schema() -> Value {
     json!({

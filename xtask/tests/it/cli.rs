@@ -1,12 +1,10 @@
 //! The adr and gate commands through the real binary, in a temporary repository: the round
 //! trip runs -> adr new -> accept -> thresholds -> gate, supersession, exit codes and output.
 
-mod common;
-
 use std::path::Path;
 
+use crate::support::{Out, engine_params, summary, write_run, xtask};
 use bench::summary::metric_def;
-use common::{Out, engine_params, summary, write_run, xtask};
 use xtask::adr::new::{MATRIX, propose_limit};
 use xtask::adr::thresholds::Thresholds;
 

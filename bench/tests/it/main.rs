@@ -1,0 +1,16 @@
+//! The integration tests of `infergate-bench`, in one test binary (one link instead of one per
+//! file): each module is one area of the crate, `support` holds what they share.
+
+// Each module uses only part of the shared helpers.
+#[allow(dead_code)]
+mod support;
+
+mod accept;
+mod coordinated_omission;
+mod diagnose;
+mod engine_http;
+mod faults;
+mod known_answer;
+mod server_side;
+mod structured_logprobs;
+mod sweep;

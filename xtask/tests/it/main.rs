@@ -1,0 +1,19 @@
+//! The integration tests of `xtask`, in one test binary (one link instead of one per file): each
+//! module is one command or policy, `support` holds what they share (the CLI runner, fixture
+//! runs, git repositories built with git2).
+
+// Each module uses only part of the shared helpers.
+#[allow(dead_code)]
+mod support;
+
+mod adr_check;
+mod cli;
+mod cli_bench;
+mod gate;
+mod lint;
+mod new;
+// Starts real engines through `xtask::serve`, which only the runtime build has.
+#[cfg(feature = "runtime")]
+mod real_engine;
+mod repo_policy;
+mod workflows;
