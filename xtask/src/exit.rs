@@ -1,29 +1,81 @@
-//! Exit statuses and error printing.
+//! Exit codes and error printing.
+//!
+//! [`EXIT_CODES`] is the one list of the codes `cargo xtask` exits with; `docs/exit-codes.md`
+//! shows the same rows, and a test compares the two both ways. A new code is one more [`Exit`]
+//! constant, its row in [`EXIT_CODES`] and in the docs table, and (when a command can end with
+//! it) a [`Status`] variant mapped to it.
 
 use std::process::ExitCode;
 
-/// How a command that ran to completion ended.
+/// One exit code: the number, a stable name, and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub code: u8,
+    pub name: &'static str,
+    pub meaning: &'static str,
+}
+
+impl Exit {
+    pub fn exit_code(self) -> ExitCode {
+        ExitCode::from(self.code)
+    }
+}
+
+pub const SUCCESS: Exit =
+    Exit { code: 0, name: "success", meaning: "the command did what it was asked" };
+
+pub const POLICY_VIOLATED: Exit = Exit {
+    code: 1,
+    name: "policy-violated",
+    meaning: "a policy was violated: a gate failed, a lint or check found violations, an \
+              acceptance layer failed, a test failed, or a run had no successful request",
+};
+
+pub const USAGE_ERROR: Exit = Exit {
+    code: 2,
+    name: "usage-error",
+    meaning: "usage or tool error: bad arguments, unreadable or invalid files, unreachable target",
+};
+
+pub const INTERRUPTED: Exit = Exit {
+    code: 130,
+    name: "interrupted",
+    meaning: "stopped by Ctrl-C; what was measured is written",
+};
+
+/// Every exit code, in increasing order.
+pub const EXIT_CODES: &[Exit] = &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INTERRUPTED];
+
+/// How a command that ran to completion ended. A command that could not run returns an error
+/// instead, which exits with [`USAGE_ERROR`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// Exit 0.
+    /// [`SUCCESS`].
     Success,
-    /// Exit 1: a gate failed, a lint or check found violations, a run had no successful request.
+    /// [`POLICY_VIOLATED`].
     PolicyViolated,
-    /// Exit 130: stopped by Ctrl-C after writing what was measured.
+    /// [`INTERRUPTED`].
     Interrupted,
 }
 
 impl Status {
-    pub fn code(self) -> u8 {
+    /// Every status (the exit-code tests walk it).
+    pub const ALL: &[Status] = &[Status::Success, Status::PolicyViolated, Status::Interrupted];
+
+    pub fn exit(self) -> Exit {
         match self {
-            Status::Success => 0,
-            Status::PolicyViolated => 1,
-            Status::Interrupted => 130,
+            Status::Success => SUCCESS,
+            Status::PolicyViolated => POLICY_VIOLATED,
+            Status::Interrupted => INTERRUPTED,
         }
     }
 
+    pub fn code(self) -> u8 {
+        self.exit().code
+    }
+
     pub fn exit_code(self) -> ExitCode {
-        ExitCode::from(self.code())
+        self.exit().exit_code()
     }
 
     pub fn from_ok(ok: bool) -> Status {
@@ -42,4 +94,33 @@ pub fn render_error(e: &anyhow::Error) -> String {
         out.push_str(&format!("\n  caused by: {cause}"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_names_are_unique_and_ordered() {
+        for pair in EXIT_CODES.windows(2) {
+            assert!(pair[0].code < pair[1].code, "EXIT_CODES out of order at {}", pair[1].code);
+        }
+        for (i, a) in EXIT_CODES.iter().enumerate() {
+            assert!(
+                EXIT_CODES[i + 1..].iter().all(|b| b.name != a.name),
+                "name {} used twice",
+                a.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_status_and_the_usage_error_have_a_row() {
+        for s in Status::ALL {
+            assert!(EXIT_CODES.contains(&s.exit()), "{s:?} exits with a code not in EXIT_CODES");
+        }
+        assert!(EXIT_CODES.contains(&USAGE_ERROR));
+        assert_eq!(Status::from_ok(true).code(), 0);
+        assert_eq!(Status::from_ok(false).code(), 1);
+    }
 }

@@ -1,14 +1,8 @@
 //! `cargo xtask`: infergate's command line.
 //!
 //! `main` stays thin; each subcommand is a module with a clap struct and a
-//! `run(self, sh: &Shell)` method. Exit codes (documented in the README):
-//!
-//! | code | meaning |
-//! |------|---------|
-//! | 0    | success |
-//! | 1    | a policy was violated: a gate failed, a lint found problems, a check failed, a run had no successful request |
-//! | 2    | usage or tool error: bad arguments, unreadable or invalid files, unreachable target |
-//! | 130  | interrupted (Ctrl-C); what was measured is written |
+//! `run(self, sh: &Shell)` method. The exit codes are listed once, in [`exit::EXIT_CODES`], and
+//! documented in `docs/exit-codes.md`; ARCHITECTURE.md maps the modules.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -115,14 +109,15 @@ where
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            let exit = if e.use_stderr() { exit::USAGE_ERROR } else { exit::SUCCESS };
+            return exit.exit_code();
         }
     };
     match run_cli(cli) {
         Ok(status) => status.exit_code(),
         Err(e) => {
             exit::print_error(&e);
-            ExitCode::from(2)
+            exit::USAGE_ERROR.exit_code()
         }
     }
 }
