@@ -10,6 +10,8 @@
 //! the pull request (base `main`) and for the worst case, a base at the first commit (every
 //! commit walked for `ADR-Exempt` trailers, every record in the diff).
 
+// The benchmark uses only part of the tests' repository builder.
+#[allow(dead_code)]
 #[path = "../tests/it/support/gitrepo.rs"]
 mod gitrepo;
 
