@@ -265,4 +265,27 @@ mod tests {
         assert_eq!(strategy_run_id(id, BatchStrategy::TokenBudget), format!("{id}-token_budget"));
         assert!("serial,serial".parse::<StrategyList>().unwrap_err().contains("twice"));
     }
+
+    fn report(run_id: &str, governed: bool) -> GateReport {
+        GateReport {
+            run_id: run_id.into(),
+            run_status: RunStatus::Complete,
+            simulated: true,
+            profile: "default".into(),
+            checks: vec![],
+            // Thresholds of another profile only: nothing vouches for this run, a failure.
+            other_profiles: if governed { vec![] } else { vec!["other".into()] },
+        }
+    }
+
+    #[test]
+    fn verdicts_name_the_runs_that_failed() {
+        let mut v = GateVerdicts::default();
+        assert_eq!(v.status(), Status::Success);
+        v.record("stage 1/2 rate=1".into(), report("s-01", true));
+        assert_eq!(v.status(), Status::Success);
+        v.record("stage 2/2 rate=2".into(), report("s-02", false));
+        assert_eq!(v.failed(), vec!["stage 2/2 rate=2 (run s-02)".to_string()]);
+        assert_eq!(v.status(), Status::PolicyViolated);
+    }
 }
