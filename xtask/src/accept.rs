@@ -15,7 +15,7 @@ use comfy_table::{Cell, Table};
 use xshell::Shell;
 
 use crate::report::{BLANK, fmt_opt};
-use crate::{Status, gitinfo};
+use crate::{Status, gitinfo, measure};
 
 pub const DEFAULT_DATASET: &str = "configs/acceptance/dataset.jsonl";
 
@@ -122,11 +122,9 @@ impl AcceptCmd {
         }
         let spec = self.spec(&root)?;
         let dir = spec.out_dir.clone();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
-        let report = rt.block_on(driver::run(spec)).context("the acceptance could not run")?;
+        let report = measure::runtime()?
+            .block_on(driver::run(spec))
+            .context("the acceptance could not run")?;
         print!("{}", render(&report));
         println!("run directory: {}", dir.display());
         Ok(Status::from_ok(report.passed))
@@ -173,7 +171,7 @@ impl AcceptCmd {
         let run_id = bench::runner::new_run_id();
         let out_dir = match &self.out {
             Some(d) => root.join(d),
-            None => root.join("target").join("accept").join(&run_id),
+            None => measure::default_out_dir(root, "accept", &run_id),
         };
         let mut spec = AcceptSpec::new(out_dir, run_id);
         if let Some((b, c, j)) = targets {

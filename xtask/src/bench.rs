@@ -1,16 +1,25 @@
 //! `cargo xtask bench`: measure a server (the embedded simulator by default).
+//!
+//! The flags ([`BenchCmd`]) resolve once into a [`BenchPlan`] (`plan.rs`); this module runs a
+//! single run itself and hands sweeps to `sweep.rs` and strategy comparisons to
+//! `strategies.rs`, which take the plan, never the flags.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use bench::config::{BenchConfig, Override, Target};
-use bench::runner::{self, RunControl, RunSpec};
+use bench::runner::{self, RunControl};
 use bench::summary::{EngineParams, RunStatus};
+use bench::sweep::{StagePlan, SweepSpec};
 use clap::Args;
 use xshell::Shell;
 
 use crate::adr::thresholds::Thresholds;
-use crate::{Status, gate, gitinfo, report};
+use crate::plan::{
+    BenchMode, BenchPlan, GateSettings, PlanError, ProfileSource, StrategyList, SweepPlan,
+    check_comparable,
+};
+use crate::{Status, gate, gitinfo, measure, report};
 
 #[derive(Clone, Debug, Args)]
 pub struct BenchCmd {
@@ -58,16 +67,22 @@ pub struct BenchCmd {
     pub quiet: bool,
     /// Sweep the load, one run per stage: concurrency=32,128,256 or rate=2,4,8 (see
     /// docs/acceptance.md). The sweep directory gets sweep.json and sweep.svg.
-    #[arg(long, value_name = "DIM=V,V,...", conflicts_with_all = ["concurrency", "rate"])]
-    pub sweep: Option<String>,
+    #[arg(
+        long,
+        value_name = "DIM=V,V,...",
+        conflicts_with_all = ["concurrency", "rate", "compare_strategies"]
+    )]
+    pub sweep: Option<SweepSpec>,
     /// Sweep: length of each stage in seconds (default: stages are counted in requests).
-    #[arg(long, value_name = "SECONDS", requires = "sweep")]
+    #[arg(long, value_name = "SECONDS", requires = "sweep", value_parser = parse_stage_duration)]
     pub stage_duration: Option<f64>,
-    /// Sweep: share of each stage dropped as warmup before the measured steady state.
-    #[arg(long, value_name = "F", default_value_t = 1.0 / 3.0)]
-    pub warmup_fraction: f64,
-    /// Gate the run against the thresholds of the accepted decision records: exit 1 when a
-    /// blocking threshold fails.
+    /// Sweep: share of each stage dropped as warmup before the measured steady state, within
+    /// 0..0.9 (default: 1/3).
+    #[arg(long, value_name = "F", requires = "sweep", value_parser = parse_warmup_fraction)]
+    pub warmup_fraction: Option<f64>,
+    /// Gate every measured run (a single run, each stage of a sweep, each run of a comparison)
+    /// against the thresholds of the accepted decision records: exit 1 when a blocking
+    /// threshold fails.
     #[arg(long)]
     pub gate: bool,
     /// Thresholds file for --gate.
@@ -79,8 +94,26 @@ pub struct BenchCmd {
     /// Run the profile once per batching strategy against the embedded engine simulator and
     /// compare them, e.g. serial,fixed,token_budget,continuous (--out is the comparison's
     /// directory).
-    #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target", "gate"])]
-    pub compare_strategies: Option<String>,
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target"])]
+    pub compare_strategies: Option<StrategyList>,
+}
+
+/// `--warmup-fraction`: a share within 0..0.9.
+fn parse_warmup_fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(f.is_finite() && (0.0..0.9).contains(&f)) {
+        return Err(format!("must be within 0..0.9, got {f}"));
+    }
+    Ok(f)
+}
+
+/// `--stage-duration`: seconds > 0.
+fn parse_stage_duration(s: &str) -> Result<f64, String> {
+    let d: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(d.is_finite() && d > 0.0) {
+        return Err(format!("must be > 0 seconds, got {d}"));
+    }
+    Ok(d)
 }
 
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
@@ -118,115 +151,134 @@ impl BenchCmd {
         Ok(o)
     }
 
-    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
-        if self.sweep.is_some() {
-            return crate::sweep::run(self, sh);
+    /// The mode the flags select (clap has refused the combinations that are not supported).
+    pub fn mode(&self) -> BenchMode {
+        if let Some(spec) = &self.sweep {
+            let default = StagePlan::default();
+            return BenchMode::Sweep(SweepPlan {
+                spec: spec.clone(),
+                stages: StagePlan {
+                    warmup_fraction: self.warmup_fraction.unwrap_or(default.warmup_fraction),
+                    stage_duration_s: self.stage_duration,
+                },
+            });
         }
-        if let Some(list) = &self.compare_strategies {
-            return crate::strategies::run(&self, list, sh);
+        match &self.compare_strategies {
+            Some(list) => BenchMode::Compare(list.clone()),
+            None => BenchMode::Single,
         }
-        let root = sh.current_dir();
-        let spec = self.spec(&root)?;
-        // Read the thresholds first: a broken file should fail before minutes of measuring.
-        let thresholds = if self.gate {
-            Some(
-                Thresholds::load(&root.join(&self.thresholds))
-                    .context("cannot read the thresholds for --gate")?,
-            )
-        } else {
-            None
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
-        let outcome = rt
-            .block_on(runner::run(spec, RunControl::default()))
-            .context("the bench could not run")?;
-        let s = &outcome.summary;
-        if !self.quiet {
-            println!("{}", report::render(s));
-        }
-        println!("run directory: {}", outcome.dir.display());
-        let gate = match (&thresholds, s.status) {
-            (Some(t), RunStatus::Complete | RunStatus::Failed) => {
-                let report = gate::evaluate(s, t);
-                gate::print_report(&report, self.github);
-                report.status()
-            }
-            _ => Status::Success,
-        };
-        let run = match s.status {
-            RunStatus::Complete => Status::Success,
-            RunStatus::Interrupted => Status::Interrupted,
-            RunStatus::Failed => {
-                let classes: Vec<String> =
-                    s.requests.by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-                eprintln!(
-                    "error: no measured request succeeded ({}); see {} for each request's error",
-                    if classes.is_empty() {
-                        "none was sent".to_string()
-                    } else {
-                        classes.join(", ")
-                    },
-                    outcome.dir.join("requests.jsonl").display()
-                );
-                Status::PolicyViolated
-            }
-        };
-        Ok(if run == Status::Success { gate } else { run })
     }
 
-    /// Resolve the config and command line into a run specification.
-    pub fn spec(&self, root: &Path) -> anyhow::Result<RunSpec> {
-        self.spec_with(root, &[])
+    /// The target `--base-url` names, if given.
+    fn cli_target(&self) -> anyhow::Result<Option<Target>> {
+        let Some(url) = &self.base_url else { return Ok(None) };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(PlanError::BaseUrl(url.clone()).into());
+        }
+        if let Some(var) = &self.api_key_env {
+            bench::config::validate_env_name(var).map_err(anyhow::Error::msg)?;
+        }
+        Ok(Some(Target {
+            model: self.model.clone(),
+            api_key_env: self.api_key_env.clone(),
+            ..Target::at(url)
+        }))
     }
 
-    /// [`Self::spec`] with overrides applied after the command line's (sweep stages).
-    pub fn spec_with(&self, root: &Path, extra: &[Override]) -> anyhow::Result<RunSpec> {
-        let cfg = load_config(root, self.config.as_deref())?;
-        let mut overrides = self.overrides()?;
-        overrides.extend_from_slice(extra);
-        let mut resolved = cfg.resolve(&self.profile, &overrides)?;
-        if let Some(url) = &self.base_url {
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                bail!("--base-url must start with http:// or https://, got `{url}`");
-            }
-            if let Some(var) = &self.api_key_env {
-                bench::config::validate_env_name(var).map_err(anyhow::Error::msg)?;
-            }
-            let target = Target {
-                model: self.model.clone(),
-                api_key_env: self.api_key_env.clone(),
-                ..Target::at(url)
-            };
-            resolved.profile.target = Some("cli".into());
-            resolved.target = Some(("cli".into(), target));
+    /// Resolve the command line into the plan every mode runs from: the config is read, the
+    /// profile resolved, the thresholds read (a broken file fails before minutes of
+    /// measuring) and the output directory chosen, once. `run_id` is the one run id.
+    pub fn plan(&self, root: &Path, run_id: String) -> anyhow::Result<BenchPlan> {
+        let source = ProfileSource {
+            config: load_config(root, self.config.as_deref())?,
+            name: self.profile.clone(),
+            overrides: self.overrides()?,
+            cli_target: self.cli_target()?,
+        };
+        let profile = source.resolve(&[])?;
+        let mode = self.mode();
+        if let BenchMode::Compare(_) = mode {
+            check_comparable(&profile)?;
         }
-        let engine = match &resolved.target {
+        let engine = match &profile.target {
             Some((_, t)) => {
                 t.engine_config.as_deref().map(|f| EngineParams::read(root, f)).transpose()?
             }
             None => None,
         };
-        let run_id = runner::new_run_id();
+        let gate = if self.gate {
+            let thresholds = Thresholds::load(&root.join(&self.thresholds))
+                .context("cannot read the thresholds for --gate")?;
+            Some(GateSettings { thresholds, github: self.github })
+        } else {
+            None
+        };
         let out_dir = match &self.out {
             Some(d) => root.join(d),
-            None => root.join("target").join("bench").join(&run_id),
+            None => measure::default_out_dir(root, "bench", &mode.dir_name(&run_id)),
         };
-        Ok(RunSpec {
-            profile: resolved,
-            out_dir,
-            run_id,
-            git: gitinfo::detect(root),
-            engine,
-            quiet: self.quiet,
-            handle_signals: true,
-            capture_text: false,
-            logprobs: None,
+        Ok(BenchPlan {
             root: root.to_path_buf(),
+            run_id,
+            out_dir,
+            quiet: self.quiet,
+            profile,
+            source,
+            engine,
+            git: gitinfo::detect(root),
+            gate,
+            mode,
         })
     }
+
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let plan = self.plan(&sh.current_dir(), runner::new_run_id())?;
+        execute(&plan)
+    }
+}
+
+/// Run a plan in its mode.
+pub fn execute(plan: &BenchPlan) -> anyhow::Result<Status> {
+    match &plan.mode {
+        BenchMode::Single => run_single(plan),
+        BenchMode::Sweep(sweep) => crate::sweep::run(plan, sweep),
+        BenchMode::Compare(list) => crate::strategies::run(plan, list),
+    }
+}
+
+/// One run, its report, and the gate when asked for.
+fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
+    let spec = plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), plan.run_id.clone());
+    let outcome = measure::runtime()?
+        .block_on(runner::run(spec, RunControl::default()))
+        .context("the bench could not run")?;
+    let s = &outcome.summary;
+    if !plan.quiet {
+        println!("{}", report::render(s));
+    }
+    println!("run directory: {}", outcome.dir.display());
+    let gate = match plan.gate.as_ref().and_then(|g| Some((g.check(s)?, g.github))) {
+        Some((report, github)) => {
+            gate::print_report(&report, github);
+            report.status()
+        }
+        None => Status::Success,
+    };
+    let run = match s.status {
+        RunStatus::Complete => Status::Success,
+        RunStatus::Interrupted => Status::Interrupted,
+        RunStatus::Failed => {
+            let classes: Vec<String> =
+                s.requests.by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            eprintln!(
+                "error: no measured request succeeded ({}); see {} for each request's error",
+                if classes.is_empty() { "none was sent".to_string() } else { classes.join(", ") },
+                outcome.dir.join("requests.jsonl").display()
+            );
+            Status::PolicyViolated
+        }
+    };
+    Ok(if run == Status::Success { gate } else { run })
 }
 
 /// The bench config: `explicit` when given, else configs/bench.toml when present, else the
@@ -239,4 +291,231 @@ pub fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<Bench
         }
         None => BenchConfig::builtin(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench::config::{BatchStrategy, EngineConfig, LoadMode};
+    use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+    use bench::summary::Summary;
+    use bench::sweep::Dimension;
+
+    fn parse(args: &[&str]) -> Result<BenchCmd, clap::Error> {
+        use clap::Parser;
+        #[derive(Parser, Debug)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchCmd,
+        }
+        let mut argv = vec!["bench"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).map(|c| c.bench)
+    }
+
+    fn bench_cmd(args: &[&str]) -> BenchCmd {
+        parse(args).unwrap()
+    }
+
+    const RUN_ID: &str = "20250101T000000Z-abcd";
+
+    fn plan_in(root: &Path, args: &[&str]) -> anyhow::Result<BenchPlan> {
+        bench_cmd(args).plan(root, RUN_ID.to_string())
+    }
+
+    /// A small workload: every strategy runs in well under a second of simulated time.
+    const PROFILE: &str = "[profile.default.load]\nconcurrency = 4\nwarmup_requests = 0\n\
+        [profile.default.workload]\ninput_lengths = [64, 128]\nrepeats = 4\nmax_tokens = 8\n\
+        [profile.default.sim]\nengine_config = \"configs/engine.toml\"\n\
+        [profile.remote]\ntarget = \"x\"\n[targets.x]\nbase_url = \"http://127.0.0.1:9\"\n";
+
+    const ENGINE: &str = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\n\
+        max_model_len = 4096\n[batch]\nfixed_batch_size = 4\nmax_wait_ms = 5\n\
+        [device]\nname = \"H100-SXM-80GB\"\nprice_per_hour = 2.0\n";
+
+    fn workspace(engine: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("configs")).unwrap();
+        std::fs::write(dir.path().join("configs/bench.toml"), PROFILE).unwrap();
+        std::fs::write(dir.path().join("configs/engine.toml"), engine).unwrap();
+        dir
+    }
+
+    /// A thresholds file with one blocking TTFT p99 limit.
+    fn write_thresholds(root: &Path, limit_ms: f64) {
+        std::fs::create_dir_all(root.join("thresholds")).unwrap();
+        let text = format!(
+            "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.p99\"\ncomparator = \"<=\"\n\
+             limit = {limit_ms:?}\nunit = \"ms\"\naction = \"block\"\nadr = 1\n\
+             file = \"docs/adr/0001-x.md\"\nline = 9\n"
+        );
+        std::fs::write(root.join("thresholds/gate.toml"), text).unwrap();
+    }
+
+    #[test]
+    fn clap_refuses_sweep_settings_without_a_sweep_and_two_modes_at_once() {
+        use clap::error::ErrorKind;
+        let err = parse(&["--warmup-fraction", "0.2"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument, "{err}");
+        assert!(err.to_string().contains("--sweep"), "{err}");
+        let err = parse(&["--stage-duration", "5"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument, "{err}");
+        let err = parse(&["--sweep", "rate=1,2", "--compare-strategies", "serial"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{err}");
+        let err = parse(&["--sweep", "rate=1,2", "--concurrency", "4"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{err}");
+        let err = parse(&["--sweep", "rate=1,2", "--warmup-fraction", "0.95"]).unwrap_err();
+        assert!(err.to_string().contains("0..0.9"), "{err}");
+        let err = parse(&["--sweep", "rate=1,2", "--stage-duration", "0"]).unwrap_err();
+        assert!(err.to_string().contains("> 0 seconds"), "{err}");
+        let err = parse(&["--sweep", "rate=2,1"]).unwrap_err();
+        assert!(err.to_string().contains("increase"), "{err}");
+        let err = parse(&["--compare-strategies", "serial,batched"]).unwrap_err();
+        assert!(err.to_string().contains("batched"), "{err}");
+        let err = parse(&["--github"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument, "{err}");
+        // --gate goes with every mode.
+        assert!(parse(&["--sweep", "rate=1,2", "--gate"]).is_ok());
+        assert!(parse(&["--compare-strategies", "serial", "--gate"]).is_ok());
+    }
+
+    #[test]
+    fn a_single_run_plan_resolves_profile_ids_and_directories_once() {
+        let ws = workspace(ENGINE);
+        let plan = plan_in(ws.path(), &["--concurrency", "2", "--max-tokens", "3"]).unwrap();
+        assert_eq!(plan.mode, BenchMode::Single);
+        assert_eq!(plan.run_id, RUN_ID);
+        assert_eq!(plan.out_dir, ws.path().join("target/bench").join(RUN_ID));
+        assert_eq!(plan.profile.name, "default");
+        assert_eq!(plan.profile.profile.load.concurrency, 2);
+        assert_eq!(plan.profile.profile.workload.max_tokens, 3);
+        assert!(plan.gate.is_none() && plan.engine.is_none() && plan.git.is_none());
+        let spec = plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), plan.run_id.clone());
+        assert_eq!(spec.run_id, RUN_ID);
+        assert_eq!(spec.root, ws.path());
+        // --out is relative to the root; --base-url is the `cli` target.
+        let plan = plan_in(ws.path(), &["--out", "runs/a", "--base-url", "http://h:1"]).unwrap();
+        assert_eq!(plan.out_dir, ws.path().join("runs/a"));
+        let (name, target) = plan.profile.target.as_ref().unwrap();
+        assert_eq!((name.as_str(), target.base_url.as_str()), ("cli", "http://h:1"));
+    }
+
+    #[test]
+    fn a_sweep_plan_holds_its_stages_and_derives_its_profiles_without_rereading() {
+        let ws = workspace(ENGINE);
+        let plan = plan_in(ws.path(), &["--sweep", "concurrency=1,2", "--requests", "6"]).unwrap();
+        let BenchMode::Sweep(sweep) = &plan.mode else { panic!("{:?}", plan.mode) };
+        assert_eq!(sweep.spec.dimension, Dimension::Concurrency);
+        assert_eq!(sweep.spec.values, vec![1.0, 2.0]);
+        assert_eq!(sweep.stages, StagePlan::default());
+        assert_eq!(plan.out_dir, ws.path().join("target/bench").join(format!("sweep-{RUN_ID}")));
+        // The config is read once: a stage's profile comes from the plan even after the file
+        // is gone.
+        std::fs::remove_file(ws.path().join("configs/bench.toml")).unwrap();
+        let extra = [
+            Override::new("load.mode", "open", "--sweep rate=3"),
+            Override::new("load.rate", 3.0, "--sweep rate=3"),
+        ];
+        let stage = plan.source.resolve(&extra).unwrap();
+        assert_eq!(stage.profile.load.mode, LoadMode::Open);
+        assert_eq!(stage.profile.load.requests, Some(6));
+        let plan = plan_in(
+            ws.path(),
+            &["--sweep", "rate=1,2", "--warmup-fraction", "0.25", "--stage-duration", "4"],
+        );
+        // Without the config the default profile is the built-in one: still a plan.
+        let BenchMode::Sweep(sweep) = plan.unwrap().mode else { panic!("sweep") };
+        assert_eq!(sweep.stages.warmup_fraction, 0.25);
+        assert_eq!(sweep.stages.stage_duration_s, Some(4.0));
+    }
+
+    #[test]
+    fn gate_settings_are_read_with_the_plan() {
+        let ws = workspace(ENGINE);
+        // A missing thresholds file fails before anything is measured.
+        let err = plan_in(ws.path(), &["--gate"]).unwrap_err();
+        assert!(err.to_string().contains("thresholds for --gate"), "{err}");
+        write_thresholds(ws.path(), 100.0);
+        let plan = plan_in(ws.path(), &["--sweep", "rate=1,2", "--gate", "--github"]).unwrap();
+        let gate = plan.gate.unwrap();
+        assert!(gate.github);
+        assert_eq!(gate.thresholds.thresholds.len(), 1);
+    }
+
+    #[test]
+    fn plans_that_cannot_run_are_refused_with_typed_errors() {
+        let ws = workspace(ENGINE);
+        let refusal = |args: &[&str]| {
+            let err = plan_in(ws.path(), args).unwrap_err();
+            err.downcast::<PlanError>().unwrap_or_else(|e| panic!("not a plan error: {e:#}"))
+        };
+        assert_eq!(
+            refusal(&["--compare-strategies", "serial", "--profile", "remote"]),
+            PlanError::CompareWithTarget { profile: "remote".into(), target: "x".into() }
+        );
+        let err = refusal(&["--compare-strategies", "serial", "--set", "sim.mode=timing"]);
+        assert_eq!(err, PlanError::CompareNeedsEngine("default".into()));
+        assert!(err.to_string().contains("timing"), "{err}");
+        assert_eq!(refusal(&["--base-url", "h:1"]), PlanError::BaseUrl("h:1".into()));
+        // A config error is not a plan error; it names the flag.
+        let err = plan_in(ws.path(), &["--set", "load.mode=sideways"]).unwrap_err();
+        assert!(err.downcast_ref::<PlanError>().is_none());
+        assert!(err.to_string().contains("--set load.mode=sideways"), "{err}");
+    }
+
+    #[test]
+    fn one_run_per_strategy_with_its_parameters_and_a_table() {
+        let ws = workspace(ENGINE);
+        let list = "serial,fixed,token_budget,continuous";
+        let plan =
+            plan_in(ws.path(), &["--quiet", "--out", "cmp", "--compare-strategies", list]).unwrap();
+        assert_eq!(execute(&plan).unwrap(), Status::Success);
+        let dir = ws.path().join("cmp");
+        let text = std::fs::read_to_string(dir.join(COMPARISON_FILE)).unwrap();
+        let cmp: StrategyComparison = serde_json::from_str(&text).unwrap();
+        let names: Vec<BatchStrategy> = cmp.rows.iter().map(|r| r.strategy).collect();
+        assert_eq!(names, BatchStrategy::ALL);
+        for row in &cmp.rows {
+            let s = Summary::read(&ws.path().join(&row.run_dir)).unwrap();
+            assert_eq!(s.requests.ok, 8, "{}", row.strategy);
+            assert_eq!(s.run_id, format!("{RUN_ID}-{}", row.strategy));
+            let params = &s.engine.as_ref().unwrap().params;
+            assert_eq!(params["batch"]["strategy"], row.strategy.as_str());
+            assert_eq!(s.engine.as_ref().unwrap().file, "configs/engine.toml");
+            let ran = format!("cmp/engine-{}.toml", row.strategy);
+            assert_eq!(s.config["sim"]["engine_config"], ran.as_str());
+            let on_disk = EngineConfig::read(&ws.path().join(&ran)).unwrap();
+            assert_eq!(on_disk.batch.strategy, row.strategy);
+            assert!(row.mean_ttft_ms.is_some() && row.mean_queue_ms.is_some());
+            assert!(row.device_seconds.unwrap() > 0.0 && row.cost.unwrap() > 0.0);
+            assert_eq!(row.total_tokens, Some(s.tokens.input_total.unwrap() + 64));
+            assert_eq!(s.extra["scheduler"]["strategy"], row.strategy.as_str());
+        }
+        // The parameter that defines each strategy is in its params.
+        let params = |i: usize| {
+            Summary::read(&ws.path().join(&cmp.rows[i].run_dir)).unwrap().engine.unwrap().params
+        };
+        assert_eq!(params(1)["batch"]["fixed_batch_size"], 4);
+        assert_eq!(params(2)["batch"]["max_token_budget"], 16384);
+        assert_eq!(cmp.rows[0].batching, "1 request");
+        let rendered = crate::strategies::table(&cmp.rows).to_string();
+        assert!(rendered.contains("token_budget") && rendered.contains("mean queue ms"));
+        // A second comparison into the same directory is refused rather than mixed in.
+        let err = execute(&plan).unwrap_err();
+        assert!(err.to_string().contains("already holds a comparison"), "{err}");
+    }
+
+    #[test]
+    fn the_gate_judges_every_run_of_a_comparison() {
+        let ws = workspace(ENGINE);
+        // No TTFT is below a microsecond.
+        write_thresholds(ws.path(), 0.001);
+        let args = ["--quiet", "--out", "cmp", "--compare-strategies", "serial,fixed", "--gate"];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        assert_eq!(execute(&plan).unwrap(), Status::PolicyViolated);
+        write_thresholds(ws.path(), 1e9);
+        let args = ["--quiet", "--out", "cmp2", "--compare-strategies", "serial,fixed", "--gate"];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        assert_eq!(execute(&plan).unwrap(), Status::Success);
+    }
 }

@@ -20,7 +20,11 @@ pub mod engine;
 pub mod exit;
 pub mod gate;
 pub mod gitinfo;
+#[cfg(feature = "runtime")]
+pub mod measure;
 pub mod model;
+#[cfg(feature = "runtime")]
+pub mod plan;
 pub mod report;
 #[cfg(feature = "runtime")]
 pub mod serve;

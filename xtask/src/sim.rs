@@ -53,10 +53,7 @@ impl SimCmd {
                  directory; the standalone simulator keeps none"
             );
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the async runtime")?;
+        let rt = crate::measure::runtime()?;
         // The engine model's step loop is a task: build the simulator inside the runtime.
         let _runtime = rt.enter();
         let mut embedded = bench::sim::embedded(&profile.sim, &root).map_err(anyhow::Error::msg)?;

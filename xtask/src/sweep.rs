@@ -4,35 +4,23 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use bench::runner::{self, RunControl, RunError};
+use bench::runner::{RunControl, RunError, RunSpec};
 use bench::summary::RunStatus;
-use bench::sweep::{self, StagePlan, StageResult, SweepSetup, SweepSpec, SweepSummary};
+use bench::sweep::{self, StageResult, SweepSetup, SweepSummary};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
-use xshell::Shell;
 
-use crate::bench::BenchCmd;
+use crate::plan::{self, BenchPlan, GateVerdicts, SweepPlan};
 use crate::report::fmt_opt;
-use crate::{Status, report};
+use crate::{Status, measure, report};
 
 pub const CHART_FILE: &str = "sweep.svg";
 
-pub fn run(cmd: BenchCmd, sh: &Shell) -> anyhow::Result<Status> {
-    let root = sh.current_dir();
-    let text = cmd.sweep.clone().expect("called for --sweep");
-    let spec: SweepSpec = text.parse().map_err(|e: String| anyhow::anyhow!("--sweep {e}"))?;
-    if !(cmd.warmup_fraction.is_finite() && (0.0..0.9).contains(&cmd.warmup_fraction)) {
-        bail!("--warmup-fraction must be within 0..0.9, got {}", cmd.warmup_fraction);
-    }
-    if let Some(d) = cmd.stage_duration {
-        if !(d.is_finite() && d > 0.0) {
-            bail!("--stage-duration must be > 0 seconds, got {d}");
-        }
-    }
-    let plan =
-        StagePlan { warmup_fraction: cmd.warmup_fraction, stage_duration_s: cmd.stage_duration };
-    let base = cmd.spec(&root)?;
-    let profile = base.profile.profile.clone();
+/// Run the sweep of `plan`: every stage is resolved before the first one is measured; with
+/// `--gate` each stage is gated and the sweep fails (exit 1) when any stage fails the gate.
+pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
+    let root = &plan.root;
+    let profile = &plan.profile.profile;
     let items = match &profile.workload.dataset {
         Some(d) => {
             let path = root.join(d);
@@ -41,72 +29,95 @@ pub fn run(cmd: BenchCmd, sh: &Shell) -> anyhow::Result<Status> {
             text.lines().filter(|l| !l.trim().is_empty() && !l.trim().starts_with("//")).count()
                 as u64
         }
-        None => sweep::synthetic_items(&profile),
+        None => sweep::synthetic_items(profile),
     };
-    let sweep_id = format!("sweep-{}", runner::new_run_id());
-    let dir = match &cmd.out {
-        Some(d) => root.join(d),
-        None => root.join("target").join("bench").join(&sweep_id),
-    };
+    let dir = plan.out_dir.clone();
     if dir.join(sweep::SWEEP_FILE).exists() {
         bail!("{} already holds a sweep; choose another --out directory", dir.display());
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let n = spec.values.len();
-    let quiet = cmd.quiet;
-    let mut any_failed = false;
     let setup = SweepSetup {
         dir: dir.clone(),
-        sweep_id: sweep_id.clone(),
-        spec: spec.clone(),
-        plan: plan.clone(),
+        sweep_id: plan::sweep_id(&plan.run_id),
+        spec: sweep_plan.spec.clone(),
+        plan: sweep_plan.stages.clone(),
         slo: profile.slo.clone(),
     };
-    let result = rt.block_on(sweep::run(
+    let mut specs = stage_specs(plan, &setup, items)?.into_iter();
+    let spec = &setup.spec;
+    let n = spec.values.len();
+    let mut any_failed = false;
+    let mut verdicts = GateVerdicts::default();
+    let result = measure::runtime()?.block_on(sweep::run(
         &setup,
         RunControl::default(),
-        |i, load| {
-            let extra = sweep::stage_overrides(spec.dimension, load, &plan, &profile, items);
-            let mut stage = cmd.clone();
-            stage.out = Some(dir.join(sweep::stage_dir_name(i, spec.dimension, load)));
-            stage.quiet = true;
-            let mut s =
-                stage.spec_with(&root, &extra).map_err(|e| RunError::Config(format!("{e:#}")))?;
-            s.run_id = format!("{sweep_id}-{:02}", i + 1);
-            Ok(s)
-        },
+        |i, _| specs.next().ok_or_else(|| RunError::Config(format!("stage {} has no run", i + 1))),
         |r, s| {
             any_failed |= s.status == RunStatus::Failed;
-            if !quiet {
-                eprintln!(
-                    "stage {}/{n} {}={}: {} output tok/s, TTFT p99 {} ms, TPOT p99 {} ms, {}",
-                    r.stage,
-                    spec.dimension.name(),
-                    r.load,
-                    fmt_opt(r.output_tokens_per_s, 1),
-                    fmt_opt(r.ttft_p99_ms, 1),
-                    fmt_opt(r.tpot_p99_ms, 1),
-                    if r.meets_slo {
-                        "meets the SLOs".to_string()
-                    } else {
-                        r.violations.join("; ")
-                    }
-                );
+            let label = format!("stage {}/{n} {}={}", r.stage, spec.dimension.name(), r.load);
+            if !plan.quiet {
+                eprintln!("{label}: {}", stage_line(r));
+            }
+            if let Some(report) = plan.gate.as_ref().and_then(|g| g.check(s)) {
+                verdicts.record(label, report);
             }
         },
     ))?;
-    let chart = dir.join(CHART_FILE);
-    bench::rundir::write_atomic(&chart, render_svg(&result).as_bytes())?;
-    println!("{}", table(&result));
+    bench::rundir::write_atomic(&dir.join(CHART_FILE), render_svg(&result).as_bytes())?;
+    print_result(&result, &dir);
+    let gate = match &plan.gate {
+        Some(g) => verdicts.print(g.github),
+        None => Status::Success,
+    };
+    let interrupted = result.stages.iter().any(|s| s.status == RunStatus::Interrupted);
+    Ok(if interrupted {
+        Status::Interrupted
+    } else if any_failed || result.stages.len() < n || gate != Status::Success {
+        Status::PolicyViolated
+    } else {
+        Status::Success
+    })
+}
+
+/// The run of every stage: the plan's profile with the stage's load, in its stage directory,
+/// with a run id derived from the sweep's. Resolved from the config already read.
+fn stage_specs(plan: &BenchPlan, setup: &SweepSetup, items: u64) -> anyhow::Result<Vec<RunSpec>> {
+    let dimension = setup.spec.dimension;
+    let base = &plan.profile.profile;
+    let mut specs = Vec::new();
+    for (i, &load) in setup.spec.values.iter().enumerate() {
+        let extra = sweep::stage_overrides(dimension, load, &setup.plan, base, items);
+        let profile = plan
+            .source
+            .resolve(&extra)
+            .with_context(|| format!("stage {} ({}={load})", i + 1, dimension.name()))?;
+        let out_dir = setup.dir.join(sweep::stage_dir_name(i, dimension, load));
+        let mut spec = plan.run_spec(profile, out_dir, plan::stage_run_id(&setup.sweep_id, i));
+        spec.quiet = true;
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// A stage's progress line: throughput, latency tails and the SLOs.
+fn stage_line(r: &StageResult) -> String {
+    format!(
+        "{} output tok/s, TTFT p99 {} ms, TPOT p99 {} ms, {}",
+        fmt_opt(r.output_tokens_per_s, 1),
+        fmt_opt(r.ttft_p99_ms, 1),
+        fmt_opt(r.tpot_p99_ms, 1),
+        if r.meets_slo { "meets the SLOs".to_string() } else { r.violations.join("; ") }
+    )
+}
+
+/// The sweep table, the knee, the notes and where the sweep was written.
+fn print_result(result: &SweepSummary, dir: &Path) {
+    println!("{}", table(result));
     match &result.knee {
         Some(k) => println!(
             "knee: {}={} (highest load meeting {})",
-            spec.dimension.name(),
+            result.dimension.name(),
             k.load,
-            slo_text(&result)
+            slo_text(result)
         ),
         None => println!("knee: {}", report::BLANK),
     }
@@ -114,14 +125,6 @@ pub fn run(cmd: BenchCmd, sh: &Shell) -> anyhow::Result<Status> {
         println!("note: {note}");
     }
     println!("sweep directory: {} (sweep.json, {CHART_FILE})", dir.display());
-    let interrupted = result.stages.iter().any(|s| s.status == RunStatus::Interrupted);
-    Ok(if interrupted {
-        Status::Interrupted
-    } else if any_failed || result.stages.len() < n {
-        Status::PolicyViolated
-    } else {
-        Status::Success
-    })
 }
 
 fn slo_text(s: &SweepSummary) -> String {
@@ -313,6 +316,7 @@ pub fn is_sweep_dir(p: &Path) -> bool {
 mod tests {
     use super::*;
     use bench::metrics::Slo;
+    use bench::sweep::{StagePlan, SweepSpec};
 
     fn summary() -> SweepSummary {
         let stage = |i: usize, load: f64, tput: f64, ttft: f64| StageResult {

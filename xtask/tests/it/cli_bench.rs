@@ -160,3 +160,55 @@ fn bench_gate_passes_and_blocks_on_the_thresholds() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!r.path().join("runs/never").exists());
 }
+
+#[test]
+fn sweep_settings_without_a_sweep_and_two_modes_at_once_are_usage_errors() {
+    let r = repo("");
+    for args in [
+        &["bench", "-q", "--warmup-fraction", "0.2"][..],
+        &["bench", "-q", "--stage-duration", "5"][..],
+    ] {
+        let o = xtask(r.path(), args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("required") && e.contains("--sweep <DIM=V,V,...>"), "{e}");
+    }
+    let o = xtask(
+        r.path(),
+        &["bench", "-q", "--sweep", "concurrency=1,2", "--compare-strategies", "serial"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("cannot be used with") && e.contains("--compare-strategies"), "{e}");
+    let o =
+        xtask(r.path(), &["bench", "-q", "--sweep", "concurrency=1,2", "--warmup-fraction", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("must be within 0..0.9, got 1"), "{}", stderr(&o));
+    // Nothing was measured.
+    assert!(!r.path().join("target").exists());
+}
+
+#[test]
+fn a_gated_sweep_gates_every_stage() {
+    let r = repo("");
+    write_thresholds(r.path(), 10_000.0);
+    let args = ["bench", "--sweep", "concurrency=1,2", "--gate", "--out", "sweeps/pass"];
+    let o = xtask(r.path(), &args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("gate, stage 1/2 concurrency=1:"), "{out}");
+    assert!(out.contains("gate, stage 2/2 concurrency=2:"), "{out}");
+    assert!(out.contains("gate passed for every run"), "{out}");
+    // The timing simulator's TTFT is 2 ms: a 0.5 ms limit cannot hold, in any stage.
+    write_thresholds(r.path(), 0.5);
+    let args = ["bench", "--sweep", "concurrency=1,2", "--gate", "--out", "sweeps/block"];
+    let o = xtask(r.path(), &args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("error: the gate failed for stage 1/2 concurrency=1 (run sweep-"), "{e}");
+    assert!(e.contains("; stage 2/2 concurrency=2 (run sweep-"), "{e}");
+    assert!(out.contains("gate FAILED"), "{out}");
+    // The sweep was written before the gate judged it.
+    assert!(r.path().join("sweeps/block/sweep.json").exists());
+}

@@ -1,0 +1,31 @@
+//! What the measuring commands (bench and its sweeps and comparisons, accept, sim) share: the
+//! async runtime they run on and where their output goes by default.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// The multi-threaded tokio runtime a measuring command runs on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// The default output directory of `command` (`bench`, `accept`): `target/<command>/<name>`
+/// under the repository root.
+pub fn default_out_dir(root: &Path, command: &str, name: &str) -> PathBuf {
+    root.join("target").join(command).join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_goes_under_target_by_command() {
+        let dir = default_out_dir(Path::new("/repo"), "bench", "20250101T000000Z-abcd");
+        assert_eq!(dir, Path::new("/repo/target/bench/20250101T000000Z-abcd"));
+    }
+}

@@ -1,0 +1,291 @@
+//! The resolved plan of `cargo xtask bench`: what the flags ask for, resolved once (config read,
+//! profile resolved, run id chosen, output directory, gate settings) into one value that the
+//! modes run from: a single run, a load sweep (`sweep.rs`) or a strategy comparison
+//! (`strategies.rs`). `bench.rs` builds the plan from the flags and dispatches on its mode; the
+//! modes depend on this module only, never on the flags.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use bench::Summary;
+use bench::config::{
+    BatchStrategy, BenchConfig, ConfigError, Override, ResolvedProfile, SimMode, Target,
+};
+use bench::runner::RunSpec;
+use bench::strategy_compare::parse_strategies;
+use bench::summary::{EngineParams, GitInfo, RunStatus};
+use bench::sweep::{StagePlan, SweepSpec};
+
+use crate::Status;
+use crate::adr::thresholds::Thresholds;
+use crate::gate::{self, GateReport};
+
+/// The name a `--base-url` target is recorded under.
+pub const CLI_TARGET: &str = "cli";
+
+/// Everything `cargo xtask bench` runs, resolved from the command line once.
+#[derive(Debug)]
+pub struct BenchPlan {
+    /// Repository root: relative paths of the config (datasets, engine configs) start here.
+    pub root: PathBuf,
+    /// The one run id; sweep stages and compared strategies derive theirs from it.
+    pub run_id: String,
+    /// The run directory (single run), the sweep directory or the comparison directory.
+    pub out_dir: PathBuf,
+    pub quiet: bool,
+    /// The profile with the command line's overrides applied.
+    pub profile: ResolvedProfile,
+    /// Where `profile` came from, to derive the profiles of sweep stages without rereading it.
+    pub source: ProfileSource,
+    /// The engine parameters to record (the target's governed config), when known.
+    pub engine: Option<EngineParams>,
+    pub git: Option<GitInfo>,
+    /// `--gate`: applied to every measured run of the mode.
+    pub gate: Option<GateSettings>,
+    pub mode: BenchMode,
+}
+
+/// What `bench` does with the profile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BenchMode {
+    /// One run.
+    Single,
+    /// One run per load (`--sweep`).
+    Sweep(SweepPlan),
+    /// One run per batching strategy against the engine simulator (`--compare-strategies`).
+    Compare(StrategyList),
+}
+
+impl BenchMode {
+    /// Name of the default output directory under `target/bench/`.
+    pub fn dir_name(&self, run_id: &str) -> String {
+        match self {
+            BenchMode::Single => run_id.to_string(),
+            BenchMode::Sweep(_) => sweep_id(run_id),
+            BenchMode::Compare(_) => format!("{run_id}-strategies"),
+        }
+    }
+}
+
+/// A load sweep: the loads and how each stage splits into warmup and steady state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepPlan {
+    pub spec: SweepSpec,
+    pub stages: StagePlan,
+}
+
+/// The batching strategies to compare, in the order given (`serial,fixed,...`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StrategyList(pub Vec<BatchStrategy>);
+
+impl FromStr for StrategyList {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_strategies(s).map(StrategyList)
+    }
+}
+
+impl fmt::Display for StrategyList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.0.iter().map(|s| s.as_str()).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// The id of a sweep started as run `run_id`.
+pub fn sweep_id(run_id: &str) -> String {
+    format!("sweep-{run_id}")
+}
+
+/// The run id of stage `index` (from 0) of a sweep.
+pub fn stage_run_id(sweep_id: &str, index: usize) -> String {
+    format!("{sweep_id}-{:02}", index + 1)
+}
+
+/// The run id of one strategy of a comparison started as run `run_id`.
+pub fn strategy_run_id(run_id: &str, strategy: BatchStrategy) -> String {
+    format!("{run_id}-{strategy}")
+}
+
+/// A profile's origin: the config (read once), the profile's name, the command line's overrides
+/// and the target `--base-url` names.
+#[derive(Clone, Debug)]
+pub struct ProfileSource {
+    pub config: BenchConfig,
+    pub name: String,
+    pub overrides: Vec<Override>,
+    pub cli_target: Option<Target>,
+}
+
+impl ProfileSource {
+    /// Resolve the profile with `extra` overrides applied after the command line's (a sweep
+    /// stage's load). Pure: the config is not read again.
+    pub fn resolve(&self, extra: &[Override]) -> Result<ResolvedProfile, ConfigError> {
+        let mut overrides = self.overrides.clone();
+        overrides.extend_from_slice(extra);
+        let mut resolved = self.config.resolve(&self.name, &overrides)?;
+        if let Some(target) = &self.cli_target {
+            resolved.profile.target = Some(CLI_TARGET.into());
+            resolved.target = Some((CLI_TARGET.into(), target.clone()));
+        }
+        Ok(resolved)
+    }
+}
+
+/// Why a command line cannot become a plan (beyond what clap refuses and config errors).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("--base-url must start with http:// or https://, got `{0}`")]
+    BaseUrl(String),
+    #[error(
+        "--compare-strategies runs the embedded engine simulator, but profile `{profile}` \
+         measures target `{target}`; choose a profile without a target"
+    )]
+    CompareWithTarget { profile: String, target: String },
+    #[error(
+        "--compare-strategies needs the engine simulator; profile `{0}` has sim.mode = \
+         \"timing\" (set --set sim.mode=engine)"
+    )]
+    CompareNeedsEngine(String),
+}
+
+/// Refuse a comparison of a profile that does not run the engine simulator.
+pub fn check_comparable(profile: &ResolvedProfile) -> Result<(), PlanError> {
+    if let Some((name, _)) = &profile.target {
+        return Err(PlanError::CompareWithTarget {
+            profile: profile.name.clone(),
+            target: name.clone(),
+        });
+    }
+    if profile.profile.sim.mode != SimMode::Engine {
+        return Err(PlanError::CompareNeedsEngine(profile.name.clone()));
+    }
+    Ok(())
+}
+
+impl BenchPlan {
+    /// The run of `profile` into `out_dir` as `run_id`, with the plan's engine parameters, git
+    /// state and quietness.
+    pub fn run_spec(&self, profile: ResolvedProfile, out_dir: PathBuf, run_id: String) -> RunSpec {
+        RunSpec {
+            profile,
+            out_dir,
+            run_id,
+            git: self.git.clone(),
+            engine: self.engine.clone(),
+            quiet: self.quiet,
+            handle_signals: true,
+            capture_text: false,
+            logprobs: None,
+            root: self.root.clone(),
+        }
+    }
+}
+
+/// `--gate`: the thresholds (read before anything is measured) and how to report.
+#[derive(Clone, Debug)]
+pub struct GateSettings {
+    pub thresholds: Thresholds,
+    /// Also print GitHub Actions annotations.
+    pub github: bool,
+}
+
+impl GateSettings {
+    /// Gate a measured run; `None` for an interrupted run (part of the planned load is no
+    /// verdict).
+    pub fn check(&self, summary: &Summary) -> Option<GateReport> {
+        match summary.status {
+            RunStatus::Complete | RunStatus::Failed => {
+                Some(gate::evaluate(summary, &self.thresholds))
+            }
+            RunStatus::Interrupted => None,
+        }
+    }
+}
+
+/// The gate's reports on the runs of a sweep or a comparison, each under a label that names
+/// the run (`stage 2/3 concurrency=128`, `strategy fixed`).
+#[derive(Debug, Default)]
+pub struct GateVerdicts {
+    pub runs: Vec<(String, GateReport)>,
+}
+
+impl GateVerdicts {
+    pub fn record(&mut self, label: String, report: GateReport) {
+        self.runs.push((label, report));
+    }
+
+    /// Labels (with run ids) of the runs the gate failed.
+    pub fn failed(&self) -> Vec<String> {
+        self.runs
+            .iter()
+            .filter(|(_, r)| r.status() != Status::Success)
+            .map(|(label, r)| format!("{label} (run {})", r.run_id))
+            .collect()
+    }
+
+    pub fn status(&self) -> Status {
+        Status::from_ok(self.failed().is_empty())
+    }
+
+    /// Print each run's report under its label, then which runs failed (stderr) or that all
+    /// passed.
+    pub fn print(&self, github: bool) -> Status {
+        for (label, report) in &self.runs {
+            println!("gate, {label}:");
+            gate::print_report(report, github);
+        }
+        let failed = self.failed();
+        if !failed.is_empty() {
+            eprintln!("error: the gate failed for {}", failed.join("; "));
+        } else if !self.runs.is_empty() {
+            let labels: Vec<&str> = self.runs.iter().map(|(l, _)| l.as_str()).collect();
+            println!("gate passed for every run: {}", labels.join(", "));
+        }
+        self.status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_ids_and_directory_names() {
+        let id = "20250101T000000Z-abcd";
+        assert_eq!(BenchMode::Single.dir_name(id), id);
+        let sweep = SweepPlan { spec: "rate=1,2".parse().unwrap(), stages: StagePlan::default() };
+        assert_eq!(BenchMode::Sweep(sweep).dir_name(id), format!("sweep-{id}"));
+        let list: StrategyList = "serial,fixed".parse().unwrap();
+        assert_eq!(list.to_string(), "serial,fixed");
+        assert_eq!(BenchMode::Compare(list).dir_name(id), format!("{id}-strategies"));
+        assert_eq!(stage_run_id(&sweep_id(id), 1), format!("sweep-{id}-02"));
+        assert_eq!(strategy_run_id(id, BatchStrategy::TokenBudget), format!("{id}-token_budget"));
+        assert!("serial,serial".parse::<StrategyList>().unwrap_err().contains("twice"));
+    }
+
+    fn report(run_id: &str, governed: bool) -> GateReport {
+        GateReport {
+            run_id: run_id.into(),
+            run_status: RunStatus::Complete,
+            simulated: true,
+            profile: "default".into(),
+            checks: vec![],
+            // Thresholds of another profile only: nothing vouches for this run, a failure.
+            other_profiles: if governed { vec![] } else { vec!["other".into()] },
+        }
+    }
+
+    #[test]
+    fn verdicts_name_the_runs_that_failed() {
+        let mut v = GateVerdicts::default();
+        assert_eq!(v.status(), Status::Success);
+        v.record("stage 1/2 rate=1".into(), report("s-01", true));
+        assert_eq!(v.status(), Status::Success);
+        v.record("stage 2/2 rate=2".into(), report("s-02", false));
+        assert_eq!(v.failed(), vec!["stage 2/2 rate=2 (run s-02)".to_string()]);
+        assert_eq!(v.status(), Status::PolicyViolated);
+    }
+}
