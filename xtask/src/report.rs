@@ -5,12 +5,9 @@ use bench::metrics::Stats;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 
-/// A blank cell for a value that was not measured.
-pub const BLANK: &str = "—";
-
-pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
-    v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
-}
+// The blank and number helpers live in `crate::text`; re-exported here for the command modules
+// that still import them from this module.
+pub use crate::text::{BLANK, fmt_opt};
 
 fn table() -> Table {
     let mut t = Table::new();

@@ -11,10 +11,11 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS,
-    Problem, Section, SectionKind, ThresholdRow,
+    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Problem, Section,
+    SectionKind, ThresholdRow,
 };
-use super::thresholds::to_metric_unit;
+use crate::thresholds::units::to_metric_unit;
+use crate::thresholds::{Action, Comparator};
 
 /// Parse a record. Never fails: anything unreadable becomes a [`Problem`] in `Adr::problems`
 /// (located at its line), and the values that could be read are kept.
@@ -481,7 +482,7 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
     if def.is_none() {
         errors.push(unknown_metric_message(metric));
     }
-    let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e)).ok();
+    let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e.to_string())).ok();
     let value = match limit.parse::<f64>() {
         Ok(v) if v.is_finite() => Some(v),
         _ => {
@@ -491,10 +492,10 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
             None
         }
     };
-    let action = Action::parse(action).map_err(|e| errors.push(e)).ok();
+    let action = Action::parse(action).map_err(|e| errors.push(e.to_string())).ok();
     let converted = match (def, value) {
         (Some(def), Some(v)) => {
-            to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e)).ok()
+            to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e.to_string())).ok()
         }
         _ => None,
     };

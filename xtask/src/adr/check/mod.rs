@@ -25,9 +25,15 @@ use comfy_table::{Table, presets};
 
 use self::rule::{Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, Violation};
 use self::semdiff::KeyChange;
-use crate::Status;
-use crate::adr::{is_record_file, lint, parse_adr, plural, thresholds};
+use crate::adr::lint;
+use crate::adr::live;
+use crate::adr::model::{Adr, AdrStatus};
+use crate::adr::parse::{number_from_file_name, parse_adr};
+use crate::adr::records::is_record_file;
+use crate::exit::Status;
 use crate::settings::{self, SETTINGS_FILE, Settings};
+use crate::text::{gh_escape, plural, quote};
+use crate::thresholds::GATE_FILE;
 
 /// `cargo xtask adr check`.
 #[derive(Debug, Args)]
@@ -185,10 +191,10 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             .into_iter()
             .map(|(p, t)| (p.into(), t))
             .collect();
-    let adrs: Vec<crate::adr::Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let adrs: Vec<Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
     let lint_problems = lint::lint_adrs(&adrs);
-    let gate = git::read_text(&repo, &head_tree, thresholds::GATE_FILE)?;
-    let sync = thresholds::check_in_sync(&adrs, dir, gate.as_deref());
+    let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
+    let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
 
     // Exemptions.
     let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
@@ -200,7 +206,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         records: &records,
         lint: &lint_problems,
         thresholds: &sync,
-        gate_file: thresholds::GATE_FILE,
+        gate_file: GATE_FILE,
         exemptions: &exemptions,
     });
     Ok(Report {
@@ -223,7 +229,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
 /// is added or deleted. Git's similarity-based rename detection is not used for records: two
 /// records written from the same template look alike without being the same record.
 pub fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<RecordChange> {
-    let number = |f: &RecordFile| crate::adr::parse::number_from_file_name(&f.path);
+    let number = |f: &RecordFile| number_from_file_name(&f.path);
     let mut old: Vec<Option<RecordFile>> = old.into_iter().map(Some).collect();
     let mut out = Vec::new();
     for n in new {
@@ -271,7 +277,7 @@ pub fn suggested_title(changes: &[&KeyChange]) -> String {
 pub fn adr_new_command(changes: &[&KeyChange]) -> String {
     format!(
         "cargo xtask adr new {} --baseline RUN_BASE --exp RUN_HEAD",
-        crate::engine::quote(&suggested_title(changes))
+        quote(&suggested_title(changes))
     )
 }
 
@@ -422,9 +428,7 @@ pub fn render(r: &Report, github: bool) -> String {
         let open: Vec<String> = o
             .added
             .iter()
-            .filter(|(_, _, s)| {
-                matches!(s, Some(crate::adr::AdrStatus::Proposed | crate::adr::AdrStatus::Accepted))
-            })
+            .filter(|(_, _, s)| matches!(s, Some(AdrStatus::Proposed | AdrStatus::Accepted)))
             .map(|(label, path, _)| format!("{label} ({})", path.display()))
             .collect();
         if !open.is_empty() {
@@ -469,7 +473,6 @@ pub fn render(r: &Report, github: bool) -> String {
 /// GitHub Actions annotations: an `::error` per uncovered key (at its line at head) and per
 /// violation (`::warning` when exempt), and a `::warning` per exemption.
 pub fn render_github(r: &Report) -> String {
-    use crate::gate::gh_escape;
     let o = &r.outcome;
     let level = if o.exemptions.is_empty() { "error" } else { "warning" };
     let mut out = String::new();
@@ -510,9 +513,7 @@ pub fn render_github(r: &Report) -> String {
             Violation::Lint(p) | Violation::AcceptedEdited(p) => {
                 (p.path.display().to_string(), format!(",line={}", p.line), p.message.clone())
             }
-            Violation::Thresholds(m) => {
-                (thresholds::GATE_FILE.to_string(), String::new(), m.clone())
-            }
+            Violation::Thresholds(m) => (GATE_FILE.to_string(), String::new(), m.clone()),
         };
         writeln!(
             out,
