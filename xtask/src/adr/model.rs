@@ -285,14 +285,15 @@ impl Adr {
         if self.status.is_some() {
             return Vec::new();
         }
-        self.problems
-            .iter()
-            .filter(|p| match self.status_line {
-                Some(line) => p.line == line,
-                None => p.message == NO_STATUS,
-            })
-            .cloned()
-            .collect()
+        match self.status_line {
+            // Written but not valid: what parsing said about that line.
+            Some(line) => self.problems.iter().filter(|p| p.line == line).cloned().collect(),
+            // Not written: the missing-status problem parsing reports under the title.
+            None => {
+                let title_line = self.titles.first().map_or(1, |t| t.line);
+                vec![Problem::new(&self.path, title_line, NO_STATUS)]
+            }
+        }
     }
 
     pub fn status_value(&self) -> Option<AdrStatus> {
