@@ -34,14 +34,16 @@ pub fn latency_table(s: &Summary) -> Table {
         "p99.9",
         "max",
     ]);
-    let rows: [(&str, &Option<Stats>); 5] = [
-        ("TTFT", &s.metrics.ttft_ms),
-        ("TPOT", &s.metrics.tpot_ms),
-        ("ITL", &s.metrics.itl_ms),
-        ("E2E", &s.metrics.e2e_ms),
-        ("queue (server)", &s.metrics.queue_ms),
+    // (name, stats, shown blank when not measured): the server's queue time is a row only when
+    // the server reported it.
+    let rows: [(&str, &Option<Stats>, bool); 5] = [
+        ("TTFT", &s.metrics.ttft_ms, true),
+        ("TPOT", &s.metrics.tpot_ms, true),
+        ("ITL", &s.metrics.itl_ms, true),
+        ("E2E", &s.metrics.e2e_ms, true),
+        ("queue (server)", &s.metrics.queue_ms, false),
     ];
-    for (name, stats) in rows {
+    for (name, stats, blank_row) in rows {
         let mut row = vec![Cell::new(name)];
         match stats {
             Some(st) => {
@@ -51,7 +53,7 @@ pub fn latency_table(s: &Summary) -> Table {
                 }
             }
             None => {
-                if name.starts_with("queue") {
+                if !blank_row {
                     continue;
                 }
                 row.extend((0..9).map(|_| right(BLANK)));

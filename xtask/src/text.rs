@@ -1,5 +1,5 @@
 //! Small text helpers every command shares: blanks for values that were not measured, numbers
-//! with units, plurals, shell quoting and GitHub workflow-command escaping.
+//! with units, plurals, shell quoting, GitHub workflow-command escaping and line diffs.
 //!
 //! This module depends on nothing else in the crate, so any module may use it without importing
 //! a command module to borrow a helper.

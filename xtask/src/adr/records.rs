@@ -105,3 +105,51 @@ pub fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(bench::rundir::write_atomic(path, text.as_bytes())?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_read_sorted_without_the_template_and_readme() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = Path::new("docs/adr");
+        write_file(&root.path().join(dir).join("0002-b.md"), "# B\n").unwrap();
+        write_file(&root.path().join(dir).join("0001-a.md"), "# A\n").unwrap();
+        for other in ["template.md", "README.md", "notes.txt"] {
+            write_file(&root.path().join(dir).join(other), "x").unwrap();
+        }
+        let files = read_records(root.path(), dir).unwrap();
+        let names: Vec<String> = files.iter().map(|(p, _)| p.display().to_string()).collect();
+        assert_eq!(names, ["docs/adr/0001-a.md", "docs/adr/0002-b.md"]);
+        assert_eq!(files[0].1, "# A\n");
+        let paths: Vec<PathBuf> = files.into_iter().map(|(p, _)| p).collect();
+        assert_eq!(next_number(&paths), 3);
+        assert_eq!(next_number(&[]), 1);
+        let e = read_records(root.path(), Path::new("missing")).unwrap_err();
+        assert!(e.to_string().starts_with("cannot read the records directory"), "{e}");
+    }
+
+    #[test]
+    fn generated_files_replace_the_old_one_and_leave_no_temporary_file() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("thresholds/gate.toml");
+        write_file(&path, "old").unwrap();
+        write_file(&path, "new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        let left: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[test]
+    fn decision_lines_come_with_the_status_or_the_problems() {
+        let path = Path::new("docs/adr/0001-x.md");
+        let ok = "# T\n\n- Status: Accepted\n\n## Decision\n\n- configs/engine.toml: a.b = 1\n";
+        let set = decision_lines(path, ok).unwrap();
+        assert_eq!((set.number, set.status, set.lines.len()), (Some(1), AdrStatus::Accepted, 1));
+        let bad = ok.replace("a.b = 1", "a.b = fcfs").replace("Accepted", "Acepted");
+        let problems = decision_lines(path, &bad).unwrap_err();
+        let lines: Vec<usize> = problems.iter().map(|p| p.line).collect();
+        assert_eq!(lines, [3, 7], "{problems:?}");
+    }
+}
