@@ -3,7 +3,7 @@
 //!
 //! `engine args` prints the command line that starts vLLM (or SGLang) with exactly the
 //! parameters of the file ([`crate::engine_flags`] renders it); notes on parameters that do not
-//! map one to one go to stderr. `engine serve` starts an engine ([`crate::serve`]).
+//! map one to one go to stderr. `engine serve` starts an engine (`crate::serve`, with the `runtime` feature).
 
 use std::path::PathBuf;
 

@@ -745,6 +745,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_matrix_metric_is_in_the_registry() {
+        // `propose` reads an unknown metric as not measured: the matrix must name known ones.
+        for (header, metric, _) in MATRIX {
+            assert!(bench::summary::metric_def(metric).is_some(), "{header}: {metric}");
+        }
+    }
+
+    #[test]
     fn slugs() {
         assert_eq!(
             slug("Enable chunked prefill (8k batches)!").unwrap(),

@@ -2,10 +2,10 @@
 //!
 //! - [`rule`]: [`Comparator`] and [`Action`], the words of a threshold;
 //! - [`units`]: limits in the registry unit of their metric (and the `%` / `s` aliases);
-//! - [`file`]: `thresholds/gate.toml`, the model ([`Threshold`], [`Thresholds`]), its reader and
+//! - [`file`](mod@file): `thresholds/gate.toml`, the model ([`Threshold`], [`Thresholds`]), its reader and
 //!   writer;
 //! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
-//! - [`evaluate`]: a run against thresholds ([`GateReport`], [`Verdict`]), pure;
+//! - [`evaluate`](mod@evaluate): a run against thresholds ([`GateReport`], [`Verdict`]), pure;
 //! - [`render`]: the gate report as a table and as GitHub annotations.
 //!
 //! This module depends on the bench crate's data model and on `crate::text` / `crate::exit`
