@@ -19,8 +19,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gitrepo::GitRepo;
+use xtask::adr::live::generate;
 use xtask::adr::parse_adr;
-use xtask::adr::thresholds::{generate, render};
+use xtask::thresholds::file::render_file;
 
 const COMMITS: usize = 10_000;
 const RECORDS: usize = 200;
@@ -68,7 +69,7 @@ fn engine(seqs: usize) -> String {
 
 fn gate(live: usize, text: &str) -> String {
     let adr = parse_adr(Path::new(&record_path(live)), text);
-    render(&generate(&[adr]).expect("the generated records are valid"), "docs/adr")
+    render_file(&generate(&[adr]).expect("the generated records are valid"), "docs/adr")
 }
 
 /// Add record `n` (superseding `n - 1`) with its engine change and gate.toml.
@@ -87,7 +88,7 @@ fn generate_repo() -> (GitRepo, git2::Oid) {
     g.write("configs/engine.toml", Some(&engine(100)));
     g.write("configs/bench.toml", Some("[profile.default]\n"));
     g.write("docs/adr/README.md", Some("# Records\n"));
-    g.write("thresholds/gate.toml", Some(&render(&generate(&[]).unwrap(), "docs/adr")));
+    g.write("thresholds/gate.toml", Some(&render_file(&generate(&[]).unwrap(), "docs/adr")));
     let first = g.commit("Initial commit");
     let every = COMMITS / RECORDS;
     for i in 2..=COMMITS {

@@ -17,6 +17,7 @@ pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
 pub mod engine;
+pub mod engine_flags;
 pub mod exit;
 pub mod gate;
 pub mod gitinfo;
@@ -36,6 +37,8 @@ pub mod strategies;
 #[cfg(feature = "runtime")]
 pub mod sweep;
 pub mod test_cmd;
+pub mod text;
+pub mod thresholds;
 
 pub use exit::Status;
 

@@ -5,12 +5,9 @@ use bench::metrics::Stats;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 
-/// A blank cell for a value that was not measured.
-pub const BLANK: &str = "—";
-
-pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
-    v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
-}
+// The blank and number helpers live in `crate::text`; re-exported here for the command modules
+// that still import them from this module.
+pub use crate::text::{BLANK, fmt_opt};
 
 fn table() -> Table {
     let mut t = Table::new();
@@ -37,14 +34,16 @@ pub fn latency_table(s: &Summary) -> Table {
         "p99.9",
         "max",
     ]);
-    let rows: [(&str, &Option<Stats>); 5] = [
-        ("TTFT", &s.metrics.ttft_ms),
-        ("TPOT", &s.metrics.tpot_ms),
-        ("ITL", &s.metrics.itl_ms),
-        ("E2E", &s.metrics.e2e_ms),
-        ("queue (server)", &s.metrics.queue_ms),
+    // (name, stats, shown blank when not measured): the server's queue time is a row only when
+    // the server reported it.
+    let rows: [(&str, &Option<Stats>, bool); 5] = [
+        ("TTFT", &s.metrics.ttft_ms, true),
+        ("TPOT", &s.metrics.tpot_ms, true),
+        ("ITL", &s.metrics.itl_ms, true),
+        ("E2E", &s.metrics.e2e_ms, true),
+        ("queue (server)", &s.metrics.queue_ms, false),
     ];
-    for (name, stats) in rows {
+    for (name, stats, blank_row) in rows {
         let mut row = vec![Cell::new(name)];
         match stats {
             Some(st) => {
@@ -54,7 +53,7 @@ pub fn latency_table(s: &Summary) -> Table {
                 }
             }
             None => {
-                if name.starts_with("queue") {
+                if !blank_row {
                     continue;
                 }
                 row.extend((0..9).map(|_| right(BLANK)));

@@ -16,7 +16,8 @@ use bench::config::EngineConfig;
 use clap::{Args, ValueEnum};
 use xshell::{Shell, cmd};
 
-use crate::{Status, model};
+use crate::exit::Status;
+use crate::model;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ServeEngine {
@@ -168,7 +169,7 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
                     "vllm is not installed (no `vllm` on PATH); install it on a GPU machine: pip install vllm"
                 );
             };
-            let rendered = crate::engine::render_vllm(&opts.config);
+            let rendered = crate::engine_flags::render_vllm(&opts.config);
             let mut argv = rendered.argv();
             argv.remove(0); // the program itself
             argv.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);

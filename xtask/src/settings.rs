@@ -41,7 +41,8 @@ impl Settings {
     pub fn parse(source: &Source) -> Result<Settings, ConfigError> {
         let s: Settings = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
         for pattern in &s.adr.governed {
-            validate_pattern(pattern).map_err(|msg| source.error_at(&["adr", "governed"], msg))?;
+            validate_pattern(pattern)
+                .map_err(|e| source.error_at(&["adr", "governed"], e.to_string()))?;
         }
         Ok(s)
     }
@@ -61,20 +62,21 @@ impl Settings {
 /// A governed pattern is a path under `configs/` ending in `.toml` (decision lines can only
 /// name such files), made of letters, digits, `_-./` and `*`, without empty, `.` or `..`
 /// segments.
-pub fn validate_pattern(p: &str) -> Result<(), String> {
+pub fn validate_pattern(p: &str) -> Result<(), BadPattern> {
     let ok = p.starts_with("configs/")
         && p.ends_with(".toml")
         && p.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
         && p.chars().all(|c| c.is_ascii_alphanumeric() || "_-./*".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "governed file `{p}` is not a path under configs/ ending in .toml (letters, digits, \
-             `_-./` and `*` wildcards); decision records can only name such files"
-        ))
-    }
+    if ok { Ok(()) } else { Err(BadPattern(p.to_string())) }
 }
+
+/// A governed pattern that is not a path under `configs/` ending in `.toml`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "governed file `{0}` is not a path under configs/ ending in .toml (letters, digits, \
+     `_-./` and `*` wildcards); decision records can only name such files"
+)]
+pub struct BadPattern(pub String);
 
 /// Whether `path` (relative to the repository root, `/`-separated) matches `pattern`: segment by
 /// segment, `*` matching any run of characters within a segment.

@@ -1,6 +1,8 @@
 //! Text edits of a record (status, date, links) that keep everything else as written,
 //! line endings included.
 
+use std::path::PathBuf;
+
 use super::model::{Adr, SectionKind};
 use super::parse::strip_list_marker;
 
@@ -32,17 +34,26 @@ pub fn replace_value(line: &str, value: &str) -> String {
     format!("{indent}{marker}{value}")
 }
 
+/// A field an edit needs is missing from the record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} has no {field} line", .path.display())]
+pub struct MissingField {
+    pub path: PathBuf,
+    /// `status` or `date`.
+    pub field: &'static str,
+}
+
 /// Set the status and the date lines of a parsed record. Both must exist (lint requires them).
 pub fn set_status_and_date(
     text: &str,
     adr: &Adr,
     status: &str,
     date: &str,
-) -> Result<String, String> {
+) -> Result<String, MissingField> {
     let (mut lines, crlf) = split(text);
-    let s =
-        adr.status.as_ref().ok_or_else(|| format!("{} has no status line", adr.path.display()))?;
-    let d = adr.date.as_ref().ok_or_else(|| format!("{} has no date line", adr.path.display()))?;
+    let missing = |field| MissingField { path: adr.path.clone(), field };
+    let s = adr.status.as_ref().ok_or_else(|| missing("status"))?;
+    let d = adr.date.as_ref().ok_or_else(|| missing("date"))?;
     for (line, value) in [(s.line, status), (d.line, date)] {
         let l = &mut lines[line - 1];
         *l = replace_value(l, value);
@@ -85,7 +96,7 @@ pub fn add_link(text: &str, adr: &Adr, link: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adr::parse_adr;
+    use crate::adr::parse::parse_adr;
     use std::path::Path;
 
     #[test]
@@ -108,6 +119,15 @@ mod tests {
         assert_eq!(adr.links.len(), 1);
         let twice = add_link(&out, &adr, "Superseded by 0003");
         assert!(twice.contains("(0001-x.md)\r\n- Superseded by 0003\r\n"), "{twice:?}");
+    }
+
+    #[test]
+    fn a_record_without_a_date_line_is_not_edited() {
+        let text = "# ADR-0002: T\n\n- Status: Proposed\n";
+        let adr = parse_adr(Path::new("docs/adr/0002-t.md"), text);
+        let e = set_status_and_date(text, &adr, "Accepted", "2025-03-04").unwrap_err();
+        assert_eq!(e.field, "date");
+        assert_eq!(e.to_string(), "docs/adr/0002-t.md has no date line");
     }
 
     #[test]

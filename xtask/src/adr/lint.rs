@@ -10,9 +10,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::live::{conflicts, live_thresholds};
 use super::model::{Adr, AdrStatus, LinkKind, Problem, REQUIRED_SECTIONS, strip_adr_prefix};
-use super::thresholds::{conflicts, live_thresholds};
-use super::{parse_adr, read_records};
+use super::parse::parse_adr;
+use super::records::read_records;
 
 /// Parse and lint `(path, text)` pairs. Problems are sorted by path and line.
 pub fn lint_files(files: &[(PathBuf, String)]) -> Vec<Problem> {

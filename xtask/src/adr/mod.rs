@@ -1,23 +1,34 @@
 //! `cargo xtask adr ...`: architecture decision records that govern inference parameters.
 //!
 //! The format, the comparators, units, metric names and exit codes are documented in
-//! `docs/adr/README.md`. Library entry points for other commands (`adr check`, `bench --gate`):
+//! `docs/adr/README.md`. This module is the command (`AdrCmd`); the pieces it puts together:
 //!
-//! - [`parse_adr`]: markdown -> [`Adr`] (never fails; problems are in `Adr::problems`);
-//! - [`decision_lines`]: a record's status and decision lines, or its problems;
-//! - [`lint::lint_files`] / [`lint::lint_dir`]: the lint rules;
-//! - [`thresholds::generate`] / [`thresholds::check_in_sync`]: gate.toml from the records.
+//! - [`parse`]: markdown -> [`Adr`] (never fails; problems are in `Adr::problems`);
+//! - [`model`]: the typed record;
+//! - [`records`]: the records directory, reading and writing records, a record's decision lines;
+//! - [`lint`]: the lint rules; [`edit`]: status, date and link edits; [`new`]: a record from runs;
+//! - [`live`]: the live records' thresholds (gate.toml, whose format is [`crate::thresholds`]'s);
+//! - [`check`]: `adr check` for pull requests.
 //!
-//! Policy is pure (text in, typed values out); reading and writing files happens only in the
-//! command functions below and in [`read_records`].
+//! Arrows run one way: submodules import each other and lower modules (`crate::thresholds`,
+//! `crate::text`, `crate::exit`, `crate::settings`), never this module. Policy is pure (text in,
+//! typed values out); reading and writing files happens only in the command functions below and
+//! in [`records`].
 
 pub mod check;
 pub mod edit;
 pub mod lint;
+pub mod live;
 pub mod model;
 pub mod new;
 pub mod parse;
-pub mod thresholds;
+pub mod records;
+
+/// The gate.toml model's former home, kept for the command modules that still import it from
+/// here; new code imports [`crate::thresholds`].
+pub mod thresholds {
+    pub use crate::thresholds::{GATE_FILE, Thresholds};
+}
 
 use std::path::{Path, PathBuf};
 
@@ -27,115 +38,19 @@ use comfy_table::{Table, presets};
 use xshell::Shell;
 
 pub use model::{
-    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, Problem,
-    Section, SectionKind, ThresholdRow,
+    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, Problem, Section, SectionKind,
+    ThresholdRow,
 };
 pub use parse::parse_adr;
+pub use records::{
+    ADR_DIR, DecisionSet, decision_lines, is_record_file, load_records, next_number, read_records,
+};
 
-use crate::Status;
-
-/// Where the records live, relative to the repository root.
-pub const ADR_DIR: &str = "docs/adr";
-
-/// A record's status and its decision lines: what `adr check` compares with a diff of the
-/// governed configs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DecisionSet {
-    /// From the file name (`None` when it is not `NNNN-slug.md`).
-    pub number: Option<u32>,
-    pub status: AdrStatus,
-    /// In file order; each is `configs/<file>.toml: section.key = value` (or `... removed`) with
-    /// its line.
-    pub lines: Vec<DecisionLine>,
-}
-
-/// The status and decision lines of the record at `path` with contents `text`.
-///
-/// `Err` holds every problem that makes the answer unreliable, as `path:line: message`: a
-/// missing or unknown status, and any malformed decision line (a line of the Decision section
-/// that starts with `configs/` but is neither `configs/<file>.toml: section.key = value` with a
-/// TOML value nor `configs/<file>.toml: section.key removed`). Other problems of the record are `adr lint`'s business.
-pub fn decision_lines(path: &Path, text: &str) -> Result<DecisionSet, Vec<Problem>> {
-    let adr = parse_adr(path, text);
-    let decision = adr.section(SectionKind::Decision).map(|s| (s.line, s.end));
-    let mut problems: Vec<Problem> = adr
-        .problems
-        .iter()
-        .filter(|p| decision.is_some_and(|(start, end)| p.line > start && p.line < end))
-        .cloned()
-        .collect();
-    problems.extend(adr.status_problems());
-    match adr.status {
-        Some(status) if problems.is_empty() => {
-            Ok(DecisionSet { number: adr.number, status: status.value, lines: adr.decisions })
-        }
-        _ => {
-            problems.sort();
-            Err(problems)
-        }
-    }
-}
-
-/// Whether a file in the records directory is a record (`*.md` but not `template.md` or
-/// `README.md`).
-pub fn is_record_file(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.ends_with(".md") && lower != "template.md" && lower != "readme.md"
-}
-
-/// `(path, text)` of every record in `dir`, sorted by file name. `path` is `dir/<name>` (as
-/// given, so relative to the repository root); files are read from `root/dir`.
-pub fn read_records(root: &Path, dir: &Path) -> anyhow::Result<Vec<(PathBuf, String)>> {
-    let full = root.join(dir);
-    let entries = std::fs::read_dir(&full)
-        .with_context(|| format!("cannot read the records directory {}", full.display()))?;
-    let mut names = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {}", full.display()))?;
-        if !entry.file_type().map(|t| t.is_file()).unwrap_or(false) {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if is_record_file(&name) {
-            names.push(name);
-        }
-    }
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| {
-            let path = dir.join(&name);
-            let text = std::fs::read_to_string(root.join(&path))
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            Ok((path, text))
-        })
-        .collect()
-}
-
-/// Parse every record in `dir` (see [`read_records`]).
-pub fn load_records(root: &Path, dir: &Path) -> anyhow::Result<Vec<Adr>> {
-    Ok(read_records(root, dir)?.iter().map(|(p, t)| parse_adr(p, t)).collect())
-}
-
-/// The next record number: the highest number in use plus one (1 for an empty directory).
-pub fn next_number(paths: &[PathBuf]) -> u32 {
-    paths.iter().filter_map(|p| parse::number_from_file_name(p)).max().map_or(1, |n| n + 1)
-}
-
-/// Write a file through a temporary file and a rename, so a reader never sees half of it.
-pub(crate) fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))
-}
-
-/// `1 record`, `2 records`.
-pub(crate) fn plural(n: usize, word: &str) -> String {
-    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
-}
+use crate::exit::Status;
+use crate::text::{BLANK, line_diff, plural};
+use crate::thresholds::file::{GATE_FILE, render_file};
+use crate::thresholds::propose::parse_headroom;
+use records::write_file;
 
 fn today() -> String {
     chrono::Local::now().date_naive().format("%Y-%m-%d").to_string()
@@ -175,7 +90,7 @@ pub enum AdrSub {
         #[arg(long)]
         check: bool,
         /// Output file, relative to the repository root.
-        #[arg(long, default_value = thresholds::GATE_FILE, value_name = "FILE")]
+        #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
         out: PathBuf,
     },
 }
@@ -196,7 +111,7 @@ pub struct NewArgs {
     #[arg(long, value_name = "N")]
     pub choose: Option<usize>,
     /// Headroom of the proposed thresholds: `10%` or a fraction.
-    #[arg(long, default_value = "10%", value_parser = new::parse_headroom)]
+    #[arg(long, default_value = "10%", value_parser = parse_headroom)]
     pub headroom: f64,
     /// Who decides (written into the record; a placeholder to fill otherwise).
     #[arg(long)]
@@ -228,7 +143,7 @@ fn print_problems(problems: &[Problem]) {
 fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
     let read = |p: &Path, baseline: bool| {
-        let dir = new::resolve_run_dir(&root.join(p), baseline).map_err(anyhow::Error::msg);
+        let dir = new::resolve_run_dir(&root.join(p), baseline).map_err(anyhow::Error::new);
         dir.and_then(|d| Ok(bench::Summary::read(&d)?))
             .with_context(|| format!("cannot use run {}", p.display()))
     };
@@ -243,7 +158,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
             "{n} experiments: pass --choose N (1..={n}) to name the one this record adopts, or --choose 0 to keep the baseline"
         ),
     };
-    let slug = new::slug(&args.title).map_err(anyhow::Error::msg)?;
+    let slug = new::slug(&args.title)?;
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let number = next_number(&paths);
@@ -257,13 +172,13 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         experiments: &experiments,
         choose,
     };
-    let text = new::render(&input).map_err(anyhow::Error::msg)?;
+    let text = new::render(&input)?;
     let path = dir.join(format!("{number:04}-{slug}.md"));
     let full = root.join(&path);
     if full.exists() {
         bail!("{} already exists", path.display());
     }
-    write_atomic(&full, &text)?;
+    write_file(&full, &text)?;
     println!("wrote {} (ADR-{number:04}, Proposed)", path.display());
     files.push((path.clone(), text));
     let left: Vec<Problem> =
@@ -291,9 +206,9 @@ pub fn list_table(adrs: &[Adr]) -> String {
             adr.number.map_or("?".into(), |n| format!("{n:04}")),
             adr.title().unwrap_or("(no title)").to_string(),
             adr.status_value().map_or("(invalid)".into(), |s| s.to_string()),
-            adr.date.as_ref().map_or(new::BLANK.into(), |d| d.value.format("%Y-%m-%d").to_string()),
+            adr.date.as_ref().map_or(BLANK.into(), |d| d.value.format("%Y-%m-%d").to_string()),
             adr.thresholds.len().to_string(),
-            if thresholds::is_live(adr, adrs) { "yes" } else { "no" }.to_string(),
+            if live::is_live(adr, adrs) { "yes" } else { "no" }.to_string(),
             adr.path.display().to_string(),
         ]);
     }
@@ -327,15 +242,14 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
         println!("{} cannot be accepted until `adr lint` finds nothing in it", adr.label());
         return Ok(Status::PolicyViolated);
     }
-    let text = edit::set_status_and_date(&files[i].1, adr, "Accepted", &today())
-        .map_err(anyhow::Error::msg)?;
+    let text = edit::set_status_and_date(&files[i].1, adr, "Accepted", &today())?;
     let path = adr.path.clone();
     let label = adr.label();
     files[i].1 = text;
     let after: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
     // Conflicts that accepting this record would add (not those already there).
-    let before = thresholds::conflicts(&thresholds::live_thresholds(&adrs));
-    let clashes: Vec<Problem> = thresholds::conflicts(&thresholds::live_thresholds(&after))
+    let before = live::conflicts(&live::live_thresholds(&adrs));
+    let clashes: Vec<Problem> = live::conflicts(&live::live_thresholds(&after))
         .into_iter()
         .filter(|p| !before.contains(p))
         .collect();
@@ -346,11 +260,8 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
         );
         return Ok(Status::PolicyViolated);
     }
-    write_atomic(&root.join(&path), &files[i].1)?;
-    println!(
-        "{label} accepted; run `cargo xtask adr thresholds` to update {}",
-        thresholds::GATE_FILE
-    );
+    write_file(&root.join(&path), &files[i].1)?;
+    println!("{label} accepted; run `cargo xtask adr thresholds` to update {}", GATE_FILE);
     Ok(Status::Success)
 }
 
@@ -386,8 +297,7 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
         o,
         &AdrStatus::SupersededBy(new).to_string(),
         &today(),
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     if !o.links.iter().any(|l| l.kind == LinkKind::SupersededBy && l.number == new) {
         let reparsed = parse_adr(&o.path, &old_text);
         old_text = edit::add_link(
@@ -400,8 +310,8 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
     if !n.links.iter().any(|l| l.kind == LinkKind::Supersedes && l.number == old) {
         new_text = edit::add_link(&new_text, n, &format!("Supersedes [ADR-{old:04}]({})", name(o)));
     }
-    write_atomic(&root.join(&o.path), &old_text)?;
-    write_atomic(&root.join(&n.path), &new_text)?;
+    write_file(&root.join(&o.path), &old_text)?;
+    write_file(&root.join(&n.path), &new_text)?;
     println!("{} is Superseded by {new:04}; {} lists Supersedes {old:04}", o.label(), n.label());
     if n.status_value() == Some(AdrStatus::Proposed) {
         println!(
@@ -409,7 +319,7 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
             n.label()
         );
     }
-    println!("run `cargo xtask adr thresholds` to update {}", thresholds::GATE_FILE);
+    println!("run `cargo xtask adr thresholds` to update {}", GATE_FILE);
     Ok(Status::Success)
 }
 
@@ -436,35 +346,35 @@ fn run_thresholds(root: &Path, dir: &Path, out: &Path, check: bool) -> anyhow::R
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", out.display())),
         };
-        return match thresholds::check_in_sync(&adrs, &dir_text, current.as_deref()) {
+        return match live::check_in_sync(&adrs, &dir_text, current.as_deref()) {
             Err(problems) => {
                 print_problems(&problems);
                 Ok(Status::PolicyViolated)
             }
-            Ok(thresholds::SyncState::UpToDate) => {
+            Ok(live::SyncState::UpToDate) => {
                 println!("{} is up to date", out.display());
                 Ok(Status::Success)
             }
-            Ok(thresholds::SyncState::Missing { .. }) => {
+            Ok(live::SyncState::Missing { .. }) => {
                 println!("{} does not exist; run `cargo xtask adr thresholds`", out.display());
                 Ok(Status::PolicyViolated)
             }
-            Ok(thresholds::SyncState::OutOfDate { expected }) => {
+            Ok(live::SyncState::OutOfDate { expected }) => {
                 println!("{} is out of date; run `cargo xtask adr thresholds`:", out.display());
-                for l in thresholds::line_diff(current.as_deref().unwrap_or(""), &expected) {
+                for l in line_diff(current.as_deref().unwrap_or(""), &expected) {
                     println!("  {l}");
                 }
                 Ok(Status::PolicyViolated)
             }
         };
     }
-    match thresholds::generate(&adrs) {
+    match live::generate(&adrs) {
         Err(problems) => {
             print_problems(&problems);
             Ok(Status::PolicyViolated)
         }
         Ok(t) => {
-            write_atomic(&full, &thresholds::render(&t, &dir_text))?;
+            write_file(&full, &render_file(&t, &dir_text))?;
             println!("wrote {} ({} thresholds)", out.display(), t.thresholds.len());
             Ok(Status::Success)
         }

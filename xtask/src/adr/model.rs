@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use crate::thresholds::{Action, Comparator};
 
 /// A problem found in a file, printed as `path:line: message` (lines are 1-based).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,96 +93,6 @@ pub(crate) fn first_number(s: &str) -> Option<u32> {
     let start = s.find(|c: char| c.is_ascii_digit())?;
     let digits: String = s[start..].chars().take_while(|c| c.is_ascii_digit()).collect();
     digits.parse().ok()
-}
-
-/// How a measured value is compared with a threshold's limit: `measured <comparator> limit`
-/// must hold for the check to pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Comparator {
-    #[serde(rename = "<=")]
-    Le,
-    #[serde(rename = "<")]
-    Lt,
-    #[serde(rename = ">=")]
-    Ge,
-    #[serde(rename = ">")]
-    Gt,
-    /// Exact equality; meant for counts (`requests.failed == 0`).
-    #[serde(rename = "==")]
-    Eq,
-}
-
-pub const COMPARATOR_CHOICES: &str = "<=, <, >=, >, ==";
-
-impl Comparator {
-    pub fn parse(s: &str) -> Result<Comparator, String> {
-        match s.trim() {
-            "<=" => Ok(Comparator::Le),
-            "<" => Ok(Comparator::Lt),
-            ">=" => Ok(Comparator::Ge),
-            ">" => Ok(Comparator::Gt),
-            "==" => Ok(Comparator::Eq),
-            other => Err(format!("unknown comparator `{other}`; valid: {COMPARATOR_CHOICES}")),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Comparator::Le => "<=",
-            Comparator::Lt => "<",
-            Comparator::Ge => ">=",
-            Comparator::Gt => ">",
-            Comparator::Eq => "==",
-        }
-    }
-
-    /// Whether `measured <self> limit` holds.
-    pub fn holds(self, measured: f64, limit: f64) -> bool {
-        match self {
-            Comparator::Le => measured <= limit,
-            Comparator::Lt => measured < limit,
-            Comparator::Ge => measured >= limit,
-            Comparator::Gt => measured > limit,
-            Comparator::Eq => measured == limit,
-        }
-    }
-}
-
-impl fmt::Display for Comparator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a failed threshold does: `block` fails the gate (exit 1), `warn` only reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    Block,
-    Warn,
-}
-
-impl Action {
-    pub fn parse(s: &str) -> Result<Action, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "block" => Ok(Action::Block),
-            "warn" => Ok(Action::Warn),
-            _ => Err(format!("unknown action `{}`; valid: block, warn", s.trim())),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Block => "block",
-            Action::Warn => "warn",
-        }
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// What a decision line fixes for its key.
@@ -375,14 +285,15 @@ impl Adr {
         if self.status.is_some() {
             return Vec::new();
         }
-        self.problems
-            .iter()
-            .filter(|p| match self.status_line {
-                Some(line) => p.line == line,
-                None => p.message == NO_STATUS,
-            })
-            .cloned()
-            .collect()
+        match self.status_line {
+            // Written but not valid: what parsing said about that line.
+            Some(line) => self.problems.iter().filter(|p| p.line == line).cloned().collect(),
+            // Not written: the missing-status problem parsing reports under the title.
+            None => {
+                let title_line = self.titles.first().map_or(1, |t| t.line);
+                vec![Problem::new(&self.path, title_line, NO_STATUS)]
+            }
+        }
     }
 
     pub fn status_value(&self) -> Option<AdrStatus> {
@@ -442,23 +353,6 @@ mod tests {
         );
         assert_eq!(SectionKind::from_heading("4. Rollback"), Some(SectionKind::Rollback));
         assert_eq!(SectionKind::from_heading("Appendix"), None);
-    }
-
-    #[test]
-    fn comparators_hold_as_documented() {
-        for (c, below, at, above) in [
-            (Comparator::Le, true, true, false),
-            (Comparator::Lt, true, false, false),
-            (Comparator::Ge, false, true, true),
-            (Comparator::Gt, false, false, true),
-            (Comparator::Eq, false, true, false),
-        ] {
-            assert_eq!(c.holds(0.999, 1.0), below, "{c} just under");
-            assert_eq!(c.holds(1.0, 1.0), at, "{c} at");
-            assert_eq!(c.holds(1.001, 1.0), above, "{c} just over");
-            assert_eq!(Comparator::parse(c.as_str()), Ok(c));
-        }
-        assert!(Comparator::parse("=<").unwrap_err().contains("<=, <, >=, >, =="));
     }
 
     #[test]

@@ -9,21 +9,15 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use bench::Summary;
-use bench::summary::{Better, metric_def};
 use chrono::NaiveDate;
 use serde_json::Value as Json;
 
-use super::model::{Action, Comparator};
-use super::thresholds::with_unit;
-
-/// Not measured.
-pub const BLANK: &str = "—";
-/// Default headroom of proposed thresholds.
-pub const DEFAULT_HEADROOM: f64 = 0.10;
-/// Significant digits of proposed limits.
-pub const LIMIT_DIGITS: i32 = 3;
+use crate::text::{BLANK, with_unit};
+use crate::thresholds::Action;
+use crate::thresholds::propose::{LIMIT_DIGITS, Proposed, propose};
 
 /// The matrix columns (besides Config and Conclusion): header, metric, action of the proposed
 /// threshold.
@@ -36,6 +30,29 @@ pub const MATRIX: [(&str, &str, Action); 7] = [
     ("KV fragmentation", "server.kv_fragmentation", Action::Warn),
     ("Cost / 1M output tokens", "cost.per_1m_output_tokens", Action::Warn),
 ];
+
+/// Why `adr new` cannot write a record from what it was given (usage errors, exit 2).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NewAdrError {
+    #[error(
+        "--choose {choose} names no experiment: there are {experiments} (--choose 0 keeps the baseline)"
+    )]
+    NoSuchExperiment { choose: usize, experiments: usize },
+    #[error("title `{0}` has no ASCII letters or digits to name the file with")]
+    TitleWithoutName(String),
+}
+
+/// Why a path does not stand for one run (see [`resolve_run_dir`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunPathError {
+    /// The sweep summary could not be read (the bench crate's message).
+    #[error("{0}")]
+    Sweep(String),
+    #[error("the sweep {} has no stage", .0.display())]
+    EmptySweep(PathBuf),
+    #[error("the acceptance {} has no {side} run (only the numeric layer ran)", .path.display())]
+    NoAcceptanceRun { path: PathBuf, side: &'static str },
+}
 
 /// What `adr new` writes a record from.
 pub struct NewAdr<'a> {
@@ -51,32 +68,6 @@ pub struct NewAdr<'a> {
     pub choose: usize,
 }
 
-/// A proposed threshold: the chosen configuration's measured value moved by the headroom in the
-/// metric's worse direction and rounded away from the measured value to [`LIMIT_DIGITS`]
-/// significant digits. Lower-is-better metrics get `<= value * (1 + h)`, higher-is-better
-/// metrics `>= value * (1 - h)`.
-pub fn propose_limit(value: f64, better: Better, headroom: f64) -> (Comparator, f64) {
-    match better {
-        Better::Lower => (Comparator::Le, round_sig(value * (1.0 + headroom), LIMIT_DIGITS, true)),
-        Better::Higher => {
-            (Comparator::Ge, round_sig(value * (1.0 - headroom), LIMIT_DIGITS, false))
-        }
-    }
-}
-
-/// Round to `digits` significant digits, up (toward +inf) or down, ignoring binary noise below
-/// 1e-9 of the last digit.
-pub fn round_sig(x: f64, digits: i32, up: bool) -> f64 {
-    if x == 0.0 || !x.is_finite() {
-        return x;
-    }
-    let exp = x.abs().log10().floor() as i32 - (digits - 1);
-    let scaled = x / 10f64.powi(exp);
-    let r = if up { (scaled - 1e-9).ceil() } else { (scaled + 1e-9).floor() };
-    let decimals = (-exp).max(0) as usize;
-    format!("{:.*}", decimals, r * 10f64.powi(exp)).parse().unwrap_or(x)
-}
-
 /// A number for the matrix: 4 significant digits, no trailing zeros.
 pub fn fmt_measured(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
@@ -88,23 +79,8 @@ pub fn fmt_measured(v: f64) -> String {
     if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
 }
 
-/// Parse a headroom: `10%` or a fraction `0.1`; at least 0 and below 100%.
-pub fn parse_headroom(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    };
-    match v {
-        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "headroom `{t}` must be a percentage like `10%` (or a fraction like 0.1) from 0 up to 100%"
-        )),
-    }
-}
-
 /// A file-name slug: lowercase ASCII letters and digits joined by `-`, at most 60 characters.
-pub fn slug(title: &str) -> Result<String, String> {
+pub fn slug(title: &str) -> Result<String, NewAdrError> {
     let mut words: Vec<String> = Vec::new();
     for w in title.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
         words.push(w.to_ascii_lowercase());
@@ -120,9 +96,7 @@ pub fn slug(title: &str) -> Result<String, String> {
         out.push_str(&w);
     }
     if out.is_empty() {
-        return Err(format!(
-            "title `{title}` has no ASCII letters or digits to name the file with"
-        ));
+        return Err(NewAdrError::TitleWithoutName(title.to_string()));
     }
     out.truncate(60);
     Ok(out)
@@ -207,33 +181,27 @@ fn label(i: usize) -> String {
 /// (`sweep.json`): the knee's stage, or the last stage when no stage met the SLOs; an acceptance
 /// directory (`acceptance.json`): its `baseline/` run when used as the baseline, else its
 /// `candidate/` run.
-pub fn resolve_run_dir(
-    path: &std::path::Path,
-    as_baseline: bool,
-) -> Result<std::path::PathBuf, String> {
+pub fn resolve_run_dir(path: &Path, as_baseline: bool) -> Result<PathBuf, RunPathError> {
     if path.join(bench::rundir::SUMMARY_FILE).is_file() || !path.is_dir() {
         return Ok(path.to_path_buf());
     }
     if path.join(bench::sweep::SWEEP_FILE).is_file() {
-        let sweep = bench::sweep::SweepSummary::read(path)?;
+        let sweep = bench::sweep::SweepSummary::read(path).map_err(RunPathError::Sweep)?;
         let stage = match &sweep.knee {
             Some(k) => sweep.stages.iter().find(|s| s.stage == k.stage),
             None => sweep.stages.last(),
         };
         return stage
             .map(|s| path.join(&s.dir))
-            .ok_or_else(|| format!("the sweep {} has no stage", path.display()));
+            .ok_or_else(|| RunPathError::EmptySweep(path.to_path_buf()));
     }
     if path.join("acceptance.json").is_file() {
-        let side = path.join(if as_baseline { "baseline" } else { "candidate" });
-        if side.join(bench::rundir::SUMMARY_FILE).is_file() {
-            return Ok(side);
+        let side = if as_baseline { "baseline" } else { "candidate" };
+        let run = path.join(side);
+        if run.join(bench::rundir::SUMMARY_FILE).is_file() {
+            return Ok(run);
         }
-        return Err(format!(
-            "the acceptance {} has no {} run (only the numeric layer ran)",
-            path.display(),
-            if as_baseline { "baseline" } else { "candidate" }
-        ));
+        return Err(RunPathError::NoAcceptanceRun { path: path.to_path_buf(), side });
     }
     Ok(path.to_path_buf())
 }
@@ -340,21 +308,40 @@ fn comparable_part(s: &Summary) -> (Option<&Json>, Option<&Json>, Option<&Json>,
 }
 
 /// Render the record. Errors are usage errors (bad `choose`).
-pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
+pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
     let n_exp = input.experiments.len();
     if input.choose > n_exp {
-        return Err(format!(
-            "--choose {} names no experiment: there are {n_exp} (--choose 0 keeps the baseline)",
-            input.choose
-        ));
+        return Err(NewAdrError::NoSuchExperiment { choose: input.choose, experiments: n_exp });
     }
-    let runs: Vec<&Summary> =
+    let all: Vec<&Summary> =
         std::iter::once(input.baseline).chain(input.experiments.iter()).collect();
-    let chosen = runs[input.choose];
-    let chosen_label = label(input.choose);
+    let ctx = Runs { input, chosen: all[input.choose], chosen_label: label(input.choose), all };
     let mut o = String::new();
+    title_block(&mut o, input);
+    context_section(&mut o, &ctx);
+    matrix_section(&mut o, &ctx);
+    run_notes(&mut o, &ctx);
+    param_changes(&mut o, input);
+    o.push('\n');
+    let rollback_values = decision_section(&mut o, &ctx);
+    let proposed = thresholds_section(&mut o, &ctx);
+    rollback_section(&mut o, &ctx, &proposed, &rollback_values);
+    o.push_str("## Consequences\n\n<what changes for operators, capacity and cost; what this decision gives up>\n\n");
+    reproduction_section(&mut o, &ctx);
+    o.push_str("## Links\n\nNone.\n");
+    Ok(o)
+}
 
-    // Title and status block.
+/// A record's runs: the baseline first, then the experiments, and the one it adopts.
+struct Runs<'a> {
+    input: &'a NewAdr<'a>,
+    all: Vec<&'a Summary>,
+    chosen: &'a Summary,
+    chosen_label: String,
+}
+
+/// The title and the status block.
+fn title_block(o: &mut String, input: &NewAdr<'_>) {
     writeln!(o, "# ADR-{:04}: {}\n", input.number, input.title.trim()).unwrap();
     writeln!(o, "- Status: Proposed").unwrap();
     writeln!(o, "- Date: {}", input.date.format("%Y-%m-%d")).unwrap();
@@ -364,8 +351,12 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         input.deciders.map(str::trim).filter(|d| !d.is_empty()).unwrap_or("<names>")
     )
     .unwrap();
+}
 
-    // Context.
+/// Context: a placeholder for the story, the measured scenario, and a warning for each run that
+/// is not comparable with the baseline.
+fn context_section(o: &mut String, ctx: &Runs<'_>) {
+    let (runs, input) = (&ctx.all, ctx.input);
     o.push_str("## Context\n\n");
     o.push_str(
         "<the scenario in words: who is affected, the symptom (P99, goodput, cost) and what \
@@ -384,8 +375,12 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         }
     }
     o.push('\n');
+}
 
-    // Metrics matrix.
+/// The metrics matrix: one row per run, one column per [`MATRIX`] metric (plus the sweep's knee
+/// and the acceptance verdicts when a run has them), and its legend.
+fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
+    let (runs, input) = (&ctx.all, ctx.input);
     o.push_str("## Metrics matrix\n\n| Config |");
     for (h, _, _) in MATRIX {
         write!(o, " {h} |").unwrap();
@@ -430,6 +425,11 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
          by the server; cost is per 1M output tokens from the configured device price."
     )
     .unwrap();
+}
+
+/// Notes under the matrix: simulated runs, runs that did not complete, cost bases.
+fn run_notes(o: &mut String, ctx: &Runs<'_>) {
+    let runs = &ctx.all;
     let simulated: Vec<String> =
         runs.iter().enumerate().filter(|(_, r)| r.simulated).map(|(i, _)| label(i)).collect();
     if !simulated.is_empty() {
@@ -461,7 +461,11 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
     for (basis, labels) in &bases {
         writeln!(o, "\nCost basis {basis}: {}.", labels.join(", ")).unwrap();
     }
-    if n_exp > 0 {
+}
+
+/// Each experiment's engine parameter changes against the baseline.
+fn param_changes(o: &mut String, input: &NewAdr<'_>) {
+    if !input.experiments.is_empty() {
         o.push_str(
             "\nParameter changes against the baseline:\n\n| Config | Changes |\n|---|---|\n",
         );
@@ -496,71 +500,89 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
             writeln!(o, "| {} | {text} |", label(i + 1)).unwrap();
         }
     }
-    o.push('\n');
+}
 
-    // Decision.
+/// The Decision section; returns the baseline values that rolling back restores.
+fn decision_section(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
     o.push_str("## Decision\n\n");
-    let fill_in = "<name the governed values this record fixes, one `configs/<file>.toml: section.key = value` line each>";
-    let mut rollback_values: Vec<String> = Vec::new();
-    if input.choose == 0 {
-        writeln!(o, "Keep the baseline configuration (run {}).", code(&input.baseline.run_id))
-            .unwrap();
-        match &input.baseline.engine {
-            Some(e) => {
-                o.push_str("These values are now mandatory:\n\n");
-                for (k, v) in flatten_params(&e.params) {
-                    match json_to_toml(&v) {
-                        Some(t) => writeln!(o, "- {}: {k} = {t}", e.file).unwrap(),
-                        None => writeln!(
-                            o,
-                            "- {} (null in the run, not a TOML value)",
-                            code(&format!("{}: {k}", e.file))
-                        )
-                        .unwrap(),
-                    }
-                }
-            }
-            None => writeln!(o, "\nThe run recorded no engine parameters.\n\n{fill_in}").unwrap(),
-        }
-    } else {
-        writeln!(o, "Adopt {chosen_label} (run {}).", code(&chosen.run_id)).unwrap();
-        match param_diff(input.baseline, chosen) {
-            Some((file, d)) if !(d.changed.is_empty() && d.removed.is_empty()) => {
-                o.push_str("These values are now mandatory:\n\n");
-                for (k, old, new) in &d.changed {
-                    match json_to_toml(new) {
-                        Some(t) => writeln!(o, "- {file}: {k} = {t}").unwrap(),
-                        None => writeln!(
-                            o,
-                            "- {} (null in the run, not a TOML value)",
-                            code(&format!("{file}: {k}"))
-                        )
-                        .unwrap(),
-                    }
-                    rollback_values.push(match old {
-                        Some(old) => code(&format!("{file}: {k} = {}", toml_text(old))),
-                        None => format!("remove {} from {}", code(k), code(&file)),
-                    });
-                }
-                for (k, old) in &d.removed {
-                    writeln!(o, "- {file}: {k} removed").unwrap();
-                    rollback_values.push(code(&format!("{file}: {k} = {}", toml_text(old))));
-                }
-                if !d.removed.is_empty() {
-                    o.push_str("\nA removed key takes the engine's default.\n");
-                }
-            }
-            Some(_) => writeln!(
-                o,
-                "\n{chosen_label} recorded the same engine parameters as the baseline.\n\n{fill_in}"
-            )
-            .unwrap(),
-            None => writeln!(o, "\nA run recorded no engine parameters.\n\n{fill_in}").unwrap(),
-        }
-    }
+    let rollback_values =
+        if ctx.input.choose == 0 { keep_baseline(o, ctx.input) } else { adopt_chosen(o, ctx) };
     o.push('\n');
+    rollback_values
+}
 
-    // Thresholds.
+const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one `configs/<file>.toml: section.key = value` line each>";
+
+/// The decision to keep the baseline: every recorded parameter becomes mandatory.
+fn keep_baseline(o: &mut String, input: &NewAdr<'_>) -> Vec<String> {
+    let fill_in = FILL_IN_DECISION;
+    writeln!(o, "Keep the baseline configuration (run {}).", code(&input.baseline.run_id)).unwrap();
+    match &input.baseline.engine {
+        Some(e) => {
+            o.push_str("These values are now mandatory:\n\n");
+            for (k, v) in flatten_params(&e.params) {
+                match json_to_toml(&v) {
+                    Some(t) => writeln!(o, "- {}: {k} = {t}", e.file).unwrap(),
+                    None => writeln!(
+                        o,
+                        "- {} (null in the run, not a TOML value)",
+                        code(&format!("{}: {k}", e.file))
+                    )
+                    .unwrap(),
+                }
+            }
+        }
+        None => writeln!(o, "\nThe run recorded no engine parameters.\n\n{fill_in}").unwrap(),
+    }
+    Vec::new()
+}
+
+/// The decision to adopt the chosen experiment: its changes against the baseline become
+/// mandatory; returns the baseline values that rolling back restores.
+fn adopt_chosen(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
+    let (input, chosen, chosen_label) = (ctx.input, ctx.chosen, &ctx.chosen_label);
+    let fill_in = FILL_IN_DECISION;
+    let mut rollback_values: Vec<String> = Vec::new();
+    writeln!(o, "Adopt {chosen_label} (run {}).", code(&chosen.run_id)).unwrap();
+    match param_diff(input.baseline, chosen) {
+        Some((file, d)) if !(d.changed.is_empty() && d.removed.is_empty()) => {
+            o.push_str("These values are now mandatory:\n\n");
+            for (k, old, new) in &d.changed {
+                match json_to_toml(new) {
+                    Some(t) => writeln!(o, "- {file}: {k} = {t}").unwrap(),
+                    None => writeln!(
+                        o,
+                        "- {} (null in the run, not a TOML value)",
+                        code(&format!("{file}: {k}"))
+                    )
+                    .unwrap(),
+                }
+                rollback_values.push(match old {
+                    Some(old) => code(&format!("{file}: {k} = {}", toml_text(old))),
+                    None => format!("remove {} from {}", code(k), code(&file)),
+                });
+            }
+            for (k, old) in &d.removed {
+                writeln!(o, "- {file}: {k} removed").unwrap();
+                rollback_values.push(code(&format!("{file}: {k} = {}", toml_text(old))));
+            }
+            if !d.removed.is_empty() {
+                o.push_str("\nA removed key takes the engine's default.\n");
+            }
+        }
+        Some(_) => writeln!(
+            o,
+            "\n{chosen_label} recorded the same engine parameters as the baseline.\n\n{fill_in}"
+        )
+        .unwrap(),
+        None => writeln!(o, "\nA run recorded no engine parameters.\n\n{fill_in}").unwrap(),
+    }
+    rollback_values
+}
+
+/// The CI gate thresholds proposed from the chosen run; returns them.
+fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
+    let (input, chosen, chosen_label) = (ctx.input, ctx.chosen, &ctx.chosen_label);
     o.push_str("## CI gate thresholds\n\n");
     let h = fmt_measured(input.headroom * 100.0);
     writeln!(
@@ -581,12 +603,8 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
     for (header, metric, action) in MATRIX {
-        let def = metric_def(metric).expect("matrix metrics are in the registry");
-        match chosen.metric(metric) {
-            Some(v) => {
-                let (cmp, limit) = propose_limit(v, def.better, input.headroom);
-                proposed.push((metric, cmp, limit, def.unit, action, v));
-            }
+        match propose(chosen, metric, action, input.headroom) {
+            Some(p) => proposed.push(p),
             None => unmeasured.push(header),
         }
     }
@@ -599,30 +617,42 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         .unwrap();
     }
     o.push_str("\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n");
-    for (metric, cmp, limit, unit, action, _) in &proposed {
-        writeln!(o, "| {} | {cmp} | {limit} | {unit} | {action} |", code(metric)).unwrap();
+    for p in &proposed {
+        writeln!(
+            o,
+            "| {} | {} | {} | {} | {} |",
+            code(p.metric),
+            p.comparator,
+            p.limit,
+            p.unit,
+            p.action
+        )
+        .unwrap();
     }
     o.push('\n');
+    proposed
+}
 
-    // Rollback.
+/// Rollback conditions: the proposed thresholds as conditions, and the values to restore.
+fn rollback_section(
+    o: &mut String,
+    ctx: &Runs<'_>,
+    proposed: &[Proposed],
+    rollback_values: &[String],
+) {
+    let chosen_label = &ctx.chosen_label;
     o.push_str("## Rollback conditions\n\n");
-    let worse = |cmp: Comparator| match cmp {
-        Comparator::Le | Comparator::Lt => "above",
-        Comparator::Ge | Comparator::Gt => "below",
-        Comparator::Eq => "different from",
+    let condition = |p: &&Proposed| {
+        format!(
+            "- {} {} {} (measured {} in {chosen_label})\n",
+            code(p.metric),
+            p.comparator.breaking_side(),
+            with_unit(p.limit, p.unit),
+            fmt_measured(p.measured)
+        )
     };
-    let condition =
-        |(metric, cmp, limit, unit, _, v): &&(&str, Comparator, f64, &str, Action, f64)| {
-            format!(
-                "- {} {} {} (measured {} in {chosen_label})\n",
-                code(metric),
-                worse(*cmp),
-                with_unit(*limit, unit),
-                fmt_measured(*v)
-            )
-        };
-    let blocks: Vec<_> = proposed.iter().filter(|p| p.4 == Action::Block).collect();
-    let warns: Vec<_> = proposed.iter().filter(|p| p.4 == Action::Warn).collect();
+    let blocks: Vec<_> = proposed.iter().filter(|p| p.action == Action::Block).collect();
+    let warns: Vec<_> = proposed.iter().filter(|p| p.action == Action::Warn).collect();
     if blocks.is_empty() {
         o.push_str(
             "No blocking threshold could be proposed (nothing was measured): roll back when a \
@@ -643,16 +673,16 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");
     } else {
         o.push_str("\nRolling back restores the baseline values:\n\n");
-        for v in &rollback_values {
+        for v in rollback_values {
             writeln!(o, "- {v}").unwrap();
         }
         o.push('\n');
     }
+}
 
-    // Consequences.
-    o.push_str("## Consequences\n\n<what changes for operators, capacity and cost; what this decision gives up>\n\n");
-
-    // Reproduction.
+/// Reproduction: what each run was measured with, and the notes the runs recorded.
+fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
+    let (runs, input) = (&ctx.all, ctx.input);
     o.push_str("## Reproduction\n\n| Config | Run id | Profile | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|---|---|---|---|---|---|---|\n");
     for (i, r) in runs.iter().enumerate() {
         let git = r.git.as_ref().map_or(BLANK.to_string(), |g| {
@@ -708,9 +738,6 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, String> {
         }
     }
     o.push('\n');
-
-    o.push_str("## Links\n\nNone.\n");
-    Ok(o)
 }
 
 #[cfg(test)]
@@ -718,25 +745,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn limits_move_by_the_headroom_toward_worse_and_round_outward() {
-        assert_eq!(propose_limit(182.345, Better::Lower, 0.10), (Comparator::Le, 201.0));
-        assert_eq!(propose_limit(100.0, Better::Lower, 0.10), (Comparator::Le, 110.0));
-        assert_eq!(propose_limit(0.97, Better::Higher, 0.10), (Comparator::Ge, 0.873));
-        assert_eq!(propose_limit(1.0, Better::Higher, 0.10), (Comparator::Ge, 0.9));
-        assert_eq!(propose_limit(0.0342, Better::Lower, 0.10), (Comparator::Le, 0.0377));
-        assert_eq!(propose_limit(12345.0, Better::Higher, 0.05), (Comparator::Ge, 11700.0));
-        assert_eq!(propose_limit(0.0, Better::Lower, 0.10), (Comparator::Le, 0.0));
-        assert_eq!(propose_limit(50.0, Better::Lower, 0.0), (Comparator::Le, 50.0));
+    fn every_matrix_metric_is_in_the_registry() {
+        // `propose` reads an unknown metric as not measured: the matrix must name known ones.
+        for (header, metric, _) in MATRIX {
+            assert!(bench::summary::metric_def(metric).is_some(), "{header}: {metric}");
+        }
     }
 
     #[test]
-    fn headroom_and_slug_inputs() {
-        assert_eq!(parse_headroom("10%"), Ok(0.1));
-        assert_eq!(parse_headroom("0.25"), Ok(0.25));
-        assert_eq!(parse_headroom("0%"), Ok(0.0));
-        assert!(parse_headroom("100%").is_err());
-        assert!(parse_headroom("-5%").is_err());
-        assert!(parse_headroom("ten").is_err());
+    fn slugs() {
         assert_eq!(
             slug("Enable chunked prefill (8k batches)!").unwrap(),
             "enable-chunked-prefill-8k-batches"

@@ -11,20 +11,19 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Action, Adr, AdrStatus, Comparator, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS,
-    Problem, Section, SectionKind, ThresholdRow,
+    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Problem, Section,
+    SectionKind, ThresholdRow,
 };
-use super::thresholds::to_metric_unit;
+use crate::thresholds::units::to_metric_unit;
+use crate::thresholds::{Action, Comparator};
 
 /// Parse a record. Never fails: anything unreadable becomes a [`Problem`] in `Adr::problems`
 /// (located at its line), and the values that could be read are kept.
 pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let text = text.replace("\r\n", "\n");
     let lines: Vec<&str> = text.split('\n').collect();
-    let mut problems = Vec::new();
-    let mut p = |line: usize, msg: String| problems.push(Problem::new(path, line, msg));
-
-    let front = front_matter(&lines, &mut p);
+    let mut problems = Problems { path, list: Vec::new() };
+    let front = front_matter(&lines, &mut |line, msg| problems.add(line, msg));
     let md: String = if front.end > 0 {
         let mut out: Vec<&str> = vec![""; front.end];
         out.extend_from_slice(&lines[front.end..]);
@@ -33,8 +32,75 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         text.clone()
     };
     let scan = scan_markdown(&md);
+    let (titles, sections) = titles_and_sections(&scan, &lines);
+    let doc = Doc { lines: &lines, scan: &scan, sections: &sections };
+    let block = status_block(&doc, &titles, front, &mut problems);
+    let decisions = decision_lines(&doc, &mut problems);
+    let links = links(&doc, &mut problems);
+    let thresholds = threshold_rows(&doc, &mut problems);
+    let profile = thresholds_profile(&doc, &mut problems);
+    let placeholders = placeholders(&doc);
+    Adr {
+        path: path.to_path_buf(),
+        number: number_from_file_name(path),
+        titles,
+        status: block.status,
+        status_line: block.status_line,
+        date: block.date,
+        deciders: block.deciders,
+        sections,
+        decisions,
+        thresholds,
+        profile,
+        links,
+        placeholders,
+        problems: problems.list,
+    }
+}
 
-    // Headings -> titles and sections.
+/// The problems met while parsing one record.
+struct Problems<'a> {
+    path: &'a Path,
+    list: Vec<Problem>,
+}
+
+impl Problems<'_> {
+    fn add(&mut self, line: usize, message: impl Into<String>) {
+        self.list.push(Problem::new(self.path, line, message));
+    }
+}
+
+/// A record's lines with what the markdown scan found in them.
+struct Doc<'a> {
+    lines: &'a [&'a str],
+    scan: &'a Scan,
+    sections: &'a [Section],
+}
+
+impl Doc<'_> {
+    /// The text of a 1-based line (empty past the end).
+    fn line(&self, line: usize) -> &str {
+        line_at(self.lines, line)
+    }
+
+    /// The body lines of every section of `kind` that hold text (not code, comments or tables).
+    fn body_lines(&self, kind: SectionKind) -> Vec<usize> {
+        self.sections
+            .iter()
+            .filter(|s| s.kind == Some(kind))
+            .flat_map(|s| s.line + 1..s.end)
+            .filter(|&l| !self.scan.skip[l] && !self.scan.table[l])
+            .collect()
+    }
+
+    /// Whether `line` is in the body of a section of `kind`.
+    fn in_section(&self, line: usize, kind: SectionKind) -> bool {
+        self.sections.iter().any(|s| s.kind == Some(kind) && s.line < line && line < s.end)
+    }
+}
+
+/// H1 headings are titles; H2 headings open sections, which end at the next H2.
+fn titles_and_sections(scan: &Scan, lines: &[&str]) -> (Vec<Located<String>>, Vec<Section>) {
     let mut titles = Vec::new();
     let mut sections: Vec<Section> = Vec::new();
     for (i, h) in scan.headings.iter().enumerate() {
@@ -46,7 +112,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
                     .find(|n| n.level == 2)
                     .map_or(lines.len() + 1, |n| n.line);
                 let has_content = (h.line + 1..end).any(|l| {
-                    let s = line_at(&lines, l).trim();
+                    let s = line_at(lines, l).trim();
                     !s.is_empty() && !scan.comment[l]
                 });
                 sections.push(Section {
@@ -60,29 +126,38 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
             _ => {}
         }
     }
-    let body_lines = |kind: SectionKind| -> Vec<usize> {
-        sections
-            .iter()
-            .filter(|s| s.kind == Some(kind))
-            .flat_map(|s| s.line + 1..s.end)
-            .filter(|&l| !scan.skip[l] && !scan.table[l])
-            .collect()
-    };
+    (titles, sections)
+}
 
-    // Status block: between the H1 and the first H2, plus front matter and a `## Status` section.
+/// The status, date and deciders of a record, with the line the status was written at.
+struct StatusBlock {
+    status: Option<Located<AdrStatus>>,
+    status_line: Option<usize>,
+    date: Option<Located<chrono::NaiveDate>>,
+    deciders: Option<Located<String>>,
+}
+
+/// The status block: between the H1 and the first H2, plus front matter and a `## Status`
+/// section. Each field is read once; a missing or invalid one is a problem.
+fn status_block(
+    doc: &Doc<'_>,
+    titles: &[Located<String>],
+    front: FrontMatter,
+    problems: &mut Problems<'_>,
+) -> StatusBlock {
     let preamble_start = titles.first().map_or(front.end + 1, |t| t.line + 1);
-    let preamble_end = sections.first().map_or(lines.len() + 1, |s| s.line);
+    let preamble_end = doc.sections.first().map_or(doc.lines.len() + 1, |s| s.line);
     let mut fields = front.fields;
     for l in preamble_start..preamble_end {
-        if scan.skip[l] {
+        if doc.scan.skip[l] {
             continue;
         }
-        if let Some(f) = field(line_at(&lines, l), l) {
+        if let Some(f) = field(doc.line(l), l) {
             fields.push(f);
         }
     }
-    for l in body_lines(SectionKind::Status) {
-        let raw = line_at(&lines, l);
+    for l in doc.body_lines(SectionKind::Status) {
+        let raw = doc.line(l);
         match field(raw, l) {
             Some(f) => fields.push(f),
             None if !raw.trim().is_empty() => fields.push(Field {
@@ -93,84 +168,94 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
             None => {}
         }
     }
-    let mut status = None;
-    let mut date = None;
-    let mut deciders = None;
+    let mut block = StatusBlock { status: None, status_line: None, date: None, deciders: None };
     let mut seen: Vec<(String, usize)> = Vec::new();
     for f in fields {
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == f.key) {
-            p(f.line, format!("`{}` is given twice (first at line {first})", f.key));
+            problems.add(f.line, format!("`{}` is given twice (first at line {first})", f.key));
             continue;
         }
         seen.push((f.key.clone(), f.line));
         match f.key.as_str() {
             "status" => match AdrStatus::parse(&f.value) {
-                Ok(s) => status = Some(Located { value: s, line: f.line }),
-                Err(e) => p(f.line, e),
+                Ok(s) => block.status = Some(Located { value: s, line: f.line }),
+                Err(e) => problems.add(f.line, e),
             },
             "date" => match parse_iso_date(&f.value) {
-                Ok(d) => date = Some(Located { value: d, line: f.line }),
-                Err(e) => p(f.line, e),
+                Ok(d) => block.date = Some(Located { value: d, line: f.line }),
+                Err(e) => problems.add(f.line, e),
             },
-            _ => deciders = Some(Located { value: f.value, line: f.line }),
+            _ => block.deciders = Some(Located { value: f.value, line: f.line }),
         }
     }
     let title_line = titles.first().map_or(1, |t| t.line);
     let written = |key: &str| seen.iter().find(|(k, _)| k == key).map(|(_, l)| *l);
-    let status_line = written("status");
-    if status_line.is_none() {
-        p(title_line, NO_STATUS.into());
+    block.status_line = written("status");
+    if block.status_line.is_none() {
+        problems.add(title_line, NO_STATUS);
     }
     if written("date").is_none() {
-        p(title_line, "no date; write `- Date: YYYY-MM-DD` under the title".into());
+        problems.add(title_line, "no date; write `- Date: YYYY-MM-DD` under the title");
     }
-    match &deciders {
-        None => p(title_line, "no deciders; write `- Deciders: <names>` under the title".into()),
+    match &block.deciders {
+        None => {
+            problems.add(title_line, "no deciders; write `- Deciders: <names>` under the title")
+        }
         Some(d) if d.value.trim().is_empty() => {
-            p(d.line, "deciders are empty; name who decided".into())
+            problems.add(d.line, "deciders are empty; name who decided")
         }
         _ => {}
     }
+    block
+}
 
-    // Decision lines.
+/// The decision lines of the Decision section (lines that start with `configs/`).
+fn decision_lines(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<DecisionLine> {
     let mut decisions = Vec::new();
-    for l in body_lines(SectionKind::Decision) {
-        let Some(candidate) = decision_candidate(line_at(&lines, l)) else { continue };
+    for l in doc.body_lines(SectionKind::Decision) {
+        let Some(candidate) = decision_candidate(doc.line(l)) else { continue };
         match parse_decision_line(candidate) {
             Ok((file, key, value)) => decisions.push(DecisionLine { file, key, value, line: l }),
-            Err(e) => p(l, e),
+            Err(e) => problems.add(l, e),
         }
     }
+    decisions
+}
 
-    // Supersession links.
+/// The supersession links of the Links section.
+fn links(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<Link> {
     let mut links = Vec::new();
-    for l in body_lines(SectionKind::Links) {
-        match parse_link(line_at(&lines, l), l) {
+    for l in doc.body_lines(SectionKind::Links) {
+        match parse_link(doc.line(l), l) {
             Some(Ok(link)) => links.push(link),
-            Some(Err(e)) => p(l, e),
+            Some(Err(e)) => problems.add(l, e),
             None => {}
         }
     }
+    links
+}
 
-    // Thresholds tables.
-    let in_section = |line: usize, kind: SectionKind| {
-        sections.iter().any(|s| s.kind == Some(kind) && s.line < line && line < s.end)
-    };
+/// The columns of a thresholds table, in the order [`parse_threshold_row`] takes its cells.
+const THRESHOLD_COLUMNS: [&str; 5] = ["metric", "comparator", "limit", "unit", "action"];
+
+/// The rows of the thresholds tables (in the thresholds section, or in the Decision section when
+/// they have the thresholds columns). A metric has one threshold per action.
+fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<ThresholdRow> {
     let mut thresholds: Vec<ThresholdRow> = Vec::new();
-    for table in &scan.tables {
-        let in_thresholds = in_section(table.line, SectionKind::Thresholds);
-        let in_decision = in_section(table.line, SectionKind::Decision);
+    for table in &doc.scan.tables {
+        let in_thresholds = doc.in_section(table.line, SectionKind::Thresholds);
+        let in_decision = doc.in_section(table.line, SectionKind::Decision);
         if !in_thresholds && !in_decision {
             continue;
         }
         let header: Vec<String> =
             table.header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
         let col = |name: &str| header.iter().position(|h| h == name);
-        let wanted = ["metric", "comparator", "limit", "unit", "action"];
-        let missing: Vec<&str> = wanted.iter().copied().filter(|c| col(c).is_none()).collect();
+        let missing: Vec<&str> =
+            THRESHOLD_COLUMNS.iter().copied().filter(|c| col(c).is_none()).collect();
         if !missing.is_empty() {
             if in_thresholds {
-                p(
+                problems.add(
                     table.line,
                     format!(
                         "thresholds table lacks column(s) {}; its columns must be: metric, \
@@ -181,7 +266,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
             }
             continue;
         }
-        let idx: Vec<usize> = wanted.iter().map(|c| col(c).unwrap_or(0)).collect();
+        let idx: Vec<usize> = THRESHOLD_COLUMNS.iter().map(|c| col(c).unwrap_or(0)).collect();
         for (line, cells) in &table.rows {
             let cell = |i: usize| cells.get(idx[i]).map(|s| s.trim()).unwrap_or("");
             match parse_threshold_row([cell(0), cell(1), cell(2), cell(3), cell(4)]) {
@@ -189,7 +274,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
                     if let Some(prev) =
                         thresholds.iter().find(|t| t.metric == row.metric && t.action == row.action)
                     {
-                        p(
+                        problems.add(
                             *line,
                             format!(
                                 "metric `{}` already has a `{}` threshold at line {}",
@@ -202,24 +287,28 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
                 }
                 Err(errors) => {
                     for e in errors {
-                        p(*line, e);
+                        problems.add(*line, e);
                     }
                 }
             }
         }
     }
+    thresholds
+}
 
-    // The bench profile that scopes the thresholds: the thresholds section's `They gate runs
-    // of bench profile `NAME`` line, else the Context's measured scenario.
+/// The bench profile that scopes the thresholds: the thresholds section's `They gate runs of
+/// bench profile `NAME`` line, else the Context's measured scenario. One line only.
+fn thresholds_profile(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Option<Located<String>> {
     let mut profile: Option<Located<String>> = None;
-    let scope_lines = body_lines(SectionKind::Thresholds)
+    let scope_lines = doc
+        .body_lines(SectionKind::Thresholds)
         .into_iter()
-        .filter_map(|l| gated_profile(line_at(&lines, l)).map(|r| (l, r)))
+        .filter_map(|l| gated_profile(doc.line(l)).map(|r| (l, r)))
         .collect::<Vec<_>>();
     let scope_lines = if scope_lines.is_empty() {
-        body_lines(SectionKind::Context)
+        doc.body_lines(SectionKind::Context)
             .into_iter()
-            .filter_map(|l| scenario_profile(line_at(&lines, l)).map(|r| (l, r)))
+            .filter_map(|l| scenario_profile(doc.line(l)).map(|r| (l, r)))
             .collect()
     } else {
         scope_lines
@@ -227,45 +316,32 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     for (l, name) in scope_lines {
         match (&profile, name) {
             (None, Ok(name)) => profile = Some(Located { value: name, line: l }),
-            (Some(first), _) => p(
+            (Some(first), _) => problems.add(
                 l,
                 format!(
                     "a second line naming the profile the thresholds gate (the first is at line {})",
                     first.line
                 ),
             ),
-            (None, Err(e)) => p(l, e),
+            (None, Err(e)) => problems.add(l, e),
         }
     }
+    profile
+}
 
-    // Placeholders left from the template (reported by lint).
+/// Placeholders left from the template (outside code and comments; reported by lint).
+fn placeholders(doc: &Doc<'_>) -> Vec<Located<String>> {
     let mut placeholders = Vec::new();
-    for (i, raw) in lines.iter().enumerate() {
+    for (i, raw) in doc.lines.iter().enumerate() {
         let l = i + 1;
-        if scan.skip.get(l).copied().unwrap_or(false) {
+        if doc.scan.skip.get(l).copied().unwrap_or(false) {
             continue;
         }
         for ph in find_placeholders(raw) {
             placeholders.push(Located { value: ph, line: l });
         }
     }
-
-    Adr {
-        path: path.to_path_buf(),
-        number: number_from_file_name(path),
-        titles,
-        status,
-        status_line,
-        date,
-        deciders,
-        sections,
-        decisions,
-        thresholds,
-        profile,
-        links,
-        placeholders,
-        problems,
-    }
+    placeholders
 }
 
 /// The profile of a thresholds-section line `They gate runs of bench profile `NAME`...`.
@@ -481,7 +557,7 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
     if def.is_none() {
         errors.push(unknown_metric_message(metric));
     }
-    let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e)).ok();
+    let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e.to_string())).ok();
     let value = match limit.parse::<f64>() {
         Ok(v) if v.is_finite() => Some(v),
         _ => {
@@ -491,10 +567,10 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
             None
         }
     };
-    let action = Action::parse(action).map_err(|e| errors.push(e)).ok();
+    let action = Action::parse(action).map_err(|e| errors.push(e.to_string())).ok();
     let converted = match (def, value) {
         (Some(def), Some(v)) => {
-            to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e)).ok()
+            to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e.to_string())).ok()
         }
         _ => None,
     };
@@ -901,6 +977,76 @@ mod tests {
         );
         assert_eq!(adr.profile.map(|p| (p.value, p.line)), Some(("tuned".to_string(), 10)));
         assert!(gated_profile("They gate runs of bench profile tuned.").unwrap().is_err());
+    }
+
+    fn messages(adr: &Adr) -> Vec<(usize, String)> {
+        adr.problems.iter().map(|p| (p.line, p.message.clone())).collect()
+    }
+
+    #[test]
+    fn the_status_block_reads_each_field_once_and_names_what_is_missing() {
+        let adr = parse_adr(Path::new("docs/adr/0001-x.md"), "# ADR-0001: T\n\nText.\n");
+        let got = messages(&adr);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(got.iter().all(|(l, _)| *l == 1), "{got:?}");
+        assert_eq!(adr.status_problems(), vec![Problem::new(&adr.path, 1, NO_STATUS)]);
+        let adr = parse_adr(
+            Path::new("docs/adr/0001-x.md"),
+            "# T\n\n- Status: Acepted\n- Date: 2025-01-01\n- Date: 2025-01-02\n- Deciders: \n",
+        );
+        let got = messages(&adr);
+        assert!(got[0].0 == 3 && got[0].1.starts_with("unknown status `Acepted`"), "{got:?}");
+        assert_eq!(got[1], (5, "`date` is given twice (first at line 4)".to_string()));
+        assert_eq!(got[2], (6, "deciders are empty; name who decided".to_string()));
+        assert_eq!(adr.status_line, Some(3));
+        assert_eq!(adr.status_problems().len(), 1);
+        assert_eq!(adr.date.map(|d| d.line), Some(4));
+    }
+
+    #[test]
+    fn threshold_tables_need_their_columns_and_one_row_per_metric_and_action() {
+        let head = "# T\n\n- Status: Proposed\n- Date: 2025-01-01\n- Deciders: a\n\n## CI gate thresholds\n\n";
+        let adr = parse_adr(
+            Path::new("docs/adr/0001-x.md"),
+            &format!("{head}| Metric | Limit |\n|---|---|\n| goodput.ratio | 0.9 |\n"),
+        );
+        assert_eq!(adr.thresholds, vec![]);
+        assert_eq!(messages(&adr).len(), 1);
+        assert!(
+            messages(&adr)[0].1.contains("`comparator`, `unit`, `action`"),
+            "{:?}",
+            adr.problems
+        );
+        let adr = parse_adr(
+            Path::new("docs/adr/0001-x.md"),
+            &format!(
+                "{head}| Action | Metric | Comparator | Limit | Unit |\n|---|---|---|---|---|\n\
+                 | block | goodput.ratio | >= | 90 | % |\n| warn | goodput.ratio | >= | 0.95 | ratio |\n\
+                 | block | `goodput.ratio` | >= | 0.8 | ratio |\n"
+            ),
+        );
+        let rows: Vec<(f64, Action, usize)> =
+            adr.thresholds.iter().map(|t| (t.limit, t.action, t.line)).collect();
+        assert_eq!(rows, vec![(0.9, Action::Block, 11), (0.95, Action::Warn, 12)]);
+        assert_eq!(
+            messages(&adr),
+            vec![(13, "metric `goodput.ratio` already has a `block` threshold at line 11".into())]
+        );
+    }
+
+    #[test]
+    fn a_second_profile_line_is_a_problem() {
+        let adr = parse_adr(
+            Path::new("docs/adr/0001-x.md"),
+            "# T\n\n## CI gate thresholds\n\nThey gate runs of bench profile `a`.\n\
+             They gate runs of bench profile `b`.\n",
+        );
+        assert_eq!(adr.profile.map(|p| (p.value, p.line)), Some(("a".to_string(), 5)));
+        assert!(
+            adr.problems.iter().any(|p| p.line == 6 && p.message.contains("first is at line 5")),
+            "{:?}",
+            adr.problems
+        );
     }
 
     #[test]

@@ -7,8 +7,9 @@ use std::process::Command;
 use crate::support::gitrepo::GitRepo;
 use crate::support::{Out, xtask};
 use git2::Oid;
+use xtask::adr::live::generate;
 use xtask::adr::parse_adr;
-use xtask::adr::thresholds::{generate, render};
+use xtask::thresholds::file::render_file;
 
 const ENGINE: &str = "configs/engine.toml";
 const GATE: &str = "thresholds/gate.toml";
@@ -60,7 +61,7 @@ fn adr2(decisions: &str) -> String {
 /// gate.toml as `adr thresholds` writes it for these records.
 fn gate_for(records: &[(&str, &str)]) -> String {
     let adrs: Vec<_> = records.iter().map(|(p, t)| parse_adr(Path::new(p), t)).collect();
-    render(&generate(&adrs).unwrap(), "docs/adr")
+    render_file(&generate(&adrs).unwrap(), "docs/adr")
 }
 
 /// A repository with one commit on `main` (engine config, ADR-0001, gate.toml), and HEAD on a

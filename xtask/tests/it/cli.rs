@@ -5,8 +5,9 @@ use std::path::Path;
 
 use crate::support::{Out, engine_params, summary, write_run, xtask};
 use bench::summary::metric_def;
-use xtask::adr::new::{MATRIX, propose_limit};
-use xtask::adr::thresholds::Thresholds;
+use xtask::adr::new::MATRIX;
+use xtask::thresholds::Thresholds;
+use xtask::thresholds::propose::propose_limit;
 
 /// Snapshot a command's output with the temporary root and today's date filtered out.
 fn snap(name: &str, root: &Path, out: &Out) {

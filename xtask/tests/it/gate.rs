@@ -1,9 +1,9 @@
 //! Gate verdicts at, just under and just over each limit for every comparator; missing metrics;
 //! the printed report.
 
-use xtask::adr::thresholds::{Threshold, Thresholds};
-use xtask::adr::{Action, Comparator};
-use xtask::gate::{Verdict, evaluate, render_github, render_report};
+use xtask::thresholds::{
+    Action, Comparator, Threshold, Thresholds, Verdict, evaluate, render_github, render_report,
+};
 
 fn threshold(
     metric: &str,

@@ -3,8 +3,9 @@
 use bench::summary::metric_def;
 use chrono::NaiveDate;
 use xtask::adr::lint::lint_files;
-use xtask::adr::new::{MATRIX, NewAdr, propose_limit, render};
+use xtask::adr::new::{MATRIX, NewAdr, render};
 use xtask::adr::parse_adr;
+use xtask::thresholds::propose::propose_limit;
 
 fn runs() -> (bench::Summary, Vec<bench::Summary>) {
     let base = crate::support::summary(
@@ -128,7 +129,10 @@ fn unknown_engine_parameters_leave_a_placeholder_not_a_guess() {
     let decision = adr.section(xtask::adr::SectionKind::Decision).unwrap();
     assert!(adr.placeholders.iter().any(|p| p.line > decision.line && p.line < decision.end));
     assert!(
-        render(&input(&base, &exps, 3)).unwrap_err().contains("--choose 3 names no experiment")
+        render(&input(&base, &exps, 3))
+            .unwrap_err()
+            .to_string()
+            .contains("--choose 3 names no experiment")
     );
 }
 

@@ -22,12 +22,19 @@ use anyhow::Context;
 use bench::config::Source;
 use clap::Args;
 use comfy_table::{Table, presets};
+use git2::{Repository, Tree};
 
 use self::rule::{Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, Violation};
 use self::semdiff::KeyChange;
-use crate::Status;
-use crate::adr::{is_record_file, lint, parse_adr, plural, thresholds};
+use crate::adr::lint;
+use crate::adr::live;
+use crate::adr::model::{Adr, AdrStatus};
+use crate::adr::parse::{number_from_file_name, parse_adr};
+use crate::adr::records::is_record_file;
+use crate::exit::Status;
 use crate::settings::{self, SETTINGS_FILE, Settings};
+use crate::text::{gh_escape, plural, quote};
+use crate::thresholds::GATE_FILE;
 
 /// `cargo xtask adr check`.
 #[derive(Debug, Args)]
@@ -59,6 +66,9 @@ pub struct FileNote {
     pub note: String,
 }
 
+/// The line at head of each changed key that is still there, by (file, key).
+pub type KeyLines = BTreeMap<(String, String), usize>;
+
 /// What the check looked at and what the rule says.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -76,7 +86,7 @@ pub struct Report {
     /// Record files the diff touches.
     pub records: Vec<RecordChange>,
     /// Line at head of each changed key that is still there, for annotations.
-    pub key_lines: BTreeMap<(String, String), usize>,
+    pub key_lines: KeyLines,
     /// `ADR-Exempt` trailers without a reason: not honoured.
     pub refused_exemptions: Vec<Exemption>,
     pub outcome: Outcome,
@@ -98,10 +108,68 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let at_base = format!("at the merge base {mb_short}");
     let at_head = format!("at head {head_short}");
 
-    // Governed patterns: the settings at either side.
+    let sides = Sides { repo: &repo, base: &mb_tree, head: &head_tree, at_base, at_head };
+    let governed = governed_patterns(&sides)?;
+    let dir = dir.trim_end_matches('/');
+    let changed = changed_files(&sides, dir, &governed)?;
+    let (changes, key_lines) = key_changes(&sides, changed.governed_paths)?;
+    let (file_notes, records) = (changed.file_notes, changed.records);
+
+    // The records at head: lint, and gate.toml against them.
+    let head_records: Vec<(std::path::PathBuf, String)> =
+        git::read_dir(&repo, &head_tree, dir, is_record_file)?
+            .into_iter()
+            .map(|(p, t)| (p.into(), t))
+            .collect();
+    let adrs: Vec<Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let lint_problems = lint::lint_adrs(&adrs);
+    let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
+    let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
+
+    // Exemptions.
+    let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
+    let (exemptions, refused): (Vec<Exemption>, Vec<Exemption>) =
+        git::exemptions(&commits).into_iter().partition(|e| !e.reason.is_empty());
+
+    let outcome = rule::evaluate(Input {
+        changes: &changes,
+        records: &records,
+        lint: &lint_problems,
+        thresholds: &sync,
+        gate_file: GATE_FILE,
+        exemptions: &exemptions,
+    });
+    Ok(Report {
+        base: Rev { name: base.to_string(), id: git::short(base_commit.id()) },
+        head: Rev { name: head.to_string(), id: head_short },
+        merge_base: mb_short,
+        commits: commits.len(),
+        shallow: repo.is_shallow(),
+        governed,
+        file_notes,
+        records,
+        key_lines,
+        refused_exemptions: refused,
+        outcome,
+    })
+}
+
+/// The two trees `adr check` compares, with the words that name them in errors.
+struct Sides<'r> {
+    repo: &'r Repository,
+    base: &'r Tree<'r>,
+    head: &'r Tree<'r>,
+    /// `at the merge base <id>`.
+    at_base: String,
+    /// `at head <id>`.
+    at_head: String,
+}
+
+/// The governed file patterns: those of the settings at either side.
+fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Vec<String>> {
     let mut governed = Vec::new();
-    for (tree, at) in [(&mb_tree, &at_base), (&head_tree, &at_head)] {
-        let text = git::read_text(&repo, tree, SETTINGS_FILE)?;
+    for (tree, at) in [(sides.base, &sides.at_base), (sides.head, &sides.at_head)] {
+        let text = git::read_text(sides.repo, tree, SETTINGS_FILE)?;
         let s = match text {
             Some(t) => Settings::parse(&Source::new(SETTINGS_FILE, t))
                 .with_context(|| format!("invalid {SETTINGS_FILE} {at}"))?,
@@ -113,10 +181,23 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             }
         }
     }
+    Ok(governed)
+}
 
-    // What changed.
-    let files = git::tree_changes(&repo, &mb_tree, &head_tree)?;
-    let dir = dir.trim_end_matches('/');
+/// The governed files and records a diff touches.
+struct Changed {
+    /// Governed files changed (at either path of a rename), in diff order.
+    governed_paths: Vec<String>,
+    /// Added, deleted and renamed governed files.
+    file_notes: Vec<FileNote>,
+    /// Record files of `dir` changed, paired old with new.
+    records: Vec<RecordChange>,
+}
+
+/// The files that changed between the two sides: governed files (`governed` patterns) and
+/// records (files of `dir`).
+fn changed_files(sides: &Sides<'_>, dir: &str, governed: &[String]) -> anyhow::Result<Changed> {
+    let files = git::tree_changes(sides.repo, sides.base, sides.head)?;
     let in_records_dir = |p: &str| {
         p.rsplit_once('/').is_some_and(|(parent, name)| parent == dir && is_record_file(name))
     };
@@ -124,8 +205,8 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let mut file_notes = Vec::new();
     let (mut old_records, mut new_records) = (Vec::new(), Vec::new());
     for f in &files {
-        let old_gov = f.old.as_deref().filter(|p| settings::is_governed(&governed, p));
-        let new_gov = f.new.as_deref().filter(|p| settings::is_governed(&governed, p));
+        let old_gov = f.old.as_deref().filter(|p| settings::is_governed(governed, p));
+        let new_gov = f.new.as_deref().filter(|p| settings::is_governed(governed, p));
         for p in old_gov.iter().chain(new_gov.iter()) {
             if !governed_paths.iter().any(|g| g == p) {
                 governed_paths.push(p.to_string());
@@ -144,28 +225,37 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             _ => {}
         }
         if let Some(p) = f.old.as_deref().filter(|p| in_records_dir(p)) {
-            old_records.extend(git::read_text(&repo, &mb_tree, p)?.map(|t| RecordFile::new(p, t)));
+            old_records
+                .extend(git::read_text(sides.repo, sides.base, p)?.map(|t| RecordFile::new(p, t)));
         }
         if let Some(p) = f.new.as_deref().filter(|p| in_records_dir(p)) {
             new_records
-                .extend(git::read_text(&repo, &head_tree, p)?.map(|t| RecordFile::new(p, t)));
+                .extend(git::read_text(sides.repo, sides.head, p)?.map(|t| RecordFile::new(p, t)));
         }
     }
-    let records = pair_records(old_records, new_records);
+    Ok(Changed { governed_paths, file_notes, records: pair_records(old_records, new_records) })
+}
 
-    // The semantic diff of each governed file, by path (a renamed file loses every key at its
-    // old path and gains them at its new one).
+/// The semantic diff of each governed file, by path (a renamed file loses every key at its old
+/// path and gains them at its new one), and the line at head of each key still there.
+fn key_changes(
+    sides: &Sides<'_>,
+    governed_paths: Vec<String>,
+) -> anyhow::Result<(Vec<KeyChange>, KeyLines)> {
+    let mut governed_paths = governed_paths;
     governed_paths.sort();
     let mut changes: Vec<KeyChange> = Vec::new();
     let mut key_lines = BTreeMap::new();
     for p in &governed_paths {
-        let old = git::read_text(&repo, &mb_tree, p)?.map(|t| Source::new(p, t));
-        let new = git::read_text(&repo, &head_tree, p)?.map(|t| Source::new(p, t));
+        let old = git::read_text(sides.repo, sides.base, p)?.map(|t| Source::new(p, t));
+        let new = git::read_text(sides.repo, sides.head, p)?.map(|t| Source::new(p, t));
         if let Some(o) = &old {
-            semdiff::parse(o).with_context(|| format!("{p} {at_base} is not valid TOML"))?;
+            semdiff::parse(o)
+                .with_context(|| format!("{p} {} is not valid TOML", sides.at_base))?;
         }
         if let Some(n) = &new {
-            semdiff::parse(n).with_context(|| format!("{p} {at_head} is not valid TOML"))?;
+            semdiff::parse(n)
+                .with_context(|| format!("{p} {} is not valid TOML", sides.at_head))?;
         }
         let file_changes = semdiff::diff_file(p, old.as_ref(), new.as_ref())?;
         if let Some(n) = &new {
@@ -178,44 +268,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         }
         changes.extend(file_changes);
     }
-
-    // The records at head: lint, and gate.toml against them.
-    let head_records: Vec<(std::path::PathBuf, String)> =
-        git::read_dir(&repo, &head_tree, dir, is_record_file)?
-            .into_iter()
-            .map(|(p, t)| (p.into(), t))
-            .collect();
-    let adrs: Vec<crate::adr::Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    let lint_problems = lint::lint_adrs(&adrs);
-    let gate = git::read_text(&repo, &head_tree, thresholds::GATE_FILE)?;
-    let sync = thresholds::check_in_sync(&adrs, dir, gate.as_deref());
-
-    // Exemptions.
-    let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
-    let (exemptions, refused): (Vec<Exemption>, Vec<Exemption>) =
-        git::exemptions(&commits).into_iter().partition(|e| !e.reason.is_empty());
-
-    let outcome = rule::evaluate(Input {
-        changes: &changes,
-        records: &records,
-        lint: &lint_problems,
-        thresholds: &sync,
-        gate_file: thresholds::GATE_FILE,
-        exemptions: &exemptions,
-    });
-    Ok(Report {
-        base: Rev { name: base.to_string(), id: git::short(base_commit.id()) },
-        head: Rev { name: head.to_string(), id: head_short },
-        merge_base: mb_short,
-        commits: commits.len(),
-        shallow: repo.is_shallow(),
-        governed,
-        file_notes,
-        records,
-        key_lines,
-        refused_exemptions: refused,
-        outcome,
-    })
+    Ok((changes, key_lines))
 }
 
 /// Record files at the merge base and at head (those the diff touches) as changes: the same
@@ -223,7 +276,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
 /// is added or deleted. Git's similarity-based rename detection is not used for records: two
 /// records written from the same template look alike without being the same record.
 pub fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<RecordChange> {
-    let number = |f: &RecordFile| crate::adr::parse::number_from_file_name(&f.path);
+    let number = |f: &RecordFile| number_from_file_name(&f.path);
     let mut old: Vec<Option<RecordFile>> = old.into_iter().map(Some).collect();
     let mut out = Vec::new();
     for n in new {
@@ -271,7 +324,7 @@ pub fn suggested_title(changes: &[&KeyChange]) -> String {
 pub fn adr_new_command(changes: &[&KeyChange]) -> String {
     format!(
         "cargo xtask adr new {} --baseline RUN_BASE --exp RUN_HEAD",
-        crate::engine::quote(&suggested_title(changes))
+        quote(&suggested_title(changes))
     )
 }
 
@@ -316,9 +369,20 @@ fn record_kind(rc: &RecordChange) -> (String, &'static str) {
 
 /// The report as `adr check` prints it.
 pub fn render(r: &Report, github: bool) -> String {
-    let o = &r.outcome;
     let mut out = String::new();
-    let w = &mut out;
+    render_header(&mut out, r);
+    render_changes(&mut out, r);
+    render_fix(&mut out, r);
+    render_verdict(&mut out, r);
+    if github {
+        out.push_str(&render_github(r));
+    }
+    out
+}
+
+/// What was compared, the governed files, and the exemptions (honoured or refused).
+fn render_header(w: &mut String, r: &Report) {
+    let o = &r.outcome;
     writeln!(
         w,
         "adr check: base {} ({}), head {} ({}), merge base {}, {}",
@@ -363,8 +427,11 @@ pub fn render(r: &Report, github: bool) -> String {
         )
         .unwrap();
     }
+}
 
-    // The diff.
+/// The governed changes, the records the diff touches, their coverage and the violations.
+fn render_changes(w: &mut String, r: &Report) {
+    let o = &r.outcome;
     if o.coverage.is_empty() {
         writeln!(w, "governed changes: none").unwrap();
     } else {
@@ -397,8 +464,11 @@ pub fn render(r: &Report, github: bool) -> String {
             writeln!(w, "  {v}").unwrap();
         }
     }
+}
 
-    // How to fix what is not covered.
+/// How to fix what is not covered: the `adr new` command and the decision lines to write.
+fn render_fix(w: &mut String, r: &Report) {
+    let o = &r.outcome;
     let uncovered: Vec<&KeyChange> = o.uncovered().map(|c| &c.change).collect();
     if !uncovered.is_empty() {
         writeln!(
@@ -422,9 +492,7 @@ pub fn render(r: &Report, github: bool) -> String {
         let open: Vec<String> = o
             .added
             .iter()
-            .filter(|(_, _, s)| {
-                matches!(s, Some(crate::adr::AdrStatus::Proposed | crate::adr::AdrStatus::Accepted))
-            })
+            .filter(|(_, _, s)| matches!(s, Some(AdrStatus::Proposed | AdrStatus::Accepted)))
             .map(|(label, path, _)| format!("{label} ({})", path.display()))
             .collect();
         if !open.is_empty() {
@@ -437,8 +505,11 @@ pub fn render(r: &Report, github: bool) -> String {
         }
         writeln!(w).unwrap();
     }
+}
 
-    // The verdict.
+/// The verdict line (and the exemption that waives it).
+fn render_verdict(w: &mut String, r: &Report) {
+    let o = &r.outcome;
     let n = o.coverage.len();
     let covered = o.coverage.iter().filter(|c| c.covered()).count();
     let keys = if n == 0 {
@@ -460,16 +531,11 @@ pub fn render(r: &Report, github: bool) -> String {
     {
         writeln!(w, "exempt: ADR-Exempt: {} (commit {})", e.reason, e.commit).unwrap();
     }
-    if github {
-        out.push_str(&render_github(r));
-    }
-    out
 }
 
 /// GitHub Actions annotations: an `::error` per uncovered key (at its line at head) and per
 /// violation (`::warning` when exempt), and a `::warning` per exemption.
 pub fn render_github(r: &Report) -> String {
-    use crate::gate::gh_escape;
     let o = &r.outcome;
     let level = if o.exemptions.is_empty() { "error" } else { "warning" };
     let mut out = String::new();
@@ -510,9 +576,7 @@ pub fn render_github(r: &Report) -> String {
             Violation::Lint(p) | Violation::AcceptedEdited(p) => {
                 (p.path.display().to_string(), format!(",line={}", p.line), p.message.clone())
             }
-            Violation::Thresholds(m) => {
-                (thresholds::GATE_FILE.to_string(), String::new(), m.clone())
-            }
+            Violation::Thresholds(m) => (GATE_FILE.to_string(), String::new(), m.clone()),
         };
         writeln!(
             out,

@@ -14,8 +14,10 @@
 use std::path::PathBuf;
 
 use super::semdiff::{KeyChange, same_value};
-use crate::adr::thresholds::SyncState;
-use crate::adr::{Adr, AdrStatus, Decided, Problem, SectionKind, decision_lines, parse_adr};
+use crate::adr::live::SyncState;
+use crate::adr::model::{Adr, AdrStatus, Decided, DecisionLine, Problem, SectionKind};
+use crate::adr::parse::parse_adr;
+use crate::adr::records::decision_lines;
 
 /// A record file as it is at one side of the diff.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -159,8 +161,8 @@ impl Outcome {
         self.rule_holds() || !self.exemptions.is_empty()
     }
 
-    pub fn status(&self) -> crate::Status {
-        crate::Status::from_ok(self.passed())
+    pub fn status(&self) -> crate::exit::Status {
+        crate::exit::Status::from_ok(self.passed())
     }
 }
 
@@ -168,8 +170,8 @@ impl Outcome {
 pub fn evaluate(input: Input<'_>) -> Outcome {
     // Records the diff adds, and what each says.
     let mut added = Vec::new();
-    let mut coverers: Vec<(String, PathBuf, Vec<crate::adr::DecisionLine>)> = Vec::new();
-    let mut others: Vec<(String, String, Vec<crate::adr::DecisionLine>)> = Vec::new();
+    let mut coverers: Vec<(String, PathBuf, Vec<DecisionLine>)> = Vec::new();
+    let mut others: Vec<(String, String, Vec<DecisionLine>)> = Vec::new();
     for rc in input.records {
         let Some(new) = &rc.new else { continue };
         let adr = parse_adr(&new.path, &new.text);
@@ -202,8 +204,7 @@ pub fn evaluate(input: Input<'_>) -> Outcome {
         .map(|change| {
             let mut covered_by = Vec::new();
             let mut near_misses = Vec::new();
-            let names =
-                |d: &&crate::adr::DecisionLine| d.file == change.file && d.key == change.key;
+            let names = |d: &&DecisionLine| d.file == change.file && d.key == change.key;
             for (label, path, lines) in &coverers {
                 for d in lines.iter().filter(names) {
                     if says_new_value(&d.value, change) {

@@ -1,0 +1,275 @@
+//! The command line that starts vLLM or SGLang with exactly the parameters of an engine config.
+//!
+//! Every value is rendered explicitly, defaults included, so the deployment does not depend on
+//! an engine version's own defaults. Parameters that do not map one to one are returned as
+//! notes. `engine args` prints the result; `engine serve` starts vLLM with it.
+
+use bench::config::{EngineConfig, SchedulerPolicy};
+use clap::ValueEnum;
+
+use crate::text::quote;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// `vllm serve`
+    Vllm,
+    /// `python -m sglang.launch_server`
+    Sglang,
+}
+
+/// A command line and what the reader should know about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rendered {
+    /// The program and its leading arguments (`vllm serve <model>`).
+    pub program: Vec<String>,
+    /// Flags, each with its value if it takes one.
+    pub flags: Vec<(String, Option<String>)>,
+    /// Parameters that map only approximately, or not at all.
+    pub notes: Vec<String>,
+}
+
+impl Rendered {
+    /// Every argument, in order.
+    pub fn argv(&self) -> Vec<String> {
+        let mut argv = self.program.clone();
+        for (flag, value) in &self.flags {
+            argv.push(flag.clone());
+            argv.extend(value.clone());
+        }
+        argv
+    }
+
+    /// A copy-pasteable shell command, one flag per line.
+    pub fn shell(&self) -> String {
+        let mut out = self.program.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ");
+        for (flag, value) in &self.flags {
+            out.push_str(" \\\n  ");
+            out.push_str(&quote(flag));
+            if let Some(v) = value {
+                out.push(' ');
+                out.push_str(&quote(v));
+            }
+        }
+        out
+    }
+}
+
+pub fn render(cfg: &EngineConfig, engine: EngineKind) -> Rendered {
+    match engine {
+        EngineKind::Vllm => render_vllm(cfg),
+        EngineKind::Sglang => render_sglang(cfg),
+    }
+}
+
+fn flag(name: &str, value: impl ToString) -> (String, Option<String>) {
+    (name.to_string(), Some(value.to_string()))
+}
+
+fn switch(name: &str) -> (String, Option<String>) {
+    (name.to_string(), None)
+}
+
+/// Sections the engines do not read.
+fn common_notes(cfg: &EngineConfig, notes: &mut Vec<String>) {
+    if cfg.device.is_some() {
+        notes.push(
+            "[device] describes the hardware (simulator, cost); it is not an engine flag".into(),
+        );
+    }
+    if !cfg.sim.is_empty() {
+        notes.push("[sim] configures the simulator only; it is not an engine flag".into());
+    }
+    if !cfg.batch.is_default() {
+        notes.push(
+            "[batch] selects the simulator's batching strategy; the engine batches continuously"
+                .into(),
+        );
+    }
+}
+
+/// `vllm serve` flags. Every parameter of the file has a vLLM flag.
+pub fn render_vllm(cfg: &EngineConfig) -> Rendered {
+    let e = &cfg.engine;
+    let s = &cfg.scheduler;
+    let mut notes = Vec::new();
+    let mut flags = vec![flag("--dtype", e.dtype.as_str())];
+    if let Some(q) = e.quantization {
+        flags.push(flag("--quantization", q.as_str()));
+    }
+    flags.push(flag("--tensor-parallel-size", e.tensor_parallel_size));
+    flags.push(flag("--gpu-memory-utilization", e.gpu_memory_utilization));
+    match e.max_model_len {
+        Some(l) => flags.push(flag("--max-model-len", l)),
+        None => notes.push(
+            "max_model_len is not set: vLLM takes the model's own context length".to_string(),
+        ),
+    }
+    flags.push(flag("--max-num-seqs", s.max_num_seqs));
+    match cfg.max_num_batched_tokens() {
+        Some(n) => flags.push(flag("--max-num-batched-tokens", n)),
+        None => notes.push(
+            "max_num_batched_tokens is not set and chunked prefill is off: vLLM sizes it from \
+             the model's context length"
+                .to_string(),
+        ),
+    }
+    flags.push(switch(if s.enable_chunked_prefill {
+        "--enable-chunked-prefill"
+    } else {
+        "--no-enable-chunked-prefill"
+    }));
+    flags.push(switch(if s.enable_prefix_caching {
+        "--enable-prefix-caching"
+    } else {
+        "--no-enable-prefix-caching"
+    }));
+    flags.push(flag("--scheduling-policy", s.scheduler_policy.as_str()));
+    flags.push(flag("--block-size", s.block_size));
+    flags.push(switch(if cfg.token_interval.async_scheduling {
+        "--async-scheduling"
+    } else {
+        "--no-async-scheduling"
+    }));
+    common_notes(cfg, &mut notes);
+    Rendered { program: vec!["vllm".into(), "serve".into(), e.model.clone()], flags, notes }
+}
+
+/// `python -m sglang.launch_server` flags, where SGLang has an equivalent.
+pub fn render_sglang(cfg: &EngineConfig) -> Rendered {
+    let e = &cfg.engine;
+    let s = &cfg.scheduler;
+    let mut notes = Vec::new();
+    let mut flags = vec![flag("--model-path", &e.model), flag("--dtype", e.dtype.as_str())];
+    if let Some(q) = e.quantization {
+        flags.push(flag("--quantization", q.as_str()));
+    }
+    flags.push(flag("--tp-size", e.tensor_parallel_size));
+    flags.push(flag("--mem-fraction-static", e.gpu_memory_utilization));
+    notes.push(
+        "gpu_memory_utilization -> --mem-fraction-static is approximate: SGLang's fraction covers \
+         weights and KV cache, with activations outside it; compare the KV cache size both \
+         engines log at startup"
+            .to_string(),
+    );
+    if let Some(l) = e.max_model_len {
+        flags.push(flag("--context-length", l));
+    }
+    flags.push(flag("--max-running-requests", s.max_num_seqs));
+    match (s.enable_chunked_prefill, cfg.max_num_batched_tokens()) {
+        (true, Some(n)) => {
+            flags.push(flag("--chunked-prefill-size", n));
+            notes.push(
+                "max_num_batched_tokens -> --chunked-prefill-size is approximate: SGLang caps the \
+                 prefill tokens of a step, decode tokens are not counted against it"
+                    .to_string(),
+            );
+        }
+        (false, n) => {
+            flags.push(flag("--chunked-prefill-size", -1));
+            if let Some(n) = n {
+                flags.push(flag("--max-prefill-tokens", n));
+            }
+        }
+        (true, None) => unreachable!("chunked prefill always has a budget"),
+    }
+    if !s.enable_prefix_caching {
+        flags.push(switch("--disable-radix-cache"));
+    }
+    flags.push(flag("--schedule-policy", "fcfs"));
+    if s.scheduler_policy == SchedulerPolicy::Priority {
+        flags.push(switch("--enable-priority-scheduling"));
+        flags.push(switch("--schedule-low-priority-values-first"));
+    }
+    flags.push(flag("--page-size", s.block_size));
+    if !cfg.token_interval.async_scheduling {
+        flags.push(switch("--disable-overlap-schedule"));
+    }
+    common_notes(cfg, &mut notes);
+    Rendered {
+        program: vec!["python".into(), "-m".into(), "sglang.launch_server".into()],
+        flags,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bench::config::Source;
+
+    fn cfg(text: &str) -> EngineConfig {
+        EngineConfig::from_source(&Source::new("engine.toml", text)).unwrap()
+    }
+
+    const BASE: &str = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\ndtype = \"bfloat16\"\n\
+        max_model_len = 8192\n[scheduler]\nmax_num_seqs = 128\nmax_num_batched_tokens = 8192\n\
+        enable_chunked_prefill = false\n[device]\nname = \"H100-SXM-80GB\"\n";
+
+    #[test]
+    fn vllm_gets_every_parameter_explicitly() {
+        let r = render_vllm(&cfg(BASE));
+        assert_eq!(
+            r.argv().join(" "),
+            "vllm serve meta-llama/Llama-3.1-8B-Instruct --dtype bfloat16 \
+             --tensor-parallel-size 1 --gpu-memory-utilization 0.9 --max-model-len 8192 \
+             --max-num-seqs 128 --max-num-batched-tokens 8192 --no-enable-chunked-prefill \
+             --enable-prefix-caching --scheduling-policy fcfs --block-size 16 \
+             --no-async-scheduling"
+        );
+        assert!(r.notes.iter().any(|n| n.contains("[device]")));
+        let tuned = render_vllm(&cfg(&BASE
+            .replace("enable_chunked_prefill = false", "enable_chunked_prefill = true")
+            .replace("dtype = \"bfloat16\"", "quantization = \"fp8\"\ntensor_parallel_size = 2")
+            .replace("[device]", "scheduler_policy = \"priority\"\n[token_interval]\nasync_scheduling = true\n[device]")));
+        let argv = tuned.argv().join(" ");
+        for part in [
+            "--dtype auto --quantization fp8 --tensor-parallel-size 2",
+            "--enable-chunked-prefill",
+            "--scheduling-policy priority",
+            "--async-scheduling",
+        ] {
+            assert!(argv.contains(part), "{part} in {argv}");
+        }
+    }
+
+    #[test]
+    fn defaults_are_rendered_and_unknowns_noted() {
+        let r = render_vllm(&cfg("[engine]\nmodel = \"m\"\n"));
+        let argv = r.argv().join(" ");
+        assert!(argv.contains("--max-num-seqs 256 --max-num-batched-tokens 8192"), "{argv}");
+        assert!(!argv.contains("--max-model-len"));
+        assert!(r.notes.iter().any(|n| n.contains("context length")), "{:?}", r.notes);
+        let r = render_vllm(&cfg(
+            "[engine]\nmodel = \"m\"\n[scheduler]\nenable_chunked_prefill = false\n",
+        ));
+        assert!(!r.argv().join(" ").contains("--max-num-batched-tokens"));
+    }
+
+    #[test]
+    fn sglang_maps_what_it_can() {
+        let r = render_sglang(&cfg(BASE));
+        assert_eq!(
+            r.argv().join(" "),
+            "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct \
+             --dtype bfloat16 --tp-size 1 --mem-fraction-static 0.9 --context-length 8192 \
+             --max-running-requests 128 --chunked-prefill-size -1 --max-prefill-tokens 8192 \
+             --schedule-policy fcfs --page-size 16 --disable-overlap-schedule"
+        );
+        assert!(r.notes.iter().any(|n| n.contains("mem-fraction-static")));
+        let r = render_sglang(&cfg(&BASE
+            .replace("enable_chunked_prefill = false", "enable_chunked_prefill = true\nenable_prefix_caching = false\nscheduler_policy = \"priority\"")
+            .replace("[device]", "[token_interval]\nasync_scheduling = true\n[device]")));
+        let argv = r.argv().join(" ");
+        assert!(argv.contains("--chunked-prefill-size 8192 --disable-radix-cache"), "{argv}");
+        assert!(argv.contains("--enable-priority-scheduling --schedule-low-priority-values-first"));
+        assert!(!argv.contains("overlap"));
+        assert!(r.notes.iter().any(|n| n.contains("decode tokens")));
+    }
+
+    #[test]
+    fn shell_output_quotes_what_needs_it() {
+        let r = render_vllm(&cfg("[engine]\nmodel = \"/models/my model\"\n"));
+        let sh = r.shell();
+        assert!(sh.starts_with("vllm serve '/models/my model' \\\n  --dtype auto \\\n"), "{sh}");
+    }
+}

@@ -1,0 +1,109 @@
+//! Small text helpers every command shares: blanks for values that were not measured, numbers
+//! with units, plurals, shell quoting, GitHub workflow-command escaping and line diffs.
+//!
+//! This module depends on nothing else in the crate, so any module may use it without importing
+//! a command module to borrow a helper.
+
+/// A blank cell for a value that was not measured.
+pub const BLANK: &str = "—";
+
+/// A value with `decimals` decimals, or [`BLANK`] when there is none.
+pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
+}
+
+/// A value with its unit for people (`201 ms`); ratios, counts and currency stand alone.
+pub fn with_unit(v: f64, unit: &str) -> String {
+    match unit {
+        "ratio" | "count" | "currency" => format!("{v}"),
+        u => format!("{v} {u}"),
+    }
+}
+
+/// `1 record`, `2 records`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+/// Single-quote a shell argument unless it is made of shell-safe characters only.
+pub fn quote(arg: &str) -> String {
+    let safe = !arg.is_empty()
+        && arg.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+    if safe { arg.to_string() } else { format!("'{}'", arg.replace('\'', r"'\''")) }
+}
+
+/// Escape a GitHub workflow-command message (`%`, CR, LF) or property (also `:` and `,`).
+pub fn gh_escape(s: &str, property: bool) -> String {
+    let mut out = s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    if property {
+        out = out.replace(':', "%3A").replace(',', "%2C");
+    }
+    out
+}
+
+/// Lines that differ between two texts: `-` only in `old`, `+` only in `new`, in order.
+pub fn line_diff(old: &str, new: &str) -> Vec<String> {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    // Longest common subsequence, small inputs.
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] =
+                if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push(format!("-{}", a[i]));
+            i += 1;
+        } else {
+            out.push(format!("+{}", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blanks_units_and_plurals() {
+        assert_eq!(fmt_opt(None, 2), "—");
+        assert_eq!(fmt_opt(Some(1.234), 2), "1.23");
+        assert_eq!(with_unit(201.0, "ms"), "201 ms");
+        assert_eq!(with_unit(0.95, "ratio"), "0.95");
+        assert_eq!(with_unit(3.0, "count"), "3");
+        assert_eq!(plural(1, "check"), "1 check");
+        assert_eq!(plural(0, "check"), "0 checks");
+        assert_eq!(plural(2, "record"), "2 records");
+    }
+
+    #[test]
+    fn shell_quoting_only_where_needed() {
+        assert_eq!(quote("meta-llama/Llama-3.1-8B"), "meta-llama/Llama-3.1-8B");
+        assert_eq!(quote("/models/my model"), "'/models/my model'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote(""), "''");
+    }
+
+    #[test]
+    fn github_escapes_messages_and_properties() {
+        assert_eq!(gh_escape("50% a\nb", false), "50%25 a%0Ab");
+        assert_eq!(gh_escape("a:b,c", false), "a:b,c");
+        assert_eq!(gh_escape("a:b,c\r", true), "a%3Ab%2Cc%0D");
+    }
+
+    #[test]
+    fn line_diff_marks_changes() {
+        assert_eq!(line_diff("a\nb\nc\n", "a\nx\nc\n"), vec!["-b", "+x"]);
+        assert_eq!(line_diff("", "a\n"), vec!["+a"]);
+        assert!(line_diff("a\n", "a\n").is_empty());
+    }
+}

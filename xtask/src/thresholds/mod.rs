@@ -1,0 +1,25 @@
+//! Thresholds: `measured <comparator> limit` rules, from their proposal to the gate's verdict.
+//!
+//! - [`rule`]: [`Comparator`] and [`Action`], the words of a threshold;
+//! - [`units`]: limits in the registry unit of their metric (and the `%` / `s` aliases);
+//! - [`file`](mod@file): `thresholds/gate.toml`, the model ([`Threshold`], [`Thresholds`]), its reader and
+//!   writer;
+//! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
+//! - [`evaluate`](mod@evaluate): a run against thresholds ([`GateReport`], [`Verdict`]), pure;
+//! - [`render`]: the gate report as a table and as GitHub annotations.
+//!
+//! This module depends on the bench crate's data model and on `crate::text` / `crate::exit`
+//! only: the records (`crate::adr`) and the commands (`gate`, `bench --gate`) depend on it, never
+//! the other way. It builds without the `runtime` feature.
+
+pub mod evaluate;
+pub mod file;
+pub mod propose;
+pub mod render;
+pub mod rule;
+pub mod units;
+
+pub use evaluate::{Check, Effect, GateReport, Verdict, evaluate};
+pub use file::{FORMAT_VERSION, GATE_FILE, Threshold, Thresholds};
+pub use render::{print_report, render_github, render_report, render_table};
+pub use rule::{Action, Comparator};

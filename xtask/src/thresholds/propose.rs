@@ -1,0 +1,117 @@
+//! Limits proposed from measured values: the measured value moved by a headroom in the metric's
+//! worse direction and rounded away from it (`adr new` writes them into a record).
+
+use bench::Summary;
+use bench::summary::{Better, metric_def};
+
+use super::rule::{Action, Comparator};
+
+/// Default headroom of proposed thresholds.
+pub const DEFAULT_HEADROOM: f64 = 0.10;
+/// Significant digits of proposed limits.
+pub const LIMIT_DIGITS: i32 = 3;
+
+/// A proposed threshold for one metric of a measured run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Proposed {
+    /// Dotted summary.json path from the metric registry.
+    pub metric: &'static str,
+    pub comparator: Comparator,
+    /// In `unit`, the registry unit of the metric.
+    pub limit: f64,
+    pub unit: &'static str,
+    pub action: Action,
+    /// The value the limit was proposed from.
+    pub measured: f64,
+}
+
+/// The threshold proposed for `metric` of run `run` ([`propose_limit`]); `None` when the metric
+/// is not in the registry or the run did not measure it.
+pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Option<Proposed> {
+    let def = metric_def(metric)?;
+    let measured = run.metric(metric)?;
+    let (comparator, limit) = propose_limit(measured, def.better, headroom);
+    Some(Proposed { metric: def.path, comparator, limit, unit: def.unit, action, measured })
+}
+
+/// A proposed limit: the measured value moved by the headroom in the metric's worse direction
+/// and rounded away from the measured value to [`LIMIT_DIGITS`] significant digits.
+/// Lower-is-better metrics get `<= value * (1 + h)`, higher-is-better metrics
+/// `>= value * (1 - h)`.
+pub fn propose_limit(value: f64, better: Better, headroom: f64) -> (Comparator, f64) {
+    match better {
+        Better::Lower => (Comparator::Le, round_sig(value * (1.0 + headroom), LIMIT_DIGITS, true)),
+        Better::Higher => {
+            (Comparator::Ge, round_sig(value * (1.0 - headroom), LIMIT_DIGITS, false))
+        }
+    }
+}
+
+/// Round to `digits` significant digits, up (toward +inf) or down, ignoring binary noise below
+/// 1e-9 of the last digit.
+pub fn round_sig(x: f64, digits: i32, up: bool) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let exp = x.abs().log10().floor() as i32 - (digits - 1);
+    let scaled = x / 10f64.powi(exp);
+    let r = if up { (scaled - 1e-9).ceil() } else { (scaled + 1e-9).floor() };
+    let decimals = (-exp).max(0) as usize;
+    format!("{:.*}", decimals, r * 10f64.powi(exp)).parse().unwrap_or(x)
+}
+
+/// A headroom that is not a percentage (or fraction) from 0 up to 100%.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "headroom `{0}` must be a percentage like `10%` (or a fraction like 0.1) from 0 up to 100%"
+)]
+pub struct BadHeadroom(pub String);
+
+/// Parse a headroom: `10%` or a fraction `0.1`; at least 0 and below 100%.
+pub fn parse_headroom(s: &str) -> Result<f64, BadHeadroom> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(BadHeadroom(t.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_move_by_the_headroom_toward_worse_and_round_outward() {
+        assert_eq!(propose_limit(182.345, Better::Lower, 0.10), (Comparator::Le, 201.0));
+        assert_eq!(propose_limit(100.0, Better::Lower, 0.10), (Comparator::Le, 110.0));
+        assert_eq!(propose_limit(0.97, Better::Higher, 0.10), (Comparator::Ge, 0.873));
+        assert_eq!(propose_limit(1.0, Better::Higher, 0.10), (Comparator::Ge, 0.9));
+        assert_eq!(propose_limit(0.0342, Better::Lower, 0.10), (Comparator::Le, 0.0377));
+        assert_eq!(propose_limit(12345.0, Better::Higher, 0.05), (Comparator::Ge, 11700.0));
+        assert_eq!(propose_limit(0.0, Better::Lower, 0.10), (Comparator::Le, 0.0));
+        assert_eq!(propose_limit(50.0, Better::Lower, 0.0), (Comparator::Le, 50.0));
+    }
+
+    #[test]
+    fn rounding_is_outward_and_ignores_binary_noise() {
+        assert_eq!(round_sig(201.0000000001, 3, true), 201.0);
+        assert_eq!(round_sig(201.1, 3, true), 202.0);
+        assert_eq!(round_sig(0.8729999, 3, false), 0.872);
+        assert_eq!(round_sig(-1.234, 2, true), -1.2);
+        assert!(round_sig(f64::NAN, 3, true).is_nan());
+    }
+
+    #[test]
+    fn headroom_inputs() {
+        assert_eq!(parse_headroom("10%"), Ok(0.1));
+        assert_eq!(parse_headroom("0.25"), Ok(0.25));
+        assert_eq!(parse_headroom("0%"), Ok(0.0));
+        assert_eq!(parse_headroom(" 100% "), Err(BadHeadroom("100%".into())));
+        assert!(parse_headroom("-5%").is_err());
+        assert!(parse_headroom("ten").unwrap_err().to_string().contains("`10%`"));
+    }
+}

@@ -1,0 +1,170 @@
+//! The gate report for people and for GitHub: a table of the checks, a line per failure, the
+//! verdict, and `::error` / `::warning` annotations located at each threshold's record row.
+
+use std::fmt::Write as _;
+
+use bench::summary::RunStatus;
+use comfy_table::{Table, presets};
+
+use super::evaluate::{Check, Effect, GateReport, Verdict};
+use crate::text::{BLANK, gh_escape, plural, with_unit};
+
+/// The verdict column: what the check does to the gate, and why when it was not measured.
+fn verdict_text(c: &Check) -> &'static str {
+    match (c.verdict, c.effect()) {
+        (_, Effect::None) => "pass",
+        (Verdict::Missing, Effect::Blocks) => "FAIL (not measured)",
+        (Verdict::Missing, Effect::Warns) => "warn (not measured)",
+        (_, Effect::Blocks) => "FAIL",
+        (_, Effect::Warns) => "warn",
+    }
+}
+
+/// The report table: metric, measured, limit, verdict, source record.
+pub fn render_table(report: &GateReport) -> String {
+    let mut table = Table::new();
+    table.load_style(presets::ASCII_MARKDOWN);
+    table.set_header(["Metric", "Measured", "Limit", "Action", "Verdict", "Source"]);
+    for c in &report.checks {
+        let t = &c.threshold;
+        table.add_row([
+            t.metric.clone(),
+            c.measured.map_or(BLANK.to_string(), |v| with_unit(v, &t.unit)),
+            format!("{} {}", t.comparator, with_unit(t.limit, &t.unit)),
+            t.action.to_string(),
+            verdict_text(c).to_string(),
+            format!("ADR-{:04} ({}:{})", t.adr, t.file, t.line),
+        ]);
+    }
+    table.to_string()
+}
+
+/// How a failed check is reported: `error` (blocks) or `warning`.
+fn level(c: &Check) -> &'static str {
+    match c.effect() {
+        Effect::Blocks => "error",
+        Effect::Warns | Effect::None => "warning",
+    }
+}
+
+/// A failure in words.
+fn failure_message(report: &GateReport, c: &Check) -> String {
+    let t = &c.threshold;
+    let limit = format!("{} {}", t.comparator, with_unit(t.limit, &t.unit));
+    match c.measured {
+        Some(v) => format!(
+            "{} = {} breaks {limit} (ADR-{:04}, run {})",
+            t.metric,
+            with_unit(v, &t.unit),
+            t.adr,
+            report.run_id
+        ),
+        None => format!(
+            "{} was not measured by run {}; ADR-{:04} requires {limit}",
+            t.metric, report.run_id, t.adr
+        ),
+    }
+}
+
+/// GitHub Actions annotations for the failed checks: `::error` for `block`, `::warning` for
+/// `warn`, located at the threshold's row in its record.
+pub fn render_github(report: &GateReport) -> String {
+    let mut out = String::new();
+    if report.ungoverned() {
+        writeln!(
+            out,
+            "::error title={}::{}",
+            gh_escape("gate: no thresholds for this profile", true),
+            gh_escape(
+                &format!(
+                    "no accepted record sets thresholds for profile `{}` (run {})",
+                    report.profile, report.run_id
+                ),
+                false
+            )
+        )
+        .unwrap();
+    }
+    for c in report.checks.iter().filter(|c| c.failed()) {
+        let kind = level(c);
+        writeln!(
+            out,
+            "::{kind} file={},line={},title={}::{}",
+            gh_escape(&c.threshold.file, true),
+            c.threshold.line,
+            gh_escape(&format!("gate: {}", c.threshold.metric), true),
+            gh_escape(&failure_message(report, c), false)
+        )
+        .unwrap();
+    }
+    out
+}
+
+/// The whole report as printed by `cargo xtask gate` (and `bench --gate`).
+pub fn render_report(report: &GateReport, github: bool) -> String {
+    let mut out = String::new();
+    let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
+    writeln!(out, "gate: run {} (profile `{}`){sim}", report.run_id, report.profile).unwrap();
+    match report.run_status {
+        RunStatus::Complete => {}
+        RunStatus::Interrupted => writeln!(
+            out,
+            "note: the run was interrupted; its metrics cover part of the planned load"
+        )
+        .unwrap(),
+        RunStatus::Failed => {
+            writeln!(out, "note: no measured request of the run succeeded").unwrap()
+        }
+    }
+    let quoted = |ps: &[String]| ps.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+    if report.ungoverned() {
+        writeln!(
+            out,
+            "gate FAILED: no accepted record sets thresholds for profile `{}` (the thresholds \
+             gate profile {} only); measure this scenario and write its record with \
+             `cargo xtask adr new`",
+            report.profile,
+            quoted(&report.other_profiles)
+        )
+        .unwrap();
+        if github {
+            out.push_str(&render_github(report));
+        }
+        return out;
+    }
+    if report.checks.is_empty() {
+        writeln!(out, "no thresholds: nothing to gate (are any records Accepted?)").unwrap();
+        return out;
+    }
+    writeln!(out, "{}", render_table(report)).unwrap();
+    if !report.other_profiles.is_empty() {
+        writeln!(
+            out,
+            "not applied: the thresholds of profile {} (other scenarios)",
+            quoted(&report.other_profiles)
+        )
+        .unwrap();
+    }
+    for c in report.checks.iter().filter(|c| c.failed()) {
+        writeln!(out, "{}: {}", level(c), failure_message(report, c)).unwrap();
+    }
+    let (blocking, warnings) = (report.blocking_failures(), report.warnings());
+    let passed = report.passes();
+    writeln!(
+        out,
+        "gate {}: {}, {passed} passed, {blocking} blocking failed, {}",
+        if report.passed() { "passed" } else { "FAILED" },
+        plural(report.checks.len(), "check"),
+        plural(warnings, "warning"),
+    )
+    .unwrap();
+    if github {
+        out.push_str(&render_github(report));
+    }
+    out
+}
+
+/// Print the report to stdout (GitHub reads annotations from there).
+pub fn print_report(report: &GateReport, github: bool) {
+    print!("{}", render_report(report, github));
+}
