@@ -14,8 +14,9 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Table};
 use xshell::Shell;
 
-use crate::report::{BLANK, fmt_opt};
-use crate::{Status, gitinfo, measure};
+use crate::exit::Status;
+use crate::text::{BLANK, fmt_opt};
+use crate::{gitinfo, measure};
 
 pub const DEFAULT_DATASET: &str = "configs/acceptance/dataset.jsonl";
 

@@ -14,12 +14,13 @@ use bench::sweep::{StagePlan, SweepSpec};
 use clap::Args;
 use xshell::Shell;
 
-use crate::adr::thresholds::Thresholds;
+use crate::exit::Status;
 use crate::plan::{
     BenchMode, BenchPlan, GateSettings, PlanError, ProfileSource, StrategyList, SweepPlan,
     check_comparable,
 };
-use crate::{Status, gate, gitinfo, measure, report};
+use crate::thresholds::Thresholds;
+use crate::{gitinfo, measure, report, thresholds};
 
 #[derive(Clone, Debug, Args)]
 pub struct BenchCmd {
@@ -86,7 +87,7 @@ pub struct BenchCmd {
     #[arg(long)]
     pub gate: bool,
     /// Thresholds file for --gate.
-    #[arg(long, value_name = "FILE", default_value = crate::adr::thresholds::GATE_FILE, requires = "gate")]
+    #[arg(long, value_name = "FILE", default_value = crate::thresholds::GATE_FILE, requires = "gate")]
     pub thresholds: PathBuf,
     /// With --gate, also print GitHub Actions annotations.
     #[arg(long, requires = "gate")]
@@ -259,7 +260,7 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
     println!("run directory: {}", outcome.dir.display());
     let gate = match plan.gate.as_ref().and_then(|g| Some((g.check(s)?, g.github))) {
         Some((report, github)) => {
-            gate::print_report(&report, github);
+            thresholds::print_report(&report, github);
             report.status()
         }
         None => Status::Success,

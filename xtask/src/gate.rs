@@ -14,8 +14,7 @@ use xshell::Shell;
 
 use crate::exit::Status;
 use crate::thresholds::{GATE_FILE, Thresholds};
-// `bench --gate` reaches the evaluation through this module; its home is `crate::thresholds`.
-pub use crate::thresholds::{evaluate, print_report};
+use crate::thresholds::{evaluate, print_report};
 
 /// `cargo xtask gate RUN`: gate a measured run.
 #[derive(Debug, Args)]

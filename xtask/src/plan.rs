@@ -17,9 +17,9 @@ use bench::strategy_compare::parse_strategies;
 use bench::summary::{EngineParams, GitInfo, RunStatus};
 use bench::sweep::{StagePlan, SweepSpec};
 
-use crate::Status;
-use crate::adr::thresholds::Thresholds;
-use crate::gate::{self, GateReport};
+use crate::exit::Status;
+use crate::thresholds::Thresholds;
+use crate::thresholds::{self, GateReport};
 
 /// The name a `--base-url` target is recorded under.
 pub const CLI_TARGET: &str = "cli";
@@ -198,7 +198,7 @@ impl GateSettings {
     pub fn check(&self, summary: &Summary) -> Option<GateReport> {
         match summary.status {
             RunStatus::Complete | RunStatus::Failed => {
-                Some(gate::evaluate(summary, &self.thresholds))
+                Some(thresholds::evaluate(summary, &self.thresholds))
             }
             RunStatus::Interrupted => None,
         }
@@ -235,7 +235,7 @@ impl GateVerdicts {
     pub fn print(&self, github: bool) -> Status {
         for (label, report) in &self.runs {
             println!("gate, {label}:");
-            gate::print_report(report, github);
+            thresholds::print_report(report, github);
         }
         let failed = self.failed();
         if !failed.is_empty() {

@@ -5,9 +5,7 @@ use bench::metrics::Stats;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 
-// The blank and number helpers live in `crate::text`; re-exported here for the command modules
-// that still import them from this module.
-pub use crate::text::{BLANK, fmt_opt};
+use crate::text::{BLANK, fmt_opt};
 
 fn table() -> Table {
     let mut t = Table::new();

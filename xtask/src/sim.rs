@@ -8,7 +8,7 @@ use bench::config::Override;
 use clap::Args;
 use xshell::Shell;
 
-use crate::Status;
+use crate::exit::Status;
 
 #[derive(Debug, Args)]
 pub struct SimCmd {

@@ -20,9 +20,10 @@ use bench::summary::{EngineParams, RunStatus};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 
+use crate::exit::Status;
+use crate::measure;
 use crate::plan::{self, BenchPlan, GateVerdicts, StrategyList};
-use crate::report::{BLANK, fmt_opt};
-use crate::{Status, measure};
+use crate::text::{BLANK, fmt_opt};
 
 /// Run the comparison of `plan` (its profile was checked to run the engine simulator when the
 /// plan was resolved); with `--gate` each strategy's run is gated and the comparison fails

@@ -10,9 +10,10 @@ use bench::sweep::{self, StageResult, SweepSetup, SweepSummary};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 
+use crate::exit::Status;
 use crate::plan::{self, BenchPlan, GateVerdicts, SweepPlan};
-use crate::report::fmt_opt;
-use crate::{Status, measure, report};
+use crate::text::fmt_opt;
+use crate::{measure, text};
 
 pub const CHART_FILE: &str = "sweep.svg";
 
@@ -119,7 +120,7 @@ fn print_result(result: &SweepSummary, dir: &Path) {
             k.load,
             slo_text(result)
         ),
-        None => println!("knee: {}", report::BLANK),
+        None => println!("knee: {}", text::BLANK),
     }
     for note in &result.notes {
         println!("note: {note}");

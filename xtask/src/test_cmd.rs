@@ -6,7 +6,8 @@
 
 use xshell::{Shell, cmd};
 
-use crate::{Status, model};
+use crate::exit::Status;
+use crate::model;
 
 #[derive(Debug, clap::Args)]
 pub struct TestCmd {

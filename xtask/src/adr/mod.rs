@@ -24,12 +24,6 @@ pub mod new;
 pub mod parse;
 pub mod records;
 
-/// The gate.toml model's former home, kept for the command modules that still import it from
-/// here; new code imports [`crate::thresholds`].
-pub mod thresholds {
-    pub use crate::thresholds::{GATE_FILE, Thresholds};
-}
-
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
