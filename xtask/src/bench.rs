@@ -222,8 +222,6 @@ impl BenchCmd {
             engine,
             quiet: self.quiet,
             handle_signals: true,
-            capture_text: false,
-            logprobs: None,
             root: root.to_path_buf(),
         })
     }

@@ -90,8 +90,6 @@ pub fn run(cmd: &BenchCmd, list: &str, sh: &Shell) -> anyhow::Result<Status> {
             engine: Some(engine),
             quiet: cmd.quiet,
             handle_signals: true,
-            capture_text: false,
-            logprobs: None,
             root: root.clone(),
         };
         let outcome = rt

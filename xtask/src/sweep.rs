@@ -73,8 +73,7 @@ pub fn run(cmd: BenchCmd, sh: &Shell) -> anyhow::Result<Status> {
             let mut stage = cmd.clone();
             stage.out = Some(dir.join(sweep::stage_dir_name(i, spec.dimension, load)));
             stage.quiet = true;
-            let mut s =
-                stage.spec_with(&root, &extra).map_err(|e| RunError::Config(format!("{e:#}")))?;
+            let mut s = stage.spec_with(&root, &extra).map_err(|e| RunError::Setup(e.into()))?;
             s.run_id = format!("{sweep_id}-{:02}", i + 1);
             Ok(s)
         },

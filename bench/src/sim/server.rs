@@ -32,7 +32,8 @@ use super::backend::{Backend, FinishReason, GenEvent, GenRequest};
 use super::text;
 use crate::config::{FaultConfig, UsageMode};
 
-pub use crate::openai::QUEUE_TIME_HEADER as QUEUE_HEADER;
+pub use crate::wire::QUEUE_TIME_HEADER as QUEUE_HEADER;
+use crate::wire::SIMULATOR_HEADER;
 
 /// How the server behaves around the backend.
 #[derive(Clone, Debug)]
@@ -227,7 +228,9 @@ async fn models(State(st): State<Arc<ServerState>>) -> Response {
     if let Some(n) = st.backend.max_model_len() {
         model["max_model_len"] = json!(n);
     }
-    axum::Json(json!({"object": "list", "data": [model]})).into_response()
+    let mut resp = axum::Json(json!({"object": "list", "data": [model]})).into_response();
+    resp.headers_mut().insert(SIMULATOR_HEADER, HeaderValue::from_static("1"));
+    resp
 }
 
 async fn tokenize(State(st): State<Arc<ServerState>>, body: Bytes) -> Response {
