@@ -833,7 +833,6 @@ impl Client {
     /// timestamped on arrival (before JSON parsing) on the run clock.
     pub async fn execute(&self, call: Call<'_>, mut phase: watch::Receiver<Phase>) -> Exchange {
         let Call { url, body, stream, request_id, clock, capture_text } = call;
-        let ms = |t: Instant| (t - clock).as_secs_f64() * 1000.0;
         let deadline = Instant::now() + self.opts.request_timeout;
         let sent = Instant::now();
         let req = self
@@ -902,38 +901,68 @@ impl Client {
             return ex;
         }
         if !stream {
-            let mut buf = Vec::new();
-            let end = loop {
-                match self.next_chunk(&mut resp, deadline, &mut abort).await {
-                    Ok(b) => buf.extend_from_slice(&b),
-                    Err(end) => break end,
-                }
-            };
-            let now = Instant::now();
-            let result = match end {
-                StreamEnd::Eof { .. } => openai::read_body(&buf, ms(now), capture_text),
-                StreamEnd::Cancelled => ResponseResult::failed(
-                    Outcome::Cancelled,
-                    "in flight when the run was interrupted".into(),
-                ),
-                StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
-                StreamEnd::ReadError(m) => ResponseResult::failed(
-                    Outcome::Truncated,
-                    format!("connection failed mid-body: {m}"),
-                ),
-                StreamEnd::Stopped => unreachable!("not produced for bodies"),
-            };
-            return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: now };
+            let (result, end) =
+                self.read_body(&mut resp, deadline, &mut abort, clock, capture_text).await;
+            return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end };
         }
+        let result = self.read_stream(&mut resp, deadline, &mut abort, clock, capture_text).await;
+        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+    }
+
+    /// A whole (non-streamed) body, parsed when it arrived complete; with the time it ended.
+    async fn read_body(
+        &self,
+        resp: &mut reqwest::Response,
+        deadline: Instant,
+        abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        clock: Instant,
+        capture_text: bool,
+    ) -> (ResponseResult, Instant) {
+        let mut buf = Vec::new();
+        let end = loop {
+            match self.next_chunk(resp, deadline, abort).await {
+                Ok(b) => buf.extend_from_slice(&b),
+                Err(end) => break end,
+            }
+        };
+        let now = Instant::now();
+        let result = match end {
+            StreamEnd::Eof { .. } => {
+                openai::read_body(&buf, (now - clock).as_secs_f64() * 1000.0, capture_text)
+            }
+            StreamEnd::Cancelled => ResponseResult::failed(
+                Outcome::Cancelled,
+                "in flight when the run was interrupted".into(),
+            ),
+            StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
+            StreamEnd::ReadError(m) => ResponseResult::failed(
+                Outcome::Truncated,
+                format!("connection failed mid-body: {m}"),
+            ),
+            StreamEnd::Stopped => unreachable!("not produced for bodies"),
+        };
+        (result, now)
+    }
+
+    /// A streamed body: every event stamped with the arrival time of the bytes that complete
+    /// it (ms on the run clock that started at `clock`).
+    async fn read_stream(
+        &self,
+        resp: &mut reqwest::Response,
+        deadline: Instant,
+        abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        clock: Instant,
+        capture_text: bool,
+    ) -> ResponseResult {
         let mut parser = SseParser::new();
         let mut tracker = StreamTracker::new(capture_text);
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
-            match self.next_chunk(&mut resp, deadline, &mut abort).await {
+            match self.next_chunk(resp, deadline, abort).await {
                 Err(end) => break end,
                 Ok(bytes) => {
                     // The arrival time of these bytes stamps every event they complete.
-                    let t = ms(Instant::now());
+                    let t = (Instant::now() - clock).as_secs_f64() * 1000.0;
                     items.clear();
                     parser.feed(&bytes, &mut items);
                     for item in items.drain(..) {
@@ -961,7 +990,7 @@ impl Client {
         if let Some(e) = result.error.take() {
             result.error = Some(self.redactor.redact(&e));
         }
-        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+        result
     }
 
     /// The next bytes of a response body, or how the body ended: at its end (`Eof`), by the

@@ -157,17 +157,7 @@ fn info(quiet: bool, msg: &str) {
 /// Run an acceptance and write its directory. Errors only when nothing could be evaluated.
 pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     let started_at = chrono::Utc::now();
-    if spec.baseline.is_some() != spec.candidate.is_some() {
-        return Err(AcceptError::Usage("give both a baseline and a candidate target".into()));
-    }
-    if spec.baseline.is_none() && spec.logits.is_none() {
-        return Err(AcceptError::Usage(
-            "nothing to compare: give --baseline and --candidate targets, or logits files".into(),
-        ));
-    }
-    if spec.concurrency == 0 {
-        return Err(AcceptError::Usage("concurrency must be at least 1".into()));
-    }
+    check_spec(&spec)?;
     let dir = rundir::create(&spec.out_dir)?;
     if dir.join(REPORT_FILE).exists() {
         return Err(AcceptError::Usage(format!(
@@ -179,7 +169,6 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
         Some(p) => dataset::load(p, spec.max_tokens)?,
         None => Vec::new(),
     };
-    let mut notes = Vec::new();
     let sides = match (&spec.baseline, &spec.candidate) {
         (Some(b), Some(c)) => {
             let b = connect(b, &spec.client, spec.endpoint).await?;
@@ -198,102 +187,161 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     if sides.is_some() && items.is_empty() {
         return Err(AcceptError::Usage("the targets need a dataset (--dataset FILE)".into()));
     }
-    let th = &spec.thresholds;
-    let mut layers = Vec::new();
+    let numeric = numeric_pass(&spec, &dir, sides.as_ref(), &items).await?;
+    let numeric_failed = numeric.verdict == LayerVerdict::Fail;
+    let mut layers = vec![numeric];
+    let pass = match &sides {
+        None => {
+            layers.extend(not_evaluated_later(
+                LayerVerdict::NotRun,
+                "no targets: only logits were compared",
+            ));
+            None
+        }
+        Some(_) if numeric_failed && !spec.all => {
+            layers.extend(not_evaluated_later(
+                LayerVerdict::Skipped,
+                "the numeric layer failed (use --all to evaluate every layer)",
+            ));
+            None
+        }
+        Some((b, c)) => Some(streamed_layers(&spec, &dir, b, c, &items, &mut layers).await?),
+    };
+    let mut report = new_report(&spec, started_at, sides.as_ref(), &items, layers);
+    report.conclude();
+    if let (Some(pass), Some((b, c))) = (pass, &sides) {
+        for (i, (side, role)) in [(b, "baseline"), (c, "candidate")].into_iter().enumerate() {
+            let mut s = side_summary(&spec, side, &items, &pass, i, started_at);
+            s.extra.insert("acceptance".into(), report.summary_section(role));
+            let sub = dir.join(role);
+            rundir::write_histograms(
+                &sub,
+                &pass.accs[i],
+                std::time::SystemTime::now(),
+                Duration::from_secs_f64(s.timing.window.duration_s.unwrap_or(0.0)),
+            )?;
+            rundir::write_summary(&sub, &s)?;
+        }
+    }
+    let mut text = serde_json::to_vec_pretty(&report).expect("reports serialize");
+    text.push(b'\n');
+    rundir::write_atomic(&dir.join(REPORT_FILE), &text)?;
+    Ok(report)
+}
 
-    // Numeric layer.
-    let mut numeric_lines = Vec::new();
-    let numeric = if let Some((bp, cp)) = &spec.logits {
+/// Refuse a spec that cannot be carried out, before anything is created.
+fn check_spec(spec: &AcceptSpec) -> Result<(), AcceptError> {
+    if spec.baseline.is_some() != spec.candidate.is_some() {
+        return Err(AcceptError::Usage("give both a baseline and a candidate target".into()));
+    }
+    if spec.baseline.is_none() && spec.logits.is_none() {
+        return Err(AcceptError::Usage(
+            "nothing to compare: give --baseline and --candidate targets, or logits files".into(),
+        ));
+    }
+    if spec.concurrency == 0 {
+        return Err(AcceptError::Usage("concurrency must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The engine and business layers, both not evaluated for the same reason.
+fn not_evaluated_later(verdict: LayerVerdict, why: &str) -> Vec<Layer> {
+    ["engine", "business"].map(|l| Layer::not_evaluated(l, verdict, why.into())).into()
+}
+
+/// The numeric layer, from logits files or from greedy requests with log-probs to both
+/// sides; its per-item lines go to `numeric.jsonl`.
+async fn numeric_pass(
+    spec: &AcceptSpec,
+    dir: &Path,
+    sides: Option<&(Side, Side)>,
+    items: &[Item],
+) -> Result<Layer, AcceptError> {
+    let th = &spec.thresholds;
+    let (layer, lines) = if let Some((bp, cp)) = &spec.logits {
         let b = numeric::read_npy(bp)?;
         let c = numeric::read_npy(cp)?;
         let mut stats = NumericStats::default();
         stats.add_logits(&b, &c, &th.numeric())?;
-        numeric_lines.push(json!({"item": 0, "source": "npy", "shape": b.shape, "positions": stats.positions,
-            "cos_min": stats.cos_min, "rtol_max": stats.rtol_max, "first_divergence": stats.first_divergence}));
+        let line = json!({"item": 0, "source": "npy", "shape": b.shape, "positions": stats.positions,
+            "cos_min": stats.cos_min, "rtol_max": stats.rtol_max, "first_divergence": stats.first_divergence});
         let note = format!("logits from {} and {}", bp.display(), cp.display());
-        numeric_layer(&stats, th, vec![note])
+        (numeric_layer(&stats, th, vec![note]), vec![line])
     } else {
-        let (b, c) = sides.as_ref().expect("checked above");
+        let (b, c) = sides.expect("checked: targets or logits");
         info(spec.quiet, "numeric layer: greedy decoding with log-probs");
-        let (stats, lines, errs) = numeric_requests(&spec, b, c, &items).await;
-        numeric_lines = lines;
-        let mut n = errs;
-        n.push(format!(
+        let (stats, lines, mut notes) = numeric_requests(spec, b, c, items).await;
+        notes.push(format!(
             "{} items x up to {} tokens, top_logprobs {}, concurrency {}",
             stats.items, spec.numeric_max_tokens, spec.top_logprobs, spec.concurrency
         ));
-        numeric_layer(&stats, th, n)
+        (numeric_layer(&stats, th, notes), lines)
     };
-    let numeric_failed = numeric.verdict == LayerVerdict::Fail;
-    layers.push(numeric);
-    write_jsonl(&dir.join(NUMERIC_FILE), &numeric_lines)?;
+    write_jsonl(&dir.join(NUMERIC_FILE), &lines)?;
+    Ok(layer)
+}
 
-    // Engine and business layers: one interleaved pass over the whole dataset.
-    let mut outcomes = None;
-    match &sides {
-        None => {
-            for l in ["engine", "business"] {
-                layers.push(Layer::not_evaluated(
-                    l,
-                    LayerVerdict::NotRun,
-                    "no targets: only logits were compared".into(),
-                ));
-            }
-        }
-        Some(_) if numeric_failed && !spec.all => {
-            for l in ["engine", "business"] {
-                layers.push(Layer::not_evaluated(
-                    l,
-                    LayerVerdict::Skipped,
-                    "the numeric layer failed (use --all to evaluate every layer)".into(),
-                ));
-            }
-        }
-        Some((b, c)) => {
-            info(
-                spec.quiet,
-                &format!(
-                    "engine and business layers: {} items, concurrency {}",
-                    items.len(),
-                    spec.concurrency
-                ),
-            );
-            let pass = stream_pass(&spec, &dir, b, c, &items).await?;
-            let engine = engine_layer(
-                &pass.metrics[1],
-                &pass.metrics[0],
-                &pass.integrity[1],
-                &pass.integrity[0],
-                th,
-                vec![],
-            );
-            let engine_failed = engine.verdict == LayerVerdict::Fail;
-            layers.push(engine);
-            if engine_failed && !spec.all {
-                layers.push(Layer::not_evaluated(
-                    "business",
-                    LayerVerdict::Skipped,
-                    "the engine layer failed (use --all to evaluate every layer)".into(),
-                ));
-            } else {
-                let judge = match &spec.judge {
-                    Some(j) => Some(judge_pass(&spec, j, &items, &pass.texts).await),
-                    None => None,
-                };
-                let (layer, failures) = business_layer(&items, &pass.texts, judge, th);
-                write_jsonl(
-                    &dir.join(FAILURES_FILE),
-                    &failures
-                        .iter()
-                        .map(|f| serde_json::to_value(f).expect("serializes"))
-                        .collect::<Vec<_>>(),
-                )?;
-                layers.push(layer);
-            }
-            outcomes = Some(pass);
-        }
+/// The engine and business layers: one interleaved streamed pass over the whole dataset (the
+/// business layer is skipped when the engine layer failed, unless `all`). Schema failures go
+/// to `business-failures.jsonl`.
+async fn streamed_layers(
+    spec: &AcceptSpec,
+    dir: &Path,
+    b: &Side,
+    c: &Side,
+    items: &[Item],
+    layers: &mut Vec<Layer>,
+) -> Result<StreamPass, AcceptError> {
+    let th = &spec.thresholds;
+    info(
+        spec.quiet,
+        &format!(
+            "engine and business layers: {} items, concurrency {}",
+            items.len(),
+            spec.concurrency
+        ),
+    );
+    let pass = stream_pass(spec, dir, b, c, items).await?;
+    let engine = engine_layer(
+        &pass.metrics[1],
+        &pass.metrics[0],
+        &pass.integrity[1],
+        &pass.integrity[0],
+        th,
+        vec![],
+    );
+    let engine_failed = engine.verdict == LayerVerdict::Fail;
+    layers.push(engine);
+    if engine_failed && !spec.all {
+        layers.push(Layer::not_evaluated(
+            "business",
+            LayerVerdict::Skipped,
+            "the engine layer failed (use --all to evaluate every layer)".into(),
+        ));
+        return Ok(pass);
     }
+    let judge = match &spec.judge {
+        Some(j) => Some(judge_pass(spec, j, items, &pass.texts).await),
+        None => None,
+    };
+    let (layer, failures) = business_layer(items, &pass.texts, judge, th);
+    let lines: Vec<Value> =
+        failures.iter().map(|f| serde_json::to_value(f).expect("serializes")).collect();
+    write_jsonl(&dir.join(FAILURES_FILE), &lines)?;
+    layers.push(layer);
+    Ok(pass)
+}
 
+/// The report of an acceptance before it is concluded: targets, dataset, settings, layers and
+/// the notes on the dataset's size and shape.
+fn new_report(
+    spec: &AcceptSpec,
+    started_at: chrono::DateTime<chrono::Utc>,
+    sides: Option<&(Side, Side)>,
+    items: &[Item],
+    layers: Vec<Layer>,
+) -> AcceptanceReport {
     let target_ref = |s: &Side| TargetRef {
         name: s.name.clone(),
         url: s.resolved.url.clone(),
@@ -302,6 +350,7 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     };
     let count = |c: &str| items.iter().filter(|i| i.category.as_deref() == Some(c)).count();
     let structured = items.iter().filter(|i| i.schema.is_some()).count();
+    let mut notes = Vec::new();
     if !items.is_empty() && structured * 100 < 40 * items.len() {
         notes.push(format!(
             "only {structured} of {} items are structured (the reference asks for at least 40%)",
@@ -314,12 +363,12 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             items.len()
         ));
     }
-    let mut report = AcceptanceReport {
+    AcceptanceReport {
         schema_version: REPORT_SCHEMA_VERSION,
         run_id: spec.run_id.clone(),
         started_at: started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        baseline: sides.as_ref().map(|(b, _)| target_ref(b)),
-        candidate: sides.as_ref().map(|(_, c)| target_ref(c)),
+        baseline: sides.map(|(b, _)| target_ref(b)),
+        candidate: sides.map(|(_, c)| target_ref(c)),
         dataset: json!({
             "path": spec.dataset.as_ref().map(|p| p.display().to_string()),
             "items": items.len(),
@@ -338,31 +387,12 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             "all": spec.all,
             "logits": spec.logits.as_ref().map(|(b, c)| json!([b.display().to_string(), c.display().to_string()])),
         }),
-        thresholds: th.clone(),
+        thresholds: spec.thresholds.clone(),
         layers,
         passed: false,
         actions: Vec::new(),
         notes,
-    };
-    report.conclude();
-    if let (Some(pass), Some((b, c))) = (outcomes, &sides) {
-        for (i, (side, role)) in [(b, "baseline"), (c, "candidate")].into_iter().enumerate() {
-            let mut s = side_summary(&spec, side, &items, &pass, i, started_at);
-            s.extra.insert("acceptance".into(), report.summary_section(role));
-            let sub = dir.join(role);
-            rundir::write_histograms(
-                &sub,
-                &pass.accs[i],
-                std::time::SystemTime::now(),
-                Duration::from_secs_f64(s.timing.window.duration_s.unwrap_or(0.0)),
-            )?;
-            rundir::write_summary(&sub, &s)?;
-        }
     }
-    let mut text = serde_json::to_vec_pretty(&report).expect("reports serialize");
-    text.push(b'\n');
-    rundir::write_atomic(&dir.join(REPORT_FILE), &text)?;
-    Ok(report)
 }
 
 fn write_jsonl(path: &Path, lines: &[Value]) -> Result<(), rundir::RunDirError> {
