@@ -5,7 +5,9 @@
 //! `GET /sim/requests` (the simulator's own per-request record, for cross-checks).
 //!
 //! It owns the wire format and the faults; an engine [`Backend`] decides when tokens are ready.
-//! Every response names the model `sim/<name>`: it is a model of an engine, not an engine.
+//! Every response names the model `sim/<name>`: it is a model of an engine, not an engine; and
+//! `/v1/models` carries the `wire::SIMULATOR_HEADER` header, which preflight records
+//! (`Resolved::simulated`) and summaries report as `simulated`.
 
 use std::collections::BTreeMap;
 use std::io;
