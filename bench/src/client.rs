@@ -1100,6 +1100,85 @@ mod tests {
     }
 
     #[test]
+    fn an_exchange_becomes_one_record_timed_from_its_intended_send() {
+        let clock = Instant::now();
+        let at = |ms: u64| clock + Duration::from_millis(ms);
+        let mut result = ResponseResult::bare(Outcome::Ok, None);
+        result.first_token_ms = Some(130.0);
+        result.last_token_ms = Some(150.0);
+        result.itl_ms = vec![10.0, 10.0];
+        result.output_tokens = Some(3);
+        result.text = Some("a b c".into());
+        let ex = Exchange {
+            sent: Some(at(110)),
+            status: Some(200),
+            queue_ms: Some(4.0),
+            result,
+            end: at(151),
+        };
+        let slot = RequestSlot {
+            id: 7,
+            warmup: false,
+            item: 2,
+            intended: at(100),
+            counted_input_tokens: Some(12),
+        };
+        let (r, text) = ex.clone().into_record(slot, clock);
+        assert_eq!((r.id, r.item, r.warmup, r.status), (7, 2, false, Some(200)));
+        assert_eq!((r.intended_ms, r.sent_ms, r.end_ms), (100.0, Some(110.0), 151.0));
+        assert_eq!(r.ttft_ms(), Some(30.0), "from the intended send, not the actual one");
+        assert_eq!(r.input_tokens, Some(12), "the tokenizer's count when the server gave none");
+        assert_eq!(
+            (r.output_tokens, r.queue_ms, text.as_deref()),
+            (Some(3), Some(4.0), Some("a b c"))
+        );
+        let mut reported = ex;
+        reported.result.prompt_tokens = Some(15);
+        assert_eq!(reported.into_record(slot, clock).0.input_tokens, Some(15), "usage wins");
+        let failed = Exchange {
+            sent: None,
+            status: None,
+            queue_ms: None,
+            result: ResponseResult::failed(Outcome::ConnectError, "refused".into()),
+            end: at(120),
+        };
+        let (r, text) = failed.into_record(slot, clock);
+        assert_eq!(
+            (r.class, r.error.as_deref(), r.sent_ms, text),
+            (Outcome::ConnectError, Some("refused"), None, None)
+        );
+        assert_eq!(r.ttft_ms(), None);
+    }
+
+    #[test]
+    fn the_model_is_the_configured_one_if_offered_else_the_first_offered() {
+        let list = vec!["a".to_string(), "b".to_string()];
+        let choose = |m: Option<&str>, l: Option<&[String]>| choose_model(m, l, "t", "http://h/v1");
+        assert_eq!(choose(Some("b"), Some(&list)).unwrap(), "b");
+        assert_eq!(choose(Some("x"), None).unwrap(), "x", "an unknown list is no refusal");
+        assert_eq!(choose(None, Some(&list)).unwrap(), "a");
+        match choose(Some("x"), Some(&list)) {
+            Err(PreflightError::ModelNotServed { model, offered, .. }) => {
+                assert_eq!((model.as_str(), offered), ("x", list.clone()))
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = choose(None, Some(&[])).unwrap_err();
+        assert!(matches!(e, PreflightError::NoModel { .. }), "{e:?}");
+        assert!(e.to_string().contains("http://h/v1/models"), "{e}");
+        let reply = |status: u16, json: Option<Value>| Reply {
+            status,
+            json,
+            text: String::new(),
+            simulator: false,
+        };
+        let body = json!({"data": [{"id": "a"}, {"id": "b"}]});
+        assert_eq!(offered_models(&reply(200, Some(body))), Ok(Some(list)));
+        assert_eq!(offered_models(&reply(404, None)), Ok(None));
+        assert_eq!(offered_models(&reply(401, None)), Err(401));
+    }
+
+    #[test]
     fn loopback_detection() {
         assert!(is_loopback("http://127.0.0.1:9/v1"));
         assert!(is_loopback("http://localhost/v1"));
