@@ -11,7 +11,9 @@ use tokio::time::Instant;
 use crate::config::{Endpoint, MaxTokensField, ProxyMode, Target};
 use crate::openai::{self, Flow, ResponseResult, StreamEnd, StreamTracker, truncate_chars};
 use crate::outcome::Outcome;
+use crate::record::{RequestRecord, round_us};
 use crate::sse::{SseItem, SseParser};
+use crate::wire;
 use crate::workload::{Payload, WorkItem};
 
 /// Environment variables that route HTTP through a proxy.
@@ -37,26 +39,114 @@ impl Redactor {
     }
 }
 
+/// Why an API key from the environment cannot be used. The messages name the variable, never
+/// its value.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiKeyError {
+    #[error(
+        "the API key variable {var} (api_key_env of target `{target}`) is not set in the environment; \
+         export it, e.g. `export {var}=...`"
+    )]
+    NotSet { var: String, target: String },
+    #[error("the API key variable {var} does not hold valid UTF-8")]
+    NotUnicode { var: String },
+    #[error("the API key variable {var} is set but empty")]
+    Empty { var: String },
+    #[error(
+        "the API key variable {var} holds a newline (often from `export {var}=$(cat keyfile)` or a \
+         copied line end); remove it — servers reject such keys with 401"
+    )]
+    Newline { var: String },
+    #[error(
+        "the API key variable {var} has leading or trailing whitespace; remove it — servers reject such keys with 401"
+    )]
+    Whitespace { var: String },
+}
+
 /// Read an API key from the environment variable a config names, with the diagnoses users need.
-pub fn read_api_key(var: &str, target: &str) -> Result<String, String> {
+pub fn read_api_key(var: &str, target: &str) -> Result<String, ApiKeyError> {
+    let var_name = || var.to_string();
     match std::env::var(var) {
-        Err(std::env::VarError::NotPresent) => Err(format!(
-            "the API key variable {var} (api_key_env of target `{target}`) is not set in the environment; \
-             export it, e.g. `export {var}=...`"
-        )),
-        Err(std::env::VarError::NotUnicode(_)) => {
-            Err(format!("the API key variable {var} does not hold valid UTF-8"))
+        Err(std::env::VarError::NotPresent) => {
+            Err(ApiKeyError::NotSet { var: var_name(), target: target.to_string() })
         }
-        Ok(v) if v.is_empty() => Err(format!("the API key variable {var} is set but empty")),
-        Ok(v) if v.contains('\n') || v.contains('\r') => Err(format!(
-            "the API key variable {var} holds a newline (often from `export {var}=$(cat keyfile)` or a \
-             copied line end); remove it — servers reject such keys with 401"
-        )),
-        Ok(v) if v.trim() != v => Err(format!(
-            "the API key variable {var} has leading or trailing whitespace; remove it — servers reject such keys with 401"
-        )),
+        Err(std::env::VarError::NotUnicode(_)) => Err(ApiKeyError::NotUnicode { var: var_name() }),
+        Ok(v) if v.is_empty() => Err(ApiKeyError::Empty { var: var_name() }),
+        Ok(v) if v.contains('\n') || v.contains('\r') => {
+            Err(ApiKeyError::Newline { var: var_name() })
+        }
+        Ok(v) if v.trim() != v => Err(ApiKeyError::Whitespace { var: var_name() }),
         Ok(v) => Ok(v),
     }
+}
+
+/// Why the HTTP client for a target cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot build the HTTP client")]
+    Build(#[source] reqwest::Error),
+    #[error("the API key holds characters not allowed in an HTTP header")]
+    KeyHeader,
+}
+
+/// A request that got no answer at all (the detail has any secret removed).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach {url}: {detail}")]
+pub struct Unreachable {
+    pub url: String,
+    pub detail: String,
+}
+
+/// Why a target cannot be measured, found before any measured request: each message says what
+/// to change.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The server refused the request for its key (or its lack of one).
+    #[error("{}", auth_hint(*status, target, api_key_env.as_deref()))]
+    Auth { status: u16, target: String, api_key_env: Option<String> },
+    #[error("model `{model}` is not served at {api_base}; /v1/models offers: {}",
+        if offered.is_empty() { "(nothing)".to_string() } else { offered.join(", ") })]
+    ModelNotServed { model: String, api_base: String, offered: Vec<String> },
+    #[error(
+        "no model configured for target `{target}` and {models_url} lists none; set model = \"...\""
+    )]
+    NoModel { target: String, models_url: String },
+    /// The endpoint or the model is unknown to the server (404 on the probe).
+    #[error("{hint}; the server said: {text}")]
+    NotFound { hint: String, text: String },
+    #[error("a one-token probe to {url} answered {status}: {text}")]
+    Probe { url: String, status: u16, text: String },
+}
+
+fn auth_hint(status: u16, target: &str, api_key_env: Option<&str>) -> String {
+    match api_key_env {
+        None => format!(
+            "the server answered {status}: it requires an API key. Name the variable holding it with \
+             api_key_env in [targets.{target}] and export it"
+        ),
+        Some(var) => format!(
+            "the server answered {status} to the key from ${var}: check its value (it is sent as \
+             `Authorization: Bearer <key>`; a wrong key, a key for another server or a stray newline \
+             are the usual causes)"
+        ),
+    }
+}
+
+/// Why the target's tokenizer gave no count.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizeError {
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+    #[error("/tokenize answered {status}: {text}")]
+    Status { status: u16, text: String },
+    #[error("/tokenize answered something that is not JSON")]
+    NotJson,
+    #[error("/tokenize answer has neither `count` nor `tokens`")]
+    NoCount,
 }
 
 /// Where requests go, once resolved.
@@ -73,6 +163,9 @@ pub struct Resolved {
     pub max_tokens_field: &'static str,
     pub models: Option<Value>,
     pub tokenize: bool,
+    /// The server announced itself as the built-in simulator (`wire::SIMULATOR_HEADER` on
+    /// `/v1/models`): what is measured is a model of an engine.
+    pub simulated: bool,
     /// The server keeps connections alive between responses (see `keeps_connections_alive`).
     pub reuse_connections: bool,
     /// Notes for the summary (proxy use, fallbacks).
@@ -146,7 +239,7 @@ pub struct Sampling {
 }
 
 /// The underlying HTTP client. `reuse`: keep connections alive between requests.
-fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, String> {
+fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, ClientError> {
     let mut builder = reqwest::Client::builder()
         .http1_only()
         .tcp_nodelay(true)
@@ -161,7 +254,7 @@ fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, String> {
     if !use_proxy {
         builder = builder.no_proxy();
     }
-    builder.build().map_err(|e| format!("cannot build the HTTP client: {e}"))
+    builder.build().map_err(ClientError::Build)
 }
 
 /// The HTTP client for one target.
@@ -182,6 +275,53 @@ pub struct Exchange {
     pub queue_ms: Option<f64>,
     pub result: ResponseResult,
     pub end: Instant,
+}
+
+/// Where one request sits in its run: what the record of its exchange needs besides the
+/// exchange.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestSlot {
+    pub id: u64,
+    pub warmup: bool,
+    /// The workload item it sent.
+    pub item: u64,
+    /// When it was meant to be sent (latencies count from here).
+    pub intended: Instant,
+    /// Prompt tokens counted with the target's tokenizer before the run, when known (used when
+    /// the server reports no usage).
+    pub counted_input_tokens: Option<u32>,
+}
+
+impl Exchange {
+    /// The per-request record of this exchange, times in ms on the run clock that started at
+    /// `clock`, and the generated text when it was kept.
+    pub fn into_record(self, slot: RequestSlot, clock: Instant) -> (RequestRecord, Option<String>) {
+        let ms = |t: Instant| round_us((t - clock).as_secs_f64() * 1000.0);
+        let r = self.result;
+        let record = RequestRecord {
+            id: slot.id,
+            warmup: slot.warmup,
+            class: r.class,
+            error: r.error,
+            status: self.status,
+            item: slot.item,
+            intended_ms: ms(slot.intended),
+            sent_ms: self.sent.map(ms),
+            first_token_ms: r.first_token_ms.map(round_us),
+            last_token_ms: r.last_token_ms.map(round_us),
+            end_ms: ms(self.end),
+            input_tokens: r.prompt_tokens.or(slot.counted_input_tokens.map(u64::from)),
+            output_tokens: r.output_tokens,
+            token_source: r.token_source,
+            content_events: r.content_events,
+            count_mismatch: r.count_mismatch,
+            itl_ms: r.itl_ms.into_iter().map(round_us).collect(),
+            queue_ms: self.queue_ms,
+            server_timings: r.server_timings,
+            finish_reason: r.finish_reason,
+        };
+        (record, r.text)
+    }
 }
 
 /// One request to execute.
@@ -208,12 +348,100 @@ pub enum Phase {
     Abort,
 }
 
+/// A preflight answer: status, the body as JSON when it is JSON, its first characters with any
+/// secret removed, and whether the simulator announced itself.
+struct Reply {
+    status: u16,
+    json: Option<Value>,
+    text: String,
+    simulator: bool,
+}
+
+/// The models a `/v1/models` answer offers (None: unknown), or the status that refused the key.
+fn offered_models(r: &Reply) -> Result<Option<Vec<String>>, u16> {
+    match r.status {
+        200 => {
+            Ok(r.json.as_ref().and_then(|b| b.get("data")).and_then(|d| d.as_array()).map(|d| {
+                d.iter()
+                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
+                    .collect()
+            }))
+        }
+        401 | 403 => Err(r.status),
+        _ => Ok(None),
+    }
+}
+
+/// The model to request: the configured one when the server offers it (or its list is
+/// unknown), else the first one offered.
+fn choose_model(
+    configured: Option<&str>,
+    offered: Option<&[String]>,
+    target_name: &str,
+    api_base: &str,
+) -> Result<String, PreflightError> {
+    match (configured, offered) {
+        (Some(m), Some(list)) if !list.iter().any(|x| x == m) => {
+            Err(PreflightError::ModelNotServed {
+                model: m.to_string(),
+                api_base: api_base.to_string(),
+                offered: list.to_vec(),
+            })
+        }
+        (Some(m), _) => Ok(m.to_string()),
+        (None, Some(list)) if !list.is_empty() => Ok(list[0].clone()),
+        (None, _) => Err(PreflightError::NoModel {
+            target: target_name.to_string(),
+            models_url: format!("{api_base}/models"),
+        }),
+    }
+}
+
+/// The one-token request preflight sends.
+struct Probe<'a> {
+    endpoint: Endpoint,
+    model: &'a str,
+}
+
+impl Probe<'_> {
+    fn body(&self, field: &str) -> Value {
+        let mut b = match self.endpoint {
+            Endpoint::Chat => {
+                json!({"model": self.model, "messages": [{"role": "user", "content": "hello"}]})
+            }
+            Endpoint::Completions => json!({"model": self.model, "prompt": "hello"}),
+        };
+        b[field] = json!(1);
+        b["stream"] = json!(false);
+        b
+    }
+}
+
+/// Why the probe refused the target: an auth answer (described by the caller, who knows the
+/// key's variable) or another preflight error.
+enum ProbeRefused {
+    Auth(u16),
+    Other(PreflightError),
+}
+
+impl From<PreflightError> for ProbeRefused {
+    fn from(e: PreflightError) -> Self {
+        ProbeRefused::Other(e)
+    }
+}
+
+impl From<Unreachable> for ProbeRefused {
+    fn from(e: Unreachable) -> Self {
+        ProbeRefused::Other(e.into())
+    }
+}
+
 impl Client {
     pub fn new(
         opts: ClientOptions,
         api_key: Option<&str>,
         target_url: &str,
-    ) -> Result<(Client, Vec<String>), String> {
+    ) -> Result<(Client, Vec<String>), ClientError> {
         let mut notes = Vec::new();
         let proxies = proxy_vars_present();
         let use_proxy = match opts.proxy {
@@ -238,9 +466,8 @@ impl Client {
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         if let Some(key) = api_key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                "the API key holds characters not allowed in an HTTP header".to_string()
-            })?;
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
+                .map_err(|_| ClientError::KeyHeader)?;
             v.set_sensitive(true);
             headers.insert(AUTHORIZATION, v);
         }
@@ -262,7 +489,7 @@ impl Client {
     }
 
     /// The same client without connection reuse: every request opens its own connection.
-    pub fn without_reuse(&self) -> Result<Client, String> {
+    pub fn without_reuse(&self) -> Result<Client, ClientError> {
         Ok(Client { http: build_http(self.proxied, false)?, ..self.clone() })
     }
 
@@ -387,31 +614,26 @@ impl Client {
         }
     }
 
-    /// A preflight call: (status, JSON body if it is JSON, the body's first characters with
-    /// any secret removed). `body: None` sends a GET.
-    async fn call_json(
-        &self,
-        url: &str,
-        body: Option<&Value>,
-    ) -> Result<(u16, Option<Value>, String), String> {
+    /// A preflight call: its answer, with the body's first characters (any secret removed).
+    /// `body: None` sends a GET.
+    async fn call_json(&self, url: &str, body: Option<&Value>) -> Result<Reply, Unreachable> {
         let req = match body {
             None => self.http.get(url).timeout(Duration::from_secs(15)),
             Some(b) => self.http.post(url).body(b.to_string()).timeout(Duration::from_secs(60)),
         };
-        let resp = req.headers(self.headers.clone()).send().await.map_err(|e| {
-            format!("cannot reach {url}: {}{}", self.err_text(&e), self.connect_hint())
+        let resp = req.headers(self.headers.clone()).send().await.map_err(|e| Unreachable {
+            url: url.to_string(),
+            detail: format!("{}{}", self.err_text(&e), self.connect_hint()),
         })?;
         let status = resp.status().as_u16();
+        let simulator = resp.headers().contains_key(wire::SIMULATOR_HEADER);
         let text = resp.text().await.unwrap_or_default();
-        Ok((
+        Ok(Reply {
             status,
-            serde_json::from_str(&text).ok(),
-            self.redactor.redact(&truncate_chars(&text, 300)),
-        ))
-    }
-
-    async fn get_json(&self, url: &str) -> Result<(u16, Option<Value>, String), String> {
-        self.call_json(url, None).await
+            json: serde_json::from_str(&text).ok(),
+            text: self.redactor.redact(&truncate_chars(&text, 300)),
+            simulator,
+        })
     }
 
     /// POST a JSON body (60 s timeout): status, the body as JSON when it is JSON, and its text.
@@ -419,8 +641,9 @@ impl Client {
         &self,
         url: &str,
         body: &Value,
-    ) -> Result<(u16, Option<Value>, String), String> {
-        self.call_json(url, Some(body)).await
+    ) -> Result<(u16, Option<Value>, String), Unreachable> {
+        let r = self.call_json(url, Some(body)).await?;
+        Ok((r.status, r.json, r.text))
     }
 
     /// Check the target before measuring: models, auth, endpoint path, output-length field,
@@ -433,78 +656,90 @@ impl Client {
         endpoint: Endpoint,
         stream: bool,
         api_key_env: Option<&str>,
-    ) -> Result<Resolved, String> {
+    ) -> Result<Resolved, PreflightError> {
         let (root, api_base) = split_base_url(&target.base_url);
         let mut notes = Vec::new();
-        let auth_hint = |status: u16| -> String {
-            match api_key_env {
-                None => format!(
-                    "the server answered {status}: it requires an API key. Name the variable holding it with \
-                     api_key_env in [targets.{target_name}] and export it"
-                ),
-                Some(var) => format!(
-                    "the server answered {status} to the key from ${var}: check its value (it is sent as \
-                     `Authorization: Bearer <key>`; a wrong key, a key for another server or a stray newline \
-                     are the usual causes)"
-                ),
-            }
+        let auth = |status: u16| PreflightError::Auth {
+            status,
+            target: target_name.to_string(),
+            api_key_env: api_key_env.map(str::to_string),
         };
         let models_url = format!("{api_base}/models");
-        let (status, body, text) = self.get_json(&models_url).await?;
-        let offered: Option<Vec<String>> = match status {
-            200 => body.as_ref().and_then(|b| b.get("data")).and_then(|d| d.as_array()).map(|d| {
-                d.iter()
-                    .filter_map(|m| m.get("id").and_then(|i| i.as_str()).map(str::to_string))
-                    .collect()
-            }),
-            401 | 403 => return Err(auth_hint(status)),
-            404 => {
-                notes.push(format!("{models_url} answered 404; the model list is unknown"));
-                None
-            }
-            s => {
-                notes.push(format!("{models_url} answered {s}: {text}"));
-                None
-            }
+        let models = self.call_json(&models_url, None).await?;
+        let offered = match offered_models(&models) {
+            Ok(offered) => offered,
+            Err(status) => return Err(auth(status)),
         };
-        let model = match (model_override.or(target.model.as_deref()), &offered) {
-            (Some(m), Some(list)) if !list.iter().any(|x| x == m) => {
-                return Err(format!(
-                    "model `{m}` is not served at {api_base}; /v1/models offers: {}",
-                    if list.is_empty() { "(nothing)".to_string() } else { list.join(", ") }
-                ));
-            }
-            (Some(m), _) => m.to_string(),
-            (None, Some(list)) if !list.is_empty() => list[0].clone(),
-            (None, _) => {
-                return Err(format!(
-                    "no model configured for target `{target_name}` and {models_url} lists none; set model = \"...\""
-                ));
-            }
-        };
+        if offered.is_none() {
+            notes.push(match models.status {
+                404 => format!("{models_url} answered 404; the model list is unknown"),
+                s => format!("{models_url} answered {s}: {}", models.text),
+            });
+        }
+        let model = choose_model(
+            model_override.or(target.model.as_deref()),
+            offered.as_deref(),
+            target_name,
+            &api_base,
+        )?;
         let url = format!("{api_base}/{}", endpoint.path());
-        // A one-token probe outside the measurement: path, auth, output-length field.
+        let probe = Probe { endpoint, model: &model };
+        let (field, status) =
+            self.probe(&url, &probe, target, &mut notes).await.map_err(|e| match e {
+                ProbeRefused::Auth(status) => auth(status),
+                ProbeRefused::Other(e) => e,
+            })?;
+        let mut reuse_connections = true;
+        if (200..300).contains(&status) {
+            let mut b = probe.body(field);
+            b["stream"] = json!(stream);
+            reuse_connections = self.keeps_connections_alive(&url, &b).await;
+            if !reuse_connections {
+                notes.push(
+                    "the server closes connections after each response although it announces keep-alive: every request opens a new connection (its setup is inside TTFT)".into(),
+                );
+            }
+        }
+        let client = if reuse_connections { self.clone() } else { self.without_reuse()? };
+        let tokenize = client.offers_tokenize(&root, &model).await?;
+        if !tokenize {
+            notes.push("the target offers no /tokenize: prompt lengths are approximate (one token per word)".into());
+        }
+        Ok(Resolved {
+            root,
+            api_base,
+            url,
+            endpoint,
+            stream,
+            model,
+            max_tokens_field: field,
+            models: models.json.filter(|_| models.status == 200),
+            tokenize,
+            simulated: models.simulator,
+            reuse_connections,
+            notes,
+        })
+    }
+
+    /// The one-token probe outside the measurement: path, auth, output-length field. Returns the
+    /// field to send and the probe's status (an overloaded or failing server is measured anyway).
+    async fn probe(
+        &self,
+        url: &str,
+        probe: &Probe<'_>,
+        target: &Target,
+        notes: &mut Vec<String>,
+    ) -> Result<(&'static str, u16), ProbeRefused> {
         let mut field = match target.max_tokens_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
             _ => "max_tokens",
         };
-        let probe = |field: &str| {
-            let mut b = match endpoint {
-                Endpoint::Chat => {
-                    json!({"model": model, "messages": [{"role": "user", "content": "hello"}]})
-                }
-                Endpoint::Completions => json!({"model": model, "prompt": "hello"}),
-            };
-            b[field] = json!(1);
-            b["stream"] = json!(false);
-            b
-        };
-        let (mut status, _, mut text) = self.post_json(&url, &probe(field)).await?;
+        let (mut status, _, mut text) = self.post_json(url, &probe.body(field)).await?;
         if status == 400
             && target.max_tokens_field == MaxTokensField::Auto
             && text.contains("max_tokens")
         {
-            let (s2, _, t2) = self.post_json(&url, &probe("max_completion_tokens")).await?;
+            let (s2, _, t2) = self.post_json(url, &probe.body("max_completion_tokens")).await?;
             if (200..300).contains(&s2) {
                 field = "max_completion_tokens";
                 notes.push(
@@ -519,60 +754,39 @@ impl Client {
             429 | 500..=599 => notes.push(format!(
                 "the one-token probe to {url} answered {status} ({text}); measuring anyway"
             )),
-            401 | 403 => return Err(auth_hint(status)),
+            401 | 403 => return Err(ProbeRefused::Auth(status)),
             404 => {
                 let hint = if text.contains("model") {
-                    format!("the server does not know model `{model}`")
+                    format!("the server does not know model `{}`", probe.model)
                 } else {
                     format!(
                         "{url} does not exist: check base_url (`{}` was used; it is accepted with or without /v1) \
                          and whether the server offers the {} endpoint",
                         target.base_url,
-                        endpoint.name()
+                        probe.endpoint.name()
                     )
                 };
-                return Err(format!("{hint}; the server said: {text}"));
+                return Err(PreflightError::NotFound { hint, text }.into());
             }
-            s => return Err(format!("a one-token probe to {url} answered {s}: {text}")),
-        }
-        let mut reuse_connections = true;
-        if (200..300).contains(&status) {
-            let mut b = probe(field);
-            b["stream"] = json!(stream);
-            reuse_connections = self.keeps_connections_alive(&url, &b).await;
-            if !reuse_connections {
-                notes.push(
-                    "the server closes connections after each response although it announces keep-alive: every request opens a new connection (its setup is inside TTFT)".into(),
-                );
+            s => {
+                return Err(PreflightError::Probe { url: url.to_string(), status: s, text }.into());
             }
         }
-        let client = if reuse_connections { self.clone() } else { self.without_reuse()? };
-        let (tok_status, tok_body, _) = client
-            .post_json(
+        Ok((field, status))
+    }
+
+    /// Whether the target counts tokens at `/tokenize` (vLLM and llama.cpp shapes).
+    async fn offers_tokenize(&self, root: &str, model: &str) -> Result<bool, Unreachable> {
+        let r = self
+            .call_json(
                 &format!("{root}/tokenize"),
-                &json!({"model": model, "prompt": "hello world", "content": "hello world"}),
+                Some(&json!({"model": model, "prompt": "hello world", "content": "hello world"})),
             )
             .await?;
-        let tokenize = tok_status == 200
-            && tok_body
+        Ok(r.status == 200
+            && r.json
                 .as_ref()
-                .is_some_and(|b| b.get("count").is_some() || b.get("tokens").is_some());
-        if !tokenize {
-            notes.push("the target offers no /tokenize: prompt lengths are approximate (one token per word)".into());
-        }
-        Ok(Resolved {
-            root,
-            api_base,
-            url,
-            endpoint,
-            stream,
-            model,
-            max_tokens_field: field,
-            models: body.filter(|_| status == 200),
-            tokenize,
-            reuse_connections,
-            notes,
-        })
+                .is_some_and(|b| b.get("count").is_some() || b.get("tokens").is_some()))
     }
 
     /// Open `n` connections to the server (concurrent `GET /v1/models`) so that connection setup
@@ -592,7 +806,12 @@ impl Client {
     }
 
     /// Count tokens with the target's `/tokenize` (vLLM and llama.cpp shapes).
-    pub async fn count_tokens(&self, root: &str, model: &str, text: &str) -> Result<u32, String> {
+    pub async fn count_tokens(
+        &self,
+        root: &str,
+        model: &str,
+        text: &str,
+    ) -> Result<u32, TokenizeError> {
         let (status, body, msg) = self
             .post_json(
                 &format!("{root}/tokenize"),
@@ -600,22 +819,20 @@ impl Client {
             )
             .await?;
         if status != 200 {
-            return Err(format!("/tokenize answered {status}: {msg}"));
+            return Err(TokenizeError::Status { status, text: msg });
         }
-        let body =
-            body.ok_or_else(|| "/tokenize answered something that is not JSON".to_string())?;
+        let body = body.ok_or(TokenizeError::NotJson)?;
         body.get("count")
             .and_then(|c| c.as_u64())
             .or_else(|| body.get("tokens").and_then(|t| t.as_array()).map(|t| t.len() as u64))
             .map(|n| n as u32)
-            .ok_or_else(|| "/tokenize answer has neither `count` nor `tokens`".to_string())
+            .ok_or(TokenizeError::NoCount)
     }
 
     /// Execute one request. Latencies are computed later from `intended`; here every event is
     /// timestamped on arrival (before JSON parsing) on the run clock.
     pub async fn execute(&self, call: Call<'_>, mut phase: watch::Receiver<Phase>) -> Exchange {
         let Call { url, body, stream, request_id, clock, capture_text } = call;
-        let ms = |t: Instant| (t - clock).as_secs_f64() * 1000.0;
         let deadline = Instant::now() + self.opts.request_timeout;
         let sent = Instant::now();
         let req = self
@@ -663,7 +880,7 @@ impl Client {
         let status = resp.status().as_u16();
         let queue_ms = resp
             .headers()
-            .get(openai::QUEUE_TIME_HEADER)
+            .get(crate::wire::QUEUE_TIME_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<f64>().ok());
         if !resp.status().is_success() {
@@ -684,38 +901,68 @@ impl Client {
             return ex;
         }
         if !stream {
-            let mut buf = Vec::new();
-            let end = loop {
-                match self.next_chunk(&mut resp, deadline, &mut abort).await {
-                    Ok(b) => buf.extend_from_slice(&b),
-                    Err(end) => break end,
-                }
-            };
-            let now = Instant::now();
-            let result = match end {
-                StreamEnd::Eof { .. } => openai::read_body(&buf, ms(now), capture_text),
-                StreamEnd::Cancelled => ResponseResult::failed(
-                    Outcome::Cancelled,
-                    "in flight when the run was interrupted".into(),
-                ),
-                StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
-                StreamEnd::ReadError(m) => ResponseResult::failed(
-                    Outcome::Truncated,
-                    format!("connection failed mid-body: {m}"),
-                ),
-                StreamEnd::Stopped => unreachable!("not produced for bodies"),
-            };
-            return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: now };
+            let (result, end) =
+                self.read_body(&mut resp, deadline, &mut abort, clock, capture_text).await;
+            return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end };
         }
+        let result = self.read_stream(&mut resp, deadline, &mut abort, clock, capture_text).await;
+        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+    }
+
+    /// A whole (non-streamed) body, parsed when it arrived complete; with the time it ended.
+    async fn read_body(
+        &self,
+        resp: &mut reqwest::Response,
+        deadline: Instant,
+        abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        clock: Instant,
+        capture_text: bool,
+    ) -> (ResponseResult, Instant) {
+        let mut buf = Vec::new();
+        let end = loop {
+            match self.next_chunk(resp, deadline, abort).await {
+                Ok(b) => buf.extend_from_slice(&b),
+                Err(end) => break end,
+            }
+        };
+        let now = Instant::now();
+        let result = match end {
+            StreamEnd::Eof { .. } => {
+                openai::read_body(&buf, (now - clock).as_secs_f64() * 1000.0, capture_text)
+            }
+            StreamEnd::Cancelled => ResponseResult::failed(
+                Outcome::Cancelled,
+                "in flight when the run was interrupted".into(),
+            ),
+            StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
+            StreamEnd::ReadError(m) => ResponseResult::failed(
+                Outcome::Truncated,
+                format!("connection failed mid-body: {m}"),
+            ),
+            StreamEnd::Stopped => unreachable!("not produced for bodies"),
+        };
+        (result, now)
+    }
+
+    /// A streamed body: every event stamped with the arrival time of the bytes that complete
+    /// it (ms on the run clock that started at `clock`).
+    async fn read_stream(
+        &self,
+        resp: &mut reqwest::Response,
+        deadline: Instant,
+        abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        clock: Instant,
+        capture_text: bool,
+    ) -> ResponseResult {
         let mut parser = SseParser::new();
         let mut tracker = StreamTracker::new(capture_text);
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
-            match self.next_chunk(&mut resp, deadline, &mut abort).await {
+            match self.next_chunk(resp, deadline, abort).await {
                 Err(end) => break end,
                 Ok(bytes) => {
                     // The arrival time of these bytes stamps every event they complete.
-                    let t = ms(Instant::now());
+                    let t = (Instant::now() - clock).as_secs_f64() * 1000.0;
                     items.clear();
                     parser.feed(&bytes, &mut items);
                     for item in items.drain(..) {
@@ -743,7 +990,7 @@ impl Client {
         if let Some(e) = result.error.take() {
             result.error = Some(self.redactor.redact(&e));
         }
-        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+        result
     }
 
     /// The next bytes of a response body, or how the body ended: at its end (`Eof`), by the
@@ -850,6 +1097,85 @@ mod tests {
         let r = Redactor::new(Some("sk-abcdef"));
         assert_eq!(r.redact("bad key sk-abcdef here"), "bad key [redacted] here");
         assert_eq!(Redactor::new(None).redact("x"), "x");
+    }
+
+    #[test]
+    fn an_exchange_becomes_one_record_timed_from_its_intended_send() {
+        let clock = Instant::now();
+        let at = |ms: u64| clock + Duration::from_millis(ms);
+        let mut result = ResponseResult::bare(Outcome::Ok, None);
+        result.first_token_ms = Some(130.0);
+        result.last_token_ms = Some(150.0);
+        result.itl_ms = vec![10.0, 10.0];
+        result.output_tokens = Some(3);
+        result.text = Some("a b c".into());
+        let ex = Exchange {
+            sent: Some(at(110)),
+            status: Some(200),
+            queue_ms: Some(4.0),
+            result,
+            end: at(151),
+        };
+        let slot = RequestSlot {
+            id: 7,
+            warmup: false,
+            item: 2,
+            intended: at(100),
+            counted_input_tokens: Some(12),
+        };
+        let (r, text) = ex.clone().into_record(slot, clock);
+        assert_eq!((r.id, r.item, r.warmup, r.status), (7, 2, false, Some(200)));
+        assert_eq!((r.intended_ms, r.sent_ms, r.end_ms), (100.0, Some(110.0), 151.0));
+        assert_eq!(r.ttft_ms(), Some(30.0), "from the intended send, not the actual one");
+        assert_eq!(r.input_tokens, Some(12), "the tokenizer's count when the server gave none");
+        assert_eq!(
+            (r.output_tokens, r.queue_ms, text.as_deref()),
+            (Some(3), Some(4.0), Some("a b c"))
+        );
+        let mut reported = ex;
+        reported.result.prompt_tokens = Some(15);
+        assert_eq!(reported.into_record(slot, clock).0.input_tokens, Some(15), "usage wins");
+        let failed = Exchange {
+            sent: None,
+            status: None,
+            queue_ms: None,
+            result: ResponseResult::failed(Outcome::ConnectError, "refused".into()),
+            end: at(120),
+        };
+        let (r, text) = failed.into_record(slot, clock);
+        assert_eq!(
+            (r.class, r.error.as_deref(), r.sent_ms, text),
+            (Outcome::ConnectError, Some("refused"), None, None)
+        );
+        assert_eq!(r.ttft_ms(), None);
+    }
+
+    #[test]
+    fn the_model_is_the_configured_one_if_offered_else_the_first_offered() {
+        let list = vec!["a".to_string(), "b".to_string()];
+        let choose = |m: Option<&str>, l: Option<&[String]>| choose_model(m, l, "t", "http://h/v1");
+        assert_eq!(choose(Some("b"), Some(&list)).unwrap(), "b");
+        assert_eq!(choose(Some("x"), None).unwrap(), "x", "an unknown list is no refusal");
+        assert_eq!(choose(None, Some(&list)).unwrap(), "a");
+        match choose(Some("x"), Some(&list)) {
+            Err(PreflightError::ModelNotServed { model, offered, .. }) => {
+                assert_eq!((model.as_str(), offered), ("x", list.clone()))
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = choose(None, Some(&[])).unwrap_err();
+        assert!(matches!(e, PreflightError::NoModel { .. }), "{e:?}");
+        assert!(e.to_string().contains("http://h/v1/models"), "{e}");
+        let reply = |status: u16, json: Option<Value>| Reply {
+            status,
+            json,
+            text: String::new(),
+            simulator: false,
+        };
+        let body = json!({"data": [{"id": "a"}, {"id": "b"}]});
+        assert_eq!(offered_models(&reply(200, Some(body))), Ok(Some(list)));
+        assert_eq!(offered_models(&reply(404, None)), Ok(None));
+        assert_eq!(offered_models(&reply(401, None)), Err(401));
     }
 
     #[test]

@@ -31,11 +31,15 @@ pub mod sse;
 pub mod strategy_compare;
 pub mod summary;
 pub mod sweep;
+pub mod wire;
 pub mod workload;
 
 pub use outcome::Outcome;
 pub use record::RequestRecord;
 pub use summary::Summary;
+
+/// The text of a value that was not measured (an empty cell in tables, `null` in JSON).
+pub const BLANK: &str = "—";
 
 /// Tool name and version recorded in every summary.
 pub const TOOL_NAME: &str = "infergate";

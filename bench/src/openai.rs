@@ -9,10 +9,6 @@ use serde::de::IgnoredAny;
 use crate::outcome::Outcome;
 use crate::record::{ServerTimings, TokenSource};
 
-/// Response header in which a server (the simulator) reports the request's queue time in ms:
-/// from arrival to the first engine step that scheduled it.
-pub const QUEUE_TIME_HEADER: &str = "x-infergate-queue-ms";
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Usage {
     #[serde(default)]

@@ -241,7 +241,61 @@ impl EngineParams {
     }
 }
 
+/// What a summary records about how a run was made: everything but its measurements.
+#[derive(Clone, Debug)]
+pub struct RunHeader {
+    pub run_id: String,
+    /// The target announced itself as the built-in simulator.
+    pub simulated: bool,
+    pub git: Option<GitInfo>,
+    pub target: TargetInfo,
+    /// The resolved configuration the run was made with.
+    pub config: serde_json::Value,
+    pub profile: String,
+    pub engine: Option<EngineParams>,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub workload: WorkloadInfo,
+    pub notes: Vec<String>,
+}
+
 impl Summary {
+    /// The summary of a finished run (bench runs and each side of an acceptance): its header,
+    /// its metrics, the environment it ran in and the cost of its window. Ended now; `failed`
+    /// when no measured request succeeded, else `complete` (an interrupted run says so itself).
+    pub fn of_run(h: RunHeader, metrics: RunMetrics) -> Summary {
+        let environment = Environment::detect();
+        let mut s = Summary {
+            schema_version: SCHEMA_VERSION,
+            run_id: h.run_id,
+            status: RunStatus::Complete,
+            simulated: h.simulated,
+            tool: ToolInfo { name: crate::TOOL_NAME.into(), version: crate::TOOL_VERSION.into() },
+            git: h.git,
+            environment_fingerprint: environment.fingerprint(),
+            environment,
+            target: h.target,
+            config: h.config,
+            profile: h.profile,
+            engine: h.engine,
+            timing: Timing::since(h.started_at),
+            requests: Default::default(),
+            tokens: Default::default(),
+            metrics: Default::default(),
+            throughput: Default::default(),
+            goodput: Default::default(),
+            schedule: ScheduleSummary::default(),
+            workload: h.workload,
+            cost: Default::default(),
+            server: None,
+            extra: Default::default(),
+            notes: h.notes,
+        };
+        s.set_metrics(metrics);
+        s.status = if s.requests.ok == 0 { RunStatus::Failed } else { RunStatus::Complete };
+        s.cost = crate::cost::for_summary(&s);
+        s
+    }
+
     /// Place the computed metrics into the summary.
     pub fn set_metrics(&mut self, m: RunMetrics) {
         self.requests = m.requests;

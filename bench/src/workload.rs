@@ -14,274 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::WorkloadConfig;
 
-/// The vocabulary synthetic prompts are drawn from: short, common words (one token each in the
-/// simulator, and one or two in the usual BPE vocabularies).
-pub const VOCABULARY: &[&str] = &[
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "was",
-    "for",
-    "on",
-    "are",
-    "with",
-    "as",
-    "be",
-    "at",
-    "by",
-    "this",
-    "had",
-    "not",
-    "but",
-    "from",
-    "or",
-    "have",
-    "an",
-    "they",
-    "which",
-    "one",
-    "you",
-    "were",
-    "her",
-    "all",
-    "she",
-    "there",
-    "would",
-    "their",
-    "we",
-    "him",
-    "been",
-    "has",
-    "when",
-    "who",
-    "will",
-    "more",
-    "no",
-    "if",
-    "out",
-    "so",
-    "said",
-    "what",
-    "up",
-    "its",
-    "about",
-    "into",
-    "than",
-    "them",
-    "can",
-    "only",
-    "other",
-    "new",
-    "some",
-    "could",
-    "time",
-    "these",
-    "two",
-    "may",
-    "then",
-    "do",
-    "first",
-    "any",
-    "my",
-    "now",
-    "such",
-    "like",
-    "our",
-    "over",
-    "man",
-    "me",
-    "even",
-    "most",
-    "made",
-    "after",
-    "also",
-    "did",
-    "many",
-    "before",
-    "must",
-    "through",
-    "back",
-    "years",
-    "where",
-    "much",
-    "your",
-    "way",
-    "well",
-    "down",
-    "should",
-    "because",
-    "each",
-    "just",
-    "those",
-    "people",
-    "how",
-    "too",
-    "little",
-    "state",
-    "good",
-    "very",
-    "make",
-    "world",
-    "still",
-    "own",
-    "see",
-    "men",
-    "work",
-    "long",
-    "get",
-    "here",
-    "between",
-    "both",
-    "life",
-    "being",
-    "under",
-    "never",
-    "day",
-    "same",
-    "another",
-    "know",
-    "while",
-    "last",
-    "might",
-    "us",
-    "great",
-    "old",
-    "year",
-    "off",
-    "come",
-    "since",
-    "against",
-    "go",
-    "came",
-    "right",
-    "used",
-    "take",
-    "three",
-    "states",
-    "himself",
-    "few",
-    "house",
-    "use",
-    "during",
-    "without",
-    "again",
-    "place",
-    "around",
-    "however",
-    "home",
-    "small",
-    "found",
-    "thought",
-    "went",
-    "say",
-    "part",
-    "once",
-    "general",
-    "high",
-    "upon",
-    "school",
-    "every",
-    "don't",
-    "does",
-    "got",
-    "united",
-    "left",
-    "number",
-    "course",
-    "war",
-    "until",
-    "always",
-    "away",
-    "something",
-    "fact",
-    "though",
-    "water",
-    "less",
-    "public",
-    "put",
-    "think",
-    "almost",
-    "hand",
-    "enough",
-    "far",
-    "took",
-    "head",
-    "yet",
-    "government",
-    "system",
-    "better",
-    "set",
-    "told",
-    "nothing",
-    "night",
-    "end",
-    "why",
-    "called",
-    "didn't",
-    "eyes",
-    "find",
-    "going",
-    "look",
-    "asked",
-    "later",
-    "knew",
-    "point",
-    "next",
-    "city",
-    "business",
-    "give",
-    "group",
-    "toward",
-    "young",
-    "days",
-    "let",
-    "room",
-    "president",
-    "side",
-    "social",
-    "given",
-    "present",
-    "several",
-    "order",
-    "national",
-    "possible",
-    "rather",
-    "second",
-    "face",
-    "per",
-    "among",
-    "form",
-    "important",
-    "often",
-    "things",
-    "looked",
-    "early",
-    "white",
-    "case",
-    "john",
-    "become",
-    "large",
-    "big",
-    "need",
-    "four",
-    "within",
-    "felt",
-    "along",
-    "children",
-    "saw",
-    "best",
-    "church",
-    "ever",
-    "least",
-    "power",
-    "development",
-    "light",
-    "thing",
-    "seemed",
-];
+use crate::wire::VOCABULARY;
 
 /// Words at the start of each synthetic prompt that make it unique.
 pub const UNIQUE_WORDS: usize = 4;
@@ -373,6 +106,78 @@ impl PromptBuilder {
     }
 }
 
+/// The request lines of a JSONL dataset: each line trimmed, blank lines and `//` comments
+/// skipped, with its 1-based line number in the file.
+pub fn dataset_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with("//"))
+}
+
+/// How many requests a JSONL dataset holds (its [`dataset_lines`]).
+pub fn dataset_line_count(text: &str) -> usize {
+    dataset_lines(text).count()
+}
+
+/// One dataset line as a JSON object.
+pub fn parse_dataset_line(
+    path: &Path,
+    line_no: usize,
+    line: &str,
+) -> Result<serde_json::Value, DatasetError> {
+    let v: serde_json::Value = serde_json::from_str(line)
+        .map_err(|e| DatasetError::at(path, line_no, format!("not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(DatasetError::at(path, line_no, "expected a JSON object".into()));
+    }
+    Ok(v)
+}
+
+impl WorkItem {
+    /// The request of one dataset line (a JSON object, see [`Workload::from_jsonl`]); items
+    /// without `max_tokens` get `default_max_tokens`.
+    pub fn from_dataset_line(
+        path: &Path,
+        line_no: usize,
+        v: &serde_json::Value,
+        default_max_tokens: u32,
+    ) -> Result<WorkItem, DatasetError> {
+        let err = |message: String| DatasetError::at(path, line_no, message);
+        let obj = v.as_object().ok_or_else(|| err("expected a JSON object".into()))?;
+        let payload = match (obj.get("messages"), obj.get("prompt")) {
+            (Some(serde_json::Value::Array(m)), _) if !m.is_empty() => {
+                for (k, msg) in m.iter().enumerate() {
+                    let ok = msg.get("role").and_then(|r| r.as_str()).is_some()
+                        && msg.get("content").is_some();
+                    if !ok {
+                        return Err(err(format!("messages[{k}] needs `role` and `content`")));
+                    }
+                }
+                Payload::Messages(m.clone())
+            }
+            (Some(_), _) => return Err(err("`messages` must be a non-empty array".into())),
+            (None, Some(serde_json::Value::String(p))) => Payload::Prompt(p.clone()),
+            (None, Some(_)) => return Err(err("`prompt` must be a string".into())),
+            (None, None) => return Err(err("each line needs `messages` or `prompt`".into())),
+        };
+        let max_tokens = match obj.get("max_tokens") {
+            None => default_max_tokens,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| *n >= 1 && *n <= u32::MAX as u64)
+                .ok_or_else(|| err("`max_tokens` must be a positive integer".into()))?
+                as u32,
+        };
+        let response_format = obj.get("response_format").cloned().or_else(|| {
+            obj.get("schema").map(|s| {
+                serde_json::json!({"type": "json_schema", "json_schema": {"name": "item", "schema": s}})
+            })
+        });
+        Ok(WorkItem { payload, target_tokens: None, max_tokens, response_format })
+    }
+}
+
 /// The resolved list of things to send, in send order.
 #[derive(Clone, Debug)]
 pub struct Workload {
@@ -413,54 +218,12 @@ impl Workload {
         cfg: &WorkloadConfig,
     ) -> Result<Workload, DatasetError> {
         let mut items = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let line_no = i + 1;
-            let line = line.trim();
-            if line.is_empty() || line.starts_with("//") {
-                continue;
-            }
-            let err =
-                |message: String| DatasetError { path: path.to_path_buf(), line: line_no, message };
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| err(format!("not valid JSON: {e}")))?;
-            let obj = v.as_object().ok_or_else(|| err("expected a JSON object".into()))?;
-            let payload = match (obj.get("messages"), obj.get("prompt")) {
-                (Some(serde_json::Value::Array(m)), _) if !m.is_empty() => {
-                    for (k, msg) in m.iter().enumerate() {
-                        let ok = msg.get("role").and_then(|r| r.as_str()).is_some()
-                            && msg.get("content").is_some();
-                        if !ok {
-                            return Err(err(format!("messages[{k}] needs `role` and `content`")));
-                        }
-                    }
-                    Payload::Messages(m.clone())
-                }
-                (Some(_), _) => return Err(err("`messages` must be a non-empty array".into())),
-                (None, Some(serde_json::Value::String(p))) => Payload::Prompt(p.clone()),
-                (None, Some(_)) => return Err(err("`prompt` must be a string".into())),
-                (None, None) => return Err(err("each line needs `messages` or `prompt`".into())),
-            };
-            let max_tokens = match obj.get("max_tokens") {
-                None => cfg.max_tokens,
-                Some(v) => v
-                    .as_u64()
-                    .filter(|n| *n >= 1 && *n <= u32::MAX as u64)
-                    .ok_or_else(|| err("`max_tokens` must be a positive integer".into()))?
-                    as u32,
-            };
-            let response_format = obj.get("response_format").cloned().or_else(|| {
-                obj.get("schema").map(|s| {
-                    serde_json::json!({"type": "json_schema", "json_schema": {"name": "item", "schema": s}})
-                })
-            });
-            items.push(WorkItem { payload, target_tokens: None, max_tokens, response_format });
+        for (line_no, line) in dataset_lines(text) {
+            let v = parse_dataset_line(path, line_no, line)?;
+            items.push(WorkItem::from_dataset_line(path, line_no, &v, cfg.max_tokens)?);
         }
         if items.is_empty() {
-            return Err(DatasetError {
-                path: path.to_path_buf(),
-                line: 0,
-                message: "the dataset has no requests".into(),
-            });
+            return Err(DatasetError::empty(path));
         }
         if cfg.shuffle {
             items.shuffle(&mut StdRng::seed_from_u64(cfg.seed));
@@ -488,6 +251,26 @@ pub struct DatasetError {
     pub path: PathBuf,
     pub line: usize,
     pub message: String,
+}
+
+impl DatasetError {
+    pub fn at(path: &Path, line: usize, message: String) -> DatasetError {
+        DatasetError { path: path.to_path_buf(), line, message }
+    }
+
+    pub fn empty(path: &Path) -> DatasetError {
+        DatasetError::at(path, 0, "the dataset has no requests".into())
+    }
+
+    /// The dataset file cannot be read.
+    pub fn unreadable(path: &Path, e: &std::io::Error) -> DatasetError {
+        DatasetError::at(path, 0, format!("cannot read: {e}"))
+    }
+}
+
+/// Read a dataset file's text.
+pub fn read_dataset(path: &Path) -> Result<String, DatasetError> {
+    std::fs::read_to_string(path).map_err(|e| DatasetError::unreadable(path, &e))
 }
 
 /// Fits a synthetic prompt to a token target with the target's own tokenizer: propose a word
@@ -611,6 +394,15 @@ mod tests {
         let mut lens: Vec<u32> = w.items.iter().map(|i| i.target_tokens.unwrap()).collect();
         lens.sort();
         assert_eq!(lens, vec![10, 10, 10, 20, 20, 20]);
+    }
+
+    #[test]
+    fn dataset_lines_skip_blanks_and_comments_and_keep_line_numbers() {
+        let text = "  {\"prompt\": \"a\"}  \n\n// a comment\n   // indented comment\n{\"prompt\": \"b\"}\n";
+        let lines: Vec<_> = dataset_lines(text).collect();
+        assert_eq!(lines, vec![(1, "{\"prompt\": \"a\"}"), (5, "{\"prompt\": \"b\"}")]);
+        assert_eq!(dataset_line_count(text), 2);
+        assert_eq!(dataset_line_count(""), 0);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use bench::accept::driver::{self, AcceptSpec, TargetSpec};
-use bench::accept::{AcceptanceReport, Thresholds, dataset};
+use bench::accept::{AcceptThresholds, AcceptanceReport, dataset};
 use bench::config::BenchConfig;
 use bench::summary::EngineParams;
 use clap::{Args, Subcommand};
@@ -69,17 +69,17 @@ pub struct AcceptCmd {
     /// The candidate's .npy, same shape.
     #[arg(long, value_name = "FILE", requires = "baseline_logits")]
     pub candidate_logits: Option<PathBuf>,
-    #[arg(long, default_value_t = Thresholds::default().cos_min)]
+    #[arg(long, default_value_t = AcceptThresholds::default().cos_min)]
     pub min_cos: f64,
-    #[arg(long, default_value_t = Thresholds::default().rtol_max)]
+    #[arg(long, default_value_t = AcceptThresholds::default().rtol_max)]
     pub max_rtol: f64,
-    #[arg(long, value_name = "MS", default_value_t = Thresholds::default().ttft_p99_ms)]
+    #[arg(long, value_name = "MS", default_value_t = AcceptThresholds::default().ttft_p99_ms)]
     pub max_ttft_p99: f64,
-    #[arg(long, default_value_t = Thresholds::default().itl_jitter_max)]
+    #[arg(long, default_value_t = AcceptThresholds::default().itl_jitter_max)]
     pub max_itl_jitter: f64,
-    #[arg(long, default_value_t = Thresholds::default().schema_pass_rate_min)]
+    #[arg(long, default_value_t = AcceptThresholds::default().schema_pass_rate_min)]
     pub min_schema_pass_rate: f64,
-    #[arg(long, default_value_t = Thresholds::default().judge_min)]
+    #[arg(long, default_value_t = AcceptThresholds::default().judge_min)]
     pub min_judge: f64,
     /// Run directory (default: target/accept/<run id>).
     #[arg(long, value_name = "DIR")]
@@ -194,7 +194,7 @@ impl AcceptCmd {
             .as_ref()
             .zip(self.candidate_logits.as_ref())
             .map(|(b, c)| (root.join(b), root.join(c)));
-        spec.thresholds = Thresholds {
+        spec.thresholds = AcceptThresholds {
             cos_min: self.min_cos,
             rtol_max: self.max_rtol,
             ttft_p99_ms: self.max_ttft_p99,
@@ -275,7 +275,7 @@ pub fn render(r: &AcceptanceReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench::accept::{Check, Layer, Verdict};
+    use bench::accept::{Layer, LayerCheck, LayerVerdict};
 
     #[test]
     fn render_shows_every_check_the_verdict_and_the_actions() {
@@ -287,18 +287,18 @@ mod tests {
             candidate: None,
             dataset: serde_json::Value::Null,
             settings: serde_json::Value::Null,
-            thresholds: Thresholds::default(),
+            thresholds: AcceptThresholds::default(),
             layers: vec![
                 Layer::evaluated(
                     "numeric",
                     vec![
-                        Check::at_least(
+                        LayerCheck::at_least(
                             "cosine similarity",
                             Some(0.99991),
                             0.9995,
                             "stop the build",
                         ),
-                        Check::at_most(
+                        LayerCheck::at_most(
                             "max relative error",
                             Some(0.002),
                             0.001,
@@ -308,7 +308,11 @@ mod tests {
                     serde_json::json!({"first_divergence": {"item": 2, "position": 5, "reason": "rtol"}}),
                     vec![],
                 ),
-                Layer::not_evaluated("engine", Verdict::Skipped, "the numeric layer failed".into()),
+                Layer::not_evaluated(
+                    "engine",
+                    LayerVerdict::Skipped,
+                    "the numeric layer failed".into(),
+                ),
             ],
             passed: true,
             actions: vec![],

@@ -177,8 +177,6 @@ impl BenchPlan {
             engine: self.engine.clone(),
             quiet: self.quiet,
             handle_signals: true,
-            capture_text: false,
-            logprobs: None,
             root: self.root.clone(),
         }
     }

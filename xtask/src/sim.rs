@@ -56,9 +56,9 @@ impl SimCmd {
         let rt = crate::measure::runtime()?;
         // The engine model's step loop is a task: build the simulator inside the runtime.
         let _runtime = rt.enter();
-        let mut embedded = bench::sim::embedded(&profile.sim, &root).map_err(anyhow::Error::msg)?;
+        let mut embedded = bench::sim::embedded(&profile.sim, &root)?;
         if let Some(var) = &self.api_key_env {
-            let key = bench::client::read_api_key(var, "sim").map_err(anyhow::Error::msg)?;
+            let key = bench::client::read_api_key(var, "sim")?;
             embedded.options.api_key = Some(key);
         }
         if !self.host.is_loopback() {

@@ -53,7 +53,7 @@ pub fn run(plan: &BenchPlan, strategies: &StrategyList) -> anyhow::Result<Status
             .block_on(runner::run(spec, RunControl::default()))
             .with_context(|| format!("the {strategy} run could not run"))?;
         let run_dir = display_path(&outcome.dir, root);
-        for n in outcome.summary.notes.iter().filter(|n| n.starts_with("out of memory")) {
+        for n in outcome.out_of_memory_notes() {
             notes.push(format!("{strategy}: {n}"));
         }
         rows.push(StrategyRow::from_summary(strategy, &config, &outcome.summary, &run_dir));
@@ -111,7 +111,8 @@ fn strategy_run(
 ) -> anyhow::Result<(RunSpec, EngineConfig)> {
     let text = variant_config(source, strategy)?;
     let file = plan.out_dir.join(format!("engine-{strategy}.toml"));
-    std::fs::write(&file, &text).with_context(|| format!("cannot write {}", file.display()))?;
+    bench::rundir::write_atomic(&file, text.as_bytes())
+        .with_context(|| format!("cannot write {}", file.display()))?;
     let config = EngineConfig::from_source(&Source::new(file.clone(), text.clone()))?;
     let table: toml::Table = toml::from_str(&text).context("variant configs parse")?;
     let engine = EngineParams {

@@ -27,8 +27,7 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
             let path = root.join(d);
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read the dataset {}", path.display()))?;
-            text.lines().filter(|l| !l.trim().is_empty() && !l.trim().starts_with("//")).count()
-                as u64
+            bench::workload::dataset_line_count(&text) as u64
         }
         None => sweep::synthetic_items(profile),
     };
@@ -51,7 +50,11 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
     let result = measure::runtime()?.block_on(sweep::run(
         &setup,
         RunControl::default(),
-        |i, _| specs.next().ok_or_else(|| RunError::Config(format!("stage {} has no run", i + 1))),
+        |i, _| {
+            specs
+                .next()
+                .ok_or_else(|| RunError::Setup(format!("stage {} has no run", i + 1).into()))
+        },
         |r, s| {
             any_failed |= s.status == RunStatus::Failed;
             let label = format!("stage {}/{n} {}={}", r.stage, spec.dimension.name(), r.load);

@@ -4,8 +4,8 @@
 //! This module depends on nothing else in the crate, so any module may use it without importing
 //! a command module to borrow a helper.
 
-/// A blank cell for a value that was not measured.
-pub const BLANK: &str = "—";
+/// A blank cell for a value that was not measured (the bench crate's one definition).
+pub use bench::BLANK;
 
 /// A value with `decimals` decimals, or [`BLANK`] when there is none.
 pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {

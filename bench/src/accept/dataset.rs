@@ -13,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::config::WorkloadConfig;
-use crate::workload::{DatasetError, VOCABULARY, WorkItem, Workload};
+use crate::wire::VOCABULARY;
+use crate::workload::{DatasetError, WorkItem, dataset_lines, parse_dataset_line, read_dataset};
 
 /// Seed of the shipped sample.
 pub const SAMPLE_SEED: u64 = 20_251_129;
@@ -31,47 +31,36 @@ pub struct Item {
     pub work: WorkItem,
 }
 
-/// Parse a dataset (in file order).
+/// Parse a dataset (in file order): each request line once, into its request and the
+/// acceptance's own fields.
 pub fn parse(path: &Path, text: &str, max_tokens: u32) -> Result<Vec<Item>, DatasetError> {
-    let cfg = WorkloadConfig { shuffle: false, max_tokens, ..WorkloadConfig::default() };
-    let workload = Workload::from_jsonl(path, text, &cfg)?;
-    let raws: Vec<Value> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("//"))
-        .map(|l| serde_json::from_str(l).expect("parsed above"))
-        .collect();
-    Ok(workload
-        .items
-        .into_iter()
-        .zip(raws)
-        .enumerate()
-        .map(|(index, (work, raw))| {
-            let schema = raw
-                .get("schema")
-                .cloned()
-                .or_else(|| raw.pointer("/response_format/json_schema/schema").cloned());
-            Item {
-                index,
-                id: raw
-                    .get("id")
-                    .and_then(|v| v.as_str().map(str::to_string).or_else(|| Some(v.to_string())))
-                    .unwrap_or_else(|| format!("line-{}", index + 1)),
-                category: raw.get("category").and_then(|c| c.as_str()).map(str::to_string),
-                schema,
-                work,
-            }
-        })
-        .collect())
+    let mut items = Vec::new();
+    for (index, (line_no, line)) in dataset_lines(text).enumerate() {
+        let raw = parse_dataset_line(path, line_no, line)?;
+        let work = WorkItem::from_dataset_line(path, line_no, &raw, max_tokens)?;
+        let schema = raw
+            .get("schema")
+            .cloned()
+            .or_else(|| raw.pointer("/response_format/json_schema/schema").cloned());
+        items.push(Item {
+            index,
+            id: raw
+                .get("id")
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .unwrap_or_else(|| format!("line-{}", index + 1)),
+            category: raw.get("category").and_then(|c| c.as_str()).map(str::to_string),
+            schema,
+            work,
+        });
+    }
+    if items.is_empty() {
+        return Err(DatasetError::empty(path));
+    }
+    Ok(items)
 }
 
 pub fn load(path: &Path, max_tokens: u32) -> Result<Vec<Item>, DatasetError> {
-    let text = std::fs::read_to_string(path).map_err(|e| DatasetError {
-        path: path.to_path_buf(),
-        line: 0,
-        message: format!("cannot read: {e}"),
-    })?;
-    parse(path, &text, max_tokens)
+    parse(path, &read_dataset(path)?, max_tokens)
 }
 
 /// Between `min` and `min + spread - 1` words from the vocabulary.

@@ -15,15 +15,13 @@ use super::business::{self, SchemaFailure, SchemaStats};
 use super::dataset::{self, Item};
 use super::numeric::{self, NumericStats, Position};
 use super::*;
-use crate::client::{Client, ClientOptions, Phase, Resolved, Sampling, read_api_key, request_body};
+use crate::client::{Call, Exchange, Phase, RequestSlot, Sampling, request_body};
 use crate::config::{ClientConfig, Endpoint, Target};
 use crate::metrics::{MetricsAccumulator, RunMetrics, Slo};
 use crate::openai::StreamIntegrity;
-use crate::record::{RequestRecord, round_us};
 use crate::rundir::{self, RecordWriter};
-use crate::summary::{
-    EngineParams, Environment, GitInfo, RunStatus, Summary, Timing, ToolInfo, WorkloadInfo,
-};
+use crate::runner::{self, ConnectError, Connection, connect::Wants};
+use crate::summary::{EngineParams, GitInfo, RunHeader, Summary, WorkloadInfo};
 use crate::workload::{LengthBasis, Payload};
 
 /// A target of the acceptance.
@@ -58,7 +56,7 @@ pub struct AcceptSpec {
     pub seed: u64,
     /// Output tokens for items that do not set `max_tokens`.
     pub max_tokens: u32,
-    pub thresholds: Thresholds,
+    pub thresholds: AcceptThresholds,
     /// Evaluate every layer even after one failed.
     pub all: bool,
     /// Logits dumps (baseline, candidate) for the numeric layer instead of log-probs.
@@ -86,7 +84,7 @@ impl AcceptSpec {
             temperature: 0.01,
             seed: 42,
             max_tokens: 128,
-            thresholds: Thresholds::default(),
+            thresholds: AcceptThresholds::default(),
             all: false,
             logits: None,
             client: ClientConfig::default(),
@@ -99,51 +97,48 @@ impl AcceptSpec {
 /// A failure that stops the acceptance before any layer could be evaluated.
 #[derive(Debug, thiserror::Error)]
 pub enum AcceptError {
+    /// The request itself cannot be carried out (what to change is in the message).
     #[error("{0}")]
     Usage(String),
-    #[error("{0}")]
-    Target(String),
+    #[error(transparent)]
+    Dataset(#[from] crate::workload::DatasetError),
+    #[error("the logits cannot be compared")]
+    Logits(#[from] numeric::NumericError),
+    #[error("cannot use the target `{name}`")]
+    Connect {
+        name: String,
+        #[source]
+        source: ConnectError,
+    },
     #[error(transparent)]
     RunDir(#[from] rundir::RunDirError),
 }
 
+/// One target of the acceptance, connected.
 struct Side {
-    name: String,
-    target: Target,
+    conn: Connection,
     engine: Option<EngineParams>,
-    api_key_env: Option<String>,
-    client: Client,
-    resolved: Resolved,
 }
 
+impl std::ops::Deref for Side {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// Connect a target with the bench's connect step (streamed requests on `endpoint`).
 async fn connect(
     t: &TargetSpec,
     cfg: &ClientConfig,
     endpoint: Endpoint,
 ) -> Result<Side, AcceptError> {
-    let key = match &t.target.api_key_env {
-        Some(var) => Some(read_api_key(var, &t.name).map_err(AcceptError::Target)?),
-        None => None,
-    };
-    let opts = ClientOptions {
-        request_timeout: Duration::from_secs_f64(cfg.request_timeout_s),
-        stall_timeout: Duration::from_secs_f64(cfg.stall_timeout_s),
-        proxy: cfg.proxy,
-    };
-    let (client, _) =
-        Client::new(opts, key.as_deref(), &t.target.base_url).map_err(AcceptError::Target)?;
-    let resolved = client
-        .preflight(&t.name, &t.target, None, endpoint, true, t.target.api_key_env.as_deref())
+    let wants = Wants { model: None, endpoint, stream: true };
+    let conn = runner::connect::connect(&t.name, &t.target, cfg, wants)
         .await
-        .map_err(|e| AcceptError::Target(format!("{}: {e}", t.name)))?;
-    Ok(Side {
-        name: t.name.clone(),
-        target: t.target.clone(),
-        engine: t.engine.clone(),
-        api_key_env: t.target.api_key_env.clone(),
-        client,
-        resolved,
-    })
+        .map_err(|source| AcceptError::Connect { name: t.name.clone(), source })?;
+    Ok(Side { conn, engine: t.engine.clone() })
 }
 
 fn prompt_of(item: &Item) -> String {
@@ -162,17 +157,7 @@ fn info(quiet: bool, msg: &str) {
 /// Run an acceptance and write its directory. Errors only when nothing could be evaluated.
 pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     let started_at = chrono::Utc::now();
-    if spec.baseline.is_some() != spec.candidate.is_some() {
-        return Err(AcceptError::Usage("give both a baseline and a candidate target".into()));
-    }
-    if spec.baseline.is_none() && spec.logits.is_none() {
-        return Err(AcceptError::Usage(
-            "nothing to compare: give --baseline and --candidate targets, or logits files".into(),
-        ));
-    }
-    if spec.concurrency == 0 {
-        return Err(AcceptError::Usage("concurrency must be at least 1".into()));
-    }
+    check_spec(&spec)?;
     let dir = rundir::create(&spec.out_dir)?;
     if dir.join(REPORT_FILE).exists() {
         return Err(AcceptError::Usage(format!(
@@ -181,12 +166,9 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
         )));
     }
     let items = match &spec.dataset {
-        Some(p) => {
-            dataset::load(p, spec.max_tokens).map_err(|e| AcceptError::Usage(e.to_string()))?
-        }
+        Some(p) => dataset::load(p, spec.max_tokens)?,
         None => Vec::new(),
     };
-    let mut notes = Vec::new();
     let sides = match (&spec.baseline, &spec.candidate) {
         (Some(b), Some(c)) => {
             let b = connect(b, &spec.client, spec.endpoint).await?;
@@ -205,102 +187,161 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     if sides.is_some() && items.is_empty() {
         return Err(AcceptError::Usage("the targets need a dataset (--dataset FILE)".into()));
     }
-    let th = &spec.thresholds;
-    let mut layers = Vec::new();
+    let numeric = numeric_pass(&spec, &dir, sides.as_ref(), &items).await?;
+    let numeric_failed = numeric.verdict == LayerVerdict::Fail;
+    let mut layers = vec![numeric];
+    let pass = match &sides {
+        None => {
+            layers.extend(not_evaluated_later(
+                LayerVerdict::NotRun,
+                "no targets: only logits were compared",
+            ));
+            None
+        }
+        Some(_) if numeric_failed && !spec.all => {
+            layers.extend(not_evaluated_later(
+                LayerVerdict::Skipped,
+                "the numeric layer failed (use --all to evaluate every layer)",
+            ));
+            None
+        }
+        Some((b, c)) => Some(streamed_layers(&spec, &dir, b, c, &items, &mut layers).await?),
+    };
+    let mut report = new_report(&spec, started_at, sides.as_ref(), &items, layers);
+    report.conclude();
+    if let (Some(pass), Some((b, c))) = (pass, &sides) {
+        for (i, (side, role)) in [(b, "baseline"), (c, "candidate")].into_iter().enumerate() {
+            let mut s = side_summary(&spec, side, &items, &pass, i, started_at);
+            s.extra.insert("acceptance".into(), report.summary_section(role));
+            let sub = dir.join(role);
+            rundir::write_histograms(
+                &sub,
+                &pass.accs[i],
+                std::time::SystemTime::now(),
+                Duration::from_secs_f64(s.timing.window.duration_s.unwrap_or(0.0)),
+            )?;
+            rundir::write_summary(&sub, &s)?;
+        }
+    }
+    let mut text = serde_json::to_vec_pretty(&report).expect("reports serialize");
+    text.push(b'\n');
+    rundir::write_atomic(&dir.join(REPORT_FILE), &text)?;
+    Ok(report)
+}
 
-    // Numeric layer.
-    let mut numeric_lines = Vec::new();
-    let numeric = if let Some((bp, cp)) = &spec.logits {
-        let b = numeric::read_npy(bp).map_err(AcceptError::Usage)?;
-        let c = numeric::read_npy(cp).map_err(AcceptError::Usage)?;
+/// Refuse a spec that cannot be carried out, before anything is created.
+fn check_spec(spec: &AcceptSpec) -> Result<(), AcceptError> {
+    if spec.baseline.is_some() != spec.candidate.is_some() {
+        return Err(AcceptError::Usage("give both a baseline and a candidate target".into()));
+    }
+    if spec.baseline.is_none() && spec.logits.is_none() {
+        return Err(AcceptError::Usage(
+            "nothing to compare: give --baseline and --candidate targets, or logits files".into(),
+        ));
+    }
+    if spec.concurrency == 0 {
+        return Err(AcceptError::Usage("concurrency must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The engine and business layers, both not evaluated for the same reason.
+fn not_evaluated_later(verdict: LayerVerdict, why: &str) -> Vec<Layer> {
+    ["engine", "business"].map(|l| Layer::not_evaluated(l, verdict, why.into())).into()
+}
+
+/// The numeric layer, from logits files or from greedy requests with log-probs to both
+/// sides; its per-item lines go to `numeric.jsonl`.
+async fn numeric_pass(
+    spec: &AcceptSpec,
+    dir: &Path,
+    sides: Option<&(Side, Side)>,
+    items: &[Item],
+) -> Result<Layer, AcceptError> {
+    let th = &spec.thresholds;
+    let (layer, lines) = if let Some((bp, cp)) = &spec.logits {
+        let b = numeric::read_npy(bp)?;
+        let c = numeric::read_npy(cp)?;
         let mut stats = NumericStats::default();
-        stats.add_logits(&b, &c, &th.numeric()).map_err(AcceptError::Usage)?;
-        numeric_lines.push(json!({"item": 0, "source": "npy", "shape": b.shape, "positions": stats.positions,
-            "cos_min": stats.cos_min, "rtol_max": stats.rtol_max, "first_divergence": stats.first_divergence}));
+        stats.add_logits(&b, &c, &th.numeric())?;
+        let line = json!({"item": 0, "source": "npy", "shape": b.shape, "positions": stats.positions,
+            "cos_min": stats.cos_min, "rtol_max": stats.rtol_max, "first_divergence": stats.first_divergence});
         let note = format!("logits from {} and {}", bp.display(), cp.display());
-        numeric_layer(&stats, th, vec![note])
+        (numeric_layer(&stats, th, vec![note]), vec![line])
     } else {
-        let (b, c) = sides.as_ref().expect("checked above");
+        let (b, c) = sides.expect("checked: targets or logits");
         info(spec.quiet, "numeric layer: greedy decoding with log-probs");
-        let (stats, lines, errs) = numeric_requests(&spec, b, c, &items).await;
-        numeric_lines = lines;
-        let mut n = errs;
-        n.push(format!(
+        let (stats, lines, mut notes) = numeric_requests(spec, b, c, items).await;
+        notes.push(format!(
             "{} items x up to {} tokens, top_logprobs {}, concurrency {}",
             stats.items, spec.numeric_max_tokens, spec.top_logprobs, spec.concurrency
         ));
-        numeric_layer(&stats, th, n)
+        (numeric_layer(&stats, th, notes), lines)
     };
-    let numeric_failed = numeric.verdict == Verdict::Fail;
-    layers.push(numeric);
-    write_jsonl(&dir.join(NUMERIC_FILE), &numeric_lines)?;
+    write_jsonl(&dir.join(NUMERIC_FILE), &lines)?;
+    Ok(layer)
+}
 
-    // Engine and business layers: one interleaved pass over the whole dataset.
-    let mut outcomes = None;
-    match &sides {
-        None => {
-            for l in ["engine", "business"] {
-                layers.push(Layer::not_evaluated(
-                    l,
-                    Verdict::NotRun,
-                    "no targets: only logits were compared".into(),
-                ));
-            }
-        }
-        Some(_) if numeric_failed && !spec.all => {
-            for l in ["engine", "business"] {
-                layers.push(Layer::not_evaluated(
-                    l,
-                    Verdict::Skipped,
-                    "the numeric layer failed (use --all to evaluate every layer)".into(),
-                ));
-            }
-        }
-        Some((b, c)) => {
-            info(
-                spec.quiet,
-                &format!(
-                    "engine and business layers: {} items, concurrency {}",
-                    items.len(),
-                    spec.concurrency
-                ),
-            );
-            let pass = stream_pass(&spec, &dir, b, c, &items).await?;
-            let engine = engine_layer(
-                &pass.metrics[1],
-                &pass.metrics[0],
-                &pass.integrity[1],
-                &pass.integrity[0],
-                th,
-                vec![],
-            );
-            let engine_failed = engine.verdict == Verdict::Fail;
-            layers.push(engine);
-            if engine_failed && !spec.all {
-                layers.push(Layer::not_evaluated(
-                    "business",
-                    Verdict::Skipped,
-                    "the engine layer failed (use --all to evaluate every layer)".into(),
-                ));
-            } else {
-                let judge = match &spec.judge {
-                    Some(j) => Some(judge_pass(&spec, j, &items, &pass.texts).await),
-                    None => None,
-                };
-                let (layer, failures) = business_layer(&items, &pass.texts, judge, th);
-                write_jsonl(
-                    &dir.join(FAILURES_FILE),
-                    &failures
-                        .iter()
-                        .map(|f| serde_json::to_value(f).expect("serializes"))
-                        .collect::<Vec<_>>(),
-                )?;
-                layers.push(layer);
-            }
-            outcomes = Some(pass);
-        }
+/// The engine and business layers: one interleaved streamed pass over the whole dataset (the
+/// business layer is skipped when the engine layer failed, unless `all`). Schema failures go
+/// to `business-failures.jsonl`.
+async fn streamed_layers(
+    spec: &AcceptSpec,
+    dir: &Path,
+    b: &Side,
+    c: &Side,
+    items: &[Item],
+    layers: &mut Vec<Layer>,
+) -> Result<StreamPass, AcceptError> {
+    let th = &spec.thresholds;
+    info(
+        spec.quiet,
+        &format!(
+            "engine and business layers: {} items, concurrency {}",
+            items.len(),
+            spec.concurrency
+        ),
+    );
+    let pass = stream_pass(spec, dir, b, c, items).await?;
+    let engine = engine_layer(
+        &pass.metrics[1],
+        &pass.metrics[0],
+        &pass.integrity[1],
+        &pass.integrity[0],
+        th,
+        vec![],
+    );
+    let engine_failed = engine.verdict == LayerVerdict::Fail;
+    layers.push(engine);
+    if engine_failed && !spec.all {
+        layers.push(Layer::not_evaluated(
+            "business",
+            LayerVerdict::Skipped,
+            "the engine layer failed (use --all to evaluate every layer)".into(),
+        ));
+        return Ok(pass);
     }
+    let judge = match &spec.judge {
+        Some(j) => Some(judge_pass(spec, j, items, &pass.texts).await),
+        None => None,
+    };
+    let (layer, failures) = business_layer(items, &pass.texts, judge, th);
+    let lines: Vec<Value> =
+        failures.iter().map(|f| serde_json::to_value(f).expect("serializes")).collect();
+    write_jsonl(&dir.join(FAILURES_FILE), &lines)?;
+    layers.push(layer);
+    Ok(pass)
+}
 
+/// The report of an acceptance before it is concluded: targets, dataset, settings, layers and
+/// the notes on the dataset's size and shape.
+fn new_report(
+    spec: &AcceptSpec,
+    started_at: chrono::DateTime<chrono::Utc>,
+    sides: Option<&(Side, Side)>,
+    items: &[Item],
+    layers: Vec<Layer>,
+) -> AcceptanceReport {
     let target_ref = |s: &Side| TargetRef {
         name: s.name.clone(),
         url: s.resolved.url.clone(),
@@ -309,6 +350,7 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     };
     let count = |c: &str| items.iter().filter(|i| i.category.as_deref() == Some(c)).count();
     let structured = items.iter().filter(|i| i.schema.is_some()).count();
+    let mut notes = Vec::new();
     if !items.is_empty() && structured * 100 < 40 * items.len() {
         notes.push(format!(
             "only {structured} of {} items are structured (the reference asks for at least 40%)",
@@ -321,12 +363,12 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             items.len()
         ));
     }
-    let mut report = AcceptanceReport {
+    AcceptanceReport {
         schema_version: REPORT_SCHEMA_VERSION,
         run_id: spec.run_id.clone(),
         started_at: started_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        baseline: sides.as_ref().map(|(b, _)| target_ref(b)),
-        candidate: sides.as_ref().map(|(_, c)| target_ref(c)),
+        baseline: sides.map(|(b, _)| target_ref(b)),
+        candidate: sides.map(|(_, c)| target_ref(c)),
         dataset: json!({
             "path": spec.dataset.as_ref().map(|p| p.display().to_string()),
             "items": items.len(),
@@ -345,31 +387,12 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             "all": spec.all,
             "logits": spec.logits.as_ref().map(|(b, c)| json!([b.display().to_string(), c.display().to_string()])),
         }),
-        thresholds: th.clone(),
+        thresholds: spec.thresholds.clone(),
         layers,
         passed: false,
         actions: Vec::new(),
         notes,
-    };
-    report.conclude();
-    if let (Some(pass), Some((b, c))) = (outcomes, &sides) {
-        for (i, (side, role)) in [(b, "baseline"), (c, "candidate")].into_iter().enumerate() {
-            let mut s = side_summary(&spec, side, &items, &pass, i, started_at);
-            s.extra.insert("acceptance".into(), report.summary_section(role));
-            let sub = dir.join(role);
-            rundir::write_histograms(
-                &sub,
-                &pass.accs[i],
-                std::time::SystemTime::now(),
-                Duration::from_secs_f64(s.timing.window.duration_s.unwrap_or(0.0)),
-            )?;
-            rundir::write_summary(&sub, &s)?;
-        }
     }
-    let mut text = serde_json::to_vec_pretty(&report).expect("reports serialize");
-    text.push(b'\n');
-    rundir::write_atomic(&dir.join(REPORT_FILE), &text)?;
-    Ok(report)
 }
 
 fn write_jsonl(path: &Path, lines: &[Value]) -> Result<(), rundir::RunDirError> {
@@ -417,7 +440,7 @@ async fn numeric_requests(
                 Ok((status, _, text)) => {
                     Err(format!("HTTP {status}: {}", crate::openai::truncate_chars(&text, 200)))
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(e.to_string()),
             }
         }
     };
@@ -488,7 +511,10 @@ async fn stream_pass(
         logprobs: None,
     };
     for side in [b, c] {
-        side.client.preconnect(&side.resolved.api_base, spec.concurrency.min(256) as usize).await;
+        if side.resolved.reuse_connections {
+            let n = spec.concurrency.min(256) as usize;
+            side.client.preconnect(&side.resolved.api_base, n).await;
+        }
     }
     let clock = Instant::now();
     let (_tx, phase) = watch::channel(Phase::Running);
@@ -510,7 +536,7 @@ async fn stream_pass(
         let request_id = format!("{}-{}-{id}", spec.run_id, side.name);
         let phase = phase.clone();
         async move {
-            let call = crate::client::Call {
+            let call = Call {
                 url: &url,
                 body,
                 stream: true,
@@ -521,7 +547,7 @@ async fn stream_pass(
             client.execute(call, phase).await
         }
     };
-    let exchanges: Vec<(Instant, crate::client::Exchange, crate::client::Exchange)> =
+    let exchanges: Vec<(Instant, Exchange, Exchange)> =
         futures_util::stream::iter(items.iter().enumerate().map(|(i, item)| {
             let (fb, fc) = (one(b, item, i as u64), one(c, item, i as u64));
             async move {
@@ -533,7 +559,6 @@ async fn stream_pass(
         .buffered(spec.concurrency as usize)
         .collect()
         .await;
-    let ms = |t: Instant| round_us((t - clock).as_secs_f64() * 1000.0);
     let mut writers = [
         RecordWriter::create(&rundir::create(&dir.join("baseline"))?)?,
         RecordWriter::create(&rundir::create(&dir.join("candidate"))?)?,
@@ -545,34 +570,19 @@ async fn stream_pass(
     for (i, (intended, eb, ec)) in exchanges.into_iter().enumerate() {
         let mut pair = [None, None];
         for (k, ex) in [eb, ec].into_iter().enumerate() {
-            let r = ex.result;
-            integrity[k].add(&r.integrity);
-            let record = RequestRecord {
+            integrity[k].add(&ex.result.integrity);
+            let slot = RequestSlot {
                 id: i as u64,
                 warmup: false,
-                class: r.class,
-                error: r.error,
-                status: ex.status,
                 item: i as u64,
-                intended_ms: ms(intended),
-                sent_ms: ex.sent.map(ms),
-                first_token_ms: r.first_token_ms.map(round_us),
-                last_token_ms: r.last_token_ms.map(round_us),
-                end_ms: ms(ex.end),
-                input_tokens: r.prompt_tokens,
-                output_tokens: r.output_tokens,
-                token_source: r.token_source,
-                content_events: r.content_events,
-                count_mismatch: r.count_mismatch,
-                itl_ms: r.itl_ms.into_iter().map(round_us).collect(),
-                queue_ms: ex.queue_ms,
-                server_timings: r.server_timings,
-                finish_reason: r.finish_reason,
+                intended,
+                counted_input_tokens: None,
             };
+            let (record, text) = ex.into_record(slot, clock);
             writers[k].write(&record)?;
             accs[k].add(&record);
             if record.class.is_ok() {
-                pair[k] = r.text;
+                pair[k] = text;
             }
         }
         texts.push(pair);
@@ -590,12 +600,12 @@ async fn judge_pass(
     judge: &TargetSpec,
     items: &[Item],
     texts: &[[Option<String>; 2]],
-) -> Result<Vec<Option<f64>>, String> {
-    let side = connect(judge, &spec.client, Endpoint::Chat).await.map_err(|e| e.to_string())?;
+) -> Result<Vec<Option<f64>>, AcceptError> {
+    let side = connect(judge, &spec.client, Endpoint::Chat).await?;
     let asks = items.iter().zip(texts).map(|(item, pair)| {
         let question = match &item.work.payload {
             Payload::Prompt(p) => p.clone(),
-            Payload::Messages(m) => m.iter().map(crate::sim::text::message_text).collect::<Vec<_>>().join("\n"),
+            Payload::Messages(m) => m.iter().map(crate::wire::message_text).collect::<Vec<_>>().join("\n"),
         };
         let body = match pair {
             [Some(b), Some(c)] => {
@@ -625,8 +635,8 @@ async fn judge_pass(
 fn business_layer(
     items: &[Item],
     texts: &[[Option<String>; 2]],
-    judge: Option<Result<Vec<Option<f64>>, String>>,
-    th: &Thresholds,
+    judge: Option<Result<Vec<Option<f64>>, AcceptError>>,
+    th: &AcceptThresholds,
 ) -> (Layer, Vec<SchemaFailure>) {
     let mut stats = [SchemaStats::default(), SchemaStats::default()];
     let mut failures = Vec::new();
@@ -651,7 +661,7 @@ fn business_layer(
     if stats[1].structured == 0 {
         notes.push("no item carries a JSON Schema: nothing to validate".into());
     }
-    checks.push(Check::at_least(
+    checks.push(LayerCheck::at_least(
         "JSON Schema pass rate",
         stats[1].pass_rate,
         th.schema_pass_rate_min,
@@ -660,7 +670,7 @@ fn business_layer(
     let mut judge_details = Value::Null;
     match judge {
         None => {}
-        Some(Err(e)) => notes.push(format!("the judge could not be used: {e}")),
+        Some(Err(e)) => notes.push(format!("the judge could not be used: {}", error_chain(&e))),
         Some(Ok(scores)) => {
             let got: Vec<f64> = scores.iter().flatten().copied().collect();
             let mean = (!got.is_empty()).then(|| got.iter().sum::<f64>() / got.len() as f64);
@@ -671,14 +681,19 @@ fn business_layer(
                 .map(|(i, _)| i.id.as_str())
                 .collect();
             checks.push(
-                Check::at_least("judge similarity (mean)", mean, th.judge_min, "manual review")
-                    .reported_only(),
+                LayerCheck::at_least(
+                    "judge similarity (mean)",
+                    mean,
+                    th.judge_min,
+                    "manual review",
+                )
+                .reported_only(),
             );
             judge_details = json!({"scored": got.len(), "unscored": scores.len() - got.len(), "mean": mean, "below_threshold": review});
         }
     }
     if stats[1].structured == 0 {
-        let mut l = Layer::not_evaluated("business", Verdict::NotRun, notes.join("; "));
+        let mut l = Layer::not_evaluated("business", LayerVerdict::NotRun, notes.join("; "));
         l.checks = checks.into_iter().filter(|c| !c.gating).collect();
         l.details = json!({"judge": judge_details});
         return (l, failures);
@@ -692,6 +707,18 @@ fn business_layer(
     (Layer::evaluated("business", checks, details, notes), failures)
 }
 
+/// An error and its causes on one line (for a note).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        out.push_str(": ");
+        out.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    out
+}
+
 fn side_summary(
     spec: &AcceptSpec,
     side: &Side,
@@ -700,17 +727,11 @@ fn side_summary(
     k: usize,
     started_at: chrono::DateTime<chrono::Utc>,
 ) -> Summary {
-    let environment = Environment::detect();
-    let mut s = Summary {
-        schema_version: crate::summary::SCHEMA_VERSION,
+    let header = RunHeader {
         run_id: format!("{}-{}", spec.run_id, if k == 0 { "baseline" } else { "candidate" }),
-        status: if pass.metrics[k].requests.ok == 0 { RunStatus::Failed } else { RunStatus::Complete },
-        simulated: side.resolved.model.starts_with("sim/"),
-        tool: ToolInfo { name: crate::TOOL_NAME.into(), version: crate::TOOL_VERSION.into() },
+        simulated: side.simulated(),
         git: spec.git.clone(),
-        environment_fingerprint: environment.fingerprint(),
-        environment,
-        target: side.resolved.target_info(side.name.clone(), side.api_key_env.clone()),
+        target: side.target_info(),
         config: json!({
             "acceptance": true,
             "concurrency": spec.concurrency,
@@ -721,20 +742,9 @@ fn side_summary(
         }),
         profile: "acceptance".into(),
         engine: side.engine.clone(),
-        timing: Timing::since(started_at),
-        requests: Default::default(),
-        tokens: Default::default(),
-        metrics: Default::default(),
-        throughput: Default::default(),
-        goodput: Default::default(),
-        schedule: Default::default(),
+        started_at,
         workload: WorkloadInfo { items: items.len() as u64, length_basis: LengthBasis::Dataset },
-        cost: Default::default(),
-        server: None,
-        extra: Default::default(),
         notes: vec!["requests of an acceptance run: the same items sent to the baseline and the candidate at the same moments".into()],
     };
-    s.set_metrics(pass.metrics[k].clone());
-    s.cost = crate::cost::for_summary(&s);
-    s
+    Summary::of_run(header, pass.metrics[k].clone())
 }

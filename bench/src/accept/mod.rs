@@ -38,7 +38,7 @@ pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
 /// Every threshold of the three layers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Thresholds {
+pub struct AcceptThresholds {
     pub cos_min: f64,
     pub rtol_max: f64,
     pub ttft_p99_ms: f64,
@@ -47,9 +47,9 @@ pub struct Thresholds {
     pub judge_min: f64,
 }
 
-impl Default for Thresholds {
+impl Default for AcceptThresholds {
     fn default() -> Self {
-        Thresholds {
+        AcceptThresholds {
             cos_min: 0.9995,
             rtol_max: 1e-3,
             ttft_p99_ms: 200.0,
@@ -60,7 +60,7 @@ impl Default for Thresholds {
     }
 }
 
-impl Thresholds {
+impl AcceptThresholds {
     pub fn numeric(&self) -> numeric::NumericThresholds {
         numeric::NumericThresholds { cos_min: self.cos_min, rtol_max: self.rtol_max }
     }
@@ -68,7 +68,7 @@ impl Thresholds {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum LayerVerdict {
     Pass,
     Fail,
     /// Not evaluated because an earlier layer failed (and `--all` was not given).
@@ -77,20 +77,20 @@ pub enum Verdict {
     NotRun,
 }
 
-impl Verdict {
+impl LayerVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "fail",
-            Verdict::Skipped => "skipped",
-            Verdict::NotRun => "not_run",
+            LayerVerdict::Pass => "pass",
+            LayerVerdict::Fail => "fail",
+            LayerVerdict::Skipped => "skipped",
+            LayerVerdict::NotRun => "not_run",
         }
     }
 }
 
 /// One threshold check.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Check {
+pub struct LayerCheck {
     pub name: String,
     /// The measured value (null: not measured, which fails a gating check).
     pub value: Option<f64>,
@@ -104,9 +104,9 @@ pub struct Check {
     pub action: String,
 }
 
-impl Check {
-    pub fn at_least(name: &str, value: Option<f64>, threshold: f64, action: &str) -> Check {
-        Check {
+impl LayerCheck {
+    pub fn at_least(name: &str, value: Option<f64>, threshold: f64, action: &str) -> LayerCheck {
+        LayerCheck {
             name: name.into(),
             value,
             op: ">=".into(),
@@ -117,8 +117,8 @@ impl Check {
         }
     }
 
-    pub fn at_most(name: &str, value: Option<f64>, threshold: f64, action: &str) -> Check {
-        Check {
+    pub fn at_most(name: &str, value: Option<f64>, threshold: f64, action: &str) -> LayerCheck {
+        LayerCheck {
             name: name.into(),
             value,
             op: "<=".into(),
@@ -129,7 +129,7 @@ impl Check {
         }
     }
 
-    pub fn reported_only(mut self) -> Check {
+    pub fn reported_only(mut self) -> LayerCheck {
         self.gating = false;
         self
     }
@@ -140,8 +140,8 @@ impl Check {
 pub struct Layer {
     /// `numeric`, `engine` or `business`.
     pub name: String,
-    pub verdict: Verdict,
-    pub checks: Vec<Check>,
+    pub verdict: LayerVerdict,
+    pub checks: Vec<LayerCheck>,
     /// Layer-specific numbers (see docs/acceptance.md).
     pub details: Value,
     pub notes: Vec<String>,
@@ -149,16 +149,21 @@ pub struct Layer {
 
 impl Layer {
     /// A layer decided by its gating checks.
-    pub fn evaluated(name: &str, checks: Vec<Check>, details: Value, notes: Vec<String>) -> Layer {
+    pub fn evaluated(
+        name: &str,
+        checks: Vec<LayerCheck>,
+        details: Value,
+        notes: Vec<String>,
+    ) -> Layer {
         let verdict = if checks.iter().any(|c| c.gating && !c.passed) {
-            Verdict::Fail
+            LayerVerdict::Fail
         } else {
-            Verdict::Pass
+            LayerVerdict::Pass
         };
         Layer { name: name.into(), verdict, checks, details, notes }
     }
 
-    pub fn not_evaluated(name: &str, verdict: Verdict, note: String) -> Layer {
+    pub fn not_evaluated(name: &str, verdict: LayerVerdict, note: String) -> Layer {
         Layer {
             name: name.into(),
             verdict,
@@ -204,7 +209,7 @@ pub struct AcceptanceReport {
     pub dataset: Value,
     /// Sampling, concurrency, log-prob settings, logits files.
     pub settings: Value,
-    pub thresholds: Thresholds,
+    pub thresholds: AcceptThresholds,
     /// `numeric`, `engine`, `business`, in order.
     pub layers: Vec<Layer>,
     /// True when every gating check of every layer passed (a skipped layer is not a pass).
@@ -223,8 +228,11 @@ impl AcceptanceReport {
     pub fn conclude(&mut self) {
         self.actions = self.layers.iter().flat_map(Layer::actions).collect();
         self.passed = !self.layers.is_empty()
-            && self.layers.iter().all(|l| matches!(l.verdict, Verdict::Pass | Verdict::NotRun))
-            && self.layers.iter().any(|l| l.verdict == Verdict::Pass);
+            && self
+                .layers
+                .iter()
+                .all(|l| matches!(l.verdict, LayerVerdict::Pass | LayerVerdict::NotRun))
+            && self.layers.iter().any(|l| l.verdict == LayerVerdict::Pass);
     }
 
     /// The compact `extra.acceptance` section written into the baseline's and the candidate's
@@ -263,10 +271,19 @@ impl AcceptanceReport {
 }
 
 /// The numeric layer from its statistics.
-pub fn numeric_layer(stats: &numeric::NumericStats, th: &Thresholds, notes: Vec<String>) -> Layer {
+pub fn numeric_layer(
+    stats: &numeric::NumericStats,
+    th: &AcceptThresholds,
+    notes: Vec<String>,
+) -> Layer {
     let checks = vec![
-        Check::at_least("cosine similarity", stats.cos_min, th.cos_min, "stop the build"),
-        Check::at_most("max relative error", stats.rtol_max, th.rtol_max, "flag operator overflow"),
+        LayerCheck::at_least("cosine similarity", stats.cos_min, th.cos_min, "stop the build"),
+        LayerCheck::at_most(
+            "max relative error",
+            stats.rtol_max,
+            th.rtol_max,
+            "flag operator overflow",
+        ),
     ];
     let details = serde_json::to_value(stats).expect("stats serialize");
     Layer::evaluated("numeric", checks, details, notes)
@@ -278,19 +295,24 @@ pub fn engine_layer(
     baseline: &crate::metrics::RunMetrics,
     candidate_integrity: &crate::openai::StreamIntegrity,
     baseline_integrity: &crate::openai::StreamIntegrity,
-    th: &Thresholds,
+    th: &AcceptThresholds,
     notes: Vec<String>,
 ) -> Layer {
     let p99 = |m: &crate::metrics::RunMetrics| m.latency.ttft_ms.as_ref().map(|s| s.p99);
     let checks = vec![
-        Check::at_most("TTFT p99 (ms)", p99(candidate), th.ttft_p99_ms, "roll back engine config"),
-        Check::at_most(
+        LayerCheck::at_most(
+            "TTFT p99 (ms)",
+            p99(candidate),
+            th.ttft_p99_ms,
+            "roll back engine config",
+        ),
+        LayerCheck::at_most(
             "ITL jitter",
             candidate.latency.itl_jitter,
             th.itl_jitter_max,
             "inspect the scheduler",
         ),
-        Check::at_most(
+        LayerCheck::at_most(
             "stream integrity violations",
             (candidate.requests.ok > 0).then_some(candidate_integrity.violations() as f64),
             0.0,
@@ -330,26 +352,26 @@ mod tests {
 
     #[test]
     fn a_missing_value_fails_a_gating_check_and_the_judge_never_gates() {
-        assert!(!Check::at_most("x", None, 1.0, "a").passed);
-        assert!(Check::at_most("x", Some(1.0), 1.0, "a").passed);
-        assert!(!Check::at_least("x", Some(0.5), 0.9, "a").passed);
+        assert!(!LayerCheck::at_most("x", None, 1.0, "a").passed);
+        assert!(LayerCheck::at_most("x", Some(1.0), 1.0, "a").passed);
+        assert!(!LayerCheck::at_least("x", Some(0.5), 0.9, "a").passed);
         let l = Layer::evaluated(
             "business",
             vec![
-                Check::at_least("JSON Schema pass rate", Some(1.0), 0.99, "refuse release"),
-                Check::at_least("judge similarity (mean)", Some(0.2), 0.95, "manual review")
+                LayerCheck::at_least("JSON Schema pass rate", Some(1.0), 0.99, "refuse release"),
+                LayerCheck::at_least("judge similarity (mean)", Some(0.2), 0.95, "manual review")
                     .reported_only(),
             ],
             Value::Null,
             vec![],
         );
-        assert_eq!(l.verdict, Verdict::Pass);
+        assert_eq!(l.verdict, LayerVerdict::Pass);
         assert!(l.actions().is_empty());
     }
 
     #[test]
     fn the_report_concludes_from_its_layers() {
-        let th = Thresholds::default();
+        let th = AcceptThresholds::default();
         let stats = numeric::NumericStats::default();
         let mut r = AcceptanceReport {
             schema_version: REPORT_SCHEMA_VERSION,
@@ -362,7 +384,7 @@ mod tests {
             thresholds: th.clone(),
             layers: vec![
                 numeric_layer(&stats, &th, vec![]),
-                Layer::not_evaluated("engine", Verdict::Skipped, "numeric failed".into()),
+                Layer::not_evaluated("engine", LayerVerdict::Skipped, "numeric failed".into()),
             ],
             passed: true,
             actions: vec![],
@@ -405,15 +427,15 @@ mod tests {
             ..Default::default()
         };
         let clean = crate::openai::StreamIntegrity::default();
-        let th = Thresholds::default();
-        assert_eq!(engine_layer(&m, &m, &clean, &clean, &th, vec![]).verdict, Verdict::Pass);
+        let th = AcceptThresholds::default();
+        assert_eq!(engine_layer(&m, &m, &clean, &clean, &th, vec![]).verdict, LayerVerdict::Pass);
         let bad = crate::openai::StreamIntegrity {
             reordered_events: 2,
             missing_done: 1,
             ..Default::default()
         };
         let l = engine_layer(&m, &m, &bad, &clean, &th, vec![]);
-        assert_eq!(l.verdict, Verdict::Fail);
+        assert_eq!(l.verdict, LayerVerdict::Fail);
         assert_eq!(l.checks[2].value, Some(3.0));
         assert_eq!(l.details["candidate"]["stream_integrity"]["reordered_events"], 2);
         assert!(l.actions()[0].contains("disorder"));

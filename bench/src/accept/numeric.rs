@@ -376,16 +376,16 @@ impl NumericStats {
         b: &Logits,
         c: &Logits,
         th: &NumericThresholds,
-    ) -> Result<(), String> {
+    ) -> Result<(), NumericError> {
         if b.shape != c.shape {
-            return Err(format!(
-                "the logits shapes differ: baseline {:?}, candidate {:?}",
-                b.shape, c.shape
-            ));
+            return Err(NumericError::ShapesDiffer {
+                baseline: b.shape.clone(),
+                candidate: c.shape.clone(),
+            });
         }
         let vocab = b.vocab();
         if vocab == 0 {
-            return Err("the logits arrays are empty".into());
+            return Err(NumericError::Empty);
         }
         self.items += 1;
         let mut failed_here = false;
@@ -442,46 +442,76 @@ impl Logits {
     }
 }
 
+/// Why two logits files cannot be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum NumericError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}", path.display())]
+    Npy {
+        path: std::path::PathBuf,
+        #[source]
+        source: NpyError,
+    },
+    #[error("the logits shapes differ: baseline {baseline:?}, candidate {candidate:?}")]
+    ShapesDiffer { baseline: Vec<u64>, candidate: Vec<u64> },
+    #[error("the logits arrays are empty")]
+    Empty,
+}
+
+/// Why bytes are not a logits array this reads.
+#[derive(Debug, thiserror::Error)]
+pub enum NpyError {
+    #[error("not a .npy file")]
+    NotNpy(#[source] std::io::Error),
+    #[error("Fortran-ordered arrays are not supported: save with C order (numpy's default)")]
+    Fortran,
+    #[error("unsupported dtype {0}: expected f16, f32 or f64")]
+    Dtype(String),
+    #[error("cannot read the values")]
+    Values(#[source] std::io::Error),
+}
+
 /// Read a `.npy` file of `f16`, `f32` or `f64` values in C order.
-pub fn read_npy(path: &Path) -> Result<Logits, String> {
+pub fn read_npy(path: &Path) -> Result<Logits, NumericError> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_npy(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(|source| NumericError::Read { path: path.to_path_buf(), source })?;
+    parse_npy(&bytes).map_err(|source| NumericError::Npy { path: path.to_path_buf(), source })
 }
 
 /// Parse `.npy` bytes (see [`read_npy`]).
-pub fn parse_npy(bytes: &[u8]) -> Result<Logits, String> {
+pub fn parse_npy(bytes: &[u8]) -> Result<Logits, NpyError> {
     use npyz::{DType, NpyFile, Order, TypeChar};
-    let npy = NpyFile::new(bytes).map_err(|e| format!("not a .npy file: {e}"))?;
+    let npy = NpyFile::new(bytes).map_err(NpyError::NotNpy)?;
     let shape = npy.shape().to_vec();
     if npy.order() == Order::Fortran && shape.len() > 1 {
-        return Err(
-            "Fortran-ordered arrays are not supported: save with C order (numpy's default)".into(),
-        );
+        return Err(NpyError::Fortran);
     }
     let ts = match npy.dtype() {
         DType::Plain(ts) => ts,
-        other => {
-            return Err(format!("unsupported dtype {}: expected f16, f32 or f64", other.descr()));
-        }
+        other => return Err(NpyError::Dtype(other.descr())),
     };
-    let bad = || format!("unsupported dtype {ts}: expected f16, f32 or f64");
+    let bad = || NpyError::Dtype(ts.to_string());
     if ts.type_char() != TypeChar::Float {
         return Err(bad());
     }
     let data: Vec<f64> = match ts.num_bytes() {
         Some(2) => npy
             .into_vec::<npyz::half::f16>()
-            .map_err(|e| e.to_string())?
+            .map_err(NpyError::Values)?
             .into_iter()
             .map(f64::from)
             .collect(),
         Some(4) => {
-            npy.into_vec::<f32>().map_err(|e| e.to_string())?.into_iter().map(f64::from).collect()
+            npy.into_vec::<f32>().map_err(NpyError::Values)?.into_iter().map(f64::from).collect()
         }
-        Some(8) => npy.into_vec::<f64>().map_err(|e| e.to_string())?,
+        Some(8) => npy.into_vec::<f64>().map_err(NpyError::Values)?,
         _ => return Err(bad()),
     };
     Ok(Logits { shape, data })
@@ -646,11 +676,9 @@ mod tests {
         assert_eq!(c.data, b.data, "these values are exact in f16");
         // Same values, different shapes: refused.
         let mut s = NumericStats::default();
-        assert!(
-            s.add_logits(&b, &c, &NumericThresholds::default())
-                .unwrap_err()
-                .contains("shapes differ")
-        );
+        let e = s.add_logits(&b, &c, &NumericThresholds::default()).unwrap_err();
+        assert!(matches!(e, NumericError::ShapesDiffer { .. }), "{e}");
+        assert!(e.to_string().contains("shapes differ"));
         // Same shape: identical -> cos 1, rtol 0.
         let mut s = NumericStats::default();
         s.add_logits(&b, &b.clone(), &NumericThresholds::default()).unwrap();
@@ -666,8 +694,10 @@ mod tests {
         assert!((s.rtol_max.unwrap() - 0.75).abs() < 1e-12);
         // Not floats, not npy.
         std::fs::write(dir.path().join("i.npy"), npy_bytes(&[2], &[1i32, 2])).unwrap();
-        assert!(read_npy(&dir.path().join("i.npy")).unwrap_err().contains("unsupported dtype"));
+        let e = read_npy(&dir.path().join("i.npy")).unwrap_err();
+        assert!(matches!(e, NumericError::Npy { source: NpyError::Dtype(_), .. }), "{e}");
         std::fs::write(dir.path().join("x.npy"), b"hello").unwrap();
-        assert!(read_npy(&dir.path().join("x.npy")).unwrap_err().contains("not a .npy"));
+        let e = read_npy(&dir.path().join("x.npy")).unwrap_err();
+        assert!(matches!(e, NumericError::Npy { source: NpyError::NotNpy(_), .. }), "{e}");
     }
 }

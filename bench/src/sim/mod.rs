@@ -26,21 +26,33 @@ mod runtime {
     pub use super::backend::{Backend, FinishReason, GenEvent, GenRequest};
     pub use super::server::{SimHandle, SimOptions, SimRecord, start};
     pub use super::timing::TimingBackend;
-    use crate::config::{SimConfig, SimMode};
-    use crate::summary::EngineParams;
+    use crate::config::{ConfigError, SimConfig, SimMode};
 
-    /// An embedded simulator ready to start: its backend, server options and the engine
-    /// parameters it models (recorded in summaries).
+    /// An embedded simulator ready to start: its backend and server options, and the engine
+    /// config it models (relative to the root it was built with), whose parameters a run records.
     pub struct Embedded {
         pub backend: Arc<dyn Backend>,
         pub options: SimOptions,
-        pub engine: Option<EngineParams>,
+        pub engine_config: Option<String>,
+    }
+
+    /// Why an embedded simulator cannot be built.
+    #[derive(Debug, thiserror::Error)]
+    pub enum EmbedError {
+        #[error(transparent)]
+        EngineConfig(#[from] ConfigError),
+        #[error("cannot create {}", path.display())]
+        DecisionLog {
+            path: std::path::PathBuf,
+            #[source]
+            source: std::io::Error,
+        },
     }
 
     /// Build the embedded simulator a bench profile describes. `root` resolves the engine
     /// config's relative path. Must be called inside a tokio runtime (the engine model's step
     /// loop is a task).
-    pub fn embedded(cfg: &SimConfig, root: &Path) -> Result<Embedded, String> {
+    pub fn embedded(cfg: &SimConfig, root: &Path) -> Result<Embedded, EmbedError> {
         build(cfg, root, None)
     }
 
@@ -50,11 +62,11 @@ mod runtime {
         cfg: &SimConfig,
         root: &Path,
         run_dir: &Path,
-    ) -> Result<Embedded, String> {
+    ) -> Result<Embedded, EmbedError> {
         build(cfg, root, cfg.save_scheduler_decision.then_some(run_dir))
     }
 
-    fn build(cfg: &SimConfig, root: &Path, log_dir: Option<&Path>) -> Result<Embedded, String> {
+    fn build(cfg: &SimConfig, root: &Path, log_dir: Option<&Path>) -> Result<Embedded, EmbedError> {
         let options = |model: String| SimOptions {
             model,
             usage: cfg.usage,
@@ -67,26 +79,24 @@ mod runtime {
             SimMode::Timing => Ok(Embedded {
                 backend: Arc::new(TimingBackend::new(cfg.timing.clone())),
                 options: options("sim/timing".into()),
-                engine: None,
+                engine_config: None,
             }),
             SimMode::Engine => {
                 let path = root.join(&cfg.engine_config);
-                let spec = super::engine::EngineSpec::load(&path).map_err(|e| e.to_string())?;
-                let params =
-                    EngineParams::read(root, &cfg.engine_config).map_err(|e| e.to_string())?;
+                let spec = super::engine::EngineSpec::load(&path)?;
                 let model = format!("sim/{}", spec.config.engine.model);
                 let backend = match log_dir {
                     Some(dir) => {
                         let path = dir.join(super::engine::DECISION_LOG_FILE);
                         super::engine::EngineBackend::with_decision_log(&spec, &path)
-                            .map_err(|e| format!("cannot create {}: {e}", path.display()))?
+                            .map_err(|source| EmbedError::DecisionLog { path, source })?
                     }
                     None => super::engine::EngineBackend::new(&spec),
                 };
                 Ok(Embedded {
                     backend: Arc::new(backend),
                     options: options(model),
-                    engine: Some(params),
+                    engine_config: Some(cfg.engine_config.clone()),
                 })
             }
         }

@@ -5,7 +5,9 @@
 //! `GET /sim/requests` (the simulator's own per-request record, for cross-checks).
 //!
 //! It owns the wire format and the faults; an engine [`Backend`] decides when tokens are ready.
-//! Every response names the model `sim/<name>`: it is a model of an engine, not an engine.
+//! Every response names the model `sim/<name>`: it is a model of an engine, not an engine; and
+//! `/v1/models` carries the `wire::SIMULATOR_HEADER` header, which preflight records
+//! (`Resolved::simulated`) and summaries report as `simulated`.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -32,7 +34,8 @@ use super::backend::{Backend, FinishReason, GenEvent, GenRequest};
 use super::text;
 use crate::config::{FaultConfig, UsageMode};
 
-pub use crate::openai::QUEUE_TIME_HEADER as QUEUE_HEADER;
+use crate::wire::QUEUE_TIME_HEADER;
+use crate::wire::SIMULATOR_HEADER;
 
 /// How the server behaves around the backend.
 #[derive(Clone, Debug)]
@@ -227,7 +230,9 @@ async fn models(State(st): State<Arc<ServerState>>) -> Response {
     if let Some(n) = st.backend.max_model_len() {
         model["max_model_len"] = json!(n);
     }
-    axum::Json(json!({"object": "list", "data": [model]})).into_response()
+    let mut resp = axum::Json(json!({"object": "list", "data": [model]})).into_response();
+    resp.headers_mut().insert(SIMULATOR_HEADER, HeaderValue::from_static("1"));
+    resp
 }
 
 async fn tokenize(State(st): State<Arc<ServerState>>, body: Bytes) -> Response {
@@ -467,145 +472,37 @@ async fn completions(
     kind: Kind,
 ) -> Response {
     let arrival = Instant::now();
-    if let Some(key) = &st.opts.api_key {
-        let expected = format!("Bearer {key}");
-        let got = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-        if got != Some(expected.as_str()) {
-            st.count("http_401");
-            return error_response(
-                StatusCode::UNAUTHORIZED,
-                "AuthenticationError",
-                "invalid or missing API key",
-            );
-        }
-    }
-    let req: Value = match serde_json::from_slice(&body) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            st.count("http_400");
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                "BadRequestError",
-                "the body must be a JSON object",
-            );
-        }
+    let checked = check_auth(&st, &headers).and_then(|()| {
+        let req = parse_request(&st, &body)?;
+        let prompt = prompt_tokens(&req, kind)?;
+        let max_tokens = max_tokens(&st, &req, kind, prompt.len())?;
+        Ok((req, prompt, max_tokens))
+    });
+    let (req, prompt, max_tokens) = match checked {
+        Ok(c) => c,
+        Err(refusal) => return refusal.respond(&st),
     };
-    if let Some(m) = req.get("model").and_then(|m| m.as_str()) {
-        if m != st.opts.model {
-            st.count("http_404");
-            return error_response(
-                StatusCode::NOT_FOUND,
-                "NotFoundError",
-                &format!("The model `{m}` does not exist."),
-            );
-        }
-    }
-    let prompt = match kind {
-        Kind::Chat => match req.get("messages") {
-            Some(Value::Array(m)) if !m.is_empty() => text::chat_prompt_tokens(m),
-            _ => {
-                st.count("http_400");
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequestError",
-                    "`messages` must be a non-empty array",
-                );
-            }
-        },
-        Kind::Completions => match req.get("prompt") {
-            Some(Value::String(p)) => text::tokenize(p),
-            _ => {
-                st.count("http_400");
-                return error_response(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequestError",
-                    "`prompt` must be a string",
-                );
-            }
-        },
-    };
-    let max_len = st.backend.max_model_len();
-    let requested =
-        req.get("max_completion_tokens").or_else(|| req.get("max_tokens")).and_then(|v| v.as_u64());
-    let max_tokens = match (requested, kind) {
-        (Some(0), _) => {
-            st.count("http_400");
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                "BadRequestError",
-                "max_tokens must be at least 1",
-            );
-        }
-        (Some(n), _) => n.min(u32::MAX as u64) as u32,
-        (None, Kind::Completions) => 16,
-        (None, Kind::Chat) => {
-            max_len.map_or(1024, |m| m.saturating_sub(prompt.len() as u32).max(1))
-        }
-    };
-    if let Some(m) = max_len {
-        if prompt.len() as u64 + max_tokens as u64 > m as u64 {
-            st.count("http_400");
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                "BadRequestError",
-                &format!(
-                    "This model's maximum context length is {m} tokens. However, you requested {} tokens ({} in the messages, {max_tokens} in the completion).",
-                    prompt.len() as u64 + max_tokens as u64,
-                    prompt.len()
-                ),
-            );
-        }
-    }
-    let stream = req.get("stream").and_then(|v| v.as_bool()).unwrap_or(false);
+    let flag = |k: &str| req.get(k).and_then(|v| v.as_bool()).unwrap_or(false);
     let include_usage =
         req.pointer("/stream_options/include_usage").and_then(|v| v.as_bool()).unwrap_or(false);
-    let ignore_eos = req.get("ignore_eos").and_then(|v| v.as_bool()).unwrap_or(false);
-    let logprobs =
-        match kind {
-            Kind::Chat => req.get("logprobs").and_then(|v| v.as_bool()).filter(|b| *b).map(|_| {
-                req.get("top_logprobs").and_then(|v| v.as_u64()).unwrap_or(0).max(1) as usize
-            }),
-            Kind::Completions => {
-                req.get("logprobs").and_then(|v| v.as_u64()).map(|n| n.max(1) as usize)
-            }
-        };
-    let priority = req.get("priority").and_then(|v| v.as_i64()).unwrap_or(0);
     let id = st.next_id.fetch_add(1, Ordering::Relaxed);
     let seed = text::prompt_seed(&prompt);
     let (fault, stall) = draw_faults(&st.opts.faults, &mut st.fault_rng.lock().unwrap());
-    let doc_tokens = req.get("response_format").and_then(|rf| {
-        let schema = match rf.get("type").and_then(|t| t.as_str()) {
-            Some("json_schema") => {
-                rf.pointer("/json_schema/schema").cloned().unwrap_or(json!({"type": "object"}))
-            }
-            Some("json_object") => {
-                json!({"type": "object", "properties": {"answer": {"type": "string"}}})
-            }
-            _ => return None,
-        };
-        let doc =
-            serde_json::to_string(&text::document_for_schema(&schema, seed)).unwrap_or_default();
-        let corrupt = st.opts.corruption_rate > 0.0
-            && (text::fnv1a(&id.to_le_bytes()) % 1_000_000) as f64 / 1_000_000.0
-                < st.opts.corruption_rate;
-        let doc = if corrupt { text::corrupt(&doc, id) } else { doc };
-        Some(text::split_tokens(&doc))
-    });
     let plan = Plan {
         kind,
         id,
         created: chrono::Utc::now().timestamp() as u64,
         model: st.opts.model.clone(),
-        stream,
+        stream: flag("stream"),
         include_usage,
         prompt_tokens: prompt.len() as u32,
         seed,
-        logprobs,
+        logprobs: requested_logprobs(&req, kind),
         fault,
         stall,
-        doc_tokens,
+        doc_tokens: structured_answer(&st, &req, seed, id),
     };
-    let mut record = SimRecord {
+    let record = SimRecord {
         id,
         request_id: headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_string),
         arrival_ms: st.ms_since_start(arrival),
@@ -614,15 +511,7 @@ async fn completions(
         ..SimRecord::default()
     };
     if let Some(Fault::Status(code)) = fault {
-        st.count(&format!("http_{code}"));
-        record.finish_reason = None;
-        st.records.lock().unwrap().push(record);
-        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut resp = error_response(status, "SimulatedFault", &format!("simulated HTTP {code}"));
-        if code == 429 || code == 503 {
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        return resp;
+        return fault_response(&st, record, code);
     }
     // A frozen server takes the request in only when it resumes; otherwise the engine's clock
     // for the request starts at its arrival (the handler's own work is part of its latency).
@@ -632,13 +521,159 @@ async fn completions(
         prompt,
         max_tokens,
         natural_len: plan.doc_tokens.as_ref().map(|t| t.len() as u32),
-        ignore_eos,
-        priority,
+        ignore_eos: flag("ignore_eos"),
+        priority: req.get("priority").and_then(|v| v.as_i64()).unwrap_or(0),
         arrival,
         request_id: record.request_id.clone(),
     };
     let events = if fault == Some(Fault::Empty) { None } else { Some(st.backend.submit(gen_req)) };
     respond(st, plan, record, events).await
+}
+
+/// Why a request is refused before it reaches the engine.
+struct Refusal {
+    status: StatusCode,
+    kind: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn bad_request(message: impl Into<String>) -> Refusal {
+        Refusal {
+            status: StatusCode::BAD_REQUEST,
+            kind: "BadRequestError",
+            message: message.into(),
+        }
+    }
+
+    /// The error response, counted by its status.
+    fn respond(self, st: &ServerState) -> Response {
+        st.count(&format!("http_{}", self.status.as_u16()));
+        error_response(self.status, self.kind, &self.message)
+    }
+}
+
+/// With an API key configured, requests must carry it.
+fn check_auth(st: &ServerState, headers: &HeaderMap) -> Result<(), Refusal> {
+    let Some(key) = &st.opts.api_key else { return Ok(()) };
+    let expected = format!("Bearer {key}");
+    let got = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if got != Some(expected.as_str()) {
+        return Err(Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            kind: "AuthenticationError",
+            message: "invalid or missing API key".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The body as a JSON object naming this server's model (or none).
+fn parse_request(st: &ServerState, body: &[u8]) -> Result<Value, Refusal> {
+    let req: Value = match serde_json::from_slice(body) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return Err(Refusal::bad_request("the body must be a JSON object")),
+    };
+    if let Some(m) = req.get("model").and_then(|m| m.as_str()) {
+        if m != st.opts.model {
+            return Err(Refusal {
+                status: StatusCode::NOT_FOUND,
+                kind: "NotFoundError",
+                message: format!("The model `{m}` does not exist."),
+            });
+        }
+    }
+    Ok(req)
+}
+
+/// The prompt's tokens: chat messages with their template markers, or the prompt text.
+fn prompt_tokens(req: &Value, kind: Kind) -> Result<Vec<u32>, Refusal> {
+    match kind {
+        Kind::Chat => match req.get("messages") {
+            Some(Value::Array(m)) if !m.is_empty() => Ok(text::chat_prompt_tokens(m)),
+            _ => Err(Refusal::bad_request("`messages` must be a non-empty array")),
+        },
+        Kind::Completions => match req.get("prompt") {
+            Some(Value::String(p)) => Ok(text::tokenize(p)),
+            _ => Err(Refusal::bad_request("`prompt` must be a string")),
+        },
+    }
+}
+
+/// Output tokens to generate at most: as requested (`max_completion_tokens` or `max_tokens`),
+/// else the endpoint's default; prompt and output must fit the context.
+fn max_tokens(
+    st: &ServerState,
+    req: &Value,
+    kind: Kind,
+    prompt_len: usize,
+) -> Result<u32, Refusal> {
+    let max_len = st.backend.max_model_len();
+    let requested =
+        req.get("max_completion_tokens").or_else(|| req.get("max_tokens")).and_then(|v| v.as_u64());
+    let max_tokens = match (requested, kind) {
+        (Some(0), _) => return Err(Refusal::bad_request("max_tokens must be at least 1")),
+        (Some(n), _) => n.min(u32::MAX as u64) as u32,
+        (None, Kind::Completions) => 16,
+        (None, Kind::Chat) => max_len.map_or(1024, |m| m.saturating_sub(prompt_len as u32).max(1)),
+    };
+    if let Some(m) = max_len {
+        let total = prompt_len as u64 + max_tokens as u64;
+        if total > m as u64 {
+            return Err(Refusal::bad_request(format!(
+                "This model's maximum context length is {m} tokens. However, you requested {total} tokens ({prompt_len} in the messages, {max_tokens} in the completion)."
+            )));
+        }
+    }
+    Ok(max_tokens)
+}
+
+/// Alternatives per position when the request asks for log-probs.
+fn requested_logprobs(req: &Value, kind: Kind) -> Option<usize> {
+    match kind {
+        Kind::Chat => {
+            req.get("logprobs").and_then(|v| v.as_bool()).filter(|b| *b).map(|_| {
+                req.get("top_logprobs").and_then(|v| v.as_u64()).unwrap_or(0).max(1) as usize
+            })
+        }
+        Kind::Completions => {
+            req.get("logprobs").and_then(|v| v.as_u64()).map(|n| n.max(1) as usize)
+        }
+    }
+}
+
+/// For a `response_format` request, the JSON document answered, split into tokens (corrupted
+/// for a share of requests when the server is told to).
+fn structured_answer(st: &ServerState, req: &Value, seed: u64, id: u64) -> Option<Vec<String>> {
+    let rf = req.get("response_format")?;
+    let schema = match rf.get("type").and_then(|t| t.as_str()) {
+        Some("json_schema") => {
+            rf.pointer("/json_schema/schema").cloned().unwrap_or(json!({"type": "object"}))
+        }
+        Some("json_object") => {
+            json!({"type": "object", "properties": {"answer": {"type": "string"}}})
+        }
+        _ => return None,
+    };
+    let doc = serde_json::to_string(&text::document_for_schema(&schema, seed)).unwrap_or_default();
+    let corrupt = st.opts.corruption_rate > 0.0
+        && (text::fnv1a(&id.to_le_bytes()) % 1_000_000) as f64 / 1_000_000.0
+            < st.opts.corruption_rate;
+    let doc = if corrupt { text::corrupt(&doc, id) } else { doc };
+    Some(text::split_tokens(&doc))
+}
+
+/// A simulated HTTP error answered before the engine sees the request.
+fn fault_response(st: &ServerState, mut record: SimRecord, code: u16) -> Response {
+    st.count(&format!("http_{code}"));
+    record.finish_reason = None;
+    st.records.lock().unwrap().push(record);
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = error_response(status, "SimulatedFault", &format!("simulated HTTP {code}"));
+    if code == 429 || code == 503 {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
 }
 
 async fn respond(
@@ -682,7 +717,7 @@ async fn respond(
     resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     if let Some(q) = queue_header {
-        resp.headers_mut().insert(QUEUE_HEADER, q);
+        resp.headers_mut().insert(QUEUE_TIME_HEADER, q);
     }
     resp
 }

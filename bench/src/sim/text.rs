@@ -8,7 +8,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
-use crate::workload::VOCABULARY;
+use crate::wire::VOCABULARY;
+use crate::wire::message_text;
 
 pub use crate::hash::fnv1a;
 
@@ -36,19 +37,6 @@ pub fn chat_prompt_tokens(messages: &[Value]) -> Vec<u32> {
     }
     out.push(2); // assistant prefix
     out
-}
-
-/// The text of a chat message whose content is a string or a list of text parts.
-pub fn message_text(m: &Value) -> String {
-    match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => String::new(),
-    }
 }
 
 /// A seed identifying a prompt (its token ids).

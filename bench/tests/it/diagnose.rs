@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::support::*;
+use bench::client::PreflightError;
 use bench::config::{Target, TimingConfig};
-use bench::runner::{self, RunControl, RunError, RunSpec};
+use bench::runner::{self, ConnectError, RunControl, RunError, RunSpec};
 use bench::sim::SimOptions;
 
 const PROFILE: &str = r#"
@@ -50,11 +51,20 @@ fn files_contain(dir: &Path, needle: &str) -> bool {
 async fn unknown_model_lists_what_the_server_offers() {
     let dir = tempfile::tempdir().unwrap();
     let h = start_timing_sim(fast(), SimOptions::default()).await;
-    let err = try_run(target(&h.base_url(), Some("gpt-nope"), None), dir.path())
-        .await
-        .err()
-        .unwrap()
-        .to_string();
+    let err =
+        try_run(target(&h.base_url(), Some("gpt-nope"), None), dir.path()).await.err().unwrap();
+    match &err {
+        RunError::Connect(ConnectError::Preflight(PreflightError::ModelNotServed {
+            model,
+            offered,
+            ..
+        })) => assert_eq!(
+            (model.as_str(), offered.clone()),
+            ("gpt-nope", vec!["sim/timing".to_string()])
+        ),
+        other => panic!("{other:?}"),
+    }
+    let err = err.to_string();
     assert!(err.contains("gpt-nope") && err.contains("sim/timing"), "{err}");
     h.shutdown().await;
 }
@@ -92,8 +102,12 @@ async fn connection_refused_is_explained() {
     let err = try_run(target(&format!("http://127.0.0.1:{port}"), Some("m"), None), dir.path())
         .await
         .err()
-        .unwrap()
-        .to_string();
+        .unwrap();
+    assert!(
+        matches!(err, RunError::Connect(ConnectError::Preflight(PreflightError::Unreachable(_)))),
+        "{err:?}"
+    );
+    let err = err.to_string();
     assert!(
         err.contains(&format!("127.0.0.1:{port}")) && err.to_lowercase().contains("refused"),
         "{err}"

@@ -334,6 +334,10 @@ save_scheduler_decision = true
     assert!(notes[0].contains("test-0") && notes[0].contains(DECISION_LOG_FILE), "{}", notes[0]);
     let on_disk = bench::Summary::read(&out.dir).unwrap();
     assert_eq!(on_disk.notes, s.notes);
+    // The same notes, typed: the outcome carries the scheduler's report.
+    assert_eq!(out.out_of_memory_notes().iter().collect::<Vec<_>>(), notes);
+    assert_eq!(out.scheduler.as_ref().map(|r| r.oom_batches), Some(2));
+    assert!(s.simulated, "the embedded simulator announces itself");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

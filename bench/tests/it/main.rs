@@ -9,6 +9,7 @@ mod accept;
 mod coordinated_omission;
 mod diagnose;
 mod engine_http;
+mod engine_metrics;
 mod faults;
 mod known_answer;
 mod server_side;

@@ -122,8 +122,6 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
         engine: None,
         quiet: true,
         handle_signals: false,
-        capture_text: false,
-        logprobs: None,
         root: dir.path().to_path_buf(),
     };
     let out = bench::runner::run(spec, Default::default()).await.unwrap();

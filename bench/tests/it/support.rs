@@ -94,8 +94,6 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
         engine: None,
         quiet: true,
         handle_signals: false,
-        capture_text: false,
-        logprobs: None,
         root: dir.to_path_buf(),
     };
     runner::run(spec, RunControl::default()).await.expect("the run completes")

@@ -100,8 +100,6 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
                 engine: None,
                 quiet: true,
                 handle_signals: false,
-                capture_text: false,
-                logprobs: None,
                 root: dir.path().to_path_buf(),
             })
         },

@@ -243,8 +243,19 @@ pub struct SchedulerReport {
 }
 
 impl SchedulerReport {
-    /// Notes for the run's summary: each out-of-memory batch by name.
+    /// Notes for the run's summary: each out-of-memory batch by name ([`Self::oom_notes`]),
+    /// then a problem with the decision log.
     pub fn notes(&self) -> Vec<String> {
+        let mut notes = self.oom_notes();
+        if let Some(e) = &self.decision_log_error {
+            notes.push(format!("the scheduler decision log is incomplete: {e}"));
+        }
+        notes
+    }
+
+    /// One note per out-of-memory batch, by name (the first ones in full, then a count of the
+    /// others); empty when no batch ran out of memory.
+    pub fn oom_notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         for b in &self.oom {
             let ids: Vec<String> = b
@@ -273,9 +284,6 @@ impl SchedulerReport {
         let unlisted = self.oom_batches.saturating_sub(self.oom.len() as u64);
         if unlisted > 0 {
             notes.push(format!("out of memory: {unlisted} more batch(es) failed the same way"));
-        }
-        if let Some(e) = &self.decision_log_error {
-            notes.push(format!("the scheduler decision log is incomplete: {e}"));
         }
         notes
     }

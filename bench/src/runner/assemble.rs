@@ -1,0 +1,185 @@
+//! Step 4, assemble the summary: the run's header and metrics, the server-side section, the
+//! simulator's scheduler report, and the notes and status that follow from what was measured.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::config::{LoadMode, Profile};
+use crate::sim::engine::SchedulerReport;
+use crate::summary::{EngineParams, RunHeader, RunStatus, ScheduleSummary, Summary};
+
+use super::RunSpec;
+use super::connect::Connection;
+use super::drive::Driven;
+
+/// Share of the requested rate below which an open loop fell behind its schedule.
+const BEHIND_RATE_SHARE: f64 = 0.95;
+/// p99 send lag (ms) above which an open loop fell behind its schedule.
+const BEHIND_LAG_MS: f64 = 10.0;
+/// Requests an open loop needs before its achieved rate is compared with the requested one.
+const MIN_REQUESTS_FOR_RATE: u64 = 20;
+
+/// Everything the summary of a bench run is made from.
+pub struct RunParts<'a> {
+    pub spec: &'a RunSpec,
+    pub connection: &'a Connection,
+    pub engine: Option<EngineParams>,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// Notes of the earlier steps, in order.
+    pub notes: Vec<String>,
+    pub driven: &'a Driven,
+    pub scheduler: Option<&'a SchedulerReport>,
+}
+
+/// The summary of a bench run.
+pub fn assemble(parts: RunParts<'_>) -> Summary {
+    let RunParts { spec, connection, engine, started_at, notes, driven, scheduler } = parts;
+    let profile: &Profile = &spec.profile.profile;
+    let load = &profile.load;
+    let requested_rate = (load.mode == LoadMode::Open).then_some(load.rate).flatten();
+    let header = RunHeader {
+        run_id: spec.run_id.clone(),
+        simulated: connection.simulated(),
+        git: spec.git.clone(),
+        target: connection.target_info(),
+        config: serde_json::to_value(profile).unwrap_or(Value::Null),
+        profile: spec.profile.name.clone(),
+        engine,
+        started_at,
+        workload: driven.workload.clone(),
+        notes,
+    };
+    let mut summary = Summary::of_run(header, driven.acc.finish(requested_rate));
+    summary.server = driven
+        .server
+        .as_ref()
+        .map(|s| serde_json::to_value(s).expect("the server section serializes"));
+    if let Some(report) = scheduler {
+        summary.notes.extend(report.notes());
+        summary.extra.insert("scheduler".into(), serde_json::to_value(report).unwrap_or_default());
+    }
+    if load.mode == LoadMode::Open {
+        let note = fell_behind_note(
+            &summary.schedule,
+            summary.requests.total,
+            requested_rate,
+            load.max_concurrency.is_some(),
+        );
+        if let Some(note) = note {
+            summary.schedule.fell_behind = true;
+            summary.notes.push(note);
+        }
+    }
+    summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
+    summary.status = run_status(driven.interrupted, summary.requests.ok);
+    summary
+}
+
+/// The measured window's length (for the histogram file's header).
+pub fn window(summary: &Summary) -> Duration {
+    summary.timing.window.duration_s.map(Duration::from_secs_f64).unwrap_or_default()
+}
+
+/// Why an open loop fell behind its schedule, when it did: its achieved rate fell short of
+/// the requested one (over enough requests) or its p99 send lag grew past 10 ms.
+pub fn fell_behind_note(
+    schedule: &ScheduleSummary,
+    requests: u64,
+    requested_rate: Option<f64>,
+    capped: bool,
+) -> Option<String> {
+    let lag_p99 = schedule.stats.lag_ms.as_ref().map(|s| s.p99);
+    let achieved = schedule.stats.achieved_rate;
+    let behind_rate = match (achieved, requested_rate) {
+        (Some(a), Some(r)) if requests >= MIN_REQUESTS_FOR_RATE => a < BEHIND_RATE_SHARE * r,
+        _ => false,
+    };
+    let behind_lag = lag_p99.is_some_and(|l| l > BEHIND_LAG_MS);
+    if !(behind_rate || behind_lag) {
+        return None;
+    }
+    let why = if capped {
+        " (max_concurrency held requests back; their wait is in every latency)"
+    } else {
+        " (the client could not keep up; results understate the load)"
+    };
+    let num = |v: Option<f64>, digits: usize| {
+        v.map_or(crate::BLANK.to_string(), |v| format!("{v:.digits$}"))
+    };
+    Some(format!(
+        "the load fell behind its schedule: p99 send lag {} ms, achieved {} of {} requests/s{why}",
+        num(lag_p99, 1),
+        num(achieved, 2),
+        num(requested_rate, 2),
+    ))
+}
+
+/// A note when servers sent several tokens per content event.
+pub fn count_mismatch_note(mismatches: u64) -> Option<String> {
+    (mismatches > 0).then(|| format!(
+        "{mismatches} request(s) reported more tokens in usage than content events (several tokens per chunk): output counts come from usage"
+    ))
+}
+
+/// A run's status: interrupted when it was, else failed when no measured request succeeded.
+pub fn run_status(interrupted: bool, ok_requests: u64) -> RunStatus {
+    if interrupted {
+        RunStatus::Interrupted
+    } else if ok_requests == 0 {
+        RunStatus::Failed
+    } else {
+        RunStatus::Complete
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Stats;
+
+    fn schedule(lag_p99: Option<f64>, achieved: Option<f64>) -> ScheduleSummary {
+        let mut s = ScheduleSummary::default();
+        s.stats.lag_ms = lag_p99.map(|p| Stats {
+            count: 100,
+            mean: p,
+            stdev: 0.0,
+            min: p,
+            p50: p,
+            p90: p,
+            p95: p,
+            p99: p,
+            p999: p,
+            max: p,
+        });
+        s.stats.achieved_rate = achieved;
+        s
+    }
+
+    #[test]
+    fn an_open_loop_falls_behind_on_rate_or_on_lag() {
+        assert_eq!(fell_behind_note(&schedule(Some(2.0), Some(9.9)), 100, Some(10.0), false), None);
+        let slow = fell_behind_note(&schedule(Some(2.0), Some(9.0)), 100, Some(10.0), false)
+            .expect("achieved 90% of the rate");
+        assert_eq!(
+            slow,
+            "the load fell behind its schedule: p99 send lag 2.0 ms, achieved 9.00 of 10.00 \
+             requests/s (the client could not keep up; results understate the load)"
+        );
+        // Too few requests to compare rates; the lag alone decides.
+        assert_eq!(fell_behind_note(&schedule(Some(2.0), Some(5.0)), 19, Some(10.0), false), None);
+        let lagging = fell_behind_note(&schedule(Some(10.5), None), 19, Some(10.0), true)
+            .expect("p99 lag over 10 ms");
+        assert!(lagging.contains(&format!("achieved {} of 10.00", crate::BLANK)), "{lagging}");
+        assert!(lagging.contains("max_concurrency held requests back"), "{lagging}");
+    }
+
+    #[test]
+    fn status_and_count_notes() {
+        assert_eq!(run_status(true, 10), RunStatus::Interrupted);
+        assert_eq!(run_status(false, 0), RunStatus::Failed);
+        assert_eq!(run_status(false, 1), RunStatus::Complete);
+        assert_eq!(count_mismatch_note(0), None);
+        assert!(count_mismatch_note(3).unwrap().starts_with("3 request(s)"));
+    }
+}

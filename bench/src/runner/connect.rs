@@ -1,0 +1,142 @@
+//! Step 1, connect: a target's API key, client and preflight, and whether connections can be
+//! reused. A bench run's target is a configured server or the embedded simulator, started here
+//! on an OS-chosen loopback port; acceptance connects each of its sides the same way.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::client::{
+    ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
+};
+use crate::config::{ClientConfig, Endpoint, Target};
+use crate::sim::{self, SimHandle};
+use crate::summary::{EngineParams, TargetInfo};
+
+use super::{Console, RunError, RunSpec};
+
+/// What the requests to a target ask for (the rest comes from the target's config).
+#[derive(Clone, Copy, Debug)]
+pub struct Wants<'a> {
+    /// The model to request instead of the target's own.
+    pub model: Option<&'a str>,
+    pub endpoint: Endpoint,
+    pub stream: bool,
+}
+
+/// A target, connected and checked: the client to send with and where requests go.
+#[derive(Clone)]
+pub struct Connection {
+    pub name: String,
+    pub target: Target,
+    pub client: Client,
+    pub resolved: Resolved,
+    /// Notes for the summary: the client's (proxy use), then the preflight's (fallbacks).
+    pub notes: Vec<String>,
+}
+
+impl Connection {
+    /// The target announced itself as the built-in simulator.
+    pub fn simulated(&self) -> bool {
+        self.resolved.simulated
+    }
+
+    /// The summary's description of the target (of the key, only its variable's name).
+    pub fn target_info(&self) -> TargetInfo {
+        self.resolved.target_info(self.name.clone(), self.target.api_key_env.clone())
+    }
+}
+
+/// Why a target cannot be connected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    ApiKey(#[from] ApiKeyError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+}
+
+/// The client options of a profile's `[client]` section.
+pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
+    ClientOptions {
+        request_timeout: Duration::from_secs_f64(cfg.request_timeout_s),
+        stall_timeout: Duration::from_secs_f64(cfg.stall_timeout_s),
+        proxy: cfg.proxy,
+    }
+}
+
+/// Connect to a target: read its API key, build the client, run the preflight, and drop
+/// connection reuse when the server closes connections after each response.
+pub async fn connect(
+    name: &str,
+    target: &Target,
+    cfg: &ClientConfig,
+    wants: Wants<'_>,
+) -> Result<Connection, ConnectError> {
+    let api_key_env = target.api_key_env.as_deref();
+    let key = match api_key_env {
+        Some(var) => Some(read_api_key(var, name)?),
+        None => None,
+    };
+    let (client, mut notes) = Client::new(client_options(cfg), key.as_deref(), &target.base_url)?;
+    let resolved = client
+        .preflight(name, target, wants.model, wants.endpoint, wants.stream, api_key_env)
+        .await?;
+    let client = if resolved.reuse_connections { client } else { client.without_reuse()? };
+    notes.extend(resolved.notes.iter().cloned());
+    Ok(Connection { name: name.to_string(), target: target.clone(), client, resolved, notes })
+}
+
+/// Step 1 of a bench run: its target connected, with the embedded simulator when the run
+/// started one and the engine parameters to record.
+pub struct Connected {
+    pub connection: Connection,
+    /// Shut down when the run ends (its scheduler report goes into the summary).
+    pub simulator: Option<SimHandle>,
+    /// The spec's, else those of the embedded simulator's engine config.
+    pub engine: Option<EngineParams>,
+}
+
+/// Connect a run to its target: the configured server, or the embedded simulator its profile
+/// describes (decision log in `run_dir`).
+pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, RunError> {
+    let console = Console { quiet: spec.quiet };
+    let profile = &spec.profile.profile;
+    let mut engine = spec.engine.clone();
+    let (name, target, simulator) = match &spec.profile.target {
+        Some((name, t)) => (name.clone(), t.clone(), None),
+        None => {
+            let embedded = sim::embedded_for_run(&profile.sim, &spec.root, run_dir)?;
+            if engine.is_none() {
+                if let Some(file) = &embedded.engine_config {
+                    engine = Some(EngineParams::read(&spec.root, file)?);
+                }
+            }
+            let handle = sim::start(embedded.options, embedded.backend, ([127, 0, 0, 1], 0).into())
+                .await
+                .map_err(RunError::SimulatorStart)?;
+            console.info(&format!(
+                "embedded simulator on {} ({})",
+                handle.base_url(),
+                handle.describe()
+            ));
+            let t = Target::at(handle.base_url()).with_model(handle.model());
+            ("embedded-sim".to_string(), t, Some(handle))
+        }
+    };
+    let wants = Wants {
+        model: profile.model.as_deref(),
+        endpoint: profile.endpoint,
+        stream: profile.stream,
+    };
+    let connection = connect(&name, &target, &profile.client, wants).await?;
+    console.info(&format!(
+        "target: {} (model {})",
+        connection.resolved.url, connection.resolved.model
+    ));
+    for n in &connection.notes {
+        console.info(&format!("note: {n}"));
+    }
+    Ok(Connected { connection, simulator, engine })
+}

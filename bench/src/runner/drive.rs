@@ -1,0 +1,426 @@
+//! Step 3, drive the load: connections opened first, the server-side scraper, the collector
+//! thread that streams each record to disk as it arrives, Ctrl-C and the grace period, and the
+//! open or closed loop that admits requests.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::client::{Call, Phase, RequestSlot, Sampling, request_body};
+use crate::config::{LoadConfig, LoadMode, Profile};
+use crate::metrics::{MetricsAccumulator, Slo};
+use crate::record::RequestRecord;
+use crate::rundir::{RecordWriter, RunDirError};
+use crate::schedule::ArrivalSchedule;
+use crate::server_metrics::ServerSection;
+use crate::summary::WorkloadInfo;
+use crate::workload::Payload;
+
+use super::connect::Connection;
+use super::prepare::{Prepared, Prompts};
+use super::{RunControl, RunError, RunSpec};
+
+/// Step 3's result: every request's record accumulated, and what the load saw.
+pub struct Driven {
+    pub acc: MetricsAccumulator,
+    /// The run clock's origin (record times are ms since it).
+    pub clock: Instant,
+    pub interrupted: bool,
+    pub workload: WorkloadInfo,
+    /// Server-side metrics over the window, when scraped.
+    pub server: Option<ServerSection>,
+}
+
+/// What the load loop needs to build and send one request.
+struct Shared {
+    conn: Connection,
+    prepared: Prepared,
+    sampling: Sampling,
+    run_id: String,
+    clock: Instant,
+    records: std::sync::mpsc::Sender<RequestRecord>,
+}
+
+impl Shared {
+    fn prompts(&self) -> Option<&Prompts> {
+        self.prepared.prompts.as_ref()
+    }
+
+    async fn one(&self, id: u64, warmup: bool, intended: Instant, phase: watch::Receiver<Phase>) {
+        let workload = &self.prepared.workload;
+        let item_idx = workload.item_index(id);
+        let item = &workload.items[item_idx as usize];
+        let prompt = match (&item.payload, self.prompts()) {
+            (Payload::Prompt(p), _) if !p.is_empty() => p.clone(),
+            (Payload::Prompt(_), Some(pr)) => pr.text(item_idx, id),
+            _ => String::new(),
+        };
+        let resolved = &self.conn.resolved;
+        let body = request_body(
+            resolved.endpoint,
+            &resolved.model,
+            resolved.stream,
+            resolved.max_tokens_field,
+            item,
+            &prompt,
+            &self.sampling,
+        );
+        let body = Bytes::from(serde_json::to_vec(&body).expect("request bodies serialize"));
+        let request_id = format!("{}-{id}", self.run_id);
+        let call = Call {
+            url: &resolved.url,
+            body,
+            stream: resolved.stream,
+            request_id: &request_id,
+            clock: self.clock,
+            capture_text: false,
+        };
+        let ex = self.conn.client.execute(call, phase).await;
+        let slot = RequestSlot {
+            id,
+            warmup,
+            item: item_idx,
+            intended,
+            counted_input_tokens: self.prompts().and_then(|p| p.counted_tokens(item_idx)),
+        };
+        let (record, _) = ex.into_record(slot, self.clock);
+        let _ = self.records.send(record);
+    }
+}
+
+/// Decides which request comes next and whether the load is over.
+pub(crate) struct Admission {
+    warmup_requests: u64,
+    warmup_until: Option<Instant>,
+    requests: Option<u64>,
+    duration: Option<Duration>,
+    state: Mutex<AdmissionState>,
+}
+
+#[derive(Default)]
+struct AdmissionState {
+    next_id: u64,
+    measured: u64,
+    measure_start: Option<Instant>,
+}
+
+impl Admission {
+    /// The admission of a load whose clock starts at `clock`; `items` is the workload's size
+    /// (what is sent once when neither a request count nor a duration is set).
+    pub(crate) fn new(load: &LoadConfig, clock: Instant, items: usize) -> Admission {
+        Admission {
+            warmup_requests: load.warmup_requests,
+            warmup_until: (load.warmup_s > 0.0)
+                .then(|| clock + Duration::from_secs_f64(load.warmup_s)),
+            requests: measured_requests(load, items),
+            duration: load.duration_s.map(Duration::from_secs_f64),
+            state: Mutex::default(),
+        }
+    }
+
+    /// Admit a request intended at `at`: its id and whether it is warmup, or `None` when the
+    /// load is complete.
+    pub(crate) fn admit(&self, at: Instant) -> Option<(u64, bool)> {
+        let mut s = self.state.lock().unwrap();
+        let warmup = if self.warmup_requests > 0 {
+            s.next_id < self.warmup_requests
+        } else {
+            self.warmup_until.is_some_and(|u| at < u)
+        };
+        if !warmup {
+            let start = *s.measure_start.get_or_insert(match self.warmup_until {
+                Some(u) if self.warmup_requests == 0 => u,
+                _ => at,
+            });
+            if self.requests.is_some_and(|n| s.measured >= n) {
+                return None;
+            }
+            if self.duration.is_some_and(|d| at.saturating_duration_since(start) >= d) {
+                return None;
+            }
+            s.measured += 1;
+        }
+        let id = s.next_id;
+        s.next_id += 1;
+        Some((id, warmup))
+    }
+}
+
+/// Measured requests to send: the configured count, none when a duration bounds the load,
+/// else the workload once.
+fn measured_requests(load: &LoadConfig, items: usize) -> Option<u64> {
+    match (load.requests, load.duration_s) {
+        (Some(n), _) => Some(n),
+        (None, Some(_)) => None,
+        (None, None) => Some(items as u64),
+    }
+}
+
+/// Drive the load a run's profile describes against `conn`. Notes (the scraper's) go to
+/// `notes`; records stream into the run directory `dir`.
+pub async fn drive(
+    spec: &RunSpec,
+    conn: &Connection,
+    prepared: Prepared,
+    dir: &Path,
+    control: &RunControl,
+    notes: &mut Vec<String>,
+) -> Result<Driven, RunError> {
+    let profile: &Profile = &spec.profile.profile;
+    let load = &profile.load;
+    let resolved = &conn.resolved;
+    // Connections are opened first, so connection setup stays out of the window.
+    let connections = match load.mode {
+        LoadMode::Closed => load.concurrency,
+        LoadMode::Open => load.max_concurrency.unwrap_or(16),
+    };
+    if resolved.reuse_connections && connections > 1 {
+        conn.client.preconnect(&resolved.api_base, connections.min(256) as usize).await;
+    }
+    // Server-side metrics: the first scrape is taken just before the load starts.
+    let scraper = crate::scrape::Scraper::start(
+        &profile.scrape,
+        crate::scrape::metrics_url(&resolved.root, conn.target.metrics_url.as_deref()),
+        crate::client::is_loopback(&resolved.api_base),
+        !conn.simulated(),
+        notes,
+    )
+    .await;
+    let clock = Instant::now();
+    let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
+    let workload = WorkloadInfo {
+        items: prepared.workload.len() as u64,
+        length_basis: prepared.workload.basis,
+    };
+    let (rec_tx, rec_rx) = std::sync::mpsc::channel::<RequestRecord>();
+    let wl = &profile.workload;
+    let shared = Arc::new(Shared {
+        conn: conn.clone(),
+        prepared,
+        sampling: Sampling {
+            temperature: wl.temperature,
+            top_p: wl.top_p,
+            seed: wl.seed,
+            ignore_eos: wl.ignore_eos,
+            logprobs: None,
+        },
+        run_id: spec.run_id.clone(),
+        clock,
+        records: rec_tx,
+    });
+    let total_hint =
+        measured_requests(load, workload.items as usize).map(|n| n + load.warmup_requests);
+    let progress = make_progress(spec.quiet, total_hint);
+    let collector =
+        spawn_collector(RecordWriter::create(dir)?, profile.slo.clone(), rec_rx, progress);
+    let grace = Duration::from_secs_f64(profile.client.grace_s);
+    let signals = spec.handle_signals.then(|| spawn_signal_handler(control, grace, spec.quiet));
+    let grace_task = spawn_grace_period(control, grace);
+    match load.mode {
+        LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
+        LoadMode::Open => open_loop(load, wl.seed, clock, &shared, &admission, control).await,
+    }
+    grace_task.abort();
+    if let Some(t) = signals {
+        t.abort();
+    }
+    drop(shared); // closes the record channel
+    let acc = collector.join().expect("collector thread does not panic")?;
+    let server = match scraper {
+        Some(scraper) => {
+            let m = acc.finish(None);
+            let window = m.window.start_ms.zip(m.window.end_ms);
+            Some(scraper.finish(clock, window, acc.run_totals()).await)
+        }
+        None => None,
+    };
+    Ok(Driven { acc, clock, interrupted: control.was_interrupted(), workload, server })
+}
+
+/// The collector: writes each record as it arrives and accumulates the metrics.
+fn spawn_collector(
+    mut writer: RecordWriter,
+    slo: Slo,
+    records: std::sync::mpsc::Receiver<RequestRecord>,
+    progress: Option<indicatif::ProgressBar>,
+) -> std::thread::JoinHandle<Result<MetricsAccumulator, RunDirError>> {
+    std::thread::spawn(move || {
+        let mut acc = MetricsAccumulator::new(slo);
+        for rec in records {
+            writer.write(&rec)?;
+            acc.add(&rec);
+            if let Some(pb) = &progress {
+                pb.inc(1);
+                let (total, ok) = acc.progress();
+                pb.set_message(format!("ok {ok}, failed {}", total - ok));
+            }
+        }
+        if let Some(pb) = &progress {
+            pb.finish_and_clear();
+        }
+        writer.finish()?;
+        Ok(acc)
+    })
+}
+
+/// Ctrl-C: the first stops sending and starts the grace period, the second cancels what is
+/// still in flight.
+fn spawn_signal_handler(
+    control: &RunControl,
+    grace: Duration,
+    quiet: bool,
+) -> tokio::task::JoinHandle<()> {
+    let control = control.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        if !quiet {
+            eprintln!(
+                "\ninterrupted: no new requests; waiting up to {grace:?} for those in flight (Ctrl-C again to cancel them)"
+            );
+        }
+        control.interrupt();
+        let _ = tokio::signal::ctrl_c().await;
+        control.abort();
+    })
+}
+
+/// Once the run stops sending, what is still in flight gets `grace`, then is cancelled.
+fn spawn_grace_period(control: &RunControl, grace: Duration) -> tokio::task::JoinHandle<()> {
+    let control = control.clone();
+    let mut rx = control.subscribe();
+    tokio::spawn(async move {
+        if rx.wait_for(|p| *p != Phase::Running).await.is_ok() {
+            tokio::time::sleep(grace).await;
+            control.abort();
+        }
+    })
+}
+
+/// `concurrency` workers, each sending its next request as soon as its last one ended.
+async fn closed_loop(
+    concurrency: u32,
+    shared: &Arc<Shared>,
+    admission: &Arc<Admission>,
+    control: &RunControl,
+) {
+    let mut tasks = JoinSet::new();
+    for _ in 0..concurrency {
+        let shared = shared.clone();
+        let admission = admission.clone();
+        let phase = control.subscribe();
+        tasks.spawn(async move {
+            loop {
+                if *phase.borrow() != Phase::Running {
+                    break;
+                }
+                let intended = Instant::now();
+                let Some((id, warmup)) = admission.admit(intended) else { break };
+                shared.one(id, warmup, intended, phase.clone()).await;
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Requests sent on the arrival schedule, whatever is in flight (up to `max_concurrency`).
+async fn open_loop(
+    load: &LoadConfig,
+    seed: u64,
+    clock: Instant,
+    shared: &Arc<Shared>,
+    admission: &Arc<Admission>,
+    control: &RunControl,
+) {
+    let rate = load.rate.expect("validated: open loop has a rate");
+    let cap = load.max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
+    let mut phase = control.subscribe();
+    let mut tasks = JoinSet::new();
+    for offset in ArrivalSchedule::new(load.arrival, rate, load.burstiness, seed) {
+        let intended = clock + Duration::from_secs_f64(offset / 1000.0);
+        tokio::select! {
+            _ = tokio::time::sleep_until(intended) => {}
+            _ = phase.wait_for(|p| *p != Phase::Running) => break,
+        }
+        let Some((id, warmup)) = admission.admit(intended) else { break };
+        let permit = match &cap {
+            Some(sem) => tokio::select! {
+                p = sem.clone().acquire_owned() => Some(p.expect("semaphore never closed")),
+                _ = phase.wait_for(|p| *p != Phase::Running) => break,
+            },
+            None => None,
+        };
+        let shared = shared.clone();
+        let p = control.subscribe();
+        tasks.spawn(async move {
+            shared.one(id, warmup, intended, p).await;
+            drop(permit);
+        });
+        // Reap finished tasks so the set does not grow with the run.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+fn make_progress(quiet: bool, total: Option<u64>) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let pb = match total {
+        Some(n) => indicatif::ProgressBar::new(n),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    let template = match total {
+        Some(_) => "{elapsed_precise} [{bar:30}] {pos}/{len} requests  {msg}",
+        None => "{elapsed_precise} {spinner} {pos} requests  {msg}",
+    };
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(Duration::from_millis(200));
+    Some(pb)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(toml: &str) -> LoadConfig {
+        toml::from_str(toml).expect("a load section")
+    }
+
+    #[test]
+    fn warmup_requests_come_first_then_the_measured_count() {
+        let clock = Instant::now();
+        let a = Admission::new(&load("warmup_requests = 2\nrequests = 3"), clock, 10);
+        let got: Vec<_> = std::iter::from_fn(|| a.admit(clock)).take(10).collect();
+        assert_eq!(got, vec![(0, true), (1, true), (2, false), (3, false), (4, false)]);
+    }
+
+    #[test]
+    fn without_a_count_or_a_duration_the_workload_is_sent_once() {
+        let clock = Instant::now();
+        let a = Admission::new(&load(""), clock, 4);
+        assert_eq!(std::iter::from_fn(|| a.admit(clock)).take(10).count(), 4);
+    }
+
+    #[test]
+    fn a_duration_ends_the_load_and_a_warmup_window_starts_the_measurement() {
+        let clock = Instant::now();
+        let a = Admission::new(&load("warmup_s = 1.0\nduration_s = 2.0"), clock, 4);
+        let at = |s: f64| clock + Duration::from_secs_f64(s);
+        assert_eq!(a.admit(at(0.5)), Some((0, true)), "inside the warmup window");
+        assert_eq!(a.admit(at(1.0)), Some((1, false)), "measurement starts at the window's end");
+        assert_eq!(a.admit(at(2.9)), Some((2, false)));
+        assert_eq!(a.admit(at(3.0)), None, "two seconds after the warmup window");
+    }
+}

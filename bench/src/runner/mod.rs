@@ -1,0 +1,219 @@
+//! One bench run, in four steps with typed values between them:
+//!
+//! 1. [`connect::connect_run`]: the target (or the embedded simulator, started here), its API
+//!    key, client and preflight -> [`connect::Connected`];
+//! 2. [`prepare::prepare_workload`]: the dataset or synthetic items, prompts fitted to the
+//!    target's tokenizer -> [`prepare::Prepared`];
+//! 3. [`drive::drive`]: the load, each record streamed to the run directory as it arrives ->
+//!    [`drive::Driven`];
+//! 4. [`assemble::assemble`]: the summary, its notes and status -> [`Summary`].
+//!
+//! [`run`] composes them and writes the summary. Acceptance connects its sides with the same
+//! [`connect::connect`].
+
+pub mod assemble;
+pub mod connect;
+pub mod drive;
+pub mod prepare;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
+
+use tokio::sync::watch;
+
+use crate::client::Phase;
+use crate::config::{Profile, ResolvedProfile, Target};
+use crate::rundir::{self, RunDirError};
+use crate::sim::engine::SchedulerReport;
+use crate::summary::{EngineParams, GitInfo, RunStatus, Summary};
+
+pub use connect::{ConnectError, Connection};
+pub use prepare::PrepareError;
+
+/// Everything one run needs.
+pub struct RunSpec {
+    pub profile: ResolvedProfile,
+    /// Run directory to create.
+    pub out_dir: PathBuf,
+    pub run_id: String,
+    pub git: Option<GitInfo>,
+    /// Engine parameters to record (the target's governed config), when known.
+    pub engine: Option<EngineParams>,
+    /// Hide the progress bar and informational lines.
+    pub quiet: bool,
+    /// Handle Ctrl-C (stop sending, grace period, then cancel). Tests drive [`RunControl`] instead.
+    pub handle_signals: bool,
+    /// Repository root, for relative paths in the config (datasets, engine configs).
+    pub root: PathBuf,
+}
+
+impl RunSpec {
+    /// A quiet run of `profile` against `target` into `out_dir`, without signal handling (for
+    /// tools and tests that drive [`RunControl`] themselves).
+    pub fn quiet(
+        mut profile: Profile,
+        target: (String, Target),
+        out_dir: PathBuf,
+        run_id: impl Into<String>,
+    ) -> RunSpec {
+        profile.target = Some(target.0.clone());
+        let root = out_dir.parent().map(Path::to_path_buf).unwrap_or_default();
+        RunSpec {
+            profile: ResolvedProfile {
+                name: "default".into(),
+                profile,
+                target: Some(target),
+                file: None,
+            },
+            out_dir,
+            run_id: run_id.into(),
+            git: None,
+            engine: None,
+            quiet: true,
+            handle_signals: false,
+            root,
+        }
+    }
+}
+
+/// Lets the caller interrupt a run as Ctrl-C would.
+#[derive(Clone)]
+pub struct RunControl {
+    tx: Arc<watch::Sender<Phase>>,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Default for RunControl {
+    fn default() -> Self {
+        RunControl { tx: Arc::new(watch::channel(Phase::Running).0), interrupted: Arc::default() }
+    }
+}
+
+impl RunControl {
+    /// Stop sending new requests; in-flight ones get the grace period.
+    pub fn interrupt(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        self.tx.send_if_modified(|p| {
+            if *p == Phase::Running {
+                *p = Phase::Draining;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Cancel everything in flight now.
+    pub fn abort(&self) {
+        self.interrupted.store(true, Ordering::SeqCst);
+        let _ = self.tx.send(Phase::Abort);
+    }
+
+    pub fn was_interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Phase> {
+        self.tx.subscribe()
+    }
+}
+
+/// Why a run measured nothing. Request failures are not errors: they are part of the outcome.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Prepare(#[from] PrepareError),
+    #[error("cannot build the embedded simulator")]
+    Simulator(#[from] crate::sim::EmbedError),
+    #[error("cannot start the embedded simulator")]
+    SimulatorStart(#[source] std::io::Error),
+    /// The engine config recorded for the run cannot be read.
+    #[error(transparent)]
+    EngineConfig(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
+    /// A caller could not set up a run it was asked for (a sweep's stage, say).
+    #[error("cannot set up the run")]
+    Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The result of a run.
+pub struct RunOutcome {
+    pub summary: Summary,
+    pub dir: PathBuf,
+    /// The embedded engine simulator's scheduler report (also in `summary.extra.scheduler`).
+    pub scheduler: Option<SchedulerReport>,
+}
+
+impl RunOutcome {
+    pub fn status(&self) -> RunStatus {
+        self.summary.status
+    }
+
+    /// The notes naming each batch the simulated engine ran out of memory on (empty when it
+    /// never did, or the target is not the embedded engine simulator).
+    pub fn out_of_memory_notes(&self) -> Vec<String> {
+        self.scheduler.as_ref().map(SchedulerReport::oom_notes).unwrap_or_default()
+    }
+}
+
+/// A new run id: UTC time plus a random suffix.
+pub fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    // Distinguishes runs started within the same second (nanoseconds and process id mixed).
+    let nanos = now.timestamp_subsec_nanos() as u64;
+    let suffix = (crate::hash::fnv1a(&(nanos ^ (std::process::id() as u64) << 32).to_le_bytes())
+        & 0xffff) as u32;
+    format!("{}-{suffix:04x}", now.format("%Y%m%dT%H%M%SZ"))
+}
+
+pub(crate) struct Console {
+    pub(crate) quiet: bool,
+}
+
+impl Console {
+    pub(crate) fn info(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("{msg}");
+        }
+    }
+}
+
+/// Run a bench: connect, prepare the workload, drive the load, assemble and write the summary.
+/// Returns an error only when nothing could be measured (bad target, bad config, unwritable
+/// directory); request failures are part of the outcome.
+pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunError> {
+    let dir = rundir::create(&spec.out_dir)?;
+    let started_at = chrono::Utc::now();
+    let started_sys = SystemTime::now();
+    let profile: &Profile = &spec.profile.profile;
+    let connect::Connected { connection, simulator, engine } =
+        connect::connect_run(&spec, &dir).await?;
+    let prepared =
+        prepare::prepare_workload(&profile.workload, profile.endpoint, &spec.root, &connection)
+            .await?;
+    let mut notes = connection.notes.clone();
+    notes.extend(prepared.notes.iter().cloned());
+    let driven = drive::drive(&spec, &connection, prepared, &dir, &control, &mut notes).await?;
+    let mut scheduler = None;
+    if let Some(h) = simulator {
+        scheduler = h.scheduler_report();
+        h.shutdown().await;
+    }
+    let summary = assemble::assemble(assemble::RunParts {
+        spec: &spec,
+        connection: &connection,
+        engine,
+        started_at,
+        notes,
+        driven: &driven,
+        scheduler: scheduler.as_ref(),
+    });
+    rundir::write_histograms(&dir, &driven.acc, started_sys, assemble::window(&summary))?;
+    rundir::write_summary(&dir, &summary)?;
+    Ok(RunOutcome { summary, dir, scheduler })
+}
