@@ -36,11 +36,4 @@ pub mod workload;
 
 pub use outcome::Outcome;
 pub use record::RequestRecord;
-pub use summary::Summary;
-
-/// The text of a value that was not measured (an empty cell in tables, `null` in JSON).
-pub const BLANK: &str = "—";
-
-/// Tool name and version recorded in every summary.
-pub const TOOL_NAME: &str = "infergate";
-pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use summary::{BLANK, Summary, TOOL_NAME, TOOL_VERSION};

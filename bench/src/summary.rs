@@ -16,6 +16,14 @@ use crate::metrics::{
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// Tool name and version recorded in every summary.
+pub const TOOL_NAME: &str = "infergate";
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The text of a value that was not measured where text is written (tables, notes); `null` in
+/// `summary.json`.
+pub const BLANK: &str = "—";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
@@ -260,8 +268,9 @@ pub struct RunHeader {
 
 impl Summary {
     /// The summary of a finished run (bench runs and each side of an acceptance): its header,
-    /// its metrics, the environment it ran in and the cost of its window. Ended now; `failed`
-    /// when no measured request succeeded, else `complete` (an interrupted run says so itself).
+    /// its metrics and the environment it ran in. Ended now; `failed` when no measured request
+    /// succeeded, else `complete` (an interrupted run says so itself). The caller adds the cost
+    /// of its window (`cost::for_summary`, which reads the summary).
     pub fn of_run(h: RunHeader, metrics: RunMetrics) -> Summary {
         let environment = Environment::detect();
         let mut s = Summary {
@@ -269,7 +278,7 @@ impl Summary {
             run_id: h.run_id,
             status: RunStatus::Complete,
             simulated: h.simulated,
-            tool: ToolInfo { name: crate::TOOL_NAME.into(), version: crate::TOOL_VERSION.into() },
+            tool: ToolInfo { name: TOOL_NAME.into(), version: TOOL_VERSION.into() },
             git: h.git,
             environment_fingerprint: environment.fingerprint(),
             environment,
@@ -292,7 +301,6 @@ impl Summary {
         };
         s.set_metrics(metrics);
         s.status = if s.requests.ok == 0 { RunStatus::Failed } else { RunStatus::Complete };
-        s.cost = crate::cost::for_summary(&s);
         s
     }
 

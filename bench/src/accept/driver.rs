@@ -746,5 +746,7 @@ fn side_summary(
         workload: WorkloadInfo { items: items.len() as u64, length_basis: LengthBasis::Dataset },
         notes: vec!["requests of an acceptance run: the same items sent to the baseline and the candidate at the same moments".into()],
     };
-    Summary::of_run(header, pass.metrics[k].clone())
+    let mut s = Summary::of_run(header, pass.metrics[k].clone());
+    s.cost = crate::cost::for_summary(&s);
+    s
 }

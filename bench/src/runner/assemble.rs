@@ -51,6 +51,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         notes,
     };
     let mut summary = Summary::of_run(header, driven.acc.finish(requested_rate));
+    summary.cost = crate::cost::for_summary(&summary);
     summary.server = driven
         .server
         .as_ref()
@@ -105,7 +106,7 @@ pub fn fell_behind_note(
         " (the client could not keep up; results understate the load)"
     };
     let num = |v: Option<f64>, digits: usize| {
-        v.map_or(crate::BLANK.to_string(), |v| format!("{v:.digits$}"))
+        v.map_or(crate::summary::BLANK.to_string(), |v| format!("{v:.digits$}"))
     };
     Some(format!(
         "the load fell behind its schedule: p99 send lag {} ms, achieved {} of {} requests/s{why}",
@@ -170,7 +171,10 @@ mod tests {
         assert_eq!(fell_behind_note(&schedule(Some(2.0), Some(5.0)), 19, Some(10.0), false), None);
         let lagging = fell_behind_note(&schedule(Some(10.5), None), 19, Some(10.0), true)
             .expect("p99 lag over 10 ms");
-        assert!(lagging.contains(&format!("achieved {} of 10.00", crate::BLANK)), "{lagging}");
+        assert!(
+            lagging.contains(&format!("achieved {} of 10.00", crate::summary::BLANK)),
+            "{lagging}"
+        );
         assert!(lagging.contains("max_concurrency held requests back"), "{lagging}");
     }
 

@@ -722,113 +722,163 @@ async fn respond(
     resp
 }
 
+/// What the token loop of [`produce`] delivered.
+struct Delivered {
+    tokens: u32,
+    /// The whole answer of a non-streamed request, and its log-prob entries.
+    text: String,
+    logprobs: Vec<Value>,
+    finish: Option<FinishReason>,
+    failure: Option<String>,
+    disconnected: bool,
+}
+
+type BodySender = mpsc::Sender<Result<Bytes, io::Error>>;
+
+/// Sends one piece of the body; `false` when the client is gone.
+async fn send(tx: &BodySender, bytes: Bytes) -> bool {
+    tx.send(Ok(bytes)).await.is_ok()
+}
+
+/// Whether the request's usage goes into the stream at all.
+fn includes_usage(st: &ServerState, plan: &Plan) -> bool {
+    plan.include_usage && st.opts.usage != UsageMode::None
+}
+
 /// Generates the response body: streamed chunks or one JSON document.
 async fn produce(
     st: Arc<ServerState>,
     plan: Plan,
-    mut record: SimRecord,
+    record: SimRecord,
     mut events: Option<mpsc::UnboundedReceiver<GenEvent>>,
-    mut pending: Option<GenEvent>,
-    tx: mpsc::Sender<Result<Bytes, io::Error>>,
+    pending: Option<GenEvent>,
+    tx: BodySender,
 ) {
+    let mut out = Delivered {
+        tokens: 0,
+        text: String::new(),
+        logprobs: Vec::new(),
+        finish: None,
+        failure: None,
+        disconnected: false,
+    };
+    if plan.stream && !send(&tx, sse(&plan.chunk(Some(""), Value::Null, None, None, true))).await {
+        out.disconnected = true;
+    }
+    let record = match events.as_mut() {
+        Some(rx) => match deliver_tokens(&st, &plan, record, rx, pending, &tx, &mut out).await {
+            Some(record) => record,
+            None => return, // a mid-stream fault ended it; dropping `events` frees the request
+        },
+        None => {
+            out.finish = Some(FinishReason::Stop); // injected empty answer
+            record
+        }
+    };
+    conclude(&st, &plan, record, &tx, out).await;
+}
+
+/// Streams (or collects) the engine's tokens until it finishes or fails. `None` when a
+/// mid-stream fault ended the request (its record is kept).
+async fn deliver_tokens(
+    st: &ServerState,
+    plan: &Plan,
+    mut record: SimRecord,
+    rx: &mut mpsc::UnboundedReceiver<GenEvent>,
+    mut pending: Option<GenEvent>,
+    tx: &BodySender,
+    out: &mut Delivered,
+) -> Option<SimRecord> {
     let drift = st.opts.logprob_drift;
     let usage_mode = st.opts.usage;
-    let include_usage = plan.include_usage && usage_mode != UsageMode::None;
-    let mut delivered: u32 = 0;
-    let mut text_out = String::new();
-    let mut logprob_entries: Vec<Value> = Vec::new();
-    let mut finish: Option<FinishReason> = None;
-    let mut failure: Option<String> = None;
-    let mut disconnected = false;
+    let include_usage = includes_usage(st, plan);
     // Mid-stream faults and stalls strike right after the first content chunk.
     let fault_armed = plan.fault.filter(|f| !matches!(f, Fault::Empty | Fault::Status(_)));
     let mut stall_armed = plan.stall;
-
-    macro_rules! send {
-        ($bytes:expr) => {
-            if tx.send(Ok($bytes)).await.is_err() {
-                disconnected = true;
-            }
+    while !out.disconnected {
+        let ev = match pending.take() {
+            Some(e) => Some(e),
+            None => rx.recv().await,
         };
-    }
-
-    if plan.stream {
-        send!(sse(&plan.chunk(Some(""), Value::Null, None, None, true)));
-    }
-    if let Some(rx) = events.as_mut() {
-        loop {
-            if disconnected {
+        match ev {
+            Some(GenEvent::Scheduled { .. }) => continue,
+            Some(GenEvent::Tokens { count }) => {
+                st.wait_freeze().await;
+                let delivered = out.tokens;
+                let text: String =
+                    (delivered..delivered + count).map(|p| plan.token_text(p)).collect();
+                let lp = plan.logprobs_json(delivered, count, drift);
+                let now = Instant::now();
+                if plan.stream {
+                    let usage = (include_usage && usage_mode == UsageMode::Every)
+                        .then(|| plan.usage(delivered + count));
+                    let bytes = if usage.is_none() && lp.is_null() {
+                        plan.content_sse(&text)
+                    } else {
+                        sse(&plan.chunk(Some(&text), lp, None, usage, false))
+                    };
+                    if !send(tx, bytes).await {
+                        out.disconnected = true;
+                    }
+                } else {
+                    out.text.push_str(&text);
+                    if let Value::Object(o) = lp {
+                        out.logprobs.push(Value::Object(o));
+                    }
+                }
+                out.tokens += count;
+                record.chunks += 1;
+                record.first_chunk_ms.get_or_insert(st.ms_since_start(now));
+                record.last_chunk_ms = Some(st.ms_since_start(now));
+                if stall_armed {
+                    stall_armed = false;
+                    tokio::time::sleep(Duration::from_secs_f64(st.opts.faults.stall_ms / 1000.0))
+                        .await;
+                }
+                if let Some(f) = fault_armed {
+                    strike(f, plan, tx, &mut out.disconnected).await;
+                    record.output_tokens = out.tokens;
+                    break_with(st, record, Some(f), out.disconnected);
+                    return None;
+                }
+            }
+            Some(GenEvent::Finished { reason }) => {
+                out.finish = Some(reason);
                 break;
             }
-            let ev = match pending.take() {
-                Some(e) => Some(e),
-                None => rx.recv().await,
-            };
-            match ev {
-                Some(GenEvent::Scheduled { .. }) => continue,
-                Some(GenEvent::Tokens { count }) => {
-                    st.wait_freeze().await;
-                    let text: String =
-                        (delivered..delivered + count).map(|p| plan.token_text(p)).collect();
-                    let lp = plan.logprobs_json(delivered, count, drift);
-                    let now = Instant::now();
-                    if plan.stream {
-                        let usage = (include_usage && usage_mode == UsageMode::Every)
-                            .then(|| plan.usage(delivered + count));
-                        if usage.is_none() && lp.is_null() {
-                            send!(plan.content_sse(&text));
-                        } else {
-                            send!(sse(&plan.chunk(Some(&text), lp, None, usage, false)));
-                        }
-                    } else {
-                        text_out.push_str(&text);
-                        if let Value::Object(o) = lp {
-                            logprob_entries.push(Value::Object(o));
-                        }
-                    }
-                    delivered += count;
-                    record.chunks += 1;
-                    record.first_chunk_ms.get_or_insert(st.ms_since_start(now));
-                    record.last_chunk_ms = Some(st.ms_since_start(now));
-                    if stall_armed {
-                        stall_armed = false;
-                        tokio::time::sleep(Duration::from_secs_f64(
-                            st.opts.faults.stall_ms / 1000.0,
-                        ))
-                        .await;
-                    }
-                    if let Some(f) = fault_armed {
-                        strike(f, &plan, &tx, &mut disconnected).await;
-                        record.output_tokens = delivered;
-                        break_with(&st, record, Some(f), disconnected);
-                        return; // dropping `events` frees the request in the engine
-                    }
-                }
-                Some(GenEvent::Finished { reason }) => {
-                    finish = Some(reason);
-                    break;
-                }
-                Some(GenEvent::Failed { message, .. }) => {
-                    failure = Some(message);
-                    break;
-                }
-                None => {
-                    failure = Some("the engine dropped the request".into());
-                    break;
-                }
+            Some(GenEvent::Failed { message, .. }) => {
+                out.failure = Some(message);
+                break;
+            }
+            None => {
+                out.failure = Some("the engine dropped the request".into());
+                break;
             }
         }
-    } else {
-        finish = Some(FinishReason::Stop); // injected empty answer
     }
+    Some(record)
+}
+
+/// Ends the body after the token loop: an error event or object, else the final chunk (usage,
+/// `[DONE]`) or the whole JSON answer; then the request's record.
+async fn conclude(
+    st: &ServerState,
+    plan: &Plan,
+    mut record: SimRecord,
+    tx: &BodySender,
+    mut out: Delivered,
+) {
+    let usage_mode = st.opts.usage;
+    let include_usage = includes_usage(st, plan);
+    let delivered = out.tokens;
     record.output_tokens = delivered;
-    if disconnected {
+    if out.disconnected {
         record.disconnected = true;
         st.count("disconnected");
         st.records.lock().unwrap().push(record);
         return;
     }
-    if let Some(message) = failure {
+    if let Some(message) = out.failure {
         let err = json!({"error": {"message": message, "type": "EngineError", "code": 500}});
         let bytes =
             if plan.stream { format!("event: error\ndata: {err}\n\n") } else { err.to_string() };
@@ -838,31 +888,32 @@ async fn produce(
         st.records.lock().unwrap().push(record);
         return;
     }
-    let reason = finish.unwrap_or(FinishReason::Stop).as_str();
+    let reason = out.finish.unwrap_or(FinishReason::Stop).as_str();
     record.finish_reason = Some(reason.to_string());
+    let mut pieces = Vec::new();
     if plan.stream {
         let last_usage = (include_usage
             && matches!(usage_mode, UsageMode::LastChunk | UsageMode::Every))
         .then(|| plan.usage(delivered));
-        send!(sse(&plan.chunk(None, Value::Null, Some(reason), last_usage, false)));
+        pieces.push(sse(&plan.chunk(None, Value::Null, Some(reason), last_usage, false)));
         if include_usage && usage_mode == UsageMode::Final {
             let mut u = plan.chunk(None, Value::Null, None, Some(plan.usage(delivered)), false);
             u["choices"] = json!([]);
-            send!(sse(&u));
+            pieces.push(sse(&u));
         }
-        send!(Bytes::from_static(b"data: [DONE]\n\n"));
+        pieces.push(Bytes::from_static(b"data: [DONE]\n\n"));
     } else {
         let logprobs = if plan.logprobs.is_some() {
-            merge_logprobs(plan.kind, &logprob_entries)
+            merge_logprobs(plan.kind, &out.logprobs)
         } else {
             Value::Null
         };
         let choice = match plan.kind {
             Kind::Chat => {
-                json!({"index": 0, "message": {"role": "assistant", "content": text_out}, "logprobs": logprobs, "finish_reason": reason})
+                json!({"index": 0, "message": {"role": "assistant", "content": out.text}, "logprobs": logprobs, "finish_reason": reason})
             }
             Kind::Completions => {
-                json!({"index": 0, "text": text_out, "logprobs": logprobs, "finish_reason": reason})
+                json!({"index": 0, "text": out.text, "logprobs": logprobs, "finish_reason": reason})
             }
         };
         let mut body = json!({
@@ -875,12 +926,17 @@ async fn produce(
         if usage_mode != UsageMode::None {
             body["usage"] = plan.usage(delivered);
         }
-        send!(Bytes::from(body.to_string()));
+        pieces.push(Bytes::from(body.to_string()));
     }
-    record.disconnected = disconnected;
+    for piece in pieces {
+        if !send(tx, piece).await {
+            out.disconnected = true;
+        }
+    }
+    record.disconnected = out.disconnected;
     st.count(match plan.fault {
         Some(Fault::Empty) => "empty",
-        _ if disconnected => "disconnected",
+        _ if out.disconnected => "disconnected",
         _ => "ok",
     });
     st.records.lock().unwrap().push(record);

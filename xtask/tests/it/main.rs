@@ -8,6 +8,8 @@ mod support;
 
 mod adr_check;
 mod cli;
+// `bench` is a command of the runtime build only.
+#[cfg(feature = "runtime")]
 mod cli_bench;
 mod gate;
 mod lint;
@@ -16,4 +18,5 @@ mod new;
 #[cfg(feature = "runtime")]
 mod real_engine;
 mod repo_policy;
+mod tidy;
 mod workflows;
