@@ -93,6 +93,50 @@ pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
     problems
 }
 
+/// A threshold that leaves or enters the live set (gate.toml) between two states of the records.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThresholdChange {
+    /// `true`: it enters (at head); `false`: it leaves (it was in force at the merge base).
+    pub enters: bool,
+    pub threshold: Threshold,
+}
+
+impl std::fmt::Display for ThresholdChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.threshold;
+        write!(
+            f,
+            "{} {} {} {} ({}, {}, ADR-{:04} {}:{})",
+            if self.enters { "+" } else { "-" },
+            t.metric,
+            t.comparator,
+            crate::text::with_unit(t.limit, &t.unit),
+            t.action,
+            scope_text(&t.profile),
+            t.adr,
+            t.file,
+            t.line
+        )
+    }
+}
+
+/// What leaves and what enters the live thresholds from `before` to `after`: a threshold is the
+/// same when its metric, comparator, limit, unit, action, profile and record are (its line may
+/// move). Those that leave come first, each group in the given order.
+pub fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
+    let same = |a: &Threshold, b: &Threshold| {
+        (&a.metric, a.comparator, &a.unit, a.action, &a.profile, a.adr)
+            == (&b.metric, b.comparator, &b.unit, b.action, &b.profile, b.adr)
+            && a.limit.to_bits() == b.limit.to_bits()
+    };
+    let leave = before.iter().filter(|b| !after.iter().any(|a| same(a, b)));
+    let enter = after.iter().filter(|a| !before.iter().any(|b| same(a, b)));
+    leave
+        .map(|t| ThresholdChange { enters: false, threshold: t.clone() })
+        .chain(enter.map(|t| ThresholdChange { enters: true, threshold: t.clone() }))
+        .collect()
+}
+
 /// The thresholds of the live records, in a stable order (record number, then line).
 ///
 /// Errors (all of them, as `path:line: message`): a record whose status is missing or unknown

@@ -534,3 +534,67 @@ fn lint_problems_and_a_stale_gate_file_at_head_fail() {
     assert_exit(&out, 1);
     assert!(out.stdout.contains("thresholds/gate.toml is out of date"), "{}", out.stdout);
 }
+
+#[test]
+fn an_accepted_record_sent_back_to_proposed_fails_and_its_thresholds_are_listed_leaving() {
+    let (mut g, _) = setup();
+    let back = adr1().replace("- Status: Accepted", "- Status: Proposed");
+    // gate.toml regenerated so that it agrees with the records: nothing else is wrong.
+    let gate = gate_for(&[(ADR1, &back)]);
+    g.commit_files("Reopen ADR-0001", &[(ADR1, Some(&back)), (GATE, Some(&gate))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR1}:3: ADR-0001 was Accepted at the merge base and is now Proposed; an accepted \
+             record does not go back"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "thresholds in force (thresholds/gate.toml): 1 leave, 0 enter\n  - \
+             metrics.ttft_ms.p99 <= 302 ms (block, every profile, ADR-0001 {ADR1}:26)\n"
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn superseding_lists_the_thresholds_that_leave_and_enter() {
+    let (mut g, _) = setup();
+    let old = adr1().replace("- Status: Accepted", "- Status: Superseded by 0002").replace(
+        "## Links\n\nNone.",
+        "## Links\n\n- Superseded by [ADR-0002](0002-tune-the-scheduler.md)",
+    );
+    let new = record(
+        2,
+        "Tune the scheduler",
+        "Accepted",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "- Supersedes [ADR-0001](0001-use-the-defaults.md)",
+    )
+    .replace("| <= | 302 | ms |", "| <= | 250 | ms |");
+    let gate = gate_for(&[(ADR1, &old), (ADR2, &new)]);
+    g.commit_files(
+        "Supersede ADR-0001",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR1, Some(&old)),
+            (ADR2, Some(&new)),
+            (GATE, Some(&gate)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(
+        out.stdout.contains(&format!(
+            "  - metrics.ttft_ms.p99 <= 302 ms (block, every profile, ADR-0001 {ADR1}:26)\n  + \
+             metrics.ttft_ms.p99 <= 250 ms (block, every profile, ADR-0002 {ADR2}:25)\n"
+        )),
+        "{}",
+        out.stdout
+    );
+}

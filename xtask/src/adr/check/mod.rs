@@ -87,6 +87,8 @@ pub struct Report {
     pub records: Vec<RecordChange>,
     /// Line at head of each changed key that is still there, for annotations.
     pub key_lines: KeyLines,
+    /// Thresholds that leave or enter the live set (gate.toml) between the merge base and head.
+    pub gate_changes: Vec<live::ThresholdChange>,
     /// `ADR-Exempt` trailers without a reason: not honoured.
     pub refused_exemptions: Vec<Exemption>,
     pub outcome: Outcome,
@@ -125,6 +127,13 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let lint_problems = lint::lint_adrs(&adrs);
     let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
     let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
+    // The thresholds in force at each side, as the records say (gate.toml follows them).
+    let base_adrs: Vec<Adr> = git::read_dir(&repo, &mb_tree, dir, is_record_file)?
+        .iter()
+        .map(|(p, t)| parse_adr(Path::new(p), t))
+        .collect();
+    let gate_changes =
+        live::threshold_changes(&live::live_thresholds(&base_adrs), &live::live_thresholds(&adrs));
 
     // Exemptions.
     let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
@@ -149,6 +158,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         file_notes,
         records,
         key_lines,
+        gate_changes,
         refused_exemptions: refused,
         outcome,
     })
@@ -453,6 +463,16 @@ fn render_changes(w: &mut String, r: &Report) {
                 .and_then(|n| parse_adr(&n.path, &n.text).status_value())
                 .map_or(String::new(), |s| format!(", {s}"));
             writeln!(w, "  {path}: {kind}{status}").unwrap();
+        }
+    }
+    if !r.gate_changes.is_empty() {
+        let (leave, enter) = r
+            .gate_changes
+            .iter()
+            .fold((0, 0), |(l, e), c| if c.enters { (l, e + 1) } else { (l + 1, e) });
+        writeln!(w, "thresholds in force ({GATE_FILE}): {leave} leave, {enter} enter",).unwrap();
+        for c in &r.gate_changes {
+            writeln!(w, "  {c}").unwrap();
         }
     }
     if !o.coverage.is_empty() {

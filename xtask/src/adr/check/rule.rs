@@ -304,6 +304,24 @@ fn accepted_edit(rc: &RecordChange) -> Option<Problem> {
             ),
         ));
     }
+    if let Some(status) = after.status.as_ref()
+        && !matches!(
+            status.value,
+            AdrStatus::Accepted | AdrStatus::Deprecated | AdrStatus::SupersededBy(_)
+        )
+    {
+        return Some(Problem::new(
+            &new.path,
+            status.line,
+            format!(
+                "{label} was Accepted at the merge base and is now {}; an accepted record does \
+                 not go back: its status may only become `Superseded by NNNN` (`cargo xtask adr \
+                 supersede {n} NEW`) or `Deprecated`",
+                status.value,
+                n = before.number.map_or("N".into(), |n| n.to_string())
+            ),
+        ));
+    }
     let a = frozen_lines(&before, &old.text);
     let b = frozen_lines(&after, &new.text);
     let first_diff =
@@ -533,6 +551,20 @@ mod tests {
         assert!(
             matches!(&o.violations[0], Violation::AcceptedEdited(p) if p.message.contains("renumbered"))
         );
+        // An accepted record does not go back to Proposed (which would take its thresholds out
+        // of gate.toml unnoticed) nor become Rejected; Deprecated is a way out.
+        for back in ["Proposed", "Rejected"] {
+            let text = old.replace("- Status: Accepted", &format!("- Status: {back}"));
+            let o = run(&[], &[RecordChange::modified(path(1), &old, &text)]);
+            let Violation::AcceptedEdited(p) = &o.violations[0] else { panic!("{o:#?}") };
+            assert_eq!(p.line, 3, "{p}");
+            assert!(
+                p.message.contains(&format!("is now {back}; an accepted record does not go back")),
+                "{p}"
+            );
+        }
+        let deprecated = old.replace("- Status: Accepted", "- Status: Deprecated");
+        assert!(run(&[], &[RecordChange::modified(path(1), &old, &deprecated)]).passed());
         // A Proposed record may be edited freely.
         let proposed = record(1, "Proposed", "- configs/engine.toml: scheduler.max_num_seqs = 256");
         let o = run(
