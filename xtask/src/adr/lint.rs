@@ -5,12 +5,13 @@
 //! matches the file); a known status, an ISO-8601 date and deciders; the required sections
 //! present and non-empty; no template placeholders left; supersession links both ways and to
 //! existing records; a thresholds table with known metrics, comparators, units and actions;
-//! decision lines well-formed and not repeated; no metric set by two live records.
+//! decision lines well-formed and not repeated; no metric set by two live records; no governed
+//! key decided differently by two live records.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::live::{conflicts, live_thresholds};
+use super::live::{conflicts, decision_conflicts, live_thresholds};
 use super::model::{Adr, AdrStatus, LinkKind, Problem, REQUIRED_SECTIONS, strip_adr_prefix};
 use super::parse::parse_adr;
 use super::records::read_records;
@@ -31,6 +32,7 @@ pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
     lint_numbers(adrs, &mut problems);
     lint_links(adrs, &mut problems);
     problems.extend(conflicts(&live_thresholds(adrs)));
+    problems.extend(decision_conflicts(adrs));
     problems.sort();
     problems.dedup();
     problems

@@ -175,8 +175,14 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     write_file(&full, &text)?;
     println!("wrote {} (ADR-{number:04}, Proposed)", path.display());
     files.push((path.clone(), text));
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    if let Some(me) = adrs.last() {
+        for w in live::live_in_scope_of(me, &adrs) {
+            println!("{w}");
+        }
+    }
     let left: Vec<Problem> =
-        lint::lint_files(&files).into_iter().filter(|p| p.path == path).collect();
+        lint::lint_adrs(&adrs).into_iter().filter(|p| p.path == path).collect();
     if !left.is_empty() {
         println!("fill in before `cargo xtask adr accept {number}`:");
         print_problems(&left);
@@ -241,16 +247,21 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
     let label = adr.label();
     files[i].1 = text;
     let after: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    // Conflicts that accepting this record would add (not those already there).
-    let before = live::conflicts(&live::live_thresholds(&adrs));
-    let clashes: Vec<Problem> = live::conflicts(&live::live_thresholds(&after))
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    // Conflicts that accepting this record would add (not those already there), in file order.
+    let all_conflicts = |adrs: &[Adr]| {
+        let mut c = live::conflicts(&live::live_thresholds(adrs));
+        c.extend(live::decision_conflicts(adrs));
+        c
+    };
+    let before = all_conflicts(&adrs);
+    let mut clashes: Vec<Problem> =
+        all_conflicts(&after).into_iter().filter(|p| !before.contains(p)).collect();
+    clashes.sort();
     if !clashes.is_empty() {
         print_problems(&clashes);
         println!(
-            "{label} cannot be accepted while another live record sets the same metric: supersede it first"
+            "{label} cannot be accepted while another live record sets the same metric or \
+             decides the same key otherwise: supersede it first (in whole or in part)"
         );
         return Ok(Status::PolicyViolated);
     }

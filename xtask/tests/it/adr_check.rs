@@ -598,3 +598,37 @@ fn superseding_lists_the_thresholds_that_leave_and_enter() {
         out.stdout
     );
 }
+
+#[test]
+fn two_live_records_deciding_one_key_differently_fail_naming_both() {
+    let (mut g, _) = setup();
+    // ADR-0002 is Accepted and decides max_num_seqs = 384, but does not supersede ADR-0001,
+    // which stays live with 256. Another metric, so only the key conflicts.
+    let new = record(
+        2,
+        "Tune the scheduler",
+        "Accepted",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "None.",
+    )
+    .replace("`metrics.ttft_ms.p99`", "`metrics.tpot_ms.p99`");
+    let gate = gate_for(&[(ADR1, &adr1()), (ADR2, &new)]);
+    g.commit_files(
+        "Tune",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR2, Some(&new)),
+            (GATE, Some(&gate)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR2}:19: configs/engine.toml: scheduler.max_num_seqs is decided differently by two \
+             live records: ADR-0001 ({ADR1}:19) says = 256 and ADR-0002 ({ADR2}:19) says = 384"
+        )),
+        "{}",
+        out.stdout
+    );
+}

@@ -182,6 +182,15 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // adr new says that a live record gates the same runs, and how to resolve it.
+    assert!(
+        out.stdout.contains(
+            "note: ADR-0001 is live for profile `default` and sets 7 of this record's metrics; \
+             before `cargo xtask adr accept 2`, supersede it (`cargo xtask adr supersede 1 2`)"
+        ),
+        "{}",
+        out.stdout
+    );
     let second = "docs/adr/0002-smaller-batched-tokens.md";
     fill_in(root, second);
     let out = xtask(root, &["adr", "accept", "2"]);
@@ -191,6 +200,23 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
         "{}",
         out.stdout
     );
+    // The other live record decides max_num_batched_tokens otherwise: named too.
+    assert!(
+        out.stdout.contains(
+            "configs/engine.toml: scheduler.max_num_batched_tokens is decided differently by two \
+             live records: ADR-0001"
+        ),
+        "{}",
+        out.stdout
+    );
+    // The conflicts come in the order of the record's lines.
+    let lines: Vec<usize> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("{second}:")))
+        .map(|l| l.split(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(lines.len() > 2 && lines.is_sorted(), "{lines:?}\n{}", out.stdout);
     let out = xtask(root, &["adr", "supersede", "1", "2"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = xtask(root, &["adr", "accept", "2"]);
