@@ -447,6 +447,60 @@ fn an_adr_exempt_trailer_passes_loudly() {
 }
 
 #[test]
+fn an_adr_exempt_trailer_covers_only_the_keys_its_own_commit_changed() {
+    const EXEMPT: &str = "Hotfix\n\nADR-Exempt: incident 4711\n";
+    // Another commit of the pull request changes another key: that key still fails.
+    let (mut g, _) = setup();
+    g.commit_files(EXEMPT, &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128")))]);
+    let both = ENGINE_TEXT.replace("256", "128").replace("false", "true");
+    g.commit_files("Also chunked prefill", &[(ENGINE, Some(&both))]);
+    let out = check(&g, &["--base", "main", "--github"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("!!!   configs/engine.toml: scheduler.max_num_seqs\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("adr check FAILED: 2 governed keys changed, 0 covered, 1 waived"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("::error file=configs/engine.toml,line=8,"), "{}", out.stdout);
+    assert!(out.stdout.contains("::warning file=configs/engine.toml,line=7,"), "{}", out.stdout);
+
+    // The exempt commit also loosens gate.toml: the stale file is not waived.
+    let (mut g, _) = setup();
+    let gate = gate_for(&[(ADR1, &adr1())]).replace("limit = 302.0", "limit = 900.0");
+    g.commit_files(
+        EXEMPT,
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128"))), (GATE, Some(&gate))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("thresholds/gate.toml is out of date"), "{}", out.stdout);
+
+    // Nor is an edit of an accepted record.
+    let (mut g, _) = setup();
+    let edited = adr1().replace("Reviews read numbers.", "Reviews read fewer numbers.");
+    g.commit_files(
+        EXEMPT,
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128"))), (ADR1, Some(&edited))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("ADR-0001 is Accepted: only its status"), "{}", out.stdout);
+
+    // An exempt commit that changes no governed key waives nothing.
+    let (mut g, _) = setup();
+    g.commit_files(EXEMPT, &[("src/main.rs", Some("fn main() { }\n"))]);
+    g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("!!! it waives nothing"), "{}", out.stdout);
+}
+
+#[test]
 fn github_annotations_point_at_the_changed_key() {
     let (mut g, _) = setup();
     g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);

@@ -137,8 +137,14 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
 
     // Exemptions.
     let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
-    let (exemptions, refused): (Vec<Exemption>, Vec<Exemption>) =
-        git::exemptions(&commits).into_iter().partition(|e| !e.reason.is_empty());
+    let (exempt, refused): (Vec<_>, Vec<_>) =
+        git::exemptions(&commits).into_iter().partition(|(_, e)| !e.reason.is_empty());
+    let refused: Vec<Exemption> = refused.into_iter().map(|(_, e)| e).collect();
+    let mut exemptions = Vec::new();
+    for (oid, mut e) in exempt {
+        e.keys = commit_keys(&repo, oid, dir, &governed)?;
+        exemptions.push(e);
+    }
 
     let outcome = rule::evaluate(Input {
         changes: &changes,
@@ -162,6 +168,37 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         refused_exemptions: refused,
         outcome,
     })
+}
+
+/// The governed keys commit `oid` changes against its first parent (none for a root commit: an
+/// exemption there waives nothing). A governed file that is not valid TOML in that commit or its parent
+/// contributes no key: nothing of it is waived.
+fn commit_keys(
+    repo: &Repository,
+    oid: git2::Oid,
+    dir: &str,
+    governed: &[String],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let commit = repo.find_commit(oid).with_context(|| format!("cannot read commit {oid}"))?;
+    let tree = commit.tree().with_context(|| format!("cannot read the tree of {oid}"))?;
+    let Ok(parent) = commit.parent(0) else { return Ok(Vec::new()) };
+    let parent = parent.tree().with_context(|| format!("cannot read the parent of {oid}"))?;
+    let short = git::short(oid);
+    let sides = Sides {
+        repo,
+        base: &parent,
+        head: &tree,
+        at_base: format!("in the parent of {short}"),
+        at_head: format!("in {short}"),
+    };
+    let changed = changed_files(&sides, dir, governed)?;
+    let mut keys = Vec::new();
+    for p in changed.governed_paths {
+        if let Ok((changes, _)) = key_changes(&sides, vec![p]) {
+            keys.extend(changes.into_iter().map(|c| (c.file, c.key)));
+        }
+    }
+    Ok(keys)
 }
 
 /// The two trees `adr check` compares, with the words that name them in errors.
@@ -310,8 +347,10 @@ pub fn run(root: &Path, dir: &Path, args: CheckArgs) -> anyhow::Result<Status> {
     print!("{}", render(&report, args.github));
     for e in &report.outcome.exemptions {
         eprintln!(
-            "warning: adr check is waived by `ADR-Exempt: {}` in commit {}",
-            e.reason, e.commit
+            "warning: adr check is waived for {} by `ADR-Exempt: {}` in commit {}",
+            plural(e.keys.len(), "governed key"),
+            e.reason,
+            e.commit
         );
     }
     Ok(report.outcome.status())
@@ -417,11 +456,19 @@ fn render_header(w: &mut String, r: &Report) {
         .unwrap();
         writeln!(w, "!!! ADR-Exempt: {}", e.reason).unwrap();
         writeln!(w, "!!! in commit {} \"{}\"", e.commit, e.summary).unwrap();
-        writeln!(
-            w,
-            "!!! adr check is WAIVED for this pull request: what it finds is reported, not enforced"
-        )
-        .unwrap();
+        if e.keys.is_empty() {
+            writeln!(w, "!!! it waives nothing: this commit changes no governed key").unwrap();
+        } else {
+            writeln!(
+                w,
+                "!!! it waives the record for the governed keys this commit changes, and nothing \
+                 else (record edits, gate.toml, lint and other commits' keys are still checked):"
+            )
+            .unwrap();
+            for (file, key) in &e.keys {
+                writeln!(w, "!!!   {file}: {key}").unwrap();
+            }
+        }
         writeln!(
             w,
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
@@ -537,6 +584,8 @@ fn render_verdict(w: &mut String, r: &Report) {
     } else {
         format!("{} changed, {covered} covered", plural(n, "governed key"))
     };
+    let waived = o.waived().count();
+    let keys = if waived > 0 { format!("{keys}, {waived} waived") } else { keys };
     let verdict = if o.rule_holds() {
         "passed".to_string()
     } else if o.passed() {
@@ -546,18 +595,25 @@ fn render_verdict(w: &mut String, r: &Report) {
     };
     writeln!(w, "adr check {verdict}: {keys}, {}", plural(o.violations.len(), "other violation"))
         .unwrap();
-    if let Some(e) = o.exemptions.first()
-        && !o.rule_holds()
-    {
-        writeln!(w, "exempt: ADR-Exempt: {} (commit {})", e.reason, e.commit).unwrap();
+    for c in o.waived() {
+        let e = o.exemptions.iter().find(|e| Some(&e.commit) == c.exempted_by.as_ref());
+        if let Some(e) = e {
+            writeln!(
+                w,
+                "waived: {} (ADR-Exempt: {}, commit {})",
+                c.change.target(),
+                e.reason,
+                e.commit
+            )
+            .unwrap();
+        }
     }
 }
 
-/// GitHub Actions annotations: an `::error` per uncovered key (at its line at head) and per
-/// violation (`::warning` when exempt), and a `::warning` per exemption.
+/// GitHub Actions annotations: an `::error` per uncovered key (at its line at head; a
+/// `::warning` when an exemption waives it) and per violation, and a `::warning` per exemption.
 pub fn render_github(r: &Report) -> String {
     let o = &r.outcome;
-    let level = if o.exemptions.is_empty() { "error" } else { "warning" };
     let mut out = String::new();
     for e in &o.exemptions {
         writeln!(
@@ -569,6 +625,7 @@ pub fn render_github(r: &Report) -> String {
         .unwrap();
     }
     for c in o.uncovered() {
+        let level = if c.exempted_by.is_some() { "warning" } else { "error" };
         let ch = &c.change;
         let line = r
             .key_lines
@@ -600,7 +657,7 @@ pub fn render_github(r: &Report) -> String {
         };
         writeln!(
             out,
-            "::{level} file={}{line},title={}::{}",
+            "::error file={}{line},title={}::{}",
             gh_escape(&file, true),
             gh_escape("adr check", true),
             gh_escape(&message, false)
