@@ -686,3 +686,97 @@ fn two_live_records_deciding_one_key_differently_fail_naming_both() {
         out.stdout
     );
 }
+
+/// configs/bench.toml whose default profile takes its engine parameters from `engine`.
+fn bench_toml(engine: &str) -> String {
+    format!("[profile.default]\n\n[profile.default.sim]\nengine_config = \"{engine}\"\n")
+}
+
+#[test]
+fn an_engine_config_pointing_at_another_file_is_governed() {
+    // The reproduction: a copy of the engine config with other values, under another name,
+    // and the profile pointed at it. Every key of the copy counts as set.
+    let (mut g, base) = setup();
+    g.commit_files(
+        "Bench on the engine config",
+        &[("configs/bench.toml", Some(&bench_toml(ENGINE)))],
+    );
+    let main = g.repo.head().unwrap().peel_to_commit().unwrap().id();
+    g.branch("main", main);
+    g.branch("pr", main);
+    let _ = base;
+    let llm = ENGINE_TEXT.replace("256", "8");
+    g.commit_files(
+        "Use llm.toml",
+        &[
+            ("configs/llm.toml", Some(&llm)),
+            ("configs/bench.toml", Some(&bench_toml("configs/llm.toml"))),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("governed files: configs/engine*.toml, configs/llm.toml\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "configs/llm.toml: now the engine config of `profile.default.sim.engine_config` \
+             (configs/bench.toml:4): every key of it counts as set"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("  - configs/llm.toml: scheduler.max_num_seqs = 8\n"),
+        "{}",
+        out.stdout
+    );
+
+    // The file was there before (ungoverned) and only the pointer moves: still every key.
+    let mut g2 = GitRepo::init();
+    let a1 = adr1();
+    let first = g2.commit_files(
+        "Initial",
+        &[
+            (ENGINE, Some(ENGINE_TEXT)),
+            ("configs/llm.toml", Some(&llm)),
+            ("configs/bench.toml", Some(&bench_toml(ENGINE))),
+            (ADR1, Some(&a1)),
+            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
+        ],
+    );
+    g2.branch("pr", first);
+    g2.commit_files("Point", &[("configs/bench.toml", Some(&bench_toml("./configs/llm.toml")))]);
+    let out = check(&g2, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("configs/llm.toml: scheduler.max_num_seqs (unset) -> 8"),
+        "{}",
+        out.stdout
+    );
+
+    // A file decision records cannot name is refused at its line; so is a missing one.
+    g2.commit_files("Point away", &[("configs/bench.toml", Some(&bench_toml("/etc/llm.toml")))]);
+    let out = check(&g2, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "configs/bench.toml:4: `profile.default.sim.engine_config` = \"/etc/llm.toml\" names a file decision records cannot govern"
+        ),
+        "{}",
+        out.stdout
+    );
+    g2.commit_files(
+        "Point nowhere",
+        &[("configs/bench.toml", Some(&bench_toml("configs/gone.toml")))],
+    );
+    let out = check(&g2, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("configs/bench.toml:4: `profile.default.sim.engine_config` names configs/gone.toml, which does not exist at head"),
+        "{}",
+        out.stdout
+    );
+}

@@ -28,11 +28,11 @@ use self::rule::{Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, 
 use self::semdiff::KeyChange;
 use crate::adr::lint;
 use crate::adr::live;
-use crate::adr::model::{Adr, AdrStatus};
+use crate::adr::model::{Adr, AdrStatus, Problem};
 use crate::adr::parse::{number_from_file_name, parse_adr};
 use crate::adr::records::is_record_file;
 use crate::exit::Status;
-use crate::settings::{self, SETTINGS_FILE, Settings};
+use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
 use crate::text::{gh_escape, plural, quote};
 use crate::thresholds::GATE_FILE;
 
@@ -111,11 +111,21 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let at_head = format!("at head {head_short}");
 
     let sides = Sides { repo: &repo, base: &mb_tree, head: &head_tree, at_base, at_head };
-    let governed = governed_patterns(&sides)?;
+    let gov = governed_patterns(&sides)?;
+    let governed = gov.patterns.clone();
+    let mut config_problems = gov.problems.clone();
     let dir = dir.trim_end_matches('/');
     let changed = changed_files(&sides, dir, &governed)?;
-    let (changes, key_lines) = key_changes(&sides, changed.governed_paths)?;
-    let (file_notes, records) = (changed.file_notes, changed.records);
+    let (mut changes, mut key_lines) = key_changes(&sides, changed.governed_paths)?;
+    let (mut file_notes, records) = (changed.file_notes, changed.records);
+    repointed_changes(
+        &sides,
+        &gov,
+        &mut changes,
+        &mut key_lines,
+        &mut file_notes,
+        &mut config_problems,
+    )?;
 
     // The records at head: lint, and gate.toml against them.
     let head_records: Vec<(std::path::PathBuf, String)> =
@@ -124,7 +134,8 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             .map(|(p, t)| (p.into(), t))
             .collect();
     let adrs: Vec<Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    let lint_problems = lint::lint_adrs(&adrs);
+    let mut lint_problems = lint::lint_adrs(&adrs);
+    lint_problems.extend(config_problems);
     let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
     let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
     // The thresholds in force at each side, as the records say (gate.toml follows them).
@@ -212,9 +223,14 @@ struct Sides<'r> {
     at_head: String,
 }
 
-/// The governed file patterns: those of the settings at either side.
-fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Vec<String>> {
+/// The governed file patterns: those of the settings at either side, and every file the bench
+/// configuration names as an `engine_config` at either side. An `engine_config` at head that no
+/// record could govern (not under configs/, not .toml) is a problem at its line.
+fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Governance> {
     let mut governed = Vec::new();
+    let mut problems = Vec::new();
+    let mut repointed = Vec::new();
+    let mut at_base: BTreeMap<String, String> = BTreeMap::new();
     for (tree, at) in [(sides.base, &sides.at_base), (sides.head, &sides.at_head)] {
         let text = git::read_text(sides.repo, tree, SETTINGS_FILE)?;
         let s = match text {
@@ -227,8 +243,86 @@ fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Vec<String>> {
                 governed.push(p);
             }
         }
+        let Some(bench) = git::read_text(sides.repo, tree, BENCH_FILE)? else { continue };
+        let refs = settings::engine_config_refs(&Source::new(BENCH_FILE, bench))
+            .with_context(|| format!("invalid {BENCH_FILE} {at}"))?;
+        let is_head = std::ptr::eq(tree, sides.head);
+        for r in refs {
+            if !is_head {
+                at_base.insert(r.key.clone(), r.path.clone());
+            }
+            match r.ungovernable() {
+                None => {
+                    if is_head && at_base.get(&r.key) != Some(&r.path) {
+                        repointed.push((r.path.clone(), r.key.clone(), r.line));
+                    }
+                    if !settings::is_governed(&governed, &r.path) {
+                        governed.push(r.path);
+                    }
+                }
+                Some(why) if is_head => problems.push(Problem::new(BENCH_FILE, r.line, why)),
+                Some(_) => {}
+            }
+        }
     }
-    Ok(governed)
+    Ok(Governance { patterns: governed, problems, repointed })
+}
+
+/// The governed files and what the bench configuration says about them.
+struct Governance {
+    patterns: Vec<String>,
+    /// `engine_config` settings at head that no record could govern.
+    problems: Vec<Problem>,
+    /// `(path, key, line)`: an `engine_config` setting that names another file at head than at
+    /// the merge base (or is new): runs of that profile take every key of the file from now on.
+    repointed: Vec<(String, String, usize)>,
+}
+
+/// Every key of each file an `engine_config` setting newly points at counts as set (the whole
+/// file against nothing), replacing that file's own diff; a file that does not exist at head is
+/// a problem at the setting's line.
+fn repointed_changes(
+    sides: &Sides<'_>,
+    gov: &Governance,
+    changes: &mut Vec<KeyChange>,
+    key_lines: &mut KeyLines,
+    notes: &mut Vec<FileNote>,
+    problems: &mut Vec<Problem>,
+) -> anyhow::Result<()> {
+    let mut done: Vec<&str> = Vec::new();
+    for (path, key, line) in &gov.repointed {
+        if done.contains(&path.as_str()) {
+            continue;
+        }
+        done.push(path);
+        let Some(text) = git::read_text(sides.repo, sides.head, path)? else {
+            problems.push(Problem::new(
+                BENCH_FILE,
+                *line,
+                format!("`{key}` names {path}, which does not exist {}", sides.at_head),
+            ));
+            continue;
+        };
+        let src = Source::new(path, text);
+        let all = semdiff::diff_file(path, None, Some(&src))
+            .with_context(|| format!("{path} {} is not valid TOML", sides.at_head))?;
+        changes.retain(|c| &c.file != path);
+        for c in &all {
+            let segs: Vec<&str> = c.key.split('.').collect();
+            if let Some(span) = src.locate(&segs) {
+                key_lines.insert((c.file.clone(), c.key.clone()), src.line_col(span.start).0);
+            }
+        }
+        changes.extend(all);
+        notes.retain(|n| &n.path != path);
+        notes.push(FileNote {
+            path: path.clone(),
+            note: format!(
+                "now the engine config of `{key}` ({BENCH_FILE}:{line}): every key of it counts as set"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The governed files and records a diff touches.
