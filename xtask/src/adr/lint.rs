@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::live::{conflicts, decision_conflicts, live_thresholds};
-use super::model::{Adr, AdrStatus, LinkKind, Problem, REQUIRED_SECTIONS, strip_adr_prefix};
+use super::model::{
+    Adr, AdrStatus, Link, LinkKind, Part, Problem, REQUIRED_SECTIONS, strip_adr_prefix,
+};
 use super::parse::parse_adr;
 use super::records::read_records;
 
@@ -31,6 +33,7 @@ pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
     }
     lint_numbers(adrs, &mut problems);
     lint_links(adrs, &mut problems);
+    lint_cycles(adrs, &mut problems);
     problems.extend(conflicts(&live_thresholds(adrs)));
     problems.extend(decision_conflicts(adrs));
     problems.sort();
@@ -229,17 +232,35 @@ fn lint_links(adrs: &[Adr], out: &mut Vec<Problem>) {
             }
             match link.kind {
                 LinkKind::Supersedes => {
-                    if other.status_value() != Some(AdrStatus::SupersededBy(me)) {
+                    let status = other.status_value();
+                    let fix = match status {
+                        Some(AdrStatus::SupersededBy(x)) if x == me => None,
+                        Some(AdrStatus::Accepted) => {
+                            Some(format!("run `cargo xtask adr supersede {n} {me}`"))
+                        }
+                        Some(AdrStatus::SupersededBy(x)) => Some(format!(
+                            "it is already `Superseded by {x:04}`: supersede that record instead \
+                             (`cargo xtask adr supersede {x} {me}` once {x:04} is Accepted) or \
+                             remove this link"
+                        )),
+                        Some(other) => Some(format!(
+                            "it is {other}, and only an Accepted record can be superseded: \
+                             remove this link"
+                        )),
+                        None => Some("its status is not valid".to_string()),
+                    };
+                    if let Some(fix) = fix {
                         out.push(Problem::new(
                             &adr.path,
                             link.line,
                             format!(
-                                "supersedes {n:04}, but {} is not `Superseded by {me:04}`; run `cargo xtask adr supersede {n} {me}`",
+                                "supersedes {n:04}, but {} is not `Superseded by {me:04}`; {fix}",
                                 other.path.display()
                             ),
                         ));
                     }
                 }
+                LinkKind::SupersedesInPart => lint_parts(adr, link, other, out),
                 LinkKind::SupersededBy => {
                     if adr.status_value() != Some(AdrStatus::SupersededBy(n)) {
                         out.push(Problem::new(
@@ -250,6 +271,89 @@ fn lint_links(adrs: &[Adr], out: &mut Vec<Problem>) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// A `Supersedes in part` link: the older record is Accepted (or superseded since), and each
+/// part names a metric of its thresholds or a key of its decision lines.
+fn lint_parts(adr: &Adr, link: &Link, other: &Adr, out: &mut Vec<Problem>) {
+    let n = link.number;
+    let mut p = |msg: String| out.push(Problem::new(&adr.path, link.line, msg));
+    match other.status_value() {
+        Some(AdrStatus::Accepted | AdrStatus::SupersededBy(_)) => {}
+        status => p(format!(
+            "supersedes in part {n:04}, which is {}; only an Accepted record can be superseded",
+            status.map_or("without a valid status".into(), |s| s.to_string())
+        )),
+    }
+    for part in &link.parts {
+        match part {
+            Part::Metric(m) if !other.thresholds.iter().any(|t| &t.metric == m) => {
+                let mut valid: Vec<&str> =
+                    other.thresholds.iter().map(|t| t.metric.as_str()).collect();
+                valid.dedup();
+                p(format!(
+                    "supersedes in part {n:04} on {part}, but {} has no threshold on it; its \
+                     metrics: {}",
+                    other.path.display(),
+                    if valid.is_empty() { "none".into() } else { valid.join(", ") }
+                ));
+            }
+            Part::Key { file, key }
+                if !other.decisions.iter().any(|d| &d.file == file && &d.key == key) =>
+            {
+                let valid: Vec<String> =
+                    other.decisions.iter().map(|d| format!("{}: {}", d.file, d.key)).collect();
+                p(format!(
+                    "supersedes in part {n:04} on {part}, but {} has no decision line for it; \
+                     its keys: {}",
+                    other.path.display(),
+                    if valid.is_empty() { "none".into() } else { valid.join(", ") }
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A chain of `Superseded by` statuses that comes back to where it started: no record of it
+/// can be live, and no order of supersession made it. One problem per cycle, at the status of
+/// its lowest-numbered record.
+fn lint_cycles(adrs: &[Adr], out: &mut Vec<Problem>) {
+    let next = |n: u32| {
+        adrs.iter().find(|a| a.number == Some(n)).and_then(|a| match a.status_value() {
+            Some(AdrStatus::SupersededBy(x)) => Some(x),
+            _ => None,
+        })
+    };
+    for adr in adrs {
+        let (Some(start), Some(status)) = (adr.number, &adr.status) else { continue };
+        let mut chain = vec![start];
+        let mut cur = start;
+        while let Some(x) = next(cur) {
+            if x == start {
+                if chain.len() > 1 && chain.iter().min() == Some(&start) {
+                    chain.push(start);
+                    let text: Vec<String> = chain.iter().map(|n| format!("{n:04}")).collect();
+                    out.push(Problem::new(
+                        &adr.path,
+                        status.line,
+                        format!(
+                            "supersession cycle: {} (each `Superseded by` the next); a record \
+                             supersedes only older decisions: set the newest one's status back \
+                             to Accepted and remove its `Supersedes` link",
+                            text.join(" -> ")
+                        ),
+                    ));
+                }
+                break;
+            }
+            if chain.contains(&x) {
+                break; // a cycle that does not pass through `start`: reported from its members
+            }
+            chain.push(x);
+            cur = x;
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{Adr, AdrStatus, Decided, DecisionLine, LinkKind, Problem};
+use super::model::{Adr, AdrStatus, Decided, DecisionLine, LinkKind, Part, Problem};
 use crate::thresholds::file::{FORMAT_VERSION, Threshold, Thresholds, render_file};
 
 /// Whether a record is live: Accepted, and no Accepted record lists it under `Supersedes`.
@@ -23,14 +23,38 @@ pub fn is_live(adr: &Adr, all: &[Adr]) -> bool {
     })
 }
 
+/// The parts of `adr` that other records supersede in part (`Supersedes in part NNNN: ...`),
+/// with the superseding record's number. A superseding record counts once it was accepted (its
+/// status is Accepted, or Superseded by a later record, which then decides those parts).
+pub fn superseded_parts<'a>(adr: &Adr, all: &'a [Adr]) -> Vec<(u32, &'a Part)> {
+    let Some(n) = adr.number else { return Vec::new() };
+    let mut out = Vec::new();
+    for other in all {
+        let accepted =
+            matches!(other.status_value(), Some(AdrStatus::Accepted | AdrStatus::SupersededBy(_)));
+        let Some(by) = other.number.filter(|&m| m != n && accepted) else { continue };
+        for l in
+            other.links.iter().filter(|l| l.kind == LinkKind::SupersedesInPart && l.number == n)
+        {
+            out.extend(l.parts.iter().map(|p| (by, p)));
+        }
+    }
+    out
+}
+
 /// The thresholds of the live records as they stand, in a stable order (record number, then
-/// line), without validation. [`generate`] is the checked version.
+/// line), without validation. [`generate`] is the checked version. A metric another record
+/// supersedes in part is not the older record's any more.
 pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
     let mut out = Vec::new();
     for adr in adrs.iter().filter(|a| is_live(a, adrs)) {
         let Some(number) = adr.number else { continue };
         let file = adr.path.to_string_lossy().replace('\\', "/");
+        let parts = superseded_parts(adr, adrs);
         for row in &adr.thresholds {
+            if parts.iter().any(|(_, p)| matches!(p, Part::Metric(m) if *m == row.metric)) {
+                continue;
+            }
             out.push(Threshold {
                 metric: row.metric.clone(),
                 comparator: row.comparator,
@@ -129,8 +153,14 @@ pub fn decision_conflicts(adrs: &[Adr]) -> Vec<Problem> {
     let live: Vec<&Adr> = adrs.iter().filter(|a| is_live(a, adrs)).collect();
     let mut by_key: BTreeMap<(&str, &str), Vec<(&Adr, &DecisionLine)>> = BTreeMap::new();
     for adr in &live {
+        let parts = superseded_parts(adr, adrs);
         for d in &adr.decisions {
-            by_key.entry((&d.file, &d.key)).or_default().push((adr, d));
+            let taken = parts.iter().any(
+                |(_, p)| matches!(p, Part::Key { file, key } if *file == d.file && *key == d.key),
+            );
+            if !taken {
+                by_key.entry((&d.file, &d.key)).or_default().push((adr, d));
+            }
         }
     }
     let mut problems = Vec::new();

@@ -161,9 +161,31 @@ pub struct ThresholdRow {
 pub enum LinkKind {
     Supersedes,
     SupersededBy,
+    /// `Supersedes in part NNNN: ...`: the named thresholds and keys of NNNN only; NNNN stays
+    /// live for the rest of its decision.
+    SupersedesInPart,
 }
 
-/// `Supersedes NNNN` or `Superseded by NNNN` in the Links section.
+/// What a partial supersession takes over from the older record.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// The older record's thresholds on this metric (all its rows of that metric).
+    Metric(String),
+    /// The older record's decision line for this governed key.
+    Key { file: String, key: String },
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Part::Metric(m) => write!(f, "`{m}`"),
+            Part::Key { file, key } => write!(f, "`{file}: {key}`"),
+        }
+    }
+}
+
+/// `Supersedes NNNN`, `Superseded by NNNN` or `Supersedes in part NNNN: ...` in the Links
+/// section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Link {
     pub kind: LinkKind,
@@ -171,6 +193,8 @@ pub struct Link {
     /// Target of a markdown link on the line (`0001-x.md`), when there is one.
     pub target: Option<String>,
     pub line: usize,
+    /// What a `Supersedes in part` link takes over (empty for the other kinds).
+    pub parts: Vec<Part>,
 }
 
 /// The sections a record may have (H2 headings), recognised by name.

@@ -11,8 +11,8 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Problem, Section,
-    SectionKind, ThresholdRow,
+    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Part, Problem,
+    Section, SectionKind, ThresholdRow,
 };
 use crate::thresholds::units::to_metric_unit;
 use crate::thresholds::{Action, Comparator};
@@ -531,6 +531,8 @@ fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
     let lower = t.to_ascii_lowercase();
     let (kind, rest) = if let Some(r) = lower.strip_prefix("superseded by") {
         (LinkKind::SupersededBy, r)
+    } else if let Some(r) = lower.strip_prefix("supersedes in part") {
+        (LinkKind::SupersedesInPart, r)
     } else if let Some(r) = lower.strip_prefix("supersedes") {
         (LinkKind::Supersedes, r)
     } else {
@@ -546,7 +548,62 @@ fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
         let after = &t[i + 2..];
         after.find(')').map(|j| after[..j].trim().to_string())
     });
-    Some(Ok(Link { kind, number, target, line }))
+    let parts = if kind == LinkKind::SupersedesInPart {
+        match parse_parts(t) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        }
+    } else {
+        Vec::new()
+    };
+    Some(Ok(Link { kind, number, target, line, parts }))
+}
+
+const PARTS_SHAPE: &str = "write `Supersedes in part NNNN: metric, ..., configs/<file>.toml: \
+                           section.key, ...` (the metrics of its thresholds and the keys of its \
+                           decision lines that this record takes over)";
+
+/// The list after the `:` of a `Supersedes in part NNNN: ...` line: metrics of the registry and
+/// `configs/<file>.toml: key` items, comma-separated, each optionally in backticks.
+fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
+    let digit = t.find(|c: char| c.is_ascii_digit()).unwrap_or(0);
+    let Some(colon) = t[digit..].find(':').map(|i| digit + i) else {
+        return Err(format!("`{}` names nothing it takes over; {PARTS_SHAPE}", t.trim()));
+    };
+    let mut parts = Vec::new();
+    for item in t[colon + 1..].split(',') {
+        let item = item.trim().trim_end_matches('.').trim().trim_matches('`').trim();
+        if item.is_empty() {
+            continue;
+        }
+        if let Some((file, key)) = item.split_once(':').filter(|_| item.starts_with("configs/")) {
+            let (file, key) = (file.trim(), key.trim().trim_matches('`'));
+            let bare = |s: &str| {
+                !s.is_empty()
+                    && s.split('.').all(|seg| {
+                        !seg.is_empty()
+                            && seg.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                    })
+            };
+            if !file.ends_with(".toml") || !bare(key) {
+                return Err(format!(
+                    "`{item}` is not `configs/<file>.toml: section.key`; {PARTS_SHAPE}"
+                ));
+            }
+            parts.push(Part::Key { file: file.to_string(), key: key.to_string() });
+        } else if bench::summary::metric_def(item).is_some() {
+            parts.push(Part::Metric(item.to_string()));
+        } else {
+            return Err(format!(
+                "`{item}` is neither a metric of the registry nor `configs/<file>.toml: \
+                 section.key`; {PARTS_SHAPE}"
+            ));
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("`{}` names nothing it takes over; {PARTS_SHAPE}", t.trim()));
+    }
+    Ok(parts)
 }
 
 /// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).

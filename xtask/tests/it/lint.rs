@@ -481,3 +481,121 @@ fn the_template_is_all_placeholders_and_fills_into_a_clean_record() {
         .replace("<what changes for operators, capacity and cost; what this decision gives up>", "Less throughput.");
     assert_eq!(lint_files(&[(path.clone(), filled.clone())]), vec![], "{filled}");
 }
+
+/// OLD accepted and live, NEW (line 41 replaced) Accepted: the pair for partial supersession.
+fn partial(link: &str) -> Vec<(PathBuf, String)> {
+    let old = OLD_TEXT
+        .replace("- Status: Superseded by 0002", "- Status: Accepted")
+        .replace("- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)", "None.");
+    vec![(PathBuf::from(OLD), old), (PathBuf::from(NEW), with_line(41, link))]
+}
+
+#[test]
+fn a_record_may_supersede_named_thresholds_and_keys_of_another() {
+    use xtask::adr::live::{decision_conflicts, live_thresholds};
+    // Without the link, both records are live and clash on the metric and the key.
+    let clash = lint_files(&partial("None."));
+    assert_eq!(clash.len(), 2, "{clash:#?}");
+    // Taking over the metric and the key: OLD stays live with the rest of its decision.
+    let link = "- Supersedes in part [ADR-0001](0001-use-defaults.md): `metrics.ttft_ms.p99`, \
+                `configs/engine.toml: scheduler.enable_chunked_prefill`";
+    let files = partial(link);
+    assert_eq!(lint_files(&files), vec![]);
+    let adrs: Vec<_> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let owners: Vec<(String, u32)> =
+        live_thresholds(&adrs).iter().map(|t| (t.metric.clone(), t.adr)).collect();
+    assert_eq!(
+        owners,
+        [
+            ("metrics.ttft_ms.p99".to_string(), 2),
+            ("goodput.ratio".to_string(), 2),
+            ("metrics.itl_jitter".to_string(), 2)
+        ]
+    );
+    assert!(decision_conflicts(&adrs).is_empty());
+    // Only the metric: the key still clashes, named both.
+    let files = partial("- Supersedes in part 0001: metrics.ttft_ms.p99");
+    let problems = lint_files(&files);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].message.contains("is decided differently by two live records"));
+    // A Proposed record takes nothing over yet.
+    let mut files = partial(link);
+    files[1].1 = files[1].1.replace("- Status: Accepted", "- Status: Proposed");
+    let adrs: Vec<_> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    assert_eq!(live_thresholds(&adrs).len(), 1);
+}
+
+#[test]
+fn a_partial_supersession_names_what_the_older_record_has() {
+    let got = |link: &str| -> Vec<String> {
+        lint_files(&partial(link)).into_iter().filter(|p| p.line == 41).map(|p| p.message).collect()
+    };
+    let m = got("- Supersedes in part 0001: `goodput.ratio`");
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert!(
+        m[0].starts_with(
+            "supersedes in part 0001 on `goodput.ratio`, but docs/adr/0001-use-defaults.md has no \
+             threshold on it; its metrics: metrics.ttft_ms.p99"
+        ),
+        "{}",
+        m[0]
+    );
+    let m = got("- Supersedes in part 0001: configs/engine.toml: scheduler.max_num_seqs");
+    assert!(
+        m[0].contains("has no decision line for it; its keys: configs/engine.toml: scheduler.enable_chunked_prefill"),
+        "{m:#?}"
+    );
+    let m = got("- Supersedes in part 0001: ttft");
+    assert!(m[0].starts_with("`ttft` is neither a metric of the registry"), "{m:#?}");
+    let m = got("- Supersedes in part 0001");
+    assert!(m[0].contains("names nothing it takes over"), "{m:#?}");
+    // The older record must have been accepted.
+    let mut files = partial("- Supersedes in part 0001: metrics.ttft_ms.p99");
+    files[0].1 = files[0].1.replace("- Status: Accepted", "- Status: Proposed");
+    let problems = lint_files(&files);
+    assert!(
+        problems.iter().any(|p| p.line == 41
+            && p.message.contains("which is Proposed; only an Accepted record can be superseded")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_supersession_cycle_is_reported() {
+    // 0001 superseded by 0002 and 0002 by 0001, links both ways: each pair looks right.
+    let old = OLD_TEXT.replace(
+        "- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)",
+        "- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)\n- Supersedes [ADR-0002](0002-enable-chunked-prefill.md)",
+    );
+    let new = GOOD.replace("- Status: Accepted", "- Status: Superseded by 0001").replace(
+        "- Supersedes [ADR-0001](0001-use-defaults.md)",
+        "- Supersedes [ADR-0001](0001-use-defaults.md)\n- Superseded by [ADR-0001](0001-use-defaults.md)",
+    );
+    let problems = lint_files(&[(OLD.into(), old), (NEW.into(), new)]);
+    let got: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(
+        got[0].starts_with(&format!("{OLD}:3: supersession cycle: 0001 -> 0002 -> 0001")),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn a_link_to_an_already_superseded_record_suggests_what_works() {
+    // 0003 says it supersedes 0001, but 0001 is already superseded by 0002.
+    let third =
+        GOOD.replace("ADR-0002", "ADR-0003").replace("- Status: Accepted", "- Status: Proposed");
+    let problems = lint_files(&[
+        (OLD.into(), OLD_TEXT.into()),
+        (NEW.into(), GOOD.into()),
+        ("docs/adr/0003-again.md".into(), third),
+    ]);
+    let p: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert!(!p[0].contains("adr supersede 1 3"), "{}", p[0]);
+    assert!(
+        p[0].contains("it is already `Superseded by 0002`: supersede that record instead (`cargo xtask adr supersede 2 3` once 0002 is Accepted)"),
+        "{}",
+        p[0]
+    );
+}
