@@ -18,6 +18,7 @@
 pub mod check;
 pub mod edit;
 pub mod lint;
+pub mod list;
 pub mod live;
 pub mod model;
 pub mod new;
@@ -28,7 +29,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use comfy_table::{Table, presets};
 use xshell::Shell;
 
 pub use model::{
@@ -41,7 +41,7 @@ pub use records::{
 };
 
 use crate::exit::Status;
-use crate::text::{BLANK, line_diff, plural};
+use crate::text::{line_diff, plural};
 use crate::thresholds::file::{GATE_FILE, render_file};
 use crate::thresholds::propose::parse_headroom;
 use records::write_file;
@@ -64,8 +64,16 @@ pub struct AdrCmd {
 pub enum AdrSub {
     /// Write the next record from measured runs (status Proposed).
     New(NewArgs),
-    /// List the records.
-    List,
+    /// List the records (number, title, status, date, thresholds, live, supersedes).
+    List {
+        /// Instead of the records: the governed values that no live record names with that
+        /// value (what `ADR-Exempt` commits left without a record).
+        #[arg(long)]
+        exempt: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Mark a Proposed record Accepted (refused while `adr lint` finds problems in it).
     Accept {
         /// Record number.
@@ -118,7 +126,7 @@ impl AdrCmd {
         let dir = self.dir;
         match self.command {
             AdrSub::New(args) => run_new(&root, &dir, args),
-            AdrSub::List => run_list(&root, &dir),
+            AdrSub::List { exempt, json } => run_list(&root, &dir, exempt, json),
             AdrSub::Accept { number } => run_accept(&root, &dir, number),
             AdrSub::Supersede { old, new } => run_supersede(&root, &dir, old, new),
             AdrSub::Lint => run_lint(&root, &dir),
@@ -190,30 +198,100 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     Ok(Status::Success)
 }
 
-fn run_list(root: &Path, dir: &Path) -> anyhow::Result<Status> {
+fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result<Status> {
     let adrs = load_records(root, dir)?;
-    println!("{}", list_table(&adrs));
+    if exempt {
+        let governed = governed_files(root)?;
+        let unnamed = list::unnamed_values(&governed, &adrs);
+        if json {
+            let items: Vec<serde_json::Value> = unnamed
+                .iter()
+                .map(|u| {
+                    serde_json::json!({
+                        "file": u.file, "key": u.key, "value": check::semdiff::inline(&u.value),
+                        "live_records": u.others,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&items)?);
+            return Ok(Status::Success);
+        }
+        let keys: usize = governed.iter().map(|(_, k)| k.len()).sum();
+        if unnamed.is_empty() {
+            println!("every governed value ({}) is named by a live record", plural(keys, "key"));
+        } else {
+            println!("{}", list::unnamed_table(&unnamed));
+            println!(
+                "{} of {} in {} not named by a live record with that value (changed under \
+                 ADR-Exempt, or never recorded): write the records that name them",
+                plural(unnamed.len(), "governed value"),
+                plural(keys, "key"),
+                plural(governed.len(), "governed file"),
+            );
+        }
+        return Ok(Status::Success);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list::list_json(&adrs))?);
+    } else {
+        println!("{}", list_table(&adrs));
+    }
     Ok(Status::Success)
 }
 
-/// The `adr list` table.
-pub fn list_table(adrs: &[Adr]) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header(["ADR", "Title", "Status", "Date", "Thresholds", "Live", "File"]);
-    for adr in adrs {
-        table.add_row([
-            adr.number.map_or("?".into(), |n| format!("{n:04}")),
-            adr.title().unwrap_or("(no title)").to_string(),
-            adr.status_value().map_or("(invalid)".into(), |s| s.to_string()),
-            adr.date.as_ref().map_or(BLANK.into(), |d| d.value.format("%Y-%m-%d").to_string()),
-            adr.thresholds.len().to_string(),
-            if live::is_live(adr, adrs) { "yes" } else { "no" }.to_string(),
-            adr.path.display().to_string(),
-        ]);
+/// The governed files of the work tree (the settings' patterns and every `engine_config` of the
+/// bench configuration), each with its flattened keys, sorted by path.
+fn governed_files(
+    root: &Path,
+) -> anyhow::Result<Vec<(String, std::collections::BTreeMap<String, toml::Value>)>> {
+    use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
+    use bench::config::Source;
+    let read = |rel: &str| -> anyhow::Result<Option<String>> {
+        match std::fs::read_to_string(root.join(rel)) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {rel}")),
+        }
+    };
+    let mut patterns = match read(SETTINGS_FILE)? {
+        Some(t) => Settings::parse(&Source::new(SETTINGS_FILE, t))?.governed_patterns(),
+        None => Settings::default().governed_patterns(),
+    };
+    if let Some(t) = read(BENCH_FILE)? {
+        for r in settings::engine_config_refs(&Source::new(BENCH_FILE, t))? {
+            if r.ungovernable().is_none() && !patterns.contains(&r.path) {
+                patterns.push(r.path);
+            }
+        }
     }
-    table.to_string()
+    let mut paths = Vec::new();
+    let mut stack = vec![root.join("configs")];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                if settings::is_governed(&patterns, &rel) {
+                    paths.push(rel);
+                }
+            }
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = read(&p)?.unwrap_or_default();
+            let table = check::semdiff::parse(&Source::new(&p, text))?;
+            Ok((p, check::semdiff::flatten(&table)))
+        })
+        .collect()
 }
+
+pub use list::list_table;
 
 fn find(adrs: &[Adr], n: u32, dir: &Path) -> anyhow::Result<usize> {
     adrs.iter()

@@ -284,3 +284,62 @@ fn tool_errors_exit_2_and_violations_exit_1() {
     );
     assert_eq!(xtask(root, &["adr", "bogus"]).code, 2);
 }
+
+#[test]
+fn adr_list_exempt_shows_governed_values_no_live_record_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), text).unwrap();
+    };
+    // max_num_seqs was changed under ADR-Exempt: the live record still says 256.
+    write("configs/engine.toml", "[scheduler]\nmax_num_seqs = 128\nblock_size = 16\n");
+    // An engine config the bench configuration names is governed too.
+    write("configs/llm.toml", "[scheduler]\nmax_num_seqs = 8\n");
+    write("configs/bench.toml", "[profile.x.sim]\nengine_config = \"configs/llm.toml\"\n");
+    write("configs/other.toml", "[a]\nb = 1\n");
+    write(
+        "docs/adr/0001-x.md",
+        "# ADR-0001: X\n\n- Status: Accepted\n\n## Decision\n\n\
+         - configs/engine.toml: scheduler.max_num_seqs = 256\n\
+         - configs/engine.toml: scheduler.block_size = 16\n\n## Links\n\nNone.\n",
+    );
+    let out = xtask(root, &["adr", "list", "--exempt"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(
+            "| configs/engine.toml: scheduler.max_num_seqs | 128   | ADR-0001 says = 256 |"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "| configs/llm.toml: scheduler.max_num_seqs    | 8     | none name it        |"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("other.toml") && !out.stdout.contains("block_size"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("2 governed values of 3 keys in 2 governed files"),
+        "{}",
+        out.stdout
+    );
+
+    let out = xtask(root, &["adr", "list", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v[0]["adr"], 1);
+    assert_eq!(v[0]["status"], "Accepted");
+    assert_eq!(v[0]["live"], true);
+    assert_eq!(v[0]["file"], "docs/adr/0001-x.md");
+    let out = xtask(root, &["adr", "list", "--exempt", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
+}
