@@ -34,6 +34,12 @@ pub fn num(v: f64) -> String {
     if s == "-0" { "0".into() } else { s.to_string() }
 }
 
+/// `root` joined with `rel` for messages and file access, without `.` components
+/// (`/repo` + `./runs/a` is `/repo/runs/a`, not `/repo/./runs/a`); an absolute `rel` stands alone.
+pub fn join_clean(root: &std::path::Path, rel: &std::path::Path) -> std::path::PathBuf {
+    root.join(rel).components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
+}
+
 /// `1 record`, `2 records`.
 pub fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
@@ -86,6 +92,24 @@ pub fn line_diff(old: &str, new: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joined_paths_have_no_dot_components() {
+        use std::path::Path;
+        assert_eq!(
+            join_clean(Path::new("/repo"), Path::new("./runs/a")),
+            Path::new("/repo/runs/a")
+        );
+        assert_eq!(
+            join_clean(Path::new("/repo/."), Path::new("runs/./a")),
+            Path::new("/repo/runs/a")
+        );
+        assert_eq!(join_clean(Path::new("/repo"), Path::new("/abs/x")), Path::new("/abs/x"));
+        assert_eq!(
+            join_clean(Path::new("/repo"), Path::new("./runs/a")).display().to_string(),
+            "/repo/runs/a"
+        );
+    }
 
     #[test]
     fn numbers_for_people_are_rounded_to_six_significant_digits() {

@@ -41,7 +41,7 @@ pub use records::{
 };
 
 use crate::exit::Status;
-use crate::text::{line_diff, plural};
+use crate::text::{join_clean, line_diff, plural};
 use crate::thresholds::file::{GATE_FILE, render_file};
 use crate::thresholds::propose::parse_headroom;
 use records::write_file;
@@ -145,7 +145,7 @@ fn print_problems(problems: &[Problem]) {
 fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
     let read = |p: &Path, baseline: bool| {
-        let dir = new::resolve_run_dir(&root.join(p), baseline).map_err(anyhow::Error::new);
+        let dir = new::resolve_run_dir(&join_clean(root, p), baseline).map_err(anyhow::Error::new);
         dir.and_then(|d| Ok(bench::Summary::read(&d)?))
             .with_context(|| format!("cannot use run {}", p.display()))
     };
@@ -164,6 +164,13 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let number = next_number(&paths);
+    if number > 9999 {
+        bail!(
+            "record numbers have four digits (`NNNN-slug.md`) and {} already holds 9999; there \
+             is no next number",
+            dir.display()
+        );
+    }
     let input = new::NewAdr {
         number,
         title: &args.title,
@@ -413,8 +420,14 @@ fn run_lint(root: &Path, dir: &Path) -> anyhow::Result<Status> {
     if report.problems.is_empty() {
         println!("{}: {records}, no problems", dir.display());
     } else {
+        let mut with: Vec<&Path> = report.problems.iter().map(|p| p.path.as_path()).collect();
+        with.dedup();
         let problems = plural(report.problems.len(), "problem");
-        println!("{}: {problems} in {records}", dir.display());
+        if with.len() == report.files {
+            println!("{}: {problems} in {records}", dir.display());
+        } else {
+            println!("{}: {problems} in {} of {records}", dir.display(), with.len());
+        }
     }
     Ok(Status::from_ok(report.problems.is_empty()))
 }

@@ -631,6 +631,19 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
         }
         _ => None,
     };
+    // A finite limit can overflow in the conversion (`1e308 s` is 1e311 ms): refused, or it
+    // would reach gate.toml as `inf`, which no reader accepts.
+    let converted = match converted {
+        Some(v) if !v.is_finite() => {
+            errors.push(format!(
+                "limit `{limit} {}` is {v} in {}, the unit of the metric: not a finite number",
+                unit.trim(),
+                def.map_or("", |d| d.unit)
+            ));
+            None
+        }
+        other => other,
+    };
     match (def, comparator, converted, action) {
         (Some(def), Some(comparator), Some(limit), Some(action)) if errors.is_empty() => {
             Ok(ThresholdRow {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::{Out, engine_params, summary, write_run, xtask};
+use crate::support::{Out, engine_params, repo_root, summary, write_run, xtask};
 use bench::summary::metric_def;
 use xtask::adr::new::MATRIX;
 use xtask::thresholds::Thresholds;
@@ -283,6 +283,50 @@ fn tool_errors_exit_2_and_violations_exit_1() {
         2
     );
     assert_eq!(xtask(root, &["adr", "bogus"]).code, 2);
+}
+
+#[test]
+fn small_things_a_reviewer_met() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("docs/adr")).unwrap();
+    // Problems in one record of two: the count says one record has them.
+    let ok = "# ADR-0001: X\n\n- Status: Proposed\n";
+    std::fs::write(root.join("docs/adr/0001-x.md"), ok).unwrap();
+    std::fs::write(root.join("docs/adr/0002-y.md"), "# ADR-0002: Y\n\n- Status: Acepted\n")
+        .unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    let last = out.stdout.lines().last().unwrap().to_string();
+    assert!(last.contains(" problems in 2 records"), "{}", out.stdout);
+    // A clean record beside it: this repository's own.
+    let name = "docs/adr/0001-govern-inference-parameters-with-decision-records.md";
+    std::fs::remove_file(root.join("docs/adr/0001-x.md")).unwrap();
+    std::fs::copy(repo_root().join(name), root.join(name)).unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    let last = out.stdout.lines().last().unwrap();
+    assert!(last.ends_with(" in 1 of 2 records"), "{}", out.stdout);
+
+    // After 9999 there is no four-digit number: adr new refuses instead of writing a name its
+    // own lint rejects.
+    std::fs::write(root.join("docs/adr/9999-last.md"), ok).unwrap();
+    write_run(&root.join("runs"), &summary("r", 1.0, 1.0, 1.0, engine_params(true, 1)));
+    let out = xtask(root, &["adr", "new", "One more", "--baseline", "runs/r"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("already holds 9999"), "{}", out.stderr);
+    assert!(!root.join("docs/adr/10000-one-more.md").exists());
+
+    // Paths are shown without `.` components.
+    let out = xtask(root, &["gate", "./runs/none"]);
+    assert_eq!(out.code, 2);
+    assert!(!out.stderr.contains("/./"), "{}", out.stderr);
+    assert!(out.stderr.contains("/runs/none"), "{}", out.stderr);
+}
+
+#[test]
+fn run_directories_are_ignored_by_git() {
+    let repo = git2::Repository::open(repo_root()).unwrap();
+    assert!(repo.is_path_ignored("runs/baseline/summary.json").unwrap());
+    assert!(!repo.is_path_ignored("docs/adr/README.md").unwrap());
 }
 
 #[test]

@@ -307,6 +307,14 @@ fn each_broken_record_is_reported_at_its_line() {
             "limit `200ms` is not a number",
         ),
         (
+            "a limit that overflows in its unit",
+            27,
+            "| `metrics.ttft_ms.p99` | <= | 1e308 | s | block |",
+            NEW,
+            27,
+            "limit `1e308 s` is inf in ms, the unit of the metric: not a finite number",
+        ),
+        (
             "bad action",
             29,
             "| `metrics.itl_jitter` | <= | 0.15 | ratio | stop |",
