@@ -132,6 +132,25 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
         );
     }
 
+    // A configuration adopted although it misses its SLO needs a person's reason.
+    if let Some(line) = adr.slo_missed {
+        match &adr.slo_exception {
+            Some(why) if !why.value.is_empty() => {}
+            Some(why) => p(
+                why.line,
+                "`SLO exception:` is empty; state why this configuration is adopted although it \
+                 misses the SLO"
+                    .into(),
+            ),
+            None => p(
+                line,
+                "the adopted configuration misses its SLO and no `SLO exception: <why>` line \
+                 states why; a person writes the reason before the record is accepted"
+                    .into(),
+            ),
+        }
+    }
+
     // Decision lines name each key once.
     let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for d in &adr.decisions {

@@ -161,6 +161,15 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         ),
     };
     let slug = new::slug(&args.title)?;
+    let shown = |p: &Path| {
+        p.components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect::<PathBuf>()
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let run_dirs: Vec<String> =
+        std::iter::once(&args.baseline).chain(args.experiments.iter()).map(|p| shown(p)).collect();
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let number = next_number(&paths);
@@ -180,6 +189,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         baseline: &baseline,
         experiments: &experiments,
         choose,
+        run_dirs: &run_dirs,
     };
     let text = new::render(&input)?;
     let path = dir.join(format!("{number:04}-{slug}.md"));

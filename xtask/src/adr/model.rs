@@ -44,6 +44,12 @@ pub enum AdrStatus {
     SupersededBy(u32),
 }
 
+/// The line that starts the flag of an adopted run that misses its SLO (`adr new` writes it);
+/// lint looks for it.
+pub const SLO_MISSED: &str = "> **SLO missed:**";
+/// The line where a person states why a configuration that misses its SLO is adopted.
+pub const SLO_EXCEPTION: &str = "SLO exception:";
+
 /// The problem of a record without a status.
 pub const NO_STATUS: &str = "no status; write `- Status: Proposed` under the title";
 
@@ -288,6 +294,10 @@ pub struct Adr {
     pub links: Vec<Link>,
     /// Template placeholders left in the text (outside code), reported by lint.
     pub placeholders: Vec<Located<String>>,
+    /// The line of a `> **SLO missed:**` flag (`adr new` writes it when the chosen run misses
+    /// its SLO), and the reason a person gave on an `SLO exception:` line.
+    pub slo_missed: Option<usize>,
+    pub slo_exception: Option<Located<String>>,
     /// Problems met while parsing (bad status, date, decision lines, threshold rows, links).
     pub problems: Vec<Problem>,
 }

@@ -40,6 +40,19 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let thresholds = threshold_rows(&doc, &mut problems);
     let profile = thresholds_profile(&doc, &mut problems);
     let placeholders = placeholders(&doc);
+    let mut slo_missed = None;
+    let mut slo_exception = None;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim();
+        if slo_missed.is_none() && t.starts_with(super::model::SLO_MISSED) {
+            slo_missed = Some(i + 1);
+        }
+        if let Some(why) =
+            t.strip_prefix(super::model::SLO_EXCEPTION).filter(|_| slo_exception.is_none())
+        {
+            slo_exception = Some(Located { value: why.trim().to_string(), line: i + 1 });
+        }
+    }
     Adr {
         path: path.to_path_buf(),
         number: number_from_file_name(path),
@@ -54,6 +67,8 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         profile,
         links,
         placeholders,
+        slo_missed,
+        slo_exception,
         problems: problems.list,
     }
 }
