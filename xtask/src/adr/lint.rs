@@ -377,6 +377,128 @@ fn lint_cycles(adrs: &[Adr], out: &mut Vec<Problem>) {
     }
 }
 
+/// What the repository says about the records' scope: the bench profiles that exist
+/// (`None`: unknown, not checked) and which of the files the decision lines name are missing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepoFacts {
+    pub profiles: Option<Vec<String>>,
+    /// Files named by decision lines that do not exist.
+    pub missing_files: Vec<String>,
+}
+
+impl RepoFacts {
+    /// The facts of the work tree at `root`: the profiles of `configs/bench.toml` (when it can be
+    /// read) and the decision-line files missing under `root` (only when `root/configs` exists:
+    /// elsewhere there is nothing to compare with).
+    pub fn read(root: &Path, adrs: &[Adr]) -> RepoFacts {
+        let profiles = std::fs::read_to_string(root.join(crate::settings::BENCH_FILE))
+            .ok()
+            .and_then(|t| bench_profiles(&t));
+        let missing_files = if root.join("configs").is_dir() {
+            decision_files(adrs).into_iter().filter(|f| !root.join(f).is_file()).collect()
+        } else {
+            Vec::new()
+        };
+        RepoFacts { profiles, missing_files }
+    }
+}
+
+/// The profile names of a bench configuration (`[profile.NAME]`); `None` when it is not TOML.
+pub fn bench_profiles(text: &str) -> Option<Vec<String>> {
+    let t: toml::Table = toml::from_str(text).ok()?;
+    Some(match t.get("profile") {
+        Some(toml::Value::Table(p)) => p.keys().cloned().collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// Every file the decision lines of the records name, once, sorted.
+pub fn decision_files(adrs: &[Adr]) -> Vec<String> {
+    let mut files: Vec<String> =
+        adrs.iter().flat_map(|a| a.decisions.iter().map(|d| d.file.clone())).collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// Scope against the repository: the thresholds of a Proposed or live record gate a bench
+/// profile that exists, and a live record's `= value` decision lines name files that exist,
+/// unless another Proposed or Accepted record decides that key `removed` (a deleted governed
+/// file is decided key by key with `removed` in a record that supersedes the old one).
+pub fn lint_scope(adrs: &[Adr], facts: &RepoFacts) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for adr in adrs {
+        let live = super::live::is_live(adr, adrs);
+        let open = live || adr.status_value() == Some(AdrStatus::Proposed);
+        if let (true, Some(profile), Some(profiles)) = (open, &adr.profile, &facts.profiles)
+            && !profiles.contains(&profile.value)
+        {
+            out.push(Problem::new(
+                &adr.path,
+                profile.line,
+                format!(
+                    "the thresholds gate runs of bench profile `{}`, which {} does not define; \
+                     profiles: {}",
+                    profile.value,
+                    crate::settings::BENCH_FILE,
+                    if profiles.is_empty() { "none".into() } else { profiles.join(", ") }
+                ),
+            ));
+        }
+        if !live {
+            continue;
+        }
+        let parts = super::live::superseded_parts(adr, adrs);
+        for d in &adr.decisions {
+            let taken = parts.iter().any(
+                |(_, p)| matches!(p, Part::Key { file, key } if *file == d.file && *key == d.key),
+            );
+            // A Proposed or Accepted record that decides the key `removed` is the record of
+            // the deletion (it supersedes this one once accepted; until then they conflict).
+            let removal_recorded = adrs.iter().any(|o| {
+                o.path != adr.path
+                    && matches!(o.status_value(), Some(AdrStatus::Proposed | AdrStatus::Accepted))
+                    && o.decisions.iter().any(|e| {
+                        e.file == d.file
+                            && e.key == d.key
+                            && matches!(e.value, super::model::Decided::Removed)
+                    })
+            });
+            if taken
+                || removal_recorded
+                || matches!(d.value, super::model::Decided::Removed)
+                || !facts.missing_files.contains(&d.file)
+            {
+                continue;
+            }
+            out.push(Problem::new(
+                &adr.path,
+                d.line,
+                format!(
+                    "{} is live and decides {}: {}, but {} does not exist; a deleted governed file \
+                     is decided key by key (`{}: KEY removed`) by a record that supersedes this one",
+                    adr.label(),
+                    d.file,
+                    d.key,
+                    d.file,
+                    d.file
+                ),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Lint the records of the work tree at `root`: [`lint_adrs`] and [`lint_scope`].
+pub fn lint_in_repo(root: &Path, adrs: &[Adr]) -> Vec<Problem> {
+    let mut problems = lint_adrs(adrs);
+    problems.extend(lint_scope(adrs, &RepoFacts::read(root, adrs)));
+    problems.sort();
+    problems.dedup();
+    problems
+}
+
 /// What `adr lint` found in a directory.
 #[derive(Debug)]
 pub struct LintReport {
@@ -389,7 +511,8 @@ pub struct LintReport {
 /// records) and lint them. Paths in problems are `dir/<file>`. I/O errors are `Err`.
 pub fn lint_dir(root: &Path, dir: &Path) -> anyhow::Result<LintReport> {
     let files = read_records(root, dir)?;
-    Ok(LintReport { files: files.len(), problems: lint_files(&files) })
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    Ok(LintReport { files: files.len(), problems: lint_in_repo(root, &adrs) })
 }
 
 #[cfg(test)]

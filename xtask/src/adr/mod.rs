@@ -207,7 +207,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         }
     }
     let left: Vec<Problem> =
-        lint::lint_adrs(&adrs).into_iter().filter(|p| p.path == path).collect();
+        lint::lint_in_repo(root, &adrs).into_iter().filter(|p| p.path == path).collect();
     if !left.is_empty() {
         println!("fill in before `cargo xtask adr accept {number}`:");
         print_problems(&left);
@@ -331,7 +331,7 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
         None => {} // lint reports it below
     }
     let problems: Vec<Problem> =
-        lint::lint_adrs(&adrs).into_iter().filter(|p| p.path == adr.path).collect();
+        lint::lint_in_repo(root, &adrs).into_iter().filter(|p| p.path == adr.path).collect();
     if !problems.is_empty() {
         print_problems(&problems);
         println!("{} cannot be accepted until `adr lint` finds nothing in it", adr.label());

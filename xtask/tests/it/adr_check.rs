@@ -225,6 +225,15 @@ fn a_renamed_config_removes_every_key_at_the_old_path_and_adds_them_at_the_new()
     assert!(out.stdout.contains("configs/engine.toml: scheduler.max_num_seqs 256 -> (unset)"));
     assert!(out.stdout.contains("configs/engine-h100.toml: scheduler.max_num_seqs (unset) -> 256"));
     assert!(out.stdout.contains("8 changed keys are not named"), "{}", out.stdout);
+    // ADR-0001 stays live and names the file that is gone: a violation at its lines.
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR1}:19: ADR-0001 is live and decides configs/engine.toml: scheduler.max_num_seqs, \
+             but configs/engine.toml does not exist"
+        )),
+        "{}",
+        out.stdout
+    );
     snap("check_renamed", &out);
 
     // A record naming every removal and every new key covers the rename.
@@ -779,4 +788,33 @@ fn an_engine_config_pointing_at_another_file_is_governed() {
         "{}",
         out.stdout
     );
+}
+
+#[test]
+fn thresholds_of_a_profile_the_bench_configuration_lacks_fail() {
+    let (mut g, _) = setup();
+    // A new record gating profile `tuned`, which configs/bench.toml ([profile.default]) lacks.
+    let a2 = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384")
+        .replace("## Context\n\n", "## Context\n\nMeasured scenario: profile `tuned`.\n\n")
+        .replace("`metrics.ttft_ms.p99`", "`metrics.tpot_ms.p99`");
+    g.commit_files(
+        "Tune",
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))), (ADR2, Some(&a2))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR2}:9: the thresholds gate runs of bench profile `tuned`, which configs/bench.toml \
+             does not define; profiles: default"
+        )),
+        "{}",
+        out.stdout
+    );
+    // With the profile defined, it passes.
+    g.commit_files(
+        "Add the profile",
+        &[("configs/bench.toml", Some("[profile.default]\n\n[profile.tuned]\n"))],
+    );
+    assert_exit(&check(&g, &["--base", "main"]), 0);
 }

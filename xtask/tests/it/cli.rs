@@ -387,3 +387,35 @@ fn adr_list_exempt_shows_governed_values_no_live_record_names() {
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
 }
+
+#[test]
+fn adr_lint_checks_the_scope_against_the_work_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let write = |rel: &str, text: &str| {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), text).unwrap();
+    };
+    write("configs/bench.toml", "[profile.default]\n");
+    write("configs/engine.toml", "[scheduler]\nmax_num_seqs = 256\n");
+    let name = "docs/adr/0001-govern-inference-parameters-with-decision-records.md";
+    let own = std::fs::read_to_string(repo_root().join(name)).unwrap();
+    write(name, &own);
+    let out = xtask(root, &["adr", "lint"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    // The profile the thresholds gate is renamed away: lint names the profiles there are.
+    write("configs/bench.toml", "[profile.baseline]\n");
+    let out = xtask(root, &["adr", "lint"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("gate runs of bench profile `default`, which configs/bench.toml does not define; profiles: baseline"),
+        "{}",
+        out.stdout
+    );
+    // The governed file the live record names is deleted.
+    write("configs/bench.toml", "[profile.default]\n");
+    std::fs::remove_file(root.join("configs/engine.toml")).unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("but configs/engine.toml does not exist"), "{}", out.stdout);
+}

@@ -136,6 +136,16 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let adrs: Vec<Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
     let mut lint_problems = lint::lint_adrs(&adrs);
     lint_problems.extend(config_problems);
+    // Scope at head: the profiles of the bench configuration, the files decision lines name.
+    let profiles =
+        git::read_text(&repo, &head_tree, BENCH_FILE)?.and_then(|t| lint::bench_profiles(&t));
+    let mut missing_files = Vec::new();
+    for f in lint::decision_files(&adrs) {
+        if git::read_text(&repo, &head_tree, &f)?.is_none() {
+            missing_files.push(f);
+        }
+    }
+    lint_problems.extend(lint::lint_scope(&adrs, &lint::RepoFacts { profiles, missing_files }));
     let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
     let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
     // The thresholds in force at each side, as the records say (gate.toml follows them).
