@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use super::live::{conflicts, decision_conflicts, live_thresholds};
 use super::model::{
-    Adr, AdrStatus, Link, LinkKind, Part, Problem, REQUIRED_SECTIONS, strip_adr_prefix,
+    Adr, AdrStatus, Link, LinkKind, Part, Problem, REQUIRED_SECTIONS, SectionKind, strip_adr_prefix,
 };
 use super::parse::parse_adr;
 use super::records::read_records;
@@ -92,7 +92,7 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
     for (kind, heading) in REQUIRED_SECTIONS {
         let found: Vec<_> = adr.sections.iter().filter(|s| s.kind == Some(kind)).collect();
         match found.as_slice() {
-            [] => p(title_line, format!("missing section `## {heading}`")),
+            [] => p(title_line, format!("missing section `## {heading}`{}", section_hint(kind))),
             [first, rest @ ..] => {
                 if !first.has_content {
                     p(first.line, format!("section `{}` is empty", first.heading));
@@ -158,6 +158,29 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
             p(d.line, format!("{}: {} is already decided at line {first}", d.file, d.key));
             seen.insert((&d.file, &d.key), first);
         }
+    }
+}
+
+/// What a missing required section is for, and its MADR 4 spelling where MADR has one.
+fn section_hint(kind: SectionKind) -> &'static str {
+    match kind {
+        SectionKind::Context => " (MADR: `## Context and Problem Statement`): the scenario",
+        SectionKind::MetricsMatrix => {
+            ": the measured runs the decision rests on (infergate requires it beyond MADR)"
+        }
+        SectionKind::Decision => {
+            " (MADR: `## Decision Outcome`): the decision lines of the governed values"
+        }
+        SectionKind::Thresholds => {
+            " (MADR: `### Confirmation` under the Decision Outcome): the thresholds table CI \
+             enforces"
+        }
+        SectionKind::Rollback => {
+            ": when to roll back and what it restores (infergate requires it beyond MADR)"
+        }
+        SectionKind::Consequences => " (MADR: `### Consequences` under the Decision Outcome)",
+        SectionKind::Links => " (MADR: `## More Information`): supersession links, or `None.`",
+        _ => "",
     }
 }
 

@@ -245,12 +245,11 @@ impl SectionKind {
             | "decision / solidified rules"
             | "decision and solidified rules"
             | "decision outcome" => SectionKind::Decision,
-            "ci gate thresholds" | "gate thresholds" | "thresholds" | "ci thresholds" => {
-                SectionKind::Thresholds
-            }
+            "ci gate thresholds" | "gate thresholds" | "thresholds" | "ci thresholds"
+            | "confirmation" => SectionKind::Thresholds,
             "rollback conditions" | "rollback" => SectionKind::Rollback,
             "consequences" => SectionKind::Consequences,
-            "links" => SectionKind::Links,
+            "links" | "more information" => SectionKind::Links,
             "reproduction" => SectionKind::Reproduction,
             "status" => SectionKind::Status,
             _ => return None,

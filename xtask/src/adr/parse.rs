@@ -114,18 +114,29 @@ impl Doc<'_> {
     }
 }
 
-/// H1 headings are titles; H2 headings open sections, which end at the next H2.
+/// Whether an H3 heading opens a section of its own: MADR 4 writes `### Consequences` and
+/// `### Confirmation` (the thresholds' home) under `## Decision Outcome`.
+fn h3_section(text: &str) -> bool {
+    matches!(
+        SectionKind::from_heading(text),
+        Some(SectionKind::Consequences | SectionKind::Thresholds)
+    )
+}
+
+/// H1 headings are titles; H2 headings open sections, which end at the next H2 (or at an H3
+/// that opens a section, see [`h3_section`], which ends at the next H2 or H3).
 fn titles_and_sections(scan: &Scan, lines: &[&str]) -> (Vec<Located<String>>, Vec<Section>) {
     let mut titles = Vec::new();
     let mut sections: Vec<Section> = Vec::new();
     for (i, h) in scan.headings.iter().enumerate() {
         match h.level {
             1 => titles.push(Located { value: h.text.trim().to_string(), line: h.line }),
-            2 => {
-                let end = scan.headings[i + 1..]
-                    .iter()
-                    .find(|n| n.level == 2)
-                    .map_or(lines.len() + 1, |n| n.line);
+            2 | 3 if h.level == 2 || h3_section(&h.text) => {
+                let ends = |n: &&Heading| {
+                    n.level == 2 || (n.level == 3 && (h.level == 3 || h3_section(&n.text)))
+                };
+                let end =
+                    scan.headings[i + 1..].iter().find(ends).map_or(lines.len() + 1, |n| n.line);
                 let has_content = (h.line + 1..end).any(|l| {
                     let s = line_at(lines, l).trim();
                     !s.is_empty() && !scan.comment[l]
@@ -213,9 +224,11 @@ fn status_block(
         problems.add(title_line, "no date; write `- Date: YYYY-MM-DD` under the title");
     }
     match &block.deciders {
-        None => {
-            problems.add(title_line, "no deciders; write `- Deciders: <names>` under the title")
-        }
+        None => problems.add(
+            title_line,
+            "no deciders; write `- Deciders: <names>` under the title (in front matter: \
+                 `decision-makers: <names>`)",
+        ),
         Some(d) if d.value.trim().is_empty() => {
             problems.add(d.line, "deciders are empty; name who decided")
         }
@@ -423,6 +436,8 @@ fn front_matter(lines: &[&str], p: &mut impl FnMut(usize, String)) -> FrontMatte
     for (i, raw) in lines[1..close].iter().enumerate() {
         let Some((k, v)) = raw.split_once(':') else { continue };
         let key = k.trim().to_ascii_lowercase();
+        // MADR 4 names the deciders `decision-makers` (and has `consulted`, `informed`).
+        let key = if key == "decision-makers" { "deciders".to_string() } else { key };
         if matches!(key.as_str(), "status" | "date" | "deciders") {
             let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
             fields.push(Field { key, value: v, line: i + 2 });
