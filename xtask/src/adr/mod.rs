@@ -17,6 +17,7 @@
 
 pub mod check;
 pub mod edit;
+pub mod history;
 pub mod lint;
 pub mod list;
 pub mod live;
@@ -86,6 +87,18 @@ pub enum AdrSub {
     /// Fail when a governed parameter changed since the merge base without a new record naming
     /// it (exit 1), for pull requests; see docs/adr/README.md.
     Check(check::CheckArgs),
+    /// The timeline of a governed key's values in git history: each change, the record that
+    /// names the value, its status and date, and the commit.
+    History {
+        /// The key, dotted as in decision lines (`scheduler.max_num_seqs`).
+        key: String,
+        /// Only this governed file (`configs/engine.toml`); all governed files otherwise.
+        #[arg(long, value_name = "FILE")]
+        file: Option<String>,
+        /// The commit whose history is read.
+        #[arg(long, value_name = "REV", default_value = "HEAD")]
+        head: String,
+    },
     /// Write thresholds/gate.toml from the live records.
     Thresholds {
         /// Do not write: exit 1 when the file is out of date.
@@ -131,6 +144,12 @@ impl AdrCmd {
             AdrSub::Supersede { old, new } => run_supersede(&root, &dir, old, new),
             AdrSub::Lint => run_lint(&root, &dir),
             AdrSub::Check(args) => check::run(&root, &dir, args),
+            AdrSub::History { key, file, head } => {
+                let dir = dir.to_string_lossy().replace('\\', "/");
+                let entries = history::timeline(&root, &dir, &key, file.as_deref(), &head)?;
+                print!("{}", history::render(&key, &entries));
+                Ok(Status::Success)
+            }
             AdrSub::Thresholds { check, out } => run_thresholds(&root, &dir, &out, check),
         }
     }

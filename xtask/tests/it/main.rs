@@ -10,6 +10,7 @@ mod adr_check;
 mod cli;
 mod cli_bench;
 mod gate;
+mod history;
 mod lint;
 mod new;
 // Starts real engines through `xtask::serve`, which only the runtime build has.
