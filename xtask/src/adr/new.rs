@@ -376,8 +376,7 @@ fn context_section(o: &mut String, ctx: &Runs<'_>) {
 pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     for section in ["load", "workload", "slo"] {
-        let flat =
-            |s: &Summary| s.config.get(section).map(|v| flatten_params(v)).unwrap_or_default();
+        let flat = |s: &Summary| s.config.get(section).map(flatten_params).unwrap_or_default();
         let (fb, fr) = (flat(b), flat(r));
         let keys: std::collections::BTreeSet<&String> = fb.keys().chain(fr.keys()).collect();
         for k in keys {
