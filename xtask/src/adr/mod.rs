@@ -80,8 +80,17 @@ pub enum AdrSub {
         /// Record number.
         number: u32,
     },
-    /// Mark OLD `Superseded by NEW` and list `Supersedes OLD` in NEW's Links.
-    Supersede { old: u32, new: u32 },
+    /// Mark OLD `Superseded by NEW` and list `Supersedes OLD` in NEW's Links; with `--part`,
+    /// supersede only those thresholds and keys of OLD (`Supersedes in part OLD: ...` in NEW's
+    /// Links; OLD stays live for the rest).
+    Supersede {
+        old: u32,
+        new: u32,
+        /// A metric of OLD's thresholds (`metrics.ttft_ms.p99`) or a key of its decision lines
+        /// (`configs/engine.toml: scheduler.max_num_seqs`) that NEW takes over; repeatable.
+        #[arg(long = "part", value_name = "METRIC|FILE: KEY")]
+        parts: Vec<String>,
+    },
     /// Check every record against the format rules (exit 1 on problems).
     Lint,
     /// Fail when a governed parameter changed since the merge base without a new record naming
@@ -141,7 +150,10 @@ impl AdrCmd {
             AdrSub::New(args) => run_new(&root, &dir, args),
             AdrSub::List { exempt, json } => run_list(&root, &dir, exempt, json),
             AdrSub::Accept { number } => run_accept(&root, &dir, number),
-            AdrSub::Supersede { old, new } => run_supersede(&root, &dir, old, new),
+            AdrSub::Supersede { old, new, parts } if !parts.is_empty() => {
+                run_supersede_in_part(&root, &dir, old, new, &parts)
+            }
+            AdrSub::Supersede { old, new, .. } => run_supersede(&root, &dir, old, new),
             AdrSub::Lint => run_lint(&root, &dir),
             AdrSub::Check(args) => check::run(&root, &dir, args),
             AdrSub::History { key, file, head } => {
@@ -439,6 +451,67 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
         );
     }
     println!("run `cargo xtask adr thresholds` to update {}", GATE_FILE);
+    Ok(Status::Success)
+}
+
+/// `adr supersede OLD NEW --part ...`: NEW's Links say `Supersedes in part OLD: ...`; OLD is
+/// not edited. The parts are checked against OLD as lint checks them.
+fn run_supersede_in_part(
+    root: &Path,
+    dir: &Path,
+    old: u32,
+    new: u32,
+    parts: &[String],
+) -> anyhow::Result<Status> {
+    if old == new {
+        bail!("a record cannot supersede itself");
+    }
+    let files = read_records(root, dir)?;
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let (oi, ni) = (find(&adrs, old, dir)?, find(&adrs, new, dir)?);
+    let (o, n) = (&adrs[oi], &adrs[ni]);
+    if o.status_value() != Some(AdrStatus::Accepted) {
+        bail!(
+            "{} is {}; only an Accepted record can be superseded in part",
+            o.label(),
+            o.status_value().map_or("without a valid status".into(), |s| s.to_string())
+        );
+    }
+    let name = o.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let items: Vec<String> = parts.iter().map(|p| format!("`{}`", p.trim())).collect();
+    let line = format!("Supersedes in part [ADR-{old:04}]({name}): {}", items.join(", "));
+    let text = edit::add_link(&files[ni].1, n, &line);
+    // Lint NEW with the link: what it names must be OLD's.
+    let mut after = adrs.clone();
+    after[ni] = parse_adr(&n.path, &text);
+    let link_line = after[ni]
+        .links
+        .iter()
+        .find(|l| l.kind == LinkKind::SupersedesInPart && l.number == old)
+        .map(|l| l.line);
+    let wrong: Vec<Problem> = lint::lint_adrs(&after)
+        .into_iter()
+        .filter(|p| p.path == n.path && Some(p.line) == link_line)
+        .collect();
+    let malformed = link_line.is_none()
+        || after[ni].problems.iter().any(|p| p.message.contains("Supersedes in part"));
+    if !wrong.is_empty() || malformed {
+        let why: Vec<String> = wrong.iter().map(|p| p.message.clone()).collect();
+        let parse: Vec<String> = after[ni]
+            .problems
+            .iter()
+            .filter(|p| !n.problems.contains(p))
+            .map(|p| p.message.clone())
+            .collect();
+        bail!("cannot supersede {} in part: {}", o.label(), [why, parse].concat().join("; "));
+    }
+    write_file(&root.join(&n.path), &text)?;
+    println!("{} lists `{line}`; {} stays live for the rest of its decision", n.label(), o.label());
+    println!(
+        "run `cargo xtask adr thresholds` to update {} once {} is Accepted",
+        GATE_FILE,
+        n.label()
+    );
     Ok(Status::Success)
 }
 

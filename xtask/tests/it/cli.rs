@@ -419,3 +419,67 @@ fn adr_lint_checks_the_scope_against_the_work_tree() {
     assert_eq!(out.code, 1, "{}", out.stdout);
     assert!(out.stdout.contains("but configs/engine.toml does not exist"), "{}", out.stdout);
 }
+
+#[test]
+fn adr_supersede_with_parts_takes_over_named_thresholds_only() {
+    // The governance record sets the default profile's thresholds; a new record tightens TTFT
+    // without superseding the governance record itself.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("docs/adr")).unwrap();
+    let name = "0001-govern-inference-parameters-with-decision-records.md";
+    let own = std::fs::read_to_string(repo_root().join("docs/adr").join(name)).unwrap();
+    std::fs::write(root.join("docs/adr").join(name), &own).unwrap();
+    let other_rows = [
+        "metrics.tpot_ms.p99",
+        "metrics.itl_jitter",
+        "goodput.ratio",
+        "throughput.output_tokens_per_s",
+    ];
+    let new: String = own
+        .replace(
+            "# ADR-0001: Govern inference parameters with decision records",
+            "# ADR-0002: Tighter TTFT",
+        )
+        .replace("- Status: Accepted", "- Status: Proposed")
+        .replace(
+            "| `metrics.ttft_ms.p99` | <= | 302 | ms | block |",
+            "| `metrics.ttft_ms.p99` | <= | 250 | ms | block |",
+        )
+        .lines()
+        .filter(|l| !other_rows.iter().any(|m| l.starts_with(&format!("| `{m}` | "))))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(root.join("docs/adr/0002-tighter-ttft.md"), &new).unwrap();
+
+    // A part ADR-0001 does not have is refused, naming what it has.
+    let out = xtask(root, &["adr", "supersede", "1", "2", "--part", "metrics.e2e_ms.p99"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("has no threshold on it; its metrics: metrics.ttft_ms.p99"),
+        "{}",
+        out.stderr
+    );
+
+    let out = xtask(root, &["adr", "supersede", "1", "2", "--part", "metrics.ttft_ms.p99"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(root.join("docs/adr/0002-tighter-ttft.md")).unwrap();
+    assert!(
+        text.contains(&format!("- Supersedes in part [ADR-0001]({name}): `metrics.ttft_ms.p99`\n")),
+        "{text}"
+    );
+    // ADR-0001 is not edited, ADR-0002 can be accepted, and gate.toml takes TTFT from it and
+    // the rest from ADR-0001.
+    assert_eq!(std::fs::read_to_string(root.join("docs/adr").join(name)).unwrap(), own);
+    let out = xtask(root, &["adr", "accept", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert_eq!(xtask(root, &["adr", "thresholds"]).code, 0);
+    let gate = Thresholds::load(&root.join("thresholds/gate.toml")).unwrap();
+    let owners: Vec<(String, u32, f64)> =
+        gate.thresholds.iter().map(|t| (t.metric.clone(), t.adr, t.limit)).collect();
+    assert!(owners.contains(&("metrics.ttft_ms.p99".into(), 2, 250.0)), "{owners:?}");
+    assert!(owners.contains(&("goodput.ratio".into(), 1, 0.9)), "{owners:?}");
+    assert_eq!(owners.len(), 5, "{owners:?}");
+    let out = xtask(root, &["adr", "list"]);
+    assert!(out.stdout.contains("| 0001 (in part: 1) |"), "{}", out.stdout);
+}
