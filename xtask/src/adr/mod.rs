@@ -175,14 +175,36 @@ fn print_problems(problems: &[Problem]) {
 
 fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
-    let read = |p: &Path, baseline: bool| {
+    // Each run as the record names it: the resolved run directory (a sweep's stage, an
+    // acceptance's side) relative to the root when it is under it.
+    let shown = |d: &Path| {
+        let rel = d.strip_prefix(root).unwrap_or(d);
+        rel.components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect::<PathBuf>()
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let mut run_dirs = Vec::new();
+    let mut read = |p: &Path, baseline: bool| {
         let dir = new::resolve_run_dir(&join_clean(root, p), baseline).map_err(anyhow::Error::new);
-        dir.and_then(|d| Ok(bench::Summary::read(&d)?))
-            .with_context(|| format!("cannot use run {}", p.display()))
+        dir.and_then(|d| {
+            run_dirs.push(shown(&d));
+            Ok(bench::Summary::read(&d)?)
+        })
+        .with_context(|| format!("cannot use run {}", p.display()))
     };
     let baseline = read(&args.baseline, true)?;
     let experiments =
         args.experiments.iter().map(|p| read(p, false)).collect::<anyhow::Result<Vec<_>>>()?;
+    // Charts the runs wrote beside them (a sweep's sweep.svg).
+    let mut charts: Vec<String> = Vec::new();
+    for p in std::iter::once(&args.baseline).chain(args.experiments.iter()) {
+        let svg = join_clean(root, p).join("sweep.svg");
+        if svg.is_file() && !charts.contains(&shown(&svg)) {
+            charts.push(shown(&svg));
+        }
+    }
     let choose = match (args.choose, experiments.len()) {
         (Some(c), _) => c,
         (None, 0) => 0,
@@ -192,15 +214,6 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         ),
     };
     let slug = new::slug(&args.title)?;
-    let shown = |p: &Path| {
-        p.components()
-            .filter(|c| !matches!(c, std::path::Component::CurDir))
-            .collect::<PathBuf>()
-            .to_string_lossy()
-            .replace('\\', "/")
-    };
-    let run_dirs: Vec<String> =
-        std::iter::once(&args.baseline).chain(args.experiments.iter()).map(|p| shown(p)).collect();
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let number = next_number(&paths);
@@ -221,6 +234,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         experiments: &experiments,
         choose,
         run_dirs: &run_dirs,
+        charts: &charts,
     };
     let text = new::render(&input)?;
     let path = dir.join(format!("{number:04}-{slug}.md"));

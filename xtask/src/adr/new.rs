@@ -70,6 +70,8 @@ pub struct NewAdr<'a> {
     /// The run directories as given (relative to the repository root), baseline first; shown in
     /// the Reproduction section. Empty: not shown.
     pub run_dirs: &'a [String],
+    /// Charts the runs wrote (a sweep's `sweep.svg`), relative to the repository root.
+    pub charts: &'a [String],
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -945,6 +947,10 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
          summary.json (every number above) and requests.jsonl."
     )
     .unwrap();
+    if !input.charts.is_empty() {
+        let list: Vec<String> = input.charts.iter().map(|c| code(c)).collect();
+        writeln!(o, "Charts the runs wrote: {}.", list.join(", ")).unwrap();
+    }
     if dirs {
         o.push_str(
             "Run directories are relative to the repository root; they are not committed (`runs/` \

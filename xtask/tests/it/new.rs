@@ -46,6 +46,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         experiments: exps,
         choose,
         run_dirs: &[],
+        charts: &[],
     }
 }
 
@@ -228,6 +229,31 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
         row("Exp-1")
     );
     assert!(row("Baseline").contains("| — |"), "{}", row("Baseline"));
+
+    // Through the command: the record names each resolved run directory (the sweep's knee
+    // stage, the acceptance sides) and links the chart the sweep wrote.
+    std::fs::write(sw.join("sweep.svg"), "<svg/>").unwrap();
+    let out = crate::support::xtask(
+        dir.path(),
+        &[
+            "adr",
+            "new",
+            "From a sweep",
+            "--baseline",
+            "./acc",
+            "--exp",
+            "acc",
+            "--exp",
+            "sweep",
+            "--choose",
+            "2",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let record = std::fs::read_to_string(dir.path().join("docs/adr/0001-from-a-sweep.md")).unwrap();
+    assert!(record.contains("| Baseline | `20250501-base` | `acc/baseline` |"), "{record}");
+    assert!(record.contains("| `sweep/stage-02-concurrency-128` |"), "{record}");
+    assert!(record.contains("Charts the runs wrote: `sweep/sweep.svg`."), "{record}");
     // Without sweeps or acceptance runs the matrix keeps its columns.
     let (base, exps) = runs();
     let plain_text = render(&input(&base, &exps, 2)).unwrap();
@@ -305,6 +331,8 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
     let dirs = ["runs/base".to_string(), "runs/exp1".into(), "runs/exp2".into()];
     let mut inp = input(&base, &exps, 2);
     inp.run_dirs = &dirs;
+    let charts = ["runs/sweep/sweep.svg".to_string()];
+    inp.charts = &charts;
     let text = render(&inp).unwrap();
     // File to file: each side names its own file; the rollback restores the baseline's values
     // in the baseline's file; the decision names the file the change is made in.
@@ -333,4 +361,5 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
     assert!(!text.contains("> **Not like for like:** Exp-1"), "{text}");
     // Each row names its run directory.
     assert!(text.contains("| Exp-2 | `20250501-exp2` | `runs/exp2` | `default` |"), "{text}");
+    assert!(text.contains("Charts the runs wrote: `runs/sweep/sweep.svg`."), "{text}");
 }
