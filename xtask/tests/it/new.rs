@@ -254,6 +254,9 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     assert!(record.contains("| Baseline | `20250501-base` | `acc/baseline` |"), "{record}");
     assert!(record.contains("| `sweep/stage-02-concurrency-128` |"), "{record}");
     assert!(record.contains("Charts the runs wrote: `sweep/sweep.svg`."), "{record}");
+    insta::with_settings!({filters => vec![(r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]")]}, {
+        insta::assert_snapshot!("generated_adr_sweep", record);
+    });
     // Without sweeps or acceptance runs the matrix keeps its columns.
     let (base, exps) = runs();
     let plain_text = render(&input(&base, &exps, 2)).unwrap();
