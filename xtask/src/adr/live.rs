@@ -62,6 +62,7 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
                 unit: row.unit.clone(),
                 action: row.action,
                 profile: adr.profile.as_ref().map(|p| p.value.clone()),
+                scenario: adr.scenario.iter().cloned().collect(),
                 adr: number,
                 file: file.clone(),
                 line: row.line,
@@ -228,13 +229,14 @@ impl std::fmt::Display for ThresholdChange {
 }
 
 /// What leaves and what enters the live thresholds from `before` to `after`: a threshold is the
-/// same when its metric, comparator, limit, unit, action, profile and record are (its line may
-/// move). Those that leave come first, each group in the given order.
+/// same when its metric, comparator, limit, unit, action, profile, scenario and record are (its
+/// line may move). Those that leave come first, each group in the given order.
 pub fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
     let same = |a: &Threshold, b: &Threshold| {
         (&a.metric, a.comparator, &a.unit, a.action, &a.profile, a.adr)
             == (&b.metric, b.comparator, &b.unit, b.action, &b.profile, b.adr)
             && a.limit.to_bits() == b.limit.to_bits()
+            && a.scenario == b.scenario
     };
     let leave = before.iter().filter(|b| !after.iter().any(|a| same(a, b)));
     let enter = after.iter().filter(|a| !before.iter().any(|b| same(a, b)));

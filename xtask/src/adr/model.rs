@@ -290,6 +290,9 @@ pub struct Adr {
     /// The bench profile the record measured (`Measured scenario: profile `NAME`` in Context):
     /// its thresholds apply to runs of that profile. `None`: to every run.
     pub profile: Option<Located<String>>,
+    /// The scenario the thresholds gate (`Scenario: `load.concurrency = 64`, ...` in the
+    /// thresholds section): settings a run of the profile must have for them to apply as set.
+    pub scenario: Vec<(String, toml::Value)>,
     pub links: Vec<Link>,
     /// Template placeholders left in the text (outside code), reported by lint.
     pub placeholders: Vec<Located<String>>,

@@ -406,6 +406,29 @@ pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
     out
 }
 
+/// The settings of a run's resolved profile that make its scenario (the shape and size of the
+/// load, the dataset, the lengths): what its thresholds are scoped to besides the profile.
+pub const SCENARIO_KEYS: [&str; 7] = [
+    "load.mode",
+    "load.concurrency",
+    "load.rate",
+    "load.arrival",
+    "workload.dataset",
+    "workload.input_lengths",
+    "workload.max_tokens",
+];
+
+/// The [`SCENARIO_KEYS`] a run's resolved profile sets, with their TOML values.
+pub fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
+    SCENARIO_KEYS
+        .iter()
+        .filter_map(|k| {
+            let v = k.split('.').try_fold(&s.config, |v, seg| v.get(seg))?;
+            Some((k.to_string(), json_to_toml(v)?))
+        })
+        .collect()
+}
+
 /// `value (+change, +change%)` against the baseline value; the value alone for the baseline
 /// row or when either side was not measured.
 fn change_cell(v: Option<f64>, base: Option<f64>, is_baseline: bool) -> String {
@@ -796,6 +819,20 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         chosen.profile
     )
     .unwrap();
+    let scenario = scenario_settings(chosen);
+    if !scenario.is_empty() {
+        writeln!(
+            o,
+            "Scenario: {} (a run of the profile with other values is not this scenario: the gate \
+             names the settings that differ and fails it).",
+            scenario
+                .iter()
+                .map(|(k, v)| code(&format!("{k} = {v}")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .unwrap();
+    }
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
     for (header, metric, action) in MATRIX {

@@ -39,6 +39,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let links = links(&doc, &mut problems);
     let thresholds = threshold_rows(&doc, &mut problems);
     let profile = thresholds_profile(&doc, &mut problems);
+    let scenario = thresholds_scenario(&doc, &mut problems);
     let placeholders = placeholders(&doc);
     let mut slo_missed = None;
     let mut slo_exception = None;
@@ -65,6 +66,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         decisions,
         thresholds,
         profile,
+        scenario,
         links,
         placeholders,
         slo_missed,
@@ -355,6 +357,47 @@ fn thresholds_profile(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Option<Loca
         }
     }
     profile
+}
+
+const SCENARIO_SHAPE: &str = "write `Scenario: `load.concurrency = 64`, `workload.max_tokens = \
+                              128`` (settings of the resolved bench profile, TOML values)";
+
+/// The `Scenario:` line of the thresholds section: backticked `key = value` items.
+fn thresholds_scenario(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<(String, toml::Value)> {
+    let mut out: Vec<(String, toml::Value)> = Vec::new();
+    let mut seen: Option<usize> = None;
+    for l in doc.body_lines(SectionKind::Thresholds) {
+        let t = strip_list_marker(doc.line(l).trim());
+        let Some(rest) = t.strip_prefix("Scenario:") else { continue };
+        if let Some(first) = seen {
+            problems.add(l, format!("a second `Scenario:` line (the first is at line {first})"));
+            continue;
+        }
+        seen = Some(l);
+        let items: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        if items.is_empty() {
+            problems.add(l, format!("`Scenario:` names no setting; {SCENARIO_SHAPE}"));
+        }
+        for item in items {
+            let parsed = item.split_once('=').and_then(|(k, v)| {
+                let k = k.trim();
+                let bare = !k.is_empty()
+                    && k.split('.').all(|seg| {
+                        !seg.is_empty()
+                            && seg.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                    });
+                let v = toml::from_str::<toml::Table>(&format!("v = {}", v.trim()))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"));
+                Some((k.to_string(), v?)).filter(|_| bare)
+            });
+            match parsed {
+                Some(kv) => out.push(kv),
+                None => problems.add(l, format!("`{item}` is not `key = value`; {SCENARIO_SHAPE}")),
+            }
+        }
+    }
+    out
 }
 
 /// Placeholders left from the template (outside code and comments; reported by lint).

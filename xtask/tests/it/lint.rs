@@ -743,3 +743,21 @@ fn a_minimal_madr_record_gets_one_message_per_missing_piece() {
         assert!(g.starts_with(s), "{g}");
     }
 }
+
+#[test]
+fn the_scenario_line_scopes_the_thresholds_and_is_checked() {
+    let with = |line: &str| {
+        GOOD.replace("## CI gate thresholds\n\n", &format!("## CI gate thresholds\n\n{line}\n\n"))
+    };
+    let ok = with("Scenario: `load.concurrency = 64`, `workload.input_lengths = [128, 256]`.");
+    assert_eq!(lint_files(&files(&ok)), vec![]);
+    let adr = parse_adr(NEW.as_ref(), &ok);
+    let keys: Vec<String> = adr.scenario.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    assert_eq!(keys, ["load.concurrency = 64", "workload.input_lengths = [128, 256]"]);
+    let bad = with("Scenario: `load.concurrency = 64`, `load concurrency`, `load.rate = fast`");
+    let problems = lint_files(&files(&bad));
+    let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert!(messages[0].starts_with("`load concurrency` is not `key = value`"), "{messages:#?}");
+    assert!(messages[1].starts_with("`load.rate = fast` is not `key = value`"), "{messages:#?}");
+}
