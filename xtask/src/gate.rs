@@ -13,6 +13,7 @@ use clap::Args;
 use xshell::Shell;
 
 use crate::exit::Status;
+use crate::text::join_clean;
 use crate::thresholds::{GATE_FILE, Thresholds};
 use crate::thresholds::{evaluate, print_report};
 
@@ -33,9 +34,10 @@ pub struct GateCmd {
 impl GateCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        let summary = Summary::read(&root.join(&self.run)).context("cannot gate the run")?;
-        let thresholds =
-            Thresholds::load(&root.join(&self.thresholds)).context("cannot read the thresholds")?;
+        let summary =
+            Summary::read(&join_clean(&root, &self.run)).context("cannot gate the run")?;
+        let thresholds = Thresholds::load(&join_clean(&root, &self.thresholds))
+            .context("cannot read the thresholds")?;
         let report = evaluate(&summary, &thresholds);
         print_report(&report, self.github);
         Ok(report.status())

@@ -7,6 +7,9 @@
 //! ```
 //!
 //! A missing file means the defaults; unknown keys are refused with their line.
+//!
+//! Every file the bench configuration (`configs/bench.toml`) names as an `engine_config` is
+//! governed as well ([`engine_config_refs`]).
 
 use bench::config::{ConfigError, Source};
 use serde::Deserialize;
@@ -94,6 +97,70 @@ fn glob_segment(p: &[u8], s: &[u8]) -> bool {
     }
 }
 
+/// The bench configuration, whose `engine_config` keys name engine parameter files.
+pub const BENCH_FILE: &str = "configs/bench.toml";
+
+/// An `engine_config = "..."` of the bench configuration (a profile's `sim` section, a target,
+/// wherever it is written): the file a run takes its engine parameters from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfigRef {
+    /// The path as written, with a leading `./` removed.
+    pub path: String,
+    /// Dotted key of the setting (`profile.tuned.sim.engine_config`).
+    pub key: String,
+    /// 1-based line in the bench configuration.
+    pub line: usize,
+}
+
+impl EngineConfigRef {
+    /// Why a decision record cannot govern this file, if it cannot: it must be a path under
+    /// `configs/` ending in `.toml`.
+    pub fn ungovernable(&self) -> Option<String> {
+        let literal = !self.path.contains('*');
+        if literal && validate_pattern(&self.path).is_ok() {
+            return None;
+        }
+        Some(format!(
+            "`{}` = \"{}\" names a file decision records cannot govern; an engine config is a \
+             path under configs/ ending in .toml (letters, digits, `_-./`), so that `adr check` \
+             governs it",
+            self.key, self.path
+        ))
+    }
+}
+
+/// Every `engine_config` string of the bench configuration, in file order. Each is governed
+/// (`adr check` adds it to the governed files): a profile cannot take its engine parameters
+/// from a file that escapes the records. Invalid TOML is an error naming the line.
+pub fn engine_config_refs(source: &Source) -> Result<Vec<EngineConfigRef>, ConfigError> {
+    let table: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
+    let mut out = Vec::new();
+    fn walk(t: &toml::Table, at: &mut Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
+        for (k, v) in t {
+            at.push(k.clone());
+            match v {
+                toml::Value::String(s) if k == "engine_config" => out.push((at.clone(), s.clone())),
+                toml::Value::Table(sub) => walk(sub, at, out),
+                _ => {}
+            }
+            at.pop();
+        }
+    }
+    let mut found = Vec::new();
+    walk(&table, &mut Vec::new(), &mut found);
+    for (path, value) in found {
+        let keys: Vec<&str> = path.iter().map(String::as_str).collect();
+        let line = source.locate(&keys).map_or(1, |span| source.line_col(span.start).0);
+        let mut p = value.as_str();
+        while let Some(rest) = p.strip_prefix("./") {
+            p = rest;
+        }
+        out.push(EngineConfigRef { path: p.to_string(), key: path.join("."), line });
+    }
+    out.sort_by_key(|r| r.line);
+    Ok(out)
+}
+
 /// Whether `path` is governed by any of `patterns`.
 pub fn is_governed(patterns: &[String], path: &str) -> bool {
     patterns.iter().any(|p| matches(p, path))
@@ -114,6 +181,32 @@ mod tests {
         assert!(matches("configs/*/lora-*.toml", "configs/a/lora-x.toml"));
         assert!(matches("configs/serving.toml", "configs/serving.toml"));
         assert!(!matches("configs/serving.toml", "configs/serving2.toml"));
+    }
+
+    #[test]
+    fn every_engine_config_of_the_bench_configuration_is_found_with_its_line() {
+        let text = "[profile.a.sim]\nengine_config = \"configs/engine.toml\"\n\n\
+                    [profile.b.sim]\nengine_config = \"./configs/llm.toml\"\n\n\
+                    [targets.t]\nengine_config = \"/etc/llm.toml\"\n";
+        let refs = engine_config_refs(&Source::new(BENCH_FILE, text)).unwrap();
+        let got: Vec<(&str, &str, usize)> =
+            refs.iter().map(|r| (r.path.as_str(), r.key.as_str(), r.line)).collect();
+        assert_eq!(
+            got,
+            [
+                ("configs/engine.toml", "profile.a.sim.engine_config", 2),
+                ("configs/llm.toml", "profile.b.sim.engine_config", 5),
+                ("/etc/llm.toml", "targets.t.engine_config", 8),
+            ]
+        );
+        assert_eq!(refs[1].ungovernable(), None);
+        let why = refs[2].ungovernable().unwrap();
+        assert!(
+            why.starts_with("`targets.t.engine_config` = \"/etc/llm.toml\" names a file"),
+            "{why}"
+        );
+        let e = engine_config_refs(&Source::new(BENCH_FILE, "[a\n")).unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
     }
 
     #[test]

@@ -12,12 +12,32 @@ pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
 }
 
-/// A value with its unit for people (`201 ms`); ratios, counts and currency stand alone.
+/// A value with its unit for people (`201 ms`); ratios, counts and currency stand alone. The
+/// number is [`num`]'s.
 pub fn with_unit(v: f64, unit: &str) -> String {
     match unit {
-        "ratio" | "count" | "currency" => format!("{v}"),
-        u => format!("{v} {u}"),
+        "ratio" | "count" | "currency" => num(v),
+        u => format!("{} {u}", num(v)),
     }
+}
+
+/// A number for people: at most 6 significant digits (at least the integer part), trailing
+/// zeros dropped (`0.459103`, `201`, `12345.7`). Not for files that are read back.
+pub fn num(v: f64) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    let digits = v.abs().log10().floor() as i64 + 1;
+    let decimals = (6 - digits).clamp(0, 12) as usize;
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { &s };
+    if s == "-0" { "0".into() } else { s.to_string() }
+}
+
+/// `root` joined with `rel` for messages and file access, without `.` components
+/// (`/repo` + `./runs/a` is `/repo/runs/a`, not `/repo/./runs/a`); an absolute `rel` stands alone.
+pub fn join_clean(root: &std::path::Path, rel: &std::path::Path) -> std::path::PathBuf {
+    root.join(rel).components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }
 
 /// `1 record`, `2 records`.
@@ -72,6 +92,37 @@ pub fn line_diff(old: &str, new: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn joined_paths_have_no_dot_components() {
+        use std::path::Path;
+        assert_eq!(
+            join_clean(Path::new("/repo"), Path::new("./runs/a")),
+            Path::new("/repo/runs/a")
+        );
+        assert_eq!(
+            join_clean(Path::new("/repo/."), Path::new("runs/./a")),
+            Path::new("/repo/runs/a")
+        );
+        assert_eq!(join_clean(Path::new("/repo"), Path::new("/abs/x")), Path::new("/abs/x"));
+        assert_eq!(
+            join_clean(Path::new("/repo"), Path::new("./runs/a")).display().to_string(),
+            "/repo/runs/a"
+        );
+    }
+
+    #[test]
+    fn numbers_for_people_are_rounded_to_six_significant_digits() {
+        assert_eq!(num(0.45910278422037765), "0.459103");
+        assert_eq!(num(302.0), "302");
+        assert_eq!(num(15.1), "15.1");
+        assert_eq!(num(200.04), "200.04");
+        assert_eq!(num(1234567.8), "1234568");
+        assert_eq!(num(0.0), "0");
+        assert_eq!(num(-0.00001234567), "-0.0000123457");
+        assert_eq!(with_unit(0.45910278422037765, "currency"), "0.459103");
+        assert_eq!(with_unit(201.0, "ms"), "201 ms");
+    }
 
     #[test]
     fn blanks_units_and_plurals() {

@@ -5,13 +5,16 @@
 //! matches the file); a known status, an ISO-8601 date and deciders; the required sections
 //! present and non-empty; no template placeholders left; supersession links both ways and to
 //! existing records; a thresholds table with known metrics, comparators, units and actions;
-//! decision lines well-formed and not repeated; no metric set by two live records.
+//! decision lines well-formed and not repeated; no metric set by two live records; no governed
+//! key decided differently by two live records.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::live::{conflicts, live_thresholds};
-use super::model::{Adr, AdrStatus, LinkKind, Problem, REQUIRED_SECTIONS, strip_adr_prefix};
+use super::live::{conflicts, decision_conflicts, live_thresholds};
+use super::model::{
+    Adr, AdrStatus, Link, LinkKind, Part, Problem, REQUIRED_SECTIONS, SectionKind, strip_adr_prefix,
+};
 use super::parse::parse_adr;
 use super::records::read_records;
 
@@ -30,7 +33,9 @@ pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
     }
     lint_numbers(adrs, &mut problems);
     lint_links(adrs, &mut problems);
+    lint_cycles(adrs, &mut problems);
     problems.extend(conflicts(&live_thresholds(adrs)));
+    problems.extend(decision_conflicts(adrs));
     problems.sort();
     problems.dedup();
     problems
@@ -87,7 +92,7 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
     for (kind, heading) in REQUIRED_SECTIONS {
         let found: Vec<_> = adr.sections.iter().filter(|s| s.kind == Some(kind)).collect();
         match found.as_slice() {
-            [] => p(title_line, format!("missing section `## {heading}`")),
+            [] => p(title_line, format!("missing section `## {heading}`{}", section_hint(kind))),
             [first, rest @ ..] => {
                 if !first.has_content {
                     p(first.line, format!("section `{}` is empty", first.heading));
@@ -127,6 +132,25 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
         );
     }
 
+    // A configuration adopted although it misses its SLO needs a person's reason.
+    if let Some(line) = adr.slo_missed {
+        match &adr.slo_exception {
+            Some(why) if !why.value.is_empty() => {}
+            Some(why) => p(
+                why.line,
+                "`SLO exception:` is empty; state why this configuration is adopted although it \
+                 misses the SLO"
+                    .into(),
+            ),
+            None => p(
+                line,
+                "the adopted configuration misses its SLO and no `SLO exception: <why>` line \
+                 states why; a person writes the reason before the record is accepted"
+                    .into(),
+            ),
+        }
+    }
+
     // Decision lines name each key once.
     let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for d in &adr.decisions {
@@ -134,6 +158,29 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
             p(d.line, format!("{}: {} is already decided at line {first}", d.file, d.key));
             seen.insert((&d.file, &d.key), first);
         }
+    }
+}
+
+/// What a missing required section is for, and its MADR 4 spelling where MADR has one.
+fn section_hint(kind: SectionKind) -> &'static str {
+    match kind {
+        SectionKind::Context => " (MADR: `## Context and Problem Statement`): the scenario",
+        SectionKind::MetricsMatrix => {
+            ": the measured runs the decision rests on (infergate requires it beyond MADR)"
+        }
+        SectionKind::Decision => {
+            " (MADR: `## Decision Outcome`): the decision lines of the governed values"
+        }
+        SectionKind::Thresholds => {
+            " (MADR: `### Confirmation` under the Decision Outcome): the thresholds table CI \
+             enforces"
+        }
+        SectionKind::Rollback => {
+            ": when to roll back and what it restores (infergate requires it beyond MADR)"
+        }
+        SectionKind::Consequences => " (MADR: `### Consequences` under the Decision Outcome)",
+        SectionKind::Links => " (MADR: `## More Information`): supersession links, or `None.`",
+        _ => "",
     }
 }
 
@@ -227,17 +274,35 @@ fn lint_links(adrs: &[Adr], out: &mut Vec<Problem>) {
             }
             match link.kind {
                 LinkKind::Supersedes => {
-                    if other.status_value() != Some(AdrStatus::SupersededBy(me)) {
+                    let status = other.status_value();
+                    let fix = match status {
+                        Some(AdrStatus::SupersededBy(x)) if x == me => None,
+                        Some(AdrStatus::Accepted) => {
+                            Some(format!("run `cargo xtask adr supersede {n} {me}`"))
+                        }
+                        Some(AdrStatus::SupersededBy(x)) => Some(format!(
+                            "it is already `Superseded by {x:04}`: supersede that record instead \
+                             (`cargo xtask adr supersede {x} {me}` once {x:04} is Accepted) or \
+                             remove this link"
+                        )),
+                        Some(other) => Some(format!(
+                            "it is {other}, and only an Accepted record can be superseded: \
+                             remove this link"
+                        )),
+                        None => Some("its status is not valid".to_string()),
+                    };
+                    if let Some(fix) = fix {
                         out.push(Problem::new(
                             &adr.path,
                             link.line,
                             format!(
-                                "supersedes {n:04}, but {} is not `Superseded by {me:04}`; run `cargo xtask adr supersede {n} {me}`",
+                                "supersedes {n:04}, but {} is not `Superseded by {me:04}`; {fix}",
                                 other.path.display()
                             ),
                         ));
                     }
                 }
+                LinkKind::SupersedesInPart => lint_parts(adr, link, other, out),
                 LinkKind::SupersededBy => {
                     if adr.status_value() != Some(AdrStatus::SupersededBy(n)) {
                         out.push(Problem::new(
@@ -252,6 +317,211 @@ fn lint_links(adrs: &[Adr], out: &mut Vec<Problem>) {
     }
 }
 
+/// A `Supersedes in part` link: the older record is Accepted (or superseded since), and each
+/// part names a metric of its thresholds or a key of its decision lines.
+fn lint_parts(adr: &Adr, link: &Link, other: &Adr, out: &mut Vec<Problem>) {
+    let n = link.number;
+    let mut p = |msg: String| out.push(Problem::new(&adr.path, link.line, msg));
+    match other.status_value() {
+        Some(AdrStatus::Accepted | AdrStatus::SupersededBy(_)) => {}
+        status => p(format!(
+            "supersedes in part {n:04}, which is {}; only an Accepted record can be superseded",
+            status.map_or("without a valid status".into(), |s| s.to_string())
+        )),
+    }
+    for part in &link.parts {
+        match part {
+            Part::Metric(m) if !other.thresholds.iter().any(|t| &t.metric == m) => {
+                let mut valid: Vec<&str> =
+                    other.thresholds.iter().map(|t| t.metric.as_str()).collect();
+                valid.dedup();
+                p(format!(
+                    "supersedes in part {n:04} on {part}, but {} has no threshold on it; its \
+                     metrics: {}",
+                    other.path.display(),
+                    if valid.is_empty() { "none".into() } else { valid.join(", ") }
+                ));
+            }
+            Part::Key { file, key }
+                if !other.decisions.iter().any(|d| &d.file == file && &d.key == key) =>
+            {
+                let valid: Vec<String> =
+                    other.decisions.iter().map(|d| format!("{}: {}", d.file, d.key)).collect();
+                p(format!(
+                    "supersedes in part {n:04} on {part}, but {} has no decision line for it; \
+                     its keys: {}",
+                    other.path.display(),
+                    if valid.is_empty() { "none".into() } else { valid.join(", ") }
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A chain of `Superseded by` statuses that comes back to where it started: no record of it
+/// can be live, and no order of supersession made it. One problem per cycle, at the status of
+/// its lowest-numbered record.
+fn lint_cycles(adrs: &[Adr], out: &mut Vec<Problem>) {
+    let next = |n: u32| {
+        adrs.iter().find(|a| a.number == Some(n)).and_then(|a| match a.status_value() {
+            Some(AdrStatus::SupersededBy(x)) => Some(x),
+            _ => None,
+        })
+    };
+    for adr in adrs {
+        let (Some(start), Some(status)) = (adr.number, &adr.status) else { continue };
+        let mut chain = vec![start];
+        let mut cur = start;
+        while let Some(x) = next(cur) {
+            if x == start {
+                if chain.len() > 1 && chain.iter().min() == Some(&start) {
+                    chain.push(start);
+                    let text: Vec<String> = chain.iter().map(|n| format!("{n:04}")).collect();
+                    out.push(Problem::new(
+                        &adr.path,
+                        status.line,
+                        format!(
+                            "supersession cycle: {} (each `Superseded by` the next); a record \
+                             supersedes only older decisions: set the newest one's status back \
+                             to Accepted and remove its `Supersedes` link",
+                            text.join(" -> ")
+                        ),
+                    ));
+                }
+                break;
+            }
+            if chain.contains(&x) {
+                break; // a cycle that does not pass through `start`: reported from its members
+            }
+            chain.push(x);
+            cur = x;
+        }
+    }
+}
+
+/// What the repository says about the records' scope: the bench profiles that exist
+/// (`None`: unknown, not checked) and which of the files the decision lines name are missing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepoFacts {
+    pub profiles: Option<Vec<String>>,
+    /// Files named by decision lines that do not exist.
+    pub missing_files: Vec<String>,
+}
+
+impl RepoFacts {
+    /// The facts of the work tree at `root`: the profiles of `configs/bench.toml` (when it can be
+    /// read) and the decision-line files missing under `root` (only when `root/configs` exists:
+    /// elsewhere there is nothing to compare with).
+    pub fn read(root: &Path, adrs: &[Adr]) -> RepoFacts {
+        let profiles = std::fs::read_to_string(root.join(crate::settings::BENCH_FILE))
+            .ok()
+            .and_then(|t| bench_profiles(&t));
+        let missing_files = if root.join("configs").is_dir() {
+            decision_files(adrs).into_iter().filter(|f| !root.join(f).is_file()).collect()
+        } else {
+            Vec::new()
+        };
+        RepoFacts { profiles, missing_files }
+    }
+}
+
+/// The profile names of a bench configuration (`[profile.NAME]`); `None` when it is not TOML.
+pub fn bench_profiles(text: &str) -> Option<Vec<String>> {
+    let t: toml::Table = toml::from_str(text).ok()?;
+    Some(match t.get("profile") {
+        Some(toml::Value::Table(p)) => p.keys().cloned().collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// Every file the decision lines of the records name, once, sorted.
+pub fn decision_files(adrs: &[Adr]) -> Vec<String> {
+    let mut files: Vec<String> =
+        adrs.iter().flat_map(|a| a.decisions.iter().map(|d| d.file.clone())).collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// Scope against the repository: the thresholds of a Proposed or live record gate a bench
+/// profile that exists, and a live record's `= value` decision lines name files that exist,
+/// unless another Proposed or Accepted record decides that key `removed` (a deleted governed
+/// file is decided key by key with `removed` in a record that supersedes the old one).
+pub fn lint_scope(adrs: &[Adr], facts: &RepoFacts) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for adr in adrs {
+        let live = super::live::is_live(adr, adrs);
+        let open = live || adr.status_value() == Some(AdrStatus::Proposed);
+        if let (true, Some(profile), Some(profiles)) = (open, &adr.profile, &facts.profiles)
+            && !profiles.contains(&profile.value)
+        {
+            out.push(Problem::new(
+                &adr.path,
+                profile.line,
+                format!(
+                    "the thresholds gate runs of bench profile `{}`, which {} does not define; \
+                     profiles: {}",
+                    profile.value,
+                    crate::settings::BENCH_FILE,
+                    if profiles.is_empty() { "none".into() } else { profiles.join(", ") }
+                ),
+            ));
+        }
+        if !live {
+            continue;
+        }
+        let parts = super::live::superseded_parts(adr, adrs);
+        for d in &adr.decisions {
+            let taken = parts.iter().any(
+                |(_, p)| matches!(p, Part::Key { file, key } if *file == d.file && *key == d.key),
+            );
+            // A Proposed or Accepted record that decides the key `removed` is the record of
+            // the deletion (it supersedes this one once accepted; until then they conflict).
+            let removal_recorded = adrs.iter().any(|o| {
+                o.path != adr.path
+                    && matches!(o.status_value(), Some(AdrStatus::Proposed | AdrStatus::Accepted))
+                    && o.decisions.iter().any(|e| {
+                        e.file == d.file
+                            && e.key == d.key
+                            && matches!(e.value, super::model::Decided::Removed)
+                    })
+            });
+            if taken
+                || removal_recorded
+                || matches!(d.value, super::model::Decided::Removed)
+                || !facts.missing_files.contains(&d.file)
+            {
+                continue;
+            }
+            out.push(Problem::new(
+                &adr.path,
+                d.line,
+                format!(
+                    "{} is live and decides {}: {}, but {} does not exist; a deleted governed file \
+                     is decided key by key (`{}: KEY removed`) by a record that supersedes this one",
+                    adr.label(),
+                    d.file,
+                    d.key,
+                    d.file,
+                    d.file
+                ),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Lint the records of the work tree at `root`: [`lint_adrs`] and [`lint_scope`].
+pub fn lint_in_repo(root: &Path, adrs: &[Adr]) -> Vec<Problem> {
+    let mut problems = lint_adrs(adrs);
+    problems.extend(lint_scope(adrs, &RepoFacts::read(root, adrs)));
+    problems.sort();
+    problems.dedup();
+    problems
+}
+
 /// What `adr lint` found in a directory.
 #[derive(Debug)]
 pub struct LintReport {
@@ -264,7 +534,8 @@ pub struct LintReport {
 /// records) and lint them. Paths in problems are `dir/<file>`. I/O errors are `Err`.
 pub fn lint_dir(root: &Path, dir: &Path) -> anyhow::Result<LintReport> {
     let files = read_records(root, dir)?;
-    Ok(LintReport { files: files.len(), problems: lint_files(&files) })
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    Ok(LintReport { files: files.len(), problems: lint_in_repo(root, &adrs) })
 }
 
 #[cfg(test)]

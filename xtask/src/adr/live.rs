@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{Adr, AdrStatus, LinkKind, Problem};
+use super::model::{Adr, AdrStatus, Decided, DecisionLine, LinkKind, Part, Problem};
 use crate::thresholds::file::{FORMAT_VERSION, Threshold, Thresholds, render_file};
 
 /// Whether a record is live: Accepted, and no Accepted record lists it under `Supersedes`.
@@ -23,14 +23,38 @@ pub fn is_live(adr: &Adr, all: &[Adr]) -> bool {
     })
 }
 
+/// The parts of `adr` that other records supersede in part (`Supersedes in part NNNN: ...`),
+/// with the superseding record's number. A superseding record counts once it was accepted (its
+/// status is Accepted, or Superseded by a later record, which then decides those parts).
+pub fn superseded_parts<'a>(adr: &Adr, all: &'a [Adr]) -> Vec<(u32, &'a Part)> {
+    let Some(n) = adr.number else { return Vec::new() };
+    let mut out = Vec::new();
+    for other in all {
+        let accepted =
+            matches!(other.status_value(), Some(AdrStatus::Accepted | AdrStatus::SupersededBy(_)));
+        let Some(by) = other.number.filter(|&m| m != n && accepted) else { continue };
+        for l in
+            other.links.iter().filter(|l| l.kind == LinkKind::SupersedesInPart && l.number == n)
+        {
+            out.extend(l.parts.iter().map(|p| (by, p)));
+        }
+    }
+    out
+}
+
 /// The thresholds of the live records as they stand, in a stable order (record number, then
-/// line), without validation. [`generate`] is the checked version.
+/// line), without validation. [`generate`] is the checked version. A metric another record
+/// supersedes in part is not the older record's any more.
 pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
     let mut out = Vec::new();
     for adr in adrs.iter().filter(|a| is_live(a, adrs)) {
         let Some(number) = adr.number else { continue };
         let file = adr.path.to_string_lossy().replace('\\', "/");
+        let parts = superseded_parts(adr, adrs);
         for row in &adr.thresholds {
+            if parts.iter().any(|(_, p)| matches!(p, Part::Metric(m) if *m == row.metric)) {
+                continue;
+            }
             out.push(Threshold {
                 metric: row.metric.clone(),
                 comparator: row.comparator,
@@ -38,6 +62,7 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
                 unit: row.unit.clone(),
                 action: row.action,
                 profile: adr.profile.as_ref().map(|p| p.value.clone()),
+                scenario: adr.scenario.iter().cloned().collect(),
                 adr: number,
                 file: file.clone(),
                 line: row.line,
@@ -45,6 +70,35 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
         }
     }
     out.sort_by(|a, b| (a.adr, &a.file, a.line).cmp(&(b.adr, &b.file, b.line)));
+    out
+}
+
+/// Notes for a new record `me`: each live record whose thresholds gate the same runs (same
+/// profile, or one of them unscoped) and set a metric `me` sets, with the command that resolves
+/// it. Accepting `me` is refused while such a record is live.
+pub fn live_in_scope_of(me: &Adr, all: &[Adr]) -> Vec<String> {
+    let mine = |m: &str| me.thresholds.iter().any(|t| t.metric == m);
+    let scope = me.profile.as_ref().map(|p| p.value.clone());
+    let mut out = Vec::new();
+    for other in all.iter().filter(|a| a.path != me.path && is_live(a, all)) {
+        let other_scope = other.profile.as_ref().map(|p| p.value.clone());
+        let shared = other.thresholds.iter().filter(|t| mine(&t.metric)).count();
+        if shared == 0 || !scopes_overlap(&scope, &other_scope) {
+            continue;
+        }
+        let (o, n) = (
+            other.number.map_or("OLD".into(), |n| n.to_string()),
+            me.number.map_or("NEW".into(), |n| n.to_string()),
+        );
+        out.push(format!(
+            "note: {} is live for {} and sets {} of this record's metrics; before `cargo xtask \
+             adr accept {n}`, supersede it (`cargo xtask adr supersede {o} {n}`) or supersede \
+             those thresholds in part (docs/adr/README.md, Partial supersession)",
+            other.label(),
+            scope_text(&other_scope),
+            shared
+        ));
+    }
     out
 }
 
@@ -91,6 +145,105 @@ pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// A governed key may be decided by one value among the live records: two live records that
+/// name the same `file: key` with different values (or one `removed`) are one problem at the
+/// later record's line, naming both. The same value twice is not a conflict.
+pub fn decision_conflicts(adrs: &[Adr]) -> Vec<Problem> {
+    let live: Vec<&Adr> = adrs.iter().filter(|a| is_live(a, adrs)).collect();
+    let mut by_key: BTreeMap<(&str, &str), Vec<(&Adr, &DecisionLine)>> = BTreeMap::new();
+    for adr in &live {
+        let parts = superseded_parts(adr, adrs);
+        for d in &adr.decisions {
+            let taken = parts.iter().any(
+                |(_, p)| matches!(p, Part::Key { file, key } if *file == d.file && *key == d.key),
+            );
+            if !taken {
+                by_key.entry((&d.file, &d.key)).or_default().push((adr, d));
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    for ((file, key), named) in by_key {
+        for (i, (adr, d)) in named.iter().enumerate() {
+            let earlier = named[..i]
+                .iter()
+                .find(|(a, e)| a.path != adr.path && !same_decision(&e.value, &d.value));
+            let Some((first, fd)) = earlier else { continue };
+            problems.push(Problem::new(
+                &adr.path,
+                d.line,
+                format!(
+                    "{file}: {key} is decided differently by two live records: {} ({}:{}) says \
+                     {} and {} ({}:{}) says {}; supersede one of them (`cargo xtask adr \
+                     supersede OLD NEW`, or in part: see docs/adr/README.md)",
+                    first.label(),
+                    first.path.display(),
+                    fd.line,
+                    fd.value,
+                    adr.label(),
+                    adr.path.display(),
+                    d.line,
+                    d.value
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+fn same_decision(a: &Decided, b: &Decided) -> bool {
+    match (a, b) {
+        (Decided::Set(x), Decided::Set(y)) => crate::adr::check::semdiff::same_value(x, y),
+        (Decided::Removed, Decided::Removed) => true,
+        _ => false,
+    }
+}
+
+/// A threshold that leaves or enters the live set (gate.toml) between two states of the records.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThresholdChange {
+    /// `true`: it enters (at head); `false`: it leaves (it was in force at the merge base).
+    pub enters: bool,
+    pub threshold: Threshold,
+}
+
+impl std::fmt::Display for ThresholdChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.threshold;
+        write!(
+            f,
+            "{} {} {} {} ({}, {}, ADR-{:04} {}:{})",
+            if self.enters { "+" } else { "-" },
+            t.metric,
+            t.comparator,
+            crate::text::with_unit(t.limit, &t.unit),
+            t.action,
+            scope_text(&t.profile),
+            t.adr,
+            t.file,
+            t.line
+        )
+    }
+}
+
+/// What leaves and what enters the live thresholds from `before` to `after`: a threshold is the
+/// same when its metric, comparator, limit, unit, action, profile, scenario and record are (its
+/// line may move). Those that leave come first, each group in the given order.
+pub fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
+    let same = |a: &Threshold, b: &Threshold| {
+        (&a.metric, a.comparator, &a.unit, a.action, &a.profile, a.adr)
+            == (&b.metric, b.comparator, &b.unit, b.action, &b.profile, b.adr)
+            && a.limit.to_bits() == b.limit.to_bits()
+            && a.scenario == b.scenario
+    };
+    let leave = before.iter().filter(|b| !after.iter().any(|a| same(a, b)));
+    let enter = after.iter().filter(|a| !before.iter().any(|b| same(a, b)));
+    leave
+        .map(|t| ThresholdChange { enters: false, threshold: t.clone() })
+        .chain(enter.map(|t| ThresholdChange { enters: true, threshold: t.clone() }))
+        .collect()
 }
 
 /// The thresholds of the live records, in a stable order (record number, then line).
@@ -247,6 +400,38 @@ mod tests {
                 && p.contains("ADR-0004 (docs/adr/0004-t.md:11)"),
             "{p}"
         );
+    }
+
+    #[test]
+    fn two_live_records_deciding_one_key_differently_are_named_both() {
+        let with = |n: u32, status: &str, decision: &str, links: &str| {
+            let text = format!(
+                "# ADR-{n:04}: T\n\n- Status: {status}\n\n## Decision\n\n{decision}\n\n## Links\n\n{links}\n"
+            );
+            parse_adr(Path::new(&format!("docs/adr/{n:04}-t.md")), &text)
+        };
+        let one =
+            with(1, "Accepted", "- configs/engine.toml: scheduler.max_num_seqs = 256", "None.");
+        let two =
+            with(2, "Accepted", "- configs/engine.toml: scheduler.max_num_seqs = 384", "None.");
+        let p = decision_conflicts(&[one.clone(), two.clone()]);
+        assert_eq!(p.len(), 1, "{p:?}");
+        let text = p[0].to_string();
+        assert!(text.starts_with("docs/adr/0002-t.md:7: configs/engine.toml: scheduler.max_num_seqs is decided differently by two live records: ADR-0001 (docs/adr/0001-t.md:7) says = 256 and ADR-0002 (docs/adr/0002-t.md:7) says = 384"), "{text}");
+        // The same value, a Proposed record, or a superseded one: no conflict.
+        let same =
+            with(2, "Accepted", "- configs/engine.toml: scheduler.max_num_seqs = 256", "None.");
+        assert!(decision_conflicts(&[one.clone(), same]).is_empty());
+        let proposed =
+            with(2, "Proposed", "- configs/engine.toml: scheduler.max_num_seqs = 384", "None.");
+        assert!(decision_conflicts(&[one.clone(), proposed]).is_empty());
+        let superseding = with(
+            2,
+            "Accepted",
+            "- configs/engine.toml: scheduler.max_num_seqs = 384",
+            "- Supersedes 0001",
+        );
+        assert!(decision_conflicts(&[one, superseding]).is_empty());
     }
 
     #[test]

@@ -17,7 +17,9 @@
 
 pub mod check;
 pub mod edit;
+pub mod history;
 pub mod lint;
+pub mod list;
 pub mod live;
 pub mod model;
 pub mod new;
@@ -28,7 +30,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use comfy_table::{Table, presets};
 use xshell::Shell;
 
 pub use model::{
@@ -41,7 +42,7 @@ pub use records::{
 };
 
 use crate::exit::Status;
-use crate::text::{BLANK, line_diff, plural};
+use crate::text::{join_clean, line_diff, plural};
 use crate::thresholds::file::{GATE_FILE, render_file};
 use crate::thresholds::propose::parse_headroom;
 use records::write_file;
@@ -64,20 +65,49 @@ pub struct AdrCmd {
 pub enum AdrSub {
     /// Write the next record from measured runs (status Proposed).
     New(NewArgs),
-    /// List the records.
-    List,
+    /// List the records (number, title, status, date, thresholds, live, supersedes).
+    List {
+        /// Instead of the records: the governed values that no live record names with that
+        /// value (what `ADR-Exempt` commits left without a record).
+        #[arg(long)]
+        exempt: bool,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Mark a Proposed record Accepted (refused while `adr lint` finds problems in it).
     Accept {
         /// Record number.
         number: u32,
     },
-    /// Mark OLD `Superseded by NEW` and list `Supersedes OLD` in NEW's Links.
-    Supersede { old: u32, new: u32 },
+    /// Mark OLD `Superseded by NEW` and list `Supersedes OLD` in NEW's Links; with `--part`,
+    /// supersede only those thresholds and keys of OLD (`Supersedes in part OLD: ...` in NEW's
+    /// Links; OLD stays live for the rest).
+    Supersede {
+        old: u32,
+        new: u32,
+        /// A metric of OLD's thresholds (`metrics.ttft_ms.p99`) or a key of its decision lines
+        /// (`configs/engine.toml: scheduler.max_num_seqs`) that NEW takes over; repeatable.
+        #[arg(long = "part", value_name = "METRIC|FILE: KEY")]
+        parts: Vec<String>,
+    },
     /// Check every record against the format rules (exit 1 on problems).
     Lint,
     /// Fail when a governed parameter changed since the merge base without a new record naming
     /// it (exit 1), for pull requests; see docs/adr/README.md.
     Check(check::CheckArgs),
+    /// The timeline of a governed key's values in git history: each change, the record that
+    /// names the value, its status and date, and the commit.
+    History {
+        /// The key, dotted as in decision lines (`scheduler.max_num_seqs`).
+        key: String,
+        /// Only this governed file (`configs/engine.toml`); all governed files otherwise.
+        #[arg(long, value_name = "FILE")]
+        file: Option<String>,
+        /// The commit whose history is read.
+        #[arg(long, value_name = "REV", default_value = "HEAD")]
+        head: String,
+    },
     /// Write thresholds/gate.toml from the live records.
     Thresholds {
         /// Do not write: exit 1 when the file is out of date.
@@ -118,11 +148,20 @@ impl AdrCmd {
         let dir = self.dir;
         match self.command {
             AdrSub::New(args) => run_new(&root, &dir, args),
-            AdrSub::List => run_list(&root, &dir),
+            AdrSub::List { exempt, json } => run_list(&root, &dir, exempt, json),
             AdrSub::Accept { number } => run_accept(&root, &dir, number),
-            AdrSub::Supersede { old, new } => run_supersede(&root, &dir, old, new),
+            AdrSub::Supersede { old, new, parts } if !parts.is_empty() => {
+                run_supersede_in_part(&root, &dir, old, new, &parts)
+            }
+            AdrSub::Supersede { old, new, .. } => run_supersede(&root, &dir, old, new),
             AdrSub::Lint => run_lint(&root, &dir),
             AdrSub::Check(args) => check::run(&root, &dir, args),
+            AdrSub::History { key, file, head } => {
+                let dir = dir.to_string_lossy().replace('\\', "/");
+                let entries = history::timeline(&root, &dir, &key, file.as_deref(), &head)?;
+                print!("{}", history::render(&key, &entries));
+                Ok(Status::Success)
+            }
             AdrSub::Thresholds { check, out } => run_thresholds(&root, &dir, &out, check),
         }
     }
@@ -136,14 +175,36 @@ fn print_problems(problems: &[Problem]) {
 
 fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
-    let read = |p: &Path, baseline: bool| {
-        let dir = new::resolve_run_dir(&root.join(p), baseline).map_err(anyhow::Error::new);
-        dir.and_then(|d| Ok(bench::Summary::read(&d)?))
-            .with_context(|| format!("cannot use run {}", p.display()))
+    // Each run as the record names it: the resolved run directory (a sweep's stage, an
+    // acceptance's side) relative to the root when it is under it.
+    let shown = |d: &Path| {
+        let rel = d.strip_prefix(root).unwrap_or(d);
+        rel.components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect::<PathBuf>()
+            .to_string_lossy()
+            .replace('\\', "/")
+    };
+    let mut run_dirs = Vec::new();
+    let mut read = |p: &Path, baseline: bool| {
+        let dir = new::resolve_run_dir(&join_clean(root, p), baseline).map_err(anyhow::Error::new);
+        dir.and_then(|d| {
+            run_dirs.push(shown(&d));
+            Ok(bench::Summary::read(&d)?)
+        })
+        .with_context(|| format!("cannot use run {}", p.display()))
     };
     let baseline = read(&args.baseline, true)?;
     let experiments =
         args.experiments.iter().map(|p| read(p, false)).collect::<anyhow::Result<Vec<_>>>()?;
+    // Charts the runs wrote beside them (a sweep's sweep.svg).
+    let mut charts: Vec<String> = Vec::new();
+    for p in std::iter::once(&args.baseline).chain(args.experiments.iter()) {
+        let svg = join_clean(root, p).join("sweep.svg");
+        if svg.is_file() && !charts.contains(&shown(&svg)) {
+            charts.push(shown(&svg));
+        }
+    }
     let choose = match (args.choose, experiments.len()) {
         (Some(c), _) => c,
         (None, 0) => 0,
@@ -156,6 +217,13 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let number = next_number(&paths);
+    if number > 9999 {
+        bail!(
+            "record numbers have four digits (`NNNN-slug.md`) and {} already holds 9999; there \
+             is no next number",
+            dir.display()
+        );
+    }
     let input = new::NewAdr {
         number,
         title: &args.title,
@@ -165,6 +233,8 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         baseline: &baseline,
         experiments: &experiments,
         choose,
+        run_dirs: &run_dirs,
+        charts: &charts,
     };
     let text = new::render(&input)?;
     let path = dir.join(format!("{number:04}-{slug}.md"));
@@ -175,8 +245,14 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     write_file(&full, &text)?;
     println!("wrote {} (ADR-{number:04}, Proposed)", path.display());
     files.push((path.clone(), text));
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    if let Some(me) = adrs.last() {
+        for w in live::live_in_scope_of(me, &adrs) {
+            println!("{w}");
+        }
+    }
     let left: Vec<Problem> =
-        lint::lint_files(&files).into_iter().filter(|p| p.path == path).collect();
+        lint::lint_in_repo(root, &adrs).into_iter().filter(|p| p.path == path).collect();
     if !left.is_empty() {
         println!("fill in before `cargo xtask adr accept {number}`:");
         print_problems(&left);
@@ -184,30 +260,100 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     Ok(Status::Success)
 }
 
-fn run_list(root: &Path, dir: &Path) -> anyhow::Result<Status> {
+fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result<Status> {
     let adrs = load_records(root, dir)?;
-    println!("{}", list_table(&adrs));
+    if exempt {
+        let governed = governed_files(root)?;
+        let unnamed = list::unnamed_values(&governed, &adrs);
+        if json {
+            let items: Vec<serde_json::Value> = unnamed
+                .iter()
+                .map(|u| {
+                    serde_json::json!({
+                        "file": u.file, "key": u.key, "value": check::semdiff::inline(&u.value),
+                        "live_records": u.others,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&items)?);
+            return Ok(Status::Success);
+        }
+        let keys: usize = governed.iter().map(|(_, k)| k.len()).sum();
+        if unnamed.is_empty() {
+            println!("every governed value ({}) is named by a live record", plural(keys, "key"));
+        } else {
+            println!("{}", list::unnamed_table(&unnamed));
+            println!(
+                "{} of {} in {} not named by a live record with that value (changed under \
+                 ADR-Exempt, or never recorded): write the records that name them",
+                plural(unnamed.len(), "governed value"),
+                plural(keys, "key"),
+                plural(governed.len(), "governed file"),
+            );
+        }
+        return Ok(Status::Success);
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&list::list_json(&adrs))?);
+    } else {
+        println!("{}", list_table(&adrs));
+    }
     Ok(Status::Success)
 }
 
-/// The `adr list` table.
-pub fn list_table(adrs: &[Adr]) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header(["ADR", "Title", "Status", "Date", "Thresholds", "Live", "File"]);
-    for adr in adrs {
-        table.add_row([
-            adr.number.map_or("?".into(), |n| format!("{n:04}")),
-            adr.title().unwrap_or("(no title)").to_string(),
-            adr.status_value().map_or("(invalid)".into(), |s| s.to_string()),
-            adr.date.as_ref().map_or(BLANK.into(), |d| d.value.format("%Y-%m-%d").to_string()),
-            adr.thresholds.len().to_string(),
-            if live::is_live(adr, adrs) { "yes" } else { "no" }.to_string(),
-            adr.path.display().to_string(),
-        ]);
+/// The governed files of the work tree (the settings' patterns and every `engine_config` of the
+/// bench configuration), each with its flattened keys, sorted by path.
+fn governed_files(
+    root: &Path,
+) -> anyhow::Result<Vec<(String, std::collections::BTreeMap<String, toml::Value>)>> {
+    use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
+    use bench::config::Source;
+    let read = |rel: &str| -> anyhow::Result<Option<String>> {
+        match std::fs::read_to_string(root.join(rel)) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {rel}")),
+        }
+    };
+    let mut patterns = match read(SETTINGS_FILE)? {
+        Some(t) => Settings::parse(&Source::new(SETTINGS_FILE, t))?.governed_patterns(),
+        None => Settings::default().governed_patterns(),
+    };
+    if let Some(t) = read(BENCH_FILE)? {
+        for r in settings::engine_config_refs(&Source::new(BENCH_FILE, t))? {
+            if r.ungovernable().is_none() && !patterns.contains(&r.path) {
+                patterns.push(r.path);
+            }
+        }
     }
-    table.to_string()
+    let mut paths = Vec::new();
+    let mut stack = vec![root.join("configs")];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(root) {
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                if settings::is_governed(&patterns, &rel) {
+                    paths.push(rel);
+                }
+            }
+        }
+    }
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = read(&p)?.unwrap_or_default();
+            let table = check::semdiff::parse(&Source::new(&p, text))?;
+            Ok((p, check::semdiff::flatten(&table)))
+        })
+        .collect()
 }
+
+pub use list::list_table;
 
 fn find(adrs: &[Adr], n: u32, dir: &Path) -> anyhow::Result<usize> {
     adrs.iter()
@@ -230,7 +376,7 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
         None => {} // lint reports it below
     }
     let problems: Vec<Problem> =
-        lint::lint_adrs(&adrs).into_iter().filter(|p| p.path == adr.path).collect();
+        lint::lint_in_repo(root, &adrs).into_iter().filter(|p| p.path == adr.path).collect();
     if !problems.is_empty() {
         print_problems(&problems);
         println!("{} cannot be accepted until `adr lint` finds nothing in it", adr.label());
@@ -241,16 +387,21 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
     let label = adr.label();
     files[i].1 = text;
     let after: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    // Conflicts that accepting this record would add (not those already there).
-    let before = live::conflicts(&live::live_thresholds(&adrs));
-    let clashes: Vec<Problem> = live::conflicts(&live::live_thresholds(&after))
-        .into_iter()
-        .filter(|p| !before.contains(p))
-        .collect();
+    // Conflicts that accepting this record would add (not those already there), in file order.
+    let all_conflicts = |adrs: &[Adr]| {
+        let mut c = live::conflicts(&live::live_thresholds(adrs));
+        c.extend(live::decision_conflicts(adrs));
+        c
+    };
+    let before = all_conflicts(&adrs);
+    let mut clashes: Vec<Problem> =
+        all_conflicts(&after).into_iter().filter(|p| !before.contains(p)).collect();
+    clashes.sort();
     if !clashes.is_empty() {
         print_problems(&clashes);
         println!(
-            "{label} cannot be accepted while another live record sets the same metric: supersede it first"
+            "{label} cannot be accepted while another live record sets the same metric or \
+             decides the same key otherwise: supersede it first (in whole or in part)"
         );
         return Ok(Status::PolicyViolated);
     }
@@ -317,6 +468,67 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
     Ok(Status::Success)
 }
 
+/// `adr supersede OLD NEW --part ...`: NEW's Links say `Supersedes in part OLD: ...`; OLD is
+/// not edited. The parts are checked against OLD as lint checks them.
+fn run_supersede_in_part(
+    root: &Path,
+    dir: &Path,
+    old: u32,
+    new: u32,
+    parts: &[String],
+) -> anyhow::Result<Status> {
+    if old == new {
+        bail!("a record cannot supersede itself");
+    }
+    let files = read_records(root, dir)?;
+    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let (oi, ni) = (find(&adrs, old, dir)?, find(&adrs, new, dir)?);
+    let (o, n) = (&adrs[oi], &adrs[ni]);
+    if o.status_value() != Some(AdrStatus::Accepted) {
+        bail!(
+            "{} is {}; only an Accepted record can be superseded in part",
+            o.label(),
+            o.status_value().map_or("without a valid status".into(), |s| s.to_string())
+        );
+    }
+    let name = o.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let items: Vec<String> = parts.iter().map(|p| format!("`{}`", p.trim())).collect();
+    let line = format!("Supersedes in part [ADR-{old:04}]({name}): {}", items.join(", "));
+    let text = edit::add_link(&files[ni].1, n, &line);
+    // Lint NEW with the link: what it names must be OLD's.
+    let mut after = adrs.clone();
+    after[ni] = parse_adr(&n.path, &text);
+    let link_line = after[ni]
+        .links
+        .iter()
+        .find(|l| l.kind == LinkKind::SupersedesInPart && l.number == old)
+        .map(|l| l.line);
+    let wrong: Vec<Problem> = lint::lint_adrs(&after)
+        .into_iter()
+        .filter(|p| p.path == n.path && Some(p.line) == link_line)
+        .collect();
+    let malformed = link_line.is_none()
+        || after[ni].problems.iter().any(|p| p.message.contains("Supersedes in part"));
+    if !wrong.is_empty() || malformed {
+        let why: Vec<String> = wrong.iter().map(|p| p.message.clone()).collect();
+        let parse: Vec<String> = after[ni]
+            .problems
+            .iter()
+            .filter(|p| !n.problems.contains(p))
+            .map(|p| p.message.clone())
+            .collect();
+        bail!("cannot supersede {} in part: {}", o.label(), [why, parse].concat().join("; "));
+    }
+    write_file(&root.join(&n.path), &text)?;
+    println!("{} lists `{line}`; {} stays live for the rest of its decision", n.label(), o.label());
+    println!(
+        "run `cargo xtask adr thresholds` to update {} once {} is Accepted",
+        GATE_FILE,
+        n.label()
+    );
+    Ok(Status::Success)
+}
+
 fn run_lint(root: &Path, dir: &Path) -> anyhow::Result<Status> {
     let report = lint::lint_dir(root, dir)?;
     print_problems(&report.problems);
@@ -324,8 +536,14 @@ fn run_lint(root: &Path, dir: &Path) -> anyhow::Result<Status> {
     if report.problems.is_empty() {
         println!("{}: {records}, no problems", dir.display());
     } else {
+        let mut with: Vec<&Path> = report.problems.iter().map(|p| p.path.as_path()).collect();
+        with.dedup();
         let problems = plural(report.problems.len(), "problem");
-        println!("{}: {problems} in {records}", dir.display());
+        if with.len() == report.files {
+            println!("{}: {problems} in {records}", dir.display());
+        } else {
+            println!("{}: {problems} in {} of {records}", dir.display(), with.len());
+        }
     }
     Ok(Status::from_ok(report.problems.is_empty()))
 }

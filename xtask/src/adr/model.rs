@@ -44,6 +44,12 @@ pub enum AdrStatus {
     SupersededBy(u32),
 }
 
+/// The line that starts the flag of an adopted run that misses its SLO (`adr new` writes it);
+/// lint looks for it.
+pub const SLO_MISSED: &str = "> **SLO missed:**";
+/// The line where a person states why a configuration that misses its SLO is adopted.
+pub const SLO_EXCEPTION: &str = "SLO exception:";
+
 /// The problem of a record without a status.
 pub const NO_STATUS: &str = "no status; write `- Status: Proposed` under the title";
 
@@ -161,9 +167,31 @@ pub struct ThresholdRow {
 pub enum LinkKind {
     Supersedes,
     SupersededBy,
+    /// `Supersedes in part NNNN: ...`: the named thresholds and keys of NNNN only; NNNN stays
+    /// live for the rest of its decision.
+    SupersedesInPart,
 }
 
-/// `Supersedes NNNN` or `Superseded by NNNN` in the Links section.
+/// What a partial supersession takes over from the older record.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Part {
+    /// The older record's thresholds on this metric (all its rows of that metric).
+    Metric(String),
+    /// The older record's decision line for this governed key.
+    Key { file: String, key: String },
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Part::Metric(m) => write!(f, "`{m}`"),
+            Part::Key { file, key } => write!(f, "`{file}: {key}`"),
+        }
+    }
+}
+
+/// `Supersedes NNNN`, `Superseded by NNNN` or `Supersedes in part NNNN: ...` in the Links
+/// section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Link {
     pub kind: LinkKind,
@@ -171,6 +199,8 @@ pub struct Link {
     /// Target of a markdown link on the line (`0001-x.md`), when there is one.
     pub target: Option<String>,
     pub line: usize,
+    /// What a `Supersedes in part` link takes over (empty for the other kinds).
+    pub parts: Vec<Part>,
 }
 
 /// The sections a record may have (H2 headings), recognised by name.
@@ -215,12 +245,11 @@ impl SectionKind {
             | "decision / solidified rules"
             | "decision and solidified rules"
             | "decision outcome" => SectionKind::Decision,
-            "ci gate thresholds" | "gate thresholds" | "thresholds" | "ci thresholds" => {
-                SectionKind::Thresholds
-            }
+            "ci gate thresholds" | "gate thresholds" | "thresholds" | "ci thresholds"
+            | "confirmation" => SectionKind::Thresholds,
             "rollback conditions" | "rollback" => SectionKind::Rollback,
             "consequences" => SectionKind::Consequences,
-            "links" => SectionKind::Links,
+            "links" | "more information" => SectionKind::Links,
             "reproduction" => SectionKind::Reproduction,
             "status" => SectionKind::Status,
             _ => return None,
@@ -261,9 +290,16 @@ pub struct Adr {
     /// The bench profile the record measured (`Measured scenario: profile `NAME`` in Context):
     /// its thresholds apply to runs of that profile. `None`: to every run.
     pub profile: Option<Located<String>>,
+    /// The scenario the thresholds gate (`Scenario: `load.concurrency = 64`, ...` in the
+    /// thresholds section): settings a run of the profile must have for them to apply as set.
+    pub scenario: Vec<(String, toml::Value)>,
     pub links: Vec<Link>,
     /// Template placeholders left in the text (outside code), reported by lint.
     pub placeholders: Vec<Located<String>>,
+    /// The line of a `> **SLO missed:**` flag (`adr new` writes it when the chosen run misses
+    /// its SLO), and the reason a person gave on an `SLO exception:` line.
+    pub slo_missed: Option<usize>,
+    pub slo_exception: Option<Located<String>>,
     /// Problems met while parsing (bad status, date, decision lines, threshold rows, links).
     pub problems: Vec<Problem>,
 }

@@ -15,6 +15,7 @@ use bench::Summary;
 use chrono::NaiveDate;
 use serde_json::Value as Json;
 
+use super::model::{SLO_EXCEPTION, SLO_MISSED};
 use crate::text::{BLANK, with_unit};
 use crate::thresholds::Action;
 use crate::thresholds::propose::{LIMIT_DIGITS, Proposed, propose};
@@ -66,6 +67,11 @@ pub struct NewAdr<'a> {
     pub experiments: &'a [Summary],
     /// 0 = keep the baseline, k = Exp-k.
     pub choose: usize,
+    /// The run directories as given (relative to the repository root), baseline first; shown in
+    /// the Reproduction section. Empty: not shown.
+    pub run_dirs: &'a [String],
+    /// Charts the runs wrote (a sweep's `sweep.svg`), relative to the repository root.
+    pub charts: &'a [String],
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -171,6 +177,11 @@ pub fn param_diff(base: &Summary, exp: &Summary) -> Option<(String, ParamDiff)> 
         }
     }
     Some((e.file.clone(), diff))
+}
+
+/// The engine config files of two runs, `(baseline's, experiment's)`, when both recorded one.
+pub fn param_files(base: &Summary, exp: &Summary) -> Option<(String, String)> {
+    Some((base.engine.as_ref()?.file.clone(), exp.engine.as_ref()?.file.clone()))
 }
 
 fn label(i: usize) -> String {
@@ -302,11 +313,6 @@ fn scenario(s: &Summary) -> String {
     parts.join("; ")
 }
 
-/// The bench settings that must match for two runs to be comparable.
-fn comparable_part(s: &Summary) -> (Option<&Json>, Option<&Json>, Option<&Json>, &str) {
-    (s.config.get("load"), s.config.get("workload"), s.config.get("slo"), &s.target.model)
-}
-
 /// Render the record. Errors are usage errors (bad `choose`).
 pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
     let n_exp = input.experiments.len();
@@ -363,25 +369,115 @@ fn context_section(o: &mut String, ctx: &Runs<'_>) {
          triggered this tuning>\n\n",
     );
     writeln!(o, "Measured scenario: {}.", scenario(input.baseline)).unwrap();
-    for (i, r) in runs.iter().enumerate().skip(1) {
-        if comparable_part(r) != comparable_part(input.baseline) {
-            writeln!(
-                o,
-                "\n> {} was measured with a different load, workload, SLO or model than the baseline: \
-                 its row is not a like-for-like comparison.",
-                label(i)
-            )
-            .unwrap();
+    let _ = runs;
+    o.push('\n');
+}
+
+/// The settings in which run `r` differs from the baseline `b`, named field by field:
+/// `load.concurrency 64 -> 32`, `workload.dataset ...`, `slo.ttft_ms ...`, the model, the host.
+pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    for section in ["load", "workload", "slo"] {
+        let flat = |s: &Summary| s.config.get(section).map(flatten_params).unwrap_or_default();
+        let (fb, fr) = (flat(b), flat(r));
+        let keys: std::collections::BTreeSet<&String> = fb.keys().chain(fr.keys()).collect();
+        for k in keys {
+            let (vb, vr) = (fb.get(k), fr.get(k));
+            if vb != vr {
+                let show = |v: Option<&Json>| v.map_or("(unset)".to_string(), toml_text);
+                out.push(format!(
+                    "{} {} -> {}",
+                    code(&format!("{section}.{k}")),
+                    show(vb),
+                    show(vr)
+                ));
+            }
         }
     }
-    o.push('\n');
+    if b.target.model != r.target.model {
+        out.push(format!("model {} -> {}", code(&b.target.model), code(&r.target.model)));
+    }
+    let host = |s: &Summary| {
+        s.environment.hostname.clone().unwrap_or_else(|| s.environment_fingerprint.clone())
+    };
+    if host(b) != host(r) || b.environment_fingerprint != r.environment_fingerprint {
+        out.push(format!("host {} -> {}", code(&host(b)), code(&host(r))));
+    }
+    out
+}
+
+/// The settings of a run's resolved profile that make its scenario (the shape and size of the
+/// load, the dataset, the lengths): what its thresholds are scoped to besides the profile.
+pub const SCENARIO_KEYS: [&str; 7] = [
+    "load.mode",
+    "load.concurrency",
+    "load.rate",
+    "load.arrival",
+    "workload.dataset",
+    "workload.input_lengths",
+    "workload.max_tokens",
+];
+
+/// The [`SCENARIO_KEYS`] a run's resolved profile sets, with their TOML values.
+pub fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
+    SCENARIO_KEYS
+        .iter()
+        .filter_map(|k| {
+            let v = k.split('.').try_fold(&s.config, |v, seg| v.get(seg))?;
+            Some((k.to_string(), json_to_toml(v)?))
+        })
+        .collect()
+}
+
+/// `value (+change, +change%)` against the baseline value; the value alone for the baseline
+/// row or when either side was not measured.
+fn change_cell(v: Option<f64>, base: Option<f64>, is_baseline: bool) -> String {
+    match (v, base) {
+        (Some(v), Some(b)) if !is_baseline && v == b => format!("{} (=)", fmt_measured(v)),
+        (Some(v), Some(b)) if !is_baseline => {
+            let d = v - b;
+            let pct =
+                if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
+            format!(
+                "{} ({}{}{pct})",
+                fmt_measured(v),
+                if d >= 0.0 { "+" } else { "" },
+                fmt_measured(d)
+            )
+        }
+        _ => cell(v),
+    }
+}
+
+/// Changes smaller than this share of the baseline value are noise in a conclusion.
+const NOISE: f64 = 0.01;
+
+/// Which matrix metrics of `r` are better and which are worse than the baseline's, beyond
+/// [`NOISE`]: `(better, worse)`, each `TTFT P99 (ms) -38.2%`.
+fn verdicts(b: &Summary, r: &Summary) -> (Vec<String>, Vec<String>) {
+    let (mut better, mut worse) = (Vec::new(), Vec::new());
+    for (header, metric, _) in MATRIX {
+        let (Some(vb), Some(vr), Some(def)) =
+            (b.metric(metric), r.metric(metric), bench::summary::metric_def(metric))
+        else {
+            continue;
+        };
+        if vb == 0.0 || ((vr - vb) / vb.abs()).abs() < NOISE {
+            continue;
+        }
+        let pct = (vr - vb) / vb.abs() * 100.0;
+        let text = format!("{} {pct:+.1}%", header.split(" (").next().unwrap_or(header));
+        let lower_is_better = matches!(def.better, bench::summary::Better::Lower);
+        if (vr < vb) == lower_is_better { better.push(text) } else { worse.push(text) }
+    }
+    (better, worse)
 }
 
 /// The metrics matrix: one row per run, one column per [`MATRIX`] metric (plus the sweep's knee
 /// and the acceptance verdicts when a run has them), and its legend.
 fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
-    o.push_str("## Metrics matrix\n\n| Config |");
+    o.push_str("## Metrics matrix\n\n| Config | Requests |");
     for (h, _, _) in MATRIX {
         write!(o, " {h} |").unwrap();
     }
@@ -394,15 +490,16 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     if has_acceptance {
         o.push_str(" Acceptance |");
     }
-    o.push_str(" Conclusion |\n|---|");
+    o.push_str(" Conclusion |\n|---|---:|");
     o.push_str(&"---:|".repeat(MATRIX.len() + has_knee as usize));
     o.push_str(&"---|".repeat(has_acceptance as usize));
     o.push_str("---|\n");
     for (i, r) in runs.iter().enumerate() {
         let sim = if r.simulated { " (simulated)" } else { "" };
-        write!(o, "| {}{sim} |", label(i)).unwrap();
+        write!(o, "| {}{sim} | {} |", label(i), r.requests.total).unwrap();
         for (_, metric, _) in MATRIX {
-            write!(o, " {} |", cell(r.metric(metric))).unwrap();
+            let base = input.baseline.metric(metric);
+            write!(o, " {} |", change_cell(r.metric(metric), base, i == 0)).unwrap();
         }
         if has_knee {
             write!(o, " {} |", knee_cell(r)).unwrap();
@@ -410,21 +507,55 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
         if has_acceptance {
             write!(o, " {} |", acceptance_cell(r)).unwrap();
         }
-        let conclusion = match (i, input.choose) {
+        let verdict = match (i, input.choose) {
             (i, c) if i == c && i == 0 => "chosen: keep the baseline",
             (0, _) => "reference",
             (i, c) if i == c => "chosen",
             _ => "not chosen",
         };
+        let conclusion = if i == 0 {
+            verdict.to_string()
+        } else {
+            let (better, worse) = verdicts(input.baseline, r);
+            let mut why = Vec::new();
+            if !better.is_empty() {
+                why.push(format!("better: {}", better.join(", ")));
+            }
+            if !worse.is_empty() {
+                why.push(format!("worse: {}", worse.join(", ")));
+            }
+            if why.is_empty() {
+                format!("{verdict}: within {}% of the baseline", fmt_measured(NOISE * 100.0))
+            } else {
+                format!("{verdict}: {}", why.join("; "))
+            }
+        };
         writeln!(o, " {conclusion} |").unwrap();
     }
     writeln!(
         o,
-        "\n`{BLANK}` = not measured. Goodput is the share of measured requests that met the SLO \
-         (`goodput.ratio`); throughput is output tokens per second; KV fragmentation is reported \
-         by the server; cost is per 1M output tokens from the configured device price."
+        "\n`{BLANK}` = not measured. Each experiment's cell is its value, then its change against \
+         the baseline (absolute, %; `=` unchanged); the conclusion names the metrics more than {}% better or \
+         worse. Requests are the measured requests of the run (warmup excluded). Goodput is the \
+         share of measured requests that met the SLO (`goodput.ratio`); throughput is output \
+         tokens per second; KV fragmentation is reported by the server; cost is per 1M output \
+         tokens from the configured device price.",
+        fmt_measured(NOISE * 100.0)
     )
     .unwrap();
+    for (i, r) in runs.iter().enumerate().skip(1) {
+        let diffs = scenario_differences(input.baseline, r);
+        if !diffs.is_empty() {
+            writeln!(
+                o,
+                "\n> **Not like for like:** {} differs from the baseline in {}: its row is not a \
+                 comparison of the engine parameters alone.",
+                label(i),
+                diffs.join(", ")
+            )
+            .unwrap();
+        }
+    }
 }
 
 /// Notes under the matrix: simulated runs, runs that did not complete, cost bases.
@@ -469,35 +600,59 @@ fn param_changes(o: &mut String, input: &NewAdr<'_>) {
         o.push_str(
             "\nParameter changes against the baseline:\n\n| Config | Changes |\n|---|---|\n",
         );
+        let mut file_to_file = Vec::new();
         for (i, r) in input.experiments.iter().enumerate() {
+            let files = param_files(input.baseline, r);
             let text = match param_diff(input.baseline, r) {
                 None => "not recorded (a run has no engine parameters)".to_string(),
                 Some((_, d)) if d.changed.is_empty() && d.removed.is_empty() => "none".to_string(),
                 Some((file, d)) => {
+                    let base_file = files.as_ref().map_or(file.clone(), |(b, _)| b.clone());
+                    if base_file != file {
+                        file_to_file.push((label(i + 1), base_file.clone(), file.clone()));
+                    }
+                    // Same file: `file: key`: `old` -> `new`. Two files: each side names its own.
+                    let show = |k: &str, old: String, new: String| {
+                        if base_file == file {
+                            format!(
+                                "{}: {} -> {}",
+                                code(&format!("{file}: {k}")),
+                                code(&old),
+                                code(&new)
+                            )
+                        } else {
+                            format!(
+                                "{} -> {}",
+                                code(&format!("{base_file}: {k} = {old}")),
+                                code(&format!("{file}: {k} = {new}"))
+                            )
+                        }
+                    };
                     let mut items: Vec<String> = d
                         .changed
                         .iter()
                         .map(|(k, old, new)| {
                             let old = old.as_ref().map_or("(unset)".to_string(), toml_text);
-                            format!(
-                                "{}: {} -> {}",
-                                code(&format!("{file}: {k}")),
-                                code(&old),
-                                code(&toml_text(new))
-                            )
+                            show(k, old, toml_text(new))
                         })
                         .collect();
-                    items.extend(d.removed.iter().map(|(k, old)| {
-                        format!(
-                            "{}: {} -> (unset)",
-                            code(&format!("{file}: {k}")),
-                            code(&toml_text(old))
-                        )
-                    }));
+                    items.extend(
+                        d.removed.iter().map(|(k, old)| show(k, toml_text(old), "(unset)".into())),
+                    );
                     items.join("<br>")
                 }
             };
             writeln!(o, "| {} | {text} |", label(i + 1)).unwrap();
+        }
+        for (l, base_file, file) in file_to_file {
+            writeln!(
+                o,
+                "\n> {l} ran with {}, the baseline with {}: its changes are file to file, each \
+                 value with the file it is in.",
+                code(&file),
+                code(&base_file)
+            )
+            .unwrap();
         }
     }
 }
@@ -513,10 +668,55 @@ fn decision_section(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
 
 const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one `configs/<file>.toml: section.key = value` line each>";
 
+/// The objectives of the SLO the chosen run missed: `TTFT P99 1012 ms above the SLO's 500 ms`.
+pub fn slo_misses(r: &Summary) -> Vec<String> {
+    let slo = &r.goodput.slo;
+    let mut out = Vec::new();
+    for (name, metric, limit) in [
+        ("TTFT P99", "metrics.ttft_ms.p99", slo.ttft_ms),
+        ("TPOT P99", "metrics.tpot_ms.p99", slo.tpot_ms),
+        ("E2E P99", "metrics.e2e_ms.p99", slo.e2e_ms),
+    ] {
+        if let (Some(limit), Some(v)) = (limit, r.metric(metric))
+            && v > limit
+        {
+            out.push(format!(
+                "{name} {} ms above the SLO's {} ms",
+                fmt_measured(v),
+                fmt_measured(limit)
+            ));
+        }
+    }
+    out
+}
+
+fn slo_flag(o: &mut String, ctx: &Runs<'_>) {
+    slo_flag_for(o, ctx.chosen, &format!("{}, the chosen configuration,", ctx.chosen_label));
+}
+
+/// Under the decision: the flag and a placeholder for the reason when `r` misses its SLO (lint
+/// keeps the record from acceptance until a person has written the reason).
+fn slo_flag_for(o: &mut String, r: &Summary, who: &str) {
+    let misses = slo_misses(r);
+    if misses.is_empty() {
+        return;
+    }
+    let goodput =
+        r.goodput.ratio.map_or(String::new(), |g| format!(" (goodput {})", fmt_measured(g)));
+    writeln!(
+        o,
+        "\n{SLO_MISSED} {who} measured {}{goodput}.\n\n{SLO_EXCEPTION} <why this configuration \
+         is adopted although it misses the SLO>\n",
+        misses.join(", ")
+    )
+    .unwrap();
+}
+
 /// The decision to keep the baseline: every recorded parameter becomes mandatory.
 fn keep_baseline(o: &mut String, input: &NewAdr<'_>) -> Vec<String> {
     let fill_in = FILL_IN_DECISION;
     writeln!(o, "Keep the baseline configuration (run {}).", code(&input.baseline.run_id)).unwrap();
+    slo_flag_for(o, input.baseline, "the baseline");
     match &input.baseline.engine {
         Some(e) => {
             o.push_str("These values are now mandatory:\n\n");
@@ -544,8 +744,20 @@ fn adopt_chosen(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
     let fill_in = FILL_IN_DECISION;
     let mut rollback_values: Vec<String> = Vec::new();
     writeln!(o, "Adopt {chosen_label} (run {}).", code(&chosen.run_id)).unwrap();
+    slo_flag(o, ctx);
     match param_diff(input.baseline, chosen) {
         Some((file, d)) if !(d.changed.is_empty() && d.removed.is_empty()) => {
+            let base_file = param_files(input.baseline, chosen).map_or(file.clone(), |(b, _)| b);
+            if base_file != file {
+                writeln!(
+                    o,
+                    "The change is made in {}, the engine config {chosen_label} ran with (the \
+                     baseline ran with {}).",
+                    code(&file),
+                    code(&base_file)
+                )
+                .unwrap();
+            }
             o.push_str("These values are now mandatory:\n\n");
             for (k, old, new) in &d.changed {
                 match json_to_toml(new) {
@@ -557,14 +769,21 @@ fn adopt_chosen(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
                     )
                     .unwrap(),
                 }
+                // The value to restore is the baseline's, in the baseline's file.
                 rollback_values.push(match old {
-                    Some(old) => code(&format!("{file}: {k} = {}", toml_text(old))),
-                    None => format!("remove {} from {}", code(k), code(&file)),
+                    Some(old) => code(&format!("{base_file}: {k} = {}", toml_text(old))),
+                    None if base_file == file => format!("remove {} from {}", code(k), code(&file)),
+                    None => format!(
+                        "remove {} from {} ({} does not set it)",
+                        code(k),
+                        code(&file),
+                        code(&base_file)
+                    ),
                 });
             }
             for (k, old) in &d.removed {
                 writeln!(o, "- {file}: {k} removed").unwrap();
-                rollback_values.push(code(&format!("{file}: {k} = {}", toml_text(old))));
+                rollback_values.push(code(&format!("{base_file}: {k} = {}", toml_text(old))));
             }
             if !d.removed.is_empty() {
                 o.push_str("\nA removed key takes the engine's default.\n");
@@ -600,6 +819,20 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         chosen.profile
     )
     .unwrap();
+    let scenario = scenario_settings(chosen);
+    if !scenario.is_empty() {
+        writeln!(
+            o,
+            "Scenario: {} (a run of the profile with other values is not this scenario: the gate \
+             names the settings that differ and fails it).",
+            scenario
+                .iter()
+                .map(|(k, v)| code(&format!("{k} = {v}")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+        .unwrap();
+    }
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
     for (header, metric, action) in MATRIX {
@@ -616,11 +849,25 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         )
         .unwrap();
     }
-    o.push_str("\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n");
+    let slo = &chosen.goodput.slo;
+    let slo_of = |metric: &str| match metric {
+        "metrics.ttft_ms.p99" => slo.ttft_ms,
+        "metrics.tpot_ms.p99" => slo.tpot_ms,
+        "metrics.e2e_ms.p99" => slo.e2e_ms,
+        _ => None,
+    };
+    o.push_str(
+        "\n| Metric | Comparator | Limit | Unit | Action | SLO |\n|---|---|---|---|---|---|\n",
+    );
     for p in &proposed {
+        let slo_cell = match slo_of(p.metric) {
+            Some(s) if p.limit > s => format!("{} ms (the limit is above it)", fmt_measured(s)),
+            Some(s) => format!("{} ms", fmt_measured(s)),
+            None => BLANK.to_string(),
+        };
         writeln!(
             o,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {slo_cell} |",
             code(p.metric),
             p.comparator,
             p.limit,
@@ -629,6 +876,7 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         )
         .unwrap();
     }
+    o.push_str("\nThe SLO column is the profile's goodput objective for that metric, side by side with the limit.\n");
     o.push('\n');
     proposed
 }
@@ -683,7 +931,16 @@ fn rollback_section(
 /// Reproduction: what each run was measured with, and the notes the runs recorded.
 fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
-    o.push_str("## Reproduction\n\n| Config | Run id | Profile | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|---|---|---|---|---|---|---|\n");
+    let dirs = input.run_dirs.len() == runs.len();
+    o.push_str("## Reproduction\n\n| Config | Run id |");
+    if dirs {
+        o.push_str(" Run directory |");
+    }
+    o.push_str(" Profile | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|");
+    if dirs {
+        o.push_str("---|");
+    }
+    o.push_str("---|---|---|---|---|---|---|\n");
     for (i, r) in runs.iter().enumerate() {
         let git = r.git.as_ref().map_or(BLANK.to_string(), |g| {
             format!("{}{}", code(&g.commit), if g.dirty { " (dirty)" } else { "" })
@@ -702,9 +959,10 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
             bench::summary::RunStatus::Interrupted => "interrupted",
             bench::summary::RunStatus::Failed => "failed",
         };
+        let dir = if dirs { format!(" {} |", code(&input.run_dirs[i])) } else { String::new() };
         writeln!(
             o,
-            "| {} | {} | {} | {status} | {} | {git} | {} {} | {env_text} | {} |",
+            "| {} | {} |{dir} {} | {status} | {} | {git} | {} {} | {env_text} | {} |",
             label(i),
             code(&r.run_id),
             code(&r.profile),
@@ -726,6 +984,16 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
          summary.json (every number above) and requests.jsonl."
     )
     .unwrap();
+    if !input.charts.is_empty() {
+        let list: Vec<String> = input.charts.iter().map(|c| code(c)).collect();
+        writeln!(o, "Charts the runs wrote: {}.", list.join(", ")).unwrap();
+    }
+    if dirs {
+        o.push_str(
+            "Run directories are relative to the repository root; they are not committed (`runs/` \
+             is ignored by git), so keep them where reviewers can read them.\n",
+        );
+    }
     let notes: Vec<String> = runs
         .iter()
         .enumerate()

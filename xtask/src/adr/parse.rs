@@ -11,8 +11,8 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Problem, Section,
-    SectionKind, ThresholdRow,
+    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Part, Problem,
+    Section, SectionKind, ThresholdRow,
 };
 use crate::thresholds::units::to_metric_unit;
 use crate::thresholds::{Action, Comparator};
@@ -39,7 +39,21 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let links = links(&doc, &mut problems);
     let thresholds = threshold_rows(&doc, &mut problems);
     let profile = thresholds_profile(&doc, &mut problems);
+    let scenario = thresholds_scenario(&doc, &mut problems);
     let placeholders = placeholders(&doc);
+    let mut slo_missed = None;
+    let mut slo_exception = None;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim();
+        if slo_missed.is_none() && t.starts_with(super::model::SLO_MISSED) {
+            slo_missed = Some(i + 1);
+        }
+        if let Some(why) =
+            t.strip_prefix(super::model::SLO_EXCEPTION).filter(|_| slo_exception.is_none())
+        {
+            slo_exception = Some(Located { value: why.trim().to_string(), line: i + 1 });
+        }
+    }
     Adr {
         path: path.to_path_buf(),
         number: number_from_file_name(path),
@@ -52,8 +66,11 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         decisions,
         thresholds,
         profile,
+        scenario,
         links,
         placeholders,
+        slo_missed,
+        slo_exception,
         problems: problems.list,
     }
 }
@@ -99,18 +116,29 @@ impl Doc<'_> {
     }
 }
 
-/// H1 headings are titles; H2 headings open sections, which end at the next H2.
+/// Whether an H3 heading opens a section of its own: MADR 4 writes `### Consequences` and
+/// `### Confirmation` (the thresholds' home) under `## Decision Outcome`.
+fn h3_section(text: &str) -> bool {
+    matches!(
+        SectionKind::from_heading(text),
+        Some(SectionKind::Consequences | SectionKind::Thresholds)
+    )
+}
+
+/// H1 headings are titles; H2 headings open sections, which end at the next H2 (or at an H3
+/// that opens a section, see [`h3_section`], which ends at the next H2 or H3).
 fn titles_and_sections(scan: &Scan, lines: &[&str]) -> (Vec<Located<String>>, Vec<Section>) {
     let mut titles = Vec::new();
     let mut sections: Vec<Section> = Vec::new();
     for (i, h) in scan.headings.iter().enumerate() {
         match h.level {
             1 => titles.push(Located { value: h.text.trim().to_string(), line: h.line }),
-            2 => {
-                let end = scan.headings[i + 1..]
-                    .iter()
-                    .find(|n| n.level == 2)
-                    .map_or(lines.len() + 1, |n| n.line);
+            2 | 3 if h.level == 2 || h3_section(&h.text) => {
+                let ends = |n: &&Heading| {
+                    n.level == 2 || (n.level == 3 && (h.level == 3 || h3_section(&n.text)))
+                };
+                let end =
+                    scan.headings[i + 1..].iter().find(ends).map_or(lines.len() + 1, |n| n.line);
                 let has_content = (h.line + 1..end).any(|l| {
                     let s = line_at(lines, l).trim();
                     !s.is_empty() && !scan.comment[l]
@@ -198,9 +226,11 @@ fn status_block(
         problems.add(title_line, "no date; write `- Date: YYYY-MM-DD` under the title");
     }
     match &block.deciders {
-        None => {
-            problems.add(title_line, "no deciders; write `- Deciders: <names>` under the title")
-        }
+        None => problems.add(
+            title_line,
+            "no deciders; write `- Deciders: <names>` under the title (in front matter: \
+                 `decision-makers: <names>`)",
+        ),
         Some(d) if d.value.trim().is_empty() => {
             problems.add(d.line, "deciders are empty; name who decided")
         }
@@ -329,6 +359,47 @@ fn thresholds_profile(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Option<Loca
     profile
 }
 
+const SCENARIO_SHAPE: &str = "write `Scenario: `load.concurrency = 64`, `workload.max_tokens = \
+                              128`` (settings of the resolved bench profile, TOML values)";
+
+/// The `Scenario:` line of the thresholds section: backticked `key = value` items.
+fn thresholds_scenario(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<(String, toml::Value)> {
+    let mut out: Vec<(String, toml::Value)> = Vec::new();
+    let mut seen: Option<usize> = None;
+    for l in doc.body_lines(SectionKind::Thresholds) {
+        let t = strip_list_marker(doc.line(l).trim());
+        let Some(rest) = t.strip_prefix("Scenario:") else { continue };
+        if let Some(first) = seen {
+            problems.add(l, format!("a second `Scenario:` line (the first is at line {first})"));
+            continue;
+        }
+        seen = Some(l);
+        let items: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+        if items.is_empty() {
+            problems.add(l, format!("`Scenario:` names no setting; {SCENARIO_SHAPE}"));
+        }
+        for item in items {
+            let parsed = item.split_once('=').and_then(|(k, v)| {
+                let k = k.trim();
+                let bare = !k.is_empty()
+                    && k.split('.').all(|seg| {
+                        !seg.is_empty()
+                            && seg.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                    });
+                let v = toml::from_str::<toml::Table>(&format!("v = {}", v.trim()))
+                    .ok()
+                    .and_then(|mut t| t.remove("v"));
+                Some((k.to_string(), v?)).filter(|_| bare)
+            });
+            match parsed {
+                Some(kv) => out.push(kv),
+                None => problems.add(l, format!("`{item}` is not `key = value`; {SCENARIO_SHAPE}")),
+            }
+        }
+    }
+    out
+}
+
 /// Placeholders left from the template (outside code and comments; reported by lint).
 fn placeholders(doc: &Doc<'_>) -> Vec<Located<String>> {
     let mut placeholders = Vec::new();
@@ -408,6 +479,8 @@ fn front_matter(lines: &[&str], p: &mut impl FnMut(usize, String)) -> FrontMatte
     for (i, raw) in lines[1..close].iter().enumerate() {
         let Some((k, v)) = raw.split_once(':') else { continue };
         let key = k.trim().to_ascii_lowercase();
+        // MADR 4 names the deciders `decision-makers` (and has `consulted`, `informed`).
+        let key = if key == "decision-makers" { "deciders".to_string() } else { key };
         if matches!(key.as_str(), "status" | "date" | "deciders") {
             let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
             fields.push(Field { key, value: v, line: i + 2 });
@@ -531,6 +604,8 @@ fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
     let lower = t.to_ascii_lowercase();
     let (kind, rest) = if let Some(r) = lower.strip_prefix("superseded by") {
         (LinkKind::SupersededBy, r)
+    } else if let Some(r) = lower.strip_prefix("supersedes in part") {
+        (LinkKind::SupersedesInPart, r)
     } else if let Some(r) = lower.strip_prefix("supersedes") {
         (LinkKind::Supersedes, r)
     } else {
@@ -546,7 +621,62 @@ fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
         let after = &t[i + 2..];
         after.find(')').map(|j| after[..j].trim().to_string())
     });
-    Some(Ok(Link { kind, number, target, line }))
+    let parts = if kind == LinkKind::SupersedesInPart {
+        match parse_parts(t) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        }
+    } else {
+        Vec::new()
+    };
+    Some(Ok(Link { kind, number, target, line, parts }))
+}
+
+const PARTS_SHAPE: &str = "write `Supersedes in part NNNN: metric, ..., configs/<file>.toml: \
+                           section.key, ...` (the metrics of its thresholds and the keys of its \
+                           decision lines that this record takes over)";
+
+/// The list after the `:` of a `Supersedes in part NNNN: ...` line: metrics of the registry and
+/// `configs/<file>.toml: key` items, comma-separated, each optionally in backticks.
+fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
+    let digit = t.find(|c: char| c.is_ascii_digit()).unwrap_or(0);
+    let Some(colon) = t[digit..].find(':').map(|i| digit + i) else {
+        return Err(format!("`{}` names nothing it takes over; {PARTS_SHAPE}", t.trim()));
+    };
+    let mut parts = Vec::new();
+    for item in t[colon + 1..].split(',') {
+        let item = item.trim().trim_end_matches('.').trim().trim_matches('`').trim();
+        if item.is_empty() {
+            continue;
+        }
+        if let Some((file, key)) = item.split_once(':').filter(|_| item.starts_with("configs/")) {
+            let (file, key) = (file.trim(), key.trim().trim_matches('`'));
+            let bare = |s: &str| {
+                !s.is_empty()
+                    && s.split('.').all(|seg| {
+                        !seg.is_empty()
+                            && seg.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
+                    })
+            };
+            if !file.ends_with(".toml") || !bare(key) {
+                return Err(format!(
+                    "`{item}` is not `configs/<file>.toml: section.key`; {PARTS_SHAPE}"
+                ));
+            }
+            parts.push(Part::Key { file: file.to_string(), key: key.to_string() });
+        } else if bench::summary::metric_def(item).is_some() {
+            parts.push(Part::Metric(item.to_string()));
+        } else {
+            return Err(format!(
+                "`{item}` is neither a metric of the registry nor `configs/<file>.toml: \
+                 section.key`; {PARTS_SHAPE}"
+            ));
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("`{}` names nothing it takes over; {PARTS_SHAPE}", t.trim()));
+    }
+    Ok(parts)
 }
 
 /// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).
@@ -573,6 +703,19 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
             to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e.to_string())).ok()
         }
         _ => None,
+    };
+    // A finite limit can overflow in the conversion (`1e308 s` is 1e311 ms): refused, or it
+    // would reach gate.toml as `inf`, which no reader accepts.
+    let converted = match converted {
+        Some(v) if !v.is_finite() => {
+            errors.push(format!(
+                "limit `{limit} {}` is {v} in {}, the unit of the metric: not a finite number",
+                unit.trim(),
+                def.map_or("", |d| d.unit)
+            ));
+            None
+        }
+        other => other,
     };
     match (def, comparator, converted, action) {
         (Some(def), Some(comparator), Some(limit), Some(action)) if errors.is_empty() => {

@@ -22,6 +22,10 @@ pub enum Verdict {
     Fail,
     /// The run has no value for the metric: a failure.
     Missing,
+    /// The run is not the scenario the threshold was set for (its settings differ from the
+    /// threshold's `scenario`): a failure, never a silent pass; [`Check::scenario_diffs`] names
+    /// the settings.
+    OtherScenario,
 }
 
 /// What a check does to the gate.
@@ -54,8 +58,12 @@ impl Verdict {
     pub fn effect(self, action: Action) -> Effect {
         match (self, action) {
             (Verdict::Pass, _) => Effect::None,
-            (Verdict::Fail | Verdict::Missing, Action::Block) => Effect::Blocks,
-            (Verdict::Fail | Verdict::Missing, Action::Warn) => Effect::Warns,
+            (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Block) => {
+                Effect::Blocks
+            }
+            (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Warn) => {
+                Effect::Warns
+            }
         }
     }
 }
@@ -66,6 +74,9 @@ pub struct Check {
     pub threshold: Threshold,
     pub measured: Option<f64>,
     pub verdict: Verdict,
+    /// The settings in which the run differs from the threshold's scenario:
+    /// `load.concurrency 16 (set for 32)`.
+    pub scenario_diffs: Vec<String>,
 }
 
 impl Check {
@@ -129,6 +140,26 @@ impl GateReport {
     }
 }
 
+/// The settings of the run's resolved profile (`summary.config`) that differ from the
+/// threshold's scenario, each `key value (set for value)`; `(unset)` when the run lacks one.
+pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
+    let mut out = Vec::new();
+    for (key, want) in &t.scenario {
+        let got = key.split('.').try_fold(&summary.config, |v, k| v.get(k));
+        let want_json = serde_json::to_value(want).ok();
+        let same = match (got, &want_json) {
+            (Some(g), Some(w)) if g.is_number() && w.is_number() => g.as_f64() == w.as_f64(),
+            (Some(g), Some(w)) => g == w,
+            _ => false,
+        };
+        if !same {
+            let got = got.map_or("(unset)".to_string(), |g| g.to_string());
+            out.push(format!("{key} {got} (set for {want})"));
+        }
+    }
+    out
+}
+
 /// Check a run against the thresholds that apply to its bench profile (pure).
 pub fn evaluate(summary: &Summary, thresholds: &Thresholds) -> GateReport {
     let (applying, others): (Vec<&Threshold>, Vec<&Threshold>) =
@@ -140,7 +171,13 @@ pub fn evaluate(summary: &Summary, thresholds: &Thresholds) -> GateReport {
         .into_iter()
         .map(|t| {
             let measured = summary.metric(&t.metric);
-            Check { threshold: t.clone(), measured, verdict: Verdict::judge(t, measured) }
+            let scenario_diffs = scenario_diffs(summary, t);
+            let verdict = if scenario_diffs.is_empty() {
+                Verdict::judge(t, measured)
+            } else {
+                Verdict::OtherScenario
+            };
+            Check { threshold: t.clone(), measured, verdict, scenario_diffs }
         })
         .collect();
     GateReport {
@@ -166,6 +203,7 @@ mod tests {
             unit: "ratio".into(),
             action,
             profile: profile.map(str::to_string),
+            scenario: Default::default(),
             adr: 1,
             file: "docs/adr/0001-x.md".into(),
             line: 9,
@@ -195,6 +233,7 @@ mod tests {
                     threshold: threshold(a, None),
                     measured: None,
                     verdict,
+                    scenario_diffs: Vec::new(),
                 })
                 .collect(),
             other_profiles,

@@ -4,6 +4,7 @@
 //! [`render_file`] writes it in the order it is given (the records' order: record number, then
 //! line). Which thresholds the records put there is `crate::adr::live`'s business.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use bench::config::{ConfigError, Source};
@@ -31,6 +32,11 @@ pub struct Threshold {
     /// absent: every run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The scenario the record measured, as settings of the run's resolved profile
+    /// (`load.concurrency = 64`): a run of the profile with other values is not the scenario
+    /// these limits were set for. Empty: any run of the profile.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scenario: BTreeMap<String, toml::Value>,
     /// Provenance: record number, file (relative to the repository root) and table-row line.
     pub adr: u32,
     pub file: String,
@@ -114,6 +120,13 @@ pub fn render_file(t: &Thresholds, adr_dir: &str) -> String {
     for th in &t.thresholds {
         let profile =
             th.profile.as_ref().map_or(String::new(), |p| format!("profile = {}\n", s(p)));
+        let profile = if th.scenario.is_empty() {
+            profile
+        } else {
+            let items: Vec<String> =
+                th.scenario.iter().map(|(k, v)| format!("{} = {v}", s(k))).collect();
+            format!("{profile}scenario = {{ {} }}\n", items.join(", "))
+        };
         out.push_str(&format!(
             "\n[[threshold]]\nmetric = {}\ncomparator = {}\nlimit = {}\nunit = {}\naction = {}\n{profile}adr = {}\nfile = {}\nline = {}\n",
             s(&th.metric),
@@ -141,6 +154,7 @@ mod tests {
             unit: "ratio".into(),
             action: Action::Block,
             profile: profile.map(str::to_string),
+            scenario: BTreeMap::new(),
             adr: 2,
             file: "docs/adr/0002-t.md".into(),
             line: 11,

@@ -15,6 +15,8 @@ fn verdict_text(c: &Check) -> &'static str {
         (_, Effect::None) => "pass",
         (Verdict::Missing, Effect::Blocks) => "FAIL (not measured)",
         (Verdict::Missing, Effect::Warns) => "warn (not measured)",
+        (Verdict::OtherScenario, Effect::Blocks) => "FAIL (other scenario)",
+        (Verdict::OtherScenario, Effect::Warns) => "warn (other scenario)",
         (_, Effect::Blocks) => "FAIL",
         (_, Effect::Warns) => "warn",
     }
@@ -51,6 +53,16 @@ fn level(c: &Check) -> &'static str {
 fn failure_message(report: &GateReport, c: &Check) -> String {
     let t = &c.threshold;
     let limit = format!("{} {}", t.comparator, with_unit(t.limit, &t.unit));
+    if c.verdict == Verdict::OtherScenario {
+        return format!(
+            "run {} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that scenario \
+             (or record a decision for this one)",
+            report.run_id,
+            t.adr,
+            t.metric,
+            c.scenario_diffs.join(", ")
+        );
+    }
     match c.measured {
         Some(v) => format!(
             "{} = {} breaks {limit} (ADR-{:04}, run {})",

@@ -225,6 +225,15 @@ fn a_renamed_config_removes_every_key_at_the_old_path_and_adds_them_at_the_new()
     assert!(out.stdout.contains("configs/engine.toml: scheduler.max_num_seqs 256 -> (unset)"));
     assert!(out.stdout.contains("configs/engine-h100.toml: scheduler.max_num_seqs (unset) -> 256"));
     assert!(out.stdout.contains("8 changed keys are not named"), "{}", out.stdout);
+    // ADR-0001 stays live and names the file that is gone: a violation at its lines.
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR1}:19: ADR-0001 is live and decides configs/engine.toml: scheduler.max_num_seqs, \
+             but configs/engine.toml does not exist"
+        )),
+        "{}",
+        out.stdout
+    );
     snap("check_renamed", &out);
 
     // A record naming every removal and every new key covers the rename.
@@ -447,6 +456,60 @@ fn an_adr_exempt_trailer_passes_loudly() {
 }
 
 #[test]
+fn an_adr_exempt_trailer_covers_only_the_keys_its_own_commit_changed() {
+    const EXEMPT: &str = "Hotfix\n\nADR-Exempt: incident 4711\n";
+    // Another commit of the pull request changes another key: that key still fails.
+    let (mut g, _) = setup();
+    g.commit_files(EXEMPT, &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128")))]);
+    let both = ENGINE_TEXT.replace("256", "128").replace("false", "true");
+    g.commit_files("Also chunked prefill", &[(ENGINE, Some(&both))]);
+    let out = check(&g, &["--base", "main", "--github"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("!!!   configs/engine.toml: scheduler.max_num_seqs\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("adr check FAILED: 2 governed keys changed, 0 covered, 1 waived"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("::error file=configs/engine.toml,line=8,"), "{}", out.stdout);
+    assert!(out.stdout.contains("::warning file=configs/engine.toml,line=7,"), "{}", out.stdout);
+
+    // The exempt commit also loosens gate.toml: the stale file is not waived.
+    let (mut g, _) = setup();
+    let gate = gate_for(&[(ADR1, &adr1())]).replace("limit = 302.0", "limit = 900.0");
+    g.commit_files(
+        EXEMPT,
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128"))), (GATE, Some(&gate))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("thresholds/gate.toml is out of date"), "{}", out.stdout);
+
+    // Nor is an edit of an accepted record.
+    let (mut g, _) = setup();
+    let edited = adr1().replace("Reviews read numbers.", "Reviews read fewer numbers.");
+    g.commit_files(
+        EXEMPT,
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128"))), (ADR1, Some(&edited))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("ADR-0001 is Accepted: only its status"), "{}", out.stdout);
+
+    // An exempt commit that changes no governed key waives nothing.
+    let (mut g, _) = setup();
+    g.commit_files(EXEMPT, &[("src/main.rs", Some("fn main() { }\n"))]);
+    g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("!!! it waives nothing"), "{}", out.stdout);
+}
+
+#[test]
 fn github_annotations_point_at_the_changed_key() {
     let (mut g, _) = setup();
     g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384")))]);
@@ -533,4 +596,225 @@ fn lint_problems_and_a_stale_gate_file_at_head_fail() {
     let out = check(&g, &["--base", "main"]);
     assert_exit(&out, 1);
     assert!(out.stdout.contains("thresholds/gate.toml is out of date"), "{}", out.stdout);
+}
+
+#[test]
+fn an_accepted_record_sent_back_to_proposed_fails_and_its_thresholds_are_listed_leaving() {
+    let (mut g, _) = setup();
+    let back = adr1().replace("- Status: Accepted", "- Status: Proposed");
+    // gate.toml regenerated so that it agrees with the records: nothing else is wrong.
+    let gate = gate_for(&[(ADR1, &back)]);
+    g.commit_files("Reopen ADR-0001", &[(ADR1, Some(&back)), (GATE, Some(&gate))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR1}:3: ADR-0001 was Accepted at the merge base and is now Proposed; an accepted \
+             record does not go back"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "thresholds in force (thresholds/gate.toml): 1 leave, 0 enter\n  - \
+             metrics.ttft_ms.p99 <= 302 ms (block, every profile, ADR-0001 {ADR1}:26)\n"
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn superseding_lists_the_thresholds_that_leave_and_enter() {
+    let (mut g, _) = setup();
+    let old = adr1().replace("- Status: Accepted", "- Status: Superseded by 0002").replace(
+        "## Links\n\nNone.",
+        "## Links\n\n- Superseded by [ADR-0002](0002-tune-the-scheduler.md)",
+    );
+    let new = record(
+        2,
+        "Tune the scheduler",
+        "Accepted",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "- Supersedes [ADR-0001](0001-use-the-defaults.md)",
+    )
+    .replace("| <= | 302 | ms |", "| <= | 250 | ms |");
+    let gate = gate_for(&[(ADR1, &old), (ADR2, &new)]);
+    g.commit_files(
+        "Supersede ADR-0001",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR1, Some(&old)),
+            (ADR2, Some(&new)),
+            (GATE, Some(&gate)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    assert!(
+        out.stdout.contains(&format!(
+            "  - metrics.ttft_ms.p99 <= 302 ms (block, every profile, ADR-0001 {ADR1}:26)\n  + \
+             metrics.ttft_ms.p99 <= 250 ms (block, every profile, ADR-0002 {ADR2}:25)\n"
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn two_live_records_deciding_one_key_differently_fail_naming_both() {
+    let (mut g, _) = setup();
+    // ADR-0002 is Accepted and decides max_num_seqs = 384, but does not supersede ADR-0001,
+    // which stays live with 256. Another metric, so only the key conflicts.
+    let new = record(
+        2,
+        "Tune the scheduler",
+        "Accepted",
+        "- configs/engine.toml: scheduler.max_num_seqs = 384",
+        "None.",
+    )
+    .replace("`metrics.ttft_ms.p99`", "`metrics.tpot_ms.p99`");
+    let gate = gate_for(&[(ADR1, &adr1()), (ADR2, &new)]);
+    g.commit_files(
+        "Tune",
+        &[
+            (ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))),
+            (ADR2, Some(&new)),
+            (GATE, Some(&gate)),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR2}:19: configs/engine.toml: scheduler.max_num_seqs is decided differently by two \
+             live records: ADR-0001 ({ADR1}:19) says = 256 and ADR-0002 ({ADR2}:19) says = 384"
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
+/// configs/bench.toml whose default profile takes its engine parameters from `engine`.
+fn bench_toml(engine: &str) -> String {
+    format!("[profile.default]\n\n[profile.default.sim]\nengine_config = \"{engine}\"\n")
+}
+
+#[test]
+fn an_engine_config_pointing_at_another_file_is_governed() {
+    // The reproduction: a copy of the engine config with other values, under another name,
+    // and the profile pointed at it. Every key of the copy counts as set.
+    let (mut g, base) = setup();
+    g.commit_files(
+        "Bench on the engine config",
+        &[("configs/bench.toml", Some(&bench_toml(ENGINE)))],
+    );
+    let main = g.repo.head().unwrap().peel_to_commit().unwrap().id();
+    g.branch("main", main);
+    g.branch("pr", main);
+    let _ = base;
+    let llm = ENGINE_TEXT.replace("256", "8");
+    g.commit_files(
+        "Use llm.toml",
+        &[
+            ("configs/llm.toml", Some(&llm)),
+            ("configs/bench.toml", Some(&bench_toml("configs/llm.toml"))),
+        ],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("governed files: configs/engine*.toml, configs/llm.toml\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "configs/llm.toml: now the engine config of `profile.default.sim.engine_config` \
+             (configs/bench.toml:4): every key of it counts as set"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("  - configs/llm.toml: scheduler.max_num_seqs = 8\n"),
+        "{}",
+        out.stdout
+    );
+
+    // The file was there before (ungoverned) and only the pointer moves: still every key.
+    let mut g2 = GitRepo::init();
+    let a1 = adr1();
+    let first = g2.commit_files(
+        "Initial",
+        &[
+            (ENGINE, Some(ENGINE_TEXT)),
+            ("configs/llm.toml", Some(&llm)),
+            ("configs/bench.toml", Some(&bench_toml(ENGINE))),
+            (ADR1, Some(&a1)),
+            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
+        ],
+    );
+    g2.branch("pr", first);
+    g2.commit_files("Point", &[("configs/bench.toml", Some(&bench_toml("./configs/llm.toml")))]);
+    let out = check(&g2, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("configs/llm.toml: scheduler.max_num_seqs (unset) -> 8"),
+        "{}",
+        out.stdout
+    );
+
+    // A file decision records cannot name is refused at its line; so is a missing one.
+    g2.commit_files("Point away", &[("configs/bench.toml", Some(&bench_toml("/etc/llm.toml")))]);
+    let out = check(&g2, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "configs/bench.toml:4: `profile.default.sim.engine_config` = \"/etc/llm.toml\" names a file decision records cannot govern"
+        ),
+        "{}",
+        out.stdout
+    );
+    g2.commit_files(
+        "Point nowhere",
+        &[("configs/bench.toml", Some(&bench_toml("configs/gone.toml")))],
+    );
+    let out = check(&g2, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("configs/bench.toml:4: `profile.default.sim.engine_config` names configs/gone.toml, which does not exist at head"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn thresholds_of_a_profile_the_bench_configuration_lacks_fail() {
+    let (mut g, _) = setup();
+    // A new record gating profile `tuned`, which configs/bench.toml ([profile.default]) lacks.
+    let a2 = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384")
+        .replace("## Context\n\n", "## Context\n\nMeasured scenario: profile `tuned`.\n\n")
+        .replace("`metrics.ttft_ms.p99`", "`metrics.tpot_ms.p99`");
+    g.commit_files(
+        "Tune",
+        &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))), (ADR2, Some(&a2))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ADR2}:9: the thresholds gate runs of bench profile `tuned`, which configs/bench.toml \
+             does not define; profiles: default"
+        )),
+        "{}",
+        out.stdout
+    );
+    // With the profile defined, it passes.
+    g.commit_files(
+        "Add the profile",
+        &[("configs/bench.toml", Some("[profile.default]\n\n[profile.tuned]\n"))],
+    );
+    assert_exit(&check(&g, &["--base", "main"]), 0);
 }

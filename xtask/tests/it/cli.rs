@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::{Out, engine_params, summary, write_run, xtask};
+use crate::support::{Out, engine_params, repo_root, summary, write_run, xtask};
 use bench::summary::metric_def;
 use xtask::adr::new::MATRIX;
 use xtask::thresholds::Thresholds;
@@ -182,6 +182,15 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
+    // adr new says that a live record gates the same runs, and how to resolve it.
+    assert!(
+        out.stdout.contains(
+            "note: ADR-0001 is live for profile `default` and sets 7 of this record's metrics; \
+             before `cargo xtask adr accept 2`, supersede it (`cargo xtask adr supersede 1 2`)"
+        ),
+        "{}",
+        out.stdout
+    );
     let second = "docs/adr/0002-smaller-batched-tokens.md";
     fill_in(root, second);
     let out = xtask(root, &["adr", "accept", "2"]);
@@ -191,6 +200,23 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
         "{}",
         out.stdout
     );
+    // The other live record decides max_num_batched_tokens otherwise: named too.
+    assert!(
+        out.stdout.contains(
+            "configs/engine.toml: scheduler.max_num_batched_tokens is decided differently by two \
+             live records: ADR-0001"
+        ),
+        "{}",
+        out.stdout
+    );
+    // The conflicts come in the order of the record's lines.
+    let lines: Vec<usize> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("{second}:")))
+        .map(|l| l.split(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(lines.len() > 2 && lines.is_sorted(), "{lines:?}\n{}", out.stdout);
     let out = xtask(root, &["adr", "supersede", "1", "2"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let out = xtask(root, &["adr", "accept", "2"]);
@@ -257,4 +283,203 @@ fn tool_errors_exit_2_and_violations_exit_1() {
         2
     );
     assert_eq!(xtask(root, &["adr", "bogus"]).code, 2);
+}
+
+#[test]
+fn small_things_a_reviewer_met() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("docs/adr")).unwrap();
+    // Problems in one record of two: the count says one record has them.
+    let ok = "# ADR-0001: X\n\n- Status: Proposed\n";
+    std::fs::write(root.join("docs/adr/0001-x.md"), ok).unwrap();
+    std::fs::write(root.join("docs/adr/0002-y.md"), "# ADR-0002: Y\n\n- Status: Acepted\n")
+        .unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    let last = out.stdout.lines().last().unwrap().to_string();
+    assert!(last.contains(" problems in 2 records"), "{}", out.stdout);
+    // A clean record beside it: this repository's own.
+    let name = "docs/adr/0001-govern-inference-parameters-with-decision-records.md";
+    std::fs::remove_file(root.join("docs/adr/0001-x.md")).unwrap();
+    std::fs::copy(repo_root().join(name), root.join(name)).unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    let last = out.stdout.lines().last().unwrap();
+    assert!(last.ends_with(" in 1 of 2 records"), "{}", out.stdout);
+
+    // After 9999 there is no four-digit number: adr new refuses instead of writing a name its
+    // own lint rejects.
+    std::fs::write(root.join("docs/adr/9999-last.md"), ok).unwrap();
+    write_run(&root.join("runs"), &summary("r", 1.0, 1.0, 1.0, engine_params(true, 1)));
+    let out = xtask(root, &["adr", "new", "One more", "--baseline", "runs/r"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("already holds 9999"), "{}", out.stderr);
+    assert!(!root.join("docs/adr/10000-one-more.md").exists());
+
+    // Paths are shown without `.` components.
+    let out = xtask(root, &["gate", "./runs/none"]);
+    assert_eq!(out.code, 2);
+    assert!(!out.stderr.contains("/./"), "{}", out.stderr);
+    assert!(out.stderr.contains("/runs/none"), "{}", out.stderr);
+}
+
+#[test]
+fn run_directories_are_ignored_by_git() {
+    let repo = git2::Repository::open(repo_root()).unwrap();
+    assert!(repo.is_path_ignored("runs/baseline/summary.json").unwrap());
+    assert!(!repo.is_path_ignored("docs/adr/README.md").unwrap());
+}
+
+#[test]
+fn adr_list_exempt_shows_governed_values_no_live_record_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let write = |rel: &str, text: &str| {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), text).unwrap();
+    };
+    // max_num_seqs was changed under ADR-Exempt: the live record still says 256.
+    write("configs/engine.toml", "[scheduler]\nmax_num_seqs = 128\nblock_size = 16\n");
+    // An engine config the bench configuration names is governed too.
+    write("configs/llm.toml", "[scheduler]\nmax_num_seqs = 8\n");
+    write("configs/bench.toml", "[profile.x.sim]\nengine_config = \"configs/llm.toml\"\n");
+    write("configs/other.toml", "[a]\nb = 1\n");
+    write(
+        "docs/adr/0001-x.md",
+        "# ADR-0001: X\n\n- Status: Accepted\n\n## Decision\n\n\
+         - configs/engine.toml: scheduler.max_num_seqs = 256\n\
+         - configs/engine.toml: scheduler.block_size = 16\n\n## Links\n\nNone.\n",
+    );
+    let out = xtask(root, &["adr", "list", "--exempt"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(
+            "| configs/engine.toml: scheduler.max_num_seqs | 128   | ADR-0001 says = 256 |"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(
+            "| configs/llm.toml: scheduler.max_num_seqs    | 8     | none name it        |"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("other.toml") && !out.stdout.contains("block_size"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("2 governed values of 3 keys in 2 governed files"),
+        "{}",
+        out.stdout
+    );
+
+    let out = xtask(root, &["adr", "list", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v[0]["adr"], 1);
+    assert_eq!(v[0]["status"], "Accepted");
+    assert_eq!(v[0]["live"], true);
+    assert_eq!(v[0]["file"], "docs/adr/0001-x.md");
+    let out = xtask(root, &["adr", "list", "--exempt", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
+}
+
+#[test]
+fn adr_lint_checks_the_scope_against_the_work_tree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let write = |rel: &str, text: &str| {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), text).unwrap();
+    };
+    write("configs/bench.toml", "[profile.default]\n");
+    write("configs/engine.toml", "[scheduler]\nmax_num_seqs = 256\n");
+    let name = "docs/adr/0001-govern-inference-parameters-with-decision-records.md";
+    let own = std::fs::read_to_string(repo_root().join(name)).unwrap();
+    write(name, &own);
+    let out = xtask(root, &["adr", "lint"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    // The profile the thresholds gate is renamed away: lint names the profiles there are.
+    write("configs/bench.toml", "[profile.baseline]\n");
+    let out = xtask(root, &["adr", "lint"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("gate runs of bench profile `default`, which configs/bench.toml does not define; profiles: baseline"),
+        "{}",
+        out.stdout
+    );
+    // The governed file the live record names is deleted.
+    write("configs/bench.toml", "[profile.default]\n");
+    std::fs::remove_file(root.join("configs/engine.toml")).unwrap();
+    let out = xtask(root, &["adr", "lint"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(out.stdout.contains("but configs/engine.toml does not exist"), "{}", out.stdout);
+}
+
+#[test]
+fn adr_supersede_with_parts_takes_over_named_thresholds_only() {
+    // The governance record sets the default profile's thresholds; a new record tightens TTFT
+    // without superseding the governance record itself.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("docs/adr")).unwrap();
+    let name = "0001-govern-inference-parameters-with-decision-records.md";
+    let own = std::fs::read_to_string(repo_root().join("docs/adr").join(name)).unwrap();
+    std::fs::write(root.join("docs/adr").join(name), &own).unwrap();
+    let other_rows = [
+        "metrics.tpot_ms.p99",
+        "metrics.itl_jitter",
+        "goodput.ratio",
+        "throughput.output_tokens_per_s",
+    ];
+    let new: String = own
+        .replace(
+            "# ADR-0001: Govern inference parameters with decision records",
+            "# ADR-0002: Tighter TTFT",
+        )
+        .replace("- Status: Accepted", "- Status: Proposed")
+        .replace(
+            "| `metrics.ttft_ms.p99` | <= | 302 | ms | block |",
+            "| `metrics.ttft_ms.p99` | <= | 250 | ms | block |",
+        )
+        .lines()
+        .filter(|l| !other_rows.iter().any(|m| l.starts_with(&format!("| `{m}` | "))))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(root.join("docs/adr/0002-tighter-ttft.md"), &new).unwrap();
+
+    // A part ADR-0001 does not have is refused, naming what it has.
+    let out = xtask(root, &["adr", "supersede", "1", "2", "--part", "metrics.e2e_ms.p99"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("has no threshold on it; its metrics: metrics.ttft_ms.p99"),
+        "{}",
+        out.stderr
+    );
+
+    let out = xtask(root, &["adr", "supersede", "1", "2", "--part", "metrics.ttft_ms.p99"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(root.join("docs/adr/0002-tighter-ttft.md")).unwrap();
+    assert!(
+        text.contains(&format!("- Supersedes in part [ADR-0001]({name}): `metrics.ttft_ms.p99`\n")),
+        "{text}"
+    );
+    // ADR-0001 is not edited, ADR-0002 can be accepted, and gate.toml takes TTFT from it and
+    // the rest from ADR-0001.
+    assert_eq!(std::fs::read_to_string(root.join("docs/adr").join(name)).unwrap(), own);
+    let out = xtask(root, &["adr", "accept", "2"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert_eq!(xtask(root, &["adr", "thresholds"]).code, 0);
+    let gate = Thresholds::load(&root.join("thresholds/gate.toml")).unwrap();
+    let owners: Vec<(String, u32, f64)> =
+        gate.thresholds.iter().map(|t| (t.metric.clone(), t.adr, t.limit)).collect();
+    assert!(owners.contains(&("metrics.ttft_ms.p99".into(), 2, 250.0)), "{owners:?}");
+    assert!(owners.contains(&("goodput.ratio".into(), 1, 0.9)), "{owners:?}");
+    assert_eq!(owners.len(), 5, "{owners:?}");
+    let out = xtask(root, &["adr", "list"]);
+    assert!(out.stdout.contains("| 0001 (in part: 1) |"), "{}", out.stdout);
 }

@@ -20,6 +20,7 @@ fn threshold(
         unit: unit.into(),
         action,
         profile: None,
+        scenario: Default::default(),
         adr: 1,
         file: "docs/adr/0001-govern.md".into(),
         line,
@@ -181,4 +182,52 @@ fn thresholds_apply_to_the_profile_their_record_measured() {
         "{}",
         render_github(&report)
     );
+}
+
+#[test]
+fn a_run_of_another_scenario_is_named_and_not_passed() {
+    // Thresholds from a sweep's knee at concurrency 32, checked on a run at concurrency 64 of
+    // the same profile: the limits hold, but the run is not the scenario they were set for.
+    let s = crate::support::summary(
+        "run-64",
+        180.0,
+        20.0,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
+    assert_eq!(s.config["load"]["concurrency"], 64);
+    let at = |concurrency: i64, action: Action| {
+        let mut t = threshold("metrics.ttft_ms.p99", Comparator::Le, 200.0, "ms", action, 9);
+        t.scenario.insert("load.concurrency".into(), toml::Value::Integer(concurrency));
+        t.scenario.insert("load.mode".into(), toml::Value::String("closed".into()));
+        t
+    };
+    let report = evaluate(&s, &gate(vec![at(32, Action::Block)]));
+    assert_eq!(report.checks[0].verdict, Verdict::OtherScenario);
+    assert_eq!(report.checks[0].scenario_diffs, ["load.concurrency 64 (set for 32)"]);
+    assert!(!report.passed());
+    let text = render_report(&report, true);
+    assert!(text.contains("FAIL (other scenario)"), "{text}");
+    assert!(
+        text.contains(
+            "run run-64 is not the scenario ADR-0001 set metrics.ttft_ms.p99 <= 200 ms for: \
+             load.concurrency 64 (set for 32)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("::error file=docs/adr/0001-govern.md,line=9,"), "{text}");
+    // A warn threshold of another scenario warns; the same scenario is checked as usual.
+    assert!(evaluate(&s, &gate(vec![at(32, Action::Warn)])).passed());
+    let same = evaluate(&s, &gate(vec![at(64, Action::Block)]));
+    assert_eq!(same.checks[0].verdict, Verdict::Pass);
+    // gate.toml carries the scenario and reads it back.
+    let file = gate(vec![at(32, Action::Block)]);
+    let text = xtask::thresholds::file::render_file(&file, "docs/adr");
+    assert!(
+        text.contains("scenario = { \"load.concurrency\" = 32, \"load.mode\" = \"closed\" }\n"),
+        "{text}"
+    );
+    let back =
+        xtask::thresholds::file::parse(&bench::config::Source::new("gate.toml", text)).unwrap();
+    assert_eq!(back, file);
 }

@@ -307,6 +307,14 @@ fn each_broken_record_is_reported_at_its_line() {
             "limit `200ms` is not a number",
         ),
         (
+            "a limit that overflows in its unit",
+            27,
+            "| `metrics.ttft_ms.p99` | <= | 1e308 | s | block |",
+            NEW,
+            27,
+            "limit `1e308 s` is inf in ms, the unit of the metric: not a finite number",
+        ),
+        (
             "bad action",
             29,
             "| `metrics.itl_jitter` | <= | 0.15 | ratio | stop |",
@@ -480,4 +488,276 @@ fn the_template_is_all_placeholders_and_fills_into_a_clean_record() {
         .replace("<when to roll back (a blocking threshold broken on a gate run, for how long) and what rolling back\nrestores>", "When TTFT breaks 200 ms.")
         .replace("<what changes for operators, capacity and cost; what this decision gives up>", "Less throughput.");
     assert_eq!(lint_files(&[(path.clone(), filled.clone())]), vec![], "{filled}");
+}
+
+/// OLD accepted and live, NEW (line 41 replaced) Accepted: the pair for partial supersession.
+fn partial(link: &str) -> Vec<(PathBuf, String)> {
+    let old = OLD_TEXT
+        .replace("- Status: Superseded by 0002", "- Status: Accepted")
+        .replace("- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)", "None.");
+    vec![(PathBuf::from(OLD), old), (PathBuf::from(NEW), with_line(41, link))]
+}
+
+#[test]
+fn a_record_may_supersede_named_thresholds_and_keys_of_another() {
+    use xtask::adr::live::{decision_conflicts, live_thresholds};
+    // Without the link, both records are live and clash on the metric and the key.
+    let clash = lint_files(&partial("None."));
+    assert_eq!(clash.len(), 2, "{clash:#?}");
+    // Taking over the metric and the key: OLD stays live with the rest of its decision.
+    let link = "- Supersedes in part [ADR-0001](0001-use-defaults.md): `metrics.ttft_ms.p99`, \
+                `configs/engine.toml: scheduler.enable_chunked_prefill`";
+    let files = partial(link);
+    assert_eq!(lint_files(&files), vec![]);
+    let adrs: Vec<_> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    let owners: Vec<(String, u32)> =
+        live_thresholds(&adrs).iter().map(|t| (t.metric.clone(), t.adr)).collect();
+    assert_eq!(
+        owners,
+        [
+            ("metrics.ttft_ms.p99".to_string(), 2),
+            ("goodput.ratio".to_string(), 2),
+            ("metrics.itl_jitter".to_string(), 2)
+        ]
+    );
+    assert!(decision_conflicts(&adrs).is_empty());
+    // Only the metric: the key still clashes, named both.
+    let files = partial("- Supersedes in part 0001: metrics.ttft_ms.p99");
+    let problems = lint_files(&files);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].message.contains("is decided differently by two live records"));
+    // A Proposed record takes nothing over yet.
+    let mut files = partial(link);
+    files[1].1 = files[1].1.replace("- Status: Accepted", "- Status: Proposed");
+    let adrs: Vec<_> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    assert_eq!(live_thresholds(&adrs).len(), 1);
+}
+
+#[test]
+fn a_partial_supersession_names_what_the_older_record_has() {
+    let got = |link: &str| -> Vec<String> {
+        lint_files(&partial(link)).into_iter().filter(|p| p.line == 41).map(|p| p.message).collect()
+    };
+    let m = got("- Supersedes in part 0001: `goodput.ratio`");
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert!(
+        m[0].starts_with(
+            "supersedes in part 0001 on `goodput.ratio`, but docs/adr/0001-use-defaults.md has no \
+             threshold on it; its metrics: metrics.ttft_ms.p99"
+        ),
+        "{}",
+        m[0]
+    );
+    let m = got("- Supersedes in part 0001: configs/engine.toml: scheduler.max_num_seqs");
+    assert!(
+        m[0].contains("has no decision line for it; its keys: configs/engine.toml: scheduler.enable_chunked_prefill"),
+        "{m:#?}"
+    );
+    let m = got("- Supersedes in part 0001: ttft");
+    assert!(m[0].starts_with("`ttft` is neither a metric of the registry"), "{m:#?}");
+    let m = got("- Supersedes in part 0001");
+    assert!(m[0].contains("names nothing it takes over"), "{m:#?}");
+    // The older record must have been accepted.
+    let mut files = partial("- Supersedes in part 0001: metrics.ttft_ms.p99");
+    files[0].1 = files[0].1.replace("- Status: Accepted", "- Status: Proposed");
+    let problems = lint_files(&files);
+    assert!(
+        problems.iter().any(|p| p.line == 41
+            && p.message.contains("which is Proposed; only an Accepted record can be superseded")),
+        "{problems:#?}"
+    );
+}
+
+#[test]
+fn a_supersession_cycle_is_reported() {
+    // 0001 superseded by 0002 and 0002 by 0001, links both ways: each pair looks right.
+    let old = OLD_TEXT.replace(
+        "- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)",
+        "- Superseded by [ADR-0002](0002-enable-chunked-prefill.md)\n- Supersedes [ADR-0002](0002-enable-chunked-prefill.md)",
+    );
+    let new = GOOD.replace("- Status: Accepted", "- Status: Superseded by 0001").replace(
+        "- Supersedes [ADR-0001](0001-use-defaults.md)",
+        "- Supersedes [ADR-0001](0001-use-defaults.md)\n- Superseded by [ADR-0001](0001-use-defaults.md)",
+    );
+    let problems = lint_files(&[(OLD.into(), old), (NEW.into(), new)]);
+    let got: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(got.len(), 1, "{got:#?}");
+    assert!(
+        got[0].starts_with(&format!("{OLD}:3: supersession cycle: 0001 -> 0002 -> 0001")),
+        "{got:#?}"
+    );
+}
+
+#[test]
+fn a_link_to_an_already_superseded_record_suggests_what_works() {
+    // 0003 says it supersedes 0001, but 0001 is already superseded by 0002.
+    let third =
+        GOOD.replace("ADR-0002", "ADR-0003").replace("- Status: Accepted", "- Status: Proposed");
+    let problems = lint_files(&[
+        (OLD.into(), OLD_TEXT.into()),
+        (NEW.into(), GOOD.into()),
+        ("docs/adr/0003-again.md".into(), third),
+    ]);
+    let p: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+    assert_eq!(p.len(), 1, "{p:#?}");
+    assert!(!p[0].contains("adr supersede 1 3"), "{}", p[0]);
+    assert!(
+        p[0].contains("it is already `Superseded by 0002`: supersede that record instead (`cargo xtask adr supersede 2 3` once 0002 is Accepted)"),
+        "{}",
+        p[0]
+    );
+}
+
+/// A record in MADR 4 shape, written by hand, with what infergate needs besides MADR (the
+/// metrics matrix, decision lines, the thresholds table under Confirmation, rollback conditions).
+const MADR: &str = r#"---
+status: accepted
+date: 2025-05-01
+decision-makers: Platform team, SRE
+consulted: Inference team
+informed: Product
+---
+
+# Use chunked prefill
+
+## Context and Problem Statement
+
+Long prompts block decode at concurrency 64; TTFT P99 is 420 ms against a 500 ms SLO.
+
+## Decision Drivers
+
+* TTFT P99 under the SLO
+* No loss of throughput
+
+## Considered Options
+
+* Chunked prefill with 2048 batched tokens
+* Keep the defaults
+
+## Decision Outcome
+
+Chosen option: "Chunked prefill with 2048 batched tokens", because it halves TTFT P99.
+
+- configs/engine.toml: scheduler.enable_chunked_prefill = true
+
+### Consequences
+
+* Good, because short requests no longer wait behind long prefills.
+* Bad, because long prompts take a little longer end to end.
+
+### Confirmation
+
+A gate run of profile `default` checks:
+
+| Metric | Comparator | Limit | Unit | Action |
+|---|---|---|---|---|
+| `metrics.ttft_ms.p99` | <= | 200 | ms | block |
+
+## Pros and Cons of the Options
+
+### Chunked prefill with 2048 batched tokens
+
+* Good, because TTFT P99 drops from 420 ms to 182 ms.
+* Bad, because TPOT P99 rises slightly.
+
+### Keep the defaults
+
+* Good, because nothing changes.
+* Bad, because TTFT P99 stays at 420 ms.
+
+## Metrics matrix
+
+| Config | TTFT P99 (ms) | Conclusion |
+|---|---:|---|
+| Baseline | 420 | reference |
+| Exp-1 | 182 | chosen |
+
+## Rollback conditions
+
+TTFT P99 above 200 ms on a gate run: set enable_chunked_prefill back to false.
+
+## More Information
+
+None.
+"#;
+
+/// A minimal MADR 4 record: what MADR asks for and nothing more.
+const MADR_MINIMAL: &str = r#"---
+status: proposed
+date: 2025-05-01
+---
+
+# Use chunked prefill
+
+## Context and Problem Statement
+
+Long prompts block decode.
+
+## Considered Options
+
+* Chunked prefill
+
+## Decision Outcome
+
+Chosen option: "Chunked prefill", because it is faster.
+"#;
+
+#[test]
+fn a_madr_4_record_written_by_hand_passes() {
+    let path = PathBuf::from("docs/adr/0001-use-chunked-prefill.md");
+    assert_eq!(lint_files(&[(path.clone(), MADR.to_string())]), vec![]);
+    let adr = parse_adr(&path, MADR);
+    assert_eq!(adr.status_value(), Some(AdrStatus::Accepted));
+    assert_eq!(adr.deciders.as_ref().unwrap().value, "Platform team, SRE");
+    // The thresholds come from the Confirmation table, once; the decision line from the
+    // Decision Outcome; Considered Options and Pros and Cons are kept as other sections.
+    let rows: Vec<(&str, f64)> =
+        adr.thresholds.iter().map(|t| (t.metric.as_str(), t.limit)).collect();
+    assert_eq!(rows, [("metrics.ttft_ms.p99", 200.0)]);
+    assert_eq!(adr.profile.as_ref().map(|p| p.value.as_str()), None);
+    let decided: Vec<String> = adr.decisions.iter().map(|d| d.to_string()).collect();
+    assert_eq!(decided, ["configs/engine.toml: scheduler.enable_chunked_prefill = true"]);
+    let headings: Vec<&str> = adr.sections.iter().map(|s| s.heading.as_str()).collect();
+    assert!(
+        headings.contains(&"Considered Options")
+            && headings.contains(&"Pros and Cons of the Options"),
+        "{headings:?}"
+    );
+}
+
+#[test]
+fn a_minimal_madr_record_gets_one_message_per_missing_piece() {
+    let path = PathBuf::from("docs/adr/0001-min.md");
+    let problems = lint_files(&[(path, MADR_MINIMAL.to_string())]);
+    let got: Vec<String> = problems.iter().map(|p| p.message.clone()).collect();
+    let starts = [
+        "missing section `## CI gate thresholds` (MADR: `### Confirmation`",
+        "missing section `## Consequences` (MADR: `### Consequences`",
+        "missing section `## Links` (MADR: `## More Information`)",
+        "missing section `## Metrics matrix`: the measured runs",
+        "missing section `## Rollback conditions`: when to roll back",
+        "no deciders; write `- Deciders: <names>` under the title (in front matter: `decision-makers: <names>`)",
+    ];
+    assert_eq!(got.len(), starts.len(), "{got:#?}");
+    for (g, s) in got.iter().zip(starts) {
+        assert!(g.starts_with(s), "{g}");
+    }
+}
+
+#[test]
+fn the_scenario_line_scopes_the_thresholds_and_is_checked() {
+    let with = |line: &str| {
+        GOOD.replace("## CI gate thresholds\n\n", &format!("## CI gate thresholds\n\n{line}\n\n"))
+    };
+    let ok = with("Scenario: `load.concurrency = 64`, `workload.input_lengths = [128, 256]`.");
+    assert_eq!(lint_files(&files(&ok)), vec![]);
+    let adr = parse_adr(NEW.as_ref(), &ok);
+    let keys: Vec<String> = adr.scenario.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    assert_eq!(keys, ["load.concurrency = 64", "workload.input_lengths = [128, 256]"]);
+    let bad = with("Scenario: `load.concurrency = 64`, `load concurrency`, `load.rate = fast`");
+    let problems = lint_files(&files(&bad));
+    let messages: Vec<&str> = problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(messages.len(), 2, "{messages:#?}");
+    assert!(messages[0].starts_with("`load concurrency` is not `key = value`"), "{messages:#?}");
+    assert!(messages[1].starts_with("`load.rate = fast` is not `key = value`"), "{messages:#?}");
 }

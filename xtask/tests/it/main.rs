@@ -12,6 +12,7 @@ mod cli;
 #[cfg(feature = "runtime")]
 mod cli_bench;
 mod gate;
+mod history;
 mod lint;
 mod new;
 // Starts real engines through `xtask::serve`, which only the runtime build has.

@@ -45,6 +45,8 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         baseline: base,
         experiments: exps,
         choose,
+        run_dirs: &[],
+        charts: &[],
     }
 }
 
@@ -99,7 +101,11 @@ fn generated_record_parses_and_only_the_human_parts_fail_lint() {
     assert_eq!(got, want);
     assert!(got.iter().all(|(m, ..)| m != "server.kv_fragmentation"));
     assert!(
-        text.contains("| Exp-2 | 182.3 | 28.1 | 0.123 | 0.97 | 1344 | — | 0.5167 | chosen |"),
+        text.contains(
+            "| Exp-2 | 80 | 182.3 (-238.2, -56.6%) | 28.1 (-3.15, -10.1%) | 0.123 (=) | 0.97 \
+             (+0.16, +19.8%) | 1344 (=) | — | 0.5167 (=) | chosen: better: TTFT P99 -56.6%, TPOT \
+             P99 -10.1%, Goodput +19.8% |"
+        ),
         "{text}"
     );
     assert!(text.contains("| Exp-1 (simulated) |"));
@@ -223,8 +229,140 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
         row("Exp-1")
     );
     assert!(row("Baseline").contains("| — |"), "{}", row("Baseline"));
+
+    // Through the command: the record names each resolved run directory (the sweep's knee
+    // stage, the acceptance sides) and links the chart the sweep wrote.
+    std::fs::write(sw.join("sweep.svg"), "<svg/>").unwrap();
+    let out = crate::support::xtask(
+        dir.path(),
+        &[
+            "adr",
+            "new",
+            "From a sweep",
+            "--baseline",
+            "./acc",
+            "--exp",
+            "acc",
+            "--exp",
+            "sweep",
+            "--choose",
+            "2",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let record = std::fs::read_to_string(dir.path().join("docs/adr/0001-from-a-sweep.md")).unwrap();
+    assert!(record.contains("| Baseline | `20250501-base` | `acc/baseline` |"), "{record}");
+    assert!(record.contains("| `sweep/stage-02-concurrency-128` |"), "{record}");
+    assert!(record.contains("Charts the runs wrote: `sweep/sweep.svg`."), "{record}");
+    insta::with_settings!({filters => vec![(r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]")]}, {
+        insta::assert_snapshot!("generated_adr_sweep", record);
+    });
     // Without sweeps or acceptance runs the matrix keeps its columns.
     let (base, exps) = runs();
     let plain_text = render(&input(&base, &exps, 2)).unwrap();
     assert!(!plain_text.contains("| Knee |") && !plain_text.contains("Acceptance |"));
+}
+
+#[test]
+fn a_chosen_run_missing_its_slo_is_flagged_and_kept_from_acceptance_until_a_person_says_why() {
+    let (base, mut exps) = runs();
+    // The reproduction: TTFT P99 1012 ms against a 500 ms SLO, goodput 0.28, chosen.
+    exps[1] = crate::support::summary(
+        "20250501-exp2",
+        1012.0,
+        28.1,
+        0.28,
+        crate::support::engine_params(true, 2048),
+    );
+    let text = render(&input(&base, &exps, 2)).unwrap();
+    assert!(
+        text.contains(
+            "> **SLO missed:** Exp-2, the chosen configuration, measured TTFT P99 1012 ms above the \
+             SLO's 500 ms (goodput 0.28)."
+        ),
+        "{text}"
+    );
+    // Limits and SLO side by side: the proposed TTFT limit is above the SLO and says so.
+    assert!(
+        text.contains(
+            "| `metrics.ttft_ms.p99` | <= | 1120 | ms | block | 500 ms (the limit is above it) |"
+        ),
+        "{text}"
+    );
+    let path = std::path::PathBuf::from("docs/adr/0003-x.md");
+    let filled = text
+        .replace("<the scenario in words: who is affected, the symptom (P99, goodput, cost) and what triggered this tuning>", "Story.")
+        .replace("<what changes for operators, capacity and cost; what this decision gives up>", "Costs.");
+    // The reason is a placeholder: lint reports it.
+    let problems = lint_files(&[(path.clone(), filled.clone())]);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].message.contains("template placeholder `<why this configuration"),
+        "{}",
+        problems[0]
+    );
+    // Removing the reason line does not help: the flag needs it.
+    let no_reason: String = filled
+        .lines()
+        .filter(|l| !l.starts_with("SLO exception:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let problems = lint_files(&[(path.clone(), no_reason)]);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(
+        problems[0].message.contains("misses its SLO and no `SLO exception: <why>` line"),
+        "{}",
+        problems[0]
+    );
+    // A person's reason: clean.
+    let stated = filled.replace(
+        "SLO exception: <why this configuration is adopted although it misses the SLO>",
+        "SLO exception: the SLO is renegotiated for batch traffic in ticket 42.",
+    );
+    assert_eq!(lint_files(&[(path, stated)]), vec![]);
+}
+
+#[test]
+fn runs_of_different_files_scenarios_and_directories_are_said_so() {
+    let (base, mut exps) = runs();
+    // Exp-2 ran with another engine file, at another concurrency, on another host.
+    let e = exps[1].engine.as_mut().unwrap();
+    e.file = "configs/engine-tuned.toml".into();
+    exps[1].config["load"]["concurrency"] = serde_json::json!(32);
+    exps[1].environment.hostname = Some("other-host".into());
+    exps[1].environment_fingerprint = "ffff".into();
+    let dirs = ["runs/base".to_string(), "runs/exp1".into(), "runs/exp2".into()];
+    let mut inp = input(&base, &exps, 2);
+    inp.run_dirs = &dirs;
+    let charts = ["runs/sweep/sweep.svg".to_string()];
+    inp.charts = &charts;
+    let text = render(&inp).unwrap();
+    // File to file: each side names its own file; the rollback restores the baseline's values
+    // in the baseline's file; the decision names the file the change is made in.
+    assert!(
+        text.contains(
+            "`configs/engine.toml: scheduler.max_num_batched_tokens = 8192` -> \
+             `configs/engine-tuned.toml: scheduler.max_num_batched_tokens = 2048`"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("> Exp-2 ran with `configs/engine-tuned.toml`, the baseline with `configs/engine.toml`: its changes are file to file"), "{text}");
+    assert!(text.contains("The change is made in `configs/engine-tuned.toml`, the engine config Exp-2 ran with (the baseline ran with `configs/engine.toml`)."), "{text}");
+    assert!(
+        text.contains("- configs/engine-tuned.toml: scheduler.max_num_batched_tokens = 2048\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- `configs/engine.toml: scheduler.max_num_batched_tokens = 8192`\n"),
+        "{text}"
+    );
+    // The scenario fields that differ are named.
+    assert!(
+        text.contains("> **Not like for like:** Exp-2 differs from the baseline in `load.concurrency` 64 -> 32, host "),
+        "{text}"
+    );
+    assert!(!text.contains("> **Not like for like:** Exp-1"), "{text}");
+    // Each row names its run directory.
+    assert!(text.contains("| Exp-2 | `20250501-exp2` | `runs/exp2` | `default` |"), "{text}");
+    assert!(text.contains("Charts the runs wrote: `runs/sweep/sweep.svg`."), "{text}");
 }

@@ -178,17 +178,24 @@ pub fn pr_commits<'r>(
 
 /// `ADR-Exempt: <reason>` trailers (key case-insensitive) in the messages of `commits`. A trailer
 /// with an empty reason is returned with an empty reason: the caller refuses it.
-pub fn exemptions(commits: &[Commit<'_>]) -> Vec<Exemption> {
+///
+/// Each comes with its commit's id; its `keys` are left empty for the caller, who knows which
+/// files are governed.
+pub fn exemptions(commits: &[Commit<'_>]) -> Vec<(Oid, Exemption)> {
     let mut out = Vec::new();
     for c in commits {
         let message = String::from_utf8_lossy(c.message_bytes()).into_owned();
         for (key, value) in trailers(&message) {
             if key.eq_ignore_ascii_case(EXEMPT_TRAILER) {
-                out.push(Exemption {
-                    commit: short(c.id()),
-                    summary: message.lines().next().unwrap_or("").trim().to_string(),
-                    reason: value.trim().to_string(),
-                });
+                out.push((
+                    c.id(),
+                    Exemption {
+                        commit: short(c.id()),
+                        summary: message.lines().next().unwrap_or("").trim().to_string(),
+                        reason: value.trim().to_string(),
+                        keys: Vec::new(),
+                    },
+                ));
             }
         }
     }

@@ -28,11 +28,11 @@ use self::rule::{Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, 
 use self::semdiff::KeyChange;
 use crate::adr::lint;
 use crate::adr::live;
-use crate::adr::model::{Adr, AdrStatus};
+use crate::adr::model::{Adr, AdrStatus, Problem};
 use crate::adr::parse::{number_from_file_name, parse_adr};
 use crate::adr::records::is_record_file;
 use crate::exit::Status;
-use crate::settings::{self, SETTINGS_FILE, Settings};
+use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
 use crate::text::{gh_escape, plural, quote};
 use crate::thresholds::GATE_FILE;
 
@@ -87,6 +87,8 @@ pub struct Report {
     pub records: Vec<RecordChange>,
     /// Line at head of each changed key that is still there, for annotations.
     pub key_lines: KeyLines,
+    /// Thresholds that leave or enter the live set (gate.toml) between the merge base and head.
+    pub gate_changes: Vec<live::ThresholdChange>,
     /// `ADR-Exempt` trailers without a reason: not honoured.
     pub refused_exemptions: Vec<Exemption>,
     pub outcome: Outcome,
@@ -109,11 +111,21 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let at_head = format!("at head {head_short}");
 
     let sides = Sides { repo: &repo, base: &mb_tree, head: &head_tree, at_base, at_head };
-    let governed = governed_patterns(&sides)?;
+    let gov = governed_patterns(&sides)?;
+    let governed = gov.patterns.clone();
+    let mut config_problems = gov.problems.clone();
     let dir = dir.trim_end_matches('/');
     let changed = changed_files(&sides, dir, &governed)?;
-    let (changes, key_lines) = key_changes(&sides, changed.governed_paths)?;
-    let (file_notes, records) = (changed.file_notes, changed.records);
+    let (mut changes, mut key_lines) = key_changes(&sides, changed.governed_paths)?;
+    let (mut file_notes, records) = (changed.file_notes, changed.records);
+    repointed_changes(
+        &sides,
+        &gov,
+        &mut changes,
+        &mut key_lines,
+        &mut file_notes,
+        &mut config_problems,
+    )?;
 
     // The records at head: lint, and gate.toml against them.
     let head_records: Vec<(std::path::PathBuf, String)> =
@@ -122,14 +134,38 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             .map(|(p, t)| (p.into(), t))
             .collect();
     let adrs: Vec<Adr> = head_records.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    let lint_problems = lint::lint_adrs(&adrs);
+    let mut lint_problems = lint::lint_adrs(&adrs);
+    lint_problems.extend(config_problems);
+    // Scope at head: the profiles of the bench configuration, the files decision lines name.
+    let profiles =
+        git::read_text(&repo, &head_tree, BENCH_FILE)?.and_then(|t| lint::bench_profiles(&t));
+    let mut missing_files = Vec::new();
+    for f in lint::decision_files(&adrs) {
+        if git::read_text(&repo, &head_tree, &f)?.is_none() {
+            missing_files.push(f);
+        }
+    }
+    lint_problems.extend(lint::lint_scope(&adrs, &lint::RepoFacts { profiles, missing_files }));
     let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
     let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
+    // The thresholds in force at each side, as the records say (gate.toml follows them).
+    let base_adrs: Vec<Adr> = git::read_dir(&repo, &mb_tree, dir, is_record_file)?
+        .iter()
+        .map(|(p, t)| parse_adr(Path::new(p), t))
+        .collect();
+    let gate_changes =
+        live::threshold_changes(&live::live_thresholds(&base_adrs), &live::live_thresholds(&adrs));
 
     // Exemptions.
     let commits = git::pr_commits(&repo, head_commit.id(), mb)?;
-    let (exemptions, refused): (Vec<Exemption>, Vec<Exemption>) =
-        git::exemptions(&commits).into_iter().partition(|e| !e.reason.is_empty());
+    let (exempt, refused): (Vec<_>, Vec<_>) =
+        git::exemptions(&commits).into_iter().partition(|(_, e)| !e.reason.is_empty());
+    let refused: Vec<Exemption> = refused.into_iter().map(|(_, e)| e).collect();
+    let mut exemptions = Vec::new();
+    for (oid, mut e) in exempt {
+        e.keys = commit_keys(&repo, oid, dir, &governed)?;
+        exemptions.push(e);
+    }
 
     let outcome = rule::evaluate(Input {
         changes: &changes,
@@ -149,9 +185,41 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         file_notes,
         records,
         key_lines,
+        gate_changes,
         refused_exemptions: refused,
         outcome,
     })
+}
+
+/// The governed keys commit `oid` changes against its first parent (none for a root commit: an
+/// exemption there waives nothing). A governed file that is not valid TOML in that commit or its parent
+/// contributes no key: nothing of it is waived.
+fn commit_keys(
+    repo: &Repository,
+    oid: git2::Oid,
+    dir: &str,
+    governed: &[String],
+) -> anyhow::Result<Vec<(String, String)>> {
+    let commit = repo.find_commit(oid).with_context(|| format!("cannot read commit {oid}"))?;
+    let tree = commit.tree().with_context(|| format!("cannot read the tree of {oid}"))?;
+    let Ok(parent) = commit.parent(0) else { return Ok(Vec::new()) };
+    let parent = parent.tree().with_context(|| format!("cannot read the parent of {oid}"))?;
+    let short = git::short(oid);
+    let sides = Sides {
+        repo,
+        base: &parent,
+        head: &tree,
+        at_base: format!("in the parent of {short}"),
+        at_head: format!("in {short}"),
+    };
+    let changed = changed_files(&sides, dir, governed)?;
+    let mut keys = Vec::new();
+    for p in changed.governed_paths {
+        if let Ok((changes, _)) = key_changes(&sides, vec![p]) {
+            keys.extend(changes.into_iter().map(|c| (c.file, c.key)));
+        }
+    }
+    Ok(keys)
 }
 
 /// The two trees `adr check` compares, with the words that name them in errors.
@@ -165,9 +233,14 @@ struct Sides<'r> {
     at_head: String,
 }
 
-/// The governed file patterns: those of the settings at either side.
-fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Vec<String>> {
+/// The governed file patterns: those of the settings at either side, and every file the bench
+/// configuration names as an `engine_config` at either side. An `engine_config` at head that no
+/// record could govern (not under configs/, not .toml) is a problem at its line.
+fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Governance> {
     let mut governed = Vec::new();
+    let mut problems = Vec::new();
+    let mut repointed = Vec::new();
+    let mut at_base: BTreeMap<String, String> = BTreeMap::new();
     for (tree, at) in [(sides.base, &sides.at_base), (sides.head, &sides.at_head)] {
         let text = git::read_text(sides.repo, tree, SETTINGS_FILE)?;
         let s = match text {
@@ -180,8 +253,86 @@ fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Vec<String>> {
                 governed.push(p);
             }
         }
+        let Some(bench) = git::read_text(sides.repo, tree, BENCH_FILE)? else { continue };
+        let refs = settings::engine_config_refs(&Source::new(BENCH_FILE, bench))
+            .with_context(|| format!("invalid {BENCH_FILE} {at}"))?;
+        let is_head = std::ptr::eq(tree, sides.head);
+        for r in refs {
+            if !is_head {
+                at_base.insert(r.key.clone(), r.path.clone());
+            }
+            match r.ungovernable() {
+                None => {
+                    if is_head && at_base.get(&r.key) != Some(&r.path) {
+                        repointed.push((r.path.clone(), r.key.clone(), r.line));
+                    }
+                    if !settings::is_governed(&governed, &r.path) {
+                        governed.push(r.path);
+                    }
+                }
+                Some(why) if is_head => problems.push(Problem::new(BENCH_FILE, r.line, why)),
+                Some(_) => {}
+            }
+        }
     }
-    Ok(governed)
+    Ok(Governance { patterns: governed, problems, repointed })
+}
+
+/// The governed files and what the bench configuration says about them.
+struct Governance {
+    patterns: Vec<String>,
+    /// `engine_config` settings at head that no record could govern.
+    problems: Vec<Problem>,
+    /// `(path, key, line)`: an `engine_config` setting that names another file at head than at
+    /// the merge base (or is new): runs of that profile take every key of the file from now on.
+    repointed: Vec<(String, String, usize)>,
+}
+
+/// Every key of each file an `engine_config` setting newly points at counts as set (the whole
+/// file against nothing), replacing that file's own diff; a file that does not exist at head is
+/// a problem at the setting's line.
+fn repointed_changes(
+    sides: &Sides<'_>,
+    gov: &Governance,
+    changes: &mut Vec<KeyChange>,
+    key_lines: &mut KeyLines,
+    notes: &mut Vec<FileNote>,
+    problems: &mut Vec<Problem>,
+) -> anyhow::Result<()> {
+    let mut done: Vec<&str> = Vec::new();
+    for (path, key, line) in &gov.repointed {
+        if done.contains(&path.as_str()) {
+            continue;
+        }
+        done.push(path);
+        let Some(text) = git::read_text(sides.repo, sides.head, path)? else {
+            problems.push(Problem::new(
+                BENCH_FILE,
+                *line,
+                format!("`{key}` names {path}, which does not exist {}", sides.at_head),
+            ));
+            continue;
+        };
+        let src = Source::new(path, text);
+        let all = semdiff::diff_file(path, None, Some(&src))
+            .with_context(|| format!("{path} {} is not valid TOML", sides.at_head))?;
+        changes.retain(|c| &c.file != path);
+        for c in &all {
+            let segs: Vec<&str> = c.key.split('.').collect();
+            if let Some(span) = src.locate(&segs) {
+                key_lines.insert((c.file.clone(), c.key.clone()), src.line_col(span.start).0);
+            }
+        }
+        changes.extend(all);
+        notes.retain(|n| &n.path != path);
+        notes.push(FileNote {
+            path: path.clone(),
+            note: format!(
+                "now the engine config of `{key}` ({BENCH_FILE}:{line}): every key of it counts as set"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The governed files and records a diff touches.
@@ -300,8 +451,10 @@ pub fn run(root: &Path, dir: &Path, args: CheckArgs) -> anyhow::Result<Status> {
     print!("{}", render(&report, args.github));
     for e in &report.outcome.exemptions {
         eprintln!(
-            "warning: adr check is waived by `ADR-Exempt: {}` in commit {}",
-            e.reason, e.commit
+            "warning: adr check is waived for {} by `ADR-Exempt: {}` in commit {}",
+            plural(e.keys.len(), "governed key"),
+            e.reason,
+            e.commit
         );
     }
     Ok(report.outcome.status())
@@ -407,11 +560,19 @@ fn render_header(w: &mut String, r: &Report) {
         .unwrap();
         writeln!(w, "!!! ADR-Exempt: {}", e.reason).unwrap();
         writeln!(w, "!!! in commit {} \"{}\"", e.commit, e.summary).unwrap();
-        writeln!(
-            w,
-            "!!! adr check is WAIVED for this pull request: what it finds is reported, not enforced"
-        )
-        .unwrap();
+        if e.keys.is_empty() {
+            writeln!(w, "!!! it waives nothing: this commit changes no governed key").unwrap();
+        } else {
+            writeln!(
+                w,
+                "!!! it waives the record for the governed keys this commit changes, and nothing \
+                 else (record edits, gate.toml, lint and other commits' keys are still checked):"
+            )
+            .unwrap();
+            for (file, key) in &e.keys {
+                writeln!(w, "!!!   {file}: {key}").unwrap();
+            }
+        }
         writeln!(
             w,
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
@@ -453,6 +614,16 @@ fn render_changes(w: &mut String, r: &Report) {
                 .and_then(|n| parse_adr(&n.path, &n.text).status_value())
                 .map_or(String::new(), |s| format!(", {s}"));
             writeln!(w, "  {path}: {kind}{status}").unwrap();
+        }
+    }
+    if !r.gate_changes.is_empty() {
+        let (leave, enter) = r
+            .gate_changes
+            .iter()
+            .fold((0, 0), |(l, e), c| if c.enters { (l, e + 1) } else { (l + 1, e) });
+        writeln!(w, "thresholds in force ({GATE_FILE}): {leave} leave, {enter} enter",).unwrap();
+        for c in &r.gate_changes {
+            writeln!(w, "  {c}").unwrap();
         }
     }
     if !o.coverage.is_empty() {
@@ -517,6 +688,8 @@ fn render_verdict(w: &mut String, r: &Report) {
     } else {
         format!("{} changed, {covered} covered", plural(n, "governed key"))
     };
+    let waived = o.waived().count();
+    let keys = if waived > 0 { format!("{keys}, {waived} waived") } else { keys };
     let verdict = if o.rule_holds() {
         "passed".to_string()
     } else if o.passed() {
@@ -526,18 +699,25 @@ fn render_verdict(w: &mut String, r: &Report) {
     };
     writeln!(w, "adr check {verdict}: {keys}, {}", plural(o.violations.len(), "other violation"))
         .unwrap();
-    if let Some(e) = o.exemptions.first()
-        && !o.rule_holds()
-    {
-        writeln!(w, "exempt: ADR-Exempt: {} (commit {})", e.reason, e.commit).unwrap();
+    for c in o.waived() {
+        let e = o.exemptions.iter().find(|e| Some(&e.commit) == c.exempted_by.as_ref());
+        if let Some(e) = e {
+            writeln!(
+                w,
+                "waived: {} (ADR-Exempt: {}, commit {})",
+                c.change.target(),
+                e.reason,
+                e.commit
+            )
+            .unwrap();
+        }
     }
 }
 
-/// GitHub Actions annotations: an `::error` per uncovered key (at its line at head) and per
-/// violation (`::warning` when exempt), and a `::warning` per exemption.
+/// GitHub Actions annotations: an `::error` per uncovered key (at its line at head; a
+/// `::warning` when an exemption waives it) and per violation, and a `::warning` per exemption.
 pub fn render_github(r: &Report) -> String {
     let o = &r.outcome;
-    let level = if o.exemptions.is_empty() { "error" } else { "warning" };
     let mut out = String::new();
     for e in &o.exemptions {
         writeln!(
@@ -549,6 +729,7 @@ pub fn render_github(r: &Report) -> String {
         .unwrap();
     }
     for c in o.uncovered() {
+        let level = if c.exempted_by.is_some() { "warning" } else { "error" };
         let ch = &c.change;
         let line = r
             .key_lines
@@ -580,7 +761,7 @@ pub fn render_github(r: &Report) -> String {
         };
         writeln!(
             out,
-            "::{level} file={}{line},title={}::{}",
+            "::error file={}{line},title={}::{}",
             gh_escape(&file, true),
             gh_escape("adr check", true),
             gh_escape(&message, false)

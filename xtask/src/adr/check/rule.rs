@@ -8,8 +8,9 @@
 //! 4. a record that was Accepted at the merge base is not edited except its status (with its
 //!    date) and its Links section, nor deleted, nor renumbered.
 //!
-//! An `ADR-Exempt: <reason>` trailer in a commit of the pull request waives the rule: the
-//! violations are still reported, the outcome passes and says why.
+//! An `ADR-Exempt: <reason>` trailer in a commit of the pull request waives rule 1 for the
+//! governed keys that commit itself changes, and only for them: a key changed by another commit,
+//! a record edit, a lint problem or a stale gate.toml still fails. What it waives is reported.
 
 use std::path::PathBuf;
 
@@ -67,6 +68,9 @@ pub struct Exemption {
     /// First line of the commit message.
     pub summary: String,
     pub reason: String,
+    /// The governed keys (`file`, `key`) this commit changes against its first parent: the only
+    /// keys the trailer waives.
+    pub keys: Vec<(String, String)>,
 }
 
 /// Everything the rule looks at.
@@ -105,6 +109,8 @@ pub struct Coverage {
     pub covered_by: Vec<Naming>,
     /// Why other records that name the key do not cover it (`ADR-0003 says 512`).
     pub near_misses: Vec<String>,
+    /// The exempt commit that changed this key, when no record covers it: waived, reported.
+    pub exempted_by: Option<String>,
 }
 
 impl Coverage {
@@ -156,9 +162,15 @@ impl Outcome {
         self.violations.is_empty() && self.uncovered().next().is_none()
     }
 
-    /// Whether the check passes: the rule holds, or a commit is exempt.
+    /// Whether the check passes: no violation, and each changed key is covered by a record or
+    /// was changed by a commit with an `ADR-Exempt` trailer.
     pub fn passed(&self) -> bool {
-        self.rule_holds() || !self.exemptions.is_empty()
+        self.violations.is_empty() && self.uncovered().all(|c| c.exempted_by.is_some())
+    }
+
+    /// Keys waived by an exemption (uncovered, changed by an exempt commit).
+    pub fn waived(&self) -> impl Iterator<Item = &Coverage> {
+        self.uncovered().filter(|c| c.exempted_by.is_some())
     }
 
     pub fn status(&self) -> crate::exit::Status {
@@ -224,7 +236,16 @@ pub fn evaluate(input: Input<'_>) -> Outcome {
                     near_misses.push(why.clone());
                 }
             }
-            Coverage { change: change.clone(), covered_by, near_misses }
+            let exempted_by = if covered_by.is_empty() {
+                input
+                    .exemptions
+                    .iter()
+                    .find(|e| e.keys.iter().any(|(f, k)| *f == change.file && *k == change.key))
+                    .map(|e| e.commit.clone())
+            } else {
+                None
+            };
+            Coverage { change: change.clone(), covered_by, near_misses, exempted_by }
         })
         .collect();
 
@@ -301,6 +322,24 @@ fn accepted_edit(rc: &RecordChange) -> Option<Problem> {
             format!(
                 "{label} is Accepted and was renumbered to {}; an accepted record keeps its number",
                 new.path.display()
+            ),
+        ));
+    }
+    if let Some(status) = after.status.as_ref()
+        && !matches!(
+            status.value,
+            AdrStatus::Accepted | AdrStatus::Deprecated | AdrStatus::SupersededBy(_)
+        )
+    {
+        return Some(Problem::new(
+            &new.path,
+            status.line,
+            format!(
+                "{label} was Accepted at the merge base and is now {}; an accepted record does \
+                 not go back: its status may only become `Superseded by NNNN` (`cargo xtask adr \
+                 supersede {n} NEW`) or `Deprecated`",
+                status.value,
+                n = before.number.map_or("N".into(), |n| n.to_string())
             ),
         ));
     }
@@ -533,6 +572,20 @@ mod tests {
         assert!(
             matches!(&o.violations[0], Violation::AcceptedEdited(p) if p.message.contains("renumbered"))
         );
+        // An accepted record does not go back to Proposed (which would take its thresholds out
+        // of gate.toml unnoticed) nor become Rejected; Deprecated is a way out.
+        for back in ["Proposed", "Rejected"] {
+            let text = old.replace("- Status: Accepted", &format!("- Status: {back}"));
+            let o = run(&[], &[RecordChange::modified(path(1), &old, &text)]);
+            let Violation::AcceptedEdited(p) = &o.violations[0] else { panic!("{o:#?}") };
+            assert_eq!(p.line, 3, "{p}");
+            assert!(
+                p.message.contains(&format!("is now {back}; an accepted record does not go back")),
+                "{p}"
+            );
+        }
+        let deprecated = old.replace("- Status: Accepted", "- Status: Deprecated");
+        assert!(run(&[], &[RecordChange::modified(path(1), &old, &deprecated)]).passed());
         // A Proposed record may be edited freely.
         let proposed = record(1, "Proposed", "- configs/engine.toml: scheduler.max_num_seqs = 256");
         let o = run(
@@ -577,23 +630,37 @@ mod tests {
     }
 
     #[test]
-    fn an_exemption_passes_and_keeps_the_violations() {
-        let c = changes(&ENGINE.replace("256", "384"));
+    fn an_exemption_waives_only_the_keys_its_commit_changed() {
+        let c = changes(&ENGINE.replace("256", "384").replace("false", "true"));
+        let key = |k: &str| ("configs/engine.toml".to_string(), k.to_string());
         let ex = [Exemption {
             commit: "abc1234".into(),
             summary: "Hotfix".into(),
             reason: "incident 42".into(),
+            keys: vec![key("scheduler.max_num_seqs")],
         }];
-        let o = evaluate(Input {
-            changes: &c,
+        let input = |changes, lint, thresholds| Input {
+            changes,
             records: &[],
-            lint: &[],
-            thresholds: &IN_SYNC,
+            lint,
+            thresholds,
             gate_file: "thresholds/gate.toml",
             exemptions: &ex,
-        });
+        };
+        // Two keys changed, the exempt commit changed one: the other still fails.
+        let o = evaluate(input(&c, &[], &IN_SYNC));
+        assert!(!o.passed() && !o.rule_holds());
+        let waived: Vec<String> = o.waived().map(|c| c.change.key.clone()).collect();
+        assert_eq!(waived, ["scheduler.max_num_seqs"]);
+        // Only that key changed: waived, passes, the rule itself does not hold.
+        let one = changes(&ENGINE.replace("256", "384"));
+        let o = evaluate(input(&one, &[], &IN_SYNC));
         assert!(o.passed() && !o.rule_holds());
-        assert_eq!(o.uncovered().count(), 1);
         assert_eq!(o.exemptions, ex.to_vec());
+        // A lint problem or a stale gate.toml is never waived.
+        let lint = [Problem::new("docs/adr/0001-x.md", 3, "edited")];
+        assert!(!evaluate(input(&one, &lint, &IN_SYNC)).passed());
+        let stale = Ok(SyncState::OutOfDate { expected: String::new() });
+        assert!(!evaluate(input(&one, &[], &stale)).passed());
     }
 }
