@@ -25,6 +25,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::limits::{
+    self, Low, MAX_BURSTINESS, MAX_CONCURRENCY, MAX_RATE, MAX_REQUEST_TOKENS, MAX_REQUESTS,
+    MAX_SECONDS, MAX_WORKLOAD_ITEMS, MIN_BURSTINESS, MIN_RATE,
+};
 use super::source::{ConfigError, Source};
 use crate::metrics::Slo;
 
@@ -737,164 +741,173 @@ pub fn validate_env_name(var: &str) -> Result<(), String> {
     }
 }
 
-/// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem.
+/// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem. Every
+/// number is checked against its documented bound ([`super::limits`]).
 pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
-    let err = |k: &str, m: String| Err((k.to_string(), m));
-    let l = &p.load;
-    if l.concurrency == 0 {
-        return err("load.concurrency", "must be at least 1".into());
-    }
-    match (l.mode, l.rate) {
-        (LoadMode::Open, None) => {
-            return err(
-                "load.rate",
-                "an open-loop load (mode = \"open\") needs rate = <requests per second>".into(),
-            );
-        }
-        (_, Some(r)) if !(r.is_finite() && r > 0.0) => {
-            return err(
-                "load.rate",
-                format!("must be a positive number of requests per second, got {r}"),
-            );
-        }
-        _ => {}
-    }
-    if !(l.burstiness.is_finite() && l.burstiness > 0.0) {
-        return err("load.burstiness", format!("must be > 0 (1 = Poisson), got {}", l.burstiness));
-    }
-    if l.max_concurrency == Some(0) {
-        return err("load.max_concurrency", "must be at least 1 when set".into());
-    }
-    if l.requests == Some(0) {
-        return err("load.requests", "must be at least 1 when set".into());
-    }
-    if let Some(d) = l.duration_s {
-        if !(d.is_finite() && d > 0.0) {
-            return err("load.duration_s", format!("must be > 0 seconds, got {d}"));
-        }
-    }
-    if !(l.warmup_s.is_finite() && l.warmup_s >= 0.0) {
-        return err("load.warmup_s", format!("must be >= 0 seconds, got {}", l.warmup_s));
-    }
-    let w = &p.workload;
-    if w.dataset.is_none() {
-        if w.input_lengths.is_empty() {
-            return err(
-                "workload.input_lengths",
-                "needs at least one prompt length (or set workload.dataset)".into(),
-            );
-        }
-        if w.input_lengths.contains(&0) {
-            return err("workload.input_lengths", "prompt lengths must be at least 1 token".into());
-        }
-        if w.repeats == 0 {
-            return err("workload.repeats", "must be at least 1".into());
-        }
-        if w.input_lengths.iter().any(|&n| n <= w.shared_prefix_tokens)
-            && w.shared_prefix_tokens > 0
-        {
-            return err(
-                "workload.shared_prefix_tokens",
-                "must be shorter than every prompt length".into(),
-            );
-        }
-    }
-    if w.max_tokens == 0 {
-        return err("workload.max_tokens", "must be at least 1".into());
-    }
-    if !(w.temperature.is_finite() && (0.0..=2.0).contains(&w.temperature)) {
-        return err("workload.temperature", format!("must be within 0..=2, got {}", w.temperature));
-    }
-    if !(w.top_p.is_finite() && w.top_p > 0.0 && w.top_p <= 1.0) {
-        return err("workload.top_p", format!("must be within (0, 1], got {}", w.top_p));
-    }
+    validate_load(&p.load)?;
+    validate_workload(&p.workload)?;
     for (k, v) in [
         ("slo.ttft_ms", p.slo.ttft_ms),
         ("slo.tpot_ms", p.slo.tpot_ms),
         ("slo.e2e_ms", p.slo.e2e_ms),
     ] {
         if let Some(v) = v {
-            if !(v.is_finite() && v > 0.0) {
-                return err(k, format!("must be a positive number of milliseconds, got {v}"));
-            }
+            at(k, limits::millis(v, false))?;
         }
     }
-    if !(p.scrape.interval_s.is_finite() && p.scrape.interval_s >= 0.01) {
-        return err(
-            "scrape.interval_s",
-            format!("must be at least 0.01 seconds, got {}", p.scrape.interval_s),
-        );
-    }
+    at(
+        "scrape.interval_s",
+        limits::check_f64(p.scrape.interval_s, Low::Closed, 0.01, MAX_SECONDS, "seconds"),
+    )?;
     let c = &p.client;
-    for (k, v) in [
-        ("client.request_timeout_s", c.request_timeout_s),
-        ("client.stall_timeout_s", c.stall_timeout_s),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            return err(k, format!("must be > 0 seconds, got {v}"));
+    at("client.request_timeout_s", limits::seconds(c.request_timeout_s, false))?;
+    at("client.stall_timeout_s", limits::seconds(c.stall_timeout_s, false))?;
+    at("client.grace_s", limits::seconds(c.grace_s, true))?;
+    validate_sim(&p.sim)
+}
+
+/// The dotted key of a failed check.
+fn at(key: &str, r: Result<(), String>) -> Result<(), (String, String)> {
+    r.map_err(|m| (key.to_string(), m))
+}
+
+fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
+    let concurrency = |v: u32| limits::check_int(v.into(), 1, MAX_CONCURRENCY.into(), "requests");
+    at("load.concurrency", concurrency(l.concurrency))?;
+    match (l.mode, l.rate) {
+        (LoadMode::Open, None) => {
+            return at(
+                "load.rate",
+                Err("an open-loop load (mode = \"open\") needs rate = <requests per second>".into()),
+            );
         }
+        (_, Some(r)) => at(
+            "load.rate",
+            limits::check_f64(r, Low::Closed, MIN_RATE, MAX_RATE, "requests per second"),
+        )?,
+        _ => {}
     }
-    if !(c.grace_s.is_finite() && c.grace_s >= 0.0) {
-        return err("client.grace_s", format!("must be >= 0 seconds, got {}", c.grace_s));
+    at(
+        "load.burstiness",
+        limits::check_f64(
+            l.burstiness,
+            Low::Closed,
+            MIN_BURSTINESS,
+            MAX_BURSTINESS,
+            "(the gamma shape: 1 = Poisson)",
+        ),
+    )?;
+    if let Some(n) = l.max_concurrency {
+        at("load.max_concurrency", concurrency(n))?;
     }
-    let t = &p.sim.timing;
-    for (k, v) in [
-        ("sim.timing.ttft_ms", t.ttft_ms),
-        ("sim.timing.itl_ms", t.itl_ms),
-        ("sim.timing.jitter_ms", t.jitter_ms),
-    ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return err(k, format!("must be >= 0 ms, got {v}"));
+    if let Some(n) = l.requests {
+        at("load.requests", limits::check_int(n, 1, MAX_REQUESTS, "requests"))?;
+    }
+    at("load.warmup_requests", limits::check_int(l.warmup_requests, 0, MAX_REQUESTS, "requests"))?;
+    if let Some(d) = l.duration_s {
+        at("load.duration_s", limits::seconds(d, false))?;
+    }
+    at("load.warmup_s", limits::seconds(l.warmup_s, true))
+}
+
+fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
+    let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
+    if w.dataset.is_none() {
+        if w.input_lengths.is_empty() {
+            return at(
+                "workload.input_lengths",
+                Err("needs at least one prompt length (or set workload.dataset)".into()),
+            );
         }
-    }
-    if t.jitter_ms > t.itl_ms {
-        return err(
-            "sim.timing.jitter_ms",
-            format!("must not exceed itl_ms ({}), got {}", t.itl_ms, t.jitter_ms),
-        );
-    }
-    if t.tokens_per_chunk == 0 {
-        return err("sim.timing.tokens_per_chunk", "must be at least 1".into());
-    }
-    if t.output_tokens == Some(0) {
-        return err("sim.timing.output_tokens", "must be at least 1 when set".into());
-    }
-    if !(p.sim.corruption_rate.is_finite() && (0.0..=1.0).contains(&p.sim.corruption_rate)) {
-        return err(
-            "sim.corruption_rate",
-            format!("is a probability: within 0..=1, got {}", p.sim.corruption_rate),
-        );
-    }
-    if !(p.sim.logprob_drift.is_finite() && p.sim.logprob_drift >= 0.0 && p.sim.logprob_drift < 1.0)
-    {
-        return err(
-            "sim.logprob_drift",
-            format!("is a relative error: within 0..1, got {}", p.sim.logprob_drift),
-        );
-    }
-    for (name, prob) in p.sim.faults.probabilities() {
-        if !(prob.is_finite() && (0.0..=1.0).contains(&prob)) {
-            return err(
-                &format!("sim.faults.{name}"),
-                format!("is a probability: within 0..=1, got {prob}"),
+        if let Some(&n) = w.input_lengths.iter().find(|&&n| tokens(n).is_err()) {
+            return at(
+                "workload.input_lengths",
+                tokens(n).map_err(|m| format!("every prompt length {m}")),
+            );
+        }
+        at("workload.repeats", limits::check_int(w.repeats.into(), 1, MAX_WORKLOAD_ITEMS, ""))?;
+        let items = w.input_lengths.len() as u64 * u64::from(w.repeats);
+        if items > MAX_WORKLOAD_ITEMS {
+            return at(
+                "workload.repeats",
+                Err(format!(
+                    "{} prompt lengths x {} repeats = {items} requests, more than the \
+                     {MAX_WORKLOAD_ITEMS} a synthetic workload may hold",
+                    w.input_lengths.len(),
+                    w.repeats
+                )),
+            );
+        }
+        if w.input_lengths.iter().any(|&n| n <= w.shared_prefix_tokens)
+            && w.shared_prefix_tokens > 0
+        {
+            return at(
+                "workload.shared_prefix_tokens",
+                Err("must be shorter than every prompt length".into()),
             );
         }
     }
-    let total: f64 =
-        p.sim.faults.probabilities().iter().filter(|(n, _)| *n != "stall").map(|(_, p)| p).sum();
-    if total > 1.0 + 1e-9 {
-        return err(
-            "sim.faults",
-            format!("the fault probabilities (except stall) add up to {total}, more than 1"),
+    at("workload.max_tokens", tokens(w.max_tokens))?;
+    if !(w.temperature.is_finite() && (0.0..=2.0).contains(&w.temperature)) {
+        return at(
+            "workload.temperature",
+            Err(format!("must be within 0..=2, got {}", w.temperature)),
         );
     }
-    for (k, v) in [
-        ("sim.faults.stall_ms", p.sim.faults.stall_ms),
-        ("sim.faults.freeze_ms", p.sim.faults.freeze_ms),
-    ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return err(k, format!("must be >= 0 ms, got {v}"));
+    if !(w.top_p.is_finite() && w.top_p > 0.0 && w.top_p <= 1.0) {
+        return at("workload.top_p", Err(format!("must be within (0, 1], got {}", w.top_p)));
+    }
+    Ok(())
+}
+
+fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
+    let t = &sim.timing;
+    at("sim.timing.ttft_ms", limits::millis(t.ttft_ms, true))?;
+    at("sim.timing.itl_ms", limits::millis(t.itl_ms, true))?;
+    at("sim.timing.jitter_ms", limits::millis(t.jitter_ms, true))?;
+    if t.jitter_ms > t.itl_ms {
+        return at(
+            "sim.timing.jitter_ms",
+            Err(format!("must not exceed itl_ms ({}), got {}", t.itl_ms, t.jitter_ms)),
+        );
+    }
+    let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
+    at("sim.timing.tokens_per_chunk", tokens(t.tokens_per_chunk))?;
+    if let Some(n) = t.output_tokens {
+        at("sim.timing.output_tokens", tokens(n))?;
+    }
+    if !(sim.corruption_rate.is_finite() && (0.0..=1.0).contains(&sim.corruption_rate)) {
+        return at(
+            "sim.corruption_rate",
+            Err(format!("is a probability: within 0..=1, got {}", sim.corruption_rate)),
+        );
+    }
+    if !(sim.logprob_drift.is_finite() && sim.logprob_drift >= 0.0 && sim.logprob_drift < 1.0) {
+        return at(
+            "sim.logprob_drift",
+            Err(format!("is a relative error: within 0..1, got {}", sim.logprob_drift)),
+        );
+    }
+    let f = &sim.faults;
+    for (name, prob) in f.probabilities() {
+        if !(prob.is_finite() && (0.0..=1.0).contains(&prob)) {
+            return at(
+                &format!("sim.faults.{name}"),
+                Err(format!("is a probability: within 0..=1, got {prob}")),
+            );
         }
+    }
+    let total: f64 = f.probabilities().iter().filter(|(n, _)| *n != "stall").map(|(_, p)| p).sum();
+    if total > 1.0 + 1e-9 {
+        return at(
+            "sim.faults",
+            Err(format!("the fault probabilities (except stall) add up to {total}, more than 1")),
+        );
+    }
+    at("sim.faults.stall_ms", limits::millis(f.stall_ms, true))?;
+    at("sim.faults.freeze_ms", limits::millis(f.freeze_ms, true))?;
+    if let Some(v) = f.freeze_at_ms {
+        at("sim.faults.freeze_at_ms", limits::millis(v, true))?;
     }
     Ok(())
 }
@@ -960,7 +973,7 @@ mod tests {
         assert_eq!(c.resolve("default", &[]).unwrap().profile.load.concurrency, 4);
         let err = c.resolve("fast", &[]).unwrap_err();
         assert_eq!(err.line, Some(6), "{err}");
-        assert!(err.message.contains("at least 1"), "{err}");
+        assert!(err.message.contains("within 1..=100000"), "{err}");
         let err =
             c.resolve("default", &[Override::parse("load.concurrency=0").unwrap()]).unwrap_err();
         assert!(err.to_string().contains("--set load.concurrency=0"), "{err}");
@@ -998,6 +1011,67 @@ mod tests {
         assert!(err.to_string().contains("--set load.concurrency=lots"), "{err}");
         let err = c.resolve("default", &[Override::parse("load.nope=1").unwrap()]).unwrap_err();
         assert!(err.message.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn every_duration_rate_size_and_count_is_bounded_and_named_by_its_override() {
+        let c = BenchConfig::builtin();
+        for (set, range) in [
+            ("load.duration_s=1e300", "(0, 604800] seconds (a week), got 1e300"),
+            ("load.rate=1e-300", "[0.001, 1000000] requests per second, got 1e-300"),
+            ("client.request_timeout_s=1e20", "(0, 604800] seconds"),
+            ("client.stall_timeout_s=1e300", "(0, 604800] seconds"),
+            ("client.grace_s=1e300", "[0, 604800] seconds"),
+            ("client.grace_s=nan", "got NaN"),
+            ("load.warmup_s=1e300", "[0, 604800] seconds"),
+            ("load.warmup_s=-inf", "got -inf"),
+            ("sim.timing.itl_ms=1e300", "[0, 604800000] ms (a week)"),
+            ("sim.timing.ttft_ms=1e300", "[0, 604800000] ms"),
+            ("sim.faults.stall_ms=1e300", "[0, 604800000] ms"),
+            ("sim.faults.freeze_at_ms=inf", "[0, 604800000] ms"),
+            ("scrape.interval_s=1e10", "[0.01, 604800] seconds"),
+            ("slo.ttft_ms=1e300", "(0, 604800000] ms"),
+            ("load.burstiness=1e-300", "[0.01, 100]"),
+            ("workload.input_lengths=[128, 4000000000]", "1..=1048576 tokens, got 4000000000"),
+            ("workload.max_tokens=4000000000", "1..=1048576 tokens, got 4000000000"),
+            ("load.concurrency=4000000000", "1..=100000 requests, got 4000000000"),
+            ("load.max_concurrency=200000", "1..=100000 requests"),
+            ("load.requests=18446744073709551", "1..=1000000000 requests"),
+            ("load.warmup_requests=9000000000000", "0..=1000000000 requests"),
+            ("workload.repeats=4000000000", "1..=10000000, got 4000000000"),
+            ("workload.repeats=5000000", "4 prompt lengths x 5000000 repeats = 20000000"),
+            ("sim.timing.tokens_per_chunk=4000000000", "1..=1048576 tokens"),
+            ("sim.timing.output_tokens=2000000", "1..=1048576 tokens"),
+        ] {
+            let o = Override::parse(set).unwrap();
+            let err = c.resolve("default", &[o]).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("<command line>: --set {set}: ")), "{set}: {err}");
+            assert!(err.contains("must be within") || err.contains("more than"), "{err}");
+            assert!(err.contains(range), "{set}: {err}");
+        }
+        // The bounds themselves are valid.
+        let ok = [
+            "load.duration_s=604800",
+            "load.rate=0.001",
+            "load.rate=1000000",
+            "client.grace_s=0",
+            "load.concurrency=100000",
+            "workload.max_tokens=1048576",
+        ];
+        let o: Vec<Override> = ok.iter().map(|s| Override::parse(s).unwrap()).collect();
+        c.resolve("default", &o).unwrap();
+    }
+
+    #[test]
+    fn out_of_range_numbers_in_the_file_are_refused_at_their_line() {
+        let c = cfg("[profile.default.client]\ngrace_s = 5\nrequest_timeout_s = 1e20\n").unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.to_string().starts_with("configs/bench.toml:3:1: client.request_timeout_s: must be within (0, 604800] seconds (a week), got 1e20"), "{err}");
+        let c = cfg("[profile.default.workload]\ninput_lengths = [4000000000]\n").unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.message.contains("every prompt length must be within 1..=1048576"), "{err}");
     }
 
     #[test]

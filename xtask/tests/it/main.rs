@@ -9,6 +9,8 @@ mod support;
 mod adr_check;
 mod cli;
 mod cli_bench;
+#[cfg(feature = "runtime")]
+mod cli_limits;
 mod gate;
 mod lint;
 mod new;
