@@ -6,6 +6,7 @@
 mod support;
 
 mod accept;
+mod config_props;
 mod coordinated_omission;
 mod diagnose;
 mod engine_http;
