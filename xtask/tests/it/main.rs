@@ -11,6 +11,8 @@ mod cli;
 mod cli_bench;
 #[cfg(feature = "runtime")]
 mod cli_limits;
+#[cfg(feature = "runtime")]
+mod cli_out_dir;
 mod gate;
 mod lint;
 mod new;
