@@ -15,3 +15,5 @@ mod known_answer;
 mod server_side;
 mod structured_logprobs;
 mod sweep;
+#[cfg(feature = "tls")]
+mod tls_default;
