@@ -65,9 +65,132 @@ pub struct Target {
     pub metrics_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extra request headers (gateways need them): a literal value, or `{ env = "VAR" }` to take
+    /// it from an environment variable. Credential-like headers only from the environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, HeaderValue>,
+    /// A PEM file of CA certificates trusted for this target's `https://` (besides the
+    /// platform's), relative to the repository root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+}
+
+/// The value of a `[targets.X.headers]` entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum HeaderValue {
+    /// Written in the file: for values that are not secrets (a tenant, a route).
+    Literal(String),
+    /// Read from this environment variable when the run starts (`{ env = "VAR" }`): for
+    /// secrets, which never go in a file.
+    Env { env: String },
+}
+
+impl<'de> Deserialize<'de> for HeaderValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(HeaderValue::Literal(s)),
+            toml::Value::Table(t) if t.len() == 1 && t.get("env").is_some_and(|v| v.is_str()) => {
+                let env = t["env"].as_str().unwrap_or_default().to_string();
+                Ok(HeaderValue::Env { env })
+            }
+            _ => Err(D::Error::custom(
+                "a header value is a string, or { env = \"VAR_NAME\" } to read it from an \
+                 environment variable",
+            )),
+        }
+    }
+}
+
+/// Headers the client sets itself, or that would break the connection: refused in `headers`.
+pub const RESERVED_HEADERS: [&str; 7] =
+    ["host", "content-length", "content-type", "transfer-encoding", "connection", "upgrade", "te"];
+
+/// Whether a header name looks like it carries a credential (its value must come from the
+/// environment).
+pub fn is_credential_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["auth", "token", "key", "secret", "cookie", "password", "session", "signature"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// A header name: an HTTP token (RFC 9110), not one the client manages.
+pub fn validate_header_name(name: &str) -> Result<(), String> {
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(tchar) {
+        return Err(format!(
+            "header `{}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)",
+            name.escape_debug()
+        ));
+    }
+    if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "header `{name}` is set by the client itself; headers may not set any of {}",
+            RESERVED_HEADERS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// A header value as it goes on the wire: visible ASCII and spaces, no surrounding spaces (an
+/// invisible character or a stray newline would corrupt the request). Never echoes the value.
+pub fn validate_header_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("is empty".into());
+    }
+    if value.trim() != value {
+        return Err("has surrounding whitespace".into());
+    }
+    if !value.chars().all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) {
+        return Err("holds a character a header cannot carry (a newline, a control or \
+                    non-ASCII character)"
+            .into());
+    }
+    Ok(())
 }
 
 impl Target {
+    /// The headers with their values, environment variables read through `env` (`std::env::var`
+    /// in a run). Errors name the header and the variable, never a value.
+    pub fn header_values(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::with_capacity(self.headers.len());
+        for (name, v) in &self.headers {
+            let value = match v {
+                HeaderValue::Literal(s) => s.clone(),
+                HeaderValue::Env { env: var } => env(var).ok_or_else(|| {
+                    format!("header `{name}`: the environment variable {var} is not set")
+                })?,
+            };
+            validate_header_value(&value).map_err(|m| match v {
+                HeaderValue::Env { env: var } => {
+                    format!("header `{name}`: the value of ${var} {m}")
+                }
+                HeaderValue::Literal(_) => format!("header `{name}`: the value {m}"),
+            })?;
+            out.push((name.clone(), value));
+        }
+        Ok(out)
+    }
+
+    /// Read the `ca_bundle` file under `root`: PEM text with at least one certificate.
+    pub fn read_ca_bundle(&self, root: &Path) -> Result<Option<Vec<u8>>, String> {
+        let Some(rel) = &self.ca_bundle else { return Ok(None) };
+        let path = root.join(rel);
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read ca_bundle {rel}: {e}"))?;
+        if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(format!(
+                "ca_bundle {rel} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+            ));
+        }
+        Ok(Some(bytes))
+    }
+
     /// A target at `base_url` with everything else at its default.
     pub fn at(base_url: impl Into<String>) -> Target {
         Target {
@@ -78,6 +201,8 @@ impl Target {
             max_tokens_field: MaxTokensField::Auto,
             metrics_url: None,
             description: None,
+            headers: BTreeMap::new(),
+            ca_bundle: None,
         }
     }
 
@@ -561,7 +686,9 @@ impl BenchConfig {
 
     /// Load `rel` under `root`; messages name the file as `rel`.
     pub fn load_in(root: &Path, rel: &Path) -> Result<BenchConfig, ConfigError> {
-        Self::from_source(Source::read_in(root, rel)?)
+        let cfg = Self::from_source(Source::read_in(root, rel)?)?;
+        cfg.validate_files(root)?;
+        Ok(cfg)
     }
 
     pub fn from_source(source: Source) -> Result<BenchConfig, ConfigError> {
@@ -612,6 +739,55 @@ impl BenchConfig {
             if let Some(var) = &t.api_key_env {
                 validate_env_name(var).map_err(|m| at("api_key_env", m))?;
             }
+            self.validate_headers(name, t)?;
+            if let Some(ca) = &t.ca_bundle {
+                if ca.trim().is_empty() {
+                    return Err(at("ca_bundle", "ca_bundle must name a PEM file".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_headers(&self, target: &str, t: &Target) -> Result<(), ConfigError> {
+        for (name, value) in &t.headers {
+            let at = |m: String| self.source.error_at(&["targets", target, "headers", name], m);
+            validate_header_name(name).map_err(at)?;
+            if t.api_key_env.is_some() && name.eq_ignore_ascii_case("authorization") {
+                return Err(at(format!(
+                    "header `{name}` conflicts with api_key_env, which sends `Authorization: \
+                     Bearer <key>`; keep one of them"
+                )));
+            }
+            match value {
+                HeaderValue::Env { env } => {
+                    validate_env_name(env).map_err(|_| {
+                        at(format!(
+                            "header `{name}`: env must be the NAME of an environment variable \
+                             (letters, digits, underscores), not the value itself"
+                        ))
+                    })?;
+                }
+                HeaderValue::Literal(_) if is_credential_header(name) => {
+                    return Err(at(format!(
+                        "header `{name}` looks like a credential; config files never hold \
+                         secrets. Export it in an environment variable and write \
+                         `\"{name}\" = {{ env = \"VAR_NAME\" }}`"
+                    )));
+                }
+                HeaderValue::Literal(v) => {
+                    validate_header_value(v).map_err(|m| at(format!("header `{name}`: {m}")))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check the files targets name under `root` (`ca_bundle`), at their lines.
+    pub fn validate_files(&self, root: &Path) -> Result<(), ConfigError> {
+        for (name, t) in &self.file.targets {
+            t.read_ca_bundle(root)
+                .map_err(|m| self.source.error_at(&["targets", name, "ca_bundle"], m))?;
         }
         Ok(())
     }
@@ -1072,6 +1248,83 @@ mod tests {
         let err = c.resolve("default", &[]).unwrap_err();
         assert_eq!(err.line, Some(2), "{err}");
         assert!(err.message.contains("every prompt length must be within 1..=1048576"), "{err}");
+    }
+
+    #[test]
+    fn headers_take_secrets_from_the_environment_only() {
+        let c = cfg("[targets.gw]\nbase_url = \"https://gw\"\n[targets.gw.headers]\n\
+                     X-Tenant = \"bench\"\nX-Api-Key = { env = \"GW_KEY\" }\n\
+                     Authorization = { env = \"GW_AUTH\" }\n")
+        .unwrap();
+        let t = c.target("gw").unwrap();
+        assert_eq!(t.headers["X-Tenant"], HeaderValue::Literal("bench".into()));
+        assert_eq!(t.headers["X-Api-Key"], HeaderValue::Env { env: "GW_KEY".into() });
+        let env = |v: &str| match v {
+            "GW_KEY" => Some("k-123".to_string()),
+            "GW_AUTH" => Some("Basic abc".to_string()),
+            _ => None,
+        };
+        let values = t.header_values(env).unwrap();
+        assert_eq!(values.len(), 3);
+        assert!(values.contains(&("X-Api-Key".into(), "k-123".into())));
+        let err = t.header_values(|_| None).unwrap_err();
+        assert!(err.contains("GW_AUTH is not set") || err.contains("GW_KEY is not set"), "{err}");
+        let err = t.header_values(|_| Some("abc\r\nX-Evil: 1".into())).unwrap_err();
+        assert!(err.contains("newline") && !err.contains("abc"), "{err}");
+        // The parsed config writes back as it was read.
+        let text = toml::to_string(t).unwrap();
+        assert!(
+            text.contains("X-Api-Key = { env = \"GW_KEY\" }") || text.contains("[headers]"),
+            "{text}"
+        );
+
+        for (line3, line, want) in [
+            ("X-Api-Key = \"k-123\"", 4, "looks like a credential"),
+            ("Cookie = \"s=1\"", 4, "looks like a credential"),
+            ("\"Bad Name\" = \"x\"", 4, "not a valid header name"),
+            ("Host = \"other\"", 4, "set by the client itself"),
+            ("X-Route = { env = \"not a name\" }", 4, "NAME of an environment variable"),
+            ("X-Route = { file = \"x\" }", 4, "{ env = \"VAR_NAME\" }"),
+            ("X-Route = 3", 4, "a header value is a string"),
+            ("X-Route = \" padded\"", 4, "surrounding whitespace"),
+        ] {
+            let text =
+                format!("[targets.gw]\nbase_url = \"https://gw\"\n[targets.gw.headers]\n{line3}\n");
+            let err = cfg(&text).unwrap_err();
+            assert_eq!(err.line, Some(line), "{line3}: {err}");
+            assert!(err.message.contains(want), "{line3}: {err}");
+            assert!(!err.message.contains("k-123") && !err.message.contains("s=1"), "{err}");
+        }
+        let err = cfg("[targets.gw]\nbase_url = \"https://gw\"\napi_key_env = \"K\"\n\
+                       [targets.gw.headers]\nauthorization = { env = \"A\" }\n")
+        .unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.message.contains("conflicts with api_key_env"), "{err}");
+    }
+
+    #[test]
+    fn a_ca_bundle_must_be_a_pem_file_under_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("configs")).unwrap();
+        let write = |text: &str| {
+            std::fs::write(root.path().join("configs/bench.toml"), text).unwrap();
+            BenchConfig::load_in(root.path(), Path::new("configs/bench.toml"))
+        };
+        let text = "[targets.gw]\nbase_url = \"https://gw\"\nca_bundle = \"certs/ca.pem\"\n";
+        let err = write(text).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.message.contains("cannot read ca_bundle certs/ca.pem"), "{err}");
+        std::fs::create_dir_all(root.path().join("certs")).unwrap();
+        std::fs::write(root.path().join("certs/ca.pem"), "not a certificate").unwrap();
+        let err = write(text).unwrap_err();
+        assert!(err.message.contains("holds no PEM certificate"), "{err}");
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        std::fs::write(root.path().join("certs/ca.pem"), pem).unwrap();
+        let c = write(text).unwrap();
+        let t = c.target("gw").unwrap();
+        assert_eq!(t.read_ca_bundle(root.path()).unwrap().unwrap(), pem.as_bytes());
+        let err = cfg("[targets.gw]\nbase_url = \"https://gw\"\nca_bundle = \" \"\n").unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
     }
 
     #[test]
