@@ -13,6 +13,8 @@ mod cli_bench;
 mod cli_limits;
 #[cfg(feature = "runtime")]
 mod cli_out_dir;
+#[cfg(feature = "runtime")]
+mod cli_root;
 mod gate;
 mod lint;
 mod new;
