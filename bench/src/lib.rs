@@ -13,6 +13,7 @@ pub mod accept;
 pub mod client;
 pub mod config;
 pub mod cost;
+pub mod fdlimit;
 pub mod hash;
 pub mod metrics;
 pub mod openai;

@@ -8,6 +8,10 @@
 //! ```
 //! `requests.jsonl` is flushed line by line, so a crash or Ctrl-C loses nothing already measured;
 //! [`recompute`] rebuilds the metrics from it.
+//!
+//! One run per directory: [`claim`] (and [`create`]) take an exclusive lock on `<dir>/.lock`
+//! before anything is written, so a second run into the same directory is refused
+//! ([`RunDirError::InUse`]) instead of interleaving its records with the first one's.
 
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -24,11 +28,19 @@ use crate::summary::Summary;
 pub const SUMMARY_FILE: &str = "summary.json";
 pub const REQUESTS_FILE: &str = "requests.jsonl";
 pub const HISTOGRAMS_FILE: &str = "histograms.hlog";
+/// The file a run locks while it writes the directory (empty; it stays after the run).
+pub const LOCK_FILE: &str = ".lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
     #[error("{} already holds a run ({}); choose another --out directory", dir.display(), file)]
     Occupied { dir: PathBuf, file: &'static str },
+    #[error(
+        "{} is in use by another run (it holds the lock on {}); choose another --out directory",
+        dir.display(),
+        LOCK_FILE
+    )]
+    InUse { dir: PathBuf },
     #[error("cannot write {}", path.display())]
     Io {
         path: PathBuf,
@@ -43,15 +55,80 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RunDirError + '_ {
     move |source| RunDirError::Io { path: path.to_path_buf(), source }
 }
 
-/// Create (or reuse an empty) run directory. A directory that already holds a run is refused.
+/// Create (or reuse an empty) run directory and lock it for this process (see [`claim`]); the
+/// lock is held until [`release`] or the end of the process. A directory that already holds a
+/// run, or that another run has locked, is refused.
 pub fn create(dir: &Path) -> Result<PathBuf, RunDirError> {
-    for file in [SUMMARY_FILE, REQUESTS_FILE] {
-        if dir.join(file).exists() {
-            return Err(RunDirError::Occupied { dir: dir.to_path_buf(), file });
-        }
-    }
-    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let lock = claim(dir)?;
+    held().push(lock);
     Ok(dir.to_path_buf())
+}
+
+/// Release the lock [`create`] took on `dir` (a no-op when this process holds none).
+pub fn release(dir: &Path) {
+    held().retain(|l| l.dir != dir);
+}
+
+/// The locks [`create`] took, held until [`release`] or the end of the process.
+fn held() -> std::sync::MutexGuard<'static, Vec<RunDirLock>> {
+    static HELD: std::sync::Mutex<Vec<RunDirLock>> = std::sync::Mutex::new(Vec::new());
+    HELD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A run directory locked by this process: nobody else can claim it while this value lives.
+/// The operating system releases the lock when the process ends, however it ends, so a crashed
+/// run leaves no stale lock (its records still mark the directory as holding a run).
+#[derive(Debug)]
+pub struct RunDirLock {
+    dir: PathBuf,
+    _file: File,
+}
+
+impl RunDirLock {
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Create (or reuse an empty) run directory and take an exclusive lock on `<dir>/.lock` before
+/// anything is written. Refused: a directory that already holds a run
+/// ([`RunDirError::Occupied`]) and one another run holds ([`RunDirError::InUse`]). On platforms
+/// without `flock` (not Unix) the directory is created without a lock.
+pub fn claim(dir: &Path) -> Result<RunDirLock, RunDirError> {
+    let occupied = || {
+        [SUMMARY_FILE, REQUESTS_FILE]
+            .into_iter()
+            .find(|f| dir.join(f).exists())
+            .map_or(Ok(()), |file| Err(RunDirError::Occupied { dir: dir.to_path_buf(), file }))
+    };
+    occupied()?;
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let path = dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    lock_exclusive(&file).map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock => RunDirError::InUse { dir: dir.to_path_buf() },
+        _ => RunDirError::Io { path: path.clone(), source: e },
+    })?;
+    // Checked again under the lock: a run that finished between the first check and the lock
+    // has written its records by now.
+    occupied()?;
+    Ok(RunDirLock { dir: dir.to_path_buf(), _file: file })
+}
+
+#[cfg(unix)]
+fn lock_exclusive(file: &File) -> io::Result<()> {
+    use rustix::fs::{FlockOperation, flock};
+    flock(file, FlockOperation::NonBlockingLockExclusive).map_err(io::Error::from)
+}
+
+#[cfg(not(unix))]
+fn lock_exclusive(_file: &File) -> io::Result<()> {
+    Ok(())
 }
 
 /// Appends records to `requests.jsonl`, one flushed line each.
@@ -225,6 +302,48 @@ mod tests {
             server_timings: None,
             finish_reason: None,
         }
+    }
+
+    #[test]
+    fn two_concurrent_creates_of_one_directory_let_exactly_one_run_in() {
+        let base = tempfile::tempdir().unwrap();
+        for round in 0..20 {
+            let dir = base.path().join(format!("run-{round}"));
+            let barrier = std::sync::Barrier::new(2);
+            let results: Vec<Result<PathBuf, RunDirError>> = std::thread::scope(|s| {
+                let go = || {
+                    barrier.wait();
+                    create(&dir)
+                };
+                let a = s.spawn(go);
+                let b = s.spawn(go);
+                vec![a.join().unwrap(), b.join().unwrap()]
+            });
+            let won = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(won, 1, "round {round}: {results:?}");
+            let lost = results.into_iter().find_map(Result::err).unwrap();
+            assert!(matches!(lost, RunDirError::InUse { .. }), "{lost:?}");
+            let msg = lost.to_string();
+            assert!(msg.contains("in use by another run") && msg.contains("--out"), "{msg}");
+            // Nothing else may claim it while the winner holds it; once released, it may.
+            assert!(matches!(claim(&dir), Err(RunDirError::InUse { .. })));
+            release(&dir);
+            let again = claim(&dir).unwrap();
+            assert_eq!(again.dir(), dir);
+            assert!(dir.join(LOCK_FILE).exists());
+        }
+    }
+
+    #[test]
+    fn a_claimed_directory_that_holds_records_is_refused_once_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("r");
+        let lock = claim(&run).unwrap();
+        RecordWriter::create(&run).unwrap().write(&rec(1)).unwrap();
+        drop(lock);
+        let err = claim(&run).unwrap_err();
+        assert!(matches!(err, RunDirError::Occupied { file: REQUESTS_FILE, .. }), "{err:?}");
+        assert!(err.to_string().contains("already holds a run"), "{err}");
     }
 
     #[test]

@@ -128,14 +128,16 @@ impl BenchCmd {
             o.push(Override::new("load.concurrency", c as i64, format!("--concurrency {c}")));
         }
         if let Some(r) = self.rate {
-            o.push(Override::new("load.mode", "open", format!("--rate {r}")));
-            o.push(Override::new("load.rate", r, format!("--rate {r}")));
+            let flag = format!("--rate {}", bench::config::limits::number(r));
+            o.push(Override::new("load.mode", "open", flag.clone()));
+            o.push(Override::new("load.rate", r, flag));
         }
         if let Some(n) = self.requests {
             o.push(Override::new("load.requests", n as i64, format!("--requests {n}")));
         }
         if let Some(d) = self.duration {
-            o.push(Override::new("load.duration_s", d, format!("--duration {d}")));
+            let flag = format!("--duration {}", bench::config::limits::number(d));
+            o.push(Override::new("load.duration_s", d, flag));
         }
         if let Some(n) = self.max_tokens {
             o.push(Override::new("workload.max_tokens", n as i64, format!("--max-tokens {n}")));

@@ -51,7 +51,10 @@ pub use exit::Status;
     propagate_version = true
 )]
 pub struct Cli {
-    /// Repository root to work in (default: this workspace).
+    /// Repository root to work in. Default: the git repository that holds the current
+    /// directory (the nearest directory upwards with a `.git`); outside any git repository, the
+    /// source tree this binary was built from when the current directory is inside it; else the
+    /// current directory.
     #[arg(short = 'C', long = "root", global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
     #[command(subcommand)]
@@ -97,12 +100,32 @@ impl Command {
     }
 }
 
-/// The workspace root this binary was built from.
+/// The repository root commands work in when `-C` does not name one: see [`find_root`], from
+/// the current directory.
 pub fn project_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    find_root(&cwd, &built_root())
+}
+
+/// The workspace root this binary was built from.
+pub fn built_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// The root for a command started in `cwd`: the nearest directory at or above `cwd` that holds
+/// `.git` (a directory, or the file of a worktree or submodule); outside any git repository,
+/// `built` (the source tree of this binary) when `cwd` is inside it, so a source tree without
+/// git still works from its subdirectories; else `cwd` itself. An installed binary thus works
+/// on the repository it is run in, never silently on the tree it was compiled in.
+pub fn find_root(cwd: &Path, built: &Path) -> PathBuf {
+    if let Some(repo) = cwd.ancestors().find(|d| d.join(".git").exists()) {
+        return repo.to_path_buf();
+    }
+    if cwd.starts_with(built) {
+        return built.to_path_buf();
+    }
+    cwd.to_path_buf()
 }
 
 /// Parse arguments, run the command, map the result to an exit code. Errors are printed with
@@ -135,4 +158,39 @@ pub fn run_cli(cli: Cli) -> anyhow::Result<Status> {
     let sh = Shell::new()?;
     sh.change_dir(&root);
     cli.command.run(&sh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_is_the_git_repository_of_the_current_directory() {
+        let t = tempfile::tempdir().unwrap();
+        let (repo, built, plain) =
+            (t.path().join("repo"), t.path().join("built"), t.path().join("plain"));
+        for d in [repo.join("a/b"), built.join("xtask"), plain.join("x")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::create_dir(repo.join(".git")).unwrap();
+        // In a repository, from any depth: that repository, even when another tree built us.
+        assert_eq!(find_root(&repo.join("a/b"), &built), repo);
+        assert_eq!(find_root(&repo, &built), repo);
+        // A worktree or submodule has a `.git` file; the nearest one wins.
+        std::fs::write(repo.join("a/.git"), "gitdir: ../.git/worktrees/a\n").unwrap();
+        assert_eq!(find_root(&repo.join("a/b"), &built), repo.join("a"));
+        // Outside git: the built tree when inside it, else the current directory.
+        assert_eq!(find_root(&built.join("xtask"), &built), built);
+        if !t.path().ancestors().any(|d| d.join(".git").exists()) {
+            assert_eq!(find_root(&plain.join("x"), &built), plain.join("x"));
+        }
+    }
+
+    #[test]
+    fn this_checkout_is_found_from_the_crate_directory() {
+        // `cargo test` runs in xtask/; the workspace holds the `.git`.
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = find_root(here, &built_root());
+        assert!(root.join("Cargo.toml").exists() && root.join("configs").is_dir(), "{root:?}");
+    }
 }

@@ -25,6 +25,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::limits::{
+    self, Low, MAX_BURSTINESS, MAX_CONCURRENCY, MAX_RATE, MAX_REQUEST_TOKENS, MAX_REQUESTS,
+    MAX_SECONDS, MAX_WORKLOAD_ITEMS, MIN_BURSTINESS, MIN_RATE,
+};
 use super::source::{ConfigError, Source};
 use crate::metrics::Slo;
 
@@ -61,9 +65,132 @@ pub struct Target {
     pub metrics_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Extra request headers (gateways need them): a literal value, or `{ env = "VAR" }` to take
+    /// it from an environment variable. Credential-like headers only from the environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, HeaderValue>,
+    /// A PEM file of CA certificates trusted for this target's `https://` (besides the
+    /// platform's), relative to the repository root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
+}
+
+/// The value of a `[targets.X.headers]` entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum HeaderValue {
+    /// Written in the file: for values that are not secrets (a tenant, a route).
+    Literal(String),
+    /// Read from this environment variable when the run starts (`{ env = "VAR" }`): for
+    /// secrets, which never go in a file.
+    Env { env: String },
+}
+
+impl<'de> Deserialize<'de> for HeaderValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(HeaderValue::Literal(s)),
+            toml::Value::Table(t) if t.len() == 1 && t.get("env").is_some_and(|v| v.is_str()) => {
+                let env = t["env"].as_str().unwrap_or_default().to_string();
+                Ok(HeaderValue::Env { env })
+            }
+            _ => Err(D::Error::custom(
+                "a header value is a string, or { env = \"VAR_NAME\" } to read it from an \
+                 environment variable",
+            )),
+        }
+    }
+}
+
+/// Headers the client sets itself, or that would break the connection: refused in `headers`.
+pub const RESERVED_HEADERS: [&str; 7] =
+    ["host", "content-length", "content-type", "transfer-encoding", "connection", "upgrade", "te"];
+
+/// Whether a header name looks like it carries a credential (its value must come from the
+/// environment).
+pub fn is_credential_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["auth", "token", "key", "secret", "cookie", "password", "session", "signature"]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// A header name: an HTTP token (RFC 9110), not one the client manages.
+pub fn validate_header_name(name: &str) -> Result<(), String> {
+    let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(tchar) {
+        return Err(format!(
+            "header `{}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)",
+            name.escape_debug()
+        ));
+    }
+    if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "header `{name}` is set by the client itself; headers may not set any of {}",
+            RESERVED_HEADERS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// A header value as it goes on the wire: visible ASCII and spaces, no surrounding spaces (an
+/// invisible character or a stray newline would corrupt the request). Never echoes the value.
+pub fn validate_header_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("is empty".into());
+    }
+    if value.trim() != value {
+        return Err("has surrounding whitespace".into());
+    }
+    if !value.chars().all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) {
+        return Err("holds a character a header cannot carry (a newline, a control or \
+                    non-ASCII character)"
+            .into());
+    }
+    Ok(())
 }
 
 impl Target {
+    /// The headers with their values, environment variables read through `env` (`std::env::var`
+    /// in a run). Errors name the header and the variable, never a value.
+    pub fn header_values(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, String> {
+        let mut out = Vec::with_capacity(self.headers.len());
+        for (name, v) in &self.headers {
+            let value = match v {
+                HeaderValue::Literal(s) => s.clone(),
+                HeaderValue::Env { env: var } => env(var).ok_or_else(|| {
+                    format!("header `{name}`: the environment variable {var} is not set")
+                })?,
+            };
+            validate_header_value(&value).map_err(|m| match v {
+                HeaderValue::Env { env: var } => {
+                    format!("header `{name}`: the value of ${var} {m}")
+                }
+                HeaderValue::Literal(_) => format!("header `{name}`: the value {m}"),
+            })?;
+            out.push((name.clone(), value));
+        }
+        Ok(out)
+    }
+
+    /// Read the `ca_bundle` file under `root`: PEM text with at least one certificate.
+    pub fn read_ca_bundle(&self, root: &Path) -> Result<Option<Vec<u8>>, String> {
+        let Some(rel) = &self.ca_bundle else { return Ok(None) };
+        let path = root.join(rel);
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("cannot read ca_bundle {rel}: {e}"))?;
+        if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
+            return Err(format!(
+                "ca_bundle {rel} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+            ));
+        }
+        Ok(Some(bytes))
+    }
+
     /// A target at `base_url` with everything else at its default.
     pub fn at(base_url: impl Into<String>) -> Target {
         Target {
@@ -74,6 +201,8 @@ impl Target {
             max_tokens_field: MaxTokensField::Auto,
             metrics_url: None,
             description: None,
+            headers: BTreeMap::new(),
+            ca_bundle: None,
         }
     }
 
@@ -557,7 +686,9 @@ impl BenchConfig {
 
     /// Load `rel` under `root`; messages name the file as `rel`.
     pub fn load_in(root: &Path, rel: &Path) -> Result<BenchConfig, ConfigError> {
-        Self::from_source(Source::read_in(root, rel)?)
+        let cfg = Self::from_source(Source::read_in(root, rel)?)?;
+        cfg.validate_files(root)?;
+        Ok(cfg)
     }
 
     pub fn from_source(source: Source) -> Result<BenchConfig, ConfigError> {
@@ -608,6 +739,55 @@ impl BenchConfig {
             if let Some(var) = &t.api_key_env {
                 validate_env_name(var).map_err(|m| at("api_key_env", m))?;
             }
+            self.validate_headers(name, t)?;
+            if let Some(ca) = &t.ca_bundle {
+                if ca.trim().is_empty() {
+                    return Err(at("ca_bundle", "ca_bundle must name a PEM file".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_headers(&self, target: &str, t: &Target) -> Result<(), ConfigError> {
+        for (name, value) in &t.headers {
+            let at = |m: String| self.source.error_at(&["targets", target, "headers", name], m);
+            validate_header_name(name).map_err(at)?;
+            if t.api_key_env.is_some() && name.eq_ignore_ascii_case("authorization") {
+                return Err(at(format!(
+                    "header `{name}` conflicts with api_key_env, which sends `Authorization: \
+                     Bearer <key>`; keep one of them"
+                )));
+            }
+            match value {
+                HeaderValue::Env { env } => {
+                    validate_env_name(env).map_err(|_| {
+                        at(format!(
+                            "header `{name}`: env must be the NAME of an environment variable \
+                             (letters, digits, underscores), not the value itself"
+                        ))
+                    })?;
+                }
+                HeaderValue::Literal(_) if is_credential_header(name) => {
+                    return Err(at(format!(
+                        "header `{name}` looks like a credential; config files never hold \
+                         secrets. Export it in an environment variable and write \
+                         `\"{name}\" = {{ env = \"VAR_NAME\" }}`"
+                    )));
+                }
+                HeaderValue::Literal(v) => {
+                    validate_header_value(v).map_err(|m| at(format!("header `{name}`: {m}")))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check the files targets name under `root` (`ca_bundle`), at their lines.
+    pub fn validate_files(&self, root: &Path) -> Result<(), ConfigError> {
+        for (name, t) in &self.file.targets {
+            t.read_ca_bundle(root)
+                .map_err(|m| self.source.error_at(&["targets", name, "ca_bundle"], m))?;
         }
         Ok(())
     }
@@ -737,164 +917,173 @@ pub fn validate_env_name(var: &str) -> Result<(), String> {
     }
 }
 
-/// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem.
+/// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem. Every
+/// number is checked against its documented bound ([`super::limits`]).
 pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
-    let err = |k: &str, m: String| Err((k.to_string(), m));
-    let l = &p.load;
-    if l.concurrency == 0 {
-        return err("load.concurrency", "must be at least 1".into());
-    }
-    match (l.mode, l.rate) {
-        (LoadMode::Open, None) => {
-            return err(
-                "load.rate",
-                "an open-loop load (mode = \"open\") needs rate = <requests per second>".into(),
-            );
-        }
-        (_, Some(r)) if !(r.is_finite() && r > 0.0) => {
-            return err(
-                "load.rate",
-                format!("must be a positive number of requests per second, got {r}"),
-            );
-        }
-        _ => {}
-    }
-    if !(l.burstiness.is_finite() && l.burstiness > 0.0) {
-        return err("load.burstiness", format!("must be > 0 (1 = Poisson), got {}", l.burstiness));
-    }
-    if l.max_concurrency == Some(0) {
-        return err("load.max_concurrency", "must be at least 1 when set".into());
-    }
-    if l.requests == Some(0) {
-        return err("load.requests", "must be at least 1 when set".into());
-    }
-    if let Some(d) = l.duration_s {
-        if !(d.is_finite() && d > 0.0) {
-            return err("load.duration_s", format!("must be > 0 seconds, got {d}"));
-        }
-    }
-    if !(l.warmup_s.is_finite() && l.warmup_s >= 0.0) {
-        return err("load.warmup_s", format!("must be >= 0 seconds, got {}", l.warmup_s));
-    }
-    let w = &p.workload;
-    if w.dataset.is_none() {
-        if w.input_lengths.is_empty() {
-            return err(
-                "workload.input_lengths",
-                "needs at least one prompt length (or set workload.dataset)".into(),
-            );
-        }
-        if w.input_lengths.contains(&0) {
-            return err("workload.input_lengths", "prompt lengths must be at least 1 token".into());
-        }
-        if w.repeats == 0 {
-            return err("workload.repeats", "must be at least 1".into());
-        }
-        if w.input_lengths.iter().any(|&n| n <= w.shared_prefix_tokens)
-            && w.shared_prefix_tokens > 0
-        {
-            return err(
-                "workload.shared_prefix_tokens",
-                "must be shorter than every prompt length".into(),
-            );
-        }
-    }
-    if w.max_tokens == 0 {
-        return err("workload.max_tokens", "must be at least 1".into());
-    }
-    if !(w.temperature.is_finite() && (0.0..=2.0).contains(&w.temperature)) {
-        return err("workload.temperature", format!("must be within 0..=2, got {}", w.temperature));
-    }
-    if !(w.top_p.is_finite() && w.top_p > 0.0 && w.top_p <= 1.0) {
-        return err("workload.top_p", format!("must be within (0, 1], got {}", w.top_p));
-    }
+    validate_load(&p.load)?;
+    validate_workload(&p.workload)?;
     for (k, v) in [
         ("slo.ttft_ms", p.slo.ttft_ms),
         ("slo.tpot_ms", p.slo.tpot_ms),
         ("slo.e2e_ms", p.slo.e2e_ms),
     ] {
         if let Some(v) = v {
-            if !(v.is_finite() && v > 0.0) {
-                return err(k, format!("must be a positive number of milliseconds, got {v}"));
-            }
+            at(k, limits::millis(v, false))?;
         }
     }
-    if !(p.scrape.interval_s.is_finite() && p.scrape.interval_s >= 0.01) {
-        return err(
-            "scrape.interval_s",
-            format!("must be at least 0.01 seconds, got {}", p.scrape.interval_s),
-        );
-    }
+    at(
+        "scrape.interval_s",
+        limits::check_f64(p.scrape.interval_s, Low::Closed, 0.01, MAX_SECONDS, "seconds"),
+    )?;
     let c = &p.client;
-    for (k, v) in [
-        ("client.request_timeout_s", c.request_timeout_s),
-        ("client.stall_timeout_s", c.stall_timeout_s),
-    ] {
-        if !(v.is_finite() && v > 0.0) {
-            return err(k, format!("must be > 0 seconds, got {v}"));
+    at("client.request_timeout_s", limits::seconds(c.request_timeout_s, false))?;
+    at("client.stall_timeout_s", limits::seconds(c.stall_timeout_s, false))?;
+    at("client.grace_s", limits::seconds(c.grace_s, true))?;
+    validate_sim(&p.sim)
+}
+
+/// The dotted key of a failed check.
+fn at(key: &str, r: Result<(), String>) -> Result<(), (String, String)> {
+    r.map_err(|m| (key.to_string(), m))
+}
+
+fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
+    let concurrency = |v: u32| limits::check_int(v.into(), 1, MAX_CONCURRENCY.into(), "requests");
+    at("load.concurrency", concurrency(l.concurrency))?;
+    match (l.mode, l.rate) {
+        (LoadMode::Open, None) => {
+            return at(
+                "load.rate",
+                Err("an open-loop load (mode = \"open\") needs rate = <requests per second>".into()),
+            );
         }
+        (_, Some(r)) => at(
+            "load.rate",
+            limits::check_f64(r, Low::Closed, MIN_RATE, MAX_RATE, "requests per second"),
+        )?,
+        _ => {}
     }
-    if !(c.grace_s.is_finite() && c.grace_s >= 0.0) {
-        return err("client.grace_s", format!("must be >= 0 seconds, got {}", c.grace_s));
+    at(
+        "load.burstiness",
+        limits::check_f64(
+            l.burstiness,
+            Low::Closed,
+            MIN_BURSTINESS,
+            MAX_BURSTINESS,
+            "(the gamma shape: 1 = Poisson)",
+        ),
+    )?;
+    if let Some(n) = l.max_concurrency {
+        at("load.max_concurrency", concurrency(n))?;
     }
-    let t = &p.sim.timing;
-    for (k, v) in [
-        ("sim.timing.ttft_ms", t.ttft_ms),
-        ("sim.timing.itl_ms", t.itl_ms),
-        ("sim.timing.jitter_ms", t.jitter_ms),
-    ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return err(k, format!("must be >= 0 ms, got {v}"));
+    if let Some(n) = l.requests {
+        at("load.requests", limits::check_int(n, 1, MAX_REQUESTS, "requests"))?;
+    }
+    at("load.warmup_requests", limits::check_int(l.warmup_requests, 0, MAX_REQUESTS, "requests"))?;
+    if let Some(d) = l.duration_s {
+        at("load.duration_s", limits::seconds(d, false))?;
+    }
+    at("load.warmup_s", limits::seconds(l.warmup_s, true))
+}
+
+fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
+    let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
+    if w.dataset.is_none() {
+        if w.input_lengths.is_empty() {
+            return at(
+                "workload.input_lengths",
+                Err("needs at least one prompt length (or set workload.dataset)".into()),
+            );
         }
-    }
-    if t.jitter_ms > t.itl_ms {
-        return err(
-            "sim.timing.jitter_ms",
-            format!("must not exceed itl_ms ({}), got {}", t.itl_ms, t.jitter_ms),
-        );
-    }
-    if t.tokens_per_chunk == 0 {
-        return err("sim.timing.tokens_per_chunk", "must be at least 1".into());
-    }
-    if t.output_tokens == Some(0) {
-        return err("sim.timing.output_tokens", "must be at least 1 when set".into());
-    }
-    if !(p.sim.corruption_rate.is_finite() && (0.0..=1.0).contains(&p.sim.corruption_rate)) {
-        return err(
-            "sim.corruption_rate",
-            format!("is a probability: within 0..=1, got {}", p.sim.corruption_rate),
-        );
-    }
-    if !(p.sim.logprob_drift.is_finite() && p.sim.logprob_drift >= 0.0 && p.sim.logprob_drift < 1.0)
-    {
-        return err(
-            "sim.logprob_drift",
-            format!("is a relative error: within 0..1, got {}", p.sim.logprob_drift),
-        );
-    }
-    for (name, prob) in p.sim.faults.probabilities() {
-        if !(prob.is_finite() && (0.0..=1.0).contains(&prob)) {
-            return err(
-                &format!("sim.faults.{name}"),
-                format!("is a probability: within 0..=1, got {prob}"),
+        if let Some(&n) = w.input_lengths.iter().find(|&&n| tokens(n).is_err()) {
+            return at(
+                "workload.input_lengths",
+                tokens(n).map_err(|m| format!("every prompt length {m}")),
+            );
+        }
+        at("workload.repeats", limits::check_int(w.repeats.into(), 1, MAX_WORKLOAD_ITEMS, ""))?;
+        let items = w.input_lengths.len() as u64 * u64::from(w.repeats);
+        if items > MAX_WORKLOAD_ITEMS {
+            return at(
+                "workload.repeats",
+                Err(format!(
+                    "{} prompt lengths x {} repeats = {items} requests, more than the \
+                     {MAX_WORKLOAD_ITEMS} a synthetic workload may hold",
+                    w.input_lengths.len(),
+                    w.repeats
+                )),
+            );
+        }
+        if w.input_lengths.iter().any(|&n| n <= w.shared_prefix_tokens)
+            && w.shared_prefix_tokens > 0
+        {
+            return at(
+                "workload.shared_prefix_tokens",
+                Err("must be shorter than every prompt length".into()),
             );
         }
     }
-    let total: f64 =
-        p.sim.faults.probabilities().iter().filter(|(n, _)| *n != "stall").map(|(_, p)| p).sum();
-    if total > 1.0 + 1e-9 {
-        return err(
-            "sim.faults",
-            format!("the fault probabilities (except stall) add up to {total}, more than 1"),
+    at("workload.max_tokens", tokens(w.max_tokens))?;
+    if !(w.temperature.is_finite() && (0.0..=2.0).contains(&w.temperature)) {
+        return at(
+            "workload.temperature",
+            Err(format!("must be within 0..=2, got {}", w.temperature)),
         );
     }
-    for (k, v) in [
-        ("sim.faults.stall_ms", p.sim.faults.stall_ms),
-        ("sim.faults.freeze_ms", p.sim.faults.freeze_ms),
-    ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return err(k, format!("must be >= 0 ms, got {v}"));
+    if !(w.top_p.is_finite() && w.top_p > 0.0 && w.top_p <= 1.0) {
+        return at("workload.top_p", Err(format!("must be within (0, 1], got {}", w.top_p)));
+    }
+    Ok(())
+}
+
+fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
+    let t = &sim.timing;
+    at("sim.timing.ttft_ms", limits::millis(t.ttft_ms, true))?;
+    at("sim.timing.itl_ms", limits::millis(t.itl_ms, true))?;
+    at("sim.timing.jitter_ms", limits::millis(t.jitter_ms, true))?;
+    if t.jitter_ms > t.itl_ms {
+        return at(
+            "sim.timing.jitter_ms",
+            Err(format!("must not exceed itl_ms ({}), got {}", t.itl_ms, t.jitter_ms)),
+        );
+    }
+    let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
+    at("sim.timing.tokens_per_chunk", tokens(t.tokens_per_chunk))?;
+    if let Some(n) = t.output_tokens {
+        at("sim.timing.output_tokens", tokens(n))?;
+    }
+    if !(sim.corruption_rate.is_finite() && (0.0..=1.0).contains(&sim.corruption_rate)) {
+        return at(
+            "sim.corruption_rate",
+            Err(format!("is a probability: within 0..=1, got {}", sim.corruption_rate)),
+        );
+    }
+    if !(sim.logprob_drift.is_finite() && sim.logprob_drift >= 0.0 && sim.logprob_drift < 1.0) {
+        return at(
+            "sim.logprob_drift",
+            Err(format!("is a relative error: within 0..1, got {}", sim.logprob_drift)),
+        );
+    }
+    let f = &sim.faults;
+    for (name, prob) in f.probabilities() {
+        if !(prob.is_finite() && (0.0..=1.0).contains(&prob)) {
+            return at(
+                &format!("sim.faults.{name}"),
+                Err(format!("is a probability: within 0..=1, got {prob}")),
+            );
         }
+    }
+    let total: f64 = f.probabilities().iter().filter(|(n, _)| *n != "stall").map(|(_, p)| p).sum();
+    if total > 1.0 + 1e-9 {
+        return at(
+            "sim.faults",
+            Err(format!("the fault probabilities (except stall) add up to {total}, more than 1")),
+        );
+    }
+    at("sim.faults.stall_ms", limits::millis(f.stall_ms, true))?;
+    at("sim.faults.freeze_ms", limits::millis(f.freeze_ms, true))?;
+    if let Some(v) = f.freeze_at_ms {
+        at("sim.faults.freeze_at_ms", limits::millis(v, true))?;
     }
     Ok(())
 }
@@ -960,7 +1149,7 @@ mod tests {
         assert_eq!(c.resolve("default", &[]).unwrap().profile.load.concurrency, 4);
         let err = c.resolve("fast", &[]).unwrap_err();
         assert_eq!(err.line, Some(6), "{err}");
-        assert!(err.message.contains("at least 1"), "{err}");
+        assert!(err.message.contains("within 1..=100000"), "{err}");
         let err =
             c.resolve("default", &[Override::parse("load.concurrency=0").unwrap()]).unwrap_err();
         assert!(err.to_string().contains("--set load.concurrency=0"), "{err}");
@@ -998,6 +1187,144 @@ mod tests {
         assert!(err.to_string().contains("--set load.concurrency=lots"), "{err}");
         let err = c.resolve("default", &[Override::parse("load.nope=1").unwrap()]).unwrap_err();
         assert!(err.message.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn every_duration_rate_size_and_count_is_bounded_and_named_by_its_override() {
+        let c = BenchConfig::builtin();
+        for (set, range) in [
+            ("load.duration_s=1e300", "(0, 604800] seconds (a week), got 1e300"),
+            ("load.rate=1e-300", "[0.001, 1000000] requests per second, got 1e-300"),
+            ("client.request_timeout_s=1e20", "(0, 604800] seconds"),
+            ("client.stall_timeout_s=1e300", "(0, 604800] seconds"),
+            ("client.grace_s=1e300", "[0, 604800] seconds"),
+            ("client.grace_s=nan", "got NaN"),
+            ("load.warmup_s=1e300", "[0, 604800] seconds"),
+            ("load.warmup_s=-inf", "got -inf"),
+            ("sim.timing.itl_ms=1e300", "[0, 604800000] ms (a week)"),
+            ("sim.timing.ttft_ms=1e300", "[0, 604800000] ms"),
+            ("sim.faults.stall_ms=1e300", "[0, 604800000] ms"),
+            ("sim.faults.freeze_at_ms=inf", "[0, 604800000] ms"),
+            ("scrape.interval_s=1e10", "[0.01, 604800] seconds"),
+            ("slo.ttft_ms=1e300", "(0, 604800000] ms"),
+            ("load.burstiness=1e-300", "[0.01, 100]"),
+            ("workload.input_lengths=[128, 4000000000]", "1..=1048576 tokens, got 4000000000"),
+            ("workload.max_tokens=4000000000", "1..=1048576 tokens, got 4000000000"),
+            ("load.concurrency=4000000000", "1..=100000 requests, got 4000000000"),
+            ("load.max_concurrency=200000", "1..=100000 requests"),
+            ("load.requests=18446744073709551", "1..=1000000000 requests"),
+            ("load.warmup_requests=9000000000000", "0..=1000000000 requests"),
+            ("workload.repeats=4000000000", "1..=10000000, got 4000000000"),
+            ("workload.repeats=5000000", "4 prompt lengths x 5000000 repeats = 20000000"),
+            ("sim.timing.tokens_per_chunk=4000000000", "1..=1048576 tokens"),
+            ("sim.timing.output_tokens=2000000", "1..=1048576 tokens"),
+        ] {
+            let o = Override::parse(set).unwrap();
+            let err = c.resolve("default", &[o]).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("<command line>: --set {set}: ")), "{set}: {err}");
+            assert!(err.contains("must be within") || err.contains("more than"), "{err}");
+            assert!(err.contains(range), "{set}: {err}");
+        }
+        // The bounds themselves are valid.
+        let ok = [
+            "load.duration_s=604800",
+            "load.rate=0.001",
+            "load.rate=1000000",
+            "client.grace_s=0",
+            "load.concurrency=100000",
+            "workload.max_tokens=1048576",
+        ];
+        let o: Vec<Override> = ok.iter().map(|s| Override::parse(s).unwrap()).collect();
+        c.resolve("default", &o).unwrap();
+    }
+
+    #[test]
+    fn out_of_range_numbers_in_the_file_are_refused_at_their_line() {
+        let c = cfg("[profile.default.client]\ngrace_s = 5\nrequest_timeout_s = 1e20\n").unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.to_string().starts_with("configs/bench.toml:3:1: client.request_timeout_s: must be within (0, 604800] seconds (a week), got 1e20"), "{err}");
+        let c = cfg("[profile.default.workload]\ninput_lengths = [4000000000]\n").unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.message.contains("every prompt length must be within 1..=1048576"), "{err}");
+    }
+
+    #[test]
+    fn headers_take_secrets_from_the_environment_only() {
+        let c = cfg("[targets.gw]\nbase_url = \"https://gw\"\n[targets.gw.headers]\n\
+                     X-Tenant = \"bench\"\nX-Api-Key = { env = \"GW_KEY\" }\n\
+                     Authorization = { env = \"GW_AUTH\" }\n")
+        .unwrap();
+        let t = c.target("gw").unwrap();
+        assert_eq!(t.headers["X-Tenant"], HeaderValue::Literal("bench".into()));
+        assert_eq!(t.headers["X-Api-Key"], HeaderValue::Env { env: "GW_KEY".into() });
+        let env = |v: &str| match v {
+            "GW_KEY" => Some("k-123".to_string()),
+            "GW_AUTH" => Some("Basic abc".to_string()),
+            _ => None,
+        };
+        let values = t.header_values(env).unwrap();
+        assert_eq!(values.len(), 3);
+        assert!(values.contains(&("X-Api-Key".into(), "k-123".into())));
+        let err = t.header_values(|_| None).unwrap_err();
+        assert!(err.contains("GW_AUTH is not set") || err.contains("GW_KEY is not set"), "{err}");
+        let err = t.header_values(|_| Some("abc\r\nX-Evil: 1".into())).unwrap_err();
+        assert!(err.contains("newline") && !err.contains("abc"), "{err}");
+        // The parsed config writes back as it was read.
+        let text = toml::to_string(t).unwrap();
+        assert!(
+            text.contains("X-Api-Key = { env = \"GW_KEY\" }") || text.contains("[headers]"),
+            "{text}"
+        );
+
+        for (line3, line, want) in [
+            ("X-Api-Key = \"k-123\"", 4, "looks like a credential"),
+            ("Cookie = \"s=1\"", 4, "looks like a credential"),
+            ("\"Bad Name\" = \"x\"", 4, "not a valid header name"),
+            ("Host = \"other\"", 4, "set by the client itself"),
+            ("X-Route = { env = \"not a name\" }", 4, "NAME of an environment variable"),
+            ("X-Route = { file = \"x\" }", 4, "{ env = \"VAR_NAME\" }"),
+            ("X-Route = 3", 4, "a header value is a string"),
+            ("X-Route = \" padded\"", 4, "surrounding whitespace"),
+        ] {
+            let text =
+                format!("[targets.gw]\nbase_url = \"https://gw\"\n[targets.gw.headers]\n{line3}\n");
+            let err = cfg(&text).unwrap_err();
+            assert_eq!(err.line, Some(line), "{line3}: {err}");
+            assert!(err.message.contains(want), "{line3}: {err}");
+            assert!(!err.message.contains("k-123") && !err.message.contains("s=1"), "{err}");
+        }
+        let err = cfg("[targets.gw]\nbase_url = \"https://gw\"\napi_key_env = \"K\"\n\
+                       [targets.gw.headers]\nauthorization = { env = \"A\" }\n")
+        .unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.message.contains("conflicts with api_key_env"), "{err}");
+    }
+
+    #[test]
+    fn a_ca_bundle_must_be_a_pem_file_under_the_root() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("configs")).unwrap();
+        let write = |text: &str| {
+            std::fs::write(root.path().join("configs/bench.toml"), text).unwrap();
+            BenchConfig::load_in(root.path(), Path::new("configs/bench.toml"))
+        };
+        let text = "[targets.gw]\nbase_url = \"https://gw\"\nca_bundle = \"certs/ca.pem\"\n";
+        let err = write(text).unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
+        assert!(err.message.contains("cannot read ca_bundle certs/ca.pem"), "{err}");
+        std::fs::create_dir_all(root.path().join("certs")).unwrap();
+        std::fs::write(root.path().join("certs/ca.pem"), "not a certificate").unwrap();
+        let err = write(text).unwrap_err();
+        assert!(err.message.contains("holds no PEM certificate"), "{err}");
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        std::fs::write(root.path().join("certs/ca.pem"), pem).unwrap();
+        let c = write(text).unwrap();
+        let t = c.target("gw").unwrap();
+        assert_eq!(t.read_ca_bundle(root.path()).unwrap().unwrap(), pem.as_bytes());
+        let err = cfg("[targets.gw]\nbase_url = \"https://gw\"\nca_bundle = \" \"\n").unwrap_err();
+        assert_eq!(err.line, Some(3), "{err}");
     }
 
     #[test]

@@ -51,6 +51,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::limits::{
+    self, Low, MAX_DEVICE_COUNT, MAX_ENGINE_TOKENS, MAX_MEMORY_GIB, MAX_NUM_SEQS,
+    MAX_PRICE_PER_HOUR,
+};
 use super::source::{ConfigError, Source};
 
 /// The parsed `configs/engine.toml`.
@@ -474,8 +478,9 @@ impl EngineConfig {
                 format!("is a share of GPU memory: within (0, 1], got {u}"),
             );
         }
-        if e.max_model_len == Some(0) {
-            return err("engine.max_model_len", "must be at least 1 token".into());
+        let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_ENGINE_TOKENS.into(), "tokens");
+        if let Some(n) = e.max_model_len {
+            tokens(n).or_else(|m| err("engine.max_model_len", m))?;
         }
         if let Some(q) = e.quantization {
             if q.float16_only()
@@ -493,13 +498,10 @@ impl EngineConfig {
             }
         }
         let s = &self.scheduler;
-        if s.max_num_seqs == 0 {
-            return err("scheduler.max_num_seqs", "must be at least 1".into());
-        }
+        limits::check_int(s.max_num_seqs.into(), 1, MAX_NUM_SEQS.into(), "sequences")
+            .or_else(|m| err("scheduler.max_num_seqs", m))?;
         if let Some(n) = s.max_num_batched_tokens {
-            if n == 0 {
-                return err("scheduler.max_num_batched_tokens", "must be at least 1".into());
-            }
+            tokens(n).or_else(|m| err("scheduler.max_num_batched_tokens", m))?;
         }
         if let Some(n) = self.max_num_batched_tokens() {
             if n < s.max_num_seqs {
@@ -549,14 +551,10 @@ impl EngineConfig {
             }
         }
         if let Some(w) = b.max_wait_ms {
-            if !(w.is_finite() && w >= 0.0) {
-                return err("batch.max_wait_ms", format!("must be >= 0 ms, got {w}"));
-            }
+            limits::millis(w, true).or_else(|m| err("batch.max_wait_ms", m))?;
         }
         if let Some(n) = b.max_token_budget {
-            if n == 0 {
-                return err("batch.max_token_budget", "must be at least 1 token".into());
-            }
+            tokens(n).or_else(|m| err("batch.max_token_budget", m))?;
             if let Some(len) = e.max_model_len {
                 if n < len {
                     return err(
@@ -578,19 +576,16 @@ impl EngineConfig {
                 );
             }
             if let Some(m) = d.memory_gib {
-                if !(m.is_finite() && m > 0.0) {
-                    return err("device.memory_gib", format!("must be > 0 GiB, got {m}"));
-                }
+                limits::check_f64(m, Low::Open, 0.0, MAX_MEMORY_GIB, "GiB")
+                    .or_else(|msg| err("device.memory_gib", msg))?;
             }
             if let Some(p) = d.price_per_hour {
-                if !(p.is_finite() && p >= 0.0) {
-                    return err("device.price_per_hour", format!("must be >= 0, got {p}"));
-                }
+                limits::check_f64(p, Low::Closed, 0.0, MAX_PRICE_PER_HOUR, "per hour")
+                    .or_else(|m| err("device.price_per_hour", m))?;
             }
             if let Some(c) = d.count {
-                if c == 0 {
-                    return err("device.count", "must be at least 1".into());
-                }
+                limits::check_int(c.into(), 1, MAX_DEVICE_COUNT.into(), "GPUs")
+                    .or_else(|m| err("device.count", m))?;
                 if c < e.tensor_parallel_size {
                     return err(
                         "device.count",
@@ -617,9 +612,7 @@ impl EngineConfig {
             ("sim.interval_per_seq_us", sim.interval_per_seq_us),
         ] {
             if let Some(v) = v {
-                if !(v.is_finite() && v >= 0.0) {
-                    return err(k, format!("must be >= 0 µs, got {v}"));
-                }
+                limits::micros(v).or_else(|m| err(k, m))?;
             }
         }
         Ok(())
@@ -741,6 +734,26 @@ mod tests {
         assert!(err.message.contains("name"), "{err}");
         let err = cfg(&format!("{MINIMAL}[sim]\nmfu = 0\n")).unwrap_err();
         assert_eq!(err.line, Some(4), "{err}");
+    }
+
+    #[test]
+    fn sizes_and_counts_have_documented_upper_bounds() {
+        for (text, line, range) in [
+            ("[device]\nname = \"L4\"\nmemory_gib = 1e300\n", 5, "(0, 1024] GiB, got 1e300"),
+            ("[device]\nname = \"L4\"\nprice_per_hour = inf\n", 5, "[0, 1000000] per hour"),
+            ("[device]\nname = \"L4\"\ncount = 100000\n", 5, "1..=4096 GPUs"),
+            ("max_model_len = 4000000000\n", 3, "1..=16777216 tokens"),
+            ("[scheduler]\nmax_num_seqs = 4000000000\n", 4, "1..=65536 sequences"),
+            ("[scheduler]\nmax_num_batched_tokens = 0\n", 4, "1..=16777216 tokens"),
+            ("[batch]\nmax_wait_ms = 1e300\n", 4, "[0, 604800000] ms"),
+            ("[batch]\nmax_token_budget = 4000000000\n", 4, "1..=16777216 tokens"),
+            ("[sim]\nstep_overhead_us = 1e300\n", 4, "[0, 604800000000] µs"),
+        ] {
+            let err = cfg(&format!("{MINIMAL}{text}")).unwrap_err();
+            assert_eq!(err.line, Some(line), "{text}: {err}");
+            assert!(err.message.contains(&format!("must be within {range}")), "{text}: {err}");
+        }
+        cfg(&format!("{MINIMAL}[device]\nname = \"L4\"\nmemory_gib = 1024\n")).unwrap();
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod engine;
+pub mod limits;
 pub mod source;
 
 pub use bench::*;

@@ -144,7 +144,9 @@ impl Source {
                 let secret_value = v.get_ref().as_str().is_some_and(|s| {
                     s.starts_with("sk-") || s.to_ascii_lowercase().starts_with("bearer ")
                 });
-                if secret_key || secret_value {
+                // `{ env = "VAR" }` (a header read from the environment) is not a literal.
+                let literal = !matches!(v.get_ref(), DeValue::Table(_));
+                if (secret_key && literal) || secret_value {
                     *found = Some((k.span(), name.to_string()));
                     return;
                 }

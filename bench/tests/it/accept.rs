@@ -20,6 +20,8 @@ fn target(h: &SimHandle) -> Target {
         max_tokens_field: Default::default(),
         metrics_url: None,
         description: None,
+        headers: Default::default(),
+        ca_bundle: None,
     }
 }
 

@@ -6,6 +6,7 @@
 mod support;
 
 mod accept;
+mod config_props;
 mod coordinated_omission;
 mod diagnose;
 mod engine_http;
@@ -15,3 +16,5 @@ mod known_answer;
 mod server_side;
 mod structured_logprobs;
 mod sweep;
+#[cfg(feature = "tls")]
+mod tls_default;

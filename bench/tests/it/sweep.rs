@@ -70,6 +70,8 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
         max_tokens_field: Default::default(),
         metrics_url: None,
         description: None,
+        headers: Default::default(),
+        ca_bundle: None,
     };
     let sweep_dir = dir.path().join("sweep");
     let setup = sweep::SweepSetup {

@@ -11,6 +11,12 @@ mod cli;
 // `bench` is a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod cli_bench;
+#[cfg(feature = "runtime")]
+mod cli_limits;
+#[cfg(feature = "runtime")]
+mod cli_out_dir;
+#[cfg(feature = "runtime")]
+mod cli_root;
 mod gate;
 mod history;
 mod lint;
