@@ -410,13 +410,21 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
     Ok(Status::Success)
 }
 
-fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<Status> {
+/// The records of the repository (files and parsed), and where OLD and NEW are among them.
+type RecordPair = (Vec<(PathBuf, String)>, Vec<Adr>, usize, usize);
+
+fn supersede_pair(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<RecordPair> {
     if old == new {
         bail!("a record cannot supersede itself");
     }
     let files = read_records(root, dir)?;
     let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
     let (oi, ni) = (find(&adrs, old, dir)?, find(&adrs, new, dir)?);
+    Ok((files, adrs, oi, ni))
+}
+
+fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<Status> {
+    let (files, adrs, oi, ni) = supersede_pair(root, dir, old, new)?;
     let (o, n) = (&adrs[oi], &adrs[ni]);
     match o.status_value() {
         Some(AdrStatus::Accepted) => {}
@@ -477,12 +485,7 @@ fn run_supersede_in_part(
     new: u32,
     parts: &[String],
 ) -> anyhow::Result<Status> {
-    if old == new {
-        bail!("a record cannot supersede itself");
-    }
-    let files = read_records(root, dir)?;
-    let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
-    let (oi, ni) = (find(&adrs, old, dir)?, find(&adrs, new, dir)?);
+    let (files, adrs, oi, ni) = supersede_pair(root, dir, old, new)?;
     let (o, n) = (&adrs[oi], &adrs[ni]);
     if o.status_value() != Some(AdrStatus::Accepted) {
         bail!(
@@ -507,16 +510,15 @@ fn run_supersede_in_part(
         .into_iter()
         .filter(|p| p.path == n.path && Some(p.line) == link_line)
         .collect();
-    let malformed = link_line.is_none()
-        || after[ni].problems.iter().any(|p| p.message.contains("Supersedes in part"));
-    if !wrong.is_empty() || malformed {
+    // Only the link was added: a parse problem NEW did not have before is the link's.
+    let parse: Vec<String> = after[ni]
+        .problems
+        .iter()
+        .filter(|p| !n.problems.contains(p))
+        .map(|p| p.message.clone())
+        .collect();
+    if !wrong.is_empty() || link_line.is_none() || !parse.is_empty() {
         let why: Vec<String> = wrong.iter().map(|p| p.message.clone()).collect();
-        let parse: Vec<String> = after[ni]
-            .problems
-            .iter()
-            .filter(|p| !n.problems.contains(p))
-            .map(|p| p.message.clone())
-            .collect();
         bail!("cannot supersede {} in part: {}", o.label(), [why, parse].concat().join("; "));
     }
     write_file(&root.join(&n.path), &text)?;
