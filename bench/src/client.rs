@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::{Endpoint, MaxTokensField, ProxyMode, Target};
-use crate::openai::{self, Flow, ResponseResult, StreamEnd, StreamTracker, truncate_chars};
+use crate::openai::{self, Flow, MESSAGE_CHARS, ResponseResult, StreamEnd, StreamTracker};
 use crate::outcome::Outcome;
 use crate::record::{RequestRecord, round_us};
 use crate::sse::{SseItem, SseParser};
@@ -20,24 +20,7 @@ use crate::workload::{Payload, WorkItem};
 pub const PROXY_VARS: [&str; 6] =
     ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"];
 
-/// Removes a secret from any text before it is shown or stored.
-#[derive(Clone, Debug, Default)]
-pub struct Redactor {
-    secret: Option<String>,
-}
-
-impl Redactor {
-    pub fn new(secret: Option<&str>) -> Redactor {
-        Redactor { secret: secret.filter(|s| s.len() >= 4).map(str::to_string) }
-    }
-
-    pub fn redact(&self, text: &str) -> String {
-        match &self.secret {
-            Some(s) if text.contains(s.as_str()) => text.replace(s.as_str(), "[redacted]"),
-            _ => text.to_string(),
-        }
-    }
-}
+pub use crate::redact::Redactor;
 
 /// Why an API key from the environment cannot be used. The messages name the variable, never
 /// its value.
@@ -122,6 +105,40 @@ pub enum PreflightError {
     Probe { url: String, status: u16, text: String },
 }
 
+impl PreflightError {
+    /// The same error with secrets and URL user information removed from every text it holds.
+    pub fn redacted(self, r: &Redactor) -> PreflightError {
+        let r = |s: String| r.redact(&s);
+        match self {
+            PreflightError::Unreachable(Unreachable { url, detail }) => {
+                PreflightError::Unreachable(Unreachable { url: r(url), detail: r(detail) })
+            }
+            PreflightError::ModelNotServed { model, api_base, offered } => {
+                PreflightError::ModelNotServed {
+                    model: r(model),
+                    api_base: r(api_base),
+                    offered: offered.into_iter().map(r).collect(),
+                }
+            }
+            PreflightError::NoModel { target, models_url } => {
+                PreflightError::NoModel { target, models_url: r(models_url) }
+            }
+            PreflightError::NotFound { hint, text } => {
+                PreflightError::NotFound { hint: r(hint), text: r(text) }
+            }
+            PreflightError::Probe { url, status, text } => {
+                PreflightError::Probe { url: r(url), status, text: r(text) }
+            }
+            other @ (PreflightError::Client(_) | PreflightError::Auth { .. }) => other,
+        }
+    }
+}
+
+/// The redactor of a client: its API key and the user and password of its URL.
+fn client_redactor(api_key: Option<&str>, target_url: &str) -> Redactor {
+    Redactor::new(api_key.map(str::to_string).into_iter().chain(Redactor::url_secrets(target_url)))
+}
+
 fn auth_hint(status: u16, target: &str, api_key_env: Option<&str>) -> String {
     match api_key_env {
         None => format!(
@@ -175,20 +192,22 @@ pub struct Resolved {
 impl Resolved {
     /// The summary's description of this target: where requests went and what it offered;
     /// of the key, only the name of its variable.
+    /// Server text and URLs pass through `redactor`.
     pub fn target_info(
         &self,
         name: String,
         api_key_env: Option<String>,
+        redactor: &Redactor,
     ) -> crate::summary::TargetInfo {
         crate::summary::TargetInfo {
             name,
-            api_base: self.api_base.clone(),
-            url: self.url.clone(),
+            api_base: redactor.redact(&self.api_base),
+            url: redactor.redact(&self.url),
             endpoint: self.endpoint.name().into(),
             stream: self.stream,
-            model: self.model.clone(),
+            model: redactor.redact(&self.model),
             api_key_env,
-            models: self.models.clone(),
+            models: self.models.as_ref().map(|m| redactor.redact_json(m)),
             max_tokens_field: Some(self.max_tokens_field.to_string()),
         }
     }
@@ -472,7 +491,13 @@ impl Client {
             headers.insert(AUTHORIZATION, v);
         }
         Ok((
-            Client { http, headers, redactor: Redactor::new(api_key), opts, proxied: use_proxy },
+            Client {
+                http,
+                headers,
+                redactor: client_redactor(api_key, target_url),
+                opts,
+                proxied: use_proxy,
+            },
             notes,
         ))
     }
@@ -622,7 +647,7 @@ impl Client {
             Some(b) => self.http.post(url).body(b.to_string()).timeout(Duration::from_secs(60)),
         };
         let resp = req.headers(self.headers.clone()).send().await.map_err(|e| Unreachable {
-            url: url.to_string(),
+            url: self.redactor.redact(url),
             detail: format!("{}{}", self.err_text(&e), self.connect_hint()),
         })?;
         let status = resp.status().as_u16();
@@ -631,7 +656,7 @@ impl Client {
         Ok(Reply {
             status,
             json: serde_json::from_str(&text).ok(),
-            text: self.redactor.redact(&truncate_chars(&text, 300)),
+            text: self.redactor.clip(&text, MESSAGE_CHARS),
             simulator,
         })
     }
@@ -891,10 +916,7 @@ impl Client {
                 .unwrap_or_default();
             let mut ex = failed(
                 Outcome::Http(status),
-                format!(
-                    "HTTP {status}: {}",
-                    self.redactor.redact(&truncate_chars(text.trim(), 300))
-                ),
+                format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS)),
                 Some(sent),
             );
             ex.status = Some(status);
@@ -927,9 +949,12 @@ impl Client {
         };
         let now = Instant::now();
         let result = match end {
-            StreamEnd::Eof { .. } => {
-                openai::read_body(&buf, (now - clock).as_secs_f64() * 1000.0, capture_text)
-            }
+            StreamEnd::Eof { .. } => openai::read_body(
+                &buf,
+                (now - clock).as_secs_f64() * 1000.0,
+                capture_text,
+                &self.redactor,
+            ),
             StreamEnd::Cancelled => ResponseResult::failed(
                 Outcome::Cancelled,
                 "in flight when the run was interrupted".into(),
@@ -955,7 +980,7 @@ impl Client {
         capture_text: bool,
     ) -> ResponseResult {
         let mut parser = SseParser::new();
-        let mut tracker = StreamTracker::new(capture_text);
+        let mut tracker = StreamTracker::new(capture_text).with_redactor(self.redactor.clone());
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
             match self.next_chunk(resp, deadline, abort).await {
@@ -1096,7 +1121,7 @@ mod tests {
     fn redaction() {
         let r = Redactor::new(Some("sk-abcdef"));
         assert_eq!(r.redact("bad key sk-abcdef here"), "bad key [redacted] here");
-        assert_eq!(Redactor::new(None).redact("x"), "x");
+        assert_eq!(Redactor::new(None::<&str>).redact("x"), "x");
     }
 
     #[test]

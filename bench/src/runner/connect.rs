@@ -42,7 +42,11 @@ impl Connection {
 
     /// The summary's description of the target (of the key, only its variable's name).
     pub fn target_info(&self) -> TargetInfo {
-        self.resolved.target_info(self.name.clone(), self.target.api_key_env.clone())
+        self.resolved.target_info(
+            self.name.clone(),
+            self.target.api_key_env.clone(),
+            &self.client.redactor,
+        )
     }
 }
 
@@ -82,9 +86,11 @@ pub async fn connect(
     let (client, mut notes) = Client::new(client_options(cfg), key.as_deref(), &target.base_url)?;
     let resolved = client
         .preflight(name, target, wants.model, wants.endpoint, wants.stream, api_key_env)
-        .await?;
+        .await
+        .map_err(|e| e.redacted(&client.redactor))?;
     let client = if resolved.reuse_connections { client } else { client.without_reuse()? };
     notes.extend(resolved.notes.iter().cloned());
+    let notes = notes.iter().map(|n| client.redactor.redact(n)).collect();
     Ok(Connection { name: name.to_string(), target: target.clone(), client, resolved, notes })
 }
 
@@ -133,7 +139,8 @@ pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, Ru
     let connection = connect(&name, &target, &profile.client, wants).await?;
     console.info(&format!(
         "target: {} (model {})",
-        connection.resolved.url, connection.resolved.model
+        connection.client.redactor.redact(&connection.resolved.url),
+        connection.client.redactor.redact(&connection.resolved.model)
     ));
     for n in &connection.notes {
         console.info(&format!("note: {n}"));
