@@ -13,6 +13,7 @@ mod engine_http;
 mod engine_metrics;
 mod faults;
 mod known_answer;
+mod secrets;
 mod server_side;
 mod structured_logprobs;
 mod sweep;
