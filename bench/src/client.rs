@@ -70,6 +70,46 @@ pub enum ClientError {
     Build(#[source] reqwest::Error),
     #[error("the API key holds characters not allowed in an HTTP header")]
     KeyHeader,
+    /// A custom header that cannot go on the wire (its value is never shown).
+    #[error("header `{name}` cannot be sent: not a valid header name or value")]
+    Header { name: String },
+    #[error("the ca_bundle holds no certificate the TLS library accepts")]
+    CaBundle(#[source] reqwest::Error),
+    #[error("a ca_bundle needs TLS, which this build lacks (the `tls` feature of infergate-bench)")]
+    NoTls,
+}
+
+/// What a target asks of the client besides its URL and API key: extra headers and CA
+/// certificates to trust. No `Debug`: it holds secrets.
+#[derive(Clone, Default)]
+pub struct Access {
+    /// Extra request headers, (name, value).
+    pub headers: Vec<(String, String)>,
+    /// The header values that are secrets (read from the environment): redacted like the key.
+    pub secrets: Vec<String>,
+    /// PEM CA certificates trusted besides the platform's.
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+impl Access {
+    /// The access of `target`: its headers with values read through `env`, and its CA bundle
+    /// under `root`. Errors name the header or file, never a value.
+    pub fn of_target(
+        target: &Target,
+        root: &std::path::Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Access, String> {
+        let headers = target.header_values(env)?;
+        let secrets = headers
+            .iter()
+            .filter(|(name, _)| {
+                matches!(target.headers.get(name), Some(crate::config::HeaderValue::Env { .. }))
+                    || crate::config::is_credential_header(name)
+            })
+            .map(|(_, v)| v.clone())
+            .collect();
+        Ok(Access { headers, secrets, ca_bundle: target.read_ca_bundle(root)? })
+    }
 }
 
 /// A request that got no answer at all (the detail has any secret removed).
@@ -258,7 +298,11 @@ pub struct Sampling {
 }
 
 /// The underlying HTTP client. `reuse`: keep connections alive between requests.
-fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, ClientError> {
+fn build_http(
+    use_proxy: bool,
+    reuse: bool,
+    ca_bundle: Option<&[u8]>,
+) -> Result<reqwest::Client, ClientError> {
     let mut builder = reqwest::Client::builder()
         .http1_only()
         .tcp_nodelay(true)
@@ -273,6 +317,19 @@ fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, ClientErr
     if !use_proxy {
         builder = builder.no_proxy();
     }
+    if let Some(pem) = ca_bundle {
+        #[cfg(feature = "tls")]
+        {
+            let certs =
+                reqwest::Certificate::from_pem_bundle(pem).map_err(ClientError::CaBundle)?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = pem;
+            return Err(ClientError::NoTls);
+        }
+    }
     builder.build().map_err(ClientError::Build)
 }
 
@@ -284,6 +341,7 @@ pub struct Client {
     pub redactor: Redactor,
     pub opts: ClientOptions,
     proxied: bool,
+    ca_bundle: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 /// Outcome of one request at the transport level, plus the parsed response.
@@ -460,6 +518,7 @@ impl Client {
         opts: ClientOptions,
         api_key: Option<&str>,
         target_url: &str,
+        access: &Access,
     ) -> Result<(Client, Vec<String>), ClientError> {
         let mut notes = Vec::new();
         let proxies = proxy_vars_present();
@@ -481,9 +540,17 @@ impl Client {
                 ));
             }
         }
-        let http = build_http(use_proxy, true)?;
+        let http = build_http(use_proxy, true, access.ca_bundle.as_deref())?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in &access.headers {
+            let bad = || ClientError::Header { name: name.clone() };
+            let key =
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+            let mut v = HeaderValue::from_str(value).map_err(|_| bad())?;
+            v.set_sensitive(access.secrets.contains(value));
+            headers.insert(key, v);
+        }
         if let Some(key) = api_key {
             let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
                 .map_err(|_| ClientError::KeyHeader)?;
@@ -494,9 +561,10 @@ impl Client {
             Client {
                 http,
                 headers,
-                redactor: client_redactor(api_key, target_url),
+                redactor: client_redactor(api_key, target_url).with(&access.secrets),
                 opts,
                 proxied: use_proxy,
+                ca_bundle: access.ca_bundle.clone().map(std::sync::Arc::new),
             },
             notes,
         ))
@@ -515,7 +583,8 @@ impl Client {
 
     /// The same client without connection reuse: every request opens its own connection.
     pub fn without_reuse(&self) -> Result<Client, ClientError> {
-        Ok(Client { http: build_http(self.proxied, false)?, ..self.clone() })
+        let http = build_http(self.proxied, false, self.ca_bundle.as_deref().map(Vec::as_slice))?;
+        Ok(Client { http, ..self.clone() })
     }
 
     /// Whether the server keeps a connection usable after a response of this kind. Some

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::client::{
-    ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
+    Access, ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
 };
 use crate::config::{ClientConfig, Endpoint, Target};
 use crate::sim::{self, SimHandle};
@@ -59,6 +59,10 @@ pub enum ConnectError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
+    /// A header or the CA bundle of the target cannot be used (the message never holds a
+    /// header's value).
+    #[error("target `{target}`: {message}")]
+    Access { target: String, message: String },
 }
 
 /// The client options of a profile's `[client]` section.
@@ -70,20 +74,25 @@ pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
     }
 }
 
-/// Connect to a target: read its API key, build the client, run the preflight, and drop
-/// connection reuse when the server closes connections after each response.
+/// Connect to a target: read its API key and headers, build the client (trusting its CA bundle,
+/// a file under `root`), run the preflight, and drop connection reuse when the server closes
+/// connections after each response.
 pub async fn connect(
     name: &str,
     target: &Target,
     cfg: &ClientConfig,
     wants: Wants<'_>,
+    root: &Path,
 ) -> Result<Connection, ConnectError> {
     let api_key_env = target.api_key_env.as_deref();
     let key = match api_key_env {
         Some(var) => Some(read_api_key(var, name)?),
         None => None,
     };
-    let (client, mut notes) = Client::new(client_options(cfg), key.as_deref(), &target.base_url)?;
+    let access = Access::of_target(target, root, |var| std::env::var(var).ok())
+        .map_err(|message| ConnectError::Access { target: name.to_string(), message })?;
+    let (client, mut notes) =
+        Client::new(client_options(cfg), key.as_deref(), &target.base_url, &access)?;
     let resolved = client
         .preflight(name, target, wants.model, wants.endpoint, wants.stream, api_key_env)
         .await
@@ -136,7 +145,7 @@ pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, Ru
         endpoint: profile.endpoint,
         stream: profile.stream,
     };
-    let connection = connect(&name, &target, &profile.client, wants).await?;
+    let connection = connect(&name, &target, &profile.client, wants, &spec.root).await?;
     console.info(&format!(
         "target: {} (model {})",
         connection.client.redactor.redact(&connection.resolved.url),

@@ -6,6 +6,7 @@
 mod support;
 
 mod accept;
+mod access;
 mod config_props;
 mod coordinated_omission;
 mod diagnose;
