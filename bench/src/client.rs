@@ -1017,7 +1017,7 @@ impl Client {
             }
         };
         let now = Instant::now();
-        let result = match end {
+        let mut result = match end {
             StreamEnd::Eof { .. } => openai::read_body(
                 &buf,
                 (now - clock).as_secs_f64() * 1000.0,
@@ -1035,6 +1035,7 @@ impl Client {
             ),
             StreamEnd::Stopped => unreachable!("not produced for bodies"),
         };
+        self.redact_result(&mut result);
         (result, now)
     }
 
@@ -1081,10 +1082,18 @@ impl Client {
             other => other,
         };
         let mut result = tracker.finish(end);
-        if let Some(e) = result.error.take() {
-            result.error = Some(self.redactor.redact(&e));
-        }
+        self.redact_result(&mut result);
         result
+    }
+
+    /// A response's error and kept output text without secrets (acceptance stores outputs).
+    fn redact_result(&self, result: &mut ResponseResult) {
+        if self.redactor.is_empty() {
+            return;
+        }
+        for text in [&mut result.error, &mut result.text].into_iter().flatten() {
+            *text = self.redactor.redact(text);
+        }
     }
 
     /// The next bytes of a response body, or how the body ended: at its end (`Eof`), by the

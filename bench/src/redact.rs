@@ -41,6 +41,11 @@ impl Redactor {
         Redactor { secrets: Arc::new(list) }
     }
 
+    /// Whether it knows no secret (then only URL user information is removed).
+    pub fn is_empty(&self) -> bool {
+        self.secrets.is_empty()
+    }
+
     /// This redactor with more secrets.
     pub fn with<S: AsRef<str>>(&self, more: impl IntoIterator<Item = S>) -> Redactor {
         let old: Vec<String> = self.secrets.iter().map(|s| s.iter().collect()).collect();
