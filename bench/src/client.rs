@@ -9,7 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::{Endpoint, MaxTokensField, ProxyMode, Target};
-use crate::openai::{self, Flow, ResponseResult, StreamEnd, StreamTracker, truncate_chars};
+use crate::openai::{self, Flow, MESSAGE_CHARS, ResponseResult, StreamEnd, StreamTracker};
 use crate::outcome::Outcome;
 use crate::record::{RequestRecord, round_us};
 use crate::sse::{SseItem, SseParser};
@@ -20,24 +20,7 @@ use crate::workload::{Payload, WorkItem};
 pub const PROXY_VARS: [&str; 6] =
     ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"];
 
-/// Removes a secret from any text before it is shown or stored.
-#[derive(Clone, Debug, Default)]
-pub struct Redactor {
-    secret: Option<String>,
-}
-
-impl Redactor {
-    pub fn new(secret: Option<&str>) -> Redactor {
-        Redactor { secret: secret.filter(|s| s.len() >= 4).map(str::to_string) }
-    }
-
-    pub fn redact(&self, text: &str) -> String {
-        match &self.secret {
-            Some(s) if text.contains(s.as_str()) => text.replace(s.as_str(), "[redacted]"),
-            _ => text.to_string(),
-        }
-    }
-}
+pub use crate::redact::Redactor;
 
 /// Why an API key from the environment cannot be used. The messages name the variable, never
 /// its value.
@@ -87,6 +70,46 @@ pub enum ClientError {
     Build(#[source] reqwest::Error),
     #[error("the API key holds characters not allowed in an HTTP header")]
     KeyHeader,
+    /// A custom header that cannot go on the wire (its value is never shown).
+    #[error("header `{name}` cannot be sent: not a valid header name or value")]
+    Header { name: String },
+    #[error("the ca_bundle holds no certificate the TLS library accepts")]
+    CaBundle(#[source] reqwest::Error),
+    #[error("a ca_bundle needs TLS, which this build lacks (the `tls` feature of infergate-bench)")]
+    NoTls,
+}
+
+/// What a target asks of the client besides its URL and API key: extra headers and CA
+/// certificates to trust. No `Debug`: it holds secrets.
+#[derive(Clone, Default)]
+pub struct Access {
+    /// Extra request headers, (name, value).
+    pub headers: Vec<(String, String)>,
+    /// The header values that are secrets (read from the environment): redacted like the key.
+    pub secrets: Vec<String>,
+    /// PEM CA certificates trusted besides the platform's.
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+impl Access {
+    /// The access of `target`: its headers with values read through `env`, and its CA bundle
+    /// under `root`. Errors name the header or file, never a value.
+    pub fn of_target(
+        target: &Target,
+        root: &std::path::Path,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Access, String> {
+        let headers = target.header_values(env)?;
+        let secrets = headers
+            .iter()
+            .filter(|(name, _)| {
+                matches!(target.headers.get(name), Some(crate::config::HeaderValue::Env { .. }))
+                    || crate::config::is_credential_header(name)
+            })
+            .map(|(_, v)| v.clone())
+            .collect();
+        Ok(Access { headers, secrets, ca_bundle: target.read_ca_bundle(root)? })
+    }
 }
 
 /// A request that got no answer at all (the detail has any secret removed).
@@ -120,6 +143,40 @@ pub enum PreflightError {
     NotFound { hint: String, text: String },
     #[error("a one-token probe to {url} answered {status}: {text}")]
     Probe { url: String, status: u16, text: String },
+}
+
+impl PreflightError {
+    /// The same error with secrets and URL user information removed from every text it holds.
+    pub fn redacted(self, r: &Redactor) -> PreflightError {
+        let r = |s: String| r.redact(&s);
+        match self {
+            PreflightError::Unreachable(Unreachable { url, detail }) => {
+                PreflightError::Unreachable(Unreachable { url: r(url), detail: r(detail) })
+            }
+            PreflightError::ModelNotServed { model, api_base, offered } => {
+                PreflightError::ModelNotServed {
+                    model: r(model),
+                    api_base: r(api_base),
+                    offered: offered.into_iter().map(r).collect(),
+                }
+            }
+            PreflightError::NoModel { target, models_url } => {
+                PreflightError::NoModel { target, models_url: r(models_url) }
+            }
+            PreflightError::NotFound { hint, text } => {
+                PreflightError::NotFound { hint: r(hint), text: r(text) }
+            }
+            PreflightError::Probe { url, status, text } => {
+                PreflightError::Probe { url: r(url), status, text: r(text) }
+            }
+            other @ (PreflightError::Client(_) | PreflightError::Auth { .. }) => other,
+        }
+    }
+}
+
+/// The redactor of a client: its API key and the user and password of its URL.
+fn client_redactor(api_key: Option<&str>, target_url: &str) -> Redactor {
+    Redactor::new(api_key.map(str::to_string).into_iter().chain(Redactor::url_secrets(target_url)))
 }
 
 fn auth_hint(status: u16, target: &str, api_key_env: Option<&str>) -> String {
@@ -175,20 +232,22 @@ pub struct Resolved {
 impl Resolved {
     /// The summary's description of this target: where requests went and what it offered;
     /// of the key, only the name of its variable.
+    /// Server text and URLs pass through `redactor`.
     pub fn target_info(
         &self,
         name: String,
         api_key_env: Option<String>,
+        redactor: &Redactor,
     ) -> crate::summary::TargetInfo {
         crate::summary::TargetInfo {
             name,
-            api_base: self.api_base.clone(),
-            url: self.url.clone(),
+            api_base: redactor.redact(&self.api_base),
+            url: redactor.redact(&self.url),
             endpoint: self.endpoint.name().into(),
             stream: self.stream,
-            model: self.model.clone(),
+            model: redactor.redact(&self.model),
             api_key_env,
-            models: self.models.clone(),
+            models: self.models.as_ref().map(|m| redactor.redact_json(m)),
             max_tokens_field: Some(self.max_tokens_field.to_string()),
         }
     }
@@ -239,7 +298,11 @@ pub struct Sampling {
 }
 
 /// The underlying HTTP client. `reuse`: keep connections alive between requests.
-fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, ClientError> {
+fn build_http(
+    use_proxy: bool,
+    reuse: bool,
+    ca_bundle: Option<&[u8]>,
+) -> Result<reqwest::Client, ClientError> {
     let mut builder = reqwest::Client::builder()
         .http1_only()
         .tcp_nodelay(true)
@@ -254,6 +317,19 @@ fn build_http(use_proxy: bool, reuse: bool) -> Result<reqwest::Client, ClientErr
     if !use_proxy {
         builder = builder.no_proxy();
     }
+    if let Some(pem) = ca_bundle {
+        #[cfg(feature = "tls")]
+        {
+            let certs =
+                reqwest::Certificate::from_pem_bundle(pem).map_err(ClientError::CaBundle)?;
+            builder = builder.tls_certs_merge(certs);
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = pem;
+            return Err(ClientError::NoTls);
+        }
+    }
     builder.build().map_err(ClientError::Build)
 }
 
@@ -265,6 +341,7 @@ pub struct Client {
     pub redactor: Redactor,
     pub opts: ClientOptions,
     proxied: bool,
+    ca_bundle: Option<std::sync::Arc<Vec<u8>>>,
 }
 
 /// Outcome of one request at the transport level, plus the parsed response.
@@ -441,6 +518,7 @@ impl Client {
         opts: ClientOptions,
         api_key: Option<&str>,
         target_url: &str,
+        access: &Access,
     ) -> Result<(Client, Vec<String>), ClientError> {
         let mut notes = Vec::new();
         let proxies = proxy_vars_present();
@@ -462,9 +540,17 @@ impl Client {
                 ));
             }
         }
-        let http = build_http(use_proxy, true)?;
+        let http = build_http(use_proxy, true, access.ca_bundle.as_deref())?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in &access.headers {
+            let bad = || ClientError::Header { name: name.clone() };
+            let key =
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+            let mut v = HeaderValue::from_str(value).map_err(|_| bad())?;
+            v.set_sensitive(access.secrets.contains(value));
+            headers.insert(key, v);
+        }
         if let Some(key) = api_key {
             let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
                 .map_err(|_| ClientError::KeyHeader)?;
@@ -472,7 +558,14 @@ impl Client {
             headers.insert(AUTHORIZATION, v);
         }
         Ok((
-            Client { http, headers, redactor: Redactor::new(api_key), opts, proxied: use_proxy },
+            Client {
+                http,
+                headers,
+                redactor: client_redactor(api_key, target_url).with(&access.secrets),
+                opts,
+                proxied: use_proxy,
+                ca_bundle: access.ca_bundle.clone().map(std::sync::Arc::new),
+            },
             notes,
         ))
     }
@@ -490,7 +583,8 @@ impl Client {
 
     /// The same client without connection reuse: every request opens its own connection.
     pub fn without_reuse(&self) -> Result<Client, ClientError> {
-        Ok(Client { http: build_http(self.proxied, false)?, ..self.clone() })
+        let http = build_http(self.proxied, false, self.ca_bundle.as_deref().map(Vec::as_slice))?;
+        Ok(Client { http, ..self.clone() })
     }
 
     /// Whether the server keeps a connection usable after a response of this kind. Some
@@ -622,7 +716,7 @@ impl Client {
             Some(b) => self.http.post(url).body(b.to_string()).timeout(Duration::from_secs(60)),
         };
         let resp = req.headers(self.headers.clone()).send().await.map_err(|e| Unreachable {
-            url: url.to_string(),
+            url: self.redactor.redact(url),
             detail: format!("{}{}", self.err_text(&e), self.connect_hint()),
         })?;
         let status = resp.status().as_u16();
@@ -631,7 +725,7 @@ impl Client {
         Ok(Reply {
             status,
             json: serde_json::from_str(&text).ok(),
-            text: self.redactor.redact(&truncate_chars(&text, 300)),
+            text: self.redactor.clip(&text, MESSAGE_CHARS),
             simulator,
         })
     }
@@ -891,10 +985,7 @@ impl Client {
                 .unwrap_or_default();
             let mut ex = failed(
                 Outcome::Http(status),
-                format!(
-                    "HTTP {status}: {}",
-                    self.redactor.redact(&truncate_chars(text.trim(), 300))
-                ),
+                format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS)),
                 Some(sent),
             );
             ex.status = Some(status);
@@ -926,10 +1017,13 @@ impl Client {
             }
         };
         let now = Instant::now();
-        let result = match end {
-            StreamEnd::Eof { .. } => {
-                openai::read_body(&buf, (now - clock).as_secs_f64() * 1000.0, capture_text)
-            }
+        let mut result = match end {
+            StreamEnd::Eof { .. } => openai::read_body(
+                &buf,
+                (now - clock).as_secs_f64() * 1000.0,
+                capture_text,
+                &self.redactor,
+            ),
             StreamEnd::Cancelled => ResponseResult::failed(
                 Outcome::Cancelled,
                 "in flight when the run was interrupted".into(),
@@ -941,6 +1035,7 @@ impl Client {
             ),
             StreamEnd::Stopped => unreachable!("not produced for bodies"),
         };
+        self.redact_result(&mut result);
         (result, now)
     }
 
@@ -955,7 +1050,7 @@ impl Client {
         capture_text: bool,
     ) -> ResponseResult {
         let mut parser = SseParser::new();
-        let mut tracker = StreamTracker::new(capture_text);
+        let mut tracker = StreamTracker::new(capture_text).with_redactor(self.redactor.clone());
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
             match self.next_chunk(resp, deadline, abort).await {
@@ -987,10 +1082,18 @@ impl Client {
             other => other,
         };
         let mut result = tracker.finish(end);
-        if let Some(e) = result.error.take() {
-            result.error = Some(self.redactor.redact(&e));
-        }
+        self.redact_result(&mut result);
         result
+    }
+
+    /// A response's error and kept output text without secrets (acceptance stores outputs).
+    fn redact_result(&self, result: &mut ResponseResult) {
+        if self.redactor.is_empty() {
+            return;
+        }
+        for text in [&mut result.error, &mut result.text].into_iter().flatten() {
+            *text = self.redactor.redact(text);
+        }
     }
 
     /// The next bytes of a response body, or how the body ended: at its end (`Eof`), by the
@@ -1096,7 +1199,7 @@ mod tests {
     fn redaction() {
         let r = Redactor::new(Some("sk-abcdef"));
         assert_eq!(r.redact("bad key sk-abcdef here"), "bad key [redacted] here");
-        assert_eq!(Redactor::new(None).redact("x"), "x");
+        assert_eq!(Redactor::new(None::<&str>).redact("x"), "x");
     }
 
     #[test]

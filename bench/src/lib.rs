@@ -20,6 +20,7 @@ pub mod openai;
 pub mod outcome;
 pub mod promtext;
 pub mod record;
+pub mod redact;
 pub mod rundir;
 #[cfg(feature = "runtime")]
 pub mod runner;

@@ -8,6 +8,7 @@ use serde::de::IgnoredAny;
 
 use crate::outcome::Outcome;
 use crate::record::{ServerTimings, TokenSource};
+use crate::redact::Redactor;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Usage {
@@ -216,17 +217,25 @@ pub struct StreamTracker {
     text: Option<String>,
     /// Highest cumulative completion-token count seen on a content chunk.
     last_cumulative: Option<u64>,
+    /// Removes secrets from server text before it is cut to length.
+    redactor: Redactor,
 }
 
+/// The message of an error object, whole (cut after redaction by the caller).
 fn error_message(v: &serde_json::Value) -> String {
-    let msg = v
-        .get("message")
+    v.get("message")
         .and_then(|m| m.as_str())
         .map(str::to_string)
         .or_else(|| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| v.to_string());
-    truncate_chars(&msg, 300)
+        .unwrap_or_else(|| v.to_string())
 }
+
+/// How many characters of a server's error message are kept.
+pub const MESSAGE_CHARS: usize = 300;
+/// How many characters of a `finish_reason` are kept.
+pub const FINISH_REASON_CHARS: usize = 64;
+/// How many characters of an unparseable chunk or body are kept.
+pub const CHUNK_CHARS: usize = 120;
 
 /// At most `n` characters of `s` (with an ellipsis when cut).
 pub fn truncate_chars(s: &str, n: usize) -> String {
@@ -239,6 +248,12 @@ pub fn truncate_chars(s: &str, n: usize) -> String {
 impl StreamTracker {
     pub fn new(capture_text: bool) -> Self {
         StreamTracker { text: capture_text.then(String::new), ..Default::default() }
+    }
+
+    /// The same tracker removing these secrets from the server text it keeps.
+    pub fn with_redactor(mut self, redactor: Redactor) -> Self {
+        self.redactor = redactor;
+        self
     }
 
     pub fn on_comment(&mut self) {
@@ -257,7 +272,8 @@ impl StreamTracker {
         if event_type == "error" {
             let msg = serde_json::from_str::<serde_json::Value>(data)
                 .map(|v| error_message(v.get("error").unwrap_or(&v)))
-                .unwrap_or_else(|_| truncate_chars(data, 300));
+                .unwrap_or_else(|_| data.to_string());
+            let msg = self.redactor.clip(&msg, MESSAGE_CHARS);
             self.failure = Some((Outcome::StreamError, format!("error event: {msg}")));
             return Flow::Stop;
         }
@@ -271,20 +287,26 @@ impl StreamTracker {
             Err(e) => {
                 self.failure = Some((
                     Outcome::Malformed,
-                    format!("unparseable chunk ({e}): {}", truncate_chars(trimmed, 120)),
+                    format!(
+                        "unparseable chunk ({}): {}",
+                        self.redactor.redact(&e.to_string()),
+                        self.redactor.clip(trimmed, CHUNK_CHARS)
+                    ),
                 ));
                 return Flow::Stop;
             }
         };
         if let Some(err) = &chunk.error {
-            self.failure =
-                Some((Outcome::StreamError, format!("error object: {}", error_message(err))));
+            let msg = self.redactor.clip(&error_message(err), MESSAGE_CHARS);
+            self.failure = Some((Outcome::StreamError, format!("error object: {msg}")));
             return Flow::Stop;
         }
         if chunk.object.as_deref() == Some("error") {
             let msg = chunk.message.as_deref().unwrap_or("(no message)");
-            self.failure =
-                Some((Outcome::StreamError, format!("error object: {}", truncate_chars(msg, 300))));
+            self.failure = Some((
+                Outcome::StreamError,
+                format!("error object: {}", self.redactor.clip(msg, MESSAGE_CHARS)),
+            ));
             return Flow::Stop;
         }
         let cumulative = chunk.usage.and_then(|u| u.completion_tokens);
@@ -326,7 +348,7 @@ impl StreamTracker {
                 }
             }
             if let Some(r) = &choice.finish_reason {
-                self.finish_reason = Some(r.to_string());
+                self.finish_reason = Some(self.redactor.clip(r, FINISH_REASON_CHARS));
             }
         }
         if let (true, Some(n)) = (has_output, cumulative) {
@@ -415,22 +437,29 @@ impl StreamTracker {
 
 /// Read a whole (non-streamed) response body that arrived complete at `t_ms`. Non-streamed
 /// responses have no TTFT and no ITL; E2E is the arrival of the body.
-pub fn read_body(body: &[u8], t_ms: f64, capture_text: bool) -> ResponseResult {
+pub fn read_body(
+    body: &[u8],
+    t_ms: f64,
+    capture_text: bool,
+    redactor: &Redactor,
+) -> ResponseResult {
     let mut result = ResponseResult::bare(Outcome::Ok, None);
     let chunk: Chunk<'_> = match serde_json::from_slice(body) {
         Ok(c) => c,
         Err(e) => {
             result.class = Outcome::Malformed;
             result.error = Some(format!(
-                "unparseable body ({e}): {}",
-                truncate_chars(&String::from_utf8_lossy(body), 120)
+                "unparseable body ({}): {}",
+                redactor.redact(&e.to_string()),
+                redactor.clip(&String::from_utf8_lossy(body), CHUNK_CHARS)
             ));
             return result;
         }
     };
     if let Some(err) = &chunk.error {
         result.class = Outcome::StreamError;
-        result.error = Some(format!("error object: {}", error_message(err)));
+        result.error =
+            Some(format!("error object: {}", redactor.clip(&error_message(err), MESSAGE_CHARS)));
         return result;
     }
     let choices = chunk.choices.unwrap_or_default();
@@ -446,7 +475,8 @@ pub fn read_body(body: &[u8], t_ms: f64, capture_text: bool) -> ResponseResult {
         .or_else(|| choice.text.clone())
         .unwrap_or_default();
     let has_output = choice.message.as_ref().is_some_and(Delta::has_output) || !text.is_empty();
-    result.finish_reason = choice.finish_reason.as_ref().map(|r| r.to_string());
+    result.finish_reason =
+        choice.finish_reason.as_ref().map(|r| redactor.clip(r, FINISH_REASON_CHARS));
     result.server_timings = chunk.timings.map(|t| ServerTimings {
         prompt_ms: t.prompt_ms,
         predicted_ms: t.predicted_ms,
@@ -618,19 +648,25 @@ mod tests {
     #[test]
     fn bodies() {
         let body = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":2}}"#;
-        let r = read_body(body, 80.0, true);
+        let r = read_body(body, 80.0, true, &Redactor::default());
         assert_eq!(r.class, Outcome::Ok);
         assert_eq!(r.last_token_ms, Some(80.0));
         assert_eq!(r.first_token_ms, None);
         assert_eq!(r.output_tokens, Some(2));
-        assert_eq!(read_body(b"<html>", 1.0, false).class, Outcome::Malformed);
-        assert_eq!(read_body(br#"{"choices":[]}"#, 1.0, false).class, Outcome::Malformed);
         assert_eq!(
-            read_body(br#"{"error":{"message":"x"}}"#, 1.0, false).class,
+            read_body(b"<html>", 1.0, false, &Redactor::default()).class,
+            Outcome::Malformed
+        );
+        assert_eq!(
+            read_body(br#"{"choices":[]}"#, 1.0, false, &Redactor::default()).class,
+            Outcome::Malformed
+        );
+        assert_eq!(
+            read_body(br#"{"error":{"message":"x"}}"#, 1.0, false, &Redactor::default()).class,
             Outcome::StreamError
         );
         let empty = br#"{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"}]}"#;
-        assert_eq!(read_body(empty, 1.0, false).class, Outcome::Empty);
+        assert_eq!(read_body(empty, 1.0, false, &Redactor::default()).class, Outcome::Empty);
     }
 
     fn content(i: u64, text: &str, cumulative: Option<u64>) -> String {
@@ -649,6 +685,36 @@ mod tests {
         let r = run(&all, StreamEnd::Eof { partial_event: false });
         assert_eq!(r.class, Outcome::Ok);
         assert_eq!(r.integrity.violations(), 0, "{:?}", r.integrity);
+    }
+
+    #[test]
+    fn server_text_is_redacted_before_it_is_cut() {
+        const KEY: &str = "sk-LEAKCHECK-0123456789";
+        let r = Redactor::new([KEY]);
+        let escaped = KEY.replace('-', "\\\\u002d");
+        for spelling in [KEY.to_string(), escaped] {
+            for pad in [0, 100, 110, 119, 120, 121, 280, 290, 299, 300, 301] {
+                let msg = format!("{}{spelling}{}", "x".repeat(pad), "y".repeat(400));
+                let event = serde_json::json!({"error": {"message": msg}}).to_string();
+                let chunk = format!("{{{}{spelling}{}", "x".repeat(pad), "y".repeat(400));
+                let obj = serde_json::json!({"object": "error", "message": msg}).to_string();
+                let mut results = Vec::new();
+                for (ty, data) in [("error", &event), ("error", &msg), ("message", &event)]
+                    .into_iter()
+                    .chain([("message", &chunk), ("message", &obj)])
+                {
+                    let mut t = StreamTracker::new(false).with_redactor(r.clone());
+                    assert_eq!(t.on_event(ty, data, 1.0), Flow::Stop);
+                    results.push(t.finish(StreamEnd::Stopped));
+                }
+                results.push(read_body(chunk.as_bytes(), 1.0, false, &r));
+                results.push(read_body(event.as_bytes(), 1.0, false, &r));
+                for res in results {
+                    let e = res.error.unwrap();
+                    assert!(r.is_clean(&e) && !e.contains("LEAK"), "{pad}: {e}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -152,7 +152,9 @@ impl AcceptCmd {
             (Some(b), Some(c)) => {
                 let cfg = BenchConfig::load(&root.join(&self.config))?;
                 let get = |name: &str| -> anyhow::Result<TargetSpec> {
-                    let t = cfg.target(name).map_err(anyhow::Error::msg)?.clone();
+                    let mut t = cfg.target(name).map_err(anyhow::Error::msg)?.clone();
+                    // Acceptance connects without a root: its CA bundle by its full path.
+                    t.ca_bundle = t.ca_bundle.map(|f| root.join(f).display().to_string());
                     let engine = t
                         .engine_config
                         .as_deref()

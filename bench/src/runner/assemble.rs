@@ -38,12 +38,13 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     let profile: &Profile = &spec.profile.profile;
     let load = &profile.load;
     let requested_rate = (load.mode == LoadMode::Open).then_some(load.rate).flatten();
+    let redactor = &connection.client.redactor;
     let header = RunHeader {
         run_id: spec.run_id.clone(),
         simulated: connection.simulated(),
         git: spec.git.clone(),
         target: connection.target_info(),
-        config: serde_json::to_value(profile).unwrap_or(Value::Null),
+        config: redactor.redact_json(&serde_json::to_value(profile).unwrap_or(Value::Null)),
         profile: spec.profile.name.clone(),
         engine,
         started_at,
@@ -74,6 +75,8 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     }
     summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
     summary.status = run_status(driven.interrupted, summary.requests.ok);
+    // Notes quote server text and URLs (the scraper's among them): none keeps a secret.
+    summary.notes = summary.notes.iter().map(|n| redactor.redact(n)).collect();
     summary
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::client::{
-    ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
+    Access, ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
 };
 use crate::config::{ClientConfig, Endpoint, Target};
 use crate::sim::{self, SimHandle};
@@ -42,7 +42,11 @@ impl Connection {
 
     /// The summary's description of the target (of the key, only its variable's name).
     pub fn target_info(&self) -> TargetInfo {
-        self.resolved.target_info(self.name.clone(), self.target.api_key_env.clone())
+        self.resolved.target_info(
+            self.name.clone(),
+            self.target.api_key_env.clone(),
+            &self.client.redactor,
+        )
     }
 }
 
@@ -55,6 +59,10 @@ pub enum ConnectError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Preflight(#[from] PreflightError),
+    /// A header or the CA bundle of the target cannot be used (the message never holds a
+    /// header's value).
+    #[error("target `{target}`: {message}")]
+    Access { target: String, message: String },
 }
 
 /// The client options of a profile's `[client]` section.
@@ -66,25 +74,32 @@ pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
     }
 }
 
-/// Connect to a target: read its API key, build the client, run the preflight, and drop
-/// connection reuse when the server closes connections after each response.
+/// Connect to a target: read its API key and headers, build the client (trusting its CA bundle,
+/// a file under `root`), run the preflight, and drop connection reuse when the server closes
+/// connections after each response.
 pub async fn connect(
     name: &str,
     target: &Target,
     cfg: &ClientConfig,
     wants: Wants<'_>,
+    root: &Path,
 ) -> Result<Connection, ConnectError> {
     let api_key_env = target.api_key_env.as_deref();
     let key = match api_key_env {
         Some(var) => Some(read_api_key(var, name)?),
         None => None,
     };
-    let (client, mut notes) = Client::new(client_options(cfg), key.as_deref(), &target.base_url)?;
+    let access = Access::of_target(target, root, |var| std::env::var(var).ok())
+        .map_err(|message| ConnectError::Access { target: name.to_string(), message })?;
+    let (client, mut notes) =
+        Client::new(client_options(cfg), key.as_deref(), &target.base_url, &access)?;
     let resolved = client
         .preflight(name, target, wants.model, wants.endpoint, wants.stream, api_key_env)
-        .await?;
+        .await
+        .map_err(|e| e.redacted(&client.redactor))?;
     let client = if resolved.reuse_connections { client } else { client.without_reuse()? };
     notes.extend(resolved.notes.iter().cloned());
+    let notes = notes.iter().map(|n| client.redactor.redact(n)).collect();
     Ok(Connection { name: name.to_string(), target: target.clone(), client, resolved, notes })
 }
 
@@ -130,10 +145,11 @@ pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, Ru
         endpoint: profile.endpoint,
         stream: profile.stream,
     };
-    let connection = connect(&name, &target, &profile.client, wants).await?;
+    let connection = connect(&name, &target, &profile.client, wants, &spec.root).await?;
     console.info(&format!(
         "target: {} (model {})",
-        connection.resolved.url, connection.resolved.model
+        connection.client.redactor.redact(&connection.resolved.url),
+        connection.client.redactor.redact(&connection.resolved.model)
     ));
     for n in &connection.notes {
         console.info(&format!("note: {n}"));

@@ -136,6 +136,9 @@ pub enum RunError {
     EngineConfig(#[from] crate::config::ConfigError),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// The process may not open the files the run's concurrency needs.
+    #[error(transparent)]
+    OpenFiles(#[from] crate::fdlimit::FdLimitError),
     /// A caller could not set up a run it was asked for (a sweep's stage, say).
     #[error("cannot set up the run")]
     Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -187,25 +190,46 @@ impl Console {
 /// Returns an error only when nothing could be measured (bad target, bad config, unwritable
 /// directory); request failures are part of the outcome.
 pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunError> {
+    let (concurrency, in_process_server) = open_files_need(&spec.profile);
+    crate::fdlimit::ensure_open_files(concurrency, in_process_server)?;
     let dir = rundir::create(&spec.out_dir)?;
+    let result = run_in(&spec, control, &dir).await;
+    rundir::release(&dir);
+    result
+}
+
+/// What a run's open files depend on: its most concurrent connections, and whether the
+/// embedded simulator serves them in this process.
+pub fn open_files_need(profile: &ResolvedProfile) -> (u32, bool) {
+    let load = &profile.profile.load;
+    let concurrency = match load.mode {
+        crate::config::LoadMode::Closed => load.concurrency,
+        crate::config::LoadMode::Open => load.max_concurrency.unwrap_or(load.concurrency),
+    };
+    (concurrency, profile.target.is_none())
+}
+
+/// The run, in the directory `run` created and locked.
+async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOutcome, RunError> {
+    let dir = dir.to_path_buf();
     let started_at = chrono::Utc::now();
     let started_sys = SystemTime::now();
     let profile: &Profile = &spec.profile.profile;
     let connect::Connected { connection, simulator, engine } =
-        connect::connect_run(&spec, &dir).await?;
+        connect::connect_run(spec, &dir).await?;
     let prepared =
         prepare::prepare_workload(&profile.workload, profile.endpoint, &spec.root, &connection)
             .await?;
     let mut notes = connection.notes.clone();
     notes.extend(prepared.notes.iter().cloned());
-    let driven = drive::drive(&spec, &connection, prepared, &dir, &control, &mut notes).await?;
+    let driven = drive::drive(spec, &connection, prepared, &dir, &control, &mut notes).await?;
     let mut scheduler = None;
     if let Some(h) = simulator {
         scheduler = h.scheduler_report();
         h.shutdown().await;
     }
     let summary = assemble::assemble(assemble::RunParts {
-        spec: &spec,
+        spec,
         connection: &connection,
         engine,
         started_at,
@@ -216,4 +240,45 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     rundir::write_histograms(&dir, &driven.acc, started_sys, assemble::window(&summary))?;
     rundir::write_summary(&dir, &summary)?;
     Ok(RunOutcome { summary, dir, scheduler })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BenchConfig, Source};
+    use crate::fdlimit::{FdNeed, Limits, Plan, plan};
+
+    fn resolved(text: &str) -> ResolvedProfile {
+        let cfg = BenchConfig::from_source(Source::new("bench.toml", text.to_string())).unwrap();
+        cfg.resolve("default", &[]).unwrap()
+    }
+
+    #[test]
+    fn the_open_files_a_run_needs_come_from_its_load_and_its_server() {
+        let closed = resolved("[profile.default.load]\nconcurrency = 300\n");
+        assert_eq!(open_files_need(&closed), (300, true), "the embedded simulator");
+        let open = resolved(
+            "[targets.t]\nbase_url = \"http://h\"\n[profile.default]\ntarget = \"t\"\n\
+             [profile.default.load]\nmode = \"open\"\nrate = 5.0\nmax_concurrency = 40\n",
+        );
+        assert_eq!(open_files_need(&open), (40, false));
+    }
+
+    #[test]
+    fn a_run_short_of_open_files_is_refused_with_the_arithmetic_and_the_fix() {
+        let p = resolved(
+            "[targets.t]\nbase_url = \"http://h\"\n[profile.default]\ntarget = \"t\"\n\
+             [profile.default.load]\nconcurrency = 300\n",
+        );
+        let (concurrency, in_process) = open_files_need(&p);
+        let limits = Limits { soft: Some(256), hard: Some(256) };
+        let Plan::Short { error, .. } = plan(FdNeed::new(concurrency, in_process), limits) else {
+            panic!("300 connections do not fit 256 files");
+        };
+        let msg = RunError::from(error).to_string();
+        assert!(msg.contains("concurrency 300 needs 364 open files"), "{msg}");
+        assert!(msg.contains("ulimit -n 364") && msg.contains("at most 192"), "{msg}");
+        let limits = Limits { soft: Some(256), hard: Some(4096) };
+        assert_eq!(plan(FdNeed::new(concurrency, in_process), limits), Plan::Raise(4096));
+    }
 }

@@ -600,8 +600,14 @@ fn prompt_tokens(req: &Value, kind: Kind) -> Result<Vec<u32>, Refusal> {
     }
 }
 
+/// The context a backend without an engine model (timing mode) accepts: a request asking for
+/// more is refused with 400, as an engine refuses one beyond its `max_model_len`, so no request
+/// makes the simulator plan an unbounded output.
+pub const TIMING_MAX_MODEL_LEN: u32 = 131_072;
+
 /// Output tokens to generate at most: as requested (`max_completion_tokens` or `max_tokens`),
-/// else the endpoint's default; prompt and output must fit the context.
+/// else the endpoint's default; prompt and output must fit the context (the engine's
+/// `max_model_len`, else `TIMING_MAX_MODEL_LEN`).
 fn max_tokens(
     st: &ServerState,
     req: &Value,
@@ -617,13 +623,12 @@ fn max_tokens(
         (None, Kind::Completions) => 16,
         (None, Kind::Chat) => max_len.map_or(1024, |m| m.saturating_sub(prompt_len as u32).max(1)),
     };
-    if let Some(m) = max_len {
-        let total = prompt_len as u64 + max_tokens as u64;
-        if total > m as u64 {
-            return Err(Refusal::bad_request(format!(
-                "This model's maximum context length is {m} tokens. However, you requested {total} tokens ({prompt_len} in the messages, {max_tokens} in the completion)."
-            )));
-        }
+    let m = max_len.unwrap_or(TIMING_MAX_MODEL_LEN);
+    let total = prompt_len as u64 + max_tokens as u64;
+    if total > m as u64 {
+        return Err(Refusal::bad_request(format!(
+            "This model's maximum context length is {m} tokens. However, you requested {total} tokens ({prompt_len} in the messages, {max_tokens} in the completion)."
+        )));
     }
     Ok(max_tokens)
 }

@@ -32,7 +32,7 @@ pub struct TimingBackend {
 
 /// One request's remaining schedule.
 struct Pending {
-    chunks: std::vec::IntoIter<(StdInstant, u32)>,
+    chunks: std::iter::Peekable<Chunks>,
     reason: FinishReason,
     tx: mpsc::UnboundedSender<GenEvent>,
     stats: Arc<TimingStats>,
@@ -69,12 +69,11 @@ impl Timer {
     }
 
     fn add(&self, id: u64, mut p: Pending) {
-        let Some(first) = p.chunks.as_slice().first().map(|c| c.0) else {
+        let Some(first) = p.chunks.peek().map(|c| c.0) else {
             let _ = p.tx.send(GenEvent::Finished { reason: p.reason });
             p.stats.running.fetch_sub(1, Ordering::Relaxed);
             return;
         };
-        let _ = &mut p;
         let mut st = self.heap.lock().unwrap();
         st.heap.push(Reverse((first, id)));
         st.pending.insert(id, p);
@@ -103,9 +102,9 @@ impl Timer {
                     continue;
                 }
                 p.stats.generated.fetch_add(count as u64, Ordering::Relaxed);
-                match p.chunks.as_slice().first() {
-                    Some((next, _)) => {
-                        st.heap.push(Reverse((*next, id)));
+                match p.chunks.peek().map(|c| c.0) {
+                    Some(next) => {
+                        st.heap.push(Reverse((next, id)));
                         st.pending.insert(id, p);
                     }
                     None => {
@@ -144,27 +143,80 @@ impl TimingBackend {
 
     /// When each chunk of a request is sent (offsets from arrival) and how many tokens it holds.
     pub fn chunk_schedule(cfg: &TimingConfig, req_id: u64, tokens: u32) -> Vec<(Duration, u32)> {
-        let mut rng = StdRng::seed_from_u64(cfg.seed ^ req_id.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        let k = cfg.tokens_per_chunk.max(1);
-        let mut gap = || {
-            if cfg.jitter_ms > 0.0 {
-                rng.random_range((cfg.itl_ms - cfg.jitter_ms)..=(cfg.itl_ms + cfg.jitter_ms))
-            } else {
-                cfg.itl_ms
-            }
-        };
-        let mut t = cfg.ttft_ms;
-        let mut out = Vec::with_capacity((tokens / k + 1) as usize);
-        let mut left = tokens;
-        while left > 0 {
-            let n = left.min(k);
-            if !out.is_empty() {
-                t += (0..n).map(|_| gap()).sum::<f64>();
-            }
-            out.push((Duration::from_secs_f64(t.max(0.0) / 1000.0), n));
-            left -= n;
+        ChunkSchedule::new(cfg, req_id, tokens).collect()
+    }
+}
+
+/// A request's chunks, each computed when the one before it is sent: (offset from arrival,
+/// tokens). Nothing is planned per token up front, so a long output costs memory only for the
+/// chunk that is due.
+pub struct ChunkSchedule {
+    rng: StdRng,
+    itl_ms: f64,
+    jitter_ms: f64,
+    per_chunk: u32,
+    /// The offset of the last chunk, in ms.
+    t: f64,
+    left: u32,
+    started: bool,
+}
+
+impl ChunkSchedule {
+    pub fn new(cfg: &TimingConfig, req_id: u64, tokens: u32) -> ChunkSchedule {
+        ChunkSchedule {
+            rng: StdRng::seed_from_u64(cfg.seed ^ req_id.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            itl_ms: cfg.itl_ms,
+            jitter_ms: cfg.jitter_ms,
+            per_chunk: cfg.tokens_per_chunk.max(1),
+            t: cfg.ttft_ms,
+            left: tokens,
+            started: false,
         }
-        out
+    }
+
+    /// The gap before one token: `itl_ms`, or drawn from `[itl - jitter, itl + jitter]`.
+    fn gap(&mut self) -> f64 {
+        if self.jitter_ms > 0.0 {
+            self.rng.random_range((self.itl_ms - self.jitter_ms)..=(self.itl_ms + self.jitter_ms))
+        } else {
+            self.itl_ms
+        }
+    }
+}
+
+impl Iterator for ChunkSchedule {
+    type Item = (Duration, u32);
+
+    fn next(&mut self) -> Option<(Duration, u32)> {
+        if self.left == 0 {
+            return None;
+        }
+        let n = self.left.min(self.per_chunk);
+        if self.started {
+            // The chunk's gaps summed first, then added: the documented formula's arithmetic.
+            let mut gaps = 0.0;
+            for _ in 0..n {
+                gaps += self.gap();
+            }
+            self.t += gaps;
+        }
+        self.started = true;
+        self.left -= n;
+        Some((Duration::from_secs_f64(self.t.max(0.0) / 1000.0), n))
+    }
+}
+
+/// A request's chunks at their instants.
+struct Chunks {
+    schedule: ChunkSchedule,
+    arrival: StdInstant,
+}
+
+impl Iterator for Chunks {
+    type Item = (StdInstant, u32);
+
+    fn next(&mut self) -> Option<(StdInstant, u32)> {
+        self.schedule.next().map(|(at, n)| (self.arrival + at, n))
     }
 }
 
@@ -177,16 +229,15 @@ impl Backend for TimingBackend {
             self.cfg.output_tokens.map_or(req.max_tokens, |n| n.min(req.max_tokens)).max(1)
         };
         let reason = if len < req.max_tokens { FinishReason::Stop } else { FinishReason::Length };
-        let schedule = Self::chunk_schedule(&self.cfg, req.id, len);
+        let schedule = ChunkSchedule::new(&self.cfg, req.id, len);
         let stats = self.stats.clone();
         stats.requests.fetch_add(1, Ordering::Relaxed);
         stats.prompt.fetch_add(req.prompt.len() as u64, Ordering::Relaxed);
         stats.running.fetch_add(1, Ordering::Relaxed);
         let _ = tx.send(GenEvent::Scheduled { queue: Duration::ZERO });
         let arrival = req.arrival.into_std();
-        let chunks: Vec<(StdInstant, u32)> =
-            schedule.into_iter().map(|(at, n)| (arrival + at, n)).collect();
-        self.timer.add(req.id, Pending { chunks: chunks.into_iter(), reason, tx, stats });
+        let chunks = Chunks { schedule, arrival }.peekable();
+        self.timer.add(req.id, Pending { chunks, reason, tx, stats });
         rx
     }
 
@@ -239,6 +290,15 @@ mod tests {
         assert_eq!(ms, vec![(50.0, 4), (90.0, 4), (110.0, 2)]);
         let one = TimingBackend::chunk_schedule(&TimingConfig::default(), 1, 3);
         assert_eq!(one.iter().map(|(d, _)| d.as_millis()).collect::<Vec<_>>(), vec![50, 60, 70]);
+    }
+
+    #[test]
+    fn a_huge_output_is_planned_one_chunk_at_a_time() {
+        let cfg = TimingConfig { tokens_per_chunk: 1, ..TimingConfig::default() };
+        let mut s = ChunkSchedule::new(&cfg, 1, u32::MAX);
+        assert_eq!(s.next().map(|c| c.1), Some(1));
+        assert_eq!(s.nth(9).map(|c| c.0.as_millis()), Some(50 + 10 * 10));
+        assert_eq!(s.left, u32::MAX - 11, "only what was sent was planned");
     }
 
     #[test]

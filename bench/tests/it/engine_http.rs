@@ -363,3 +363,32 @@ async fn the_decision_log_is_only_written_when_asked_for() {
         .count();
     assert_eq!(steps as u64, out.summary.extra["scheduler"]["steps"].as_u64().unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_tokens_beyond_the_context_is_refused_with_400_and_the_simulator_serves_on() {
+    let timing = start_timing_sim(
+        bench::config::TimingConfig { ttft_ms: 1.0, itl_ms: 0.1, ..Default::default() },
+        SimOptions::default(),
+    )
+    .await;
+    let engine = start_engine_sim(ENGINE_H100, SimOptions::default()).await;
+    let client = http();
+    for (handle, limit) in [(&timing, bench::sim::server::TIMING_MAX_MODEL_LEN), (&engine, 4096)] {
+        let url = format!("{}/v1/chat/completions", handle.base_url());
+        for (max_tokens, stream) in
+            [(4_000_000_000u64, true), (4_000_000_000, false), (u64::MAX, true)]
+        {
+            let body = serde_json::json!({"model": handle.model(), "stream": stream,
+                "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens});
+            let resp = client.post(&url).json(&body).send().await.unwrap();
+            assert_eq!(resp.status().as_u16(), 400);
+            let text = resp.text().await.unwrap();
+            assert!(text.contains(&format!("maximum context length is {limit} tokens")), "{text}");
+        }
+        // The simulator is still serving.
+        let body = serde_json::json!({"model": handle.model(), "stream": false,
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2});
+        let resp = client.post(&url).json(&body).send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+    }
+}

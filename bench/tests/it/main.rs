@@ -6,6 +6,7 @@
 mod support;
 
 mod accept;
+mod access;
 mod config_props;
 mod coordinated_omission;
 mod diagnose;
@@ -13,6 +14,7 @@ mod engine_http;
 mod engine_metrics;
 mod faults;
 mod known_answer;
+mod secrets;
 mod server_side;
 mod structured_logprobs;
 mod sweep;

@@ -81,3 +81,27 @@ fn an_engine_config_with_an_absurd_memory_size_is_refused_at_its_line() {
         assert!(!r.path().join("runs/e").join(f).exists(), "{f}");
     }
 }
+
+/// With an open-file limit (soft and hard) of 128, a run at concurrency 200 against the embedded
+/// simulator (two files per connection) is refused before anything is sent, with the arithmetic.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_concurrency_beyond_the_open_file_limit_is_refused_with_exit_2() {
+    let r = repo();
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 128 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_xtask"))
+        .arg("-C")
+        .arg(r.path())
+        .args(["bench", "-q", "--concurrency", "200", "--out", "runs/fd"])
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .output()
+        .expect("run xtask under sh");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("concurrency 200 needs 464 open files"), "{e}");
+    assert!(e.contains("ulimit -n 464") && e.contains("at most 32"), "{e}");
+    assert!(!r.path().join("runs/fd/requests.jsonl").exists(), "nothing was sent");
+}

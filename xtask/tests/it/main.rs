@@ -17,6 +17,7 @@ mod cli_limits;
 mod cli_out_dir;
 #[cfg(feature = "runtime")]
 mod cli_root;
+mod cli_secrets;
 mod gate;
 mod history;
 mod lint;
