@@ -284,6 +284,8 @@ pub struct ClientOptions {
     pub request_timeout: Duration,
     pub stall_timeout: Duration,
     pub proxy: ProxyMode,
+    /// The longest SSE line or event data kept (bytes); a stream that sends more is `malformed`.
+    pub max_event_bytes: usize,
 }
 
 /// What goes into every request besides the prompt.
@@ -652,10 +654,17 @@ impl Client {
                     .body(Full::new(bytes::Bytes::from(body.to_string())))
                     .ok()?;
                 req.headers_mut().extend(self.headers.clone());
+                type BoxError = Box<dyn std::error::Error + Send + Sync>;
                 let answered = match tokio::time::timeout(ANSWER_TIMEOUT, async {
-                    let resp = sender.send_request(req).await?;
+                    let resp = sender.send_request(req).await.map_err(BoxError::from)?;
                     let ok = resp.status().is_success();
-                    resp.into_body().collect().await.map(|_| ok)
+                    let body = http_body_util::Limited::new(resp.into_body(), PREFLIGHT_BODY_BYTES);
+                    match body.collect().await {
+                        Ok(_) => Ok(ok),
+                        // A body past what is kept says nothing about connections.
+                        Err(e) if e.is::<http_body_util::LengthLimitError>() => Ok(false),
+                        Err(e) => Err(e),
+                    }
                 })
                 .await
                 {
@@ -691,7 +700,8 @@ impl Client {
                 .await;
             match sent {
                 Ok(resp) => {
-                    let _ = resp.bytes().await;
+                    // Read to the end (up to what is kept) so the connection is reusable.
+                    read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(60)).await;
                 }
                 Err(e) if !e.is_timeout() => return false,
                 Err(_) => return true, // slow, not closed: no evidence either way
@@ -721,7 +731,7 @@ impl Client {
         })?;
         let status = resp.status().as_u16();
         let simulator = resp.headers().contains_key(wire::SIMULATOR_HEADER);
-        let text = resp.text().await.unwrap_or_default();
+        let text = read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(60)).await;
         Ok(Reply {
             status,
             json: serde_json::from_str(&text).ok(),
@@ -892,7 +902,8 @@ impl Client {
                 self.http.get(&url).headers(self.headers.clone()).timeout(Duration::from_secs(10));
             async move {
                 if let Ok(resp) = req.send().await {
-                    let _ = resp.bytes().await; // read to the end so the connection is reusable
+                    // Read to the end (up to what is kept) so the connection is reusable.
+                    read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(10)).await;
                 }
             }
         });
@@ -978,11 +989,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<f64>().ok());
         if !resp.status().is_success() {
-            let text = tokio::time::timeout(Duration::from_secs(5), resp.text())
-                .await
-                .ok()
-                .and_then(|r| r.ok())
-                .unwrap_or_default();
+            let text = read_capped(resp, ERROR_BODY_BYTES, Duration::from_secs(5)).await;
             let mut ex = failed(
                 Outcome::Http(status),
                 format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS)),
@@ -1012,6 +1019,12 @@ impl Client {
         let mut buf = Vec::new();
         let end = loop {
             match self.next_chunk(resp, deadline, abort).await {
+                Ok(b) if buf.len() + b.len() > self.opts.max_event_bytes => {
+                    break StreamEnd::Oversized(format!(
+                        "the body went past {} bytes (client.max_event_kib)",
+                        self.opts.max_event_bytes
+                    ));
+                }
                 Ok(b) => buf.extend_from_slice(&b),
                 Err(end) => break end,
             }
@@ -1033,7 +1046,11 @@ impl Client {
                 Outcome::Truncated,
                 format!("connection failed mid-body: {m}"),
             ),
-            StreamEnd::Stopped => unreachable!("not produced for bodies"),
+            StreamEnd::Oversized(m) => ResponseResult::failed(Outcome::Malformed, m),
+            // Only the stream tracker asks to stop; a body is read to its end.
+            StreamEnd::Stopped => {
+                ResponseResult::failed(Outcome::Truncated, "body reading stopped early".into())
+            }
         };
         self.redact_result(&mut result);
         (result, now)
@@ -1049,7 +1066,7 @@ impl Client {
         clock: Instant,
         capture_text: bool,
     ) -> ResponseResult {
-        let mut parser = SseParser::new();
+        let mut parser = SseParser::with_limit(self.opts.max_event_bytes);
         let mut tracker = StreamTracker::new(capture_text).with_redactor(self.redactor.clone());
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
@@ -1071,6 +1088,12 @@ impl Client {
                         if flow == Flow::Stop {
                             break 'read StreamEnd::Stopped;
                         }
+                    }
+                    if parser.overflowed() {
+                        break 'read StreamEnd::Oversized(format!(
+                            "an SSE line or event's data went past {} bytes (client.max_event_kib)",
+                            self.opts.max_event_bytes
+                        ));
                     }
                 }
             }
@@ -1123,6 +1146,28 @@ impl Client {
             format!("no bytes for {:?} (stall timeout)", self.opts.stall_timeout)
         }
     }
+}
+
+/// What is kept of an error body (bytes): enough for any server's message, and the reading stops
+/// there (the connection is dropped), so a huge error body costs no memory.
+pub const ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// What is kept of a preflight answer (`/v1/models`, `/tokenize`, the probe request).
+pub const PREFLIGHT_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The first `cap` bytes of a body (lossy UTF-8), read within `within`; the rest is not read.
+async fn read_capped(mut resp: reqwest::Response, cap: usize, within: Duration) -> String {
+    let mut buf = Vec::new();
+    let read = async {
+        while buf.len() < cap {
+            match resp.chunk().await {
+                Ok(Some(b)) => buf.extend_from_slice(&b[..b.len().min(cap - buf.len())]),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(within, read).await;
+    String::from_utf8_lossy(&buf).into_owned()
 }
 
 /// The JSON body of one request.

@@ -148,6 +148,8 @@ pub enum StreamEnd {
     Cancelled,
     /// The tracker itself asked to stop.
     Stopped,
+    /// A line or an event's data went past `client.max_event_kib`: reading stopped there.
+    Oversized(String),
 }
 
 /// The result of reading a response.
@@ -380,6 +382,8 @@ impl StreamTracker {
         }
         let (class, error) = if let Some((class, msg)) = self.failure {
             (class, Some(msg))
+        } else if let StreamEnd::Oversized(m) = end {
+            (Outcome::Malformed, Some(m))
         } else if completed {
             if self.content_events == 0 {
                 (Outcome::Empty, Some("the response completed without any content".to_string()))
@@ -405,6 +409,7 @@ impl StreamTracker {
                     }),
                 ),
                 StreamEnd::Stopped => (Outcome::Truncated, Some("stream stopped early".into())),
+                StreamEnd::Oversized(m) => (Outcome::Malformed, Some(m)),
             }
         };
         let usage_tokens = self.usage.and_then(|u| u.completion_tokens);

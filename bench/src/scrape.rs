@@ -68,14 +68,24 @@ pub struct Scraper {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// The largest metrics page read (bytes): engines' pages are a few hundred KiB; a larger one is
+/// refused rather than held in memory.
+pub const METRICS_PAGE_BYTES: usize = 16 << 20;
+
 async fn scrape_once(http: &reqwest::Client, url: &str) -> Result<promtext::Exposition, String> {
-    let resp = http.get(url).send().await.map_err(|e| e.to_string())?;
+    let mut resp = http.get(url).send().await.map_err(|e| e.to_string())?;
     let status = resp.status();
     if !status.is_success() {
         return Err(format!("HTTP {}", status.as_u16()));
     }
-    let text = resp.text().await.map_err(|e| e.to_string())?;
-    Ok(promtext::parse(&text))
+    let mut page = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if page.len() + chunk.len() > METRICS_PAGE_BYTES {
+            return Err(format!("the metrics page is larger than {METRICS_PAGE_BYTES} bytes"));
+        }
+        page.extend_from_slice(&chunk);
+    }
+    Ok(promtext::parse(&String::from_utf8_lossy(&page)))
 }
 
 impl Scraper {

@@ -37,6 +37,10 @@ pub struct SseEnd {
 
 #[derive(Debug, Default)]
 pub struct SseParser {
+    /// The longest line, and the most `data:` of one event, kept (bytes; `None`: no limit).
+    limit: Option<usize>,
+    /// A line or an event's data went past the limit: nothing more is parsed.
+    overflowed: bool,
     line: Vec<u8>,
     /// The previous byte was CR: a following LF belongs to the same line end.
     after_cr: bool,
@@ -54,6 +58,22 @@ pub struct SseParser {
 impl SseParser {
     pub fn new() -> Self {
         SseParser::default()
+    }
+
+    /// A parser that stops at a line, or an event's data, longer than `bytes`: see
+    /// [`SseParser::overflowed`].
+    pub fn with_limit(bytes: usize) -> Self {
+        SseParser { limit: Some(bytes), ..SseParser::default() }
+    }
+
+    /// Whether a line or an event's data went past the limit. Nothing is parsed after that, and
+    /// what was pending is dropped: memory stays bounded whatever the server sends.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn over(&self, len: usize) -> bool {
+        self.limit.is_some_and(|l| len > l)
     }
 
     /// Feed bytes; complete items are appended to `out`.
@@ -77,6 +97,9 @@ impl SseParser {
     }
 
     fn feed_lines(&mut self, bytes: &[u8], out: &mut Vec<SseItem>) {
+        if self.overflowed {
+            return;
+        }
         let mut start = 0;
         for (i, &b) in bytes.iter().enumerate() {
             match b {
@@ -86,15 +109,30 @@ impl SseParser {
                     start = i + 1;
                 }
                 b'\n' | b'\r' => {
+                    if self.over(self.line.len() + (i - start)) {
+                        return self.overflow();
+                    }
                     self.line.extend_from_slice(&bytes[start..i]);
                     self.after_cr = b == b'\r';
                     self.end_line(out);
+                    if self.overflowed {
+                        return;
+                    }
                     start = i + 1;
                 }
                 _ => self.after_cr = false,
             }
         }
+        if self.over(self.line.len() + (bytes.len() - start)) {
+            return self.overflow();
+        }
         self.line.extend_from_slice(&bytes[start..]);
+    }
+
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.line = Vec::new();
+        self.data = String::new();
     }
 
     fn end_line(&mut self, out: &mut Vec<SseItem>) {
@@ -114,6 +152,9 @@ impl SseParser {
         };
         match field {
             "data" => {
+                if self.over(self.data.len() + value.len() + 1) {
+                    return self.overflow();
+                }
                 self.data.push_str(value);
                 self.data.push('\n');
                 self.has_data = true;
@@ -163,6 +204,42 @@ impl SseParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_or_event_past_the_limit_stops_the_parser_and_drops_what_was_pending() {
+        // Under the limit, across chunks: parsed.
+        let mut p = SseParser::with_limit(16);
+        let mut out = Vec::new();
+        p.feed(b"data: 0123456", &mut out);
+        p.feed(b"789\n\n", &mut out);
+        assert!(!p.overflowed());
+        assert_eq!(out.len(), 1);
+        // One line without an end, fed in pieces: stops once it passes the limit.
+        let mut p = SseParser::with_limit(16);
+        out.clear();
+        for _ in 0..10 {
+            p.feed(b"data: xxxxxxxx", &mut out);
+        }
+        assert!(p.overflowed());
+        assert!(p.line.capacity() <= 32, "nothing is kept once over");
+        p.feed(b"\n\ndata: ok\n\n", &mut out);
+        assert!(out.is_empty(), "nothing is parsed after the limit");
+        // Short lines whose data adds up past the limit in one event.
+        let mut p = SseParser::with_limit(16);
+        for _ in 0..5 {
+            p.feed(b"data: abcde\n", &mut out);
+        }
+        assert!(p.overflowed());
+        assert!(out.is_empty());
+        // Without a limit the same lines make one event.
+        let mut p = SseParser::new();
+        for _ in 0..5 {
+            p.feed(b"data: abcde\n", &mut out);
+        }
+        p.feed(b"\n", &mut out);
+        assert!(!p.overflowed());
+        assert_eq!(out.len(), 1);
+    }
 
     fn parse_all(chunks: &[&[u8]]) -> (Vec<SseItem>, SseEnd) {
         let mut p = SseParser::new();

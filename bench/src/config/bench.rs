@@ -439,6 +439,10 @@ pub struct ClientConfig {
     /// After Ctrl-C, in-flight requests get this long to finish before they are `cancelled`.
     pub grace_s: f64,
     pub proxy: ProxyMode,
+    /// The longest SSE line (and the most `data:` of one event) kept, in KiB: a stream that
+    /// sends more ends as `malformed`, so a hostile or broken server cannot grow the bench's
+    /// memory without bound.
+    pub max_event_kib: u64,
 }
 
 impl Default for ClientConfig {
@@ -448,6 +452,7 @@ impl Default for ClientConfig {
             stall_timeout_s: 60.0,
             grace_s: 10.0,
             proxy: ProxyMode::Auto,
+            max_event_kib: 1024,
         }
     }
 }
@@ -939,6 +944,7 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     at("client.request_timeout_s", limits::seconds(c.request_timeout_s, false))?;
     at("client.stall_timeout_s", limits::seconds(c.stall_timeout_s, false))?;
     at("client.grace_s", limits::seconds(c.grace_s, true))?;
+    at("client.max_event_kib", limits::check_int(c.max_event_kib, 1, 1024 * 1024, "KiB"))?;
     validate_sim(&p.sim)
 }
 

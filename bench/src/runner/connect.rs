@@ -71,6 +71,7 @@ pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
         request_timeout: Duration::from_secs_f64(cfg.request_timeout_s),
         stall_timeout: Duration::from_secs_f64(cfg.stall_timeout_s),
         proxy: cfg.proxy,
+        max_event_bytes: (cfg.max_event_kib as usize).saturating_mul(1024),
     }
 }
 

@@ -14,6 +14,7 @@ mod engine_http;
 mod engine_metrics;
 mod faults;
 mod known_answer;
+mod oversized;
 mod secrets;
 mod server_side;
 mod structured_logprobs;
