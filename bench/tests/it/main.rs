@@ -9,7 +9,6 @@ mod accept;
 mod access;
 mod config_props;
 mod diagnose;
-mod engine_http;
 mod engine_metrics;
 mod faults;
 mod oversized;

@@ -22,6 +22,7 @@ max_tokens = 8
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_second_stall_is_carried_by_the_requests_scheduled_during_it() {
+    let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let timing = TimingConfig { ttft_ms: 20.0, itl_ms: 5.0, ..TimingConfig::default() };
     // The server freezes 1.2 s after it starts, for 1 s (the run is 3 s long).
@@ -67,6 +68,7 @@ async fn a_one_second_stall_is_carried_by_the_requests_scheduled_during_it() {
 /// With a concurrency cap the requests that had to wait for a free slot carry the wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiting_for_a_concurrency_slot_counts() {
+    let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     // Each request takes 20 + 7 x 5 = 55 ms; one slot at 50 requests/s cannot keep up.
     let timing = TimingConfig { ttft_ms: 20.0, itl_ms: 5.0, ..TimingConfig::default() };

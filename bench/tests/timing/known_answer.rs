@@ -112,6 +112,7 @@ async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_token_per_chunk() {
+    let _alone = crate::one_at_a_time().await;
     let t = oracle(1);
     let e = Expect { ttft: 50.0, itl: 10.0, tpot: 10.0, tokens: 64, source: TokenSource::Usage };
     check(t, UsageMode::Final, e).await;
@@ -121,6 +122,7 @@ async fn one_token_per_chunk() {
 /// usage reports all 64 tokens, so TPOT = (E2E - TTFT) / 63 = 15 chunks x 40 ms / 63.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_tokens_per_chunk() {
+    let _alone = crate::one_at_a_time().await;
     let t = oracle(4);
     let e = Expect {
         ttft: 50.0,
@@ -135,6 +137,7 @@ async fn four_tokens_per_chunk() {
 /// Usage carried only by the last (finish) chunk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_only_in_the_last_chunk() {
+    let _alone = crate::one_at_a_time().await;
     let t = oracle(4);
     let e = Expect {
         ttft: 50.0,
@@ -150,6 +153,7 @@ async fn usage_only_in_the_last_chunk() {
 /// chunk count: 16 chunks, (E2E - TTFT) / 15 = 40 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_usage_counts_chunks() {
+    let _alone = crate::one_at_a_time().await;
     let t = oracle(4);
     let e = Expect { ttft: 50.0, itl: 40.0, tpot: 40.0, tokens: 16, source: TokenSource::Chunks };
     check(t, UsageMode::None, e).await;

@@ -43,6 +43,7 @@ const TPOT_TOL_MS: f64 = 2.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_ttft_and_tpot_agree_with_the_simulators_own_records() {
+    let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let handle = start_engine_sim(ENGINE_H100, SimOptions::default()).await;
     let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
@@ -74,20 +75,40 @@ async fn bench_ttft_and_tpot_agree_with_the_simulators_own_records() {
         median(tpot_diffs)
     );
     assert!(m <= TTFT_MEDIAN_TOL_MS, "median TTFT difference {m} ms");
-    // The engine's work shows: long prompts take longer to prefill.
+    // The engine's work shows: a long prompt takes longer to prefill. Measured one request at a
+    // time, so that no batch shared with other requests hides the prefill's cost in the TTFT.
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_engine_sim(ENGINE_H100, SimOptions::default()).await;
+    let alone = "[profile.default]\n[profile.default.load]\nconcurrency = 1\nwarmup_requests = 0\n\
+                 [profile.default.workload]\ninput_lengths = [64, 1024]\nrepeats = 4\nmax_tokens = 4\n";
+    let out = run_against(&handle, profile(alone, &[]), dir.path()).await;
+    handle.shutdown().await;
+    let records = rundir::read_records(&out.dir).unwrap().records;
     let mean_ttft = |long: bool| {
         let v: Vec<f64> = records
             .iter()
             .filter(|r| (r.input_tokens.unwrap() > 900) == long)
             .map(|r| r.ttft_ms().unwrap())
             .collect();
+        assert_eq!(v.len(), 4, "four requests of each length");
         v.iter().sum::<f64>() / v.len() as f64
     };
-    assert!(mean_ttft(true) > mean_ttft(false));
+    println!(
+        "alone: mean TTFT {:.2} ms (1024 tokens), {:.2} ms (64)",
+        mean_ttft(true),
+        mean_ttft(false)
+    );
+    assert!(
+        mean_ttft(true) > mean_ttft(false),
+        "mean TTFT of long prompts {} ms, of short ones {} ms",
+        mean_ttft(true),
+        mean_ttft(false)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bench_records_the_simulators_queue_times() {
+    let _alone = crate::one_at_a_time().await;
     // Fixed batches of 4 with a 30 ms window and 6 clients: requests wait for windows and for
     // running batches, so queue times are far from zero.
     let engine = format!(
@@ -134,6 +155,7 @@ async fn the_bench_records_the_simulators_queue_times() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_scraped_during_a_run_parse_and_counters_only_increase() {
+    let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     let handle = start_engine_sim(ENGINE_H100, SimOptions::default()).await;
     let client = http();
@@ -223,6 +245,7 @@ async fn metrics_scraped_during_a_run_parse_and_counters_only_increase() {
 /// faults.rs): the fault comes from the server, the request's engine work from the engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_in_engine_mode_land_in_their_outcome_classes() {
+    let _alone = crate::one_at_a_time().await;
     for (name, class) in [
         ("http_503", Outcome::Http(503)),
         ("truncate", Outcome::Truncated),
@@ -269,6 +292,7 @@ async fn faults_in_engine_mode_land_in_their_outcome_classes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_out_of_memory_batch_fails_its_requests_and_is_in_the_log_and_the_summary() {
+    let _alone = crate::one_at_a_time().await;
     // ~215 KV blocks. Fixed batches of the 4 clients' requests (the window is long enough that
     // a batch always waits for all four): 4 long prompts need ~250 blocks and fail, 4 short
     // ones fit. The workload alternates 4 long and 4 short requests.
@@ -342,6 +366,7 @@ save_scheduler_decision = true
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_decision_log_is_only_written_when_asked_for() {
+    let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("engine.toml"), ENGINE_H100).unwrap();
     let text = "[profile.default]\n[profile.default.load]\nconcurrency = 2\nrequests = 4\n\
@@ -366,6 +391,7 @@ async fn the_decision_log_is_only_written_when_asked_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_tokens_beyond_the_context_is_refused_with_400_and_the_simulator_serves_on() {
+    let _alone = crate::one_at_a_time().await;
     let timing = start_timing_sim(
         bench::config::TimingConfig { ttft_ms: 1.0, itl_ms: 0.1, ..Default::default() },
         SimOptions::default(),
