@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::*;
@@ -19,33 +19,6 @@ const HUGE: usize = 256 << 20;
 /// What the server may get written before the bench stops reading (kernel socket buffers and
 /// what the bench keeps): far below `HUGE`.
 const WRITTEN_AT_MOST: usize = 48 << 20;
-
-/// Read one request's head and body (bounded), return the body text.
-async fn read_request(s: &mut TcpStream) -> Option<String> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let n = s.read(&mut chunk).await.ok()?;
-        if n == 0 || buf.len() > 1 << 20 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        if let Some(i) = text.find("\r\n\r\n") {
-            let len = text[..i]
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length:")
-                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                })
-                .unwrap_or(0);
-            if buf.len() >= i + 4 + len {
-                return Some(format!("{}\n{}", &text[..i], &text[i + 4..]));
-            }
-        }
-    }
-}
 
 /// Write `head`, then `HUGE` bytes of `fill` (stopping when the client goes away); the bytes
 /// written are added to `written`.
@@ -63,10 +36,12 @@ async fn endless(s: &mut TcpStream, head: String, fill: u8, written: &AtomicUsiz
 }
 
 async fn serve(mut s: TcpStream, written: Arc<[AtomicUsize; 3]>, next: Arc<AtomicUsize>) {
-    let Ok(Some(req)) = tokio::time::timeout(Duration::from_secs(10), read_request(&mut s)).await
+    let Ok(Some((head, body))) =
+        tokio::time::timeout(Duration::from_secs(10), read_http_request(&mut s)).await
     else {
         return;
     };
+    let req = format!("{head}\n{body}");
     let reply = |status: u16, ty: &str, body: &str| {
         format!(
             "HTTP/1.1 {status} X\r\nContent-Type: {ty}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::*;
@@ -151,31 +151,7 @@ fn answer(head: &str, body: &str, port: u16, answers: &[String], next: &AtomicUs
 
 /// One request on one connection, then close (bounded in size and time).
 async fn serve_one(mut s: TcpStream, port: u16, answers: Arc<Vec<String>>, next: Arc<AtomicUsize>) {
-    let mut buf = Vec::new();
-    let read = async {
-        let mut chunk = [0u8; 8192];
-        loop {
-            let n = s.read(&mut chunk).await.ok()?;
-            if n == 0 || buf.len() > 1 << 20 {
-                return None;
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&buf);
-            if let Some(i) = text.find("\r\n\r\n") {
-                let len = text[..i]
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                    })
-                    .unwrap_or(0);
-                if buf.len() >= i + 4 + len {
-                    return Some((text[..i].to_string(), text[i + 4..].to_string()));
-                }
-            }
-        }
-    };
+    let read = read_http_request(&mut s);
     let Ok(Some((head, body))) = tokio::time::timeout(Duration::from_secs(10), read).await else {
         return;
     };

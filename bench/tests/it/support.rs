@@ -255,3 +255,32 @@ pub async fn run_against_url_with_metrics(
     let spec = RunSpec::quiet(profile, ("sim".into(), target), dir.join("run"), "test");
     runner::run(spec, RunControl::default()).await.expect("the run completes")
 }
+
+/// One HTTP/1.1 request read from a raw connection, as (head, body): bounded to 1 MiB, `None`
+/// when the peer closes first. For test servers that answer as no real server would.
+pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String, String)> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 || buf.len() > 1 << 20 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        if let Some(i) = text.find("\r\n\r\n") {
+            let len = text[..i]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if buf.len() >= i + 4 + len {
+                return Some((text[..i].to_string(), text[i + 4..].to_string()));
+            }
+        }
+    }
+}
