@@ -161,22 +161,6 @@ async fn start_https() -> (u16, tokio::task::JoinHandle<()>) {
     (port, task)
 }
 
-fn files_text(dir: &Path) -> String {
-    let mut out = String::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn custom_headers_go_on_every_request_and_secret_values_are_redacted() {
     // SAFETY: no other test reads or writes this variable.
@@ -198,7 +182,7 @@ async fn custom_headers_go_on_every_request_and_secret_values_are_redacted() {
         assert!(head.contains(&format!("\r\nx-gateway-token: {}", TOKEN.to_ascii_lowercase())));
     }
     // The server echoed the headers into the model list and every error body.
-    let written = files_text(dir.path());
+    let written: String = files_under(dir.path()).into_iter().map(|(_, text)| text).collect();
     assert!(written.contains("bench-tenant"), "a literal value is no secret");
     for i in 0..=TOKEN.len() - 8 {
         assert!(!written.contains(&TOKEN[i..i + 8]), "`{}` leaked", &TOKEN[i..i + 8]);

@@ -4,7 +4,6 @@
 //! `finish_reason`, redirect locations, preflight refusals. Not one byte the run writes or
 //! returns holds the key or any 8-character slice of it.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -193,24 +192,6 @@ fn leaks(what: &str, text: &str) -> Vec<String> {
         found.push(format!("{what}: an escaped spelling"));
     }
     found
-}
-
-/// Every file under `dir`, as (path, text).
-fn files_under(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
-                out.push((p.display().to_string(), text));
-            }
-        }
-    }
-    out
 }
 
 fn target(port: u16, model: &str) -> Target {

@@ -284,3 +284,21 @@ pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String,
         }
     }
 }
+
+/// Every file under `dir`, as (path, text).
+pub fn files_under(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+                out.push((p.display().to_string(), text));
+            }
+        }
+    }
+    out
+}

@@ -5,14 +5,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn xtask(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .expect("run xtask")
+    crate::support::xtask_output(root, args)
 }
 
 fn stderr(o: &Output) -> String {

@@ -6,14 +6,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn xtask(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .expect("run xtask")
+    crate::support::xtask_output(root, args)
 }
 
 /// A repository root whose default profile runs the timing simulator.

@@ -6,9 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn xtask(root: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
-    c.arg("-C").arg(root).args(args).env_remove("HTTP_PROXY").env_remove("http_proxy");
-    c
+    crate::support::xtask_command(root, args)
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 const KEY_VAR: &str = "INFERGATE_CLI_SECRETS_KEY";
@@ -120,15 +120,7 @@ fn repo(port: u16, model: &str, requests: usize) -> tempfile::TempDir {
 }
 
 fn xtask(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env(KEY_VAR, KEY)
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .output()
-        .expect("run xtask")
+    crate::support::xtask_command(root, args).env(KEY_VAR, KEY).output().expect("run xtask")
 }
 
 /// Where a slice of 8 characters of the key or the password occurs in `text`.

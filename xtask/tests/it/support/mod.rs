@@ -127,17 +127,25 @@ pub struct Out {
 
 /// Run `cargo xtask -C <root> <args>` (the built binary).
 pub fn xtask(root: &Path, args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .output()
-        .expect("run the xtask binary");
+    let out = xtask_output(root, args);
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// The xtask binary working in `root` with `args`, proxies from the environment removed (the
+/// servers of the tests are on loopback).
+pub fn xtask_command(root: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    c.arg("-C").arg(root).args(args).env_remove("HTTP_PROXY").env_remove("http_proxy");
+    c
+}
+
+/// [`xtask_command`] run to its end.
+pub fn xtask_output(root: &Path, args: &[&str]) -> std::process::Output {
+    xtask_command(root, args).output().expect("run the xtask binary")
 }
 
 /// The repository this crate lives in.
