@@ -7,7 +7,7 @@ use bench::sim::engine::{Load, SimRequest, Simulation};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::support::{check_exposition, engine_spec, parse_scrape};
+use crate::support::{check_exposition, cumulative_series, engine_spec, parse_scrape};
 
 /// Exponential inter-arrival times at `rate` per second, seeded.
 fn poisson_times(rate: f64, duration: f64, seed: u64) -> Vec<f64> {
@@ -68,20 +68,10 @@ fn metrics_parse_and_counters_never_decrease() {
             assert!(types.contains_key(name), "{name} missing");
         }
         if let Some(prev) = &previous {
-            let monotonic: Vec<String> = types
-                .iter()
-                .filter(|(_, kind)| *kind != "gauge")
-                .flat_map(|(name, kind)| {
-                    let n = name.replace(':', "_");
-                    match kind.as_str() {
-                        "histogram" => vec![format!("{n}_sum"), format!("{n}_count"), n],
-                        _ => vec![n],
-                    }
-                })
-                .collect();
+            let monotonic = cumulative_series(&types);
             for (series, v) in prev {
                 let metric = series.split('{').next().unwrap();
-                if monotonic.iter().any(|m| m == metric) {
+                if monotonic.contains(metric) {
                     let now = values[series];
                     assert!(now >= *v, "{series} decreased: {v} -> {now}");
                     checked += 1;

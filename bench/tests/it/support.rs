@@ -302,3 +302,19 @@ pub fn files_under(dir: &Path) -> Vec<(String, String)> {
     }
     out
 }
+
+/// The series of an exposition's counters and histograms (names as `parse_scrape` gives them:
+/// `:` mapped to `_`; a histogram's buckets, `_sum` and `_count`): the ones that never decrease.
+pub fn cumulative_series(types: &HashMap<String, String>) -> std::collections::BTreeSet<String> {
+    types
+        .iter()
+        .filter(|(_, kind)| *kind != "gauge")
+        .flat_map(|(name, kind)| {
+            let n = name.replace(':', "_");
+            match kind.as_str() {
+                "histogram" => vec![format!("{n}_sum"), format!("{n}_count"), n],
+                _ => vec![n],
+            }
+        })
+        .collect()
+}

@@ -194,17 +194,7 @@ async fn metrics_scraped_during_a_run_parse_and_counters_only_increase() {
             assert!(types.contains_key(name), "{name} missing");
         }
         let values = parse_scrape(text);
-        let monotonic: BTreeSet<String> = types
-            .iter()
-            .filter(|(_, kind)| *kind != "gauge")
-            .flat_map(|(name, kind)| {
-                let n = name.replace(':', "_");
-                match kind.as_str() {
-                    "histogram" => vec![format!("{n}_sum"), format!("{n}_count"), n],
-                    _ => vec![n],
-                }
-            })
-            .collect();
+        let monotonic = cumulative_series(&types);
         if let Some(prev) = &previous {
             for (series, v) in prev {
                 if monotonic.contains(series.split('{').next().unwrap()) {
