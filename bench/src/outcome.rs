@@ -105,29 +105,70 @@ impl<'de> Deserialize<'de> for Outcome {
 mod tests {
     use super::*;
 
+    /// The class names, written out: what requests.jsonl, summary.json and the docs say.
+    const NAMES: [(Outcome, &str); 11] = [
+        (Outcome::Ok, "ok"),
+        (Outcome::Http(429), "http_429"),
+        (Outcome::Http(503), "http_503"),
+        (Outcome::ConnectError, "connect_error"),
+        (Outcome::Timeout, "timeout"),
+        (Outcome::StreamError, "stream_error"),
+        (Outcome::Truncated, "truncated"),
+        (Outcome::Malformed, "malformed"),
+        (Outcome::Empty, "empty"),
+        (Outcome::Cancelled, "cancelled"),
+        (Outcome::Http(500), "http_500"),
+    ];
+
     #[test]
-    fn names_round_trip() {
-        let all = [
-            Outcome::Ok,
-            Outcome::Http(429),
-            Outcome::Http(503),
-            Outcome::ConnectError,
-            Outcome::Timeout,
-            Outcome::StreamError,
-            Outcome::Truncated,
-            Outcome::Malformed,
-            Outcome::Empty,
-            Outcome::Cancelled,
-        ];
-        for o in all {
-            let name = o.to_string();
+    fn classes_have_their_documented_names() {
+        for (o, name) in NAMES {
+            assert_eq!(o.to_string(), name);
             assert_eq!(name.parse::<Outcome>().unwrap(), o, "{name}");
-            let json = serde_json::to_string(&o).unwrap();
-            assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), o);
+            assert_eq!(serde_json::to_string(&o).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<Outcome>(&format!("\"{name}\"")).unwrap(), o);
         }
-        assert_eq!(Outcome::Http(429).to_string(), "http_429");
         assert!("http_".parse::<Outcome>().is_err());
         assert!("http_42".parse::<Outcome>().is_err());
+        assert!("http_1000".parse::<Outcome>().is_err());
         assert!("fine".parse::<Outcome>().is_err());
+    }
+
+    /// Every class is named in docs/metrics.md's list, and the list names no other class.
+    #[test]
+    fn the_docs_list_every_class() {
+        let doc = include_str!("../../docs/metrics.md");
+        let section = doc.split("## Outcome classes").nth(1).expect("the section exists");
+        let section = section.split("\n## ").next().unwrap();
+        let listed: Vec<&str> = section
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|w| {
+                w.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c == '<' || c == '>')
+            })
+            .filter(|w| !w.contains("stall") && !w.contains("max_event"))
+            .collect();
+        let mut expected: Vec<String> =
+            NAMES
+                .iter()
+                .map(|(o, n)| {
+                    if matches!(o, Outcome::Http(_)) {
+                        "http_<status>".into()
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .collect();
+        expected.sort();
+        expected.dedup();
+        let mut got: Vec<String> = listed
+            .iter()
+            .filter(|w| !["finish_reason", "event: error"].contains(w))
+            .map(|w| w.to_string())
+            .collect();
+        got.sort();
+        got.dedup();
+        assert_eq!(got, expected);
     }
 }

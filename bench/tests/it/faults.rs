@@ -136,13 +136,40 @@ async fn stalls_beyond_the_stall_timeout_are_timeouts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_faults_are_counted_and_ok_requests_measured() {
-    let f = FaultConfig { http_500: 0.25, truncate: 0.25, seed: 3, ..FaultConfig::default() };
-    let (s, r) = run_faulty(f, &["load.requests=40", "workload.repeats=10"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultConfig { http_500: 0.25, truncate: 0.25, seed: 3, ..FaultConfig::default() };
+    let handle = start_timing_sim(fast(), SimOptions { faults, ..SimOptions::default() }).await;
+    let p = profile(PROFILE, &["load.requests=40", "workload.repeats=10"]);
+    let out = run_against(&handle, p, dir.path()).await;
+    let served = handle.records();
+    handle.shutdown().await;
+    let (s, r) = (&out.summary, rundir::read_records(&out.dir).unwrap().records);
     assert_eq!(s.requests.total, 40);
-    let ok = r.iter().filter(|r| r.class.is_ok()).count() as u64;
+    assert_eq!(r.len(), 40);
+    // The truth is what the server did to each request (its own record, by request id): the
+    // bench must class every request exactly as the fault it was given.
+    let mut injected = std::collections::BTreeMap::<&str, u64>::new();
+    for rec in &r {
+        let id = format!("test-{}", rec.id);
+        let sr = served
+            .iter()
+            .find(|x| x.request_id.as_deref() == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("request {} reached the server", rec.id));
+        let expected = match sr.fault.as_deref() {
+            None => Outcome::Ok,
+            Some("http_500") => Outcome::Http(500),
+            Some("truncate") => Outcome::Truncated,
+            Some(other) => panic!("fault {other} was not configured"),
+        };
+        assert_eq!(rec.class, expected, "request {} ({:?}): {:?}", rec.id, sr.fault, rec.error);
+        *injected.entry(sr.fault.as_deref().unwrap_or("none")).or_default() += 1;
+    }
+    assert_eq!(injected.len(), 3, "both faults and clean answers occurred: {injected:?}");
+    let ok = injected["none"];
     assert_eq!(s.requests.ok, ok);
-    assert!(ok > 5 && ok < 35, "{:?}", s.requests.by_class);
-    assert_eq!(s.requests.ok + s.requests.failed, 40);
+    assert_eq!(s.requests.failed, 40 - ok);
+    assert_eq!(s.requests.by_class.get("http_500"), Some(&injected["http_500"]));
+    assert_eq!(s.requests.by_class.get("truncated"), Some(&injected["truncate"]));
     assert_eq!(s.metrics.ttft_ms.as_ref().unwrap().count, ok);
     assert_eq!(s.metrics.e2e_ms.as_ref().unwrap().count, ok);
     assert_eq!(s.status, RunStatus::Complete);
