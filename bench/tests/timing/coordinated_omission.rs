@@ -37,12 +37,12 @@ async fn a_one_second_stall_is_carried_by_the_requests_scheduled_during_it() {
     let records = rundir::read_records(&out.dir).unwrap().records;
     let (freeze_from, freeze_until) = (1200.0, 2200.0);
     let mut during = 0;
+    assert_eq!(records.len(), 150);
     for r in &records {
-        let Some(sr) =
-            sim.iter().find(|x| x.request_id.as_deref() == Some(&format!("test-{}", r.id)))
-        else {
-            continue;
-        };
+        let sr = sim
+            .iter()
+            .find(|x| x.request_id.as_deref() == Some(&format!("test-{}", r.id)))
+            .unwrap_or_else(|| panic!("request {} reached the server", r.id));
         if sr.arrival_ms >= freeze_from && sr.arrival_ms < freeze_until {
             during += 1;
             // Held until the freeze ends, then 20 ms to the first token: at least that much,
@@ -62,7 +62,7 @@ async fn a_one_second_stall_is_carried_by_the_requests_scheduled_during_it() {
     // an earlier one to finish before it was sent.
     let lag = s.schedule.stats.lag_ms.as_ref().unwrap();
     assert!(lag.max < 200.0, "the sender fell behind during the stall: {lag:?}");
-    assert!(!s.schedule.fell_behind || lag.p99 <= 10.0, "{:?}", s.notes);
+    assert!(!s.schedule.fell_behind, "{lag:?} {:?}", s.notes);
 }
 
 /// With a concurrency cap the requests that had to wait for a free slot carry the wait.
