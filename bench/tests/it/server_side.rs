@@ -127,12 +127,27 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
     let out = bench::runner::run(spec, Default::default()).await.unwrap();
     let s = &out.summary;
     let c = &s.cost;
-    let window = s.timing.window.duration_s.unwrap();
+    // The window from the per-request records, not from the summary being checked: from the
+    // earliest intended send of a measured request to the latest end of one.
+    let records = bench::rundir::read_records(&out.dir).unwrap().records;
+    let measured: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
+    assert_eq!(measured.len() as u64, s.requests.total);
+    let from = measured.iter().map(|r| r.intended_ms).fold(f64::INFINITY, f64::min);
+    let to = measured.iter().map(|r| r.end_ms).fold(0.0, f64::max);
+    let window = (to - from) / 1000.0;
+    let summary_window = s.timing.window.duration_s.unwrap();
+    assert!(
+        (summary_window - window).abs() < 1e-6,
+        "{summary_window} vs {window} from the records"
+    );
+    let tokens: u64 =
+        measured.iter().filter(|r| r.class.is_ok()).map(|r| r.output_tokens.unwrap()).sum();
+    assert_eq!(s.tokens.output_total, Some(tokens));
     assert_eq!(c.price_per_hour, Some(0.8));
     assert_eq!(c.devices, Some(1));
     let total = window * 0.8 / 3600.0;
     assert!((c.total.unwrap() - total).abs() < 1e-8, "{c:?}");
-    let per_1m = total / s.tokens.output_total.unwrap() as f64 * 1e6;
+    let per_1m = total / tokens as f64 * 1e6;
     assert!((c.per_1m_output_tokens.unwrap() - per_1m).abs() < 1e-6, "{c:?}");
     assert!((c.per_request.unwrap() - total / s.requests.ok as f64).abs() < 1e-9);
     assert_eq!(s.metric("cost.per_1m_output_tokens"), c.per_1m_output_tokens);
