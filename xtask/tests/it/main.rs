@@ -16,6 +16,8 @@ mod cli_limits;
 #[cfg(feature = "runtime")]
 mod cli_out_dir;
 #[cfg(feature = "runtime")]
+mod cli_proxy;
+#[cfg(feature = "runtime")]
 mod cli_root;
 mod cli_secrets;
 mod gate;
