@@ -64,8 +64,10 @@ impl FinishReason {
 pub enum GenEvent {
     /// The request was scheduled for the first time; `queue` = first scheduled step - arrival.
     Scheduled { queue: Duration },
-    /// `count` more output tokens are ready (`count >= 1`).
-    Tokens { count: u32 },
+    /// `count` more output tokens are ready (`count >= 1`). `due`: when a backend with an exact
+    /// schedule (timing mode) meant them to leave, so the server can report how late it handed
+    /// them over; `None` where no such schedule exists.
+    Tokens { count: u32, due: Option<std::time::Instant> },
     /// Generation ended normally.
     Finished { reason: FinishReason },
     /// The engine failed the request (e.g. out of memory); the server answers with an error.

@@ -76,6 +76,10 @@ pub struct SimRecord {
     /// When the first content chunk was handed to the connection.
     pub first_chunk_ms: Option<f64>,
     pub last_chunk_ms: Option<f64>,
+    /// Timing mode: how much later than scheduled the latest-handed chunk of this request was
+    /// handed to the connection (its worst chunk), so a late server shows as its own lateness
+    /// instead of being taken for the client's measurement error.
+    pub late_ms_max: Option<f64>,
     pub chunks: u32,
     pub output_tokens: u32,
     pub prompt_tokens: u32,
@@ -807,7 +811,7 @@ async fn deliver_tokens(
         };
         match ev {
             Some(GenEvent::Scheduled { .. }) => continue,
-            Some(GenEvent::Tokens { count }) => {
+            Some(GenEvent::Tokens { count, due }) => {
                 st.wait_freeze().await;
                 let delivered = out.tokens;
                 let text: String =
@@ -835,6 +839,10 @@ async fn deliver_tokens(
                 record.chunks += 1;
                 record.first_chunk_ms.get_or_insert(st.ms_since_start(now));
                 record.last_chunk_ms = Some(st.ms_since_start(now));
+                if let Some(due) = due {
+                    let late = now.into_std().saturating_duration_since(due).as_secs_f64() * 1e3;
+                    record.late_ms_max = Some(record.late_ms_max.map_or(late, |m| m.max(late)));
+                }
                 if stall_armed {
                     stall_armed = false;
                     tokio::time::sleep(Duration::from_secs_f64(st.opts.faults.stall_ms / 1000.0))

@@ -97,7 +97,7 @@ impl Timer {
                 st.heap.pop();
                 let Some(mut p) = st.pending.remove(&id) else { continue };
                 let (_, count) = p.chunks.next().expect("a due entry has a chunk");
-                if p.tx.send(GenEvent::Tokens { count }).is_err() {
+                if p.tx.send(GenEvent::Tokens { count, due: Some(due) }).is_err() {
                     p.stats.running.fetch_sub(1, Ordering::Relaxed); // the client went away
                     continue;
                 }

@@ -9,9 +9,11 @@
 #[path = "../it/support.rs"]
 mod support;
 
+mod apart;
 mod coordinated_omission;
 mod engine_http;
 mod known_answer;
+mod throughput;
 
 /// Held for the whole of each timing test: they run one after another.
 pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {

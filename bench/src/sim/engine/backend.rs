@@ -280,7 +280,7 @@ fn deliver(shared: &Shared, due: &[Output]) {
             wasted += o.tokens;
             continue;
         };
-        if tx.send(GenEvent::Tokens { count: o.tokens }).is_err() {
+        if tx.send(GenEvent::Tokens { count: o.tokens, due: None }).is_err() {
             wasted += o.tokens;
         }
         match o.finished {

@@ -505,7 +505,10 @@ mod real_time {
                 assert!(events.len() <= 7, "{events:?}");
             }
             assert!(matches!(events[0], GenEvent::Scheduled { .. }), "{events:?}");
-            assert!(events[1..6].iter().all(|e| *e == GenEvent::Tokens { count: 1 }), "{events:?}");
+            assert!(
+                events[1..6].iter().all(|e| *e == GenEvent::Tokens { count: 1, due: None }),
+                "{events:?}"
+            );
             assert_eq!(events[6], GenEvent::Finished { reason: FinishReason::Length });
         }
 

@@ -1,0 +1,111 @@
+//! Known answers for the rate metrics: throughput, goodput, the measured window and the achieved
+//! rate. With fixed timing (no jitter) every request takes the same scheduled time at the server,
+//! so the numbers follow from the schedule:
+//!
+//! - closed loop, concurrency 4, 40 requests of 8 tokens at TTFT 20 ms and 5 ms per token: each
+//!   request is 20 + 7 x 5 = 55 ms at the server, each slot runs 10 of them back to back, so the
+//!   window is 10 x (55 ms + the per-request overhead: the request's trip to the server and its
+//!   end's trip back, the next request's send). The test allows 0 to 3 ms of overhead per request:
+//!   throughput between 40 / (10 x 58 ms) = 68.97 and 40 / (10 x 55 ms) = 72.73 requests/s;
+//! - output tokens/s is exactly 8 x requests/s and total tokens/s exactly (prompt + 8) x
+//!   requests/s over the same window (every request reports the same usage);
+//! - goodput: every request meets a 30 ms TTFT SLO (goodput = throughput, ratio 1) and none meets
+//!   a 10 ms one (goodput 0 requests/s, ratio 0);
+//! - open loop at a constant 20 requests/s: the achieved rate (sends - 1 over the span of the
+//!   sends) is 20 within 1%.
+
+use crate::apart::start_timing_sim_apart;
+use crate::support::*;
+use bench::config::TimingConfig;
+use bench::rundir;
+use bench::sim::SimOptions;
+
+const CLOSED: &str = r#"
+[profile.default]
+[profile.default.load]
+concurrency = 4
+requests = 40
+[profile.default.workload]
+input_lengths = [16]
+repeats = 10
+max_tokens = 8
+"#;
+
+fn fixed() -> TimingConfig {
+    TimingConfig { ttft_ms: 20.0, itl_ms: 5.0, jitter_ms: 0.0, ..TimingConfig::default() }
+}
+
+async fn closed_run(overrides: &[&str]) -> (bench::Summary, Vec<bench::RequestRecord>) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_timing_sim_apart(fixed(), SimOptions::default());
+    let out = run_against(&server.handle, profile(CLOSED, overrides), dir.path()).await;
+    server.shutdown().await;
+    let records = rundir::read_records(&out.dir).unwrap().records;
+    (out.summary, records)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_throughput_window_and_goodput_follow_from_the_schedule() {
+    let _alone = crate::one_at_a_time().await;
+    let (s, records) = closed_run(&["slo.ttft_ms=30"]).await;
+    assert_eq!(s.requests.ok, 40, "{:?}", s.requests.by_class);
+    let t = &s.throughput;
+    let rps = t.requests_per_s.unwrap();
+    let window = s.timing.window.duration_s.unwrap();
+    let diag = format!("{t:?} window {window} s");
+    assert!((0.550..=0.580).contains(&window), "window: {diag}");
+    assert!((68.97..=72.73).contains(&rps), "requests/s: {diag}");
+    assert!((rps - 40.0 / window).abs() < 1e-3, "requests/s over the window: {diag}");
+    assert!((t.output_tokens_per_s.unwrap() - 8.0 * rps).abs() < 1e-3, "output tokens/s: {diag}");
+    let prompt = records[0].input_tokens.unwrap();
+    assert!(records.iter().all(|r| r.input_tokens == Some(prompt) && r.output_tokens == Some(8)));
+    let total = (prompt + 8) as f64 * rps;
+    assert!((t.total_tokens_per_s.unwrap() - total).abs() < 1e-2, "total tokens/s: {diag}");
+    // The 30 ms TTFT SLO is met by every request (TTFT is 20 ms plus the trip).
+    let g = &s.goodput;
+    assert_eq!(g.requests, Some(40), "{g:?}");
+    assert_eq!(g.ratio, Some(1.0), "{g:?}");
+    assert!((g.requests_per_s.unwrap() - rps).abs() < 1e-3, "{g:?} {diag}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_slo_no_request_can_meet_gives_zero_goodput() {
+    let _alone = crate::one_at_a_time().await;
+    let (s, _) = closed_run(&["slo.ttft_ms=10"]).await;
+    assert_eq!(s.requests.ok, 40);
+    let g = &s.goodput;
+    assert_eq!((g.requests, g.requests_per_s, g.ratio), (Some(0), Some(0.0), Some(0.0)), "{g:?}");
+}
+
+const OPEN: &str = r#"
+[profile.default]
+[profile.default.load]
+mode = "open"
+arrival = "constant"
+rate = 20.0
+requests = 30
+[profile.default.workload]
+input_lengths = [16]
+repeats = 10
+max_tokens = 4
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_achieves_its_constant_rate() {
+    let _alone = crate::one_at_a_time().await;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_timing_sim_apart(fixed(), SimOptions::default());
+    let out = run_against(&server.handle, profile(OPEN, &[]), dir.path()).await;
+    server.shutdown().await;
+    let s = &out.summary;
+    assert_eq!(s.requests.ok, 30);
+    let st = &s.schedule.stats;
+    assert_eq!(st.requested_rate, Some(20.0));
+    let achieved = st.achieved_rate.unwrap();
+    assert!((achieved - 20.0).abs() <= 0.2, "achieved {achieved} requests/s");
+    assert!(!s.schedule.fell_behind, "{:?}", s.notes);
+    // The window: from the first intended send (0 ms) to the last end, which follows the last
+    // intended send (29 x 50 ms) by one request (20 + 3 x 5 = 35 ms) and its trip.
+    let window = s.timing.window.duration_s.unwrap();
+    assert!((1.485..=1.500).contains(&window), "window {window} s");
+}
