@@ -134,6 +134,32 @@ async fn stalls_beyond_the_stall_timeout_are_timeouts() {
     assert_all_failed_as(&s, &r, Outcome::Timeout);
 }
 
+/// A stream that keeps delivering (a chunk every 100 ms, never a stall) but runs past
+/// `client.request_timeout_s` ends as `timeout` too, after the request timeout and not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_running_past_the_request_timeout_are_timeouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = TimingConfig { ttft_ms: 5.0, itl_ms: 100.0, ..TimingConfig::default() };
+    let handle = start_timing_sim(slow, SimOptions::default()).await;
+    let p = profile(
+        PROFILE,
+        &["client.request_timeout_s=0.6", "load.requests=4", "workload.max_tokens=50"],
+    );
+    let out = run_against(&handle, p, dir.path()).await;
+    handle.shutdown().await;
+    let records = rundir::read_records(&out.dir).unwrap().records;
+    assert_eq!(records.len(), 4);
+    for r in &records {
+        assert_eq!(r.class, Outcome::Timeout, "request {}: {:?}", r.id, r.error);
+        // It had started streaming (the stall timeout of 0.5 s never struck) and was cut at the
+        // request timeout: 0.6 s, not the 5 s the stream would have taken.
+        assert!(r.first_token_ms.is_some(), "request {} streamed", r.id);
+        let took = r.end_ms - r.intended_ms;
+        assert!((600.0..1500.0).contains(&took), "request {} ended after {took} ms", r.id);
+    }
+    assert_eq!(out.summary.status, RunStatus::Failed);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mixed_faults_are_counted_and_ok_requests_measured() {
     let dir = tempfile::tempdir().unwrap();
