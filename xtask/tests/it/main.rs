@@ -20,6 +20,8 @@ mod cli_proxy;
 #[cfg(feature = "runtime")]
 mod cli_root;
 mod cli_secrets;
+#[cfg(feature = "runtime")]
+mod cli_sim;
 mod gate;
 mod history;
 mod lint;

@@ -1,0 +1,189 @@
+//! README promises about the embedded simulator and the run directory, through the CLI:
+//! `cargo xtask sim` serves it standalone with faults on demand; the engine parameters of
+//! `configs/engine.toml` change what the bench measures; `--profile oracle` is measured back as
+//! the known answer; a crash (SIGKILL) loses no request already written.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A repository holding this repository's `configs/bench.toml` and `configs/engine*.toml`.
+fn copy_of_configs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    for e in std::fs::read_dir(repo_root().join("configs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            std::fs::copy(&p, dir.path().join("configs").join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    dir
+}
+
+/// Kills the child when the test ends, whatever happened.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_standalone_simulator_serves_with_faults_on_demand() {
+    let r = copy_of_configs();
+    let mut child = xtask_command(
+        r.path(),
+        &["sim", "--port", "0", "--profile", "oracle", "--fault", "http_503=1"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let sim = Reaped(child);
+    // "serving MODEL at URL/v1 (Ctrl-C to stop)"
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("serving ") {
+                let _ = tx.send(line);
+                return;
+            }
+        }
+    });
+    let line =
+        rx.recv_timeout(Duration::from_secs(30)).expect("the simulator says where it serves");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (model, url) = (words[1], words[3]);
+    assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+    let o = xtask(
+        r.path(),
+        &["bench", "-q", "--base-url", url, "--model", model, "--requests", "6", "--out", "runs/f"],
+    );
+    // Every completion is answered 503: the run measured only failures (exit 1), each counted.
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let s = bench::Summary::read(&r.path().join("runs/f")).unwrap();
+    assert_eq!(s.requests.by_class.get("http_503"), Some(&6), "{:?}", s.requests.by_class);
+    assert!(s.simulated, "the standalone simulator announces itself");
+    drop(sim);
+}
+
+/// The engine model behind the default profile follows `configs/engine.toml`: one sequence at a
+/// time against sixteen gives a fraction of the throughput at concurrency 16.
+#[test]
+fn the_engine_parameters_change_what_the_bench_measures() {
+    let measure = |seqs: u32| {
+        let r = copy_of_configs();
+        let engine = r.path().join("configs/engine.toml");
+        let text = std::fs::read_to_string(&engine).unwrap();
+        let mut doc: toml::Table = text.parse().unwrap();
+        doc["scheduler"].as_table_mut().unwrap().insert("max_num_seqs".into(), seqs.into());
+        std::fs::write(&engine, toml::to_string(&doc).unwrap()).unwrap();
+        let o = xtask(
+            r.path(),
+            &[
+                "bench",
+                "-q",
+                "--concurrency",
+                "16",
+                "--requests",
+                "32",
+                "--max-tokens",
+                "16",
+                "--set",
+                "load.warmup_requests=0",
+                "--out",
+                "runs/e",
+            ],
+        );
+        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+        let s = bench::Summary::read(&r.path().join("runs/e")).unwrap();
+        assert_eq!(s.engine.as_ref().unwrap().params["scheduler"]["max_num_seqs"], seqs);
+        s.throughput.output_tokens_per_s.unwrap()
+    };
+    let (one, sixteen) = (measure(1), measure(16));
+    assert!(sixteen > 4.0 * one, "max_num_seqs 1: {one} tok/s, 16: {sixteen} tok/s");
+}
+
+/// `--profile oracle` (TTFT 50 ms, 10 ms per token, exact) measured back through the CLI.
+#[test]
+fn the_oracle_profile_is_measured_back() {
+    let r = copy_of_configs();
+    let o = xtask(
+        r.path(),
+        &[
+            "bench",
+            "-q",
+            "--profile",
+            "oracle",
+            "--concurrency",
+            "4",
+            "--requests",
+            "16",
+            "--out",
+            "runs/o",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let s = bench::Summary::read(&r.path().join("runs/o")).unwrap();
+    let (ttft, tpot) = (s.metrics.ttft_ms.unwrap(), s.metrics.tpot_ms.unwrap());
+    // Loose bounds: the precise known answer is bench/tests/timing/known_answer.rs; this checks
+    // the profile the README names is that oracle.
+    assert!((50.0..60.0).contains(&ttft.p50), "{ttft:?}");
+    assert!((10.0..11.0).contains(&tpot.p50), "{tpot:?}");
+}
+
+/// Killed outright mid-run (no signal handler runs), the run directory still holds every
+/// request that had ended, one whole JSON line each.
+#[cfg(unix)]
+#[test]
+fn a_crash_loses_no_request_already_written() {
+    let r = copy_of_configs();
+    let child = xtask_command(
+        r.path(),
+        &[
+            "bench",
+            "-q",
+            "--profile",
+            "oracle",
+            "--concurrency",
+            "2",
+            "--requests",
+            "400",
+            "--max-tokens",
+            "8",
+            "--out",
+            "runs/k",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut child = Reaped(child);
+    let requests = r.path().join("runs/k/requests.jsonl");
+    let lines = |p: &Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
+    let started = Instant::now();
+    while lines(&requests) < 10 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
+    let text = std::fs::read_to_string(&requests).unwrap();
+    assert!(text.ends_with('\n'), "the last record is whole");
+    let n = text.lines().count();
+    assert!(n >= 10, "{n} records");
+    for (i, line) in text.lines().enumerate() {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("line {}: {e}: {line}", i + 1));
+    }
+    let read = bench::rundir::read_records(&r.path().join("runs/k")).unwrap();
+    assert_eq!(read.records.len(), n);
+    assert!(!r.path().join("runs/k/summary.json").exists(), "no summary was written");
+}
