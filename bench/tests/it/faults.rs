@@ -264,3 +264,22 @@ async fn interrupt_cancels_in_flight_after_the_grace_period_and_keeps_what_was_m
     let on_disk = bench::Summary::read(&out.dir).unwrap();
     assert_eq!(on_disk.status, RunStatus::Interrupted);
 }
+
+/// What a run did not measure stays blank, never estimated: non-streamed requests have an E2E
+/// but no TTFT, TPOT or ITL; without an SLO there is no goodput; without an engine config or a
+/// price there is no cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_not_measured_stay_blank() {
+    let (s, r) = run_faulty(FaultConfig::default(), &["stream=false"]).await;
+    assert_eq!(s.requests.ok, 12, "{:?}", s.requests.by_class);
+    let m = &s.metrics;
+    assert_eq!(m.e2e_ms.as_ref().map(|e| e.count), Some(12));
+    assert!(m.ttft_ms.is_none() && m.tpot_ms.is_none() && m.itl_ms.is_none(), "{m:?}");
+    assert!(r.iter().all(|r| r.ttft_ms().is_none() && r.itl_ms.is_empty()));
+    assert_eq!((s.goodput.requests, s.goodput.requests_per_s, s.goodput.ratio), (None, None, None));
+    assert_eq!((s.cost.total, s.cost.per_1m_output_tokens), (None, None));
+    // In summary.json they are null, not 0.
+    let json: serde_json::Value = serde_json::to_value(&s).unwrap();
+    assert!(json["metrics"]["ttft_ms"].is_null(), "{}", json["metrics"]);
+    assert!(json["goodput"]["requests_per_s"].is_null(), "{}", json["goodput"]);
+}

@@ -280,3 +280,33 @@ fn architecture_md_maps_every_source_file() {
     }
     assert!(problems.is_empty(), "ARCHITECTURE.md:\n{}", problems.join("\n"));
 }
+
+/// docs/promises.md: every row of its tables names at least one test as `path::function`, and
+/// every test it names exists (a `fn` of that name in that file).
+#[test]
+fn every_readme_promise_names_tests_that_exist() {
+    let root = repo_root();
+    let text = std::fs::read_to_string(root.join("docs/promises.md")).unwrap();
+    let mut problems = Vec::new();
+    let mut rows = 0;
+    for (n, line) in text.lines().enumerate() {
+        if !line.starts_with('|') || line.starts_with("|--") || line.starts_with("| promise") {
+            continue;
+        }
+        rows += 1;
+        let refs: Vec<&str> =
+            line.split('`').skip(1).step_by(2).filter(|w| w.contains(".rs::")).collect();
+        if refs.is_empty() {
+            problems.push(format!("docs/promises.md:{}: a promise without a test", n + 1));
+        }
+        for r in refs {
+            let (file, func) = r.split_once("::").unwrap();
+            let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            if !source.contains(&format!("fn {func}(")) {
+                problems.push(format!("docs/promises.md:{}: no `fn {func}` in {file}", n + 1));
+            }
+        }
+    }
+    assert!(rows >= 30, "the tables were read ({rows} rows)");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
