@@ -32,7 +32,17 @@ fn runs() -> (bench::Summary, Vec<bench::Summary>) {
         crate::support::engine_params(true, 2048),
     );
     exp2.server = None; // KV fragmentation not scraped: stays blank, no threshold
+    // The commands that made them (exp1 predates recorded commands: blank).
+    let mut base = base;
+    base.invocation = Some(invocation("cargo xtask bench --profile default --out runs/base"));
+    exp2.invocation = Some(invocation(
+        "cargo xtask bench --profile default --set 'workload.input_lengths=[128,256]' --out runs/exp2",
+    ));
     (base, vec![exp1, exp2])
+}
+
+fn invocation(command: &str) -> bench::summary::Invocation {
+    bench::summary::Invocation { command: command.into(), part: None }
 }
 
 fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize) -> NewAdr<'a> {
@@ -47,6 +57,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         choose,
         run_dirs: &[],
         charts: &[],
+        record_dir: "docs/adr",
     }
 }
 
@@ -222,7 +233,9 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     let row = |label: &str| {
         text.lines().find(|l| l.starts_with(&format!("| {label}"))).unwrap().to_string()
     };
-    assert!(row("Exp-2").contains("| concurrency 128 |"), "{}", row("Exp-2"));
+    // The sweep's stage is named by its load, in the label and in the knee column.
+    assert!(row("concurrency 128 |").contains("| concurrency 128 |"), "{text}");
+    assert!(!text.contains("Exp-2"), "{text}");
     assert!(
         row("Exp-1").contains("not accepted: numeric pass, engine fail, business skipped"),
         "{}",
@@ -251,9 +264,20 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     );
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let record = std::fs::read_to_string(dir.path().join("docs/adr/0001-from-a-sweep.md")).unwrap();
-    assert!(record.contains("| Baseline | `20250501-base` | `acc/baseline` |"), "{record}");
-    assert!(record.contains("| `sweep/stage-02-concurrency-128` |"), "{record}");
-    assert!(record.contains("Charts the runs wrote: `sweep/sweep.svg`."), "{record}");
+    // Run directories and the chart are links relative to the record (docs/adr/).
+    assert!(
+        record.contains("| Baseline | `20250501-base` | [acc/baseline](../../acc/baseline) |"),
+        "{record}"
+    );
+    assert!(
+        record
+            .contains("| [sweep/stage-02-concurrency-128](../../sweep/stage-02-concurrency-128) |"),
+        "{record}"
+    );
+    assert!(
+        record.contains("Charts the runs wrote: [sweep/sweep.svg](../../sweep/sweep.svg)."),
+        "{record}"
+    );
     insta::with_settings!({filters => vec![(r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]")]}, {
         insta::assert_snapshot!("generated_adr_sweep", record);
     });
@@ -363,6 +387,21 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
     );
     assert!(!text.contains("> **Not like for like:** Exp-1"), "{text}");
     // Each row names its run directory.
-    assert!(text.contains("| Exp-2 | `20250501-exp2` | `runs/exp2` | `default` |"), "{text}");
-    assert!(text.contains("Charts the runs wrote: `runs/sweep/sweep.svg`."), "{text}");
+    assert!(
+        text.contains("| Exp-2 | `20250501-exp2` | [runs/exp2](../../runs/exp2) | `default` |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Charts the runs wrote: [runs/sweep/sweep.svg](../../runs/sweep/sweep.svg)."),
+        "{text}"
+    );
+    // Each row's command, as it can be pasted; blank where the run did not record one.
+    assert!(
+        text.contains(
+            "- Exp-2: `cargo xtask bench --profile default --set 'workload.input_lengths=[128,256]' \
+             --out runs/exp2`\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("- Exp-1: —\n"), "{text}");
 }
