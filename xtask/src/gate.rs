@@ -41,18 +41,27 @@ impl GateCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
         let path = join_clean(&root, &self.run);
-        let runs = runs_of(&path).context("cannot gate the run")?;
-        let thresholds = Thresholds::load(&join_clean(&root, &self.thresholds))
-            .context("cannot read the thresholds")?;
-        let Some((mut verdicts, runs)) = runs else {
+        let read_thresholds = || {
+            Thresholds::load(&join_clean(&root, &self.thresholds))
+                .context("cannot read the thresholds")
+        };
+        let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
             let summary = Summary::read(&path).context("cannot gate the run")?;
-            let report = evaluate(&summary, &thresholds);
+            let report = evaluate(&summary, &read_thresholds()?);
             print_report(&report, self.github);
             return Ok(report.status());
         };
+        let mut summaries = Vec::new();
         for (label, dir) in runs {
             let summary = Summary::read(&dir)
                 .with_context(|| format!("cannot gate {label} ({})", dir.display()))?;
+            summaries.push((label, summary));
+        }
+        if summaries.is_empty() {
+            anyhow::bail!("cannot gate {}: it holds no run", path.display());
+        }
+        let thresholds = read_thresholds()?;
+        for (label, summary) in summaries {
             verdicts.record(label, evaluate(&summary, &thresholds));
         }
         Ok(verdicts.print(self.github))

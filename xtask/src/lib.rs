@@ -136,6 +136,7 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    #[cfg_attr(not(feature = "runtime"), allow(unused_mut))]
     let mut cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {

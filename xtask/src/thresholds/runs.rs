@@ -10,6 +10,7 @@
 
 use super::evaluate::{GateReport, Verdict};
 use super::render::print_report;
+use super::rule::Action;
 use crate::exit::Status;
 
 /// The gate's reports on the runs of a sweep or a comparison, each under a label that names
@@ -46,7 +47,7 @@ impl GateVerdicts {
     pub fn unjudged(&self) -> Vec<String> {
         let Some((_, first)) = self.runs.first() else { return Vec::new() };
         let mut out = Vec::new();
-        for c in first.checks.iter().filter(|c| c.threshold.action == super::Action::Block) {
+        for c in first.checks.iter().filter(|c| c.threshold.action == Action::Block) {
             let t = &c.threshold;
             let elsewhere_everywhere = self.runs.iter().all(|(_, r)| {
                 r.checks.iter().any(|o| o.threshold == *t && o.verdict == Verdict::NotThisScenario)
@@ -93,7 +94,9 @@ impl GateVerdicts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::thresholds::{Action, Check, Comparator, Threshold};
+    use crate::thresholds::evaluate::Check;
+    use crate::thresholds::file::Threshold;
+    use crate::thresholds::rule::Comparator;
     use bench::summary::RunStatus;
 
     fn report(run_id: &str, governed: bool) -> GateReport {

@@ -203,6 +203,10 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     for (i, load) in [32.0, 128.0].into_iter().enumerate() {
         let mut s = exps[1].clone();
         s.run_id = format!("stage-{i}");
+        s.invocation = Some(bench::summary::Invocation {
+            command: "cargo xtask bench --sweep concurrency=32,128 --out sweep".into(),
+            part: Some(format!("concurrency {}", load as u64)),
+        });
         let stage_dir = format!("stage-0{}-concurrency-{load}", i + 1);
         write_run(&sw.join(&stage_dir), &s);
         let mut r = bench::sweep::StageResult::from_summary(i + 1, load, stage_dir, &s);
@@ -404,4 +408,99 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
         "{text}"
     );
     assert!(text.contains("- Exp-1: —\n"), "{text}");
+}
+
+/// A workspace whose default profile runs the engine simulator with a small workload, and an
+/// engine config that sets no `[batch]` key.
+fn comparison_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("configs")).unwrap();
+    std::fs::write(
+        dir.path().join("configs/bench.toml"),
+        "[profile.default.load]\nconcurrency = 4\nwarmup_requests = 0\n\
+         [profile.default.workload]\ninput_lengths = [64, 128]\nrepeats = 4\nmax_tokens = 8\n\
+         [profile.default.sim]\nengine_config = \"configs/engine.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("configs/engine.toml"),
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+         [device]\nname = \"H100-SXM-80GB\"\nprice_per_hour = 2.0\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file() {
+    let ws = comparison_workspace();
+    let root = ws.path();
+    let out = crate::support::xtask(
+        root,
+        &["bench", "-q", "--out", "runs/cmp", "--compare-strategies", "serial,continuous"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Each summary records the variant the simulator ran, the governed file and the command.
+    let s = bench::Summary::read(&root.join("runs/cmp/continuous")).unwrap();
+    let engine = s.engine.as_ref().unwrap();
+    assert_eq!(engine.file, "runs/cmp/engine-continuous.toml");
+    assert_eq!(engine.derived_from.as_deref(), Some("configs/engine.toml"));
+    let keys: Vec<(&str, bool)> =
+        engine.changes.iter().map(|c| (c.key.as_str(), c.from.is_none())).collect();
+    assert_eq!(keys, vec![("batch.strategy", true)]);
+    let invocation = s.invocation.as_ref().unwrap();
+    assert!(
+        invocation
+            .command
+            .ends_with(" bench -q --out runs/cmp --compare-strategies serial,continuous")
+            && invocation.command.starts_with("cargo xtask -C "),
+        "{}",
+        invocation.command
+    );
+    assert_eq!(invocation.part.as_deref(), Some("continuous"));
+
+    // The comparison directory as baseline (its first strategy) and as experiments (the rest).
+    let out = crate::support::xtask(
+        root,
+        &["adr", "new", "Continuous batching", "--baseline", "runs/cmp", "--exp", "runs/cmp"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let path = root.join("docs/adr/0001-continuous-batching.md");
+    let record = std::fs::read_to_string(&path).unwrap();
+    // Rows named by strategy; the decision names the governed file and says the key is added.
+    assert!(record.contains("| Baseline (serial) (simulated) |"), "{record}");
+    assert!(record.contains("| continuous (simulated) |"), "{record}");
+    assert!(!record.contains("Exp-1"), "{record}");
+    assert!(
+        record.contains("- configs/engine.toml: batch.strategy = \"continuous\"\n"),
+        "{record}"
+    );
+    assert!(
+        record.contains(
+            "Added to `configs/engine.toml`, which does not set it yet: `batch.strategy`."
+        ),
+        "{record}"
+    );
+    assert!(record.contains("- remove `batch.strategy` from `configs/engine.toml`"), "{record}");
+    assert!(!record.contains("configs/engine.toml: batch.strategy = \"serial\""), "{record}");
+    assert!(record.contains("| [runs/cmp/continuous](../../runs/cmp/continuous) |"), "{record}");
+    // The decision lines parse and name the governed file.
+    let adr = xtask::adr::parse_adr(&path, &record);
+    let decided: Vec<String> = adr.decisions.iter().map(|d| d.to_string()).collect();
+    assert_eq!(decided, vec!["configs/engine.toml: batch.strategy = \"continuous\""]);
+    let root_text = root.display().to_string();
+    let filters = vec![
+        (r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]"),
+        (root_text.as_str(), "[root]"),
+        (r"\d{8}T\d{6}Z-[0-9a-f]{4}", "[run id]"),
+        (r"\| -?\d+(\.\d+)?( \([^)|]*\))? ", "| [measured] "),
+        (r"`[0-9a-f]{16}` \([^)]*\)", "[environment]"),
+        (r"infergate \d+\.\d+\.\d+", "infergate [version]"),
+        (r"measured -?\d+(\.\d+)?", "measured [value]"),
+        (r"(above|below) \d+(\.\d+)?", "$1 [limit]"),
+        (r"(chosen|reference): [^|\n]*\|", "$1: [conclusion] |"),
+    ];
+    insta::with_settings!({filters => filters}, {
+        insta::assert_snapshot!("generated_adr_strategies", record);
+    });
 }
