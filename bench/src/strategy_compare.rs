@@ -191,6 +191,23 @@ pub struct StrategyComparison {
     pub notes: Vec<String>,
 }
 
+impl StrategyComparison {
+    /// Read `comparison.json` of a comparison directory (or the file itself).
+    pub fn read(path: &std::path::Path) -> Result<StrategyComparison, String> {
+        let file = if path.is_dir() { path.join(COMPARISON_FILE) } else { path.to_path_buf() };
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a strategy comparison: {e}", file.display()))
+    }
+
+    /// The run directory of each strategy in the comparison directory `dir`, in the
+    /// comparison's order (each strategy runs in `<dir>/<strategy>/`).
+    pub fn run_dirs(&self, dir: &std::path::Path) -> Vec<(BatchStrategy, std::path::PathBuf)> {
+        self.rows.iter().map(|r| (r.strategy, dir.join(r.strategy.as_str()))).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,6 +298,7 @@ mod tests {
             config: serde_json::Value::Null,
             profile: "default".into(),
             engine: None,
+            invocation: None,
             timing: Timing::default(),
             requests: Default::default(),
             tokens: Default::default(),

@@ -209,6 +209,10 @@ pub struct Summary {
     /// Engine parameters (the governed configs/engine*.toml) when known, with the file it came from.
     #[serde(default)]
     pub engine: Option<EngineParams>,
+    /// The command that made the run, as it can be pasted into a shell (null when the caller,
+    /// a library user, did not say).
+    #[serde(default)]
+    pub invocation: Option<Invocation>,
     pub timing: Timing,
     pub requests: RequestCounts,
     pub tokens: TokenCounts,
@@ -231,12 +235,44 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
+/// How a run was started: the command line, and which of its runs this is when it made several.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    /// The command line, shell-quoted (`cargo xtask bench --profile tuned --out runs/tuned`),
+    /// secrets removed. For a sweep's stage or a comparison's strategy it is the command of the
+    /// whole sweep or comparison.
+    pub command: String,
+    /// Which run of the command this one is when it made several: the sweep stage's load
+    /// (`concurrency 32`) or the strategy (`continuous`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EngineParams {
-    /// The file the parameters were read from, relative to the repository root when possible.
+    /// The file the parameters were read from (the file the run used), relative to the
+    /// repository root when possible.
     pub file: String,
     /// The parameters, section by section, as in the file.
     pub params: serde_json::Value,
+    /// The governed file `file` was generated from, when it is a variant (a strategy
+    /// comparison's `engine-<strategy>.toml` derives from `configs/engine.toml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<String>,
+    /// The keys the variant sets otherwise than `derived_from`, with that file's values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ParamChange>,
+}
+
+/// One key a variant engine config sets otherwise than the governed file it derives from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamChange {
+    /// Dotted key (`batch.strategy`).
+    pub key: String,
+    /// The governed file's value; null when the file does not set the key (the variant adds it).
+    pub from: Option<serde_json::Value>,
+    /// The variant's value.
+    pub to: serde_json::Value,
 }
 
 impl EngineParams {
@@ -245,8 +281,59 @@ impl EngineParams {
         let source = crate::config::Source::read_in(root, Path::new(file))?;
         let table: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
         let params = serde_json::to_value(table).expect("TOML tables convert to JSON");
-        Ok(EngineParams { file: file.to_string(), params })
+        Ok(EngineParams { file: file.to_string(), params, derived_from: None, changes: vec![] })
     }
+
+    /// The parameters of a variant `file` generated from the governed file `base` (its
+    /// parameters `base_params`): recorded with the variant's name and values, the file it
+    /// derives from and each key it sets otherwise.
+    pub fn derived(
+        file: &str,
+        params: serde_json::Value,
+        base: &str,
+        base_params: &serde_json::Value,
+    ) -> EngineParams {
+        let (was, now) = (flatten_params(base_params), flatten_params(&params));
+        let changes = now
+            .into_iter()
+            .filter(|(k, v)| !was.get(k).is_some_and(|w| same_value(w, v)))
+            .map(|(key, to)| ParamChange { from: was.get(&key).cloned(), key, to })
+            .collect();
+        EngineParams {
+            file: file.to_string(),
+            params,
+            derived_from: Some(base.to_string()),
+            changes,
+        }
+    }
+}
+
+/// Two parameter values are the same when equal, numbers by value (`5` and `5.0`).
+fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// Parameters flattened to dotted keys (`scheduler.max_num_seqs`), in key order.
+pub fn flatten_params(params: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", params, &mut out);
+    out
 }
 
 /// What a summary records about how a run was made: everything but its measurements.
@@ -286,6 +373,7 @@ impl Summary {
             config: h.config,
             profile: h.profile,
             engine: h.engine,
+            invocation: None,
             timing: Timing::since(h.started_at),
             requests: Default::default(),
             tokens: Default::default(),

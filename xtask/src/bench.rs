@@ -97,6 +97,10 @@ pub struct BenchCmd {
     /// directory).
     #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target"])]
     pub compare_strategies: Option<StrategyList>,
+    /// The command line this command was parsed from (`cargo xtask bench ...`, shell-quoted),
+    /// recorded in every summary it writes; set by `main_impl`, not a flag.
+    #[arg(skip)]
+    pub command_line: Option<String>,
 }
 
 /// `--warmup-fraction`: a share within 0..0.9.
@@ -231,6 +235,7 @@ impl BenchCmd {
             git: gitinfo::detect(root),
             gate,
             mode,
+            command: self.command_line.clone(),
         })
     }
 
@@ -323,7 +328,11 @@ mod tests {
     const RUN_ID: &str = "20250101T000000Z-abcd";
 
     fn plan_in(root: &Path, args: &[&str]) -> anyhow::Result<BenchPlan> {
-        bench_cmd(args).plan(root, RUN_ID.to_string())
+        let mut cmd = bench_cmd(args);
+        let argv: Vec<std::ffi::OsString> =
+            std::iter::once("bench").chain(args.iter().copied()).map(Into::into).collect();
+        cmd.command_line = Some(crate::plan::command_line(&argv));
+        cmd.plan(root, RUN_ID.to_string())
     }
 
     /// A small workload: every strategy runs in well under a second of simulated time.
@@ -484,8 +493,20 @@ mod tests {
             assert_eq!(s.run_id, format!("{RUN_ID}-{}", row.strategy));
             let params = &s.engine.as_ref().unwrap().params;
             assert_eq!(params["batch"]["strategy"], row.strategy.as_str());
-            assert_eq!(s.engine.as_ref().unwrap().file, "configs/engine.toml");
+            // The file the simulator ran, what it derives from, and the keys it adds there.
             let ran = format!("cmp/engine-{}.toml", row.strategy);
+            let engine = s.engine.as_ref().unwrap();
+            assert_eq!(engine.file, ran);
+            assert_eq!(engine.derived_from.as_deref(), Some("configs/engine.toml"));
+            let strategy = engine.changes.iter().find(|c| c.key == "batch.strategy").unwrap();
+            assert_eq!((&strategy.from, &strategy.to), (&None, &row.strategy.as_str().into()));
+            // The command of the whole comparison, and which strategy this run is.
+            let invocation = s.invocation.as_ref().unwrap();
+            assert_eq!(
+                invocation.command,
+                format!("cargo xtask bench --quiet --out cmp --compare-strategies {list}")
+            );
+            assert_eq!(invocation.part.as_deref(), Some(row.strategy.as_str()));
             assert_eq!(s.config["sim"]["engine_config"], ran.as_str());
             let on_disk = EngineConfig::read(&ws.path().join(&ran)).unwrap();
             assert_eq!(on_disk.batch.strategy, row.strategy);

@@ -135,7 +135,9 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    #[cfg_attr(not(feature = "runtime"), allow(unused_mut))]
+    let mut cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
@@ -143,6 +145,11 @@ where
             return exit.exit_code();
         }
     };
+    // A run records the command that made it, as `cargo xtask ...` with these arguments.
+    #[cfg(feature = "runtime")]
+    if let Command::Bench(b) = &mut cli.command {
+        b.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));
+    }
     match run_cli(cli) {
         Ok(status) => status.exit_code(),
         Err(e) => {

@@ -4,6 +4,7 @@
 //! (`strategies.rs`). `bench.rs` builds the plan from the flags and dispatches on its mode; the
 //! modes depend on this module only, never on the flags.
 
+use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -14,12 +15,11 @@ use bench::config::{
 };
 use bench::runner::RunSpec;
 use bench::strategy_compare::parse_strategies;
-use bench::summary::{EngineParams, GitInfo, RunStatus};
+use bench::summary::{EngineParams, GitInfo, Invocation, RunStatus};
 use bench::sweep::{StagePlan, SweepSpec};
 
-use crate::exit::Status;
-use crate::thresholds::Thresholds;
-use crate::thresholds::{self, GateReport};
+pub use crate::thresholds::GateVerdicts;
+use crate::thresholds::{self, GateReport, Thresholds};
 
 /// The name a `--base-url` target is recorded under.
 pub const CLI_TARGET: &str = "cli";
@@ -44,6 +44,9 @@ pub struct BenchPlan {
     /// `--gate`: applied to every measured run of the mode.
     pub gate: Option<GateSettings>,
     pub mode: BenchMode,
+    /// The command line the plan was resolved from (`cargo xtask bench ...`), recorded in every
+    /// run's summary; `None` when the plan was not made from a command line.
+    pub command: Option<String>,
 }
 
 /// What `bench` does with the profile.
@@ -178,8 +181,26 @@ impl BenchPlan {
             quiet: self.quiet,
             handle_signals: true,
             root: self.root.clone(),
+            invocation: self.invocation(None),
         }
     }
+
+    /// The plan's command line as a summary records it; `part` names which of the command's
+    /// runs this one is (a sweep's stage, a comparison's strategy).
+    pub fn invocation(&self, part: Option<String>) -> Option<Invocation> {
+        self.command.as_ref().map(|command| Invocation { command: command.clone(), part })
+    }
+}
+
+/// A command line as it can be pasted into a shell: `cargo xtask` and the arguments, each
+/// quoted when the shell would read it otherwise ([`crate::text::quote`]).
+pub fn command_line(args: &[OsString]) -> String {
+    let mut out = String::from("cargo xtask");
+    for a in args {
+        out.push(' ');
+        out.push_str(&crate::text::quote(&a.to_string_lossy()));
+    }
+    out
 }
 
 /// `--gate`: the thresholds (read before anything is measured) and how to report.
@@ -203,49 +224,6 @@ impl GateSettings {
     }
 }
 
-/// The gate's reports on the runs of a sweep or a comparison, each under a label that names
-/// the run (`stage 2/3 concurrency=128`, `strategy fixed`).
-#[derive(Debug, Default)]
-pub struct GateVerdicts {
-    pub runs: Vec<(String, GateReport)>,
-}
-
-impl GateVerdicts {
-    pub fn record(&mut self, label: String, report: GateReport) {
-        self.runs.push((label, report));
-    }
-
-    /// Labels (with run ids) of the runs the gate failed.
-    pub fn failed(&self) -> Vec<String> {
-        self.runs
-            .iter()
-            .filter(|(_, r)| r.status() != Status::Success)
-            .map(|(label, r)| format!("{label} (run {})", r.run_id))
-            .collect()
-    }
-
-    pub fn status(&self) -> Status {
-        Status::from_ok(self.failed().is_empty())
-    }
-
-    /// Print each run's report under its label, then which runs failed (stderr) or that all
-    /// passed.
-    pub fn print(&self, github: bool) -> Status {
-        for (label, report) in &self.runs {
-            println!("gate, {label}:");
-            thresholds::print_report(report, github);
-        }
-        let failed = self.failed();
-        if !failed.is_empty() {
-            eprintln!("error: the gate failed for {}", failed.join("; "));
-        } else if !self.runs.is_empty() {
-            let labels: Vec<&str> = self.runs.iter().map(|(l, _)| l.as_str()).collect();
-            println!("gate passed for every run: {}", labels.join(", "));
-        }
-        self.status()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,26 +242,16 @@ mod tests {
         assert!("serial,serial".parse::<StrategyList>().unwrap_err().contains("twice"));
     }
 
-    fn report(run_id: &str, governed: bool) -> GateReport {
-        GateReport {
-            run_id: run_id.into(),
-            run_status: RunStatus::Complete,
-            simulated: true,
-            profile: "default".into(),
-            checks: vec![],
-            // Thresholds of another profile only: nothing vouches for this run, a failure.
-            other_profiles: if governed { vec![] } else { vec!["other".into()] },
-        }
-    }
-
     #[test]
-    fn verdicts_name_the_runs_that_failed() {
-        let mut v = GateVerdicts::default();
-        assert_eq!(v.status(), Status::Success);
-        v.record("stage 1/2 rate=1".into(), report("s-01", true));
-        assert_eq!(v.status(), Status::Success);
-        v.record("stage 2/2 rate=2".into(), report("s-02", false));
-        assert_eq!(v.failed(), vec!["stage 2/2 rate=2 (run s-02)".to_string()]);
-        assert_eq!(v.status(), Status::PolicyViolated);
+    fn command_lines_are_quoted_to_be_pasted() {
+        let args: Vec<OsString> =
+            ["bench", "--out", "runs/a b", "--set", "workload.input_lengths=[128,512]", "it's"]
+                .iter()
+                .map(OsString::from)
+                .collect();
+        assert_eq!(
+            command_line(&args),
+            "cargo xtask bench --out 'runs/a b' --set 'workload.input_lengths=[128,512]' 'it'\\''s'"
+        );
     }
 }

@@ -4,11 +4,13 @@
 //! The comparison directory (`--out`, default `target/bench/<run id>-strategies`) holds the
 //! engine config of each strategy (`engine-<strategy>.toml`: the profile's engine config with
 //! `[batch]` changed), one normal run directory per strategy (`<strategy>/`) and
-//! `comparison.json`. Each run records its engine parameters as those of the governed file the
-//! variants derive from (`summary.engine.file` = e.g. `configs/engine.toml`, `params` = the
-//! variant's values), so `adr new` can take the runs as its matrix and its parameter diff and
-//! decision lines name `configs/engine.toml: batch.strategy = ...`; the profile in
-//! `summary.config` names the variant file the simulator ran.
+//! `comparison.json`. Each run records the file the simulator ran (`summary.engine.file`, the
+//! variant), the governed file it derives from (`engine.derived_from`, e.g.
+//! `configs/engine.toml`) and each key the variant sets otherwise (`engine.changes`, with the
+//! governed file's value, null where that file does not set the key). `adr new` takes the runs
+//! (or the comparison directory) as its matrix, rows named by strategy, and its decision lines
+//! name the governed file with each key added or changed there. Every run records the command
+//! of the whole comparison and its strategy (`summary.invocation`).
 
 use std::path::Path;
 
@@ -101,8 +103,8 @@ pub fn run(plan: &BenchPlan, strategies: &StrategyList) -> anyhow::Result<Status
 }
 
 /// The run of one strategy: its engine config (the profile's with `[batch]` changed) written
-/// into the comparison directory, the run recording the governed file's name with the
-/// variant's parameters.
+/// into the comparison directory, the run recording that variant with the governed file it
+/// derives from and the keys it changes, and the comparison's command with the strategy.
 fn strategy_run(
     plan: &BenchPlan,
     source: &Source,
@@ -114,19 +116,21 @@ fn strategy_run(
     bench::rundir::write_atomic(&file, text.as_bytes())
         .with_context(|| format!("cannot write {}", file.display()))?;
     let config = EngineConfig::from_source(&Source::new(file.clone(), text.clone()))?;
-    let table: toml::Table = toml::from_str(&text).context("variant configs parse")?;
-    let engine = EngineParams {
-        file: engine_file.to_string(),
-        params: serde_json::to_value(table).expect("TOML tables convert to JSON"),
+    let as_json = |text: &str| -> anyhow::Result<serde_json::Value> {
+        let table: toml::Table = toml::from_str(text).context("engine configs parse")?;
+        Ok(serde_json::to_value(table).expect("TOML tables convert to JSON"))
     };
+    let ran = display_path(&file, &plan.root);
+    let engine = EngineParams::derived(&ran, as_json(&text)?, engine_file, &as_json(&source.text)?);
     let mut profile = plan.profile.clone();
-    profile.profile.sim.engine_config = display_path(&file, &plan.root);
+    profile.profile.sim.engine_config = ran;
     let mut spec = plan.run_spec(
         profile,
         plan.out_dir.join(strategy.as_str()),
         plan::strategy_run_id(&plan.run_id, strategy),
     );
     spec.engine = Some(engine);
+    spec.invocation = plan.invocation(Some(strategy.to_string()));
     Ok((spec, config))
 }
 

@@ -46,7 +46,7 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
     let spec = &setup.spec;
     let n = spec.values.len();
     let mut any_failed = false;
-    let mut verdicts = GateVerdicts::default();
+    let mut verdicts = GateVerdicts::sweep();
     let result = measure::runtime()?.block_on(sweep::run(
         &setup,
         RunControl::default(),
@@ -97,9 +97,15 @@ fn stage_specs(plan: &BenchPlan, setup: &SweepSetup, items: u64) -> anyhow::Resu
         let out_dir = setup.dir.join(sweep::stage_dir_name(i, dimension, load));
         let mut spec = plan.run_spec(profile, out_dir, plan::stage_run_id(&setup.sweep_id, i));
         spec.quiet = true;
+        spec.invocation = plan.invocation(Some(stage_label(dimension, load)));
         specs.push(spec);
     }
     Ok(specs)
+}
+
+/// What names a stage among the runs of its sweep: its load (`concurrency 32`, `rate 4`).
+pub fn stage_label(dimension: bench::sweep::Dimension, load: f64) -> String {
+    format!("{} {}", dimension.name(), bench::config::limits::number(load))
 }
 
 /// A stage's progress line: throughput, latency tails and the SLOs.

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::config::{LoadMode, Profile};
 use crate::sim::engine::SchedulerReport;
-use crate::summary::{EngineParams, RunHeader, RunStatus, ScheduleSummary, Summary};
+use crate::summary::{EngineParams, Invocation, RunHeader, RunStatus, ScheduleSummary, Summary};
 
 use super::RunSpec;
 use super::connect::Connection;
@@ -52,6 +52,11 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         notes,
     };
     let mut summary = Summary::of_run(header, driven.acc.finish(requested_rate));
+    // The command line is the caller's text: a header value or a key pasted into it is removed.
+    summary.invocation = spec.invocation.as_ref().map(|i| Invocation {
+        command: redactor.redact(&i.command),
+        part: i.part.as_ref().map(|p| redactor.redact(p)),
+    });
     summary.cost = crate::cost::for_summary(&summary);
     summary.server = driven
         .server

@@ -27,7 +27,7 @@ use crate::client::Phase;
 use crate::config::{Profile, ResolvedProfile, Target};
 use crate::rundir::{self, RunDirError};
 use crate::sim::engine::SchedulerReport;
-use crate::summary::{EngineParams, GitInfo, RunStatus, Summary};
+use crate::summary::{EngineParams, GitInfo, Invocation, RunStatus, Summary};
 
 pub use connect::{ConnectError, Connection};
 pub use prepare::PrepareError;
@@ -47,6 +47,10 @@ pub struct RunSpec {
     pub handle_signals: bool,
     /// Repository root, for relative paths in the config (datasets, engine configs).
     pub root: PathBuf,
+    /// The command that started the run, recorded in the summary (secrets removed); the
+    /// library knows no command line, so callers that have one set it (`None`: recorded as
+    /// null).
+    pub invocation: Option<Invocation>,
 }
 
 impl RunSpec {
@@ -74,6 +78,7 @@ impl RunSpec {
             quiet: true,
             handle_signals: false,
             root,
+            invocation: None,
         }
     }
 }

@@ -221,13 +221,23 @@ async fn no_byte_of_a_run_holds_the_key() {
     let (port, count, server) = start().await;
     let dir = tempfile::tempdir().unwrap();
     let requests = format!("load.requests={count}");
-    let spec = RunSpec::quiet(
+    let mut spec = RunSpec::quiet(
         profile(PROFILE, &[&requests]),
         ("hostile".into(), target(port, "m")),
         dir.path().join("run"),
         "secrets",
     );
+    // A command line a person pasted the key and the URL's password into.
+    spec.invocation = Some(bench::summary::Invocation {
+        command: format!(
+            "cargo xtask bench --base-url http://user:{PASSWORD}@127.0.0.1:{port} --set model={KEY}"
+        ),
+        part: None,
+    });
     let out = runner::run(spec, RunControl::default()).await.expect("the run completes");
+    let command = &out.summary.invocation.as_ref().expect("the command is recorded").command;
+    assert!(command.starts_with("cargo xtask bench --base-url http://"), "{command}");
+    assert!(command.contains("--set model=[redacted]"), "{command}");
     let mut found = Vec::new();
     assert_eq!(out.summary.requests.total, count as u64);
     assert!(out.summary.target.models.is_some(), "the model list is recorded");

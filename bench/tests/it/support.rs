@@ -95,6 +95,7 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
         quiet: true,
         handle_signals: false,
         root: dir.to_path_buf(),
+        invocation: None,
     };
     runner::run(spec, RunControl::default()).await.expect("the run completes")
 }

@@ -124,11 +124,13 @@ pub struct NewArgs {
     /// Title of the decision.
     pub title: String,
     /// Baseline run: a bench run directory or its summary.json; a sweep directory (its knee
-    /// stage) or an acceptance directory (its baseline run).
+    /// stage), an acceptance directory (its baseline run) or a strategy comparison's directory
+    /// (its first strategy's run).
     #[arg(long, value_name = "RUN")]
     pub baseline: PathBuf,
-    /// Experiment runs, in order (Exp-1, Exp-2, ...); a sweep directory stands for its knee
-    /// stage, an acceptance directory for its candidate run.
+    /// Experiment runs, in order (`--choose 1`, 2, ...); a sweep directory stands for its knee
+    /// stage, an acceptance directory for its candidate run, a strategy comparison's directory
+    /// for each strategy's run but the baseline's.
     #[arg(long = "exp", value_name = "RUN")]
     pub experiments: Vec<PathBuf>,
     /// The experiment this record adopts (1..=n; 0 keeps the baseline). Needed with several.
@@ -185,18 +187,32 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
             .to_string_lossy()
             .replace('\\', "/")
     };
-    let mut run_dirs = Vec::new();
-    let mut read = |p: &Path, baseline: bool| {
-        let dir = new::resolve_run_dir(&join_clean(root, p), baseline).map_err(anyhow::Error::new);
-        dir.and_then(|d| {
-            run_dirs.push(shown(&d));
-            Ok(bench::Summary::read(&d)?)
-        })
-        .with_context(|| format!("cannot use run {}", p.display()))
+    // A comparison directory stands for several runs (new::resolve_run_dirs): its first
+    // strategy as the baseline, its strategies but the baseline's as experiments.
+    let mut run_dirs: Vec<String> = Vec::new();
+    let mut resolve = |p: &Path, baseline: bool| -> anyhow::Result<Vec<(String, bench::Summary)>> {
+        let dirs = new::resolve_run_dirs(&join_clean(root, p), baseline)
+            .map_err(anyhow::Error::new)
+            .with_context(|| format!("cannot use run {}", p.display()))?;
+        let mut out = Vec::new();
+        for d in dirs {
+            let name = shown(&d);
+            if !baseline && run_dirs.first() == Some(&name) {
+                continue;
+            }
+            let summary = bench::Summary::read(&d)
+                .map_err(anyhow::Error::new)
+                .with_context(|| format!("cannot use run {}", p.display()))?;
+            run_dirs.push(name.clone());
+            out.push((name, summary));
+        }
+        Ok(out)
     };
-    let baseline = read(&args.baseline, true)?;
-    let experiments =
-        args.experiments.iter().map(|p| read(p, false)).collect::<anyhow::Result<Vec<_>>>()?;
+    let baseline = resolve(&args.baseline, true)?.remove(0).1;
+    let mut experiments = Vec::new();
+    for p in &args.experiments {
+        experiments.extend(resolve(p, false)?.into_iter().map(|(_, s)| s));
+    }
     // Charts the runs wrote beside them (a sweep's sweep.svg).
     let mut charts: Vec<String> = Vec::new();
     for p in std::iter::once(&args.baseline).chain(args.experiments.iter()) {
@@ -209,9 +225,19 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         (Some(c), _) => c,
         (None, 0) => 0,
         (None, 1) => 1,
-        (None, n) => bail!(
-            "{n} experiments: pass --choose N (1..={n}) to name the one this record adopts, or --choose 0 to keep the baseline"
-        ),
+        (None, n) => {
+            let all: Vec<&bench::Summary> =
+                std::iter::once(&baseline).chain(experiments.iter()).collect();
+            let labels = new::row_labels(&all);
+            let listed: Vec<String> =
+                labels.iter().enumerate().skip(1).map(|(i, l)| format!("{i} = {l}")).collect();
+            bail!(
+                "{n} experiments ({}): pass --choose N (1..={n}) to name the one this record \
+                 adopts, or --choose 0 to keep the baseline ({})",
+                listed.join(", "),
+                labels[0]
+            )
+        }
     };
     let slug = new::slug(&args.title)?;
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
@@ -235,6 +261,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         choose,
         run_dirs: &run_dirs,
         charts: &charts,
+        record_dir: &shown(dir),
     };
     let text = new::render(&input)?;
     let path = dir.join(format!("{number:04}-{slug}.md"));

@@ -53,6 +53,31 @@ pub enum RunPathError {
     EmptySweep(PathBuf),
     #[error("the acceptance {} has no {side} run (only the numeric layer ran)", .path.display())]
     NoAcceptanceRun { path: PathBuf, side: &'static str },
+    /// The comparison summary could not be read (the bench crate's message).
+    #[error("{0}")]
+    Comparison(String),
+    #[error("the strategy comparison {} has no run", .0.display())]
+    EmptyComparison(PathBuf),
+}
+
+/// The run directories a path stands for: a strategy comparison's directory
+/// (`comparison.json`) stands for every strategy's run in the comparison's order, or for its
+/// first strategy's run when used as the baseline; any other path for the one run
+/// [`resolve_run_dir`] finds.
+pub fn resolve_run_dirs(path: &Path, as_baseline: bool) -> Result<Vec<PathBuf>, RunPathError> {
+    use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+    if !path.join(COMPARISON_FILE).is_file() {
+        return resolve_run_dir(path, as_baseline).map(|d| vec![d]);
+    }
+    let cmp = StrategyComparison::read(path).map_err(RunPathError::Comparison)?;
+    let mut dirs: Vec<PathBuf> = cmp.run_dirs(path).into_iter().map(|(_, d)| d).collect();
+    if dirs.is_empty() {
+        return Err(RunPathError::EmptyComparison(path.to_path_buf()));
+    }
+    if as_baseline {
+        dirs.truncate(1);
+    }
+    Ok(dirs)
 }
 
 /// What `adr new` writes a record from.
@@ -72,6 +97,9 @@ pub struct NewAdr<'a> {
     pub run_dirs: &'a [String],
     /// Charts the runs wrote (a sweep's `sweep.svg`), relative to the repository root.
     pub charts: &'a [String],
+    /// The directory the record is written to, relative to the repository root (`docs/adr`):
+    /// run directories and charts are linked relative to it.
+    pub record_dir: &'a str,
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -110,22 +138,7 @@ pub fn slug(title: &str) -> Result<String, NewAdrError> {
 
 /// Engine parameters flattened to dotted keys (`scheduler.max_num_seqs`).
 pub fn flatten_params(params: &Json) -> BTreeMap<String, Json> {
-    fn walk(prefix: &str, v: &Json, out: &mut BTreeMap<String, Json>) {
-        match v {
-            Json::Object(map) => {
-                for (k, v) in map {
-                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                    walk(&key, v, out);
-                }
-            }
-            other => {
-                out.insert(prefix.to_string(), other.clone());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", params, &mut out);
-    out
+    bench::summary::flatten_params(params)
 }
 
 /// A JSON value as a TOML value (`None` for null, which TOML cannot hold).
@@ -184,8 +197,63 @@ pub fn param_files(base: &Summary, exp: &Summary) -> Option<(String, String)> {
     Some((base.engine.as_ref()?.file.clone(), exp.engine.as_ref()?.file.clone()))
 }
 
-fn label(i: usize) -> String {
-    if i == 0 { "Baseline".into() } else { format!("Exp-{i}") }
+/// What distinguishes a run among the runs of the command that made it: the part its
+/// summary records (a sweep stage's load, `concurrency 32`; a comparison's strategy,
+/// `continuous`), else the load of the sweep stage it was (`extra.sweep`).
+pub fn run_part(r: &Summary) -> Option<String> {
+    if let Some(part) = r.invocation.as_ref().and_then(|i| i.part.clone()) {
+        return Some(part);
+    }
+    let sw = r.extra.get("sweep")?;
+    let dimension = sw.get("dimension")?.as_str()?;
+    let load = sw.get("load")?.as_f64()?;
+    Some(format!("{dimension} {}", fmt_measured(load)))
+}
+
+/// The rows' labels, baseline first: a row is named by what distinguishes its run
+/// ([`run_part`]: `continuous`, `concurrency 32`; the baseline `Baseline (serial)`), and by its
+/// place (`Baseline`, `Exp-2`) when nothing does or two rows would share a name
+/// (`Exp-2 (concurrency 32)`).
+pub fn row_labels(runs: &[&Summary]) -> Vec<String> {
+    let parts: Vec<Option<String>> = runs.iter().map(|r| run_part(r)).collect();
+    let unique = |p: &String| parts.iter().filter(|q| q.as_ref() == Some(p)).count() == 1;
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, part)| match (i, part) {
+            (0, Some(p)) => format!("Baseline ({p})"),
+            (0, None) => "Baseline".to_string(),
+            (_, Some(p)) if unique(p) && !p.starts_with("Baseline") && !p.starts_with("Exp-") => {
+                p.clone()
+            }
+            (i, Some(p)) => format!("Exp-{i} ({p})"),
+            (i, None) => format!("Exp-{i}"),
+        })
+        .collect()
+}
+
+/// The governed file a run's engine config was generated from and the keys the run set
+/// otherwise, when it ran a generated variant (a strategy comparison's run).
+pub fn derivation(r: &Summary) -> Option<(&str, &[bench::summary::ParamChange])> {
+    let e = r.engine.as_ref()?;
+    Some((e.derived_from.as_deref()?, e.changes.as_slice()))
+}
+
+/// One change of a variant against its governed file, in words: ``add `k = v` `` when the file
+/// does not set the key yet, ``change `k`: `old` -> `new` `` when it does.
+fn derived_change_text(c: &bench::summary::ParamChange) -> String {
+    match &c.from {
+        None => format!(
+            "add {} (not set there yet)",
+            code(&format!("{} = {}", c.key, toml_text(&c.to)))
+        ),
+        Some(old) => format!(
+            "change {}: {} -> {}",
+            code(&c.key),
+            code(&toml_text(old)),
+            code(&toml_text(&c.to))
+        ),
+    }
 }
 
 /// The run directory a path stands for: a run directory itself; a sweep directory
@@ -321,13 +389,20 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
     }
     let all: Vec<&Summary> =
         std::iter::once(input.baseline).chain(input.experiments.iter()).collect();
-    let ctx = Runs { input, chosen: all[input.choose], chosen_label: label(input.choose), all };
+    let labels = row_labels(&all);
+    let ctx = Runs {
+        input,
+        chosen: all[input.choose],
+        chosen_label: labels[input.choose].clone(),
+        labels,
+        all,
+    };
     let mut o = String::new();
     title_block(&mut o, input);
     context_section(&mut o, &ctx);
     matrix_section(&mut o, &ctx);
     run_notes(&mut o, &ctx);
-    param_changes(&mut o, input);
+    param_changes(&mut o, &ctx);
     o.push('\n');
     let rollback_values = decision_section(&mut o, &ctx);
     let proposed = thresholds_section(&mut o, &ctx);
@@ -342,6 +417,8 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
 struct Runs<'a> {
     input: &'a NewAdr<'a>,
     all: Vec<&'a Summary>,
+    /// Each row's label, baseline first ([`row_labels`]).
+    labels: Vec<String>,
     chosen: &'a Summary,
     chosen_label: String,
 }
@@ -496,7 +573,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     o.push_str("---|\n");
     for (i, r) in runs.iter().enumerate() {
         let sim = if r.simulated { " (simulated)" } else { "" };
-        write!(o, "| {}{sim} | {} |", label(i), r.requests.total).unwrap();
+        write!(o, "| {}{sim} | {} |", ctx.labels[i], r.requests.total).unwrap();
         for (_, metric, _) in MATRIX {
             let base = input.baseline.metric(metric);
             write!(o, " {} |", change_cell(r.metric(metric), base, i == 0)).unwrap();
@@ -550,7 +627,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
                 o,
                 "\n> **Not like for like:** {} differs from the baseline in {}: its row is not a \
                  comparison of the engine parameters alone.",
-                label(i),
+                ctx.labels[i],
                 diffs.join(", ")
             )
             .unwrap();
@@ -561,8 +638,12 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
 /// Notes under the matrix: simulated runs, runs that did not complete, cost bases.
 fn run_notes(o: &mut String, ctx: &Runs<'_>) {
     let runs = &ctx.all;
-    let simulated: Vec<String> =
-        runs.iter().enumerate().filter(|(_, r)| r.simulated).map(|(i, _)| label(i)).collect();
+    let simulated: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.simulated)
+        .map(|(i, _)| ctx.labels[i].clone())
+        .collect();
     if !simulated.is_empty() {
         writeln!(
             o,
@@ -580,13 +661,13 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
                 }
                 _ => "failed: no measured request succeeded",
             };
-            writeln!(o, "\n> {} ({}) {what}.", label(i), code(&r.run_id)).unwrap();
+            writeln!(o, "\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)).unwrap();
         }
     }
     let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {
         if let (Some(basis), Some(_)) = (&r.cost.basis, r.cost.per_1m_output_tokens) {
-            bases.entry(basis.as_str()).or_default().push(label(i));
+            bases.entry(basis.as_str()).or_default().push(ctx.labels[i].clone());
         }
     }
     for (basis, labels) in &bases {
@@ -594,74 +675,98 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
     }
 }
 
-/// Each experiment's engine parameter changes against the baseline.
-fn param_changes(o: &mut String, input: &NewAdr<'_>) {
-    if !input.experiments.is_empty() {
-        o.push_str(
-            "\nParameter changes against the baseline:\n\n| Config | Changes |\n|---|---|\n",
-        );
-        let mut file_to_file = Vec::new();
-        for (i, r) in input.experiments.iter().enumerate() {
-            let files = param_files(input.baseline, r);
-            let text = match param_diff(input.baseline, r) {
-                None => "not recorded (a run has no engine parameters)".to_string(),
-                Some((_, d)) if d.changed.is_empty() && d.removed.is_empty() => "none".to_string(),
-                Some((file, d)) => {
-                    let base_file = files.as_ref().map_or(file.clone(), |(b, _)| b.clone());
-                    if base_file != file {
-                        file_to_file.push((label(i + 1), base_file.clone(), file.clone()));
-                    }
-                    // Same file: `file: key`: `old` -> `new`. Two files: each side names its own.
-                    let show = |k: &str, old: String, new: String| {
-                        if base_file == file {
-                            format!(
-                                "{}: {} -> {}",
-                                code(&format!("{file}: {k}")),
-                                code(&old),
-                                code(&new)
-                            )
-                        } else {
-                            format!(
-                                "{} -> {}",
-                                code(&format!("{base_file}: {k} = {old}")),
-                                code(&format!("{file}: {k} = {new}"))
-                            )
-                        }
-                    };
-                    let mut items: Vec<String> = d
-                        .changed
-                        .iter()
-                        .map(|(k, old, new)| {
-                            let old = old.as_ref().map_or("(unset)".to_string(), toml_text);
-                            show(k, old, toml_text(new))
-                        })
-                        .collect();
-                    items.extend(
-                        d.removed.iter().map(|(k, old)| show(k, toml_text(old), "(unset)".into())),
-                    );
-                    items.join("<br>")
+/// Each experiment's engine parameter changes against the baseline; a run of a generated
+/// variant (a strategy comparison's) shows its changes against the governed file it derives
+/// from instead, each key added there or changed, and so does the baseline when it is one.
+fn param_changes(o: &mut String, ctx: &Runs<'_>) {
+    let input = ctx.input;
+    if input.experiments.is_empty() {
+        return;
+    }
+    let any_derived = ctx.all.iter().any(|r| derivation(r).is_some());
+    o.push_str(if any_derived {
+        "\nParameter changes (a run of a generated engine config: against the governed file it \
+         derives from, which is where the change is made; any other run: against the baseline):\n\n"
+    } else {
+        "\nParameter changes against the baseline:\n\n"
+    });
+    o.push_str("| Config | Changes |\n|---|---|\n");
+    let mut file_to_file = Vec::new();
+    for (i, r) in ctx.all.iter().enumerate() {
+        let label = &ctx.labels[i];
+        if let Some((governed, changes)) = derivation(r) {
+            let ran = r.engine.as_ref().map_or(String::new(), |e| e.file.clone());
+            let items: Vec<String> = changes.iter().map(derived_change_text).collect();
+            let what = if items.is_empty() { "none".to_string() } else { items.join("<br>") };
+            writeln!(o, "| {label} | in {} (ran {}): {what} |", code(governed), code(&ran))
+                .unwrap();
+            continue;
+        }
+        if i == 0 {
+            continue;
+        }
+        let files = param_files(input.baseline, r);
+        let text = match param_diff(input.baseline, r) {
+            None => "not recorded (a run has no engine parameters)".to_string(),
+            Some((_, d)) if d.changed.is_empty() && d.removed.is_empty() => "none".to_string(),
+            Some((file, d)) => {
+                let base_file = files.as_ref().map_or(file.clone(), |(b, _)| b.clone());
+                if base_file != file {
+                    file_to_file.push((label.clone(), base_file.clone(), file.clone()));
                 }
-            };
-            writeln!(o, "| {} | {text} |", label(i + 1)).unwrap();
-        }
-        for (l, base_file, file) in file_to_file {
-            writeln!(
-                o,
-                "\n> {l} ran with {}, the baseline with {}: its changes are file to file, each \
-                 value with the file it is in.",
-                code(&file),
-                code(&base_file)
-            )
-            .unwrap();
-        }
+                // Same file: `file: key`: `old` -> `new`. Two files: each side names its own.
+                let show = |k: &str, old: String, new: String| {
+                    if base_file == file {
+                        format!(
+                            "{}: {} -> {}",
+                            code(&format!("{file}: {k}")),
+                            code(&old),
+                            code(&new)
+                        )
+                    } else {
+                        format!(
+                            "{} -> {}",
+                            code(&format!("{base_file}: {k} = {old}")),
+                            code(&format!("{file}: {k} = {new}"))
+                        )
+                    }
+                };
+                let mut items: Vec<String> = d
+                    .changed
+                    .iter()
+                    .map(|(k, old, new)| {
+                        let old = old.as_ref().map_or("(unset)".to_string(), toml_text);
+                        show(k, old, toml_text(new))
+                    })
+                    .collect();
+                items.extend(
+                    d.removed.iter().map(|(k, old)| show(k, toml_text(old), "(unset)".into())),
+                );
+                items.join("<br>")
+            }
+        };
+        writeln!(o, "| {label} | {text} |").unwrap();
+    }
+    for (l, base_file, file) in file_to_file {
+        writeln!(
+            o,
+            "\n> {l} ran with {}, the baseline with {}: its changes are file to file, each \
+             value with the file it is in.",
+            code(&file),
+            code(&base_file)
+        )
+        .unwrap();
     }
 }
 
 /// The Decision section; returns the baseline values that rolling back restores.
 fn decision_section(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
     o.push_str("## Decision\n\n");
-    let rollback_values =
-        if ctx.input.choose == 0 { keep_baseline(o, ctx.input) } else { adopt_chosen(o, ctx) };
+    let rollback_values = match derivation(ctx.chosen) {
+        Some((governed, changes)) => adopt_derived(o, ctx, governed, changes),
+        None if ctx.input.choose == 0 => keep_baseline(o, ctx.input),
+        None => adopt_chosen(o, ctx),
+    };
     o.push('\n');
     rollback_values
 }
@@ -735,6 +840,82 @@ fn keep_baseline(o: &mut String, input: &NewAdr<'_>) -> Vec<String> {
         None => writeln!(o, "\nThe run recorded no engine parameters.\n\n{fill_in}").unwrap(),
     }
     Vec::new()
+}
+
+/// The decision to adopt a run of a generated engine config (a strategy comparison's): its
+/// changes against the governed file it derives from become mandatory in that file, each said
+/// to be added there (the file does not set it yet) or changed; returns what rolling back
+/// restores in the governed file.
+fn adopt_derived(
+    o: &mut String,
+    ctx: &Runs<'_>,
+    governed: &str,
+    changes: &[bench::summary::ParamChange],
+) -> Vec<String> {
+    let (chosen, label) = (ctx.chosen, &ctx.chosen_label);
+    let ran = chosen.engine.as_ref().map_or(String::new(), |e| e.file.clone());
+    if ctx.input.choose == 0 {
+        writeln!(o, "Keep the baseline configuration, {label} (run {}).", code(&chosen.run_id))
+            .unwrap();
+    } else {
+        writeln!(o, "Adopt {label} (run {}).", code(&chosen.run_id)).unwrap();
+    }
+    slo_flag(o, ctx);
+    if changes.is_empty() {
+        writeln!(
+            o,
+            "\n{label} ran {}, generated from {} with the same values: nothing changes in the \
+             governed file.\n\n{FILL_IN_DECISION}",
+            code(&ran),
+            code(governed)
+        )
+        .unwrap();
+        return Vec::new();
+    }
+    writeln!(
+        o,
+        "{label} ran {}, generated from {}: the change is made in {}. These values are now \
+         mandatory:\n",
+        code(&ran),
+        code(governed),
+        code(governed)
+    )
+    .unwrap();
+    let mut rollback = Vec::new();
+    for c in changes {
+        match json_to_toml(&c.to) {
+            Some(t) => writeln!(o, "- {governed}: {} = {t}", c.key).unwrap(),
+            None => writeln!(
+                o,
+                "- {} (null in the run, not a TOML value)",
+                code(&format!("{governed}: {}", c.key))
+            )
+            .unwrap(),
+        }
+        rollback.push(match &c.from {
+            None => format!("remove {} from {}", code(&c.key), code(governed)),
+            Some(old) => code(&format!("{governed}: {} = {}", c.key, toml_text(old))),
+        });
+    }
+    let keys = |added: bool| -> Vec<String> {
+        changes.iter().filter(|c| c.from.is_none() == added).map(|c| code(&c.key)).collect()
+    };
+    let (added, changed) = (keys(true), keys(false));
+    if !added.is_empty() {
+        writeln!(
+            o,
+            "\nAdded to {}, which does not set {} yet: {}.",
+            code(governed),
+            if added.len() == 1 { "it" } else { "them" },
+            added.join(", ")
+        )
+        .unwrap();
+    }
+    if !changed.is_empty() {
+        let sep = if added.is_empty() { "\n" } else { "" };
+        writeln!(o, "{sep}Changed in {}: {}.", code(governed), changed.join(", ")).unwrap();
+    }
+    rollback
 }
 
 /// The decision to adopt the chosen experiment: its changes against the baseline become
@@ -920,7 +1101,15 @@ fn rollback_section(
     if rollback_values.is_empty() {
         o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");
     } else {
-        o.push_str("\nRolling back restores the baseline values:\n\n");
+        match derivation(ctx.chosen) {
+            Some((governed, _)) => writeln!(
+                o,
+                "\nRolling back restores {} as it was before this record:\n",
+                code(governed)
+            )
+            .unwrap(),
+            None => o.push_str("\nRolling back restores the baseline values:\n\n"),
+        }
         for v in rollback_values {
             writeln!(o, "- {v}").unwrap();
         }
@@ -928,7 +1117,30 @@ fn rollback_section(
     }
 }
 
-/// Reproduction: what each run was measured with, and the notes the runs recorded.
+/// A path relative to the repository root as a markdown link from the record's directory
+/// (`[runs/a](../../runs/a)`); an absolute path (outside the repository) in code.
+fn repo_link(path: &str, record_dir: &str) -> String {
+    if path.starts_with('/') || path.contains(':') {
+        return code(path);
+    }
+    let up = record_dir.split('/').filter(|s| !s.is_empty() && *s != ".").count();
+    format!("[{path}]({}{path})", "../".repeat(up))
+}
+
+/// The command that made a run, and which of its runs it is: `` `cargo xtask bench ...` `` or
+/// `` `cargo xtask bench --sweep ...`, its run `concurrency 32` ``; `—` when not recorded.
+fn command_cell(r: &Summary) -> String {
+    match &r.invocation {
+        Some(inv) => match &inv.part {
+            Some(part) => format!("{}, its run {}", code(&inv.command), code(part)),
+            None => code(&inv.command),
+        },
+        None => BLANK.to_string(),
+    }
+}
+
+/// Reproduction: what each run was measured with, the command that made it, where its run
+/// directory and charts are, and the notes the runs recorded.
 fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
     let dirs = input.run_dirs.len() == runs.len();
@@ -959,19 +1171,37 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
             bench::summary::RunStatus::Interrupted => "interrupted",
             bench::summary::RunStatus::Failed => "failed",
         };
-        let dir = if dirs { format!(" {} |", code(&input.run_dirs[i])) } else { String::new() };
+        let dir = if dirs {
+            format!(" {} |", repo_link(&input.run_dirs[i], input.record_dir))
+        } else {
+            String::new()
+        };
+        let engine = r.engine.as_ref().map_or(BLANK.to_string(), |e| match &e.derived_from {
+            Some(from) => format!("{} (generated from {})", code(&e.file), code(from)),
+            None => code(&e.file),
+        });
         writeln!(
             o,
-            "| {} | {} |{dir} {} | {status} | {} | {git} | {} {} | {env_text} | {} |",
-            label(i),
+            "| {} | {} |{dir} {} | {status} | {} | {git} | {} {} | {env_text} | {engine} |",
+            ctx.labels[i],
             code(&r.run_id),
             code(&r.profile),
             if r.simulated { "yes" } else { "no" },
             r.tool.name,
             r.tool.version,
-            r.engine.as_ref().map_or(BLANK.to_string(), |e| code(&e.file)),
         )
         .unwrap();
+    }
+    if runs.iter().any(|r| r.invocation.is_some()) {
+        o.push_str(
+            "\nThe command that made each run (run it from the repository root to measure it \
+             again; `—`: the run did not record it):\n\n",
+        );
+        for (i, r) in runs.iter().enumerate() {
+            writeln!(o, "- {}: {}", ctx.labels[i], command_cell(r)).unwrap();
+        }
+    } else {
+        o.push_str("\nNo run recorded the command that made it.\n");
     }
     let how = if runs.iter().all(|r| r.profile == input.baseline.profile) {
         format!("with bench profile {}", code(&input.baseline.profile))
@@ -985,7 +1215,8 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
     )
     .unwrap();
     if !input.charts.is_empty() {
-        let list: Vec<String> = input.charts.iter().map(|c| code(c)).collect();
+        let list: Vec<String> =
+            input.charts.iter().map(|c| repo_link(c, input.record_dir)).collect();
         writeln!(o, "Charts the runs wrote: {}.", list.join(", ")).unwrap();
     }
     if dirs {
@@ -997,7 +1228,7 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
     let notes: Vec<String> = runs
         .iter()
         .enumerate()
-        .flat_map(|(i, r)| r.notes.iter().map(move |n| format!("- {}: {n}", label(i))))
+        .flat_map(|(i, r)| r.notes.iter().map(move |n| format!("- {}: {n}", ctx.labels[i])))
         .collect();
     if !notes.is_empty() {
         o.push_str("\nNotes recorded by the runs:\n\n");

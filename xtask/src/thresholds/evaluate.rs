@@ -26,6 +26,12 @@ pub enum Verdict {
     /// threshold's `scenario`): a failure, never a silent pass; [`Check::scenario_diffs`] names
     /// the settings.
     OtherScenario,
+    /// A sweep's stage at another load than the threshold's scenario: the sweep measures loads
+    /// the record did not decide on by design, so the stage is reported as not this record's
+    /// scenario, neither pass nor failure. Only the gate of a whole sweep gives it
+    /// ([`GateReport::as_sweep_stage`]), and that gate fails a threshold no stage was the
+    /// scenario of.
+    NotThisScenario,
 }
 
 /// What a check does to the gate.
@@ -57,7 +63,7 @@ impl Verdict {
     /// What this verdict does to the gate under `action`.
     pub fn effect(self, action: Action) -> Effect {
         match (self, action) {
-            (Verdict::Pass, _) => Effect::None,
+            (Verdict::Pass | Verdict::NotThisScenario, _) => Effect::None,
             (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Block) => {
                 Effect::Blocks
             }
@@ -137,6 +143,23 @@ impl GateReport {
     /// applies to the run while other profiles have some.
     pub fn status(&self) -> Status {
         Status::from_ok(self.passed())
+    }
+
+    /// Checks of thresholds set for another scenario (a sweep stage's other load).
+    pub fn not_this_scenario(&self) -> usize {
+        self.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario).count()
+    }
+
+    /// The report of one stage of a sweep: a threshold set for another scenario than the
+    /// stage's is not this record's scenario rather than a failure (the sweep's other loads are
+    /// measured on purpose). A stage that is the scenario keeps every verdict.
+    pub fn as_sweep_stage(mut self) -> GateReport {
+        for c in &mut self.checks {
+            if c.verdict == Verdict::OtherScenario {
+                c.verdict = Verdict::NotThisScenario;
+            }
+        }
+        self
     }
 }
 

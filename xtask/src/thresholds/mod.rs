@@ -6,7 +6,8 @@
 //!   writer;
 //! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
 //! - [`evaluate`](mod@evaluate): a run against thresholds ([`GateReport`], [`Verdict`]), pure;
-//! - [`render`]: the gate report as a table and as GitHub annotations.
+//! - [`render`]: the gate report as a table and as GitHub annotations;
+//! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies).
 //!
 //! This module depends on the bench crate's data model and on `crate::text` / `crate::exit`
 //! only: the records (`crate::adr`) and the commands (`gate`, `bench --gate`) depend on it, never
@@ -17,9 +18,11 @@ pub mod file;
 pub mod propose;
 pub mod render;
 pub mod rule;
+pub mod runs;
 pub mod units;
 
 pub use evaluate::{Check, Effect, GateReport, Verdict, evaluate};
 pub use file::{FORMAT_VERSION, GATE_FILE, Threshold, Thresholds};
 pub use render::{print_report, render_github, render_report, render_table};
 pub use rule::{Action, Comparator};
+pub use runs::GateVerdicts;

@@ -12,6 +12,7 @@ use crate::text::{BLANK, gh_escape, plural, with_unit};
 /// The verdict column: what the check does to the gate, and why when it was not measured.
 fn verdict_text(c: &Check) -> &'static str {
     match (c.verdict, c.effect()) {
+        (Verdict::NotThisScenario, _) => "not this record's scenario",
         (_, Effect::None) => "pass",
         (Verdict::Missing, Effect::Blocks) => "FAIL (not measured)",
         (Verdict::Missing, Effect::Warns) => "warn (not measured)",
@@ -160,11 +161,25 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
     for c in report.checks.iter().filter(|c| c.failed()) {
         writeln!(out, "{}: {}", level(c), failure_message(report, c)).unwrap();
     }
+    for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario) {
+        writeln!(
+            out,
+            "not this record's scenario: ADR-{:04} set {} for another one ({})",
+            c.threshold.adr,
+            c.threshold.metric,
+            c.scenario_diffs.join(", ")
+        )
+        .unwrap();
+    }
     let (blocking, warnings) = (report.blocking_failures(), report.warnings());
     let passed = report.passes();
+    let elsewhere = match report.not_this_scenario() {
+        0 => String::new(),
+        n => format!(", {n} for another scenario"),
+    };
     writeln!(
         out,
-        "gate {}: {}, {passed} passed, {blocking} blocking failed, {}",
+        "gate {}: {}, {passed} passed, {blocking} blocking failed, {}{elsewhere}",
         if report.passed() { "passed" } else { "FAILED" },
         plural(report.checks.len(), "check"),
         plural(warnings, "warning"),

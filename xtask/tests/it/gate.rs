@@ -231,3 +231,118 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
         xtask::thresholds::file::parse(&bench::config::Source::new("gate.toml", text)).unwrap();
     assert_eq!(back, file);
 }
+
+/// gate.toml with one blocking TTFT p99 limit, scoped to `scenario` (TOML inline table items).
+fn write_gate_file(root: &std::path::Path, limit_ms: f64, scenario: &str) {
+    std::fs::create_dir_all(root.join("thresholds")).unwrap();
+    let scenario =
+        if scenario.is_empty() { String::new() } else { format!("scenario = {{ {scenario} }}\n") };
+    let text = format!(
+        "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.p99\"\ncomparator = \"<=\"\n\
+         limit = {limit_ms:?}\nunit = \"ms\"\naction = \"block\"\n{scenario}adr = 3\n\
+         file = \"docs/adr/0003-x.md\"\nline = 40\n"
+    );
+    std::fs::write(root.join("thresholds/gate.toml"), text).unwrap();
+}
+
+#[test]
+fn a_comparison_directory_gates_every_strategy_and_fails_when_one_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let cmp = dir.path().join("cmp");
+    let mut rows = Vec::new();
+    for (strategy, ttft) in [("serial", 900.0), ("continuous", 150.0)] {
+        let s = crate::support::summary(
+            &format!("cmp-{strategy}"),
+            ttft,
+            20.0,
+            0.97,
+            crate::support::engine_params(true, 2048),
+        );
+        let run = cmp.join(strategy);
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("summary.json"), serde_json::to_string(&s).unwrap()).unwrap();
+        rows.push(serde_json::json!({"strategy": strategy, "batching": "-",
+            "run_dir": format!("cmp/{strategy}"), "status": "complete", "ok": 80, "failed": 0}));
+    }
+    let comparison = serde_json::json!({"profile": "default",
+        "engine_config": "configs/engine.toml", "rows": rows, "notes": []});
+    std::fs::write(cmp.join("comparison.json"), comparison.to_string()).unwrap();
+    // serial breaks the 500 ms limit: the comparison fails, naming it.
+    write_gate_file(dir.path(), 500.0, "");
+    let out = crate::support::xtask(dir.path(), &["gate", "cmp"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("gate, strategy serial:"), "{}", out.stdout);
+    assert!(out.stdout.contains("gate, strategy continuous:"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("the gate failed for strategy serial (run cmp-serial)"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("strategy continuous"), "{}", out.stderr);
+    // Both within the limit: passed.
+    write_gate_file(dir.path(), 1000.0, "");
+    let out = crate::support::xtask(dir.path(), &["gate", "cmp"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("gate passed for every run: strategy serial, strategy continuous"));
+}
+
+#[test]
+fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
+    use bench::sweep::{StageResult, SweepSpec, SweepSummary};
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = |name: &str, loads: &[f64]| {
+        let sw = dir.path().join(name);
+        let mut stages = Vec::new();
+        for (i, &load) in loads.iter().enumerate() {
+            let mut s = crate::support::summary(
+                &format!("{name}-{i}"),
+                150.0,
+                20.0,
+                0.97,
+                crate::support::engine_params(true, 2048),
+            );
+            s.config["load"]["concurrency"] = serde_json::json!(load as u64);
+            let stage_dir = format!("stage-0{}-concurrency-{load}", i + 1);
+            std::fs::create_dir_all(sw.join(&stage_dir)).unwrap();
+            std::fs::write(
+                sw.join(&stage_dir).join("summary.json"),
+                serde_json::to_string(&s).unwrap(),
+            )
+            .unwrap();
+            stages.push(StageResult::from_summary(i + 1, load, stage_dir, &s));
+        }
+        let values: Vec<String> = loads.iter().map(|l| l.to_string()).collect();
+        let spec: SweepSpec = format!("concurrency={}", values.join(",")).parse().unwrap();
+        let sweep =
+            SweepSummary::new(name.into(), &spec, Default::default(), Default::default(), stages);
+        bench::sweep::write(&sw, &sweep).unwrap();
+    };
+    sweep_dir("sw", &[16.0, 32.0]);
+    sweep_dir("low", &[16.0]);
+    write_gate_file(dir.path(), 500.0, "\"load.concurrency\" = 32");
+    // The stage at 16 is not the record's scenario (reported, not failed); the stage at 32 is
+    // judged and passes.
+    let out = crate::support::xtask(dir.path(), &["gate", "sw"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("not this record's scenario"), "{}", out.stdout);
+    assert!(out.stdout.contains("load.concurrency 16 (set for 32)"), "{}", out.stdout);
+    // The stage at 32 over the limit fails the sweep.
+    write_gate_file(dir.path(), 100.0, "\"load.concurrency\" = 32");
+    let out = crate::support::xtask(dir.path(), &["gate", "sw"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("stage 2/2 concurrency=32"), "{}", out.stderr);
+    // No stage is the scenario: nothing vouches for it, a failure.
+    write_gate_file(dir.path(), 500.0, "\"load.concurrency\" = 32");
+    let out = crate::support::xtask(dir.path(), &["gate", "low"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("no stage of the sweep is the scenario of ADR-0003 metrics.ttft_ms.p99"),
+        "{}",
+        out.stderr
+    );
+    // A single run of another scenario stays a failure.
+    let out = crate::support::xtask(dir.path(), &["gate", "low/stage-01-concurrency-16"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("FAIL (other scenario)"), "{}", out.stdout);
+}

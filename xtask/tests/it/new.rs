@@ -32,7 +32,17 @@ fn runs() -> (bench::Summary, Vec<bench::Summary>) {
         crate::support::engine_params(true, 2048),
     );
     exp2.server = None; // KV fragmentation not scraped: stays blank, no threshold
+    // The commands that made them (exp1 predates recorded commands: blank).
+    let mut base = base;
+    base.invocation = Some(invocation("cargo xtask bench --profile default --out runs/base"));
+    exp2.invocation = Some(invocation(
+        "cargo xtask bench --profile default --set 'workload.input_lengths=[128,256]' --out runs/exp2",
+    ));
     (base, vec![exp1, exp2])
+}
+
+fn invocation(command: &str) -> bench::summary::Invocation {
+    bench::summary::Invocation { command: command.into(), part: None }
 }
 
 fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize) -> NewAdr<'a> {
@@ -47,6 +57,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         choose,
         run_dirs: &[],
         charts: &[],
+        record_dir: "docs/adr",
     }
 }
 
@@ -192,6 +203,10 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     for (i, load) in [32.0, 128.0].into_iter().enumerate() {
         let mut s = exps[1].clone();
         s.run_id = format!("stage-{i}");
+        s.invocation = Some(bench::summary::Invocation {
+            command: "cargo xtask bench --sweep concurrency=32,128 --out sweep".into(),
+            part: Some(format!("concurrency {}", load as u64)),
+        });
         let stage_dir = format!("stage-0{}-concurrency-{load}", i + 1);
         write_run(&sw.join(&stage_dir), &s);
         let mut r = bench::sweep::StageResult::from_summary(i + 1, load, stage_dir, &s);
@@ -222,7 +237,9 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     let row = |label: &str| {
         text.lines().find(|l| l.starts_with(&format!("| {label}"))).unwrap().to_string()
     };
-    assert!(row("Exp-2").contains("| concurrency 128 |"), "{}", row("Exp-2"));
+    // The sweep's stage is named by its load, in the label and in the knee column.
+    assert!(row("concurrency 128 |").contains("| concurrency 128 |"), "{text}");
+    assert!(!text.contains("Exp-2"), "{text}");
     assert!(
         row("Exp-1").contains("not accepted: numeric pass, engine fail, business skipped"),
         "{}",
@@ -251,9 +268,20 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     );
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let record = std::fs::read_to_string(dir.path().join("docs/adr/0001-from-a-sweep.md")).unwrap();
-    assert!(record.contains("| Baseline | `20250501-base` | `acc/baseline` |"), "{record}");
-    assert!(record.contains("| `sweep/stage-02-concurrency-128` |"), "{record}");
-    assert!(record.contains("Charts the runs wrote: `sweep/sweep.svg`."), "{record}");
+    // Run directories and the chart are links relative to the record (docs/adr/).
+    assert!(
+        record.contains("| Baseline | `20250501-base` | [acc/baseline](../../acc/baseline) |"),
+        "{record}"
+    );
+    assert!(
+        record
+            .contains("| [sweep/stage-02-concurrency-128](../../sweep/stage-02-concurrency-128) |"),
+        "{record}"
+    );
+    assert!(
+        record.contains("Charts the runs wrote: [sweep/sweep.svg](../../sweep/sweep.svg)."),
+        "{record}"
+    );
     insta::with_settings!({filters => vec![(r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]")]}, {
         insta::assert_snapshot!("generated_adr_sweep", record);
     });
@@ -363,6 +391,116 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
     );
     assert!(!text.contains("> **Not like for like:** Exp-1"), "{text}");
     // Each row names its run directory.
-    assert!(text.contains("| Exp-2 | `20250501-exp2` | `runs/exp2` | `default` |"), "{text}");
-    assert!(text.contains("Charts the runs wrote: `runs/sweep/sweep.svg`."), "{text}");
+    assert!(
+        text.contains("| Exp-2 | `20250501-exp2` | [runs/exp2](../../runs/exp2) | `default` |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Charts the runs wrote: [runs/sweep/sweep.svg](../../runs/sweep/sweep.svg)."),
+        "{text}"
+    );
+    // Each row's command, as it can be pasted; blank where the run did not record one.
+    assert!(
+        text.contains(
+            "- Exp-2: `cargo xtask bench --profile default --set 'workload.input_lengths=[128,256]' \
+             --out runs/exp2`\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("- Exp-1: —\n"), "{text}");
+}
+
+/// A workspace whose default profile runs the engine simulator with a small workload, and an
+/// engine config that sets no `[batch]` key.
+fn comparison_workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("configs")).unwrap();
+    std::fs::write(
+        dir.path().join("configs/bench.toml"),
+        "[profile.default.load]\nconcurrency = 4\nwarmup_requests = 0\n\
+         [profile.default.workload]\ninput_lengths = [64, 128]\nrepeats = 4\nmax_tokens = 8\n\
+         [profile.default.sim]\nengine_config = \"configs/engine.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("configs/engine.toml"),
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+         [device]\nname = \"H100-SXM-80GB\"\nprice_per_hour = 2.0\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file() {
+    let ws = comparison_workspace();
+    let root = ws.path();
+    let out = crate::support::xtask(
+        root,
+        &["bench", "-q", "--out", "runs/cmp", "--compare-strategies", "serial,continuous"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Each summary records the variant the simulator ran, the governed file and the command.
+    let s = bench::Summary::read(&root.join("runs/cmp/continuous")).unwrap();
+    let engine = s.engine.as_ref().unwrap();
+    assert_eq!(engine.file, "runs/cmp/engine-continuous.toml");
+    assert_eq!(engine.derived_from.as_deref(), Some("configs/engine.toml"));
+    let keys: Vec<(&str, bool)> =
+        engine.changes.iter().map(|c| (c.key.as_str(), c.from.is_none())).collect();
+    assert_eq!(keys, vec![("batch.strategy", true)]);
+    let invocation = s.invocation.as_ref().unwrap();
+    assert!(
+        invocation
+            .command
+            .ends_with(" bench -q --out runs/cmp --compare-strategies serial,continuous")
+            && invocation.command.starts_with("cargo xtask -C "),
+        "{}",
+        invocation.command
+    );
+    assert_eq!(invocation.part.as_deref(), Some("continuous"));
+
+    // The comparison directory as baseline (its first strategy) and as experiments (the rest).
+    let out = crate::support::xtask(
+        root,
+        &["adr", "new", "Continuous batching", "--baseline", "runs/cmp", "--exp", "runs/cmp"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let path = root.join("docs/adr/0001-continuous-batching.md");
+    let record = std::fs::read_to_string(&path).unwrap();
+    // Rows named by strategy; the decision names the governed file and says the key is added.
+    assert!(record.contains("| Baseline (serial) (simulated) |"), "{record}");
+    assert!(record.contains("| continuous (simulated) |"), "{record}");
+    assert!(!record.contains("Exp-1"), "{record}");
+    assert!(
+        record.contains("- configs/engine.toml: batch.strategy = \"continuous\"\n"),
+        "{record}"
+    );
+    assert!(
+        record.contains(
+            "Added to `configs/engine.toml`, which does not set it yet: `batch.strategy`."
+        ),
+        "{record}"
+    );
+    assert!(record.contains("- remove `batch.strategy` from `configs/engine.toml`"), "{record}");
+    assert!(!record.contains("configs/engine.toml: batch.strategy = \"serial\""), "{record}");
+    assert!(record.contains("| [runs/cmp/continuous](../../runs/cmp/continuous) |"), "{record}");
+    // The decision lines parse and name the governed file.
+    let adr = xtask::adr::parse_adr(&path, &record);
+    let decided: Vec<String> = adr.decisions.iter().map(|d| d.to_string()).collect();
+    assert_eq!(decided, vec!["configs/engine.toml: batch.strategy = \"continuous\""]);
+    let root_text = root.display().to_string();
+    let filters = vec![
+        (r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]"),
+        (root_text.as_str(), "[root]"),
+        (r"\d{8}T\d{6}Z-[0-9a-f]{4}", "[run id]"),
+        (r"\| -?\d+(\.\d+)?( \([^)|]*\))? ", "| [measured] "),
+        (r"`[0-9a-f]{16}` \([^)]*\)", "[environment]"),
+        (r"infergate \d+\.\d+\.\d+", "infergate [version]"),
+        (r"measured -?\d+(\.\d+)?", "measured [value]"),
+        (r"(above|below) \d+(\.\d+)?", "$1 [limit]"),
+        (r"(chosen|reference): [^|\n]*\|", "$1: [conclusion] |"),
+    ];
+    insta::with_settings!({filters => filters}, {
+        insta::assert_snapshot!("generated_adr_strategies", record);
+    });
 }
