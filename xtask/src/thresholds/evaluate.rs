@@ -135,12 +135,19 @@ impl GateReport {
         self.checks.is_empty() && !self.other_profiles.is_empty()
     }
 
-    pub fn passed(&self) -> bool {
-        self.blocking_failures() == 0 && !self.ungoverned()
+    /// An interrupted run measured only part of its planned load: it cannot pass thresholds set
+    /// for the whole load, so a gate with checks to make fails it, whatever its partial numbers
+    /// say (a run stopped early can look better than the full load would have).
+    pub fn partial(&self) -> bool {
+        self.run_status == RunStatus::Interrupted && !self.checks.is_empty()
     }
 
-    /// Exit status: policy violated when a `block` threshold failed, or when no threshold
-    /// applies to the run while other profiles have some.
+    pub fn passed(&self) -> bool {
+        self.blocking_failures() == 0 && !self.ungoverned() && !self.partial()
+    }
+
+    /// Exit status: policy violated when a `block` threshold failed, when no threshold applies
+    /// to the run while other profiles have some, or when the run was interrupted.
     pub fn status(&self) -> Status {
         Status::from_ok(self.passed())
     }

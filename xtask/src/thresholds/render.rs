@@ -98,6 +98,21 @@ pub fn render_github(report: &GateReport) -> String {
         )
         .unwrap();
     }
+    if report.partial() {
+        writeln!(
+            out,
+            "::error title={}::{}",
+            gh_escape("gate: interrupted run", true),
+            gh_escape(
+                &format!(
+                    "run {} was interrupted: only a complete run can pass a gate",
+                    report.run_id
+                ),
+                false
+            )
+        )
+        .unwrap();
+    }
     for c in report.checks.iter().filter(|c| c.failed()) {
         let kind = level(c);
         writeln!(
@@ -122,7 +137,8 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         RunStatus::Complete => {}
         RunStatus::Interrupted => writeln!(
             out,
-            "note: the run was interrupted; its metrics cover part of the planned load"
+            "blocking: the run was interrupted; its metrics cover part of the planned load, and \
+             only a complete run can pass a gate (rerun it)"
         )
         .unwrap(),
         RunStatus::Failed => {

@@ -107,6 +107,36 @@ fn a_metric_the_run_lacks_fails() {
     assert_eq!(report.checks[0].verdict, Verdict::Missing);
 }
 
+/// An interrupted run measured part of its planned load: whatever its partial numbers, it does
+/// not pass a gate (exit 1), and the report and the annotations say why.
+#[test]
+fn an_interrupted_run_never_passes_a_gate() {
+    let mut s = crate::support::summary(
+        "run-i",
+        180.0,
+        20.0,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
+    let t =
+        gate(vec![threshold("metrics.ttft_ms.p99", Comparator::Le, 500.0, "ms", Action::Block, 3)]);
+    assert!(evaluate(&s, &t).passed(), "the complete run passes");
+    s.status = bench::summary::RunStatus::Interrupted;
+    let report = evaluate(&s, &t);
+    assert_eq!(report.checks[0].verdict, Verdict::Pass, "its number is within the limit");
+    assert!(!report.passed());
+    assert_eq!(report.status(), xtask::exit::Status::PolicyViolated);
+    let text = xtask::thresholds::render::render_report(&report, true);
+    assert!(text.contains("blocking: the run was interrupted"), "{text}");
+    assert!(text.contains("gate FAILED"), "{text}");
+    assert!(
+        text.contains("::error title=gate%3A interrupted run::run run-i was interrupted"),
+        "{text}"
+    );
+    // With no threshold to check there is nothing to fail.
+    assert!(evaluate(&s, &gate(vec![])).passed());
+}
+
 #[test]
 fn the_report_and_annotations() {
     let mut s = crate::support::summary(
