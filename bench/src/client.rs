@@ -394,6 +394,9 @@ impl Exchange {
             token_source: r.token_source,
             content_events: r.content_events,
             count_mismatch: r.count_mismatch,
+            rejected_usage: r.rejected_usage,
+            stream_violations: r.integrity.by_kind(),
+            unexpected_body: r.unexpected_body,
             itl_ms: r.itl_ms.into_iter().map(round_us).collect(),
             queue_ms: self.queue_ms,
             server_timings: r.server_timings,
@@ -594,10 +597,16 @@ impl Client {
     /// announce keep-alive; a request sent on it before the close is noticed fails without the
     /// server reading it. On a plain-HTTP target without a proxy this is observed on one
     /// connection driven by hand; otherwise two requests in a row through the pool tell.
-    async fn keeps_connections_alive(&self, url: &str, body: &Value) -> bool {
-        match self.connection_survives(url, body).await {
+    /// `words`: what the server's first answer said about keeping the connection.
+    async fn keeps_connections_alive(
+        &self,
+        url: &str,
+        body: &Value,
+        words: &mut Option<KeepAliveWords>,
+    ) -> bool {
+        match self.connection_survives(url, body, words).await {
             Some(kept) => kept,
-            None => self.pooled_requests_succeed(url, body).await,
+            None => self.pooled_requests_succeed(url, body, words).await,
         }
     }
 
@@ -605,7 +614,12 @@ impl Client {
     /// after the first response (within a grace period for its close to arrive) or the second
     /// request fails on it, `Some(true)` when both are answered on it, `None` when this cannot
     /// be observed directly (https, a proxy, the server unreachable or too slow).
-    async fn connection_survives(&self, url: &str, body: &Value) -> Option<bool> {
+    async fn connection_survives(
+        &self,
+        url: &str,
+        body: &Value,
+        words: &mut Option<KeepAliveWords>,
+    ) -> Option<bool> {
         use http_body_util::{BodyExt, Full};
         use hyper_util::rt::TokioIo;
 
@@ -657,6 +671,7 @@ impl Client {
                 type BoxError = Box<dyn std::error::Error + Send + Sync>;
                 let answered = match tokio::time::timeout(ANSWER_TIMEOUT, async {
                     let resp = sender.send_request(req).await.map_err(BoxError::from)?;
+                    words.get_or_insert(keep_alive_words(resp.version(), resp.headers()));
                     let ok = resp.status().is_success();
                     let body = http_body_util::Limited::new(resp.into_body(), PREFLIGHT_BODY_BYTES);
                     match body.collect().await {
@@ -688,7 +703,12 @@ impl Client {
     }
 
     /// Two one-token requests in a row through the connection pool.
-    async fn pooled_requests_succeed(&self, url: &str, body: &Value) -> bool {
+    async fn pooled_requests_succeed(
+        &self,
+        url: &str,
+        body: &Value,
+        words: &mut Option<KeepAliveWords>,
+    ) -> bool {
         for _ in 0..2 {
             let sent = self
                 .http
@@ -700,6 +720,7 @@ impl Client {
                 .await;
             match sent {
                 Ok(resp) => {
+                    words.get_or_insert(keep_alive_words(resp.version(), resp.headers()));
                     // Read to the end (up to what is kept) so the connection is reusable.
                     read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(60)).await;
                 }
@@ -797,11 +818,10 @@ impl Client {
         if (200..300).contains(&status) {
             let mut b = probe.body(field);
             b["stream"] = json!(stream);
-            reuse_connections = self.keeps_connections_alive(&url, &b).await;
+            let mut words = None;
+            reuse_connections = self.keeps_connections_alive(&url, &b, &mut words).await;
             if !reuse_connections {
-                notes.push(
-                    "the server closes connections after each response although it announces keep-alive: every request opens a new connection (its setup is inside TTFT)".into(),
-                );
+                notes.push(closes_connections_note(words));
             }
         }
         let client = if reuse_connections { self.clone() } else { self.without_reuse()? };
@@ -938,6 +958,7 @@ impl Client {
     /// timestamped on arrival (before JSON parsing) on the run clock.
     pub async fn execute(&self, call: Call<'_>, mut phase: watch::Receiver<Phase>) -> Exchange {
         let Call { url, body, stream, request_id, clock, capture_text } = call;
+        let sent_body = body.clone();
         let deadline = Instant::now() + self.opts.request_timeout;
         let sent = Instant::now();
         let req = self
@@ -998,13 +1019,16 @@ impl Client {
             ex.status = Some(status);
             return ex;
         }
-        if !stream {
-            let (result, end) =
-                self.read_body(&mut resp, deadline, &mut abort, clock, capture_text).await;
-            return Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end };
-        }
-        let result = self.read_stream(&mut resp, deadline, &mut abort, clock, capture_text).await;
-        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end: Instant::now() }
+        let (mut result, end) = if stream {
+            let result =
+                self.read_stream(&mut resp, deadline, &mut abort, clock, capture_text).await;
+            (result, Instant::now())
+        } else {
+            self.read_body(&mut resp, deadline, &mut abort, clock, capture_text).await
+        };
+        // After the response: the body is parsed again outside every measured time.
+        result.check_usage(stream, sent_max_tokens(&sent_body));
+        Exchange { sent: Some(sent), status: Some(status), queue_ms, result, end }
     }
 
     /// A whole (non-streamed) body, parsed when it arrived complete; with the time it ended.
@@ -1066,6 +1090,12 @@ impl Client {
         clock: Instant,
         capture_text: bool,
     ) -> ResponseResult {
+        let header =
+            |name| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let (encoding, content_type) =
+            (header(reqwest::header::CONTENT_ENCODING), header(CONTENT_TYPE));
+        // The body's first bytes, to say what it was when it was no event stream.
+        let mut head = Vec::with_capacity(openai::SNIFF_BYTES);
         let mut parser = SseParser::with_limit(self.opts.max_event_bytes);
         let mut tracker = StreamTracker::new(capture_text).with_redactor(self.redactor.clone());
         let mut items = Vec::with_capacity(8);
@@ -1075,6 +1105,8 @@ impl Client {
                 Ok(bytes) => {
                     // The arrival time of these bytes stamps every event they complete.
                     let t = (Instant::now() - clock).as_secs_f64() * 1000.0;
+                    let room = openai::SNIFF_BYTES - head.len();
+                    head.extend_from_slice(&bytes[..room.min(bytes.len())]);
                     items.clear();
                     parser.feed(&bytes, &mut items);
                     for item in items.drain(..) {
@@ -1105,6 +1137,14 @@ impl Client {
             other => other,
         };
         let mut result = tracker.finish(end);
+        if result.class == Outcome::Truncated && result.content_events == 0 {
+            let kind = openai::recognise_body(encoding.as_deref(), content_type.as_deref(), &head);
+            if let Some(kind) = kind {
+                result.unexpected_body = Some(kind);
+                let why = result.error.take().unwrap_or_default();
+                result.error = Some(format!("{why}: {}", kind.hint()));
+            }
+        }
         self.redact_result(&mut result);
         result
     }
@@ -1145,6 +1185,66 @@ impl Client {
         } else {
             format!("no bytes for {:?} (stall timeout)", self.opts.stall_timeout)
         }
+    }
+}
+
+/// What a server's answer said about keeping its connection open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeepAliveWords {
+    /// HTTP/1.0 without `Connection: keep-alive`: that protocol closes after each response.
+    Http10,
+    /// `Connection: close`.
+    Close,
+    /// Keep-alive: HTTP/1.1 without `Connection: close`, or HTTP/1.0 with `Connection: keep-alive`.
+    KeepAlive,
+}
+
+fn keep_alive_words(version: reqwest::Version, headers: &HeaderMap) -> KeepAliveWords {
+    let says = |token: &str| {
+        headers.get_all(reqwest::header::CONNECTION).iter().any(|v| {
+            v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+        })
+    };
+    if says("close") {
+        KeepAliveWords::Close
+    } else if version <= reqwest::Version::HTTP_10 && !says("keep-alive") {
+        KeepAliveWords::Http10
+    } else {
+        KeepAliveWords::KeepAlive
+    }
+}
+
+/// The summary's note on a server that closes its connections, in the words its answers used.
+fn closes_connections_note(words: Option<KeepAliveWords>) -> String {
+    let why = match words {
+        Some(KeepAliveWords::Http10) => {
+            "the server speaks HTTP/1.0, which closes the connection after each response"
+        }
+        Some(KeepAliveWords::Close) => {
+            "the server closes connections after each response (it answers `Connection: close`)"
+        }
+        Some(KeepAliveWords::KeepAlive) => {
+            "the server closes connections after each response although it announces keep-alive"
+        }
+        None => "the server closes connections after each response",
+    };
+    format!("{why}: every request opens a new connection (its setup is inside TTFT)")
+}
+
+/// The output-length limit a request body sent (`max_tokens` or `max_completion_tokens`, the
+/// lower when both), read back from the bytes that went out.
+fn sent_max_tokens(body: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Limits {
+        #[serde(default)]
+        max_tokens: Option<u64>,
+        #[serde(default)]
+        max_completion_tokens: Option<u64>,
+    }
+    let l: Limits = serde_json::from_slice(body).ok()?;
+    match (l.max_tokens, l.max_completion_tokens) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -1324,6 +1424,42 @@ mod tests {
         assert_eq!(offered_models(&reply(200, Some(body))), Ok(Some(list)));
         assert_eq!(offered_models(&reply(404, None)), Ok(None));
         assert_eq!(offered_models(&reply(401, None)), Err(401));
+    }
+
+    #[test]
+    fn the_note_on_closed_connections_quotes_what_the_server_said() {
+        use reqwest::Version;
+        let headers = |v: Option<&str>| {
+            let mut h = HeaderMap::new();
+            if let Some(v) = v {
+                h.insert(reqwest::header::CONNECTION, HeaderValue::from_str(v).unwrap());
+            }
+            h
+        };
+        let words = |v, h| keep_alive_words(v, &headers(h));
+        assert_eq!(words(Version::HTTP_10, None), KeepAliveWords::Http10);
+        assert_eq!(words(Version::HTTP_10, Some("Keep-Alive")), KeepAliveWords::KeepAlive);
+        assert_eq!(words(Version::HTTP_11, None), KeepAliveWords::KeepAlive);
+        assert_eq!(words(Version::HTTP_11, Some("upgrade, Close")), KeepAliveWords::Close);
+        assert_eq!(words(Version::HTTP_10, Some("close")), KeepAliveWords::Close);
+        let note = closes_connections_note(Some(KeepAliveWords::Http10));
+        assert!(note.starts_with("the server speaks HTTP/1.0") && !note.contains("keep-alive"));
+        let note = closes_connections_note(Some(KeepAliveWords::Close));
+        assert!(note.contains("`Connection: close`") && !note.contains("announces"), "{note}");
+        assert!(
+            closes_connections_note(Some(KeepAliveWords::KeepAlive))
+                .contains("although it announces keep-alive")
+        );
+        assert!(!closes_connections_note(None).contains("announces"));
+    }
+
+    #[test]
+    fn the_max_tokens_a_body_sent_is_read_back() {
+        assert_eq!(sent_max_tokens(br#"{"model":"m","max_tokens":16,"prompt":"x"}"#), Some(16));
+        assert_eq!(sent_max_tokens(br#"{"max_completion_tokens":8}"#), Some(8));
+        assert_eq!(sent_max_tokens(br#"{"max_tokens":9,"max_completion_tokens":8}"#), Some(8));
+        assert_eq!(sent_max_tokens(br#"{"model":"m"}"#), None);
+        assert_eq!(sent_max_tokens(b"not json"), None);
     }
 
     #[test]

@@ -179,6 +179,17 @@ pub struct RequestCounts {
     pub warmup: u64,
     /// Measured requests by outcome class.
     pub by_class: BTreeMap<String, u64>,
+    /// Measured requests whose stream broke the protocol at least once (they keep their class).
+    #[serde(default)]
+    pub stream_violations: u64,
+    /// Measured requests with each kind of violation (`content_after_finish`,
+    /// `interleaved_choices`, ...; kinds that did not occur are left out).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stream_violation_kinds: BTreeMap<String, u64>,
+    /// Measured requests whose body was recognised as something else than an event stream
+    /// (`gzip`, `html`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unexpected_bodies: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -193,6 +204,14 @@ pub struct TokenCounts {
     pub from_chunks: u64,
     /// Ok requests where usage and the content-event count disagree (several tokens per chunk).
     pub count_mismatches: u64,
+    /// Ok requests whose `usage.completion_tokens` contradicted the response and was not used
+    /// (their records' `rejected_usage`).
+    #[serde(default)]
+    pub usage_rejected: u64,
+    /// Token counts whose sum went past the largest count (2^64 - 1): the totals they belong to
+    /// are blank rather than wrapped.
+    #[serde(default)]
+    pub overflows: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -273,8 +292,9 @@ pub struct MetricsAccumulator {
     tokens: TokenCounts,
     input_seen: bool,
     output_seen: bool,
-    input_total: u64,
-    output_total: u64,
+    /// Sums of the ok requests' counts; `None` once a sum overflowed.
+    input_total: Option<u64>,
+    output_total: Option<u64>,
     slo_met: u64,
     slo_unknown: bool,
     window_start: Option<f64>,
@@ -309,8 +329,8 @@ impl MetricsAccumulator {
             tokens: TokenCounts::default(),
             input_seen: false,
             output_seen: false,
-            input_total: 0,
-            output_total: 0,
+            input_total: Some(0),
+            output_total: Some(0),
             slo_met: 0,
             slo_unknown: false,
             window_start: None,
@@ -334,7 +354,7 @@ impl MetricsAccumulator {
         });
         if r.class == Outcome::Ok {
             self.run.ok_output_tokens = match (self.run.ok_output_tokens, r.output_tokens) {
-                (Some(t), Some(n)) => Some(t + n),
+                (Some(t), Some(n)) => t.checked_add(n),
                 _ => None,
             };
         }
@@ -354,6 +374,7 @@ impl MetricsAccumulator {
                 self.lag.record(lag);
             }
         }
+        self.count_stream(r);
         if r.class != Outcome::Ok {
             self.counts.failed += 1;
             return;
@@ -376,11 +397,14 @@ impl MetricsAccumulator {
         }
         if let Some(n) = r.input_tokens {
             self.input_seen = true;
-            self.input_total += n;
+            self.input_total = self.checked_sum(self.input_total, n);
         }
         if let Some(n) = r.output_tokens {
             self.output_seen = true;
-            self.output_total += n;
+            self.output_total = self.checked_sum(self.output_total, n);
+        }
+        if r.rejected_usage.is_some() {
+            self.tokens.usage_rejected += 1;
         }
         match r.token_source {
             Some(TokenSource::Usage) => self.tokens.from_usage += 1,
@@ -397,6 +421,30 @@ impl MetricsAccumulator {
         }
     }
 
+    /// `total + n`, or `None` (counted in `tokens.overflows`) when it does not fit.
+    fn checked_sum(&mut self, total: Option<u64>, n: u64) -> Option<u64> {
+        let sum = total?.checked_add(n);
+        if sum.is_none() {
+            self.tokens.overflows += 1;
+        }
+        sum
+    }
+
+    /// A measured request's stream violations and unexpected body, whatever its class.
+    fn count_stream(&mut self, r: &RequestRecord) {
+        if !r.stream_violations.is_empty() {
+            self.counts.stream_violations += 1;
+            for (kind, n) in r.stream_violations.kinds() {
+                if n > 0 {
+                    *self.counts.stream_violation_kinds.entry(kind.to_string()).or_default() += 1;
+                }
+            }
+        }
+        if let Some(kind) = r.unexpected_body {
+            *self.counts.unexpected_bodies.entry(kind.name().to_string()).or_default() += 1;
+        }
+    }
+
     /// Measured requests seen so far, and how many of them were ok.
     pub fn progress(&self) -> (u64, u64) {
         (self.counts.total, self.counts.ok)
@@ -409,14 +457,21 @@ impl MetricsAccumulator {
         };
         let per_s = |n: u64| duration_s.map(|d| round6(n as f64 / d));
         let has_ok = self.counts.ok > 0;
+        let input_total = self.input_total.filter(|_| has_ok && self.input_seen);
+        let output_total = self.output_total.filter(|_| has_ok && self.output_seen);
+        let mut tokens = TokenCounts { input_total, output_total, ..self.tokens.clone() };
+        let all_tokens = match (input_total, output_total) {
+            (Some(i), Some(o)) => {
+                let sum = i.checked_add(o);
+                tokens.overflows += u64::from(sum.is_none());
+                sum
+            }
+            _ => None,
+        };
         let throughput = Throughput {
             requests_per_s: per_s(self.counts.ok),
-            output_tokens_per_s: if self.output_seen { per_s(self.output_total) } else { None },
-            total_tokens_per_s: if self.output_seen && self.input_seen {
-                per_s(self.output_total + self.input_total)
-            } else {
-                None
-            },
+            output_tokens_per_s: output_total.and_then(per_s),
+            total_tokens_per_s: all_tokens.and_then(per_s),
         };
         let goodput = if self.slo.is_empty() || self.slo_unknown || self.counts.total == 0 {
             Goodput { slo: self.slo.clone(), ..Goodput::default() }
@@ -440,11 +495,7 @@ impl MetricsAccumulator {
         };
         RunMetrics {
             requests: self.counts.clone(),
-            tokens: TokenCounts {
-                input_total: (has_ok && self.input_seen).then_some(self.input_total),
-                output_total: (has_ok && self.output_seen).then_some(self.output_total),
-                ..self.tokens.clone()
-            },
+            tokens,
             latency: LatencyMetrics {
                 ttft_ms: self.ttft.stats(),
                 tpot_ms: self.tpot.stats(),
@@ -463,6 +514,47 @@ impl MetricsAccumulator {
             schedule: ScheduleStats { lag_ms: self.lag.stats(), requested_rate, achieved_rate },
         }
     }
+}
+
+/// The summary's notes on what the server sent: requests that broke the streaming protocol,
+/// bodies that were no event stream, usage counts set aside, token sums that overflowed.
+pub fn stream_notes(requests: &RequestCounts, tokens: &TokenCounts) -> Vec<String> {
+    let kinds = |m: &BTreeMap<String, u64>| {
+        m.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
+    };
+    let mut notes = Vec::new();
+    if requests.stream_violations > 0 {
+        notes.push(format!(
+            "{} request(s) broke the streaming protocol ({}): counted in each record's \
+             stream_violations, not failed; only the content of choice 0 is measured",
+            requests.stream_violations,
+            kinds(&requests.stream_violation_kinds)
+        ));
+    }
+    let unexpected: u64 = requests.unexpected_bodies.values().sum();
+    if unexpected > 0 {
+        notes.push(format!(
+            "{unexpected} request(s) got a body that is no event stream ({}): classed truncated; \
+             a proxy or gateway between the bench and the server is the usual cause",
+            kinds(&requests.unexpected_bodies)
+        ));
+    }
+    if tokens.usage_rejected > 0 {
+        notes.push(format!(
+            "{} request(s) reported a usage.completion_tokens that contradicts the response (more \
+             than the request's max_tokens, or more than {} per content event): their output \
+             counts are the stream's own, and records keep the reported one as rejected_usage",
+            tokens.usage_rejected,
+            crate::openai::MAX_TOKENS_PER_EVENT
+        ));
+    }
+    if tokens.overflows > 0 {
+        notes.push(format!(
+            "{} token sum(s) went past 2^64 - 1: the totals they belong to are blank",
+            tokens.overflows
+        ));
+    }
+    notes
 }
 
 fn round6(v: f64) -> f64 {
@@ -495,6 +587,9 @@ mod tests {
             token_source: Some(TokenSource::Usage),
             content_events: gaps.len() as u64 + 1,
             count_mismatch: false,
+            rejected_usage: None,
+            stream_violations: Default::default(),
+            unexpected_body: None,
             itl_ms: gaps.to_vec(),
             queue_ms: None,
             server_timings: None,
@@ -550,6 +645,68 @@ mod tests {
         assert_eq!(m.goodput.requests, Some(1));
         assert!((m.goodput.ratio.unwrap() - 1.0 / 3.0).abs() < 1e-6);
         assert_eq!(m.tokens.output_total, Some(6));
+    }
+
+    #[test]
+    fn token_sums_that_overflow_are_counted_and_blank_never_wrapped() {
+        let mut acc = MetricsAccumulator::new(Slo::default());
+        acc.add(&ok_record(0, 0.0, 50.0, &[10.0], u64::MAX - 1));
+        let m = acc.finish(None);
+        assert_eq!((m.tokens.output_total, m.tokens.overflows), (Some(u64::MAX - 1), 1));
+        assert_eq!(m.throughput.total_tokens_per_s, None, "output + input overflowed");
+        acc.add(&ok_record(1, 0.0, 50.0, &[10.0], 2));
+        let m = acc.finish(None);
+        assert_eq!(m.tokens.output_total, None);
+        assert_eq!(m.throughput.output_tokens_per_s, None);
+        assert_eq!(m.tokens.overflows, 1, "the output sum overflowed once; no total sum was made");
+        assert_eq!(acc.run_totals().ok_output_tokens, None);
+        let notes = stream_notes(&m.requests, &m.tokens);
+        assert_eq!(
+            notes,
+            vec!["1 token sum(s) went past 2^64 - 1: the totals they belong to are blank"]
+        );
+    }
+
+    #[test]
+    fn stream_violations_unexpected_bodies_and_rejected_usage_are_counted_per_request() {
+        let mut acc = MetricsAccumulator::new(Slo::default());
+        let mut r = ok_record(0, 0.0, 50.0, &[10.0], 2);
+        r.stream_violations.content_after_finish = 3;
+        r.stream_violations.interleaved_choices = 1;
+        r.rejected_usage = Some(u64::MAX);
+        acc.add(&r);
+        let mut failed = ok_record(1, 0.0, 50.0, &[10.0], 2);
+        failed.class = Outcome::Truncated;
+        failed.stream_violations.interleaved_choices = 2;
+        failed.unexpected_body = Some(crate::record::UnexpectedBody::Html);
+        acc.add(&failed);
+        acc.add(&ok_record(2, 0.0, 50.0, &[10.0], 2));
+        let m = acc.finish(None);
+        assert_eq!(m.requests.stream_violations, 2);
+        let kinds: Vec<_> = m.requests.stream_violation_kinds.iter().collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (&"content_after_finish".to_string(), &1),
+                (&"interleaved_choices".to_string(), &2)
+            ]
+        );
+        assert_eq!(m.requests.unexpected_bodies.get("html"), Some(&1));
+        assert_eq!((m.tokens.usage_rejected, m.tokens.output_total), (1, Some(4)));
+        let notes = stream_notes(&m.requests, &m.tokens);
+        assert_eq!(notes.len(), 3, "{notes:?}");
+        assert!(notes[0].starts_with("2 request(s) broke the streaming protocol (content_after_finish: 1, interleaved_choices: 2)"), "{}", notes[0]);
+        assert!(
+            notes[1].starts_with("1 request(s) got a body that is no event stream (html: 1)"),
+            "{}",
+            notes[1]
+        );
+        assert!(
+            notes[2].starts_with("1 request(s) reported a usage.completion_tokens"),
+            "{}",
+            notes[2]
+        );
+        assert!(stream_notes(&RequestCounts::default(), &TokenCounts::default()).is_empty());
     }
 
     #[test]

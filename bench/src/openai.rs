@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use crate::outcome::Outcome;
-use crate::record::{ServerTimings, TokenSource};
+use crate::record::{ServerTimings, StreamViolations, TokenSource, UnexpectedBody};
 use crate::redact::Redactor;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -91,7 +91,9 @@ pub struct StreamIntegrity {
     pub events_after_done: u64,
     /// Content after the choice reported a finish reason.
     pub content_after_finish: u64,
-    /// Chunks whose choice index differs from the first one seen.
+    /// Chunks carrying a choice other than index 0, or several choices (interleaved choices:
+    /// requests send no `n`, so a server may stream one choice, index 0). Only the first choice
+    /// index seen is measured.
     pub choice_index_changes: u64,
     /// Events that are comments (`: ping`).
     pub comments: u64,
@@ -113,6 +115,18 @@ impl StreamIntegrity {
             + self.duplicated_events
             + self.reordered_events
             + self.missing_done
+    }
+
+    /// The violations of this stream by kind, as a request's record keeps them.
+    pub fn by_kind(&self) -> StreamViolations {
+        StreamViolations {
+            content_after_finish: self.content_after_finish,
+            interleaved_choices: self.choice_index_changes,
+            events_after_done: self.events_after_done,
+            duplicated_events: self.duplicated_events,
+            reordered_events: self.reordered_events,
+            missing_done: self.missing_done,
+        }
     }
 
     /// Add another stream's counts.
@@ -165,12 +179,17 @@ pub struct ResponseResult {
     pub prompt_tokens: Option<u64>,
     pub token_source: Option<TokenSource>,
     pub count_mismatch: bool,
+    /// `usage.completion_tokens` the server reported that contradicts the response (see
+    /// [`usage_contradicts`]): not used.
+    pub rejected_usage: Option<u64>,
     pub finish_reason: Option<String>,
     pub server_timings: Option<ServerTimings>,
     pub integrity: StreamIntegrity,
     pub done_seen: bool,
     /// Generated text, when capture was requested.
     pub text: Option<String>,
+    /// What came instead of an event stream, when it was recognised (gzip, HTML).
+    pub unexpected_body: Option<UnexpectedBody>,
 }
 
 impl ResponseResult {
@@ -192,13 +211,95 @@ impl ResponseResult {
             prompt_tokens: None,
             token_source: None,
             count_mismatch: false,
+            rejected_usage: None,
             finish_reason: None,
             server_timings: None,
             integrity: StreamIntegrity::default(),
             done_seen: false,
             text: None,
+            unexpected_body: None,
         }
     }
+
+    /// Set aside a `usage.completion_tokens` that contradicts the response (see
+    /// [`usage_contradicts`]; `streamed`: the response was an event stream, whose content events
+    /// bound the count; `max_tokens`: the limit the request sent). The reported count moves to
+    /// `rejected_usage`; the output count becomes the stream's own (its content events), or
+    /// blank for a whole body, whose content cannot be counted in tokens.
+    pub fn check_usage(&mut self, streamed: bool, max_tokens: Option<u64>) {
+        let (Some(reported), Some(TokenSource::Usage)) = (self.output_tokens, self.token_source)
+        else {
+            return;
+        };
+        let events = streamed.then_some(self.content_events);
+        if !usage_contradicts(reported, events, max_tokens) {
+            return;
+        }
+        self.rejected_usage = Some(reported);
+        self.count_mismatch = false;
+        (self.output_tokens, self.token_source) = match events {
+            Some(n) if n > 0 => (Some(n), Some(TokenSource::Chunks)),
+            _ => (None, None),
+        };
+    }
+}
+
+/// The most output tokens one content event of a stream is believed to carry. Engines send one
+/// event per decoding step or a few steps (speculative decoding, a stream interval), a handful
+/// of tokens; a server reporting more per event than this is not counting what it streamed.
+pub const MAX_TOKENS_PER_EVENT: u64 = 256;
+
+/// Whether a reported `usage.completion_tokens` contradicts the response: more than the
+/// `max_tokens` the request sent (when it sent one), or, for a stream with `content_events`,
+/// more than [`MAX_TOKENS_PER_EVENT`] per content event.
+pub fn usage_contradicts(
+    reported: u64,
+    content_events: Option<u64>,
+    max_tokens: Option<u64>,
+) -> bool {
+    max_tokens.is_some_and(|m| reported > m)
+        || content_events.is_some_and(|e| reported > e.saturating_mul(MAX_TOKENS_PER_EVENT))
+}
+
+impl UnexpectedBody {
+    /// What a request's error text says about such a body.
+    pub fn hint(self) -> &'static str {
+        match self {
+            UnexpectedBody::Gzip => {
+                "the body is gzip-compressed (Content-Encoding: gzip or gzip's magic bytes), which \
+                 the client did not ask for: a proxy or the server compressed the event stream"
+            }
+            UnexpectedBody::Html => "the body is an HTML page (a proxy or gateway answered?)",
+        }
+    }
+}
+
+/// How many of a body's first bytes [`recognise_body`] looks at.
+pub const SNIFF_BYTES: usize = 64;
+
+/// A body that is not an event stream, recognised by its `Content-Encoding`, its `Content-Type`
+/// or its first bytes (`head`, up to [`SNIFF_BYTES`]): gzip (`1f 8b`) or an HTML page
+/// (`<!doctype html` or `<html`, after white space, any case).
+pub fn recognise_body(
+    content_encoding: Option<&str>,
+    content_type: Option<&str>,
+    head: &[u8],
+) -> Option<UnexpectedBody> {
+    let has =
+        |v: Option<&str>, what: &str| v.is_some_and(|v| v.to_ascii_lowercase().contains(what));
+    if has(content_encoding, "gzip") || head.starts_with(&[0x1f, 0x8b]) {
+        return Some(UnexpectedBody::Gzip);
+    }
+    let text = String::from_utf8_lossy(head)
+        .trim_start_matches(['\u{feff}', ' ', '\t', '\r', '\n'])
+        .to_ascii_lowercase();
+    if has(content_type, "text/html")
+        || text.starts_with("<!doctype html")
+        || text.starts_with("<html")
+    {
+        return Some(UnexpectedBody::Html);
+    }
+    None
 }
 
 /// Follows one streamed response event by event. Times are the arrival times of the bytes that
@@ -324,13 +425,16 @@ impl StreamTracker {
             });
         }
         let mut has_output = false;
-        for choice in chunk.choices.iter().flatten() {
-            if let Some(i) = choice.index {
-                match self.first_index {
-                    None => self.first_index = Some(i),
-                    Some(first) if first != i => self.integrity.choice_index_changes += 1,
-                    _ => {}
-                }
+        let choices = chunk.choices.as_deref().unwrap_or_default();
+        if choices.len() > 1 || choices.iter().any(|c| c.index.unwrap_or(0) != 0) {
+            self.integrity.choice_index_changes += 1;
+        }
+        for choice in choices {
+            // The first choice seen is the one measured; another one's content is counted as
+            // interleaved (above), never measured.
+            let index = choice.index.unwrap_or(0);
+            if *self.first_index.get_or_insert(index) != index {
+                continue;
             }
             let out =
                 choice.delta.as_ref().or(choice.message.as_ref()).is_some_and(Delta::has_output)
@@ -420,7 +524,7 @@ impl StreamTracker {
             }
             None => (None, None),
         };
-        ResponseResult {
+        let mut result = ResponseResult {
             class,
             error,
             first_token_ms: self.first,
@@ -431,12 +535,17 @@ impl StreamTracker {
             prompt_tokens: self.usage.and_then(|u| u.prompt_tokens),
             token_source,
             count_mismatch: usage_tokens.is_some_and(|n| n != self.content_events),
+            rejected_usage: None,
             finish_reason: self.finish_reason,
             server_timings: self.timings,
             integrity: self.integrity,
             done_seen: self.done,
             text: self.text,
-        }
+            unexpected_body: None,
+        };
+        // The request's max_tokens is the caller's to add (`check_usage` again).
+        result.check_usage(true, None);
+        result
     }
 }
 
@@ -645,9 +754,157 @@ mod tests {
             EOF,
         );
         assert_eq!(r.class, Outcome::Ok);
-        assert_eq!(r.integrity.content_after_finish, 2);
+        assert_eq!(r.integrity.content_after_finish, 1, "choice 1's content is not measured");
         assert_eq!(r.integrity.choice_index_changes, 1);
         assert_eq!(r.integrity.events_after_done, 1);
+        assert_eq!(r.text.as_deref(), Some("aa"));
+        assert_eq!(r.integrity.by_kind().interleaved_choices, 1);
+    }
+
+    #[test]
+    fn interleaved_choices_are_violations_and_only_the_first_choice_is_measured() {
+        let both = r#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"X"}}]}"#;
+        let one = r#"{"choices":[{"index":1,"delta":{"content":"Y"}}]}"#;
+        let b = tok("b");
+        let r = run(
+            &[
+                ("message", both, 1.0),
+                ("message", one, 2.0),
+                ("message", &b, 3.0),
+                ("message", FINISH, 4.0),
+                ("message", "[DONE]", 4.0),
+            ],
+            EOF,
+        );
+        assert_eq!(r.class, Outcome::Ok, "the content arrived: counted, not failed");
+        assert_eq!(r.integrity.choice_index_changes, 2);
+        assert_eq!((r.content_events, r.text.as_deref()), (2, Some("ab")));
+        assert_eq!(r.itl_ms, vec![2.0], "choice 1's events are no gaps of choice 0");
+        // A server numbering its one choice 1: every chunk is a violation, the choice measured.
+        let r =
+            run(&[("message", one, 1.0), ("message", one, 2.0), ("message", "[DONE]", 3.0)], EOF);
+        assert_eq!(
+            (r.class, r.content_events, r.integrity.choice_index_changes),
+            (Outcome::Ok, 2, 2)
+        );
+    }
+
+    fn usage(n: u64) -> String {
+        format!(r#"{{"choices":[],"usage":{{"prompt_tokens":5,"completion_tokens":{n}}}}}"#)
+    }
+
+    #[test]
+    fn usage_that_contradicts_the_stream_is_set_aside_for_the_streams_own_count() {
+        let (a, b, c) = (tok("a"), tok("b"), tok("c"));
+        let stream = |n: u64| {
+            let u = usage(n);
+            run(
+                &[
+                    ("message", &a, 10.0),
+                    ("message", &b, 20.0),
+                    ("message", &c, 30.0),
+                    ("message", FINISH, 30.0),
+                    ("message", &u, 30.0),
+                    ("message", "[DONE]", 30.0),
+                ],
+                EOF,
+            )
+        };
+        // Plausible: several tokens per event is what usage is for.
+        let r = stream(3 * MAX_TOKENS_PER_EVENT);
+        assert_eq!((r.output_tokens, r.token_source), (Some(768), Some(TokenSource::Usage)));
+        assert!(r.count_mismatch && r.rejected_usage.is_none());
+        for reported in [3 * MAX_TOKENS_PER_EVENT + 1, 1_000_000_000, u64::MAX] {
+            let mut r = stream(reported);
+            assert_eq!(r.class, Outcome::Ok);
+            assert_eq!(r.rejected_usage, Some(reported));
+            assert_eq!((r.output_tokens, r.token_source), (Some(3), Some(TokenSource::Chunks)));
+            assert!(!r.count_mismatch);
+            r.check_usage(true, Some(4));
+            assert_eq!(r.rejected_usage, Some(reported), "checking twice changes nothing");
+        }
+        // Past the request's max_tokens, within the per-event bound.
+        let mut r = stream(5);
+        r.check_usage(true, Some(4));
+        assert_eq!((r.rejected_usage, r.output_tokens), (Some(5), Some(3)));
+        let mut r = stream(4);
+        r.check_usage(true, Some(4));
+        assert_eq!((r.rejected_usage, r.output_tokens), (None, Some(4)));
+        // A whole body: only max_tokens bounds it, and a rejected count leaves it blank.
+        let body = |n: u64| {
+            format!(
+                r#"{{"choices":[{{"index":0,"message":{{"content":"hi"}},"finish_reason":"stop"}}],"usage":{{"completion_tokens":{n}}}}}"#
+            )
+        };
+        let mut r = read_body(body(1_000_000_000).as_bytes(), 1.0, false, &Redactor::default());
+        r.check_usage(false, None);
+        assert_eq!((r.rejected_usage, r.output_tokens), (None, Some(1_000_000_000)));
+        r.check_usage(false, Some(16));
+        assert_eq!(
+            (r.rejected_usage, r.output_tokens, r.token_source),
+            (Some(1_000_000_000), None, None)
+        );
+        assert!(usage_contradicts(1, Some(0), None), "no content event carries no token");
+        assert!(!usage_contradicts(u64::MAX, None, None), "nothing to contradict");
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..Default::default() })]
+
+            /// Any event data (chunks with numbers of any size, any text): no panic; a failure
+            /// says what was wrong, within what is kept; a usage count is never past what the
+            /// stream could carry.
+            #[test]
+            fn any_events_end_in_one_class_with_a_bounded_reason(
+                events in proptest::collection::vec(
+                    prop_oneof![
+                        "\\PC{0,40}",
+                        (0u64..4, any::<u64>()).prop_map(|(i, n)| content(i, "x", Some(n))),
+                        any::<u64>().prop_map(usage),
+                        Just(FINISH.to_string()),
+                        Just("[DONE]".to_string()),
+                    ],
+                    0..12,
+                ),
+            ) {
+                let all: Vec<(&str, &str, f64)> =
+                    events.iter().enumerate().map(|(i, e)| ("message", e.as_str(), i as f64)).collect();
+                let r = run(&all, EOF);
+                if let Some(e) = &r.error {
+                    prop_assert!(e.chars().count() <= 2 * CHUNK_CHARS + 160, "{e}");
+                }
+                if r.class == Outcome::Malformed {
+                    prop_assert!(r.error.as_deref().unwrap_or_default().starts_with("unparseable chunk ("));
+                }
+                if let (Some(n), Some(TokenSource::Usage)) = (r.output_tokens, r.token_source) {
+                    prop_assert!(n <= r.content_events.saturating_mul(MAX_TOKENS_PER_EVENT));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bodies_that_are_no_event_stream_are_recognised() {
+        let gzip = [0x1f, 0x8b, 0x08, 0x00];
+        assert_eq!(recognise_body(None, None, &gzip), Some(UnexpectedBody::Gzip));
+        assert_eq!(recognise_body(Some("GZIP"), None, b"data: x"), Some(UnexpectedBody::Gzip));
+        assert_eq!(
+            recognise_body(None, None, b"\r\n  <!DOCTYPE HTML PUBLIC"),
+            Some(UnexpectedBody::Html)
+        );
+        assert_eq!(recognise_body(None, None, b"<html><body>502"), Some(UnexpectedBody::Html));
+        assert_eq!(
+            recognise_body(None, Some("text/html; charset=utf-8"), b"Bad Gateway"),
+            Some(UnexpectedBody::Html)
+        );
+        assert_eq!(recognise_body(None, Some("text/event-stream"), b"data: {"), None);
+        assert_eq!(recognise_body(None, None, b""), None);
+        assert!(UnexpectedBody::Html.hint().contains("HTML page"));
+        assert!(UnexpectedBody::Gzip.hint().contains("gzip-compressed"));
     }
 
     #[test]

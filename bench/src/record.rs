@@ -18,6 +18,76 @@ pub enum TokenSource {
     Chunks,
 }
 
+/// Breaks of the streaming protocol in one response, by kind (docs/metrics.md). They are counted,
+/// not failures: the request keeps the class its content earned.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamViolations {
+    /// Content events after the measured choice reported a `finish_reason` (still measured).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub content_after_finish: u64,
+    /// Chunks carrying a choice other than index 0, or several choices (requests send no `n`,
+    /// so one choice, index 0, is all a server may stream). Only the first choice index seen is
+    /// measured; the others' content is not.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interleaved_choices: u64,
+    /// Events after `data: [DONE]` (ignored).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub events_after_done: u64,
+    /// Content events repeating the previous one's cumulative token count (continuous usage).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicated_events: u64,
+    /// Content events whose cumulative token count went backwards (continuous usage).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reordered_events: u64,
+    /// 1 when a `finish_reason` came but the stream ended without `data: [DONE]`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missing_done: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl StreamViolations {
+    /// Each kind with its count, zeros included, in a fixed order (the names of the JSON fields).
+    pub fn kinds(&self) -> [(&'static str, u64); 6] {
+        [
+            ("content_after_finish", self.content_after_finish),
+            ("interleaved_choices", self.interleaved_choices),
+            ("events_after_done", self.events_after_done),
+            ("duplicated_events", self.duplicated_events),
+            ("reordered_events", self.reordered_events),
+            ("missing_done", self.missing_done),
+        ]
+    }
+
+    /// No violation at all.
+    pub fn is_empty(&self) -> bool {
+        self.kinds().iter().all(|(_, n)| *n == 0)
+    }
+}
+
+/// What came instead of an event stream, recognised so that its `truncated` request says why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnexpectedBody {
+    /// A gzip-compressed body (`Content-Encoding: gzip` or gzip's magic bytes); the client asks
+    /// for no compression.
+    Gzip,
+    /// An HTML page (`Content-Type: text/html` or a body starting with `<!doctype html` or
+    /// `<html`): usually a proxy's or gateway's error page.
+    Html,
+}
+
+impl UnexpectedBody {
+    pub fn name(self) -> &'static str {
+        match self {
+            UnexpectedBody::Gzip => "gzip",
+            UnexpectedBody::Html => "html",
+        }
+    }
+}
+
 /// Timings a server reports about itself (llama.cpp's `timings` object), kept beside the client's
 /// measurements as a cross-check.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -74,6 +144,19 @@ pub struct RequestRecord {
     /// True when usage reported a token count different from the number of content events.
     #[serde(default)]
     pub count_mismatch: bool,
+    /// `usage.completion_tokens` as the server reported it when it contradicts the response
+    /// (more than the request's `max_tokens`, or more than
+    /// [`MAX_TOKENS_PER_EVENT`](crate::openai::MAX_TOKENS_PER_EVENT) per content event): not
+    /// used. `output_tokens` is then the stream's own count (content events), or blank for a
+    /// whole body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_usage: Option<u64>,
+    /// Breaks of the streaming protocol (counted; the request keeps its class).
+    #[serde(default, skip_serializing_if = "StreamViolations::is_empty")]
+    pub stream_violations: StreamViolations,
+    /// What the body was when a stream was expected and something else came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexpected_body: Option<UnexpectedBody>,
     /// Gaps between consecutive content events, in ms.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub itl_ms: Vec<f64>,

@@ -373,6 +373,113 @@ mod tests {
         assert_eq!(got, vec![ev("message", "\u{fffd}\u{fffd} ok")]);
     }
 
+    mod props {
+        //! Properties over generated streams: pieces of SSE syntax mixed with arbitrary bytes,
+        //! split at arbitrary points.
+
+        use super::super::*;
+        use proptest::prelude::*;
+        use proptest::sample::Index;
+
+        /// A stream made of SSE fragments (fields, comments, every line end, a BOM, bytes of a
+        /// split UTF-8 character, invalid UTF-8) and arbitrary bytes.
+        fn stream() -> impl Strategy<Value = Vec<u8>> {
+            let fragment = prop_oneof![
+                Just(b"data:".to_vec()),
+                Just(b"data: ".to_vec()),
+                Just(b"event: e".to_vec()),
+                Just(b"id: 7".to_vec()),
+                Just(b"id: a\0b".to_vec()),
+                Just(b"retry: 5".to_vec()),
+                Just(b": ping".to_vec()),
+                Just(b"\n".to_vec()),
+                Just(b"\r".to_vec()),
+                Just(b"\r\n".to_vec()),
+                Just(b"\n\n".to_vec()),
+                Just(b"\xEF\xBB\xBF".to_vec()),
+                Just("é✓".as_bytes().to_vec()),
+                Just(b"\xE2\x9C".to_vec()),
+                Just(b"\xff".to_vec()),
+                proptest::collection::vec(any::<u8>(), 0..12),
+                "[a-z{}\":, ]{0,12}".prop_map(String::into_bytes),
+            ];
+            proptest::collection::vec(fragment, 0..48).prop_map(|f| f.concat())
+        }
+
+        /// `bytes` cut at the given points (in any order, repeats allowed).
+        fn pieces(bytes: &[u8], cuts: &[Index]) -> Vec<Vec<u8>> {
+            let mut at: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+            at.sort_unstable();
+            let mut out = Vec::new();
+            let mut start = 0;
+            for a in at.into_iter().chain([bytes.len()]) {
+                out.push(bytes[start..a].to_vec());
+                start = a;
+            }
+            out
+        }
+
+        fn parse(mut p: SseParser, chunks: &[Vec<u8>]) -> (Vec<SseItem>, bool, SseEnd) {
+            let mut out = Vec::new();
+            for c in chunks {
+                p.feed(c, &mut out);
+            }
+            let overflowed = p.overflowed();
+            (out, overflowed, p.finish())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+            /// Any bytes, split anywhere: no panic, and the same items and end state as the
+            /// whole stream fed at once.
+            #[test]
+            fn splitting_a_stream_anywhere_changes_nothing(
+                bytes in stream(),
+                cuts in proptest::collection::vec(any::<Index>(), 0..10),
+            ) {
+                let whole = parse(SseParser::new(), std::slice::from_ref(&bytes));
+                let split = parse(SseParser::new(), &pieces(&bytes, &cuts));
+                prop_assert_eq!(&split, &whole);
+                let one_by_one: Vec<Vec<u8>> = bytes.chunks(1).map(<[u8]>::to_vec).collect();
+                prop_assert_eq!(parse(SseParser::new(), &one_by_one), whole);
+            }
+
+            /// With a limit, nothing kept ever exceeds it, whatever arrives and however it is
+            /// split; the items before the limit was passed are the unlimited parser's, and a
+            /// stream that never passes it parses exactly as without a limit.
+            #[test]
+            fn the_line_and_data_limit_holds_and_only_cuts_the_stream_short(
+                bytes in stream(),
+                cuts in proptest::collection::vec(any::<Index>(), 0..10),
+                limit in 1usize..48,
+            ) {
+                let mut p = SseParser::with_limit(limit);
+                let mut items = Vec::new();
+                for c in pieces(&bytes, &cuts) {
+                    p.feed(&c, &mut items);
+                    prop_assert!(p.line.len() <= limit, "line {} > {limit}", p.line.len());
+                    prop_assert!(p.data.len() <= limit, "data {} > {limit}", p.data.len());
+                }
+                for item in &items {
+                    // A comment is a line of at most `limit` bytes, in which each invalid byte
+                    // became U+FFFD (3 bytes); an event's data is counted after that.
+                    let (len, most) = match item {
+                        SseItem::Event(e) => (e.data.len(), limit),
+                        SseItem::Comment(c) => (c.len(), 3 * limit),
+                    };
+                    prop_assert!(len <= most, "{item:?} is past {most} bytes (limit {limit})");
+                }
+                let (free, _, _) = parse(SseParser::new(), std::slice::from_ref(&bytes));
+                if p.overflowed() {
+                    prop_assert!(free.starts_with(&items), "{items:?} is no prefix of {free:?}");
+                } else {
+                    prop_assert_eq!(items, free);
+                }
+            }
+        }
+    }
+
     #[test]
     fn crlf_split_between_cr_and_lf_is_one_line_end() {
         let (got, _) = parse_all(&[b"data: x\r", b"\n\r", b"\n"]);

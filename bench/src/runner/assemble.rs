@@ -79,6 +79,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         }
     }
     summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
+    summary.notes.extend(crate::metrics::stream_notes(&summary.requests, &summary.tokens));
     summary.status = run_status(driven.interrupted, summary.requests.ok);
     // Notes quote server text and URLs (the scraper's among them): none keeps a secret.
     summary.notes = summary.notes.iter().map(|n| redactor.redact(n)).collect();

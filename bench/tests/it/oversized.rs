@@ -14,26 +14,9 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::support::*;
 use bench::Outcome;
 
-/// What each endless answer would send in full.
-const HUGE: usize = 256 << 20;
 /// What the server may get written before the bench stops reading (kernel socket buffers and
 /// what the bench keeps): far below `HUGE`.
 const WRITTEN_AT_MOST: usize = 48 << 20;
-
-/// Write `head`, then `HUGE` bytes of `fill` (stopping when the client goes away); the bytes
-/// written are added to `written`.
-async fn endless(s: &mut TcpStream, head: String, fill: u8, written: &AtomicUsize) {
-    if s.write_all(head.as_bytes()).await.is_err() {
-        return;
-    }
-    let block = vec![fill; 64 << 10];
-    for _ in 0..HUGE / block.len() {
-        if s.write_all(&block).await.is_err() {
-            return;
-        }
-        written.fetch_add(block.len(), Ordering::Relaxed);
-    }
-}
 
 async fn serve(mut s: TcpStream, written: Arc<[AtomicUsize; 3]>, next: Arc<AtomicUsize>) {
     let Ok(Some((head, body))) =

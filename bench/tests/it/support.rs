@@ -319,3 +319,27 @@ pub fn cumulative_series(types: &HashMap<String, String>) -> std::collections::B
         })
         .collect()
 }
+
+/// What each endless answer of a test server would send in full: 256 MiB.
+pub const HUGE: usize = 256 << 20;
+
+/// Write `head`, then `HUGE` bytes of `fill` (stopping when the client goes away); the bytes
+/// written are added to `written`.
+pub async fn endless(
+    s: &mut tokio::net::TcpStream,
+    head: String,
+    fill: u8,
+    written: &std::sync::atomic::AtomicUsize,
+) {
+    use tokio::io::AsyncWriteExt;
+    if s.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let block = vec![fill; 64 << 10];
+    for _ in 0..HUGE / block.len() {
+        if s.write_all(&block).await.is_err() {
+            return;
+        }
+        written.fetch_add(block.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
