@@ -74,6 +74,7 @@ mod runtime {
             api_key: None,
             corruption_rate: cfg.corruption_rate,
             logprob_drift: cfg.logprob_drift,
+            only_max_completion_tokens: false,
         };
         match cfg.mode {
             SimMode::Timing => Ok(Embedded {

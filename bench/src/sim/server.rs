@@ -50,6 +50,9 @@ pub struct SimOptions {
     pub corruption_rate: f64,
     /// Relative perturbation of every log-prob (simulates a lower-precision engine).
     pub logprob_drift: f64,
+    /// Refuse `max_tokens` with 400, as servers that take only `max_completion_tokens` do
+    /// (OpenAI's reasoning models), so the client's fallback can be tested.
+    pub only_max_completion_tokens: bool,
 }
 
 impl Default for SimOptions {
@@ -61,6 +64,7 @@ impl Default for SimOptions {
             api_key: None,
             corruption_rate: 0.0,
             logprob_drift: 0.0,
+            only_max_completion_tokens: false,
         }
     }
 }
@@ -619,6 +623,12 @@ fn max_tokens(
     prompt_len: usize,
 ) -> Result<u32, Refusal> {
     let max_len = st.backend.max_model_len();
+    if st.opts.only_max_completion_tokens && req.get("max_tokens").is_some() {
+        return Err(Refusal::bad_request(
+            "Unsupported parameter: 'max_tokens' is not supported with this model. Use \
+             'max_completion_tokens' instead.",
+        ));
+    }
     let requested =
         req.get("max_completion_tokens").or_else(|| req.get("max_tokens")).and_then(|v| v.as_u64());
     let max_tokens = match (requested, kind) {

@@ -316,3 +316,30 @@ async fn a_server_keeping_connections_open_is_not_flagged() {
     );
     h.shutdown().await;
 }
+
+/// A server that refuses `max_tokens` (400 naming it) gets `max_completion_tokens` instead:
+/// the probe retries with it, every measured request carries it, and the summary says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_refusing_max_tokens_gets_max_completion_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = SimOptions { only_max_completion_tokens: true, ..SimOptions::default() };
+    let h = start_timing_sim(fast(), opts).await;
+    let out = try_run(target(&h.base_url(), Some(h.model()), None), dir.path()).await.unwrap();
+    let served = h.records();
+    h.shutdown().await;
+    let s = &out.summary;
+    assert_eq!(s.requests.ok, 4, "{:?} {:?}", s.requests.by_class, s.notes);
+    assert_eq!(s.target.max_tokens_field.as_deref(), Some("max_completion_tokens"));
+    assert!(
+        s.notes
+            .iter()
+            .any(|n| n
+                .contains("the server rejects max_tokens; max_completion_tokens is sent instead")),
+        "{:?}",
+        s.notes
+    );
+    // The limit was honoured: each measured request got its 4 tokens, not the server's default.
+    let measured: Vec<_> = served.iter().filter(|r| r.request_id.is_some()).collect();
+    assert!(measured.len() >= 4);
+    assert!(measured.iter().all(|r| r.output_tokens == 4), "{measured:?}");
+}
