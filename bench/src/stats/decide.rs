@@ -159,29 +159,36 @@ pub struct DetectableChange {
 
 /// The smallest regression of the metric that a gate with `limit` fails with probability
 /// `power` (0.95), when it measures a new trial set of the same size and confidence as
-/// `estimate` and the new configuration has the same run-to-run spread.
+/// `estimate`.
 ///
 /// The gate fails when the new interval lies wholly beyond the limit: for an upper limit,
 /// `mean - c s/√n > limit`, with `c` the interval's critical value (Student t with n-1 degrees
 /// of freedom for [`Method::TInterval`], the normal quantile for the bootstraps). For a true
 /// value `μ`, `(mean - limit) / (s/√n)` is a noncentral t with noncentrality
 /// `δ = (μ - limit) / (σ/√n)`; `δ*` solves `P(T(n-1, δ) > c) = power` (the normal's
-/// `δ* = c + z(power)` for the bootstraps). With `σ/√n` estimated by the interval's half-width
-/// over `c`:
+/// `δ* = c + z(power)` for the bootstraps). The noise of latencies and throughput is
+/// proportional to the value (a slower GPU clock slows every step by the same share), so the
+/// new configuration's standard error is the measured one scaled by `μ / value`; with the
+/// measured relative standard error `r = (half_width / c) / value`:
 ///
 /// ```text
-/// change = |limit - value| + δ* x half_width / c
+/// upper limit (lower is better):  μ = limit / (1 - δ* r),  change = μ / value - 1
+///                                 (no regression is detected when δ* r >= 1: infinite)
+/// lower limit (higher is better): μ = limit / (1 + δ* r),  change = 1 - μ / value
 /// ```
 ///
-/// Assumptions: the trials' values are independent and normal, the new configuration's spread
-/// equals the measured one (itself an estimate: with 3 trials it is uncertain by a factor of
-/// about 2 either way), and the estimate's value is the true one.
+/// Assumptions: the trials' values are independent and normal, the new configuration has the
+/// measured relative spread (itself an estimate: with 3 trials it is uncertain by a factor of
+/// about 2 either way), and the estimate's value is the true one. The value and the limit must
+/// be positive.
 pub fn min_detectable_change(
     estimate: &Estimate,
     limit: &ProposedLimit,
     power: f64,
 ) -> Result<DetectableChange, StatsError> {
     check_range("power", "(0, 1)", power, |p| p > 0.0 && p < 1.0)?;
+    check_range("value", "(0, inf) for a detectable change", estimate.value, |v| v > 0.0)?;
+    check_range("limit", "(0, inf) for a detectable change", limit.limit, |v| v > 0.0)?;
     let tail = 1.0 - (1.0 - estimate.confidence) / 2.0;
     let df = (estimate.method == Method::TInterval && estimate.trials >= 2)
         .then(|| (estimate.trials - 1) as f64);
@@ -189,11 +196,20 @@ pub fn min_detectable_change(
         Some(df) => t_quantile(tail, df),
         None => std_normal().inverse_cdf(tail),
     };
-    let se = estimate.half_width() / crit;
-    let delta = noncentrality_for_power(crit, df, power);
-    let absolute = (limit.limit - estimate.value).abs() + delta * se;
-    let relative =
-        if estimate.value != 0.0 { absolute / estimate.value.abs() } else { f64::INFINITY };
+    let shift =
+        noncentrality_for_power(crit, df, power) * estimate.half_width() / crit / estimate.value;
+    let value = estimate.value;
+    let (absolute, relative) = match limit.comparator {
+        Comparator::Le | Comparator::Lt if shift >= 1.0 => (f64::INFINITY, f64::INFINITY),
+        Comparator::Le | Comparator::Lt => {
+            let mu = limit.limit / (1.0 - shift);
+            (mu - value, mu / value - 1.0)
+        }
+        Comparator::Ge | Comparator::Gt => {
+            let mu = limit.limit / (1.0 + shift);
+            (value - mu, 1.0 - mu / value)
+        }
+    };
     Ok(DetectableChange { absolute, relative, power })
 }
 
@@ -350,18 +366,33 @@ mod tests {
         let d = noncentrality_for_power(c, Some(2.0), 0.95);
         assert!(d > 7.5 && d < 8.0, "{d}");
 
-        // value 100, interval ±10 from 3 trials: se = 10 / 4.302653; limit 115.
+        // value 100, interval ±10 from 3 trials: r = 10 / c / 100; limit 115.
         let e = Estimate { value: 100.0, ..est(90.0, 110.0) };
         let limit = propose_limit(&e, 0.05, Direction::LowerIsBetter).unwrap();
         let m = min_detectable_change(&e, &limit, 0.95).unwrap();
         let c = t_quantile(0.975, 2.0);
         assert!((c - 4.302653).abs() < 1e-5, "{c}");
         let delta = noncentrality_for_power(c, Some(2.0), 0.95);
-        assert!((m.absolute - (15.0 + delta * 10.0 / c)).abs() < 1e-9);
-        assert!((m.relative - m.absolute / 100.0).abs() < 1e-12);
+        let mu = 115.0 / (1.0 - delta * 10.0 / c / 100.0);
+        assert!(
+            (m.absolute - (mu - 100.0)).abs() < 1e-9
+                && (m.relative - (mu / 100.0 - 1.0)).abs() < 1e-12
+        );
+        assert!(m.relative > 0.35 && m.relative < 0.45, "{m:?}");
         // More trials with the same interval: a smaller detectable change.
         let more = Estimate { trials: 10, ..e.clone() };
         assert!(min_detectable_change(&more, &limit, 0.95).unwrap().absolute < m.absolute);
+        // A lower limit (throughput): the drop it detects.
+        let floor = propose_limit(&e, 0.05, Direction::HigherIsBetter).unwrap();
+        let d = min_detectable_change(&e, &floor, 0.95).unwrap();
+        let mu = 85.0 / (1.0 + delta * 10.0 / c / 100.0);
+        assert!((d.relative - (1.0 - mu / 100.0)).abs() < 1e-12, "{d:?}");
+        // Noise as large as the value: no regression is detected with 95% power.
+        let wild = Estimate { value: 100.0, ..est(40.0, 160.0) };
+        let l = propose_limit(&wild, 0.05, Direction::LowerIsBetter).unwrap();
+        assert_eq!(min_detectable_change(&wild, &l, 0.95).unwrap().relative, f64::INFINITY);
+        let negative = Estimate { value: -1.0, ..e.clone() };
+        assert!(min_detectable_change(&negative, &limit, 0.95).is_err());
         assert!(min_detectable_change(&e, &limit, 1.0).is_err());
     }
 }

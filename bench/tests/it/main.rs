@@ -11,6 +11,7 @@ mod config_props;
 mod diagnose;
 mod engine_metrics;
 mod faults;
+mod noise_statistics;
 mod oversized;
 mod secrets;
 mod server_side;
