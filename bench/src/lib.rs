@@ -30,6 +30,7 @@ pub mod scrape;
 pub mod server_metrics;
 pub mod sim;
 pub mod sse;
+pub mod stats;
 pub mod strategy_compare;
 pub mod summary;
 pub mod sweep;

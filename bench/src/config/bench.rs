@@ -485,6 +485,9 @@ pub struct SimConfig {
     pub save_scheduler_decision: bool,
     pub timing: TimingConfig,
     pub faults: FaultConfig,
+    /// Engine mode: the seeded noise model (`[sim.noise]`; off by default).
+    #[serde(skip_serializing_if = "super::NoiseConfig::is_default")]
+    pub noise: super::NoiseConfig,
 }
 
 impl Default for SimConfig {
@@ -498,6 +501,7 @@ impl Default for SimConfig {
             save_scheduler_decision: false,
             timing: TimingConfig::default(),
             faults: FaultConfig::default(),
+            noise: super::NoiseConfig::default(),
         }
     }
 }
@@ -1091,7 +1095,7 @@ fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
     if let Some(v) = f.freeze_at_ms {
         at("sim.faults.freeze_at_ms", limits::millis(v, true))?;
     }
-    Ok(())
+    sim.noise.validate("sim.noise")
 }
 
 /// Merge `over` into `base`: tables merge key by key, everything else is replaced.

@@ -43,6 +43,10 @@ pub const MAX_DEVICE_COUNT: u32 = 4096;
 /// Highest price of one GPU per hour (`device.price_per_hour`).
 pub const MAX_PRICE_PER_HOUR: f64 = 1_000_000.0;
 
+/// Largest coefficient of variation of the simulator's noise factors (`sim.noise.step_cv`,
+/// `run_cv`).
+pub const MAX_NOISE_CV: f64 = 1.0;
+
 /// Whether a range's lower end is included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Low {

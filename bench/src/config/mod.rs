@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod engine;
 pub mod limits;
+pub mod noise;
 pub mod source;
 
 pub use bench::*;
@@ -11,4 +12,5 @@ pub use engine::{
     BatchSection, BatchStrategy, DeviceSection, Dtype, EngineConfig, EngineSection, Quantization,
     SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection,
 };
+pub use noise::NoiseConfig;
 pub use source::{ConfigError, Source};

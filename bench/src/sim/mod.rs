@@ -86,13 +86,14 @@ mod runtime {
                 let path = root.join(&cfg.engine_config);
                 let spec = super::engine::EngineSpec::load(&path)?;
                 let model = format!("sim/{}", spec.config.engine.model);
+                let engine = super::engine::Engine::new(&spec).with_noise(&cfg.noise);
                 let backend = match log_dir {
                     Some(dir) => {
                         let path = dir.join(super::engine::DECISION_LOG_FILE);
-                        super::engine::EngineBackend::with_decision_log(&spec, &path)
+                        super::engine::EngineBackend::with_engine_and_log(&spec, engine, &path)
                             .map_err(|source| EmbedError::DecisionLog { path, source })?
                     }
-                    None => super::engine::EngineBackend::new(&spec),
+                    None => super::engine::EngineBackend::with_engine(&spec, engine),
                 };
                 Ok(Embedded {
                     backend: Arc::new(backend),

@@ -96,11 +96,19 @@ impl EngineBackend {
     /// (created, or appended to), one JSON object per line. Must be called inside a tokio
     /// runtime.
     pub fn with_decision_log(spec: &EngineSpec, path: &Path) -> io::Result<EngineBackend> {
+        EngineBackend::with_engine_and_log(spec, Engine::new(spec), path)
+    }
+
+    /// [`EngineBackend::with_decision_log`] for a given engine (e.g. one with noise).
+    pub fn with_engine_and_log(
+        spec: &EngineSpec,
+        mut engine: Engine,
+        path: &Path,
+    ) -> io::Result<EngineBackend> {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
         let name = path
             .file_name()
             .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-        let mut engine = Engine::new(spec);
         engine.record_decisions(true);
         let log = DecisionLog { file, name, error: None };
         Ok(EngineBackend::start(spec, engine, Some(log)))

@@ -21,6 +21,7 @@ use std::sync::Arc;
 mod core;
 pub mod decisions;
 pub mod kv;
+pub mod noise;
 pub mod profile;
 pub mod scheduler;
 pub mod spec;
@@ -42,6 +43,7 @@ pub use decisions::{
     Admitted, BatchEvent, DECISION_LOG_FILE, Decision, DecisionKind, FormReason, OomBatch,
     RequestRef, SchedulerReport, WaitReason,
 };
+pub use noise::StepNoise;
 pub use scheduler::{Batch, Continuous, Scheduler};
 pub use spec::{CostModel, EngineSpec, MemoryPlan, SpecError};
 pub use stats::{EngineStats, Gauges};
@@ -176,6 +178,8 @@ pub struct Engine {
     decisions: Option<Vec<Decision>>,
     /// The first out-of-memory batches (all are counted in the stats).
     oom: Vec<OomBatch>,
+    /// Seeded noise on every step's time (`[sim.noise]`), when on.
+    noise: Option<StepNoise>,
 }
 
 impl Engine {
@@ -207,7 +211,19 @@ impl Engine {
             now: 0,
             decisions: None,
             oom: Vec::new(),
+            noise: None,
         }
+    }
+
+    /// This engine with the noise a bench profile's `[sim.noise]` describes (none when off).
+    pub fn with_noise(mut self, cfg: &crate::config::NoiseConfig) -> Engine {
+        self.noise = StepNoise::new(cfg);
+        self
+    }
+
+    /// The noise's factor for this run (1 without noise).
+    pub fn run_factor(&self) -> f64 {
+        self.noise.as_ref().map_or(1.0, StepNoise::run_factor)
     }
 
     /// Keep every scheduling decision for [`Engine::take_decisions`] (the decision log).
@@ -354,9 +370,12 @@ impl Engine {
             self.push_decision(d);
         }
         let core = &mut self.core;
-        let forward = self.cost.forward_ns(prefill, decode, kv_read);
-        let interval = self.cost.interval_ns(seqs);
-        let dur = self.cost.step_ns(forward, interval).round().max(1.0) as Nanos;
+        let mut forward = self.cost.forward_ns(prefill, decode, kv_read);
+        let mut interval = self.cost.interval_ns(seqs);
+        let (factor, stall_ns) = self.noise.as_mut().map_or((1.0, 0.0), StepNoise::next_step);
+        forward *= factor;
+        interval *= factor;
+        let dur = (self.cost.step_ns(forward, interval) + stall_ns).round().max(1.0) as Nanos;
         let end = now + dur;
 
         let s = &mut core.stats;
