@@ -365,11 +365,14 @@ fn build_http(
     reuse: bool,
     ca_bundle: Option<&[u8]>,
     cross_host_redirects: bool,
+    opened: &ConnectionCount,
 ) -> Result<reqwest::Client, ClientError> {
+    let count = opened.0.clone();
     // Redirects within the target's origin are followed (up to 10); one to another host only
     // when the config allows it, else its 3xx answer is what the request gets.
     let redirects = reqwest::redirect::Policy::custom(move |attempt| {
-        let off_origin = attempt.previous().first().is_some_and(|first| !same_origin(first, attempt.url()));
+        let off_origin =
+            attempt.previous().first().is_some_and(|first| !same_origin(first, attempt.url()));
         if attempt.previous().len() >= 10 {
             attempt.error("more than 10 redirects")
         } else if off_origin && !cross_host_redirects {
@@ -380,6 +383,13 @@ fn build_http(
     });
     let mut builder = reqwest::Client::builder()
         .redirect(redirects)
+        // However many connections a load opens before its window, at most so many are being
+        // set up at once (a server's accept queue is finite).
+        .connector_layer(tower::util::MapResponseLayer::new(move |conn| {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            conn
+        }))
+        .connector_layer(tower::limit::ConcurrencyLimitLayer::new(PRECONNECT_AT_ONCE))
         .http1_only()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(if reuse { usize::MAX } else { 0 })
@@ -418,6 +428,18 @@ pub struct Client {
     pub opts: ClientOptions,
     proxied: bool,
     ca_bundle: Option<std::sync::Arc<Vec<u8>>>,
+    /// Connections this client has opened so far.
+    opened: ConnectionCount,
+}
+
+/// The connections a client has opened (every clone of the client counts into the same one).
+#[derive(Clone, Default)]
+pub struct ConnectionCount(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl ConnectionCount {
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Outcome of one request at the transport level, plus the parsed response.
@@ -518,12 +540,14 @@ impl Reply {
     /// A redirect to another host the client did not follow, as the preflight error it is.
     fn refused_redirect(&self, check: &str, url: &str) -> Result<(), PreflightError> {
         match &self.location {
-            Some(location) if (300..400).contains(&self.status) => Err(PreflightError::Redirected {
-                check: check.to_string(),
-                url: url.to_string(),
-                status: self.status,
-                location: location.clone(),
-            }),
+            Some(location) if (300..400).contains(&self.status) => {
+                Err(PreflightError::Redirected {
+                    check: check.to_string(),
+                    url: url.to_string(),
+                    status: self.status,
+                    location: location.clone(),
+                })
+            }
             _ => Ok(()),
         }
     }
@@ -645,11 +669,13 @@ impl Client {
                 ));
             }
         }
+        let opened = ConnectionCount::default();
         let http = build_http(
             use_proxy,
             true,
             access.ca_bundle.as_deref(),
             opts.cross_host_redirects,
+            &opened,
         )?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -675,9 +701,25 @@ impl Client {
                 opts,
                 proxied: use_proxy,
                 ca_bundle: access.ca_bundle.clone().map(std::sync::Arc::new),
+                opened,
             },
             notes,
         ))
+    }
+
+    /// The headers a scrape of `metrics_url` sends: the target's headers and API key when the
+    /// page is on the target's server (`root`'s origin; gateways guard `/metrics` like the
+    /// API), none for a page elsewhere, so no credential of the target goes to another host.
+    pub fn metrics_headers(&self, metrics_url: &str, root: &str) -> HeaderMap {
+        let parse = |u: &str| reqwest::Url::parse(u).ok();
+        match (parse(metrics_url), parse(root)) {
+            (Some(m), Some(r)) if same_origin(&m, &r) => {
+                let mut h = self.headers.clone();
+                h.remove(CONTENT_TYPE);
+                h
+            }
+            _ => HeaderMap::new(),
+        }
     }
 
     fn err_text(&self, e: &reqwest::Error) -> String {
@@ -698,8 +740,14 @@ impl Client {
             false,
             self.ca_bundle.as_deref().map(Vec::as_slice),
             self.opts.cross_host_redirects,
+            &self.opened,
         )?;
         Ok(Client { http, ..self.clone() })
+    }
+
+    /// The connections this client (and its clones) opened so far.
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.get()
     }
 
     /// Whether the server keeps a connection usable after a response of this kind. Some
@@ -865,16 +913,15 @@ impl Client {
             timed_out,
         };
         let (until, wait) = self.next_wait(deadline);
-        let resp = match tokio::time::timeout_at(until, req.headers(self.headers.clone()).send())
-            .await
-        {
-            Err(_) => return Err(failed(self.expired(wait, "response headers"), true)),
-            Ok(Err(e)) => {
-                let detail = format!("{}{}", self.err_text(&e), self.connect_hint());
-                return Err(failed(detail, e.is_timeout()));
-            }
-            Ok(Ok(r)) => r,
-        };
+        let resp =
+            match tokio::time::timeout_at(until, req.headers(self.headers.clone()).send()).await {
+                Err(_) => return Err(failed(self.expired(wait, "response headers"), true)),
+                Ok(Err(e)) => {
+                    let detail = format!("{}{}", self.err_text(&e), self.connect_hint());
+                    return Err(failed(detail, e.is_timeout()));
+                }
+                Ok(Ok(r)) => r,
+            };
         let status = resp.status().as_u16();
         let simulator = resp.headers().contains_key(wire::SIMULATOR_HEADER);
         let location = resp
@@ -888,7 +935,13 @@ impl Client {
             .map(|_| self.redactor.redact(&shown_location(resp.url().as_str())));
         let text = self.read_within(resp, PREFLIGHT_BODY_BYTES, deadline).await.map_err(
             |(wait, got)| {
-                failed(format!("the answer stopped after {got} bytes: {}", self.expired(wait, "bytes")), true)
+                failed(
+                    format!(
+                        "the answer stopped after {got} bytes: {}",
+                        self.expired(wait, "bytes")
+                    ),
+                    true,
+                )
             },
         )?;
         Ok(Reply {
@@ -1047,8 +1100,9 @@ impl Client {
             && target.max_tokens_field == MaxTokensField::Auto
             && reply.text.contains("max_tokens")
         {
-            let second =
-                self.call_json(CHECK_PROBE, url, Some(&probe.body("max_completion_tokens"))).await?;
+            let second = self
+                .call_json(CHECK_PROBE, url, Some(&probe.body("max_completion_tokens")))
+                .await?;
             if (200..300).contains(&second.status) {
                 field = "max_completion_tokens";
                 notes.push(
@@ -1104,34 +1158,32 @@ impl Client {
     /// Open `n` connections to the server so that connection setup happens before the measured
     /// window rather than inside the first requests' TTFT; returns how many were opened.
     ///
-    /// Each connection carries a `GET /v1/models` whose answer is held unread until all of them
-    /// are open (a connection with an unread answer is not reused for the next one), then read to
-    /// its end so the connection returns to the pool. At most [`PRECONNECT_AT_ONCE`] are being
-    /// opened at any moment, and opening stops after [`PRECONNECT_TIME`].
+    /// `n` concurrent `GET /v1/models` (each needs a connection of its own while the others are
+    /// in flight); the connector sets up at most [`PRECONNECT_AT_ONCE`] at a time, and the
+    /// opening stops after [`PRECONNECT_TIME`].
     pub async fn preconnect(&self, api_base: &str, n: usize) -> usize {
-        use futures_util::StreamExt;
         let url = format!("{api_base}/models");
+        // Counted since the client was made: the preflight's connections may carry some.
         let until = Instant::now() + PRECONNECT_TIME;
-        let opening = futures_util::stream::iter(0..n)
-            .map(|_| {
-                let req = self
-                    .http
-                    .get(&url)
-                    .headers(self.headers.clone())
-                    .timeout(Duration::from_secs(10));
-                async move { req.send().await.ok().filter(|r| r.status().is_success()) }
-            })
-            .buffer_unordered(PRECONNECT_AT_ONCE)
-            .take_until(tokio::time::sleep_until(until))
-            .filter_map(std::future::ready)
-            .collect::<Vec<reqwest::Response>>()
-            .await;
-        let opened = opening.len();
-        let reads = opening.into_iter().map(|resp| {
-            read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(10))
-        });
-        futures_util::future::join_all(reads).await;
-        opened
+        let available = || self.connections_opened().min(n as u64);
+        // A request answered on a connection free again while others were still being set up
+        // may leave its own unopened: a further round opens what is missing.
+        for _ in 0..PRECONNECT_ROUNDS {
+            let gets = (0..n).map(|_| {
+                let req = self.http.get(&url).headers(self.headers.clone());
+                async move {
+                    if let Ok(resp) = req.send().await {
+                        // Read to the end (up to what is kept) so the connection is reusable.
+                        read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(10)).await;
+                    }
+                }
+            });
+            let _ = tokio::time::timeout_at(until, futures_util::future::join_all(gets)).await;
+            if available() >= n as u64 || Instant::now() >= until {
+                break;
+            }
+        }
+        available() as usize
     }
 
     /// Count tokens with the target's `/tokenize` (vLLM and llama.cpp shapes).
@@ -1226,7 +1278,9 @@ impl Client {
                     "HTTP {status}: a redirect to {to} (another host) not followed; \
                      client.cross_host_redirects = true follows it"
                 ),
-                None => format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS)),
+                None => {
+                    format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS))
+                }
             };
             let mut ex = failed(Outcome::Http(status), self.redactor.redact(&message), Some(sent));
             ex.status = Some(status);
@@ -1386,8 +1440,12 @@ impl Client {
 /// there (the connection is dropped), so a huge error body costs no memory.
 pub const ERROR_BODY_BYTES: usize = 64 * 1024;
 
-/// How many connections [`Client::preconnect`] opens at once.
+/// How many connections the client sets up at once (TCP and TLS handshakes; requests beyond
+/// wait for a slot): what bounds [`Client::preconnect`].
 pub const PRECONNECT_AT_ONCE: usize = 64;
+
+/// How many rounds of requests [`Client::preconnect`] sends at most.
+const PRECONNECT_ROUNDS: usize = 3;
 
 /// How long [`Client::preconnect`] keeps opening connections.
 pub const PRECONNECT_TIME: Duration = Duration::from_secs(30);
@@ -1545,12 +1603,7 @@ mod tests {
         assert_eq!(choose(Some("b"), Some(&list)).unwrap(), "b");
         assert_eq!(choose(Some("x"), None).unwrap(), "x", "an unknown list is no refusal");
         assert_eq!(choose(None, Some(&list)).unwrap(), "a");
-        match choose(Some("x"), Some(&list)) {
-            Err(PreflightError::ModelNotServed { model, offered, .. }) => {
-                assert_eq!((model.as_str(), offered), ("x", list.clone()))
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(choose(Some("x"), Some(&list)).unwrap(), "x", "unlisted: the probe decides");
         let e = choose(None, Some(&[])).unwrap_err();
         assert!(matches!(e, PreflightError::NoModel { .. }), "{e:?}");
         assert!(e.to_string().contains("http://h/v1/models"), "{e}");
@@ -1559,11 +1612,23 @@ mod tests {
             json,
             text: String::new(),
             simulator: false,
+            location: None,
+            redirected_to: None,
         };
         let body = json!({"data": [{"id": "a"}, {"id": "b"}]});
         assert_eq!(offered_models(&reply(200, Some(body))), Ok(Some(list)));
         assert_eq!(offered_models(&reply(404, None)), Ok(None));
         assert_eq!(offered_models(&reply(401, None)), Err(401));
+    }
+
+    #[test]
+    fn a_redirect_location_is_shown_without_user_information_or_query() {
+        assert_eq!(shown_location("http://u:pw@other:9/v1/x?key=sk-1#f"), "http://other:9/v1/x?…");
+        assert_eq!(shown_location("https://other/v1"), "https://other/v1");
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        assert!(same_origin(&url("http://h/v1/a"), &url("http://h:80/v1/b")));
+        assert!(!same_origin(&url("http://h:1/v1"), &url("http://h:2/v1")));
+        assert!(!same_origin(&url("http://h/v1"), &url("https://h/v1")));
     }
 
     #[test]

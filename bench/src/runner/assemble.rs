@@ -74,9 +74,9 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         }
     }
     summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
-    let sent = summary.requests.total;
-    summary.notes.extend(driven.connections.note(sent));
-    summary.extra.insert("connections".into(), connections_section(&driven.connections, sent));
+    summary.notes.extend(driven.connections.note());
+    let connections = serde_json::to_value(driven.connections).unwrap_or_default();
+    summary.extra.insert("connections".into(), connections);
     summary.status = run_status(driven.interrupted, summary.requests.ok);
     if let Some(e) = &driven.write_error {
         summary.status = RunStatus::Aborted;
@@ -89,17 +89,6 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     // Notes quote server text and URLs (the scraper's among them): none keeps a secret.
     summary.notes = summary.notes.iter().map(|n| redactor.redact(n)).collect();
     summary
-}
-
-/// `summary.extra.connections`: connections opened before the window and requests that
-/// opened theirs inside it, of the `sent` requests counted.
-fn connections_section(c: &super::drive::Preconnected, sent: u64) -> Value {
-    serde_json::json!({
-        "wanted": c.wanted,
-        "opened_before_window": c.opened,
-        "reused": c.reused,
-        "cold_requests": c.cold_requests(sent),
-    })
 }
 
 /// The measured window's length (for the histogram file's header).

@@ -48,28 +48,23 @@ pub struct Preconnected {
     pub wanted: u64,
     /// Connections open before the window (0 when the server closes them after each response:
     /// then every request opens its own).
+    #[serde(rename = "opened_before_window")]
     pub opened: u64,
     /// Whether connections are reused between requests.
     pub reused: bool,
+    /// Connections opened once the load started: each one's setup is in the TTFT of the request
+    /// that waited for it (with reuse off, one per request).
+    pub cold_requests: u64,
 }
 
 impl Preconnected {
-    /// Requests that opened their connection inside the window (their setup is in their TTFT):
-    /// the first wave beyond the connections opened before it, or every request sent when
-    /// connections are not reused.
-    pub fn cold_requests(&self, sent: u64) -> u64 {
-        if self.reused { sent.min(self.wanted).saturating_sub(self.opened) } else { sent }
-    }
-
     /// The note when connections could not all be opened before the window.
-    pub fn note(&self, sent: u64) -> Option<String> {
+    pub fn note(&self) -> Option<String> {
         (self.reused && self.opened < self.wanted).then(|| {
             format!(
-                "{} of {} connections could be opened before the window: up to {} requests opened \
-                 theirs inside it (connection setup is in their TTFT)",
-                self.opened,
-                self.wanted,
-                self.cold_requests(sent)
+                "{} of {} connections could be opened before the window; {} requests opened \
+                 theirs during the load (connection setup is in their TTFT)",
+                self.opened, self.wanted, self.cold_requests
             )
         })
     }
@@ -218,8 +213,12 @@ pub async fn drive(
         LoadMode::Closed => load.concurrency,
         LoadMode::Open => load.max_concurrency.unwrap_or(16),
     };
-    let mut connections =
-        Preconnected { wanted: wanted.into(), opened: 0, reused: resolved.reuse_connections };
+    let mut connections = Preconnected {
+        wanted: wanted.into(),
+        opened: 0,
+        reused: resolved.reuse_connections,
+        cold_requests: 0,
+    };
     if resolved.reuse_connections {
         tokio::select! {
             n = conn.client.preconnect(&resolved.api_base, wanted as usize) => connections.opened = n as u64,
@@ -230,10 +229,14 @@ pub async fn drive(
         return Err(RunError::Interrupted { dir: dir.to_path_buf() });
     }
     control.start_load();
+    let opened_before = conn.client.connections_opened();
     // Server-side metrics: the first scrape is taken just before the load starts.
+    let metrics_url =
+        crate::scrape::metrics_url(&resolved.root, conn.target.metrics_url.as_deref());
     let scraper = crate::scrape::Scraper::start(
         &profile.scrape,
-        crate::scrape::metrics_url(&resolved.root, conn.target.metrics_url.as_deref()),
+        metrics_url.clone(),
+        conn.client.metrics_headers(&metrics_url, &resolved.root),
         crate::client::is_loopback(&resolved.api_base),
         !conn.simulated(),
         notes,
@@ -276,10 +279,14 @@ pub async fn drive(
         LoadMode::Open => open_loop(load, wl.seed, clock, &shared, &admission, control).await,
     }
     grace_task.abort();
+    connections.cold_requests = conn.client.connections_opened() - opened_before;
     drop(shared); // closes the record channel
     let (acc, write_error) = match collector.join() {
         Ok(collected) => collected,
-        Err(_) => (MetricsAccumulator::new(profile.slo.clone()), Some("the record writer stopped unexpectedly".into())),
+        Err(_) => (
+            MetricsAccumulator::new(profile.slo.clone()),
+            Some("the record writer stopped unexpectedly".into()),
+        ),
     };
     let server = match scraper {
         Some(scraper) => {

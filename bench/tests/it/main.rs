@@ -11,6 +11,7 @@ mod config_props;
 mod diagnose;
 mod engine_metrics;
 mod faults;
+mod hostile_connection;
 mod oversized;
 mod secrets;
 mod server_side;
