@@ -1021,7 +1021,7 @@ impl Client {
         let configured = model_override.or(target.model.as_deref());
         let model = choose_model(configured, offered.as_deref(), target_name, &api_base)?;
         // A gateway may serve a model it does not list: the probe decides.
-        let unlisted = offered.as_ref().filter(|list| !list.iter().any(|m| *m == model));
+        let unlisted = offered.as_ref().filter(|list| !list.contains(&model));
         let url = format!("{api_base}/{}", endpoint.path());
         let probe = Probe { endpoint, model: &model };
         let probed = self.probe(&url, &probe, target, &mut notes).await;
