@@ -112,12 +112,22 @@ impl Access {
     }
 }
 
-/// A request that got no answer at all (the detail has any secret removed).
+/// A request outside the measurement (a preflight check, a token count) that got no whole
+/// answer: the server could not be reached, or a client timeout expired. The detail has any
+/// secret removed and, for a timeout, names the setting to raise.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot reach {url}: {detail}")]
+#[error("{}", if *timed_out {
+    format!("{check} ({url}) timed out: {detail}")
+} else {
+    format!("{check}: cannot reach {url}: {detail}")
+})]
 pub struct Unreachable {
+    /// What the request was for (`preflight: the model list`, ...).
+    pub check: String,
     pub url: String,
     pub detail: String,
+    /// A client timeout expired (else the connection failed).
+    pub timed_out: bool,
 }
 
 /// Why a target cannot be measured, found before any measured request: each message says what
@@ -131,9 +141,18 @@ pub enum PreflightError {
     /// The server refused the request for its key (or its lack of one).
     #[error("{}", auth_hint(*status, target, api_key_env.as_deref()))]
     Auth { status: u16, target: String, api_key_env: Option<String> },
-    #[error("model `{model}` is not served at {api_base}; /v1/models offers: {}",
+    /// The model is not listed by `/v1/models`, and the one-token probe with it failed too.
+    #[error("model `{model}` is not served at {api_base}: /v1/models does not list it (it offers: {}) \
+        and the one-token probe with it answered {probe}",
         if offered.is_empty() { "(nothing)".to_string() } else { offered.join(", ") })]
-    ModelNotServed { model: String, api_base: String, offered: Vec<String> },
+    ModelNotServed { model: String, api_base: String, offered: Vec<String>, probe: String },
+    /// A preflight request was answered with a redirect to another host, which is not followed.
+    #[error(
+        "{check}: {url} answered {status} redirecting to {location}, another host than the target's; \
+         set base_url to where the server is, or client.cross_host_redirects = true to follow \
+         (the summary notes where requests went)"
+    )]
+    Redirected { check: String, url: String, status: u16, location: String },
     #[error(
         "no model configured for target `{target}` and {models_url} lists none; set model = \"...\""
     )]
@@ -150,14 +169,28 @@ impl PreflightError {
     pub fn redacted(self, r: &Redactor) -> PreflightError {
         let r = |s: String| r.redact(&s);
         match self {
-            PreflightError::Unreachable(Unreachable { url, detail }) => {
-                PreflightError::Unreachable(Unreachable { url: r(url), detail: r(detail) })
+            PreflightError::Unreachable(Unreachable { check, url, detail, timed_out }) => {
+                PreflightError::Unreachable(Unreachable {
+                    check,
+                    url: r(url),
+                    detail: r(detail),
+                    timed_out,
+                })
             }
-            PreflightError::ModelNotServed { model, api_base, offered } => {
+            PreflightError::ModelNotServed { model, api_base, offered, probe } => {
                 PreflightError::ModelNotServed {
                     model: r(model),
                     api_base: r(api_base),
                     offered: offered.into_iter().map(r).collect(),
+                    probe: r(probe),
+                }
+            }
+            PreflightError::Redirected { check, url, status, location } => {
+                PreflightError::Redirected {
+                    check,
+                    url: r(url),
+                    status,
+                    location: r(shown_location(&location)),
                 }
             }
             PreflightError::NoModel { target, models_url } => {
@@ -286,6 +319,33 @@ pub struct ClientOptions {
     pub proxy: ProxyMode,
     /// The longest SSE line or event data kept (bytes); a stream that sends more is `malformed`.
     pub max_event_bytes: usize,
+    /// Follow redirects to another scheme, host or port (same-origin ones are always followed).
+    pub cross_host_redirects: bool,
+}
+
+/// Which of a request's timeouts bounds a wait: the stall timeout (no bytes for
+/// `client.stall_timeout_s`) or what is left of the request timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    Stall,
+    Request,
+}
+
+/// A redirect's `Location` as shown in messages and notes: without user information, query or
+/// fragment (either may carry a token).
+pub fn shown_location(location: &str) -> String {
+    let bare = crate::redact::strip_userinfo(location);
+    match bare.find(['?', '#']) {
+        Some(i) => format!("{}?…", &bare[..i]),
+        None => bare.into_owned(),
+    }
+}
+
+/// Whether two URLs have the same origin (scheme, host and port).
+fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
 }
 
 /// What goes into every request besides the prompt.
@@ -304,8 +364,32 @@ fn build_http(
     use_proxy: bool,
     reuse: bool,
     ca_bundle: Option<&[u8]>,
+    cross_host_redirects: bool,
+    opened: &ConnectionCount,
 ) -> Result<reqwest::Client, ClientError> {
+    let count = opened.0.clone();
+    // Redirects within the target's origin are followed (up to 10); one to another host only
+    // when the config allows it, else its 3xx answer is what the request gets.
+    let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+        let off_origin =
+            attempt.previous().first().is_some_and(|first| !same_origin(first, attempt.url()));
+        if attempt.previous().len() >= 10 {
+            attempt.error("more than 10 redirects")
+        } else if off_origin && !cross_host_redirects {
+            attempt.stop()
+        } else {
+            attempt.follow()
+        }
+    });
     let mut builder = reqwest::Client::builder()
+        .redirect(redirects)
+        // However many connections a load opens before its window, at most so many are being
+        // set up at once (a server's accept queue is finite).
+        .connector_layer(tower::util::MapResponseLayer::new(move |conn| {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            conn
+        }))
+        .connector_layer(tower::limit::ConcurrencyLimitLayer::new(PRECONNECT_AT_ONCE))
         .http1_only()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(if reuse { usize::MAX } else { 0 })
@@ -344,6 +428,18 @@ pub struct Client {
     pub opts: ClientOptions,
     proxied: bool,
     ca_bundle: Option<std::sync::Arc<Vec<u8>>>,
+    /// Connections this client has opened so far.
+    opened: ConnectionCount,
+}
+
+/// The connections a client has opened (every clone of the client counts into the same one).
+#[derive(Clone, Default)]
+pub struct ConnectionCount(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl ConnectionCount {
+    pub fn get(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// Outcome of one request at the transport level, plus the parsed response.
@@ -437,7 +533,37 @@ struct Reply {
     json: Option<Value>,
     text: String,
     simulator: bool,
+    /// The `Location` of a redirect that was not followed (as [`shown_location`] shows it).
+    location: Option<String>,
+    /// Where the answer came from, when a followed redirect led to another origin (shown).
+    redirected_to: Option<String>,
+    /// What the answer said about keeping its connection open.
+    keep_alive: KeepAliveWords,
 }
+
+impl Reply {
+    /// A redirect to another host the client did not follow, as the preflight error it is.
+    fn refused_redirect(&self, check: &str, url: &str) -> Result<(), PreflightError> {
+        match &self.location {
+            Some(location) if (300..400).contains(&self.status) => {
+                Err(PreflightError::Redirected {
+                    check: check.to_string(),
+                    url: url.to_string(),
+                    status: self.status,
+                    location: location.clone(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The names of the pre-run checks, as errors and notes show them.
+const CHECK_MODELS: &str = "preflight, the model list";
+const CHECK_PROBE: &str = "preflight, the one-token probe";
+const CHECK_REUSE: &str = "preflight, the connection-reuse check";
+const CHECK_TOKENIZE: &str = "preflight, /tokenize";
+const CHECK_COUNT: &str = "counting prompt tokens with /tokenize";
 
 /// The models a `/v1/models` answer offers (None: unknown), or the status that refused the key.
 fn offered_models(r: &Reply) -> Result<Option<Vec<String>>, u16> {
@@ -454,8 +580,8 @@ fn offered_models(r: &Reply) -> Result<Option<Vec<String>>, u16> {
     }
 }
 
-/// The model to request: the configured one when the server offers it (or its list is
-/// unknown), else the first one offered.
+/// The model to request: the configured one (listed or not: the probe decides whether an
+/// unlisted one is served), else the first one offered.
 fn choose_model(
     configured: Option<&str>,
     offered: Option<&[String]>,
@@ -463,19 +589,22 @@ fn choose_model(
     api_base: &str,
 ) -> Result<String, PreflightError> {
     match (configured, offered) {
-        (Some(m), Some(list)) if !list.iter().any(|x| x == m) => {
-            Err(PreflightError::ModelNotServed {
-                model: m.to_string(),
-                api_base: api_base.to_string(),
-                offered: list.to_vec(),
-            })
-        }
         (Some(m), _) => Ok(m.to_string()),
         (None, Some(list)) if !list.is_empty() => Ok(list[0].clone()),
         (None, _) => Err(PreflightError::NoModel {
             target: target_name.to_string(),
             models_url: format!("{api_base}/models"),
         }),
+    }
+}
+
+/// The refusal of a model `/v1/models` does not list and the probe did not serve either.
+fn not_listed(model: &str, api_base: &str, offered: &[String], probe: String) -> PreflightError {
+    PreflightError::ModelNotServed {
+        model: model.to_string(),
+        api_base: api_base.to_string(),
+        offered: offered.to_vec(),
+        probe,
     }
 }
 
@@ -545,7 +674,14 @@ impl Client {
                 ));
             }
         }
-        let http = build_http(use_proxy, true, access.ca_bundle.as_deref())?;
+        let opened = ConnectionCount::default();
+        let http = build_http(
+            use_proxy,
+            true,
+            access.ca_bundle.as_deref(),
+            opts.cross_host_redirects,
+            &opened,
+        )?;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         for (name, value) in &access.headers {
@@ -570,9 +706,25 @@ impl Client {
                 opts,
                 proxied: use_proxy,
                 ca_bundle: access.ca_bundle.clone().map(std::sync::Arc::new),
+                opened,
             },
             notes,
         ))
+    }
+
+    /// The headers a scrape of `metrics_url` sends: the target's headers and API key when the
+    /// page is on the target's server (`root`'s origin; gateways guard `/metrics` like the
+    /// API), none for a page elsewhere, so no credential of the target goes to another host.
+    pub fn metrics_headers(&self, metrics_url: &str, root: &str) -> HeaderMap {
+        let parse = |u: &str| reqwest::Url::parse(u).ok();
+        match (parse(metrics_url), parse(root)) {
+            (Some(m), Some(r)) if same_origin(&m, &r) => {
+                let mut h = self.headers.clone();
+                h.remove(CONTENT_TYPE);
+                h
+            }
+            _ => HeaderMap::new(),
+        }
     }
 
     fn err_text(&self, e: &reqwest::Error) -> String {
@@ -588,8 +740,19 @@ impl Client {
 
     /// The same client without connection reuse: every request opens its own connection.
     pub fn without_reuse(&self) -> Result<Client, ClientError> {
-        let http = build_http(self.proxied, false, self.ca_bundle.as_deref().map(Vec::as_slice))?;
+        let http = build_http(
+            self.proxied,
+            false,
+            self.ca_bundle.as_deref().map(Vec::as_slice),
+            self.opts.cross_host_redirects,
+            &self.opened,
+        )?;
         Ok(Client { http, ..self.clone() })
+    }
+
+    /// The connections this client (and its clones) opened so far.
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.get()
     }
 
     /// Whether the server keeps a connection usable after a response of this kind. Some
@@ -625,7 +788,8 @@ impl Client {
 
         /// How long a closing server gets for its FIN to arrive after the last body byte.
         const CLOSE_GRACE: Duration = Duration::from_millis(300);
-        const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+        // A one-token answer: the client's timeouts bound it like any preflight request.
+        let answer_timeout = self.opts.request_timeout.min(self.opts.stall_timeout);
 
         if self.proxied {
             return None;
@@ -640,7 +804,7 @@ impl Client {
         // Origin form on the request line, as a client talking to the server directly sends it.
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         let tcp = tokio::time::timeout(
-            Duration::from_secs(10),
+            answer_timeout.min(Duration::from_secs(10)),
             tokio::net::TcpStream::connect((host.as_str(), port)),
         )
         .await
@@ -669,7 +833,7 @@ impl Client {
                     .ok()?;
                 req.headers_mut().extend(self.headers.clone());
                 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-                let answered = match tokio::time::timeout(ANSWER_TIMEOUT, async {
+                let answered = match tokio::time::timeout(answer_timeout, async {
                     let resp = sender.send_request(req).await.map_err(BoxError::from)?;
                     words.get_or_insert(keep_alive_words(resp.version(), resp.headers()));
                     let ok = resp.status().is_success();
@@ -702,7 +866,8 @@ impl Client {
         verdict
     }
 
-    /// Two one-token requests in a row through the connection pool.
+    /// Two one-token requests in a row through the connection pool (each read to its end, up
+    /// to what is kept, so the connection is reusable).
     async fn pooled_requests_succeed(
         &self,
         url: &str,
@@ -710,21 +875,11 @@ impl Client {
         words: &mut Option<KeepAliveWords>,
     ) -> bool {
         for _ in 0..2 {
-            let sent = self
-                .http
-                .post(url)
-                .headers(self.headers.clone())
-                .body(body.to_string())
-                .timeout(Duration::from_secs(60))
-                .send()
-                .await;
-            match sent {
-                Ok(resp) => {
-                    words.get_or_insert(keep_alive_words(resp.version(), resp.headers()));
-                    // Read to the end (up to what is kept) so the connection is reusable.
-                    read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(60)).await;
+            match self.call_json(CHECK_REUSE, url, Some(body)).await {
+                Ok(reply) => {
+                    words.get_or_insert(reply.keep_alive);
                 }
-                Err(e) if !e.is_timeout() => return false,
+                Err(e) if !e.timed_out => return false,
                 Err(_) => return true, // slow, not closed: no evidence either way
             }
         }
@@ -739,40 +894,127 @@ impl Client {
         }
     }
 
-    /// A preflight call: its answer, with the body's first characters (any secret removed).
-    /// `body: None` sends a GET.
-    async fn call_json(&self, url: &str, body: Option<&Value>) -> Result<Reply, Unreachable> {
+    /// Until when the next bytes of a request are awaited: the stall timeout from now, or the
+    /// request's `deadline` when that comes first; and which of the two it is.
+    fn next_wait(&self, deadline: Instant) -> (Instant, Wait) {
+        let stall = Instant::now() + self.opts.stall_timeout;
+        if stall < deadline { (stall, Wait::Stall) } else { (deadline, Wait::Request) }
+    }
+
+    /// What expired while waiting for `what` (`response headers`, `bytes`), and the setting
+    /// that bounds it.
+    fn expired(&self, wait: Wait, what: &str) -> String {
+        match wait {
+            Wait::Stall => format!(
+                "no {what} for {:?} (stall timeout: raise client.stall_timeout_s for a slower server)",
+                self.opts.stall_timeout
+            ),
+            Wait::Request => format!(
+                "no {what} within the request timeout ({:?}: raise client.request_timeout_s for a slower server)",
+                self.opts.request_timeout
+            ),
+        }
+    }
+
+    /// A request outside the measurement (`check` names it): its answer, the body read up to
+    /// [`PREFLIGHT_BODY_BYTES`] with its first characters kept (any secret removed), under the
+    /// client's request and stall timeouts. `body: None` sends a GET.
+    async fn call_json(
+        &self,
+        check: &str,
+        url: &str,
+        body: Option<&Value>,
+    ) -> Result<Reply, Unreachable> {
+        let deadline = Instant::now() + self.opts.request_timeout;
         let req = match body {
-            None => self.http.get(url).timeout(Duration::from_secs(15)),
-            Some(b) => self.http.post(url).body(b.to_string()).timeout(Duration::from_secs(60)),
+            None => self.http.get(url),
+            Some(b) => self.http.post(url).body(b.to_string()),
         };
-        let resp = req.headers(self.headers.clone()).send().await.map_err(|e| Unreachable {
+        let failed = |detail: String, timed_out: bool| Unreachable {
+            check: check.to_string(),
             url: self.redactor.redact(url),
-            detail: format!("{}{}", self.err_text(&e), self.connect_hint()),
-        })?;
+            detail,
+            timed_out,
+        };
+        let (until, wait) = self.next_wait(deadline);
+        let resp =
+            match tokio::time::timeout_at(until, req.headers(self.headers.clone()).send()).await {
+                Err(_) => return Err(failed(self.expired(wait, "response headers"), true)),
+                Ok(Err(e)) => {
+                    let detail = format!("{}{}", self.err_text(&e), self.connect_hint());
+                    return Err(failed(detail, e.is_timeout()));
+                }
+                Ok(Ok(r)) => r,
+            };
         let status = resp.status().as_u16();
+        let keep_alive = keep_alive_words(resp.version(), resp.headers());
         let simulator = resp.headers().contains_key(wire::SIMULATOR_HEADER);
-        let text = read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(60)).await;
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .filter(|_| resp.status().is_redirection())
+            .map(|l| self.redactor.redact(&shown_location(&String::from_utf8_lossy(l.as_bytes()))));
+        let redirected_to = reqwest::Url::parse(url)
+            .ok()
+            .filter(|asked| !same_origin(asked, resp.url()))
+            .map(|_| self.redactor.redact(&shown_location(resp.url().as_str())));
+        let text = self.read_within(resp, PREFLIGHT_BODY_BYTES, deadline).await.map_err(
+            |(wait, got)| {
+                failed(
+                    format!(
+                        "the answer stopped after {got} bytes: {}",
+                        self.expired(wait, "bytes")
+                    ),
+                    true,
+                )
+            },
+        )?;
         Ok(Reply {
             status,
             json: serde_json::from_str(&text).ok(),
             text: self.redactor.clip(&text, MESSAGE_CHARS),
             simulator,
+            location,
+            redirected_to,
+            keep_alive,
         })
     }
 
-    /// POST a JSON body (60 s timeout): status, the body as JSON when it is JSON, and its text.
+    /// The first `cap` bytes of a body (lossy UTF-8; the rest is not read), under the stall
+    /// timeout and the request's `deadline`; a read error ends the body. On a timeout: which
+    /// one expired, and how many bytes had come.
+    async fn read_within(
+        &self,
+        mut resp: reqwest::Response,
+        cap: usize,
+        deadline: Instant,
+    ) -> Result<String, (Wait, usize)> {
+        let mut buf = Vec::new();
+        while buf.len() < cap {
+            let (until, wait) = self.next_wait(deadline);
+            match tokio::time::timeout_at(until, resp.chunk()).await {
+                Err(_) => return Err((wait, buf.len())),
+                Ok(Ok(Some(b))) => buf.extend_from_slice(&b[..b.len().min(cap - buf.len())]),
+                Ok(_) => break,
+            }
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// POST a JSON body under the client's timeouts: status, the body as JSON when it is JSON,
+    /// and its text.
     pub async fn post_json(
         &self,
         url: &str,
         body: &Value,
     ) -> Result<(u16, Option<Value>, String), Unreachable> {
-        let r = self.call_json(url, Some(body)).await?;
+        let r = self.call_json("request", url, Some(body)).await?;
         Ok((r.status, r.json, r.text))
     }
 
     /// Check the target before measuring: models, auth, endpoint path, output-length field,
-    /// tokenizer. Every failure is explained in terms of what to change.
+    /// tokenizer. Every failure is explained in terms of what to change. Every request is bound
+    /// by the client's request and stall timeouts.
     pub async fn preflight(
         &self,
         target_name: &str,
@@ -790,7 +1032,8 @@ impl Client {
             api_key_env: api_key_env.map(str::to_string),
         };
         let models_url = format!("{api_base}/models");
-        let models = self.call_json(&models_url, None).await?;
+        let models = self.call_json(CHECK_MODELS, &models_url, None).await?;
+        models.refused_redirect(CHECK_MODELS, &models_url)?;
         let offered = match offered_models(&models) {
             Ok(offered) => offered,
             Err(status) => return Err(auth(status)),
@@ -801,19 +1044,37 @@ impl Client {
                 s => format!("{models_url} answered {s}: {}", models.text),
             });
         }
-        let model = choose_model(
-            model_override.or(target.model.as_deref()),
-            offered.as_deref(),
-            target_name,
-            &api_base,
-        )?;
+        let configured = model_override.or(target.model.as_deref());
+        let model = choose_model(configured, offered.as_deref(), target_name, &api_base)?;
+        // A gateway may serve a model it does not list: the probe decides.
+        let unlisted = offered.as_ref().filter(|list| !list.contains(&model));
         let url = format!("{api_base}/{}", endpoint.path());
         let probe = Probe { endpoint, model: &model };
-        let (field, status) =
-            self.probe(&url, &probe, target, &mut notes).await.map_err(|e| match e {
-                ProbeRefused::Auth(status) => auth(status),
-                ProbeRefused::Other(e) => e,
-            })?;
+        let probed = self.probe(&url, &probe, target, &mut notes).await;
+        let (field, status, redirected_to) = match (probed, unlisted) {
+            (Ok((_, status, _)), Some(list)) if !(200..300).contains(&status) => {
+                return Err(not_listed(&model, &api_base, list, format!("{status}")));
+            }
+            (Err(ProbeRefused::Other(e)), Some(list)) => {
+                return Err(not_listed(&model, &api_base, list, e.to_string()));
+            }
+            (Err(ProbeRefused::Auth(status)), _) => return Err(auth(status)),
+            (Err(ProbeRefused::Other(e)), None) => return Err(e),
+            (Ok(answer), _) => answer,
+        };
+        if let Some(list) = unlisted {
+            notes.push(format!(
+                "model `{model}` is not listed by {models_url} (it offers: {}); the one-token probe \
+                 with it was answered, so it is measured",
+                if list.is_empty() { "(nothing)".to_string() } else { list.join(", ") }
+            ));
+        }
+        if let Some(to) = redirected_to.or(models.redirected_to.clone()) {
+            notes.push(format!(
+                "{url} redirects to another host (client.cross_host_redirects = true): \
+                 requests were answered by {to}"
+            ));
+        }
         let mut reuse_connections = true;
         if (200..300).contains(&status) {
             let mut b = probe.body(field);
@@ -846,32 +1107,37 @@ impl Client {
     }
 
     /// The one-token probe outside the measurement: path, auth, output-length field. Returns the
-    /// field to send and the probe's status (an overloaded or failing server is measured anyway).
+    /// field to send, the probe's status (an overloaded or failing server is measured anyway)
+    /// and where a followed redirect to another host led.
     async fn probe(
         &self,
         url: &str,
         probe: &Probe<'_>,
         target: &Target,
         notes: &mut Vec<String>,
-    ) -> Result<(&'static str, u16), ProbeRefused> {
+    ) -> Result<(&'static str, u16, Option<String>), ProbeRefused> {
         let mut field = match target.max_tokens_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
             _ => "max_tokens",
         };
-        let (mut status, _, mut text) = self.post_json(url, &probe.body(field)).await?;
-        if status == 400
+        let mut reply = self.call_json(CHECK_PROBE, url, Some(&probe.body(field))).await?;
+        if reply.status == 400
             && target.max_tokens_field == MaxTokensField::Auto
-            && text.contains("max_tokens")
+            && reply.text.contains("max_tokens")
         {
-            let (s2, _, t2) = self.post_json(url, &probe.body("max_completion_tokens")).await?;
-            if (200..300).contains(&s2) {
+            let second = self
+                .call_json(CHECK_PROBE, url, Some(&probe.body("max_completion_tokens")))
+                .await?;
+            if (200..300).contains(&second.status) {
                 field = "max_completion_tokens";
                 notes.push(
                     "the server rejects max_tokens; max_completion_tokens is sent instead".into(),
                 );
             }
-            (status, text) = (s2, t2);
+            reply = second;
         }
+        reply.refused_redirect(CHECK_PROBE, url)?;
+        let Reply { status, text, redirected_to, .. } = reply;
         match status {
             200..=299 => {}
             // An overloaded or failing server is what a load test is for: measure it anyway.
@@ -896,13 +1162,14 @@ impl Client {
                 return Err(PreflightError::Probe { url: url.to_string(), status: s, text }.into());
             }
         }
-        Ok((field, status))
+        Ok((field, status, redirected_to))
     }
 
     /// Whether the target counts tokens at `/tokenize` (vLLM and llama.cpp shapes).
     async fn offers_tokenize(&self, root: &str, model: &str) -> Result<bool, Unreachable> {
         let r = self
             .call_json(
+                CHECK_TOKENIZE,
                 &format!("{root}/tokenize"),
                 Some(&json!({"model": model, "prompt": "hello world", "content": "hello world"})),
             )
@@ -913,21 +1180,35 @@ impl Client {
                 .is_some_and(|b| b.get("count").is_some() || b.get("tokens").is_some()))
     }
 
-    /// Open `n` connections to the server (concurrent `GET /v1/models`) so that connection setup
-    /// happens before the measured window rather than inside the first requests' TTFT.
-    pub async fn preconnect(&self, api_base: &str, n: usize) {
+    /// Open `n` connections to the server so that connection setup happens before the measured
+    /// window rather than inside the first requests' TTFT; returns how many were opened.
+    ///
+    /// `n` concurrent `GET /v1/models` (each needs a connection of its own while the others are
+    /// in flight); the connector sets up at most [`PRECONNECT_AT_ONCE`] at a time, and the
+    /// opening stops after [`PRECONNECT_TIME`].
+    pub async fn preconnect(&self, api_base: &str, n: usize) -> usize {
         let url = format!("{api_base}/models");
-        let gets = (0..n).map(|_| {
-            let req =
-                self.http.get(&url).headers(self.headers.clone()).timeout(Duration::from_secs(10));
-            async move {
-                if let Ok(resp) = req.send().await {
-                    // Read to the end (up to what is kept) so the connection is reusable.
-                    read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(10)).await;
+        // Counted since the client was made: the preflight's connections may carry some.
+        let until = Instant::now() + PRECONNECT_TIME;
+        let available = || self.connections_opened().min(n as u64);
+        // A request answered on a connection free again while others were still being set up
+        // may leave its own unopened: a further round opens what is missing.
+        for _ in 0..PRECONNECT_ROUNDS {
+            let gets = (0..n).map(|_| {
+                let req = self.http.get(&url).headers(self.headers.clone());
+                async move {
+                    if let Ok(resp) = req.send().await {
+                        // Read to the end (up to what is kept) so the connection is reusable.
+                        read_capped(resp, PREFLIGHT_BODY_BYTES, Duration::from_secs(10)).await;
+                    }
                 }
+            });
+            let _ = tokio::time::timeout_at(until, futures_util::future::join_all(gets)).await;
+            if available() >= n as u64 || Instant::now() >= until {
+                break;
             }
-        });
-        futures_util::future::join_all(gets).await;
+        }
+        available() as usize
     }
 
     /// Count tokens with the target's `/tokenize` (vLLM and llama.cpp shapes).
@@ -937,12 +1218,14 @@ impl Client {
         model: &str,
         text: &str,
     ) -> Result<u32, TokenizeError> {
-        let (status, body, msg) = self
-            .post_json(
+        let r = self
+            .call_json(
+                CHECK_COUNT,
                 &format!("{root}/tokenize"),
-                &json!({"model": model, "prompt": text, "content": text}),
+                Some(&json!({"model": model, "prompt": text, "content": text})),
             )
             .await?;
+        let (status, body, msg) = (r.status, r.json, r.text);
         if status != 200 {
             return Err(TokenizeError::Status { status, text: msg });
         }
@@ -978,18 +1261,17 @@ impl Client {
             result: ResponseResult::failed(class, msg),
             end: Instant::now(),
         };
+        // No bytes come before the response headers: the stall timeout bounds their wait too.
+        let (until, wait) = self.next_wait(deadline);
         let resp = tokio::select! {
-            r = tokio::time::timeout_at(deadline, req.send()) => r,
+            r = tokio::time::timeout_at(until, req.send()) => r,
             _ = &mut abort => return failed(Outcome::Cancelled, "in flight when the run was interrupted".into(), Some(sent)),
         };
         let mut resp = match resp {
             Err(_) => {
                 return failed(
                     Outcome::Timeout,
-                    format!(
-                        "no response within the request timeout ({:?})",
-                        self.opts.request_timeout
-                    ),
+                    self.expired(wait, "response headers"),
                     Some(sent),
                 );
             }
@@ -1010,12 +1292,23 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<f64>().ok());
         if !resp.status().is_success() {
+            // A redirect still here is one to another host the client does not follow.
+            let location = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .filter(|_| resp.status().is_redirection())
+                .map(|l| shown_location(&String::from_utf8_lossy(l.as_bytes())));
             let text = read_capped(resp, ERROR_BODY_BYTES, Duration::from_secs(5)).await;
-            let mut ex = failed(
-                Outcome::Http(status),
-                format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS)),
-                Some(sent),
-            );
+            let message = match location {
+                Some(to) => format!(
+                    "HTTP {status}: a redirect to {to} (another host) not followed; \
+                     client.cross_host_redirects = true follows it"
+                ),
+                None => {
+                    format!("HTTP {status}: {}", self.redactor.clip(text.trim(), MESSAGE_CHARS))
+                }
+            };
+            let mut ex = failed(Outcome::Http(status), self.redactor.redact(&message), Some(sent));
             ex.status = Some(status);
             return ex;
         }
@@ -1252,6 +1545,16 @@ fn sent_max_tokens(body: &[u8]) -> Option<u64> {
 /// there (the connection is dropped), so a huge error body costs no memory.
 pub const ERROR_BODY_BYTES: usize = 64 * 1024;
 
+/// How many connections the client sets up at once (TCP and TLS handshakes; requests beyond
+/// wait for a slot): what bounds [`Client::preconnect`].
+pub const PRECONNECT_AT_ONCE: usize = 64;
+
+/// How many rounds of requests [`Client::preconnect`] sends at most.
+const PRECONNECT_ROUNDS: usize = 3;
+
+/// How long [`Client::preconnect`] keeps opening connections.
+pub const PRECONNECT_TIME: Duration = Duration::from_secs(30);
+
 /// What is kept of a preflight answer (`/v1/models`, `/tokenize`, the probe request).
 pub const PREFLIGHT_BODY_BYTES: usize = 4 * 1024 * 1024;
 
@@ -1405,12 +1708,7 @@ mod tests {
         assert_eq!(choose(Some("b"), Some(&list)).unwrap(), "b");
         assert_eq!(choose(Some("x"), None).unwrap(), "x", "an unknown list is no refusal");
         assert_eq!(choose(None, Some(&list)).unwrap(), "a");
-        match choose(Some("x"), Some(&list)) {
-            Err(PreflightError::ModelNotServed { model, offered, .. }) => {
-                assert_eq!((model.as_str(), offered), ("x", list.clone()))
-            }
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(choose(Some("x"), Some(&list)).unwrap(), "x", "unlisted: the probe decides");
         let e = choose(None, Some(&[])).unwrap_err();
         assert!(matches!(e, PreflightError::NoModel { .. }), "{e:?}");
         assert!(e.to_string().contains("http://h/v1/models"), "{e}");
@@ -1419,6 +1717,9 @@ mod tests {
             json,
             text: String::new(),
             simulator: false,
+            location: None,
+            redirected_to: None,
+            keep_alive: KeepAliveWords::KeepAlive,
         };
         let body = json!({"data": [{"id": "a"}, {"id": "b"}]});
         assert_eq!(offered_models(&reply(200, Some(body))), Ok(Some(list)));
@@ -1460,6 +1761,16 @@ mod tests {
         assert_eq!(sent_max_tokens(br#"{"max_tokens":9,"max_completion_tokens":8}"#), Some(8));
         assert_eq!(sent_max_tokens(br#"{"model":"m"}"#), None);
         assert_eq!(sent_max_tokens(b"not json"), None);
+    }
+
+    #[test]
+    fn a_redirect_location_is_shown_without_user_information_or_query() {
+        assert_eq!(shown_location("http://u:pw@other:9/v1/x?key=sk-1#f"), "http://other:9/v1/x?…");
+        assert_eq!(shown_location("https://other/v1"), "https://other/v1");
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        assert!(same_origin(&url("http://h/v1/a"), &url("http://h:80/v1/b")));
+        assert!(!same_origin(&url("http://h:1/v1"), &url("http://h:2/v1")));
+        assert!(!same_origin(&url("http://h/v1"), &url("https://h/v1")));
     }
 
     #[test]

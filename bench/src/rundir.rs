@@ -134,16 +134,29 @@ fn lock_exclusive(_file: &File) -> io::Result<()> {
 /// Appends records to `requests.jsonl`, one flushed line each.
 pub struct RecordWriter {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn Write + Send>>,
+    /// The file itself, to sync at the end.
+    file: File,
     line: Vec<u8>,
 }
 
 impl RecordWriter {
     pub fn create(dir: &Path) -> Result<RecordWriter, RunDirError> {
+        RecordWriter::create_through(dir, |f| Box::new(f))
+    }
+
+    /// Records written through the writer `wrap` makes of the file (tests make it fail as a
+    /// full disk does).
+    pub fn create_through(
+        dir: &Path,
+        wrap: impl FnOnce(File) -> Box<dyn Write + Send>,
+    ) -> Result<RecordWriter, RunDirError> {
         let path = dir.join(REQUESTS_FILE);
         let file = File::create(&path).map_err(io_err(&path))?;
+        let sync = file.try_clone().map_err(io_err(&path))?;
         Ok(RecordWriter {
-            out: BufWriter::with_capacity(64 * 1024, file),
+            out: BufWriter::with_capacity(64 * 1024, wrap(file)),
+            file: sync,
             path,
             line: Vec::with_capacity(1024),
         })
@@ -160,7 +173,7 @@ impl RecordWriter {
 
     pub fn finish(mut self) -> Result<(), RunDirError> {
         self.out.flush().map_err(io_err(&self.path))?;
-        self.out.get_ref().sync_all().map_err(io_err(&self.path))
+        self.file.sync_all().map_err(io_err(&self.path))
     }
 }
 

@@ -89,11 +89,14 @@ async fn scrape_once(http: &reqwest::Client, url: &str) -> Result<promtext::Expo
 }
 
 impl Scraper {
-    /// Start scraping `url`. `None` with a note when scraping is disabled or the first scrape
-    /// fails (the target has no metrics endpoint); notes about `nvidia-smi` go to `notes` too.
+    /// Start scraping `url`, sending `headers` with every scrape (the target's own headers and
+    /// key, when the page is on the target's server: see [`crate::client::Client::metrics_headers`]).
+    /// `None` with a note when scraping is disabled or the first scrape fails (the target has
+    /// no metrics endpoint); notes about `nvidia-smi` go to `notes` too.
     pub async fn start(
         cfg: &ScrapeConfig,
         url: String,
+        headers: reqwest::header::HeaderMap,
         loopback: bool,
         gpu: bool,
         notes: &mut Vec<String>,
@@ -102,7 +105,9 @@ impl Scraper {
             return None;
         }
         let interval = Duration::from_secs_f64(cfg.interval_s);
-        let mut builder = reqwest::Client::builder().timeout(interval.max(Duration::from_secs(2)));
+        let mut builder = reqwest::Client::builder()
+            .default_headers(headers)
+            .timeout(interval.max(Duration::from_secs(2)));
         if loopback {
             builder = builder.no_proxy();
         }

@@ -33,6 +33,9 @@ pub enum RunStatus {
     Interrupted,
     /// No measured request succeeded.
     Failed,
+    /// Stopped by an error of the bench itself (a write to the run directory failed): what was
+    /// recorded until then is here, and a note says why.
+    Aborted,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

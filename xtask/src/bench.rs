@@ -257,9 +257,14 @@ pub fn execute(plan: &BenchPlan) -> anyhow::Result<Status> {
 /// One run, its report, and the gate when asked for.
 fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
     let spec = plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), plan.run_id.clone());
-    let outcome = measure::runtime()?
-        .block_on(runner::run(spec, RunControl::default()))
-        .context("the bench could not run")?;
+    let outcome = match measure::runtime()?.block_on(runner::run(spec, RunControl::default())) {
+        Ok(outcome) => outcome,
+        Err(e @ runner::RunError::Interrupted { .. }) => {
+            eprintln!("{e}");
+            return Ok(Status::Interrupted);
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("the bench could not run")),
+    };
     let s = &outcome.summary;
     if !plan.quiet {
         println!("{}", report::render(s));
@@ -275,6 +280,13 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
     let run = match s.status {
         RunStatus::Complete => Status::Success,
         RunStatus::Interrupted => Status::Interrupted,
+        RunStatus::Aborted => {
+            let why = s.notes.last().cloned().unwrap_or_default();
+            anyhow::bail!(
+                "the run was aborted: {why}; what was recorded is in {}",
+                outcome.dir.display()
+            );
+        }
         RunStatus::Failed => {
             let classes: Vec<String> =
                 s.requests.by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();

@@ -40,7 +40,7 @@ pub const USAGE_ERROR: Exit = Exit {
 pub const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
-    meaning: "stopped by Ctrl-C; what was measured is written",
+    meaning: "stopped by Ctrl-C or SIGTERM; what was measured is written",
 };
 
 /// Every exit code, in increasing order.

@@ -219,7 +219,7 @@ impl GateSettings {
             RunStatus::Complete | RunStatus::Failed => {
                 Some(thresholds::evaluate(summary, &self.thresholds))
             }
-            RunStatus::Interrupted => None,
+            RunStatus::Interrupted | RunStatus::Aborted => None,
         }
     }
 }

@@ -279,10 +279,10 @@ fn wait_for_ctrl_c_or_exit(mut proc: EngineProcess) -> anyhow::Result<Status> {
     {
         let flag = interrupted.clone();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        // Ctrl-C and SIGTERM both stop the engine; listening starts before this returns.
+        let mut signals = rt.block_on(async { bench::runner::StopSignals::listen() });
         std::thread::spawn(move || {
-            rt.block_on(async {
-                let _ = tokio::signal::ctrl_c().await;
-            });
+            rt.block_on(signals.next());
             flag.store(true, std::sync::atomic::Ordering::SeqCst);
         });
     }

@@ -3,7 +3,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use bench::config::Override;
 use clap::Args;
 use xshell::Shell;
@@ -68,6 +68,8 @@ impl SimCmd {
             );
         }
         rt.block_on(async {
+            // Ctrl-C and SIGTERM both stop it (heard from here on).
+            let mut signals = bench::runner::StopSignals::listen();
             let handle = bench::sim::start(
                 embedded.options,
                 embedded.backend,
@@ -77,9 +79,8 @@ impl SimCmd {
             .with_context(|| format!("cannot listen on {}:{}", self.host, self.port))?;
             println!("infergate simulator ({})", handle.describe());
             println!("serving {} at {}/v1 (Ctrl-C to stop)", handle.model(), handle.base_url());
-            if tokio::signal::ctrl_c().await.is_err() {
-                bail!("cannot wait for Ctrl-C");
-            }
+            let name = signals.next().await;
+            eprintln!("{name}: stopping the simulator");
             handle.shutdown().await;
             Ok(Status::Interrupted)
         })

@@ -51,9 +51,14 @@ pub fn run(plan: &BenchPlan, strategies: &StrategyList) -> anyhow::Result<Status
         if !plan.quiet {
             eprintln!("[{}/{n}] {strategy}", i + 1);
         }
-        let outcome = rt
-            .block_on(runner::run(spec, RunControl::default()))
-            .with_context(|| format!("the {strategy} run could not run"))?;
+        let outcome = match rt.block_on(runner::run(spec, RunControl::default())) {
+            Err(e @ runner::RunError::Interrupted { .. }) => {
+                eprintln!("{strategy}: {e}");
+                interrupted = true;
+                break;
+            }
+            r => r.with_context(|| format!("the {strategy} run could not run"))?,
+        };
         let run_dir = display_path(&outcome.dir, root);
         for n in outcome.out_of_memory_notes() {
             notes.push(format!("{strategy}: {n}"));

@@ -443,6 +443,10 @@ pub struct ClientConfig {
     /// sends more ends as `malformed`, so a hostile or broken server cannot grow the bench's
     /// memory without bound.
     pub max_event_kib: u64,
+    /// Follow a redirect to another host (scheme, host or port) than the target's. Off: such an
+    /// answer is refused in preflight and counted as its `http_3xx` class in a run, so requests
+    /// never measure a server other than the one the summary names.
+    pub cross_host_redirects: bool,
 }
 
 impl Default for ClientConfig {
@@ -453,6 +457,7 @@ impl Default for ClientConfig {
             grace_s: 10.0,
             proxy: ProxyMode::Auto,
             max_event_kib: 1024,
+            cross_host_redirects: false,
         }
     }
 }

@@ -80,7 +80,18 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     }
     summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
     summary.notes.extend(crate::metrics::stream_notes(&summary.requests, &summary.tokens));
+    summary.notes.extend(driven.connections.note());
+    let connections = serde_json::to_value(driven.connections).unwrap_or_default();
+    summary.extra.insert("connections".into(), connections);
     summary.status = run_status(driven.interrupted, summary.requests.ok);
+    if let Some(e) = &driven.write_error {
+        summary.status = RunStatus::Aborted;
+        summary.notes.push(format!(
+            "the run stopped at the first failed write of requests.jsonl ({e}); the summary \
+             covers the {} requests recorded before it",
+            summary.requests.total
+        ));
+    }
     // Notes quote server text and URLs (the scraper's among them): none keeps a secret.
     summary.notes = summary.notes.iter().map(|n| redactor.redact(n)).collect();
     summary

@@ -72,6 +72,7 @@ pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
         stall_timeout: Duration::from_secs_f64(cfg.stall_timeout_s),
         proxy: cfg.proxy,
         max_event_bytes: (cfg.max_event_kib as usize).saturating_mul(1024),
+        cross_host_redirects: cfg.cross_host_redirects,
     }
 }
 

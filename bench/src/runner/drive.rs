@@ -34,6 +34,40 @@ pub struct Driven {
     pub workload: WorkloadInfo,
     /// Server-side metrics over the window, when scraped.
     pub server: Option<ServerSection>,
+    /// The first write of `requests.jsonl` that failed: the run stopped there.
+    pub write_error: Option<String>,
+    /// The connections opened before the window.
+    pub connections: Preconnected,
+}
+
+/// The connections a run opened before its window, against those its load needs at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Preconnected {
+    /// Connections the load keeps busy at once (closed loop: its concurrency; open loop: its
+    /// `max_concurrency`, else 16).
+    pub wanted: u64,
+    /// Connections open before the window (0 when the server closes them after each response:
+    /// then every request opens its own).
+    #[serde(rename = "opened_before_window")]
+    pub opened: u64,
+    /// Whether connections are reused between requests.
+    pub reused: bool,
+    /// Connections opened once the load started: each one's setup is in the TTFT of the request
+    /// that waited for it (with reuse off, one per request).
+    pub cold_requests: u64,
+}
+
+impl Preconnected {
+    /// The note when connections could not all be opened before the window.
+    pub fn note(&self) -> Option<String> {
+        (self.reused && self.opened < self.wanted).then(|| {
+            format!(
+                "{} of {} connections could be opened before the window; {} requests opened \
+                 theirs during the load (connection setup is in their TTFT)",
+                self.opened, self.wanted, self.cold_requests
+            )
+        })
+    }
 }
 
 /// What the load loop needs to build and send one request.
@@ -175,17 +209,34 @@ pub async fn drive(
     let load = &profile.load;
     let resolved = &conn.resolved;
     // Connections are opened first, so connection setup stays out of the window.
-    let connections = match load.mode {
+    let wanted = match load.mode {
         LoadMode::Closed => load.concurrency,
         LoadMode::Open => load.max_concurrency.unwrap_or(16),
     };
-    if resolved.reuse_connections && connections > 1 {
-        conn.client.preconnect(&resolved.api_base, connections.min(256) as usize).await;
+    let mut connections = Preconnected {
+        wanted: wanted.into(),
+        opened: 0,
+        reused: resolved.reuse_connections,
+        cold_requests: 0,
+    };
+    if resolved.reuse_connections {
+        tokio::select! {
+            n = conn.client.preconnect(&resolved.api_base, wanted as usize) => connections.opened = n as u64,
+            _ = control.stopped() => {}
+        }
     }
+    if control.was_interrupted() {
+        return Err(RunError::Interrupted { dir: dir.to_path_buf() });
+    }
+    control.start_load();
+    let opened_before = conn.client.connections_opened();
     // Server-side metrics: the first scrape is taken just before the load starts.
+    let metrics_url =
+        crate::scrape::metrics_url(&resolved.root, conn.target.metrics_url.as_deref());
     let scraper = crate::scrape::Scraper::start(
         &profile.scrape,
-        crate::scrape::metrics_url(&resolved.root, conn.target.metrics_url.as_deref()),
+        metrics_url.clone(),
+        conn.client.metrics_headers(&metrics_url, &resolved.root),
         crate::client::is_loopback(&resolved.api_base),
         !conn.simulated(),
         notes,
@@ -216,21 +267,27 @@ pub async fn drive(
     let total_hint =
         measured_requests(load, workload.items as usize).map(|n| n + load.warmup_requests);
     let progress = make_progress(spec.quiet, total_hint);
-    let collector =
-        spawn_collector(RecordWriter::create(dir)?, profile.slo.clone(), rec_rx, progress);
+    let writer = match &control.record_sink {
+        Some(sink) => RecordWriter::create_through(dir, |f| sink(f))?,
+        None => RecordWriter::create(dir)?,
+    };
+    let collector = spawn_collector(writer, profile.slo.clone(), rec_rx, progress, control);
     let grace = Duration::from_secs_f64(profile.client.grace_s);
-    let signals = spec.handle_signals.then(|| spawn_signal_handler(control, grace, spec.quiet));
     let grace_task = spawn_grace_period(control, grace);
     match load.mode {
         LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
         LoadMode::Open => open_loop(load, wl.seed, clock, &shared, &admission, control).await,
     }
     grace_task.abort();
-    if let Some(t) = signals {
-        t.abort();
-    }
+    connections.cold_requests = conn.client.connections_opened() - opened_before;
     drop(shared); // closes the record channel
-    let acc = collector.join().expect("collector thread does not panic")?;
+    let (acc, write_error) = match collector.join() {
+        Ok(collected) => collected,
+        Err(_) => (
+            MetricsAccumulator::new(profile.slo.clone()),
+            Some("the record writer stopped unexpectedly".into()),
+        ),
+    };
     let server = match scraper {
         Some(scraper) => {
             let m = acc.finish(None);
@@ -239,20 +296,36 @@ pub async fn drive(
         }
         None => None,
     };
-    Ok(Driven { acc, clock, interrupted: control.was_interrupted(), workload, server })
+    let interrupted = control.was_interrupted() && write_error.is_none();
+    Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections })
 }
 
-/// The collector: writes each record as it arrives and accumulates the metrics.
+/// The collector: writes each record as it arrives and accumulates the metrics of those
+/// written. At the first failed write (a full disk) it stops the run (what is in flight is
+/// cancelled) and keeps only what was written; it returns the error's text.
 fn spawn_collector(
     mut writer: RecordWriter,
     slo: Slo,
     records: std::sync::mpsc::Receiver<RequestRecord>,
     progress: Option<indicatif::ProgressBar>,
-) -> std::thread::JoinHandle<Result<MetricsAccumulator, RunDirError>> {
+    control: &RunControl,
+) -> std::thread::JoinHandle<(MetricsAccumulator, Option<String>)> {
+    let control = control.clone();
     std::thread::spawn(move || {
         let mut acc = MetricsAccumulator::new(slo);
+        let failed = |e: RunDirError| {
+            control.abort();
+            Some(error_chain(&e))
+        };
+        let mut error = None;
         for rec in records {
-            writer.write(&rec)?;
+            if error.is_some() {
+                continue; // drained so senders finish; nothing more is kept
+            }
+            if let Err(e) = writer.write(&rec) {
+                error = failed(e);
+                continue;
+            }
             acc.add(&rec);
             if let Some(pb) = &progress {
                 pb.inc(1);
@@ -263,32 +336,23 @@ fn spawn_collector(
         if let Some(pb) = &progress {
             pb.finish_and_clear();
         }
-        writer.finish()?;
-        Ok(acc)
+        if error.is_none() {
+            error = writer.finish().err().and_then(failed);
+        }
+        (acc, error)
     })
 }
 
-/// Ctrl-C: the first stops sending and starts the grace period, the second cancels what is
-/// still in flight.
-fn spawn_signal_handler(
-    control: &RunControl,
-    grace: Duration,
-    quiet: bool,
-) -> tokio::task::JoinHandle<()> {
-    let control = control.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_err() {
-            return;
-        }
-        if !quiet {
-            eprintln!(
-                "\ninterrupted: no new requests; waiting up to {grace:?} for those in flight (Ctrl-C again to cancel them)"
-            );
-        }
-        control.interrupt();
-        let _ = tokio::signal::ctrl_c().await;
-        control.abort();
-    })
+/// An error and its causes on one line (`cannot write X: No space left on device`).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Once the run stops sending, what is still in flight gets `grace`, then is cancelled.

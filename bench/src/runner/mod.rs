@@ -43,7 +43,8 @@ pub struct RunSpec {
     pub engine: Option<EngineParams>,
     /// Hide the progress bar and informational lines.
     pub quiet: bool,
-    /// Handle Ctrl-C (stop sending, grace period, then cancel). Tests drive [`RunControl`] instead.
+    /// Handle Ctrl-C and SIGTERM (before the load: stop; during it: stop sending, grace
+    /// period, then cancel). Tests drive [`RunControl`] instead.
     pub handle_signals: bool,
     /// Repository root, for relative paths in the config (datasets, engine configs).
     pub root: PathBuf,
@@ -83,16 +84,28 @@ impl RunSpec {
     }
 }
 
+/// Where the records of a run go instead of `requests.jsonl`: given the file, the writer to
+/// use (tests of a failing disk wrap it).
+pub type RecordSink = Arc<dyn Fn(std::fs::File) -> Box<dyn std::io::Write + Send> + Send + Sync>;
+
 /// Lets the caller interrupt a run as Ctrl-C would.
 #[derive(Clone)]
 pub struct RunControl {
     tx: Arc<watch::Sender<Phase>>,
     interrupted: Arc<AtomicBool>,
+    /// The load has started (before it, an interruption ends the run with nothing measured).
+    loading: Arc<AtomicBool>,
+    pub(crate) record_sink: Option<RecordSink>,
 }
 
 impl Default for RunControl {
     fn default() -> Self {
-        RunControl { tx: Arc::new(watch::channel(Phase::Running).0), interrupted: Arc::default() }
+        RunControl {
+            tx: Arc::new(watch::channel(Phase::Running).0),
+            interrupted: Arc::default(),
+            loading: Arc::default(),
+            record_sink: None,
+        }
     }
 }
 
@@ -120,9 +133,109 @@ impl RunControl {
         self.interrupted.load(Ordering::SeqCst)
     }
 
+    /// Records go through `sink` (given the `requests.jsonl` file) instead of straight to the
+    /// file: how tests make the disk fail.
+    pub fn with_record_sink(mut self, sink: RecordSink) -> RunControl {
+        self.record_sink = Some(sink);
+        self
+    }
+
     pub(crate) fn subscribe(&self) -> watch::Receiver<Phase> {
         self.tx.subscribe()
     }
+
+    /// Resolves once the run is asked to stop (interrupted or aborted).
+    pub(crate) async fn stopped(&self) {
+        let mut rx = self.subscribe();
+        let _ = rx.wait_for(|p| *p != Phase::Running).await;
+    }
+
+    pub(crate) fn start_load(&self) {
+        self.loading.store(true, Ordering::SeqCst);
+    }
+
+    fn load_started(&self) -> bool {
+        self.loading.load(Ordering::SeqCst)
+    }
+}
+
+/// Ctrl-C and SIGTERM: the signals with which a user (or a supervisor, a container runtime, CI)
+/// asks a run or a server to stop. Listening starts when the value is made, inside a runtime.
+pub struct StopSignals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Start listening (the default action of each signal, ending the process, is replaced).
+    pub fn listen() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            StopSignals {
+                interrupt: signal(SignalKind::interrupt()).ok(),
+                terminate: signal(SignalKind::terminate()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// The next signal's name (`Ctrl-C`, `SIGTERM`); never resolves when none can be heard.
+    pub async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+                let heard = match s {
+                    Some(s) => s.recv().await.is_some(),
+                    None => false,
+                };
+                if !heard {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::select! {
+                _ = recv(&mut self.interrupt) => "Ctrl-C",
+                _ = recv(&mut self.terminate) => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            match tokio::signal::ctrl_c().await {
+                Ok(()) => "Ctrl-C",
+                Err(_) => std::future::pending().await,
+            }
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM: before the load, the run stops with nothing measured; during it, the
+/// first stops sending and starts the grace period, the second cancels what is in flight.
+fn spawn_signal_handler(
+    control: &RunControl,
+    grace: std::time::Duration,
+    quiet: bool,
+) -> tokio::task::JoinHandle<()> {
+    let control = control.clone();
+    let mut signals = StopSignals::listen();
+    tokio::spawn(async move {
+        let name = signals.next().await;
+        if !control.load_started() {
+            eprintln!("\n{name}: stopping before the load started; nothing is measured");
+            control.abort();
+            return;
+        }
+        if !quiet {
+            eprintln!(
+                "\n{name}: no new requests; waiting up to {grace:?} for those in flight ({name} again to cancel them)"
+            );
+        }
+        control.interrupt();
+        signals.next().await;
+        control.abort();
+    })
 }
 
 /// Why a run measured nothing. Request failures are not errors: they are part of the outcome.
@@ -147,6 +260,12 @@ pub enum RunError {
     /// A caller could not set up a run it was asked for (a sweep's stage, say).
     #[error("cannot set up the run")]
     Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Stopped (Ctrl-C, SIGTERM) during the pre-run checks, before any request was measured.
+    #[error(
+        "interrupted during the pre-run checks: no run was measured ({} holds no summary)",
+        dir.display()
+    )]
+    Interrupted { dir: PathBuf },
 }
 
 /// The result of a run.
@@ -198,7 +317,12 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     let (concurrency, in_process_server) = open_files_need(&spec.profile);
     crate::fdlimit::ensure_open_files(concurrency, in_process_server)?;
     let dir = rundir::create(&spec.out_dir)?;
+    let grace = std::time::Duration::from_secs_f64(spec.profile.profile.client.grace_s);
+    let signals = spec.handle_signals.then(|| spawn_signal_handler(&control, grace, spec.quiet));
     let result = run_in(&spec, control, &dir).await;
+    if let Some(t) = signals {
+        t.abort();
+    }
     rundir::release(&dir);
     result
 }
@@ -220,11 +344,22 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     let started_at = chrono::Utc::now();
     let started_sys = SystemTime::now();
     let profile: &Profile = &spec.profile.profile;
-    let connect::Connected { connection, simulator, engine } =
-        connect::connect_run(spec, &dir).await?;
-    let prepared =
-        prepare::prepare_workload(&profile.workload, profile.endpoint, &spec.root, &connection)
-            .await?;
+    // The pre-run checks end at once when the run is stopped: nothing is measured yet.
+    let before_load = async {
+        let connected = connect::connect_run(spec, &dir).await?;
+        let prepared = prepare::prepare_workload(
+            &profile.workload,
+            profile.endpoint,
+            &spec.root,
+            &connected.connection,
+        )
+        .await?;
+        Ok::<_, RunError>((connected, prepared))
+    };
+    let (connect::Connected { connection, simulator, engine }, prepared) = tokio::select! {
+        r = before_load => r?,
+        _ = control.stopped() => return Err(RunError::Interrupted { dir }),
+    };
     let mut notes = connection.notes.clone();
     notes.extend(prepared.notes.iter().cloned());
     let driven = drive::drive(spec, &connection, prepared, &dir, &control, &mut notes).await?;
@@ -233,7 +368,7 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         scheduler = h.scheduler_report();
         h.shutdown().await;
     }
-    let summary = assemble::assemble(assemble::RunParts {
+    let mut summary = assemble::assemble(assemble::RunParts {
         spec,
         connection: &connection,
         engine,
@@ -242,7 +377,12 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         driven: &driven,
         scheduler: scheduler.as_ref(),
     });
-    rundir::write_histograms(&dir, &driven.acc, started_sys, assemble::window(&summary))?;
+    // A failed histogram log (a full disk) still leaves the summary a try.
+    let window = assemble::window(&summary);
+    if let Err(e) = rundir::write_histograms(&dir, &driven.acc, started_sys, window) {
+        let why = std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default();
+        summary.notes.push(format!("{e}{why}; the latency histograms are only in this summary"));
+    }
     rundir::write_summary(&dir, &summary)?;
     Ok(RunOutcome { summary, dir, scheduler })
 }

@@ -128,10 +128,27 @@ async fn non_streamed_faults() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stalls_beyond_the_stall_timeout_are_timeouts() {
+async fn a_server_that_stalls_every_answer_is_refused_by_the_preflight_stall_timeout() {
+    // The preflight's probe is bound by the stall timeout like a measured request (measured
+    // stalls are in `hostile_connection`).
     let f = FaultConfig { stall: 1.0, stall_ms: 3000.0, ..FaultConfig::default() };
-    let (s, r) = run_faulty(f, &[]).await;
-    assert_all_failed_as(&s, &r, Outcome::Timeout);
+    let dir = tempfile::tempdir().unwrap();
+    let handle = start_timing_sim(fast(), SimOptions { faults: f, ..SimOptions::default() }).await;
+    let target = bench::config::Target::at(handle.base_url()).with_model(handle.model());
+    let spec = bench::runner::RunSpec::quiet(
+        profile(PROFILE, &[]),
+        ("sim".into(), target),
+        dir.path().join("run"),
+        "faults",
+    );
+    let err = bench::runner::run(spec, bench::runner::RunControl::default()).await.err().unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains("preflight, the one-token probe") && text.contains("timed out"),
+        "{text}"
+    );
+    assert!(text.contains("client.stall_timeout_s"), "{text}");
+    handle.shutdown().await;
 }
 
 /// A stream that keeps delivering (a chunk every 100 ms, never a stall) but runs past

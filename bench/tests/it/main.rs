@@ -12,6 +12,7 @@ mod diagnose;
 mod engine_metrics;
 mod faults;
 mod hostile;
+mod hostile_connection;
 mod noise_statistics;
 mod oversized;
 mod secrets;

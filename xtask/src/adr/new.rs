@@ -659,6 +659,9 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
                 bench::summary::RunStatus::Interrupted => {
                     "was interrupted: its numbers cover part of the planned load"
                 }
+                bench::summary::RunStatus::Aborted => {
+                    "was aborted by an error of the bench (see its notes): its numbers cover part of the planned load"
+                }
                 _ => "failed: no measured request succeeded",
             };
             writeln!(o, "\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)).unwrap();
@@ -1170,6 +1173,7 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
             bench::summary::RunStatus::Complete => "complete",
             bench::summary::RunStatus::Interrupted => "interrupted",
             bench::summary::RunStatus::Failed => "failed",
+            bench::summary::RunStatus::Aborted => "aborted",
         };
         let dir = if dirs {
             format!(" {} |", repo_link(&input.run_dirs[i], input.record_dir))

@@ -144,6 +144,11 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         RunStatus::Failed => {
             writeln!(out, "note: no measured request of the run succeeded").unwrap()
         }
+        RunStatus::Aborted => writeln!(
+            out,
+            "note: the run was aborted by an error of the bench; its metrics cover part of the planned load"
+        )
+        .unwrap(),
     }
     let quoted = |ps: &[String]| ps.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
     if report.ungoverned() {

@@ -75,48 +75,135 @@ fn a_run_where_every_request_failed_exits_1() {
     assert_eq!(s.status, bench::summary::RunStatus::Failed);
 }
 
-#[test]
-fn ctrl_c_writes_what_was_measured_and_exits_130() {
-    // Long streams so the run is still going when interrupted.
-    let r = repo("[profile.default.client]\ngrace_s = 0.3\n");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .arg("-C")
-        .arg(r.path())
-        .args([
-            "bench",
-            "-q",
-            "--out",
-            "runs/i",
-            "--max-tokens",
-            "400",
-            "--set",
-            "sim.timing.itl_ms=10",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until requests are being written, then interrupt.
-    let started = Instant::now();
-    let requests = r.path().join("runs/i/requests.jsonl");
-    while !requests.exists() && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+/// Send `signal` (`-INT`, `-TERM`) to `child` and wait (bounded) for it to exit.
+fn stop(child: &mut std::process::Child, signal: &str) -> std::process::ExitStatus {
+    let ok = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
     assert!(ok.success());
     let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
+    loop {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline, "the run did not stop after Ctrl-C");
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the command did not stop after {signal}");
+        }
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(130));
-    let s = bench::Summary::read(&r.path().join("runs/i")).unwrap();
-    assert_eq!(s.status, bench::summary::RunStatus::Interrupted);
-    assert_eq!(s.requests.by_class.get("cancelled"), Some(&2), "{:?}", s.requests.by_class);
+    }
+}
+
+#[test]
+fn ctrl_c_and_sigterm_write_what_was_measured_and_exit_130() {
+    for signal in ["-INT", "-TERM"] {
+        // Long streams so the run is still going when interrupted.
+        let r = repo("[profile.default.client]\ngrace_s = 0.3\n");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("-C")
+            .arg(r.path())
+            .args([
+                "bench",
+                "-q",
+                "--out",
+                "runs/i",
+                "--max-tokens",
+                "400",
+                "--set",
+                "sim.timing.itl_ms=10",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait until requests are being written, then interrupt.
+        let started = Instant::now();
+        let requests = r.path().join("runs/i/requests.jsonl");
+        while !requests.exists() && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let status = stop(&mut child, signal);
+        assert_eq!(status.code(), Some(130), "{signal}");
+        let s = bench::Summary::read(&r.path().join("runs/i")).unwrap();
+        assert_eq!(s.status, bench::summary::RunStatus::Interrupted, "{signal}");
+        assert_eq!(
+            s.requests.by_class.get("cancelled"),
+            Some(&2),
+            "{signal}: {:?}",
+            s.requests.by_class
+        );
+    }
+}
+
+#[test]
+fn a_signal_during_the_preflight_ends_the_command_with_nothing_measured() {
+    use std::io::Read as _;
+    for signal in ["-INT", "-TERM"] {
+        // A target that accepts connections and never answers: the preflight waits on it.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (accepted_tx, accepted) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            if let Ok((mut conn, _)) = listener.accept() {
+                let _ = accepted_tx.send(());
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+                // Read until the client goes away (or 30 s): never answer, never close first.
+                let _ = std::io::copy(&mut conn, &mut std::io::sink());
+            }
+        });
+        let r = repo(&format!(
+            "[targets.stuck]\nbase_url = \"http://127.0.0.1:{port}\"\nmodel = \"m\"\n\
+             [profile.default.client]\nrequest_timeout_s = 600\nstall_timeout_s = 600\n"
+        ));
+        std::fs::write(
+            r.path().join("configs/bench.toml"),
+            std::fs::read_to_string(r.path().join("configs/bench.toml")).unwrap()
+                + "[profile.default]\ntarget = \"stuck\"\n",
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("-C")
+            .arg(r.path())
+            .args(["bench", "--out", "runs/p"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        accepted.recv_timeout(Duration::from_secs(30)).expect("the preflight connects");
+        let status = stop(&mut child, signal);
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert_eq!(status.code(), Some(130), "{signal}: {err}");
+        assert!(err.contains("no run was measured"), "{signal}: {err}");
+        assert!(!r.path().join("runs/p/summary.json").exists(), "{signal}");
+        assert!(!r.path().join("runs/p/requests.jsonl").exists(), "{signal}");
+    }
+}
+
+#[test]
+fn sim_stops_on_ctrl_c_and_sigterm_with_130() {
+    use std::io::BufRead;
+    for signal in ["-INT", "-TERM"] {
+        let r = repo("");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .arg("-C")
+            .arg(r.path())
+            .args(["sim", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, serving) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.starts_with("serving") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        serving.recv_timeout(Duration::from_secs(30)).expect("the simulator serves");
+        assert_eq!(stop(&mut child, signal).code(), Some(130), "{signal}");
+    }
 }
 
 fn write_thresholds(root: &Path, limit_ms: f64) {

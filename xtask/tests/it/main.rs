@@ -7,6 +7,7 @@
 mod support;
 
 mod adr_check;
+mod adr_props;
 mod cli;
 // `bench` is a command of the runtime build only.
 #[cfg(feature = "runtime")]
