@@ -88,6 +88,13 @@ fn start() -> u16 {
                     let list = serde_json::json!({"object": "list", "data": [
                         {"id": "m", "owned_by": echo}, {"id": format!("echo-{KEY}")}]});
                     reply(200, "application/json", &list.to_string())
+                } else if req.contains("\"model\":\"nope\"") {
+                    // An unlisted model the server does not serve either: the probe is refused
+                    // (echoing the key), so the run is refused naming what is offered.
+                    let e = format!(
+                        r#"{{"error":{{"message":"model nope does not exist ({echo})"}}}}"#
+                    );
+                    reply(404, "application/json", &e)
                 } else if req.contains("\"stream\":false") {
                     let ok = serde_json::json!({"choices": [{"index": 0, "finish_reason": "length",
                         "message": {"role": "assistant", "content": "hi"}}]});
