@@ -1261,8 +1261,11 @@ impl Client {
             result: ResponseResult::failed(class, msg),
             end: Instant::now(),
         };
-        // No bytes come before the response headers: the stall timeout bounds their wait too.
-        let (until, wait) = self.next_wait(deadline);
+        // A streamed answer sends its headers before the first token: the stall timeout bounds
+        // their wait too. A non-streamed answer arrives whole, headers after the whole
+        // generation, so only the request timeout bounds it.
+        let (until, wait) =
+            if stream { self.next_wait(deadline) } else { (deadline, Wait::Request) };
         let resp = tokio::select! {
             r = tokio::time::timeout_at(until, req.send()) => r,
             _ = &mut abort => return failed(Outcome::Cancelled, "in flight when the run was interrupted".into(), Some(sent)),

@@ -27,6 +27,8 @@ enum Answer {
     Silent,
     /// Send these bytes (headers and part of a body), then nothing more.
     Partial(String),
+    /// This response, whole, after a delay (a non-streamed generation taking that long).
+    Late(Duration, String),
 }
 
 type Handler = Arc<dyn Fn(&str, &str) -> Answer + Send + Sync>;
@@ -64,6 +66,12 @@ async fn raw_server_counting(
                         Answer::Silent => {
                             tokio::time::sleep(Duration::from_secs(60)).await;
                             return;
+                        }
+                        Answer::Late(after, r) => {
+                            tokio::time::sleep(after).await;
+                            if conn.write_all(r.as_bytes()).await.is_err() {
+                                return;
+                            }
                         }
                         Answer::Partial(bytes) => {
                             let _ = conn.write_all(bytes.as_bytes()).await;
@@ -152,16 +160,18 @@ fn record_errors(dir: &Path) -> Vec<String> {
 async fn measured_requests_end_in_a_named_class_when_the_server_stalls_or_redirects() {
     // (measured requests' answer, settings, class, what every error names)
     let cases: Vec<(Answer, &[&str], &str, &[&str])> = vec![
-        // Accepted, never answered: the stall timeout, not the 60 s request timeout, ends them.
+        // Accepted, never answered: the stall timeout, not the 60 s request timeout, ends a
+        // streamed request's wait for its headers.
         (
             Answer::Silent,
-            &["client.stall_timeout_s=0.5"],
+            &["client.stall_timeout_s=0.5", "stream=true"],
             "timeout",
             &["no response headers for 500ms", "client.stall_timeout_s"],
         ),
+        // Not streamed: only the request timeout bounds the wait.
         (
             Answer::Silent,
-            &["client.request_timeout_s=0.5"],
+            &["client.request_timeout_s=0.5", "client.stall_timeout_s=0.2"],
             "timeout",
             &["no response headers within the request timeout", "client.request_timeout_s"],
         ),
@@ -190,6 +200,20 @@ async fn measured_requests_end_in_a_named_class_when_the_server_stalls_or_redire
             assert!(!e.contains("pw") && !e.contains("key=zz"), "case {i}: {e}");
         }
     }
+}
+
+/// A non-streamed answer comes whole after its generation: a generation longer than the stall
+/// timeout (1 s against 0.3 s) is measured, not cut as a stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streamed_generation_longer_than_the_stall_timeout_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let Answer::Reply(body) = completion() else { unreachable!() };
+    let (url, _) = raw_server(server(&["m"], Answer::Late(Duration::from_secs(1), body))).await;
+    let sets = ["client.stall_timeout_s=0.3", "client.request_timeout_s=10"];
+    let out = try_run(Target::at(&url).with_model("m"), dir.path(), &sets).await.unwrap();
+    let s = &out.summary;
+    assert_eq!(s.requests.ok, 2, "{:?} {:?}", s.requests.by_class, record_errors(&out.dir));
+    assert!(s.metrics.e2e_ms.as_ref().unwrap().min >= 1000.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
