@@ -84,6 +84,8 @@ pub struct SimRecord {
     /// handed to the connection (its worst chunk), so a late server shows as its own lateness
     /// instead of being taken for the client's measurement error.
     pub late_ms_max: Option<f64>,
+    /// Timing mode: how much later than scheduled the first content chunk was handed over.
+    pub late_ms_first: Option<f64>,
     pub chunks: u32,
     pub output_tokens: u32,
     pub prompt_tokens: u32,
@@ -852,6 +854,7 @@ async fn deliver_tokens(
                 if let Some(due) = due {
                     let late = now.into_std().saturating_duration_since(due).as_secs_f64() * 1e3;
                     record.late_ms_max = Some(record.late_ms_max.map_or(late, |m| m.max(late)));
+                    record.late_ms_first.get_or_insert(late);
                 }
                 if stall_armed {
                     stall_armed = false;
