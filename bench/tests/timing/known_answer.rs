@@ -1,8 +1,10 @@
 //! Known-answer tests: the simulator's timing mode gives exact TTFT and inter-token gaps, and the
 //! bench must measure them back within stated tolerances.
 //!
-//! Tolerances (documented in the README): TTFT p50 within 2 ms of the configured 50 ms, TTFT p99
-//! within 2 ms of the simulator's own p99 for the same requests, ITL mean and TPOT mean within
+//! Tolerances (documented in docs/performance.md): TTFT p50 within 2 ms of the configured 50 ms;
+//! request by request, the bench's TTFT minus the simulator's own time to that request's first
+//! chunk within 1 ms at the median and 3 ms at p99 (measured on 2 cores: p50 0.2 ms, p99 2.0 ms,
+//! rare single requests up to 24 ms late); ITL mean and TPOT mean within
 //! 0.5 ms of the configured gap, at concurrency 32, 64 output tokens, 10 ms per token, 320
 //! measured requests after 32 warmup requests.
 //!
@@ -99,7 +101,26 @@ async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
     // milliseconds: the bench must report that delay (it did happen), and the test measures
     // the bench's error, not the machine's scheduling.
     assert!((ttft.p50 - expect.ttft).abs() <= 2.0, "TTFT p50: {diag}");
-    assert!((ttft.p99 - server_p99).abs() <= 2.0, "TTFT p99: {diag}");
+    // The tail, request by request: the bench's TTFT for a request minus the time the simulator
+    // took to its first chunk for that same request (arrival to handing it over). Comparing two
+    // p99s would compare the tails of different requests; this is the bench's own error on
+    // each request, network and reading included.
+    let own: std::collections::HashMap<&str, f64> = sim_records
+        .iter()
+        .filter_map(|r| Some((r.request_id.as_deref()?, r.first_chunk_ms? - r.arrival_ms)))
+        .collect();
+    let mut error: Vec<f64> = read
+        .records
+        .iter()
+        .filter(|r| !r.warmup)
+        .map(|r| r.ttft_ms().unwrap() - own[format!("{}-{}", s.run_id, r.id).as_str()])
+        .collect();
+    error.sort_by(f64::total_cmp);
+    let at = |p: f64| error[((p * error.len() as f64).ceil() as usize).max(1) - 1];
+    let diag =
+        format!("{diag} | bench error p50 {:.3} p99 {:.3} max {:.3}", at(0.5), at(0.99), at(1.0));
+    assert!(at(0.5) <= 1.0 && at(0.99) <= 3.0, "TTFT, request by request: {diag}");
+    assert!(error[0] >= -0.5, "a TTFT shorter than the simulator's: {diag}");
     assert!((server_p50 - expect.ttft).abs() <= 1.0, "the simulator's own TTFT: {diag}");
     assert!((itl.mean - expect.itl).abs() <= 0.5, "ITL mean: {diag}");
     assert!((tpot.mean - expect.tpot).abs() <= 0.5, "TPOT mean: {diag}");
