@@ -24,24 +24,11 @@ async fn serve(mut s: TcpStream, written: Arc<[AtomicUsize; 3]>, next: Arc<Atomi
     else {
         return;
     };
-    let req = format!("{head}\n{body}");
-    let reply = |status: u16, ty: &str, body: &str| {
-        format!(
-            "HTTP/1.1 {status} X\r\nContent-Type: {ty}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
-    };
-    let small = if req.starts_with("GET /v1/models") {
-        Some(reply(200, "application/json", r#"{"object":"list","data":[{"id":"m"}]}"#))
-    } else if req.contains("/tokenize") {
-        Some(reply(404, "text/plain", "no"))
-    } else if req.contains("\"stream\":false") {
-        let ok = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
-        Some(reply(200, "application/json", ok))
-    } else {
-        None
-    };
-    if let Some(r) = small {
+    let req = format!(
+        "{head}
+{body}"
+    );
+    if let Some(r) = preflight_reply(&head, &body) {
         let _ = s.write_all(r.as_bytes()).await;
         let _ = s.shutdown().await;
         return;

@@ -343,3 +343,27 @@ pub async fn endless(
         written.fetch_add(block.len(), std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// A whole HTTP/1.1 response that closes its connection.
+pub fn http_reply(status: u16, content_type: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// How a raw test server answers the bench's preflight, normally: the model list (`m`), no
+/// `/tokenize`, a one-token answer to a non-streamed request. `None` for anything else (the
+/// streamed requests a test answers its own way).
+pub fn preflight_reply(head: &str, body: &str) -> Option<String> {
+    if head.starts_with("GET /v1/models") {
+        Some(http_reply(200, "application/json", r#"{"object":"list","data":[{"id":"m"}]}"#))
+    } else if head.contains("/tokenize") {
+        Some(http_reply(404, "text/plain", "no"))
+    } else if body.contains("\"stream\":false") {
+        let ok = r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"length"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+        Some(http_reply(200, "application/json", ok))
+    } else {
+        None
+    }
+}
