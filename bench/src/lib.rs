@@ -34,6 +34,7 @@ pub mod stats;
 pub mod strategy_compare;
 pub mod summary;
 pub mod sweep;
+pub mod trials;
 pub mod wire;
 pub mod workload;
 

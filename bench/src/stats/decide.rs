@@ -10,7 +10,8 @@ use statrs::distribution::{ChiSquared, ContinuousCDF, Normal};
 use super::interval::t_quantile;
 use super::{Estimate, Method, StatsError, check_range};
 
-/// How a metric is compared with its limit.
+/// How a measured value is compared with a threshold's limit: `measured <comparator> limit`
+/// must hold for the check to pass. The one comparator of records, gate.toml and the gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Comparator {
     #[serde(rename = "<=")]
@@ -21,31 +22,58 @@ pub enum Comparator {
     Ge,
     #[serde(rename = ">")]
     Gt,
+    /// Exact equality; meant for counts (`requests.failed == 0`).
+    #[serde(rename = "==")]
+    Eq,
 }
 
+/// The comparators, as written.
+pub const COMPARATOR_CHOICES: &str = "<=, <, >=, >, ==";
+
+/// A comparator that is not one of [`COMPARATOR_CHOICES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown comparator `{0}`; valid: {COMPARATOR_CHOICES}")]
+pub struct UnknownComparator(pub String);
+
 impl Comparator {
+    pub fn parse(s: &str) -> Result<Comparator, UnknownComparator> {
+        match s.trim() {
+            "<=" => Ok(Comparator::Le),
+            "<" => Ok(Comparator::Lt),
+            ">=" => Ok(Comparator::Ge),
+            ">" => Ok(Comparator::Gt),
+            "==" => Ok(Comparator::Eq),
+            other => Err(UnknownComparator(other.to_string())),
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Comparator::Le => "<=",
             Comparator::Lt => "<",
             Comparator::Ge => ">=",
             Comparator::Gt => ">",
+            Comparator::Eq => "==",
         }
     }
 
-    pub fn parse(s: &str) -> Option<Comparator> {
-        [Comparator::Le, Comparator::Lt, Comparator::Ge, Comparator::Gt]
-            .into_iter()
-            .find(|c| c.as_str() == s.trim())
+    /// Whether `measured <self> limit` holds.
+    pub fn holds(self, measured: f64, limit: f64) -> bool {
+        match self {
+            Comparator::Le => measured <= limit,
+            Comparator::Lt => measured < limit,
+            Comparator::Ge => measured >= limit,
+            Comparator::Gt => measured > limit,
+            Comparator::Eq => measured == limit,
+        }
     }
 
-    /// Whether `x` is on the passing side of `limit`.
-    pub fn holds(self, x: f64, limit: f64) -> bool {
+    /// Where a value breaks the limit, in words: `above`, `below`, `different from`.
+    pub fn breaking_side(self) -> &'static str {
         match self {
-            Comparator::Le => x <= limit,
-            Comparator::Lt => x < limit,
-            Comparator::Ge => x >= limit,
-            Comparator::Gt => x > limit,
+            Comparator::Le | Comparator::Lt => "above",
+            Comparator::Ge | Comparator::Gt => "below",
+            Comparator::Eq => "different from",
         }
     }
 }
@@ -69,13 +97,28 @@ pub enum Verdict {
 }
 
 /// Pass when every value of the interval satisfies `value <cmp> limit`, fail when none does,
-/// inconclusive otherwise (and when a number is not finite).
+/// inconclusive otherwise (and when a number is not finite). With `==` the interval passes
+/// only as the single point `limit`, and fails when it leaves the limit out.
+///
+/// Observed values ([`Method::Observed`]: counts, facts of each run, `[lo, hi]` the smallest
+/// and largest trial's value) are not estimates: the check passes when every trial holds the
+/// limit and fails when any breaks it.
 pub fn verdict(estimate: &Estimate, cmp: Comparator, limit: f64) -> Verdict {
     let (lo, hi) = (estimate.lo, estimate.hi);
     if !(lo.is_finite() && hi.is_finite() && limit.is_finite()) || lo > hi {
         return Verdict::Inconclusive;
     }
     let (lo_holds, hi_holds) = (cmp.holds(lo, limit), cmp.holds(hi, limit));
+    if estimate.method == Method::Observed {
+        return if lo_holds && hi_holds { Verdict::Pass } else { Verdict::Fail };
+    }
+    if cmp == Comparator::Eq {
+        return match (lo_holds && hi_holds, lo <= limit && limit <= hi) {
+            (true, _) => Verdict::Pass,
+            (false, true) => Verdict::Inconclusive,
+            (false, false) => Verdict::Fail,
+        };
+    }
     match (lo_holds, hi_holds) {
         (true, true) => Verdict::Pass,
         (false, false) => Verdict::Fail,
@@ -200,8 +243,10 @@ pub fn min_detectable_change(
         noncentrality_for_power(crit, df, power) * estimate.half_width() / crit / estimate.value;
     let value = estimate.value;
     let (absolute, relative) = match limit.comparator {
-        Comparator::Le | Comparator::Lt if shift >= 1.0 => (f64::INFINITY, f64::INFINITY),
-        Comparator::Le | Comparator::Lt => {
+        Comparator::Le | Comparator::Lt | Comparator::Eq if shift >= 1.0 => {
+            (f64::INFINITY, f64::INFINITY)
+        }
+        Comparator::Le | Comparator::Lt | Comparator::Eq => {
             let mu = limit.limit / (1.0 - shift);
             (mu - value, mu / value - 1.0)
         }
@@ -260,6 +305,27 @@ mod tests {
     }
 
     #[test]
+    fn comparators_hold_as_documented() {
+        for (c, below, at, above) in [
+            (Comparator::Le, true, true, false),
+            (Comparator::Lt, true, false, false),
+            (Comparator::Ge, false, true, true),
+            (Comparator::Gt, false, false, true),
+            (Comparator::Eq, false, true, false),
+        ] {
+            assert_eq!(c.holds(0.999, 1.0), below, "{c} just under");
+            assert_eq!(c.holds(1.0, 1.0), at, "{c} at");
+            assert_eq!(c.holds(1.001, 1.0), above, "{c} just over");
+            assert_eq!(Comparator::parse(c.as_str()), Ok(c));
+        }
+        let e = Comparator::parse("=<").unwrap_err();
+        assert_eq!(e, UnknownComparator("=<".into()));
+        assert!(e.to_string().contains("<=, <, >=, >, =="), "{e}");
+        assert_eq!(Comparator::Le.breaking_side(), "above");
+        assert_eq!(Comparator::Gt.breaking_side(), "below");
+    }
+
+    #[test]
     fn verdicts_for_every_comparator_and_edge() {
         use Comparator::*;
         use Verdict::*;
@@ -310,8 +376,19 @@ mod tests {
                 assert_eq!(verdict(&est(lo, hi), cmp, l), Inconclusive);
             }
         }
-        assert_eq!(Comparator::parse(" >= "), Some(Ge));
-        assert_eq!(Comparator::parse("=<"), None);
+        assert_eq!(Comparator::parse(" >= "), Ok(Ge));
+        assert!(Comparator::parse("=<").is_err());
+        // `==`: a point on the limit passes, an interval around it cannot decide, one that
+        // leaves it out fails.
+        assert_eq!(verdict(&est(10.0, 10.0), Eq, limit), Pass);
+        assert_eq!(verdict(&est(9.0, 11.0), Eq, limit), Inconclusive);
+        assert_eq!(verdict(&est(11.0, 12.0), Eq, limit), Fail);
+        // Observed counts: every trial must hold; one that breaks the limit fails.
+        let observed = |lo, hi| Estimate { method: Method::Observed, ..est(lo, hi) };
+        assert_eq!(verdict(&observed(0.0, 0.0), Eq, 0.0), Pass);
+        assert_eq!(verdict(&observed(0.0, 2.0), Eq, 0.0), Fail);
+        assert_eq!(verdict(&observed(0.0, 2.0), Le, 1.0), Fail);
+        assert_eq!(verdict(&observed(0.0, 1.0), Le, 1.0), Pass);
         assert_eq!(serde_json::to_string(&Lt).unwrap(), "\"<\"");
     }
 

@@ -17,8 +17,8 @@ pub mod decide;
 pub mod interval;
 
 pub use decide::{
-    Comparator, Direction, ProposedLimit, Verdict, confidence_at_look, min_detectable_change,
-    propose_limit, verdict,
+    COMPARATOR_CHOICES, Comparator, Direction, ProposedLimit, UnknownComparator, Verdict,
+    confidence_at_look, min_detectable_change, propose_limit, verdict,
 };
 pub use interval::{
     DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Options, PercentileMethod, mean_estimate,
@@ -39,6 +39,10 @@ pub enum Method {
     /// request-to-request variance, not run-to-run: the interval is too narrow for a
     /// decision about another run.
     RequestBootstrap,
+    /// No interval: the values as measured, `[lo, hi]` the smallest and largest trial's.
+    /// Counts (failed requests, preemptions) are facts of each run, not estimates of a
+    /// configuration's behaviour: a gate holds every trial to the limit.
+    Observed,
 }
 
 impl Method {
@@ -47,12 +51,18 @@ impl Method {
             Method::TInterval => "t_interval",
             Method::TwoLevelBootstrap => "two_level_bootstrap",
             Method::RequestBootstrap => "request_bootstrap",
+            Method::Observed => "observed",
         }
     }
 
     /// Whether the interval includes the variance between runs.
     pub fn counts_run_to_run(self) -> bool {
         !matches!(self, Method::RequestBootstrap)
+    }
+
+    /// Whether `[lo, hi]` is a confidence interval (not the range of observed values).
+    pub fn is_interval(self) -> bool {
+        self != Method::Observed
     }
 }
 

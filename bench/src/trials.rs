@@ -1,0 +1,716 @@
+//! Trial sets: the same profile measured N times, each trial an ordinary run directory inside
+//! the set's directory, and `trials.json` beside them. A single run directory is a set of one.
+//!
+//! [`TrialSet::load`] reads a set (or a run) back from its run directories: the runs are the
+//! truth, `trials.json` lists them and keeps the estimates the bench computed for the reader.
+//! [`TrialSet::estimate`] gives a metric's [`Estimate`] with its interval, by the metric's kind
+//! ([`MetricKind`]):
+//!
+//! - Two trials or more: the Student t interval across the trials' values (each trial's value
+//!   as its summary states it), counting run-to-run variance.
+//! - One trial, a metric computed from the request records (latencies, throughput, goodput,
+//!   error rate, schedule lag): the request bootstrap, every replicate the run's records drawn
+//!   with replacement and fed through the same [`MetricsAccumulator`] the run used, so the
+//!   definitions cannot drift. It counts request-to-request variance only (marked).
+//! - Counts (`unit = "count"`): observed, no interval ([`Method::Observed`]).
+//! - One trial, a metric that does not come from the records (server-side, cost, acceptance):
+//!   no interval; the estimate is blank and says why.
+//!
+//! `docs/statistics.md` states the methods and their assumptions.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{MetricsAccumulator, Slo};
+use crate::record::RequestRecord;
+use crate::rundir::{self, REQUESTS_FILE};
+use crate::stats::{self, Estimate, Method, Options};
+use crate::summary::{RunStatus, Summary, metric_def};
+
+/// The trial set's index, in the set's directory.
+pub const TRIALS_FILE: &str = "trials.json";
+/// The `format_version` of `trials.json` this tool writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How a metric's interval is computed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MetricKind {
+    /// A count (`unit = "count"`): observed in each trial, no interval.
+    Count,
+    /// Computed from the request records; `tail` is the share of samples beyond the
+    /// statistic for a percentile (P99: 0.01, the maximum and minimum: 0), `None` for means,
+    /// rates and ratios.
+    Records { tail: Option<f64> },
+    /// Not computed from the records (server-side metrics, cost, acceptance sections).
+    Summary,
+}
+
+impl MetricKind {
+    /// The kind of a known metric (`None` for a name the registry does not know).
+    pub fn of(metric: &str) -> Option<MetricKind> {
+        let def = metric_def(metric)?;
+        if def.unit == "count" {
+            return Some(MetricKind::Count);
+        }
+        let from_records = ["metrics.", "throughput.", "goodput.", "schedule."]
+            .iter()
+            .any(|p| metric.starts_with(p))
+            || metric == "error_rate";
+        if !from_records {
+            return Some(MetricKind::Summary);
+        }
+        let stat = metric.rsplit('.').next().unwrap_or("");
+        let tail = match stat {
+            "max" | "min" => Some(0.0),
+            "p50" => Some(0.5),
+            "p90" => Some(0.1),
+            "p95" => Some(0.05),
+            "p99" => Some(0.01),
+            "p999" => Some(0.001),
+            _ => None,
+        };
+        Some(MetricKind::Records { tail })
+    }
+
+    /// Samples a trial has for this metric's statistic: the latency histogram's count
+    /// (`metrics.ttft_ms.count` for `metrics.ttft_ms.p99`).
+    fn samples_path(metric: &str) -> Option<String> {
+        let (base, _) = metric.rsplit_once('.')?;
+        base.starts_with("metrics.").then(|| format!("{base}.count"))
+    }
+}
+
+/// Whether `n` samples are too few for a statistic with `tail` share beyond it.
+fn tail_undersampled(tail: f64, n: u64) -> bool {
+    tail <= 0.0 || stats::undersampled(1.0 - tail, n)
+}
+
+/// One trial of a set: its run directory and summary.
+#[derive(Clone, Debug)]
+pub struct Trial {
+    pub dir: PathBuf,
+    pub summary: Summary,
+}
+
+/// A set of trials of one profile, read back from their run directories.
+#[derive(Clone, Debug)]
+pub struct TrialSet {
+    /// The set's directory (a trial set), or the run's directory (a set of one).
+    pub dir: PathBuf,
+    pub trials: Vec<Trial>,
+    /// The set's index when it is a trial set (`None` for a single run).
+    pub index: Option<TrialsFile>,
+}
+
+/// `trials.json`: the trials of a set and, per gated metric, the estimate the bench computed
+/// when it wrote the set. Rewritten (atomically) after every trial, so an interrupted set
+/// lists what it measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrialsFile {
+    pub format_version: u32,
+    pub profile: String,
+    /// Trials asked for; `trials.len()` of them were measured.
+    pub planned: u32,
+    /// Seconds waited between trials.
+    #[serde(default)]
+    pub cooldown_s: f64,
+    /// Coverage of the intervals in `metrics`.
+    pub confidence: f64,
+    pub trials: Vec<TrialEntry>,
+    /// Per metric: each trial's value and the estimate.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, MetricEstimate>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One trial in `trials.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrialEntry {
+    /// The trial's run directory, relative to the set's directory.
+    pub dir: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    /// Measured requests, and how many were ok.
+    pub requests: u64,
+    pub ok: u64,
+    /// The client host was busy during the trial's window (`environment.noise`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_busy: bool,
+}
+
+/// A metric over a set: each trial's value (blank when not measured) and the estimate, or
+/// why there is none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricEstimate {
+    pub per_trial: Vec<Option<f64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<Estimate>,
+    /// Why `estimate` is blank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blank: Option<String>,
+}
+
+impl MetricEstimate {
+    fn blank(per_trial: Vec<Option<f64>>, why: impl Into<String>) -> MetricEstimate {
+        MetricEstimate { per_trial, estimate: None, blank: Some(why.into()) }
+    }
+}
+
+/// Why a trial set cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TrialsError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid trial set index: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("trial {dir} of {}", set.display())]
+    Trial {
+        set: PathBuf,
+        dir: String,
+        #[source]
+        source: crate::summary::SummaryError,
+    },
+    #[error(transparent)]
+    Summary(#[from] crate::summary::SummaryError),
+    #[error("{} lists no trial: nothing was measured", path.display())]
+    Empty { path: PathBuf },
+    #[error("the trials of {} are of different profiles ({first} and {other})", path.display())]
+    MixedProfiles { path: PathBuf, first: String, other: String },
+}
+
+impl TrialsFile {
+    pub fn read(dir: &Path) -> Result<TrialsFile, TrialsError> {
+        let path = dir.join(TRIALS_FILE);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|source| TrialsError::Read { path: path.clone(), source })?;
+        let file: TrialsFile = serde_json::from_str(&text)
+            .map_err(|e| TrialsError::Parse { path: path.clone(), message: e.to_string() })?;
+        if file.format_version != FORMAT_VERSION {
+            return Err(TrialsError::Parse {
+                path,
+                message: format!(
+                    "format_version {} is not supported; this tool reads version {FORMAT_VERSION}",
+                    file.format_version
+                ),
+            });
+        }
+        Ok(file)
+    }
+
+    /// Write `trials.json` into `dir` atomically.
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, rundir::RunDirError> {
+        let path = dir.join(TRIALS_FILE);
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a trial set serialises");
+        bytes.push(b'\n');
+        rundir::write_atomic(&path, &bytes)?;
+        Ok(path)
+    }
+}
+
+/// Whether `path` is a trial set's directory.
+pub fn is_trial_set(path: &Path) -> bool {
+    path.join(TRIALS_FILE).is_file()
+}
+
+impl TrialSet {
+    /// A trial set's directory (with `trials.json`), or a run directory or summary.json (a
+    /// set of one).
+    pub fn load(path: &Path) -> Result<TrialSet, TrialsError> {
+        if !is_trial_set(path) {
+            let summary = Summary::read(path)?;
+            let dir = if path.is_dir() {
+                path.to_path_buf()
+            } else {
+                path.parent().map(Path::to_path_buf).unwrap_or_default()
+            };
+            return Ok(TrialSet {
+                dir: dir.clone(),
+                trials: vec![Trial { dir, summary }],
+                index: None,
+            });
+        }
+        let index = TrialsFile::read(path)?;
+        if index.trials.is_empty() {
+            return Err(TrialsError::Empty { path: path.join(TRIALS_FILE) });
+        }
+        let mut trials = Vec::new();
+        for t in &index.trials {
+            let dir = path.join(&t.dir);
+            let summary = Summary::read(&dir).map_err(|source| TrialsError::Trial {
+                set: path.to_path_buf(),
+                dir: t.dir.clone(),
+                source,
+            })?;
+            if let Some(first) = trials.first().map(|t: &Trial| &t.summary.profile)
+                && *first != summary.profile
+            {
+                return Err(TrialsError::MixedProfiles {
+                    path: path.to_path_buf(),
+                    first: first.clone(),
+                    other: summary.profile.clone(),
+                });
+            }
+            trials.push(Trial { dir, summary });
+        }
+        Ok(TrialSet { dir: path.to_path_buf(), trials, index: Some(index) })
+    }
+
+    /// A set from summaries already in memory (a run just measured); `dir` is where their
+    /// records are for a single trial's request bootstrap.
+    pub fn from_trials(dir: PathBuf, trials: Vec<Trial>) -> TrialSet {
+        TrialSet { dir, trials, index: None }
+    }
+
+    /// The profile the trials measured.
+    pub fn profile(&self) -> &str {
+        self.trials.first().map_or("", |t| t.summary.profile.as_str())
+    }
+
+    /// Measured requests over all trials.
+    pub fn requests(&self) -> u64 {
+        self.trials.iter().map(|t| t.summary.requests.total).sum()
+    }
+
+    /// Each trial's value of `metric` (blank where not measured).
+    pub fn per_trial(&self, metric: &str) -> Vec<Option<f64>> {
+        self.trials.iter().map(|t| t.summary.metric(metric)).collect()
+    }
+
+    /// The estimate of each of `metrics` (see the module's documentation). A single trial's
+    /// records are read once for all of them.
+    pub fn estimates(&self, metrics: &[&str], opts: Options) -> BTreeMap<String, MetricEstimate> {
+        let mut out = BTreeMap::new();
+        let mut from_records = Vec::new();
+        for &m in metrics {
+            let per_trial = self.per_trial(m);
+            match self.estimate_without_records(m, per_trial, opts) {
+                Ok(e) => {
+                    out.insert(m.to_string(), e);
+                }
+                Err(per_trial) => from_records.push((m, per_trial)),
+            }
+        }
+        if from_records.is_empty() {
+            return out;
+        }
+        let trial = &self.trials[0];
+        let names: Vec<&str> = from_records.iter().map(|(m, _)| *m).collect();
+        match request_bootstrap(trial, &names, opts) {
+            Ok(mut intervals) => {
+                for (m, per_trial) in from_records {
+                    let e = match intervals.remove(m) {
+                        Some(Ok(e)) => MetricEstimate { per_trial, estimate: Some(e), blank: None },
+                        Some(Err(why)) => MetricEstimate::blank(per_trial, why),
+                        None => MetricEstimate::blank(per_trial, "not measured"),
+                    };
+                    out.insert(m.to_string(), e);
+                }
+            }
+            Err(why) => {
+                for (m, per_trial) in from_records {
+                    out.insert(m.to_string(), MetricEstimate::blank(per_trial, why.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// One metric's estimate.
+    pub fn estimate(&self, metric: &str, opts: Options) -> MetricEstimate {
+        self.estimates(&[metric], opts).remove(metric).expect("asked for")
+    }
+
+    /// The estimate when it needs no records (`Err` hands the values back when it does: one
+    /// trial of a record metric).
+    fn estimate_without_records(
+        &self,
+        metric: &str,
+        per_trial: Vec<Option<f64>>,
+        opts: Options,
+    ) -> Result<MetricEstimate, Vec<Option<f64>>> {
+        let Some(kind) = MetricKind::of(metric) else {
+            return Ok(MetricEstimate::blank(per_trial, format!("unknown metric `{metric}`")));
+        };
+        let blanks: Vec<usize> =
+            per_trial.iter().enumerate().filter(|(_, v)| v.is_none()).map(|(i, _)| i + 1).collect();
+        if !blanks.is_empty() {
+            let which: Vec<String> = blanks.iter().map(|i| i.to_string()).collect();
+            let why = if blanks.len() == per_trial.len() {
+                "not measured".to_string()
+            } else {
+                format!("not measured in trial {} of {}", which.join(", "), per_trial.len())
+            };
+            return Ok(MetricEstimate::blank(per_trial, why));
+        }
+        let values: Vec<f64> = per_trial.iter().map(|v| v.unwrap_or(f64::NAN)).collect();
+        let requests = self.requests();
+        let trials = values.len() as u64;
+        let base = |value, lo, hi, method, undersampled| Estimate {
+            value,
+            lo,
+            hi,
+            confidence: opts.confidence,
+            trials,
+            requests,
+            method,
+            undersampled,
+        };
+        let undersampled = match kind {
+            MetricKind::Records { tail: Some(tail) } => {
+                let fewest = MetricKind::samples_path(metric)
+                    .and_then(|p| {
+                        self.trials.iter().map(|t| t.summary.metric(&p).map(|n| n as u64)).min()?
+                    })
+                    .unwrap_or(0);
+                tail_undersampled(tail, fewest)
+            }
+            _ => false,
+        };
+        match kind {
+            MetricKind::Count => {
+                let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let mean = values.iter().sum::<f64>() / values.len() as f64;
+                let e = base(mean, lo, hi, Method::Observed, false);
+                Ok(MetricEstimate { per_trial, estimate: Some(e), blank: None })
+            }
+            _ if values.len() >= 2 => match stats::t_interval(&values, opts.confidence) {
+                Ok((value, lo, hi)) => {
+                    let e = base(value, lo, hi, Method::TInterval, undersampled);
+                    Ok(MetricEstimate { per_trial, estimate: Some(e), blank: None })
+                }
+                Err(e) => Ok(MetricEstimate::blank(per_trial, e.to_string())),
+            },
+            MetricKind::Summary => Ok(MetricEstimate::blank(
+                per_trial,
+                "one trial, and the metric does not come from the request records: no \
+                 interval (measure trials)",
+            )),
+            MetricKind::Records { .. } => Err(per_trial),
+        }
+    }
+}
+
+/// Per metric, the request bootstrap of one trial: the interval, or why there is none.
+type Intervals = BTreeMap<String, Result<Estimate, String>>;
+
+/// The request bootstrap of one trial for `metrics` (all computed from records): each
+/// replicate draws the trial's measured records with replacement and computes the summary
+/// from them with the run's own accumulator and SLO.
+fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<Intervals, String> {
+    let read = rundir::read_records(&trial.dir).map_err(|e| {
+        format!(
+            "one trial, and its {REQUESTS_FILE} cannot be read for a request-level interval: {e}"
+        )
+    })?;
+    let records: Vec<RequestRecord> = read.records.into_iter().filter(|r| !r.warmup).collect();
+    if records.is_empty() {
+        return Err("one trial with no measured request".to_string());
+    }
+    let slo: Slo = trial
+        .summary
+        .config
+        .get("slo")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let mut rng = StdRng::seed_from_u64(opts.seed);
+    let mut replicates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut summary = trial.summary.clone();
+    for _ in 0..opts.resamples {
+        let mut acc = MetricsAccumulator::new(slo.clone());
+        for _ in 0..records.len() {
+            acc.add(&records[rng.random_range(0..records.len())]);
+        }
+        summary.set_metrics(acc.finish(None));
+        let json = serde_json::to_value(&summary).expect("a summary serialises");
+        for &m in metrics {
+            let v = match m {
+                "error_rate" => (summary.requests.total > 0)
+                    .then(|| summary.requests.failed as f64 / summary.requests.total as f64),
+                _ => crate::summary::lookup_path(&json, m),
+            };
+            if let Some(v) = v.filter(|v| v.is_finite()) {
+                replicates.entry(m).or_default().push(v);
+            }
+        }
+    }
+    let n = records.len() as u64;
+    let mut out = BTreeMap::new();
+    for &m in metrics {
+        let Some(value) = trial.summary.metric(m) else {
+            out.insert(m.to_string(), Err("not measured".to_string()));
+            continue;
+        };
+        let reps = replicates.remove(m).unwrap_or_default();
+        // A statistic blank in more than 1% of the replicates (too few ok requests to draw
+        // from) has no interval.
+        if (reps.len() as f64) < 0.99 * opts.resamples as f64 {
+            out.insert(
+                m.to_string(),
+                Err(format!(
+                    "too few measured samples for a request-level interval ({} of {} resamples \
+                     had a value)",
+                    reps.len(),
+                    opts.resamples
+                )),
+            );
+            continue;
+        }
+        let mut reps = reps;
+        let tail = (1.0 - opts.confidence) / 2.0;
+        let lo = stats::quantile_in_place(&mut reps, tail).unwrap_or(f64::NAN);
+        let hi = stats::quantile_in_place(&mut reps, 1.0 - tail).unwrap_or(f64::NAN);
+        let undersampled = match MetricKind::of(m) {
+            Some(MetricKind::Records { tail: Some(t) }) => {
+                let samples = MetricKind::samples_path(m)
+                    .and_then(|p| trial.summary.metric(&p))
+                    .map_or(0, |c| c as u64);
+                tail_undersampled(t, samples)
+            }
+            _ => false,
+        };
+        out.insert(
+            m.to_string(),
+            Ok(Estimate {
+                // The summary's value; the interval never leaves it out.
+                value,
+                lo: lo.min(value),
+                hi: hi.max(value),
+                confidence: opts.confidence,
+                trials: 1,
+                requests: n,
+                method: Method::RequestBootstrap,
+                undersampled,
+            }),
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Outcome;
+    use crate::summary::{RunHeader, TargetInfo, WorkloadInfo};
+
+    /// A request whose TTFT is `ttft` ms, with 4 output tokens 10 ms apart.
+    fn rec(id: u64, ttft: f64, ok: bool) -> RequestRecord {
+        let t0 = id as f64 * 100.0;
+        RequestRecord {
+            id,
+            warmup: false,
+            class: if ok { Outcome::Ok } else { Outcome::Http(500) },
+            error: None,
+            status: Some(if ok { 200 } else { 500 }),
+            item: id,
+            intended_ms: t0,
+            sent_ms: Some(t0),
+            first_token_ms: ok.then_some(t0 + ttft),
+            last_token_ms: ok.then_some(t0 + ttft + 30.0),
+            end_ms: t0 + ttft + 31.0,
+            input_tokens: Some(3),
+            output_tokens: ok.then_some(4),
+            token_source: None,
+            content_events: if ok { 4 } else { 0 },
+            count_mismatch: false,
+            rejected_usage: None,
+            stream_violations: Default::default(),
+            unexpected_body: None,
+            itl_ms: if ok { vec![10.0; 3] } else { vec![] },
+            queue_ms: None,
+            server_timings: None,
+            finish_reason: None,
+        }
+    }
+
+    /// A run directory holding `records` and their summary.
+    fn run(dir: &Path, profile: &str, records: &[RequestRecord]) -> Summary {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut w = rundir::RecordWriter::create(dir).unwrap();
+        let mut acc = MetricsAccumulator::new(Slo::default());
+        for r in records {
+            w.write(r).unwrap();
+            acc.add(r);
+        }
+        w.finish().unwrap();
+        let header = RunHeader {
+            run_id: dir.file_name().unwrap().to_string_lossy().into(),
+            simulated: true,
+            git: None,
+            target: TargetInfo::default(),
+            config: serde_json::json!({}),
+            profile: profile.into(),
+            engine: None,
+            started_at: chrono::Utc::now(),
+            workload: WorkloadInfo::default(),
+            notes: vec![],
+        };
+        let summary = Summary::of_run(header, acc.finish(None));
+        rundir::write_summary(dir, &summary).unwrap();
+        summary
+    }
+
+    /// A trial set in `dir` with one trial per TTFT list.
+    fn set(dir: &Path, ttfts: &[&[f64]]) {
+        let mut entries = Vec::new();
+        for (i, ttft) in ttfts.iter().enumerate() {
+            let name = format!("trial-{:02}", i + 1);
+            let records: Vec<_> =
+                ttft.iter().enumerate().map(|(j, &t)| rec(j as u64, t, true)).collect();
+            let s = run(&dir.join(&name), "default", &records);
+            entries.push(TrialEntry {
+                dir: name,
+                run_id: s.run_id,
+                status: s.status,
+                requests: s.requests.total,
+                ok: s.requests.ok,
+                host_busy: false,
+            });
+        }
+        let file = TrialsFile {
+            format_version: FORMAT_VERSION,
+            profile: "default".into(),
+            planned: ttfts.len() as u32,
+            cooldown_s: 0.0,
+            confidence: 0.95,
+            trials: entries,
+            metrics: BTreeMap::new(),
+            notes: vec![],
+        };
+        file.write(dir).unwrap();
+    }
+
+    #[test]
+    fn metric_kinds_follow_the_registry() {
+        assert_eq!(MetricKind::of("requests.failed"), Some(MetricKind::Count));
+        assert_eq!(MetricKind::of("server.preemptions"), Some(MetricKind::Count));
+        assert_eq!(
+            MetricKind::of("metrics.ttft_ms.p99"),
+            Some(MetricKind::Records { tail: Some(0.01) })
+        );
+        assert_eq!(
+            MetricKind::of("metrics.tpot_ms.mean"),
+            Some(MetricKind::Records { tail: None })
+        );
+        assert_eq!(MetricKind::of("error_rate"), Some(MetricKind::Records { tail: None }));
+        assert_eq!(
+            MetricKind::of("throughput.output_tokens_per_s"),
+            Some(MetricKind::Records { tail: None })
+        );
+        assert_eq!(MetricKind::of("server.goodput_ratio"), Some(MetricKind::Summary));
+        assert_eq!(MetricKind::of("cost.per_request"), Some(MetricKind::Summary));
+        assert_eq!(MetricKind::of("metrics.nope"), None);
+        assert!(tail_undersampled(0.01, 99) && !tail_undersampled(0.01, 100));
+        assert!(tail_undersampled(0.0, 1_000_000), "the maximum is never a stable estimate");
+    }
+
+    #[test]
+    fn several_trials_give_the_t_interval_of_their_values() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Three trials of 200 requests, every TTFT 100, 110 and 120 ms.
+        let trials: Vec<Vec<f64>> = [100.0, 110.0, 120.0].iter().map(|&t| vec![t; 200]).collect();
+        let refs: Vec<&[f64]> = trials.iter().map(Vec::as_slice).collect();
+        set(tmp.path(), &refs);
+        let set = TrialSet::load(tmp.path()).unwrap();
+        assert_eq!((set.trials.len(), set.requests(), set.profile()), (3, 600, "default"));
+        let m = set.estimate("metrics.ttft_ms.mean", Options::default());
+        assert_eq!(m.per_trial, vec![Some(100.0), Some(110.0), Some(120.0)]);
+        let e = m.estimate.unwrap();
+        // mean 110, s = 10, n = 3: half width t(0.975, 2) x 10 / sqrt(3) = 24.84138.
+        assert_eq!((e.method, e.trials, e.requests), (Method::TInterval, 3, 600));
+        assert!((e.value - 110.0).abs() < 1e-9 && (e.hi - 134.84138).abs() < 1e-4, "{e}");
+        // 200 requests a trial are enough for a P99, too few for a P99.9.
+        let p99 = set.estimate("metrics.ttft_ms.p99", Options::default()).estimate.unwrap();
+        assert!(!p99.undersampled, "{p99}");
+        let p999 = set.estimate("metrics.ttft_ms.p999", Options::default()).estimate.unwrap();
+        assert!(p999.undersampled, "{p999}");
+        // Counts are observed, not estimated.
+        let failed = set.estimate("requests.failed", Options::default()).estimate.unwrap();
+        assert_eq!((failed.method, failed.lo, failed.hi), (Method::Observed, 0.0, 0.0));
+        // A metric no trial measured is blank, with the reason.
+        let server = set.estimate("server.goodput_ratio", Options::default());
+        assert_eq!(server.blank.as_deref(), Some("not measured"));
+    }
+
+    #[test]
+    fn one_run_gets_the_request_bootstrap_through_the_run_s_own_metrics() {
+        let tmp = tempfile::tempdir().unwrap();
+        // 300 requests: TTFT 100 + (i mod 10) ms, one in ten failed.
+        let records: Vec<_> =
+            (0..300).map(|i| rec(i, 100.0 + (i % 10) as f64, i % 10 != 9)).collect();
+        let dir = tmp.path().join("run");
+        let mut summary = run(&dir, "default", &records);
+        summary.server = Some(serde_json::json!({ "goodput_ratio": 0.9 }));
+        rundir::write_summary(&dir, &summary).unwrap();
+        let set = TrialSet::load(&dir).unwrap();
+        assert!(set.index.is_none() && set.trials.len() == 1);
+        let metrics =
+            ["metrics.ttft_ms.mean", "error_rate", "server.goodput_ratio", "cost.per_request"];
+        let est = set.estimates(&metrics, Options { resamples: 400, ..Options::default() });
+        let mean = est["metrics.ttft_ms.mean"].estimate.clone().unwrap();
+        assert_eq!(mean.method, Method::RequestBootstrap);
+        assert_eq!(mean.value, summary.metric("metrics.ttft_ms.mean").unwrap());
+        // ok TTFTs 100..=108, sd 2.58 over 270: se 0.157, the interval about ±0.31.
+        assert!(mean.lo < mean.value && mean.hi > mean.value, "{mean}");
+        assert!(mean.hi - mean.lo > 0.4 && mean.hi - mean.lo < 0.9, "{mean}");
+        // The error rate 0.1 over 300 requests: se 0.0173, about ±0.034.
+        let err = est["error_rate"].estimate.clone().unwrap();
+        assert!((err.value - 0.1).abs() < 1e-12, "{err}");
+        assert!(err.lo > 0.05 && err.lo < 0.08 && err.hi > 0.12 && err.hi < 0.15, "{err}");
+        // Not from the records: no interval from one trial, and it says so.
+        let server = &est["server.goodput_ratio"];
+        assert_eq!(server.per_trial, vec![Some(0.9)]);
+        assert!(server.estimate.is_none());
+        assert!(server.blank.as_deref().unwrap().contains("measure trials"), "{server:?}");
+        assert_eq!(est["cost.per_request"].blank.as_deref(), Some("not measured"));
+        // Seeded: the same run gives the same interval.
+        let again = set.estimates(&metrics, Options { resamples: 400, ..Options::default() });
+        assert_eq!(again, est);
+        // Without its records, a single run has no request-level interval, and says why.
+        std::fs::remove_file(dir.join(REQUESTS_FILE)).unwrap();
+        let m = TrialSet::load(&dir).unwrap().estimate("metrics.ttft_ms.mean", Options::default());
+        assert!(m.estimate.is_none());
+        assert!(m.blank.unwrap().contains("requests.jsonl cannot be read"));
+    }
+
+    #[test]
+    fn broken_sets_are_errors_that_name_the_trial() {
+        let tmp = tempfile::tempdir().unwrap();
+        set(tmp.path(), &[&[100.0; 5], &[100.0; 5]]);
+        std::fs::remove_file(tmp.path().join("trial-02").join("summary.json")).unwrap();
+        let e = TrialSet::load(tmp.path()).unwrap_err();
+        assert!(e.to_string().starts_with("trial trial-02 of "), "{e}");
+
+        let tmp = tempfile::tempdir().unwrap();
+        set(tmp.path(), &[&[100.0; 5]]);
+        run(&tmp.path().join("trial-02"), "other", &[rec(0, 1.0, true)]);
+        let mut index = TrialsFile::read(tmp.path()).unwrap();
+        let mut second = index.trials[0].clone();
+        second.dir = "trial-02".into();
+        index.trials.push(second);
+        index.write(tmp.path()).unwrap();
+        let e = TrialSet::load(tmp.path()).unwrap_err();
+        assert!(e.to_string().contains("different profiles (default and other)"), "{e}");
+
+        index.format_version = 9;
+        index.write(tmp.path()).unwrap();
+        let e = TrialSet::load(tmp.path()).unwrap_err();
+        assert!(e.to_string().contains("format_version 9 is not supported"), "{e}");
+        index.format_version = FORMAT_VERSION;
+        index.trials.clear();
+        index.write(tmp.path()).unwrap();
+        let e = TrialSet::load(tmp.path()).unwrap_err();
+        assert!(e.to_string().contains("lists no trial"), "{e}");
+    }
+}
