@@ -11,6 +11,7 @@
 pub mod accept;
 #[cfg(feature = "runtime")]
 pub mod client;
+pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod fdlimit;

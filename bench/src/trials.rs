@@ -426,22 +426,29 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
         .unwrap_or_default();
     let mut rng = StdRng::seed_from_u64(opts.seed);
     let mut replicates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let mut summary = trial.summary.clone();
     for _ in 0..opts.resamples {
         let mut acc = MetricsAccumulator::new(slo.clone());
         for _ in 0..records.len() {
             acc.add(&records[rng.random_range(0..records.len())]);
         }
-        summary.set_metrics(acc.finish(None));
-        let json = serde_json::to_value(&summary).expect("a summary serialises");
-        for &m in metrics {
-            let v = match m {
-                "error_rate" => (summary.requests.total > 0)
-                    .then(|| summary.requests.failed as f64 / summary.requests.total as f64),
-                _ => crate::summary::lookup_path(&json, m),
+        let m = acc.finish(None);
+        // The sections of summary.json the records make (`Summary::set_metrics`), under the
+        // same names.
+        let json = serde_json::json!({
+            "requests": m.requests,
+            "metrics": m.latency,
+            "throughput": m.throughput,
+            "goodput": m.goodput,
+            "schedule": m.schedule,
+        });
+        for &m_name in metrics {
+            let v = match m_name {
+                "error_rate" => (m.requests.total > 0)
+                    .then(|| m.requests.failed as f64 / m.requests.total as f64),
+                _ => crate::summary::lookup_path(&json, m_name),
             };
             if let Some(v) = v.filter(|v| v.is_finite()) {
-                replicates.entry(m).or_default().push(v);
+                replicates.entry(m_name).or_default().push(v);
             }
         }
     }

@@ -8,18 +8,21 @@
 //!   bootstrap), each falling back to a request-level bootstrap for a single trial.
 //! - [`decide`]: [`verdict`] (pass / fail / inconclusive), [`confidence_at_look`] (the
 //!   sequential rule), [`propose_limit`] and [`min_detectable_change`].
+//! - [`difference`]: a candidate against a baseline, Welch's interval and significance.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 pub mod decide;
+pub mod difference;
 pub mod interval;
 
 pub use decide::{
     COMPARATOR_CHOICES, Comparator, Direction, ProposedLimit, UnknownComparator, Verdict,
     confidence_at_look, min_detectable_change, propose_limit, verdict,
 };
+pub use difference::{Difference, difference};
 pub use interval::{
     DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Options, PercentileMethod, mean_estimate,
     percentile_estimate, t_interval,

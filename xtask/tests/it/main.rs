@@ -23,6 +23,7 @@ mod cli_root;
 mod cli_secrets;
 #[cfg(feature = "runtime")]
 mod cli_sim;
+mod compare;
 mod gate;
 mod history;
 mod lint;

@@ -1,0 +1,224 @@
+//! `cargo xtask compare A B`: two runs or trial sets metric by metric. Per metric both
+//! estimates with their intervals, the difference B - A with its interval, the relative change
+//! and whether it is significant; a console table and `compare.json`
+//! ([`bench::compare::Comparison`]). Informational: it exits 0 whatever changed (the gate is
+//! what enforces).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use bench::compare::{Change, Comparison, DEFAULT_METRICS, MetricComparison, compare};
+use bench::stats::{DEFAULT_CONFIDENCE, Estimate, Method, Options};
+use bench::trials::TrialSet;
+use clap::Args;
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, CellAlignment, Table};
+use xshell::Shell;
+
+use crate::exit::Status;
+use crate::text::{BLANK, join_clean, num};
+
+/// `cargo xtask compare A B`.
+#[derive(Debug, Args)]
+pub struct CompareCmd {
+    /// The baseline: a run directory (or its summary.json) or a trial set's directory.
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The candidate, compared with A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Coverage of the intervals, within (0, 1).
+    #[arg(long, default_value_t = DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    pub confidence: f64,
+    /// A metric to compare (dotted summary.json name, repeatable); default: latencies (mean,
+    /// P99), throughput, goodput and failures.
+    #[arg(long = "metric", value_name = "METRIC")]
+    pub metrics: Vec<String>,
+    /// Where to write the JSON (default: `compare.json` in B's directory).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// A confidence strictly between 0 and 1.
+pub fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c > 0.0 && c < 1.0 => Ok(c),
+        _ => Err(format!("`{s}` is not a confidence: give a number between 0 and 1, like 0.95")),
+    }
+}
+
+impl CompareCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let root = sh.current_dir();
+        for m in &self.metrics {
+            if bench::summary::metric_def(m).is_none() {
+                anyhow::bail!(
+                    "unknown metric `{m}`; the metric names are listed in docs/adr/README.md"
+                );
+            }
+        }
+        let load = |p: &Path| {
+            TrialSet::load(&join_clean(&root, p))
+                .with_context(|| format!("cannot compare {}", p.display()))
+        };
+        let (a, b) = (load(&self.a)?, load(&self.b)?);
+        let metrics: Vec<&str> = if self.metrics.is_empty() {
+            DEFAULT_METRICS.to_vec()
+        } else {
+            self.metrics.iter().map(String::as_str).collect()
+        };
+        let opts = Options::default().with_confidence(self.confidence);
+        let shown = |p: &Path| p.to_string_lossy().replace('\\', "/");
+        let cmp = compare((&shown(&self.a), &a), (&shown(&self.b), &b), &metrics, opts);
+        println!("{}", render(&cmp));
+        let out = match &self.out {
+            Some(o) => join_clean(&root, o),
+            None => b.dir.join("compare.json"),
+        };
+        let mut bytes = serde_json::to_vec_pretty(&cmp).context("cannot serialise")?;
+        bytes.push(b'\n');
+        bench::rundir::write_atomic(&out, &bytes)
+            .with_context(|| format!("cannot write {}", out.display()))?;
+        println!("wrote {}", out.display());
+        Ok(Status::Success)
+    }
+}
+
+/// `value [lo, hi]` with marks: `~` request-level only, `*` undersampled; observed counts as
+/// they are; the blank's reason is in the notes.
+fn estimate_cell(e: Option<&Estimate>) -> String {
+    let Some(e) = e else { return BLANK.to_string() };
+    if e.method == Method::Observed {
+        return if e.lo == e.hi { num(e.value) } else { format!("{} to {}", num(e.lo), num(e.hi)) };
+    }
+    let mut s = format!("{} [{}, {}]", num(sig4(e.value)), num(sig4(e.lo)), num(sig4(e.hi)));
+    if !e.method.counts_run_to_run() {
+        s.push('~');
+    }
+    if e.undersampled {
+        s.push('*');
+    }
+    s
+}
+
+/// Four significant digits.
+fn sig4(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(3 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
+}
+
+fn difference_cell(m: &MetricComparison) -> (String, String) {
+    let Some(d) = &m.difference else { return (BLANK.into(), BLANK.into()) };
+    let abs = match (d.lo, d.hi) {
+        (Some(lo), Some(hi)) => {
+            format!("{:+} [{:+}, {:+}]", sig4(d.absolute), sig4(lo), sig4(hi))
+        }
+        _ => format!("{:+}", sig4(d.absolute)),
+    };
+    let rel = d.relative.map_or(BLANK.to_string(), |r| format!("{:+.1}%", r * 100.0));
+    (abs, rel)
+}
+
+/// The change, with `~` when a side is a single run (the difference may be run-to-run noise).
+fn change_cell(m: &MetricComparison) -> String {
+    let request_level = m.difference.as_ref().is_some_and(|d| d.request_level_only);
+    match m.change {
+        Change::Better | Change::Worse if request_level => format!("{}~", m.change.as_str()),
+        c => c.as_str().to_string(),
+    }
+}
+
+/// The console table and its legend.
+pub fn render(c: &Comparison) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    let pct = num(c.confidence * 100.0);
+    t.set_header(vec![
+        "Metric".to_string(),
+        format!("A ({pct}% interval)"),
+        format!("B ({pct}% interval)"),
+        "B - A".to_string(),
+        "Relative".to_string(),
+        "Change".to_string(),
+    ]);
+    for m in &c.metrics {
+        let (abs, rel) = difference_cell(m);
+        let name = if m.unit.is_empty() || m.unit == "ratio" || m.unit == "count" {
+            m.metric.clone()
+        } else {
+            format!("{} ({})", m.metric, m.unit)
+        };
+        t.add_row(vec![
+            Cell::new(name),
+            Cell::new(estimate_cell(m.a.estimate.as_ref())).set_alignment(CellAlignment::Right),
+            Cell::new(estimate_cell(m.b.estimate.as_ref())).set_alignment(CellAlignment::Right),
+            Cell::new(abs).set_alignment(CellAlignment::Right),
+            Cell::new(rel).set_alignment(CellAlignment::Right),
+            Cell::new(change_cell(m)),
+        ]);
+    }
+    let side = |name: &str, s: &bench::compare::Side| {
+        format!(
+            "{name}: {} (profile `{}`, {} trial{}, {} measured requests)",
+            s.path,
+            s.profile,
+            s.trials,
+            if s.trials == 1 { "" } else { "s" },
+            s.requests
+        )
+    };
+    let mut out = format!("{}\n{}\n{t}\n", side("A", &c.a), side("B", &c.b));
+    out.push_str(&format!(
+        "Intervals at {pct}%: t across trials, or for a single run the request bootstrap (~: \
+         run-to-run variance not counted); *: a percentile from fewer samples than it needs \
+         (P99 from fewer than 100). B - A with Welch's interval; a change is significant when \
+         that interval leaves 0 out. Counts are shown as observed (lowest to highest trial).\n"
+    ));
+    for m in &c.metrics {
+        for (name, e) in [("A", &m.a), ("B", &m.b)] {
+            if let Some(why) = &e.blank {
+                out.push_str(&format!("{} in {name}: blank, {why}\n", m.metric));
+            }
+        }
+    }
+    for n in &c.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    let count = |ch: Change| c.metrics.iter().filter(|m| m.change == ch).count();
+    out.push_str(&format!(
+        "{} better, {} worse, {} without a significant change\n",
+        count(Change::Better),
+        count(Change::Worse),
+        count(Change::NotSignificant)
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confidences_and_cells() {
+        assert_eq!(parse_confidence("0.9"), Ok(0.9));
+        assert!(parse_confidence("1").unwrap_err().contains("between 0 and 1"));
+        assert!(parse_confidence("ninety").is_err());
+        let e = Estimate {
+            value: 182.345,
+            lo: 170.01,
+            hi: 190.9,
+            confidence: 0.95,
+            trials: 1,
+            requests: 64,
+            method: Method::RequestBootstrap,
+            undersampled: true,
+        };
+        assert_eq!(estimate_cell(Some(&e)), "182.3 [170, 190.9]~*");
+        let counts = Estimate { method: Method::Observed, lo: 0.0, hi: 2.0, value: 1.0, ..e };
+        assert_eq!(estimate_cell(Some(&counts)), "0 to 2");
+        assert_eq!(estimate_cell(None), BLANK);
+    }
+}
