@@ -47,6 +47,12 @@ pub enum RunDirError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("{}:{line}: not a request record: {message}", path.display())]
     BadRecord { path: PathBuf, line: usize, message: String },
 }
@@ -252,9 +258,10 @@ pub struct ReadRecords {
 
 pub fn read_records(dir: &Path) -> Result<ReadRecords, RunDirError> {
     let path = dir.join(REQUESTS_FILE);
-    let file = File::open(&path).map_err(io_err(&path))?;
+    let read_err = |source| RunDirError::Read { path: path.clone(), source };
+    let file = File::open(&path).map_err(read_err)?;
     let lines: Vec<String> =
-        BufReader::new(file).lines().collect::<Result<_, _>>().map_err(io_err(&path))?;
+        BufReader::new(file).lines().collect::<Result<_, _>>().map_err(read_err)?;
     let mut records = Vec::with_capacity(lines.len());
     let mut truncated_tail = false;
     let last = lines.len();

@@ -394,8 +394,8 @@ impl TrialSet {
             },
             MetricKind::Summary => Ok(MetricEstimate::blank(
                 per_trial,
-                "one trial, and the metric does not come from the request records: no \
-                 interval (measure trials)",
+                "one run, and the metric does not come from the request records: measure \
+                 trials for an interval",
             )),
             MetricKind::Records { .. } => Err(per_trial),
         }
@@ -409,10 +409,18 @@ type Intervals = BTreeMap<String, Result<Estimate, String>>;
 /// replicate draws the trial's measured records with replacement and computes the summary
 /// from them with the run's own accumulator and SLO.
 fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<Intervals, String> {
+    if !trial.dir.join(REQUESTS_FILE).is_file() {
+        return Err(format!("one run without its {REQUESTS_FILE}: no request-level interval"));
+    }
     let read = rundir::read_records(&trial.dir).map_err(|e| {
-        format!(
-            "one trial, and its {REQUESTS_FILE} cannot be read for a request-level interval: {e}"
-        )
+        let why = match &e {
+            rundir::RunDirError::Read { source, .. } => source.to_string(),
+            rundir::RunDirError::BadRecord { line, message, .. } => {
+                format!("line {line}: {message}")
+            }
+            other => other.to_string(),
+        };
+        format!("one run whose {REQUESTS_FILE} cannot be read ({why}): no request-level interval")
     })?;
     let records: Vec<RequestRecord> = read.records.into_iter().filter(|r| !r.warmup).collect();
     if records.is_empty() {
@@ -688,7 +696,15 @@ mod tests {
         std::fs::remove_file(dir.join(REQUESTS_FILE)).unwrap();
         let m = TrialSet::load(&dir).unwrap().estimate("metrics.ttft_ms.mean", Options::default());
         assert!(m.estimate.is_none());
-        assert!(m.blank.unwrap().contains("requests.jsonl cannot be read"));
+        assert_eq!(
+            m.blank.as_deref(),
+            Some("one run without its requests.jsonl: no request-level interval")
+        );
+        std::fs::write(dir.join(REQUESTS_FILE), "{\"id\": 1}\n{}\n").unwrap();
+        let m = TrialSet::load(&dir).unwrap().estimate("metrics.ttft_ms.mean", Options::default());
+        assert!(
+            m.blank.unwrap().starts_with("one run whose requests.jsonl cannot be read (line 1: ")
+        );
     }
 
     #[test]

@@ -19,8 +19,8 @@ pub mod difference;
 pub mod interval;
 
 pub use decide::{
-    COMPARATOR_CHOICES, Comparator, Direction, ProposedLimit, UnknownComparator, Verdict,
-    confidence_at_look, min_detectable_change, propose_limit, verdict,
+    COMPARATOR_CHOICES, Comparator, DetectableChange, Direction, ProposedLimit, UnknownComparator,
+    Verdict, confidence_at_look, min_detectable_change, propose_limit, verdict,
 };
 pub use difference::{Difference, difference};
 pub use interval::{

@@ -29,6 +29,7 @@ pub mod records;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use bench::trials::TrialSet;
 use clap::{Args, Subcommand};
 use xshell::Shell;
 
@@ -123,9 +124,10 @@ pub enum AdrSub {
 pub struct NewArgs {
     /// Title of the decision.
     pub title: String,
-    /// Baseline run: a bench run directory or its summary.json; a sweep directory (its knee
-    /// stage), an acceptance directory (its baseline run) or a strategy comparison's directory
-    /// (its first strategy's run).
+    /// Baseline run: a bench run directory or its summary.json; a trial set's directory (its
+    /// trials, as estimates with intervals); a sweep directory (its knee stage), an acceptance
+    /// directory (its baseline run) or a strategy comparison's directory (its first strategy's
+    /// run).
     #[arg(long, value_name = "RUN")]
     pub baseline: PathBuf,
     /// Experiment runs, in order (`--choose 1`, 2, ...); a sweep directory stands for its knee
@@ -142,6 +144,9 @@ pub struct NewArgs {
     /// Who decides (written into the record; a placeholder to fill otherwise).
     #[arg(long)]
     pub deciders: Option<String>,
+    /// Coverage of the estimates' intervals, within (0, 1).
+    #[arg(long, default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = crate::compare::parse_confidence)]
+    pub confidence: f64,
 }
 
 impl AdrCmd {
@@ -190,29 +195,37 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     // A comparison directory stands for several runs (new::resolve_run_dirs): its first
     // strategy as the baseline, its strategies but the baseline's as experiments.
     let mut run_dirs: Vec<String> = Vec::new();
-    let mut resolve = |p: &Path, baseline: bool| -> anyhow::Result<Vec<(String, bench::Summary)>> {
-        let dirs = new::resolve_run_dirs(&join_clean(root, p), baseline)
-            .map_err(anyhow::Error::new)
-            .with_context(|| format!("cannot use run {}", p.display()))?;
-        let mut out = Vec::new();
-        for d in dirs {
-            let name = shown(&d);
-            if !baseline && run_dirs.first() == Some(&name) {
-                continue;
-            }
-            let summary = bench::Summary::read(&d)
+    // Each row: its summary (a trial set's first trial stands for its scenario and parameters)
+    // and its trials.
+    let mut resolve =
+        |p: &Path, baseline: bool| -> anyhow::Result<Vec<(bench::Summary, TrialSet)>> {
+            let dirs = new::resolve_run_dirs(&join_clean(root, p), baseline)
                 .map_err(anyhow::Error::new)
                 .with_context(|| format!("cannot use run {}", p.display()))?;
-            run_dirs.push(name.clone());
-            out.push((name, summary));
-        }
-        Ok(out)
-    };
-    let baseline = resolve(&args.baseline, true)?.remove(0).1;
+            let mut out = Vec::new();
+            for d in dirs {
+                let name = shown(&d);
+                if !baseline && run_dirs.first() == Some(&name) {
+                    continue;
+                }
+                let set = TrialSet::load(&d)
+                    .map_err(anyhow::Error::new)
+                    .with_context(|| format!("cannot use run {}", p.display()))?;
+                run_dirs.push(name.clone());
+                out.push((set.trials[0].summary.clone(), set));
+            }
+            Ok(out)
+        };
+    let (baseline, baseline_set) = resolve(&args.baseline, true)?.remove(0);
     let mut experiments = Vec::new();
+    let mut sets = vec![baseline_set];
     for p in &args.experiments {
-        experiments.extend(resolve(p, false)?.into_iter().map(|(_, s)| s));
+        for (summary, set) in resolve(p, false)? {
+            experiments.push(summary);
+            sets.push(set);
+        }
     }
+    let stats = new::row_stats(&sets, args.confidence);
     // Charts the runs wrote beside them (a sweep's sweep.svg).
     let mut charts: Vec<String> = Vec::new();
     for p in std::iter::once(&args.baseline).chain(args.experiments.iter()) {
@@ -262,6 +275,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         run_dirs: &run_dirs,
         charts: &charts,
         record_dir: &shown(dir),
+        stats: &stats,
     };
     let text = new::render(&input)?;
     let path = dir.join(format!("{number:04}-{slug}.md"));

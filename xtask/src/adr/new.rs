@@ -15,10 +15,16 @@ use bench::Summary;
 use chrono::NaiveDate;
 use serde_json::Value as Json;
 
+use bench::compare::{Change, compare_estimates};
+use bench::stats::{Estimate, Method};
+use bench::trials::MetricEstimate;
+
 use super::model::{SLO_EXCEPTION, SLO_MISSED};
 use crate::text::{BLANK, with_unit};
 use crate::thresholds::Action;
-use crate::thresholds::propose::{LIMIT_DIGITS, Proposed, propose};
+use crate::thresholds::propose::{
+    DETECT_POWER, LIMIT_DIGITS, Proposed, propose, propose_from_estimate,
+};
 
 /// The matrix columns (besides Config and Conclusion): header, metric, action of the proposed
 /// threshold.
@@ -80,6 +86,31 @@ pub fn resolve_run_dirs(path: &Path, as_baseline: bool) -> Result<Vec<PathBuf>, 
     Ok(dirs)
 }
 
+/// How sure a row's numbers are: the trials behind it and each matrix metric's estimate
+/// (`bench::trials::TrialSet::estimates`).
+#[derive(Clone, Debug, Default)]
+pub struct RowStats {
+    pub trials: usize,
+    /// Measured requests over the trials.
+    pub requests: u64,
+    pub confidence: f64,
+    pub estimates: BTreeMap<String, MetricEstimate>,
+}
+
+/// Each row's [`RowStats`] from its trials, at `confidence`.
+pub fn row_stats(sets: &[bench::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
+    let metrics: Vec<&str> = MATRIX.iter().map(|(_, m, _)| *m).collect();
+    let opts = bench::stats::Options::default().with_confidence(confidence);
+    sets.iter()
+        .map(|set| RowStats {
+            trials: set.trials.len(),
+            requests: set.requests(),
+            confidence,
+            estimates: set.estimates(&metrics, opts),
+        })
+        .collect()
+}
+
 /// What `adr new` writes a record from.
 pub struct NewAdr<'a> {
     pub number: u32,
@@ -100,6 +131,9 @@ pub struct NewAdr<'a> {
     /// The directory the record is written to, relative to the repository root (`docs/adr`):
     /// run directories and charts are linked relative to it.
     pub record_dir: &'a str,
+    /// Per row (baseline first), its trials and estimates; empty: the values alone, without
+    /// intervals.
+    pub stats: &'a [RowStats],
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -423,6 +457,81 @@ struct Runs<'a> {
     chosen_label: String,
 }
 
+impl Runs<'_> {
+    fn stats(&self, i: usize) -> Option<&RowStats> {
+        self.input.stats.get(i)
+    }
+
+    /// Row `i`'s estimate of `metric`, when it has one.
+    fn estimate(&self, i: usize, metric: &str) -> Option<&Estimate> {
+        self.stats(i)?.estimates.get(metric)?.estimate.as_ref()
+    }
+
+    /// Row `i`'s value of `metric`: its estimate's; without one, its run's when the row is one
+    /// run, blank for a trial set (its trials' values are not pooled without a method).
+    fn value(&self, i: usize, metric: &str) -> Option<f64> {
+        if let Some(e) = self.estimate(i, metric) {
+            return Some(e.value);
+        }
+        match self.stats(i) {
+            Some(st) if st.trials > 1 => None,
+            _ => self.all[i].metric(metric),
+        }
+    }
+
+    /// Coverage of the rows' intervals.
+    fn confidence(&self) -> f64 {
+        self.input.stats.first().map_or(bench::stats::DEFAULT_CONFIDENCE, |s| s.confidence)
+    }
+
+    /// Whether the rows carry estimates.
+    fn has_stats(&self) -> bool {
+        !self.input.stats.is_empty()
+    }
+}
+
+/// An estimate for the matrix: `182.3 ± 4.1`, `*` when undersampled, `~` when it counts
+/// request-to-request variance only (one run); observed counts as measured (`0`, `0 to 2`).
+fn estimate_text(e: &Estimate) -> String {
+    if e.method == Method::Observed {
+        return if e.lo == e.hi {
+            fmt_measured(e.value)
+        } else {
+            format!("{} to {}", fmt_measured(e.lo), fmt_measured(e.hi))
+        };
+    }
+    let mut out = format!("{} ± {}", fmt_measured(e.value), fmt_measured(e.half_width()));
+    if e.undersampled {
+        out.push('*');
+    }
+    if !e.method.counts_run_to_run() {
+        out.push('~');
+    }
+    out
+}
+
+/// A matrix cell: the row's value (with its interval when it has one), then for an experiment
+/// its change against the baseline and, when both have intervals, whether it is significant.
+fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
+    let (v, base) = (ctx.value(i, metric), ctx.value(0, metric));
+    let Some(e) = ctx.estimate(i, metric) else { return change_cell(v, base, i == 0) };
+    let shown = estimate_text(e);
+    let (Some(v), Some(b), false) = (v, base, i == 0) else { return shown };
+    if v == b {
+        return format!("{shown} (=)");
+    }
+    let d = v - b;
+    let pct = if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
+    let sign = if d >= 0.0 { "+" } else { "" };
+    let (_, change) = compare_estimates(metric, ctx.estimate(0, metric), Some(e), ctx.confidence());
+    let word = match change {
+        Change::Better | Change::Worse => ", significant",
+        Change::NotSignificant => ", not significant",
+        Change::NotTested | Change::Blank => "",
+    };
+    format!("{shown} ({sign}{}{pct}{word})", fmt_measured(d))
+}
+
 /// The title and the status block.
 fn title_block(o: &mut String, input: &NewAdr<'_>) {
     writeln!(o, "# ADR-{:04}: {}\n", input.number, input.title.trim()).unwrap();
@@ -529,20 +638,30 @@ fn change_cell(v: Option<f64>, base: Option<f64>, is_baseline: bool) -> String {
 /// Changes smaller than this share of the baseline value are noise in a conclusion.
 const NOISE: f64 = 0.01;
 
-/// Which matrix metrics of `r` are better and which are worse than the baseline's, beyond
-/// [`NOISE`]: `(better, worse)`, each `TTFT P99 (ms) -38.2%`.
-fn verdicts(b: &Summary, r: &Summary) -> (Vec<String>, Vec<String>) {
+/// Which matrix metrics of row `i` are better and which are worse than the baseline's:
+/// significantly so when both rows have intervals, else beyond [`NOISE`]: `(better, worse)`,
+/// each `TTFT P99 (ms) -38.2%`.
+fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
     let (mut better, mut worse) = (Vec::new(), Vec::new());
     for (header, metric, _) in MATRIX {
         let (Some(vb), Some(vr), Some(def)) =
-            (b.metric(metric), r.metric(metric), bench::summary::metric_def(metric))
+            (ctx.value(0, metric), ctx.value(i, metric), bench::summary::metric_def(metric))
         else {
             continue;
         };
-        if vb == 0.0 || ((vr - vb) / vb.abs()).abs() < NOISE {
-            continue;
+        let tested = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
+            (Some(a), Some(b)) if a.method.is_interval() && b.method.is_interval() => {
+                Some(compare_estimates(metric, Some(a), Some(b), ctx.confidence()).1)
+            }
+            _ => None,
+        };
+        match tested {
+            Some(Change::Better | Change::Worse) => {}
+            Some(_) => continue,
+            None if vb == 0.0 || ((vr - vb) / vb.abs()).abs() < NOISE => continue,
+            None => {}
         }
-        let pct = (vr - vb) / vb.abs() * 100.0;
+        let pct = if vb != 0.0 { (vr - vb) / vb.abs() * 100.0 } else { 0.0 };
         let text = format!("{} {pct:+.1}%", header.split(" (").next().unwrap_or(header));
         let lower_is_better = matches!(def.better, bench::summary::Better::Lower);
         if (vr < vb) == lower_is_better { better.push(text) } else { worse.push(text) }
@@ -573,10 +692,13 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     o.push_str("---|\n");
     for (i, r) in runs.iter().enumerate() {
         let sim = if r.simulated { " (simulated)" } else { "" };
-        write!(o, "| {}{sim} | {} |", ctx.labels[i], r.requests.total).unwrap();
+        let requests = match ctx.stats(i) {
+            Some(st) if st.trials > 1 => format!("{} ({} trials)", st.requests, st.trials),
+            _ => r.requests.total.to_string(),
+        };
+        write!(o, "| {}{sim} | {requests} |", ctx.labels[i]).unwrap();
         for (_, metric, _) in MATRIX {
-            let base = input.baseline.metric(metric);
-            write!(o, " {} |", change_cell(r.metric(metric), base, i == 0)).unwrap();
+            write!(o, " {} |", matrix_cell(ctx, i, metric)).unwrap();
         }
         if has_knee {
             write!(o, " {} |", knee_cell(r)).unwrap();
@@ -593,7 +715,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
         let conclusion = if i == 0 {
             verdict.to_string()
         } else {
-            let (better, worse) = verdicts(input.baseline, r);
+            let (better, worse) = verdicts(ctx, i);
             let mut why = Vec::new();
             if !better.is_empty() {
                 why.push(format!("better: {}", better.join(", ")));
@@ -609,17 +731,31 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
         };
         writeln!(o, " {conclusion} |").unwrap();
     }
+    let conclusion_rule = if ctx.has_stats() {
+        format!(
+            "the conclusion names the metrics significantly better or worse (a metric without \
+             an interval: more than {}%)",
+            fmt_measured(NOISE * 100.0)
+        )
+    } else {
+        format!(
+            "the conclusion names the metrics more than {}% better or worse",
+            fmt_measured(NOISE * 100.0)
+        )
+    };
     writeln!(
         o,
         "\n`{BLANK}` = not measured. Each experiment's cell is its value, then its change against \
-         the baseline (absolute, %; `=` unchanged); the conclusion names the metrics more than {}% better or \
-         worse. Requests are the measured requests of the run (warmup excluded). Goodput is the \
+         the baseline (absolute, %; `=` unchanged); {conclusion_rule}. Requests are the measured \
+         requests of the run, or of all its trials (warmup excluded). Goodput is the \
          share of measured requests that met the SLO (`goodput.ratio`); throughput is output \
          tokens per second; KV fragmentation is reported by the server; cost is per 1M output \
          tokens from the configured device price.",
-        fmt_measured(NOISE * 100.0)
     )
     .unwrap();
+    if ctx.has_stats() {
+        stats_legend(o, ctx);
+    }
     for (i, r) in runs.iter().enumerate().skip(1) {
         let diffs = scenario_differences(input.baseline, r);
         if !diffs.is_empty() {
@@ -631,6 +767,56 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
                 diffs.join(", ")
             )
             .unwrap();
+        }
+    }
+}
+
+/// Under the matrix of rows with estimates: what `±`, `*` and `~` mean, how the changes were
+/// tested, and why a value is blank.
+fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
+    let pct = fmt_measured(ctx.confidence() * 100.0);
+    writeln!(
+        o,
+        "\nEach value is an estimate `value ± half-width` of its {pct}% confidence interval: \
+         for a trial set the Student t interval across its trials (run-to-run variance \
+         counted); for one run the bootstrap of its requests (`~`: run-to-run variance not \
+         counted, so another run may differ by more). `*`: a percentile from fewer requests than \
+         it needs (P99 from fewer than 100 per trial is the slowest request). A change is \
+         *significant* when Welch's {pct}% interval of the difference leaves 0 out; then, and \
+         only then, the conclusion counts it. Counts are shown as measured. Methods: \
+         docs/statistics.md."
+    )
+    .unwrap();
+    let trials: Vec<String> = (0..ctx.all.len())
+        .filter_map(|i| {
+            let st = ctx.stats(i)?;
+            Some(format!(
+                "{} {} ({} measured requests)",
+                ctx.labels[i],
+                if st.trials == 1 { "1 run".to_string() } else { format!("{} trials", st.trials) },
+                st.requests
+            ))
+        })
+        .collect();
+    writeln!(o, "\nTrials behind each row: {}.", trials.join(", ")).unwrap();
+    // Per row, the metrics without an interval grouped by the reason.
+    let mut blanks: Vec<String> = Vec::new();
+    for (i, label) in ctx.labels.iter().enumerate() {
+        let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (header, metric, _) in MATRIX {
+            let Some(me) = ctx.stats(i).and_then(|st| st.estimates.get(metric)) else { continue };
+            if let Some(why) = me.blank.as_deref().filter(|w| *w != "not measured") {
+                by_reason.entry(why).or_default().push(header.split(" (").next().unwrap_or(header));
+            }
+        }
+        for (why, headers) in by_reason {
+            blanks.push(format!("- {label}: {} ({why})", headers.join(", ")));
+        }
+    }
+    if !blanks.is_empty() {
+        o.push_str("\nWithout an interval:\n\n");
+        for b in blanks {
+            writeln!(o, "{b}").unwrap();
         }
     }
 }
@@ -987,14 +1173,8 @@ fn adopt_chosen(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
 fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
     let (input, chosen, chosen_label) = (ctx.input, ctx.chosen, &ctx.chosen_label);
     o.push_str("## CI gate thresholds\n\n");
-    let h = fmt_measured(input.headroom * 100.0);
-    writeln!(
-        o,
-        "Proposed from {chosen_label}'s measured values with {h}% headroom in each metric's worse \
-         direction (lower is better: value x (1 + {h}%), `<=`; higher is better: value x (1 - {h}%), \
-         `>=`), rounded away from the measured value to {LIMIT_DIGITS} significant digits."
-    )
-    .unwrap();
+    thresholds_rule(o, ctx);
+    let chosen_i = input.choose;
     writeln!(
         o,
         "They gate runs of bench profile {}, the profile {chosen_label} was measured with \
@@ -1020,7 +1200,13 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
     for (header, metric, action) in MATRIX {
-        match propose(chosen, metric, action, input.headroom) {
+        let p = match ctx.estimate(chosen_i, metric) {
+            Some(e) => propose_from_estimate(metric, e, action, input.headroom),
+            // A trial set's metric without an estimate: its trials are not pooled.
+            None if ctx.stats(chosen_i).is_some_and(|st| st.trials > 1) => None,
+            None => propose(chosen, metric, action, input.headroom),
+        };
+        match p {
             Some(p) => proposed.push(p),
             None => unmeasured.push(header),
         }
@@ -1033,6 +1219,59 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         )
         .unwrap();
     }
+    thresholds_table(o, ctx, &proposed);
+    detects_statement(o, &proposed);
+    o.push_str("\nThe SLO column is the profile's goodput objective for that metric, side by side with the limit.\n");
+    o.push('\n');
+    proposed
+}
+
+/// How the limits were proposed: from estimates (and a warning for a single run), or from
+/// values alone.
+fn thresholds_rule(o: &mut String, ctx: &Runs<'_>) {
+    let (input, chosen_label) = (ctx.input, &ctx.chosen_label);
+    let h = fmt_measured(input.headroom * 100.0);
+    let chosen_i = input.choose;
+    if ctx.has_stats() {
+        let pct = fmt_measured(ctx.confidence() * 100.0);
+        writeln!(
+            o,
+            "Proposed from {chosen_label}'s estimates ({pct}% intervals): lower is better: the \
+             interval's upper end + {h}% of the estimate, `<=`; higher is better: its lower end \
+             - {h}% of the estimate, `>=`; rounded away from the estimate to {LIMIT_DIGITS} \
+             significant digits. A limit is never inside the interval, so it is never tighter \
+             than the measured noise allows. A count gets the worst trial's value with {h}% \
+             headroom; a value without an interval the value with {h}% headroom. Detects: the \
+             smallest regression a gate of as many trials fails with {}% power at the measured \
+             noise (docs/statistics.md); a larger change is caught, a smaller one may pass.",
+            fmt_measured(DETECT_POWER * 100.0)
+        )
+        .unwrap();
+        if ctx.stats(chosen_i).is_some_and(|st| st.trials == 1) {
+            writeln!(
+                o,
+                "\n> **One run:** {chosen_label} is a single run, so its intervals count only the \
+                 spread between its requests: the run-to-run noise is not in these limits, and \
+                 an unchanged configuration may fail them. Measure trials (`cargo xtask bench \
+                 --trials 3`) and write the record from the trial set.\n"
+            )
+            .unwrap();
+        }
+    } else {
+        writeln!(
+            o,
+            "Proposed from {chosen_label}'s measured values with {h}% headroom in each metric's worse \
+             direction (lower is better: value x (1 + {h}%), `<=`; higher is better: value x (1 - {h}%), \
+             `>=`), rounded away from the measured value to {LIMIT_DIGITS} significant digits."
+        )
+        .unwrap();
+    }
+}
+
+/// The thresholds table: each proposed limit with its evidence (the estimate and what it
+/// detects, when the rows have estimates) and the SLO beside it.
+fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
+    let chosen = ctx.chosen;
     let slo = &chosen.goodput.slo;
     let slo_of = |metric: &str| match metric {
         "metrics.ttft_ms.p99" => slo.ttft_ms,
@@ -1040,18 +1279,49 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         "metrics.e2e_ms.p99" => slo.e2e_ms,
         _ => None,
     };
-    o.push_str(
-        "\n| Metric | Comparator | Limit | Unit | Action | SLO |\n|---|---|---|---|---|---|\n",
-    );
-    for p in &proposed {
+    if ctx.has_stats() {
+        o.push_str(
+            "\n| Metric | Comparator | Limit | Unit | Action | Estimate | Detects | SLO |\n\
+             |---|---|---|---|---|---|---|---|\n",
+        );
+    } else {
+        o.push_str(
+            "\n| Metric | Comparator | Limit | Unit | Action | SLO |\n|---|---|---|---|---|---|\n",
+        );
+    }
+    for p in proposed {
         let slo_cell = match slo_of(p.metric) {
             Some(s) if p.limit > s => format!("{} ms (the limit is above it)", fmt_measured(s)),
             Some(s) => format!("{} ms", fmt_measured(s)),
             None => BLANK.to_string(),
         };
+        let evidence = if ctx.has_stats() {
+            let est = p.estimate.as_ref().map_or_else(
+                || format!("{} (no interval)", fmt_measured(p.measured)),
+                |e| {
+                    let n = if e.trials == 1 {
+                        format!("1 run, {} requests", e.requests)
+                    } else {
+                        format!("{} trials", e.trials)
+                    };
+                    format!("{} ({n})", estimate_text(e))
+                },
+            );
+            let detects = match &p.detects {
+                Some(d) if d.relative.is_finite() => {
+                    let sign = if p.comparator.breaking_side() == "above" { "+" } else { "-" };
+                    format!("{sign}{}%", fmt_measured((d.relative * 100.0).max(0.0)))
+                }
+                Some(_) => "no regression (noise too large)".to_string(),
+                None => BLANK.to_string(),
+            };
+            format!(" {est} | {detects} |")
+        } else {
+            String::new()
+        };
         writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {slo_cell} |",
+            "| {} | {} | {} | {} | {} |{evidence} {slo_cell} |",
             code(p.metric),
             p.comparator,
             p.limit,
@@ -1060,9 +1330,36 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         )
         .unwrap();
     }
-    o.push_str("\nThe SLO column is the profile's goodput objective for that metric, side by side with the limit.\n");
-    o.push('\n');
-    proposed
+}
+
+/// The smallest regressions the blocking thresholds catch at the measured noise.
+fn detects_statement(o: &mut String, proposed: &[Proposed]) {
+    let detects: Vec<String> = proposed
+        .iter()
+        .filter(|p| p.action == Action::Block)
+        .filter_map(|p| {
+            let d = p.detects.as_ref()?;
+            let label = MATRIX
+                .iter()
+                .find(|(_, m, _)| *m == p.metric)
+                .map_or(p.metric, |m| m.0.split(" (").next().unwrap_or(m.0));
+            Some(if d.relative.is_finite() {
+                format!("{label} {}% worse", fmt_measured((d.relative * 100.0).max(0.0)))
+            } else {
+                format!("{label}: none (the noise is as large as the value)")
+            })
+        })
+        .collect();
+    if !detects.is_empty() {
+        writeln!(
+            o,
+            "\nAt the measured noise the blocking thresholds catch, with {}% power, a regression \
+             of at least: {}. Smaller regressions may pass; more trials narrow the intervals.",
+            fmt_measured(DETECT_POWER * 100.0),
+            detects.join(", ")
+        )
+        .unwrap();
+    }
 }
 
 /// Rollback conditions: the proposed thresholds as conditions, and the values to restore.

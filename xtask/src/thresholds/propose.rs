@@ -1,7 +1,11 @@
-//! Limits proposed from measured values: the measured value moved by a headroom in the metric's
-//! worse direction and rounded away from it (`adr new` writes them into a record).
+//! Limits proposed from measured values (`adr new` writes them into a record). From an
+//! estimate with an interval ([`propose_from_estimate`]): the interval's unfavourable end moved
+//! by the headroom (`bench::stats::propose_limit`), with the smallest regression the limit
+//! detects. From a value without an interval ([`propose`]): the value moved by the headroom in
+//! the metric's worse direction. Either way rounded away from the value.
 
 use bench::Summary;
+use bench::stats::{DetectableChange, Direction, Estimate, Method};
 use bench::summary::{Better, metric_def};
 
 use super::rule::{Action, Comparator};
@@ -23,7 +27,15 @@ pub struct Proposed {
     pub action: Action,
     /// The value the limit was proposed from.
     pub measured: f64,
+    /// The estimate (with its interval) the limit was proposed from; `None`: the value alone.
+    pub estimate: Option<Estimate>,
+    /// The smallest regression the limit detects with 95% power at the measured noise, when
+    /// it can be computed (an interval, a positive value).
+    pub detects: Option<DetectableChange>,
 }
+
+/// Power at which a record states the smallest regression its gate detects.
+pub const DETECT_POWER: f64 = 0.95;
 
 /// The threshold proposed for `metric` of run `run` ([`propose_limit`]); `None` when the metric
 /// is not in the registry or the run did not measure it.
@@ -31,7 +43,62 @@ pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Op
     let def = metric_def(metric)?;
     let measured = run.metric(metric)?;
     let (comparator, limit) = propose_limit(measured, def.better, headroom);
-    Some(Proposed { metric: def.path, comparator, limit, unit: def.unit, action, measured })
+    Some(Proposed {
+        metric: def.path,
+        comparator,
+        limit,
+        unit: def.unit,
+        action,
+        measured,
+        estimate: None,
+        detects: None,
+    })
+}
+
+/// The threshold proposed for `metric` from its estimate: the interval's unfavourable end plus
+/// `headroom` of the estimate (`bench::stats::propose_limit`), rounded away from the value to
+/// [`LIMIT_DIGITS`] significant digits; with the smallest regression it detects. Observed
+/// counts have no interval: their limit is [`propose_limit`]'s from the worst trial.
+pub fn propose_from_estimate(
+    metric: &str,
+    estimate: &Estimate,
+    action: Action,
+    headroom: f64,
+) -> Option<Proposed> {
+    let def = metric_def(metric)?;
+    if estimate.method == Method::Observed {
+        let worst = if def.better == Better::Lower { estimate.hi } else { estimate.lo };
+        let (comparator, limit) = propose_limit(worst, def.better, headroom);
+        return Some(Proposed {
+            metric: def.path,
+            comparator,
+            limit,
+            unit: def.unit,
+            action,
+            measured: estimate.value,
+            estimate: Some(estimate.clone()),
+            detects: None,
+        });
+    }
+    let direction = match def.better {
+        Better::Lower => Direction::LowerIsBetter,
+        Better::Higher => Direction::HigherIsBetter,
+    };
+    let raw = bench::stats::propose_limit(estimate, headroom, direction).ok()?;
+    let up = def.better == Better::Lower;
+    let limit = round_sig(raw.limit, LIMIT_DIGITS, up);
+    let rounded = bench::stats::ProposedLimit { comparator: raw.comparator, limit };
+    let detects = bench::stats::min_detectable_change(estimate, &rounded, DETECT_POWER).ok();
+    Some(Proposed {
+        metric: def.path,
+        comparator: raw.comparator,
+        limit,
+        unit: def.unit,
+        action,
+        measured: estimate.value,
+        estimate: Some(estimate.clone()),
+        detects,
+    })
 }
 
 /// A proposed limit: the measured value moved by the headroom in the metric's worse direction
@@ -94,6 +161,39 @@ mod tests {
         assert_eq!(propose_limit(12345.0, Better::Higher, 0.05), (Comparator::Ge, 11700.0));
         assert_eq!(propose_limit(0.0, Better::Lower, 0.10), (Comparator::Le, 0.0));
         assert_eq!(propose_limit(50.0, Better::Lower, 0.0), (Comparator::Le, 50.0));
+    }
+
+    #[test]
+    fn limits_from_estimates_sit_beyond_the_interval_and_state_what_they_detect() {
+        let e = Estimate {
+            value: 100.0,
+            lo: 90.0,
+            hi: 110.0,
+            confidence: 0.95,
+            trials: 3,
+            requests: 300,
+            method: Method::TInterval,
+            undersampled: false,
+        };
+        // Lower is better: hi + 10% of the value = 120.
+        let p = propose_from_estimate("metrics.ttft_ms.p99", &e, Action::Block, 0.10).unwrap();
+        assert_eq!((p.comparator, p.limit, p.measured), (Comparator::Le, 120.0, 100.0));
+        let d = p.detects.unwrap();
+        assert!(d.relative > 0.2 && d.power == DETECT_POWER, "{d:?}");
+        // Higher is better: lo - 10% of the value = 0.851 - 0.09.
+        let p = propose_from_estimate(
+            "goodput.ratio",
+            &Estimate { value: 0.9, lo: 0.851, hi: 0.95, ..e.clone() },
+            Action::Block,
+            0.10,
+        )
+        .unwrap();
+        assert_eq!((p.comparator, p.limit), (Comparator::Ge, 0.761));
+        // Observed counts: from the worst trial.
+        let counts = Estimate { method: Method::Observed, value: 1.0, lo: 0.0, hi: 2.0, ..e };
+        let p = propose_from_estimate("requests.failed", &counts, Action::Block, 0.10).unwrap();
+        assert_eq!((p.limit, p.detects), (2.2, None));
+        assert!(propose_from_estimate("metrics.nope", &counts, Action::Block, 0.1).is_none());
     }
 
     #[test]

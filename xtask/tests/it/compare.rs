@@ -86,7 +86,9 @@ fn a_single_run_says_what_it_cannot_estimate_and_bad_input_is_a_usage_error() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // The fixture run has no requests.jsonl: no request-level interval, and it says why.
     assert!(
-        out.stdout.contains("metrics.ttft_ms.p99 in A: blank, one trial, and its requests.jsonl"),
+        out.stdout.contains(
+            "metrics.ttft_ms.p99 in A: blank, one run without its requests.jsonl: no request-level"
+        ),
         "{}",
         out.stdout
     );

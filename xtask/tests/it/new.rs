@@ -57,6 +57,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         run_dirs: &[],
         charts: &[],
         record_dir: "docs/adr",
+        stats: &[],
     }
 }
 
@@ -494,7 +495,9 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
         (r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]"),
         (root_text.as_str(), "[root]"),
         (r"\d{8}T\d{6}Z-[0-9a-f]{4}", "[run id]"),
-        (r"\| -?\d+(\.\d+)?( \([^)|]*\))? ", "| [measured] "),
+        (r"\| -?\d+(\.\d+)?( ± [0-9.]+[*~]*)?( \([^)|]*\))? ", "| [measured] "),
+        (r"\| [+-]\d+(\.\d+)?% \|", "| [detects] |"),
+        (r"\d+(\.\d+)?% worse", "[n]% worse"),
         (r"`[0-9a-f]{16}` \([^)]*\)", "[environment]"),
         (r"infergate \d+\.\d+\.\d+", "infergate [version]"),
         (r"measured -?\d+(\.\d+)?", "measured [value]"),
