@@ -500,7 +500,10 @@ fn estimate_text(e: &Estimate) -> String {
             format!("{} to {}", fmt_measured(e.lo), fmt_measured(e.hi))
         };
     }
-    let mut out = format!("{} ± {}", fmt_measured(e.value), fmt_measured(e.half_width()));
+    // A spread below a billionth of the value is floating-point noise of identical trials.
+    let half = e.half_width();
+    let half = if half <= e.value.abs() * 1e-9 { 0.0 } else { half };
+    let mut out = format!("{} ± {}", fmt_measured(e.value), fmt_measured(half));
     if e.undersampled {
         out.push('*');
     }

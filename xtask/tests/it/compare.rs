@@ -1,42 +1,7 @@
 //! `cargo xtask compare A B`: two trial sets (or runs) metric by metric, checked against
 //! intervals computed by hand.
 
-use std::path::{Path, PathBuf};
-
-use bench::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
-
-use crate::support::{engine_params, summary, write_run, xtask};
-
-/// A trial set in `dir` with one fixture run per TTFT P99 value.
-fn trial_set(dir: &Path, name: &str, ttft_p99: &[f64]) -> PathBuf {
-    let set = dir.join(name);
-    let mut trials = Vec::new();
-    for (i, &p99) in ttft_p99.iter().enumerate() {
-        let s = summary(&format!("trial-{:02}", i + 1), p99, 40.0, 0.95, engine_params(true, 8192));
-        write_run(&set, &s);
-        trials.push(TrialEntry {
-            dir: s.run_id.clone(),
-            run_id: s.run_id.clone(),
-            status: s.status,
-            requests: s.requests.total,
-            ok: s.requests.ok,
-            host_busy: false,
-        });
-    }
-    TrialsFile {
-        format_version: FORMAT_VERSION,
-        profile: "default".into(),
-        planned: ttft_p99.len() as u32,
-        cooldown_s: 0.0,
-        confidence: 0.95,
-        trials,
-        metrics: Default::default(),
-        notes: vec![],
-    }
-    .write(&set)
-    .unwrap();
-    set
-}
+use crate::support::{engine_params, summary, trial_set, write_run, xtask};
 
 fn metric<'a>(json: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     json["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == name).unwrap()

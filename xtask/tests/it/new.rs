@@ -508,3 +508,54 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
         insta::assert_snapshot!("generated_adr_strategies", record);
     });
 }
+
+#[test]
+fn trial_sets_give_estimates_significance_and_limits_beyond_the_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("runs")).unwrap();
+    crate::support::trial_set(&tmp.path().join("runs"), "base", &[200.0, 210.0, 190.0]);
+    crate::support::trial_set(&tmp.path().join("runs"), "exp", &[100.0, 102.0, 98.0]);
+    let out = crate::support::xtask(
+        tmp.path(),
+        &["adr", "new", "Trials", "--baseline", "runs/base", "--exp", "runs/exp"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(tmp.path().join("docs/adr/0001-trials.md")).unwrap();
+    // TTFT P99: base 200, s = 10, half width t(0.975, 2) x 10 / sqrt(3) = 24.84;
+    // exp 100, s = 2, half width 4.968. TPOT P99 is 40 in every trial: no spread. 80 requests
+    // a trial are too few for a P99 (`*`).
+    assert!(text.contains("| Baseline | 240 (3 trials) | 200 ± 24.84* | 40 ± 0* |"), "{text}");
+    assert!(
+        text.contains(
+            "| Exp-1 | 240 (3 trials) | 100 ± 4.968* (-100, -50.0%, significant) | 40 ± 0* (=) |"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("chosen: better: TTFT P99 -50.0% |"), "{text}");
+    // The limit: the interval's upper end 104.968 + 10% of 100, rounded up to 3 digits.
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("| `metrics.ttft_ms.p99` | <= |"))
+        .expect("a TTFT threshold");
+    assert!(
+        row.starts_with(
+            "| `metrics.ttft_ms.p99` | <= | 115 | ms | block | 100 ± 4.968* (3 trials) | +"
+        ),
+        "{row}"
+    );
+    // What it detects with 95% power: r = 4.968 / 4.3027 / 100, δ* ≈ 7.7 for 2 degrees of
+    // freedom: 115 / (1 - 7.7 r) = 126.2, a regression of about 26%.
+    let detects: f64 =
+        row.split(" | ").nth(6).unwrap().trim_matches(|c| c == '+' || c == '%').parse().unwrap();
+    assert!(detects > 24.0 && detects < 28.0, "{row}");
+    assert!(text.contains("a regression of at least: TTFT P99 "), "{text}");
+    // Goodput 0.95 in every trial: 0.95 - 10% of 0.95.
+    assert!(
+        text.contains("| `goodput.ratio` | >= | 0.855 | ratio | block | 0.95 ± 0 (3 trials) |"),
+        "{text}"
+    );
+    // The thresholds parse into gate.toml as written.
+    let adr = xtask::adr::parse_adr(std::path::Path::new("docs/adr/0001-trials.md"), &text);
+    let t = adr.thresholds.iter().find(|t| t.metric == "metrics.ttft_ms.p99").unwrap();
+    assert_eq!((t.comparator, t.limit), (Comparator::Le, 115.0));
+}

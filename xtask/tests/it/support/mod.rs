@@ -152,3 +152,34 @@ pub fn xtask_output(root: &Path, args: &[&str]) -> std::process::Output {
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
+
+/// A trial set in `dir` with one fixture run per TTFT P99 value.
+pub fn trial_set(dir: &Path, name: &str, ttft_p99: &[f64]) -> PathBuf {
+    let set = dir.join(name);
+    let mut trials = Vec::new();
+    for (i, &p99) in ttft_p99.iter().enumerate() {
+        let s = summary(&format!("trial-{:02}", i + 1), p99, 40.0, 0.95, engine_params(true, 8192));
+        write_run(&set, &s);
+        trials.push(bench::trials::TrialEntry {
+            dir: s.run_id.clone(),
+            run_id: s.run_id.clone(),
+            status: s.status,
+            requests: s.requests.total,
+            ok: s.requests.ok,
+            host_busy: false,
+        });
+    }
+    bench::trials::TrialsFile {
+        format_version: bench::trials::FORMAT_VERSION,
+        profile: "default".into(),
+        planned: ttft_p99.len() as u32,
+        cooldown_s: 0.0,
+        confidence: 0.95,
+        trials,
+        metrics: Default::default(),
+        notes: vec![],
+    }
+    .write(&set)
+    .unwrap();
+    set
+}
