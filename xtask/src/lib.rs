@@ -16,6 +16,7 @@ pub mod accept;
 pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
+pub mod chart;
 pub mod engine;
 pub mod engine_flags;
 pub mod exit;
@@ -79,6 +80,8 @@ pub enum Command {
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
     Gate(gate::GateCmd),
+    /// Write report.html for a run, sweep or strategy comparison directory.
+    Report(report::ReportCmd),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
     Test(test_cmd::TestCmd),
 }
@@ -95,6 +98,7 @@ impl Command {
             Command::Engine(cmd) => cmd.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
+            Command::Report(cmd) => cmd.run(sh),
             Command::Test(cmd) => cmd.run(sh),
         }
     }

@@ -31,5 +31,8 @@ mod new;
 #[cfg(feature = "runtime")]
 mod real_engine;
 mod repo_policy;
+// Its runs are measured with `bench`, a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod report;
 mod tidy;
 mod workflows;
