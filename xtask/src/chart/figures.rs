@@ -35,6 +35,25 @@ pub fn cdf_points(values: &[f64]) -> Vec<(f64, Option<f64>)> {
     out
 }
 
+/// The latency CDFs of a run: chart id and metric.
+pub const CDFS: [(&str, &str); 4] =
+    [("ttft-cdf", "TTFT"), ("tpot-cdf", "TPOT"), ("itl-cdf", "ITL"), ("e2e-cdf", "E2E")];
+
+/// Per-request latencies of one run, in the order of [`CDFS`]: chart id, metric, values (ms).
+pub type Samples = [(&'static str, &'static str, Vec<f64>); 4];
+
+/// The per-request latencies of the ok requests among `measured` (warmup already left out):
+/// TTFT, TPOT, ITL (every gap) and E2E, as the summary's metrics count them.
+pub fn latency_samples(measured: &[&RequestRecord]) -> Samples {
+    let ok: Vec<&&RequestRecord> = measured.iter().filter(|r| r.class.is_ok()).collect();
+    [
+        ("ttft-cdf", "TTFT", ok.iter().filter_map(|r| r.ttft_ms()).collect()),
+        ("tpot-cdf", "TPOT", ok.iter().filter_map(|r| r.tpot_ms()).collect()),
+        ("itl-cdf", "ITL", ok.iter().flat_map(|r| r.itl_ms.iter().copied()).collect()),
+        ("e2e-cdf", "E2E", ok.iter().filter_map(|r| r.e2e_ms()).collect()),
+    ]
+}
+
 /// A latency CDF: one series per named sample (runs overlaid), lines at `marks`.
 pub fn cdf(id: &str, metric: &str, samples: &[(String, Vec<f64>)], marks: Vec<Mark>) -> Chart {
     let mut chart = Chart::new(

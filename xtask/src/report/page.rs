@@ -4,11 +4,10 @@
 use std::fmt::Write;
 
 use bench::Summary;
-use bench::record::RequestRecord;
 
 use super::console::{latency_rows, overview_rows};
 use super::input::{Input, RunInput};
-use crate::chart::figures::{self, cdf};
+use crate::chart::figures::{self, CDFS, Samples, cdf, latency_samples};
 use crate::chart::{Chart, Mark, MarkAxis, esc, render};
 use crate::text::{BLANK, fmt_opt};
 use crate::thresholds::Thresholds;
@@ -190,24 +189,6 @@ fn failures(p: &mut Page, run: &RunInput) {
         );
     }
     p.html.push_str("</table>\n");
-}
-
-/// The latency CDFs of a page: chart id and metric.
-const CDFS: [(&str, &str); 4] =
-    [("ttft-cdf", "TTFT"), ("tpot-cdf", "TPOT"), ("itl-cdf", "ITL"), ("e2e-cdf", "E2E")];
-
-/// Per-request latencies of one run, in the order of [`CDFS`]: chart id, metric, values.
-type Samples = [(&'static str, &'static str, Vec<f64>); 4];
-
-/// The per-request latencies of the ok measured requests: TTFT, TPOT, ITL (every gap), E2E.
-fn latency_samples(measured: &[&RequestRecord]) -> Samples {
-    let ok: Vec<&&RequestRecord> = measured.iter().filter(|r| r.class.is_ok()).collect();
-    [
-        ("ttft-cdf", "TTFT", ok.iter().filter_map(|r| r.ttft_ms()).collect()),
-        ("tpot-cdf", "TPOT", ok.iter().filter_map(|r| r.tpot_ms()).collect()),
-        ("itl-cdf", "ITL", ok.iter().flat_map(|r| r.itl_ms.iter().copied()).collect()),
-        ("e2e-cdf", "E2E", ok.iter().filter_map(|r| r.e2e_ms()).collect()),
-    ]
 }
 
 /// Lines on a CDF: the run's SLO for the metric, and the gate's thresholds on it that apply
