@@ -52,6 +52,27 @@ pub fn series(chart: &str) -> Vec<(String, usize, usize)> {
         .collect()
 }
 
+/// A repository root whose default profile runs the engine simulator (for strategy
+/// comparisons) with a small workload.
+pub fn comparison_repo() -> tempfile::TempDir {
+    let r = tempfile::tempdir().unwrap();
+    std::fs::create_dir(r.path().join("configs")).unwrap();
+    std::fs::write(
+        r.path().join("configs/bench.toml"),
+        "[profile.default.load]\nconcurrency = 4\nwarmup_requests = 0\n\
+         [profile.default.workload]\ninput_lengths = [64, 128]\nrepeats = 4\nmax_tokens = 8\n\
+         [profile.default.sim]\nengine_config = \"configs/engine.toml\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        r.path().join("configs/engine.toml"),
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+         [device]\nname = \"H100-SXM-80GB\"\nprice_per_hour = 2.0\n",
+    )
+    .unwrap();
+    r
+}
+
 const GATE: &str = "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.p99\"\ncomparator = \"<=\"\n\
     limit = 250.0\nunit = \"ms\"\naction = \"block\"\nprofile = \"default\"\nadr = 7\n\
     file = \"docs/adr/0007-x.md\"\nline = 1\n";
@@ -141,21 +162,7 @@ fn a_sweep_report_overlays_its_stages_and_marks_the_knee_on_a_log_axis() {
 
 #[test]
 fn a_comparison_report_overlays_its_strategies() {
-    let r = tempfile::tempdir().unwrap();
-    std::fs::create_dir(r.path().join("configs")).unwrap();
-    std::fs::write(
-        r.path().join("configs/bench.toml"),
-        "[profile.default.load]\nconcurrency = 4\nwarmup_requests = 0\n\
-         [profile.default.workload]\ninput_lengths = [64, 128]\nrepeats = 4\nmax_tokens = 8\n\
-         [profile.default.sim]\nengine_config = \"configs/engine.toml\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        r.path().join("configs/engine.toml"),
-        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
-         [device]\nname = \"H100-SXM-80GB\"\nprice_per_hour = 2.0\n",
-    )
-    .unwrap();
+    let r = comparison_repo();
     let args = ["bench", "-q", "--out", "runs/c", "--compare-strategies", "serial,continuous"];
     let o = xtask(r.path(), &args);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
