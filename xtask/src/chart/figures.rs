@@ -219,6 +219,18 @@ pub fn timeline_stride(n: usize) -> usize {
     n.div_ceil(TIMELINE_REQUESTS).max(1)
 }
 
+/// `2nd`, `3rd`, `5th`, `11th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// One row per measured request (by intended send time): waiting to be sent (intended to
 /// sent), waiting for the first token (sent to first token) and decoding (first to last
 /// token). Sampled above [`TIMELINE_REQUESTS`] requests.
@@ -255,8 +267,9 @@ pub fn timeline(records: &[&RequestRecord]) -> Chart {
     ];
     chart.notes.push(if stride > 1 {
         format!(
-            "n = {} measured requests; every {stride}th drawn ({} rows)",
+            "n = {} measured requests; every {} drawn ({} rows)",
             sorted.len(),
+            ordinal(stride),
             sorted.len().div_ceil(stride)
         )
     } else {

@@ -112,3 +112,21 @@ fn text_is_escaped() {
     let svg = render(&chart);
     assert!(!svg.contains("<script>") && !svg.contains("<b>"), "{svg}");
 }
+
+#[test]
+fn a_timeline_above_the_limit_is_sampled_and_says_so() {
+    let records: Vec<bench::record::RequestRecord> = (0..4500u64)
+        .map(|i| {
+            serde_json::from_value(serde_json::json!({
+                "id": i, "warmup": false, "class": "ok", "item": 0,
+                "intended_ms": i as f64, "sent_ms": i as f64 + 0.5, "first_token_ms": i as f64 + 3.0,
+                "last_token_ms": i as f64 + 9.0, "end_ms": i as f64 + 9.0, "content_events": 4
+            }))
+            .unwrap()
+        })
+        .collect();
+    let refs: Vec<&bench::record::RequestRecord> = records.iter().collect();
+    let chart = figures::timeline(&refs);
+    assert_eq!(chart.series[0].drawn(), 1500);
+    assert_eq!(chart.notes, vec!["n = 4500 measured requests; every 3rd drawn (1500 rows)"]);
+}

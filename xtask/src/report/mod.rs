@@ -37,6 +37,11 @@ impl ReportCmd {
         let root = sh.current_dir();
         let path = crate::text::join_clean(&root, &self.path);
         let gate = crate::text::join_clean(&root, &self.thresholds);
+        // The default file is optional (a repository without records has none); a file named
+        // on the command line must exist.
+        if self.thresholds != Path::new(thresholds::GATE_FILE) && !gate.is_file() {
+            anyhow::bail!("the thresholds file {} does not exist", gate.display());
+        }
         let written = write(&path, Some(&gate))?;
         println!("report: {}", written.display());
         Ok(Status::Success)

@@ -185,6 +185,9 @@ fn a_path_without_results_is_refused_with_what_is_valid() {
         "{}",
         o.stderr
     );
+    let o = xtask(r.path(), &["report", "empty", "--thresholds", "no/gate.toml"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("no/gate.toml does not exist"), "{}", o.stderr);
     let o = xtask(r.path(), &["report", "nowhere"]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("nowhere does not exist"), "{}", o.stderr);
