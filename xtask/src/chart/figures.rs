@@ -338,3 +338,36 @@ pub fn gpu_over_time(samples: &[(f64, f64)]) -> Chart {
     chart.empty = "not sampled: nvidia-smi was not available (blank)".into();
     chart
 }
+
+/// The server's gauges over time from its scrapes (`summary.server.samples`: time in ms and
+/// running, waiting, KV cache usage as a ratio): requests running and waiting, and KV cache usage
+/// in percent. A failed scrape, or a gauge the server does not expose, is a blank.
+pub fn server_over_time(samples: &[(f64, [Option<f64>; 3])]) -> [Chart; 2] {
+    let t = Axis::linear("time since the run started (s)");
+    let mut queue = Chart::new(
+        "server-queue",
+        "Server: requests running and waiting (scraped)",
+        t.clone(),
+        Axis::linear("requests (count)"),
+    );
+    let mut kv = Chart::new(
+        "server-kv",
+        "Server: KV cache usage (scraped)",
+        t,
+        Axis::linear("KV cache usage (%)"),
+    );
+    let series = |k: usize, scale: f64| {
+        samples.iter().map(|(t, g)| (t / 1000.0, g[k].map(|v| v * scale))).collect()
+    };
+    queue.series.push(Series::line("running", 0, series(0, 1.0)));
+    queue.series.push(Series::line("waiting", 1, series(1, 1.0)));
+    kv.series.push(Series::line("KV cache usage", 2, series(2, 100.0)));
+    for c in [&mut queue, &mut kv] {
+        c.notes.push(format!(
+            "n = {} scrapes of the server's /metrics, the whole run (warmup included)",
+            samples.len()
+        ));
+        c.empty = "not scraped, or not exposed by the server (blank)".into();
+    }
+    [queue, kv]
+}

@@ -136,6 +136,9 @@ fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
     p.figure(&figures::errors_over_time(&measured));
     p.section("Server gauges");
     p.html.push_str(&server_section(s));
+    for chart in figures::server_over_time(&gauge_samples(s)) {
+        p.figure(&chart);
+    }
     p.figure(&figures::gpu_over_time(&gpu_samples(s)));
     p.notes(run.records_note.iter().chain(&s.notes));
 }
@@ -264,10 +267,24 @@ fn server_section(s: &Summary) -> String {
         td(BLANK)
     );
     h.push_str(
-        "</table>\n<p class=\"note\">The run directory keeps the gauges' statistics over the window \
-         (summary.json, <code>server</code>), not their samples over time.</p>\n",
+        "</table>\n<p class=\"note\">Statistics over the measured window; the charts below show \
+         every scrape of the run (summary.json, <code>server.samples</code>).</p>\n",
     );
     h
+}
+
+/// The server's scrapes (`summary.server.samples`): time (ms on the run clock) and running,
+/// waiting and KV cache usage (null: blank).
+fn gauge_samples(s: &Summary) -> Vec<(f64, [Option<f64>; 3])> {
+    let samples = s.server.as_ref().and_then(|v| v.pointer("/samples")).and_then(|v| v.as_array());
+    samples
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let g = |k: &str| v.get(k).and_then(|x| x.as_f64());
+            Some((v.get("t_ms")?.as_f64()?, [g("running"), g("waiting"), g("kv_cache_usage")]))
+        })
+        .collect()
 }
 
 /// `nvidia-smi` samples of the run (`summary.server.gpu.samples`): time (ms on the run clock)
