@@ -214,6 +214,20 @@ pub struct ServerSection {
     pub kv_fragmentation_stats: Option<GaugeStats>,
     /// `nvidia-smi` samples (null when the command is absent).
     pub gpu: Option<GpuSection>,
+    /// The gauges of every scrape of the run, in time order (also those outside the window; a
+    /// failed scrape is a sample with every gauge null): what reports draw over time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<GaugeSample>,
+}
+
+/// The gauges of one scrape (`None`: not exposed, or the scrape failed).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GaugeSample {
+    /// When the scrape was taken, ms on the run clock.
+    pub t_ms: f64,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    pub kv_cache_usage: Option<f64>,
 }
 
 fn round6(v: f64) -> f64 {
@@ -265,6 +279,15 @@ pub fn summarize(
         kv_fragmentation: None,
         kv_fragmentation_stats: None,
         gpu: None,
+        samples: scrapes
+            .iter()
+            .map(|s| GaugeSample {
+                t_ms: s.t_ms,
+                running: s.reading.as_ref().and_then(|r| r.running),
+                waiting: s.reading.as_ref().and_then(|r| r.waiting),
+                kv_cache_usage: s.reading.as_ref().and_then(|r| r.kv_cache_usage),
+            })
+            .collect(),
     };
     let in_window = |t: f64| window.is_some_and(|(a, b)| t >= a && t <= b);
     if let Some(samples) = gpu_samples {
@@ -399,6 +422,10 @@ mod tests {
         assert_eq!((running.samples, running.max, running.p50), (2, 8.0, 4.0));
         assert_eq!(s.preemptions, None);
         assert_eq!(s.kv_fragmentation, None);
+        // Every scrape is kept over time; the failed one with blank gauges.
+        let times: Vec<f64> = s.samples.iter().map(|g| g.t_ms).collect();
+        assert_eq!(times, vec![-5.0, 500.0, 900.0, 1500.0, 2100.0, 3000.0]);
+        assert_eq!((s.samples[1].running, s.samples[2].running), (Some(4.0), None));
     }
 
     #[test]

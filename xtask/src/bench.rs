@@ -97,6 +97,10 @@ pub struct BenchCmd {
     /// directory).
     #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target"])]
     pub compare_strategies: Option<StrategyList>,
+    /// Also write report.html (see `cargo xtask report`) into the run, sweep or comparison
+    /// directory at the end.
+    #[arg(long)]
+    pub report: bool,
     /// The command line this command was parsed from (`cargo xtask bench ...`, shell-quoted),
     /// recorded in every summary it writes; set by `main_impl`, not a flag.
     #[arg(skip)]
@@ -241,8 +245,29 @@ impl BenchCmd {
 
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let plan = self.plan(&sh.current_dir(), runner::new_run_id())?;
-        execute(&plan)
+        let status = execute(&plan)?;
+        if self.report {
+            write_report(&plan, &self.thresholds, status)?;
+        }
+        Ok(status)
     }
+}
+
+/// `--report`: the page of what the plan measured. An interrupted run that wrote no summary
+/// has nothing to report; that is said, not an error.
+fn write_report(
+    plan: &BenchPlan,
+    thresholds: &std::path::Path,
+    status: Status,
+) -> anyhow::Result<()> {
+    if status == Status::Interrupted && report::input::read(&plan.out_dir).is_err() {
+        eprintln!("no report: the run was interrupted before anything was summarised");
+        return Ok(());
+    }
+    let gate = crate::text::join_clean(&plan.root, thresholds);
+    let written = report::write(&plan.out_dir, Some(&gate)).context("cannot write the report")?;
+    println!("report: {}", written.display());
+    Ok(())
 }
 
 /// Run a plan in its mode.

@@ -16,6 +16,7 @@ pub mod accept;
 pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
+pub mod chart;
 pub mod compare;
 pub mod engine;
 pub mod engine_flags;
@@ -82,6 +83,8 @@ pub enum Command {
     Gate(gate::GateCmd),
     /// Compare two runs or trial sets metric by metric, with intervals and significance.
     Compare(compare::CompareCmd),
+    /// Write report.html for a run, sweep or strategy comparison directory.
+    Report(report::ReportCmd),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
     Test(test_cmd::TestCmd),
 }
@@ -99,6 +102,7 @@ impl Command {
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),
+            Command::Report(cmd) => cmd.run(sh),
             Command::Test(cmd) => cmd.run(sh),
         }
     }

@@ -191,130 +191,11 @@ pub fn table(s: &SweepSummary) -> Table {
     t
 }
 
-/// The sweep chart: output throughput, and TTFT / TPOT p99, against load (GPU utilisation too,
-/// when sampled); the knee is marked. Values that were not measured are left out.
+/// The sweep chart: output throughput and latency p99 against load (GPU utilisation too, when
+/// sampled), the knee and the SLOs labelled; values that were not measured are left out and
+/// counted (see `chart::figures::sweep_svg`).
 pub fn render_svg(s: &SweepSummary) -> String {
-    let mut out = String::new();
-    if let Err(e) = draw(s, &mut out) {
-        // Charts are a convenience: never fail a sweep over one.
-        return format!(
-            "<svg xmlns=\"http://www.w3.org/2000/svg\"><text x=\"10\" y=\"20\">chart unavailable: {}</text></svg>",
-            e.to_string().replace('<', "&lt;")
-        );
-    }
-    out
-}
-
-type ChartResult = Result<(), Box<dyn std::error::Error>>;
-type Line = (&'static str, Vec<(f64, f64)>, plotters::style::RGBColor);
-
-fn draw(s: &SweepSummary, out: &mut String) -> ChartResult {
-    use plotters::prelude::*;
-    let has_gpu = s.stages.iter().any(|r| r.gpu_utilization_pct.is_some());
-    let panels = if has_gpu { 3 } else { 2 };
-    let root = SVGBackend::with_string(out, (900, 320 * panels)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let areas = root.split_evenly((panels as usize, 1));
-    let xs: Vec<f64> = s.stages.iter().map(|r| r.load).collect();
-    let (xmin, xmax) = match (xs.first(), xs.last()) {
-        (Some(a), Some(b)) if b > a => (*a, *b),
-        (Some(a), _) => (a * 0.5, a * 1.5 + 1.0),
-        _ => (0.0, 1.0),
-    };
-    let pad = (xmax - xmin) * 0.05;
-    let xr = (xmin - pad)..(xmax + pad);
-    let xlabel = s.dimension.name();
-    let knee = s.knee.as_ref().map(|k| k.load);
-
-    let series = |f: fn(&StageResult) -> Option<f64>| -> Vec<(f64, f64)> {
-        s.stages.iter().filter_map(|r| f(r).map(|v| (r.load, v))).collect()
-    };
-    let ymax = |vals: &[&[(f64, f64)]]| {
-        vals.iter().flat_map(|v| v.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1e-9) * 1.15
-    };
-
-    let panel = |area: &DrawingArea<SVGBackend, plotters::coord::Shift>,
-                 title: &str,
-                 ylabel: &str,
-                 lines: &[Line],
-                 limits: &[(f64, RGBColor)]|
-     -> ChartResult {
-        let all: Vec<&[(f64, f64)]> = lines.iter().map(|l| l.1.as_slice()).collect();
-        let mut top = ymax(&all);
-        for (l, _) in limits {
-            top = top.max(l * 1.15);
-        }
-        let mut chart = ChartBuilder::on(area)
-            .caption(title, ("sans-serif", 18))
-            .margin(12)
-            .x_label_area_size(36)
-            .y_label_area_size(64)
-            .build_cartesian_2d(xr.clone(), 0.0..top)?;
-        chart.configure_mesh().x_desc(xlabel).y_desc(ylabel).draw()?;
-        for (name, pts, color) in lines {
-            if pts.is_empty() {
-                continue;
-            }
-            let c = *color;
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                .label(*name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c));
-            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
-        }
-        for (l, color) in limits {
-            chart.draw_series(LineSeries::new(
-                vec![(xr.start, *l), (xr.end, *l)],
-                color.mix(0.5).stroke_width(1),
-            ))?;
-        }
-        if let Some(k) = knee {
-            chart.draw_series(LineSeries::new(
-                vec![(k, 0.0), (k, top)],
-                BLACK.mix(0.4).stroke_width(1),
-            ))?;
-        }
-        chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
-        Ok(())
-    };
-    let blue = RGBColor(31, 119, 180);
-    let orange = RGBColor(255, 127, 14);
-    let green = RGBColor(44, 160, 44);
-    panel(
-        &areas[0],
-        &format!("Output throughput ({})", s.sweep_id),
-        "tokens/s",
-        &[("output tok/s", series(|r| r.output_tokens_per_s), blue)],
-        &[],
-    )?;
-    let mut limits = Vec::new();
-    if let Some(v) = s.slo.ttft_ms {
-        limits.push((v, orange));
-    }
-    if let Some(v) = s.slo.tpot_ms {
-        limits.push((v, green));
-    }
-    panel(
-        &areas[1],
-        "Latency p99 (SLOs as thin lines; knee as a vertical line)",
-        "ms",
-        &[
-            ("TTFT p99", series(|r| r.ttft_p99_ms), orange),
-            ("TPOT p99", series(|r| r.tpot_p99_ms), green),
-        ],
-        &limits,
-    )?;
-    if has_gpu {
-        panel(
-            &areas[2],
-            "GPU utilisation (nvidia-smi, mean over the window)",
-            "%",
-            &[("GPU util", series(|r| r.gpu_utilization_pct), blue)],
-            &[],
-        )?;
-    }
-    root.present()?;
-    Ok(())
+    crate::chart::figures::sweep_svg(s)
 }
 
 /// Whether a path holds a sweep (for tools that accept runs or sweeps).
@@ -374,7 +255,6 @@ mod tests {
         assert!(svg.contains("Output throughput"));
         assert!(svg.contains("TTFT p99"));
         assert!(svg.contains("GPU utilisation"));
-        assert!(!svg.contains("chart unavailable"));
     }
 
     #[test]

@@ -407,6 +407,8 @@ pub struct RepoFacts {
     pub profiles: Option<Vec<String>>,
     /// Files named by decision lines that do not exist.
     pub missing_files: Vec<String>,
+    /// Assets the records link that do not exist (paths relative to the repository root).
+    pub missing_assets: Vec<String>,
 }
 
 impl RepoFacts {
@@ -422,8 +424,26 @@ impl RepoFacts {
         } else {
             Vec::new()
         };
-        RepoFacts { profiles, missing_files }
+        let missing_assets =
+            asset_files(adrs).into_iter().filter(|f| !root.join(f).is_file()).collect();
+        RepoFacts { profiles, missing_files, missing_assets }
     }
+}
+
+/// Where an asset a record links is, relative to the repository root: beside the record
+/// (`docs/adr/0003-x.md` links `assets/0003-latency.svg`: `docs/adr/assets/0003-latency.svg`).
+pub fn asset_path(adr: &Adr, target: &str) -> String {
+    let dir = adr.path.parent().map(|p| p.to_string_lossy().replace('\\', "/")).unwrap_or_default();
+    if dir.is_empty() { target.to_string() } else { format!("{dir}/{target}") }
+}
+
+/// Every asset the records link, once, sorted (relative to the repository root).
+pub fn asset_files(adrs: &[Adr]) -> Vec<String> {
+    let mut files: Vec<String> =
+        adrs.iter().flat_map(|a| a.assets.iter().map(|x| asset_path(a, &x.value))).collect();
+    files.sort();
+    files.dedup();
+    files
 }
 
 /// The profile names of a bench configuration (`[profile.NAME]`); `None` when it is not TOML.
@@ -444,13 +464,27 @@ pub fn decision_files(adrs: &[Adr]) -> Vec<String> {
     files
 }
 
-/// Scope against the repository: the thresholds of a Proposed or live record gate a bench
+/// Scope against the repository: the assets a record links exist; the thresholds of a Proposed or live record gate a bench
 /// profile that exists, and a live record's `= value` decision lines name files that exist,
 /// unless another Proposed or Accepted record decides that key `removed` (a deleted governed
 /// file is decided key by key with `removed` in a record that supersedes the old one).
 pub fn lint_scope(adrs: &[Adr], facts: &RepoFacts) -> Vec<Problem> {
     let mut out = Vec::new();
     for adr in adrs {
+        for a in &adr.assets {
+            let path = asset_path(adr, &a.value);
+            if facts.missing_assets.contains(&path) {
+                out.push(Problem::new(
+                    &adr.path,
+                    a.line,
+                    format!(
+                        "links {}, which does not exist ({path}); a record's charts are committed \
+                         with it in the assets directory beside it",
+                        a.value
+                    ),
+                ));
+            }
+        }
         let live = super::live::is_live(adr, adrs);
         let open = live || adr.status_value() == Some(AdrStatus::Proposed);
         if let (true, Some(profile), Some(profiles)) = (open, &adr.profile, &facts.profiles)

@@ -8,13 +8,15 @@
 //! - [`records`]: the records directory, reading and writing records, a record's decision lines;
 //! - [`lint`]: the lint rules; [`edit`]: status, date and link edits; [`new`]: a record from runs;
 //! - [`live`]: the live records' thresholds (gate.toml, whose format is [`crate::thresholds`]'s);
-//! - [`check`]: `adr check` for pull requests.
+//! - [`check`]: `adr check` for pull requests; [`assets`]: the charts `adr new` writes beside a
+//!   record.
 //!
 //! Arrows run one way: submodules import each other and lower modules (`crate::thresholds`,
 //! `crate::text`, `crate::exit`, `crate::settings`), never this module. Policy is pure (text in,
 //! typed values out); reading and writing files happens only in the command functions below and
 //! in [`records`].
 
+pub mod assets;
 pub mod check;
 pub mod edit;
 pub mod history;
@@ -234,24 +236,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
             charts.push(shown(&svg));
         }
     }
-    let choose = match (args.choose, experiments.len()) {
-        (Some(c), _) => c,
-        (None, 0) => 0,
-        (None, 1) => 1,
-        (None, n) => {
-            let all: Vec<&bench::Summary> =
-                std::iter::once(&baseline).chain(experiments.iter()).collect();
-            let labels = new::row_labels(&all);
-            let listed: Vec<String> =
-                labels.iter().enumerate().skip(1).map(|(i, l)| format!("{i} = {l}")).collect();
-            bail!(
-                "{n} experiments ({}): pass --choose N (1..={n}) to name the one this record \
-                 adopts, or --choose 0 to keep the baseline ({})",
-                listed.join(", "),
-                labels[0]
-            )
-        }
-    };
+    let choose = chosen_row(args.choose, &baseline, &experiments)?;
     let slug = new::slug(&args.title)?;
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
@@ -263,6 +248,21 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
             dir.display()
         );
     }
+    let path = dir.join(format!("{number:04}-{slug}.md"));
+    let full = root.join(&path);
+    if full.exists() {
+        bail!("{} already exists", path.display());
+    }
+    // The record's charts, written beside it before it links them.
+    let all: Vec<&bench::Summary> = std::iter::once(&baseline).chain(experiments.iter()).collect();
+    let inputs: Vec<&PathBuf> =
+        std::iter::once(&args.baseline).chain(args.experiments.iter()).collect();
+    let drawn =
+        write_assets(root, dir, number, &new::row_labels(&all), &run_dirs, choose, &inputs)?;
+    let linked: Vec<(String, String)> = drawn
+        .iter()
+        .map(|a| (format!("{}{}", model::ASSETS_DIR, a.file), a.caption.clone()))
+        .collect();
     let input = new::NewAdr {
         number,
         title: &args.title,
@@ -274,18 +274,54 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         choose,
         run_dirs: &run_dirs,
         charts: &charts,
+        assets: &linked,
         record_dir: &shown(dir),
         stats: &stats,
     };
     let text = new::render(&input)?;
-    let path = dir.join(format!("{number:04}-{slug}.md"));
-    let full = root.join(&path);
-    if full.exists() {
-        bail!("{} already exists", path.display());
-    }
     write_file(&full, &text)?;
     println!("wrote {} (ADR-{number:04}, Proposed)", path.display());
+    for a in &drawn {
+        println!(
+            "wrote {} (linked from the record)",
+            dir.join(model::ASSETS_DIR).join(&a.file).display()
+        );
+    }
     files.push((path.clone(), text));
+    print_new_problems(root, &path, number, &files);
+    Ok(Status::Success)
+}
+
+/// The row a record adopts: `--choose` as given, else the only experiment (or the baseline
+/// when there is none); with several experiments `--choose` is required.
+fn chosen_row(
+    choose: Option<usize>,
+    baseline: &bench::Summary,
+    experiments: &[bench::Summary],
+) -> anyhow::Result<usize> {
+    Ok(match (choose, experiments.len()) {
+        (Some(c), _) => c,
+        (None, 0) => 0,
+        (None, 1) => 1,
+        (None, n) => {
+            let all: Vec<&bench::Summary> =
+                std::iter::once(baseline).chain(experiments.iter()).collect();
+            let labels = new::row_labels(&all);
+            let listed: Vec<String> =
+                labels.iter().enumerate().skip(1).map(|(i, l)| format!("{i} = {l}")).collect();
+            bail!(
+                "{n} experiments ({}): pass --choose N (1..={n}) to name the one this record \
+                 adopts, or --choose 0 to keep the baseline ({})",
+                listed.join(", "),
+                labels[0]
+            )
+        }
+    })
+}
+
+/// After `adr new`: the live records whose scope the new one shares, and what lint still finds
+/// in it (the placeholders a person fills in).
+fn print_new_problems(root: &Path, path: &Path, number: u32, files: &[(PathBuf, String)]) {
     let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
     if let Some(me) = adrs.last() {
         for w in live::live_in_scope_of(me, &adrs) {
@@ -298,7 +334,43 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         println!("fill in before `cargo xtask adr accept {number}`:");
         print_problems(&left);
     }
-    Ok(Status::Success)
+}
+
+/// Draw the charts of record `number` and write them into the assets directory beside the
+/// records: the latency CDFs of the baseline and the chosen run (every run when the baseline is
+/// kept), and each sweep among `inputs`. Returns what it wrote.
+fn write_assets(
+    root: &Path,
+    dir: &Path,
+    number: u32,
+    labels: &[String],
+    run_dirs: &[String],
+    choose: usize,
+    inputs: &[&PathBuf],
+) -> anyhow::Result<Vec<assets::Asset>> {
+    let chart_runs: Vec<usize> =
+        if choose > 0 { vec![0, choose] } else { (0..run_dirs.len()).collect() };
+    let run_paths: Vec<PathBuf> = run_dirs.iter().map(|d| join_clean(root, Path::new(d))).collect();
+    let refs: Vec<assets::RunRef<'_>> = chart_runs
+        .iter()
+        .filter(|&&i| i < run_paths.len() && i < labels.len())
+        .map(|&i| assets::RunRef { label: &labels[i], dir: &run_paths[i] })
+        .collect();
+    let mut sweeps = Vec::new();
+    for p in inputs {
+        let d = join_clean(root, p);
+        if d.join(bench::sweep::SWEEP_FILE).is_file() {
+            sweeps.push(bench::sweep::SweepSummary::read(&d).map_err(anyhow::Error::msg)?);
+        }
+    }
+    let drawn = assets::render(number, &refs, &sweeps);
+    let assets_dir = root.join(dir).join(model::ASSETS_DIR);
+    for a in &drawn {
+        std::fs::create_dir_all(&assets_dir)
+            .with_context(|| format!("cannot create {}", assets_dir.display()))?;
+        write_file(&assets_dir.join(&a.file), &a.svg)?;
+    }
+    Ok(drawn)
 }
 
 fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result<Status> {

@@ -32,6 +32,11 @@ pub struct Located<T> {
     pub line: usize,
 }
 
+/// The directory, beside the records, of the files a record links (its charts), as the record
+/// links them: `assets/NNNN-name.svg`, named by the record's number. `adr check` treats them as
+/// part of their record.
+pub const ASSETS_DIR: &str = "assets/";
+
 /// The status of a record. Only `Accepted` records that no accepted record supersedes are live:
 /// their thresholds are enforced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,6 +301,8 @@ pub struct Adr {
     pub links: Vec<Link>,
     /// Template placeholders left in the text (outside code), reported by lint.
     pub placeholders: Vec<Located<String>>,
+    /// Assets the record links (`assets/NNNN-x.svg`, relative to the record), with their lines.
+    pub assets: Vec<Located<String>>,
     /// The line of a `> **SLO missed:**` flag (`adr new` writes it when the chosen run misses
     /// its SLO), and the reason a person gave on an `SLO exception:` line.
     pub slo_missed: Option<usize>,

@@ -128,6 +128,9 @@ pub struct NewAdr<'a> {
     pub run_dirs: &'a [String],
     /// Charts the runs wrote (a sweep's `sweep.svg`), relative to the repository root.
     pub charts: &'a [String],
+    /// The record's own charts: `(assets/NNNN-x.svg, caption)`, relative to the record and
+    /// committed with it (`crate::adr::assets`).
+    pub assets: &'a [(String, String)],
     /// The directory the record is written to, relative to the repository root (`docs/adr`):
     /// run directories and charts are linked relative to it.
     pub record_dir: &'a str,
@@ -1522,6 +1525,14 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
         let list: Vec<String> =
             input.charts.iter().map(|c| repo_link(c, input.record_dir)).collect();
         writeln!(o, "Charts the runs wrote: {}.", list.join(", ")).unwrap();
+    }
+    if !input.assets.is_empty() {
+        o.push_str(
+            "\nCharts of this record (drawn from the runs by `adr new`, committed with it):\n\n",
+        );
+        for (target, caption) in input.assets {
+            writeln!(o, "![{caption}]({target})\n").unwrap();
+        }
     }
     if dirs {
         o.push_str(

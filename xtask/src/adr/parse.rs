@@ -41,6 +41,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let profile = thresholds_profile(&doc, &mut problems);
     let scenario = thresholds_scenario(&doc, &mut problems);
     let placeholders = placeholders(&doc);
+    let assets = assets(&doc);
     let mut slo_missed = None;
     let mut slo_exception = None;
     for (i, l) in lines.iter().enumerate() {
@@ -69,6 +70,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         scenario,
         links,
         placeholders,
+        assets,
         slo_missed,
         slo_exception,
         problems: problems.list,
@@ -394,6 +396,26 @@ fn thresholds_scenario(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<(Strin
             match parsed {
                 Some(kv) => out.push(kv),
                 None => problems.add(l, format!("`{item}` is not `key = value`; {SCENARIO_SHAPE}")),
+            }
+        }
+    }
+    out
+}
+
+/// Files of the record's assets directory that the record links (`](assets/NNNN-x.svg)`,
+/// images or links, outside code and comments), as written: relative to the record.
+fn assets(doc: &Doc<'_>) -> Vec<Located<String>> {
+    let mut out = Vec::new();
+    for (i, raw) in doc.lines.iter().enumerate() {
+        let l = i + 1;
+        if doc.scan.skip.get(l).copied().unwrap_or(false) {
+            continue;
+        }
+        for (at, _) in raw.match_indices("](") {
+            let target = raw[at + 2..].split([')', ' ']).next().unwrap_or_default();
+            let target = target.strip_prefix("./").unwrap_or(target);
+            if target.starts_with(super::model::ASSETS_DIR) {
+                out.push(Located { value: target.to_string(), line: l });
             }
         }
     }

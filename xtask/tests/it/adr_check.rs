@@ -818,3 +818,51 @@ fn thresholds_of_a_profile_the_bench_configuration_lacks_fail() {
     );
     assert_exit(&check(&g, &["--base", "main"]), 0);
 }
+
+#[test]
+fn the_assets_of_an_accepted_record_are_part_of_it() {
+    const ASSET: &str = "docs/adr/assets/0001-latency.svg";
+    let mut g = GitRepo::init();
+    let a1 = adr1().replace(
+        "Reviews read numbers.",
+        "Reviews read numbers.\n\n![TTFT and E2E distributions](assets/0001-latency.svg)",
+    );
+    let base = g.commit_files(
+        "Initial",
+        &[
+            (ENGINE, Some(ENGINE_TEXT)),
+            ("configs/bench.toml", Some("[profile.default]\n")),
+            (ADR1, Some(&a1)),
+            ("docs/adr/README.md", Some("# Records\n")),
+            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
+            (ASSET, Some("<svg/>\n")),
+        ],
+    );
+    g.branch("pr", base);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+    // Redrawing the accepted record's chart is editing the record.
+    g.commit_files("Redraw the chart", &[(ASSET, Some("<svg><g/></svg>\n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(&format!(
+            "{ASSET}:1: an asset of ADR-0001 ({ADR1}), which was Accepted at the merge base, was \
+             modified"
+        )),
+        "{}",
+        out.stdout
+    );
+    // Deleting it is too, and the record's link is then broken (lint at head).
+    g.branch("delete", base);
+    g.commit_files("Drop the chart", &[(ASSET, None)]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("Accepted at the merge base, was deleted"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(&format!("links assets/0001-latency.svg, which does not exist ({ASSET})")),
+        "{}",
+        out.stdout
+    );
+}

@@ -8,6 +8,9 @@ mod support;
 
 mod adr_check;
 mod adr_props;
+// Reports of runs measured with `bench` (runtime build), in headless Chromium.
+#[cfg(feature = "runtime")]
+mod browser;
 mod cli;
 // `bench` is a command of the runtime build only.
 #[cfg(feature = "runtime")]
@@ -32,5 +35,8 @@ mod new;
 #[cfg(feature = "runtime")]
 mod real_engine;
 mod repo_policy;
+// Its runs are measured with `bench`, a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod report;
 mod tidy;
 mod workflows;

@@ -56,6 +56,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         choose,
         run_dirs: &[],
         charts: &[],
+        assets: &[],
         record_dir: "docs/adr",
         stats: &[],
     }
@@ -558,4 +559,40 @@ fn trial_sets_give_estimates_significance_and_limits_beyond_the_interval() {
     let adr = xtask::adr::parse_adr(std::path::Path::new("docs/adr/0001-trials.md"), &text);
     let t = adr.thresholds.iter().find(|t| t.metric == "metrics.ttft_ms.p99").unwrap();
     assert_eq!((t.comparator, t.limit), (Comparator::Le, 115.0));
+}
+
+/// `adr new` draws the record's charts from the runs' records into `docs/adr/assets/` and
+/// links them; `adr lint` finds a linked chart that is missing.
+#[cfg(feature = "runtime")]
+#[test]
+fn adr_new_writes_the_records_charts_and_lint_checks_them() {
+    let r = crate::report::repo("");
+    for (out, tokens) in [("runs/base", "4"), ("runs/exp", "6")] {
+        let o =
+            crate::support::xtask(r.path(), &["bench", "-q", "--out", out, "--max-tokens", tokens]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    let args = ["adr", "new", "Longer answers", "--baseline", "runs/base", "--exp", "runs/exp"];
+    let o = crate::support::xtask(r.path(), &args);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("wrote docs/adr/assets/0001-latency.svg"), "{}", o.stdout);
+    let svg = std::fs::read_to_string(r.path().join("docs/adr/assets/0001-latency.svg")).unwrap();
+    let ttft = crate::report::series(crate::report::chart(&svg, "ttft-cdf"));
+    let names: Vec<&str> = ttft.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(names.len(), 2, "{ttft:?}");
+    assert!(ttft.iter().all(|s| s.1 == 12), "{ttft:?}");
+    let record = std::fs::read_to_string(r.path().join("docs/adr/0001-longer-answers.md")).unwrap();
+    assert!(record.contains("](assets/0001-latency.svg)"), "{record}");
+    let lint = crate::support::xtask(r.path(), &["adr", "lint"]);
+    assert!(!lint.stdout.contains("assets/"), "{}", lint.stdout);
+    std::fs::remove_file(r.path().join("docs/adr/assets/0001-latency.svg")).unwrap();
+    let lint = crate::support::xtask(r.path(), &["adr", "lint"]);
+    assert_eq!(lint.code, 1);
+    assert!(
+        lint.stdout.contains(
+            "links assets/0001-latency.svg, which does not exist (docs/adr/assets/0001-latency.svg)"
+        ),
+        "{}",
+        lint.stdout
+    );
 }

@@ -117,7 +117,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let dir = dir.trim_end_matches('/');
     let changed = changed_files(&sides, dir, &governed)?;
     let (mut changes, mut key_lines) = key_changes(&sides, changed.governed_paths)?;
-    let (mut file_notes, records) = (changed.file_notes, changed.records);
+    let (mut file_notes, records, assets) = (changed.file_notes, changed.records, changed.assets);
     repointed_changes(
         &sides,
         &gov,
@@ -145,7 +145,14 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
             missing_files.push(f);
         }
     }
-    lint_problems.extend(lint::lint_scope(&adrs, &lint::RepoFacts { profiles, missing_files }));
+    let mut missing_assets = Vec::new();
+    for f in lint::asset_files(&adrs) {
+        if git::read_text(&repo, &head_tree, &f)?.is_none() {
+            missing_assets.push(f);
+        }
+    }
+    let facts = lint::RepoFacts { profiles, missing_files, missing_assets };
+    lint_problems.extend(lint::lint_scope(&adrs, &facts));
     let gate = git::read_text(&repo, &head_tree, GATE_FILE)?;
     let sync = live::check_in_sync(&adrs, dir, gate.as_deref());
     // The thresholds in force at each side, as the records say (gate.toml follows them).
@@ -167,7 +174,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         exemptions.push(e);
     }
 
-    let outcome = rule::evaluate(Input {
+    let mut outcome = rule::evaluate(Input {
         changes: &changes,
         records: &records,
         lint: &lint_problems,
@@ -175,6 +182,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         gate_file: GATE_FILE,
         exemptions: &exemptions,
     });
+    outcome.violations.extend(rule::asset_edits(&assets, &base_adrs));
     Ok(Report {
         base: Rev { name: base.to_string(), id: git::short(base_commit.id()) },
         head: Rev { name: head.to_string(), id: head_short },
@@ -343,6 +351,8 @@ struct Changed {
     file_notes: Vec<FileNote>,
     /// Record files of `dir` changed, paired old with new.
     records: Vec<RecordChange>,
+    /// Files of `dir/assets/` changed.
+    assets: Vec<rule::AssetChange>,
 }
 
 /// The files that changed between the two sides: governed files (`governed` patterns) and
@@ -352,10 +362,30 @@ fn changed_files(sides: &Sides<'_>, dir: &str, governed: &[String]) -> anyhow::R
     let in_records_dir = |p: &str| {
         p.rsplit_once('/').is_some_and(|(parent, name)| parent == dir && is_record_file(name))
     };
+    let assets_dir = format!("{dir}/{}", crate::adr::model::ASSETS_DIR);
     let mut governed_paths: Vec<String> = Vec::new();
     let mut file_notes = Vec::new();
     let (mut old_records, mut new_records) = (Vec::new(), Vec::new());
+    let mut assets = Vec::new();
     for f in &files {
+        let old_asset = f.old.as_deref().filter(|p| p.starts_with(&assets_dir));
+        let new_asset = f.new.as_deref().filter(|p| p.starts_with(&assets_dir));
+        match (old_asset, new_asset) {
+            (_, Some(n)) => {
+                let how = match f.old.as_deref() {
+                    None => "added".to_string(),
+                    Some(o) if o == n => "modified".to_string(),
+                    Some(o) => format!("renamed from {o}"),
+                };
+                assets.push(rule::AssetChange { path: n.into(), how });
+            }
+            (Some(o), None) => {
+                let how =
+                    if f.new.is_some() { "moved out of the assets directory" } else { "deleted" };
+                assets.push(rule::AssetChange { path: o.into(), how: how.into() });
+            }
+            (None, None) => {}
+        }
         let old_gov = f.old.as_deref().filter(|p| settings::is_governed(governed, p));
         let new_gov = f.new.as_deref().filter(|p| settings::is_governed(governed, p));
         for p in old_gov.iter().chain(new_gov.iter()) {
@@ -384,7 +414,12 @@ fn changed_files(sides: &Sides<'_>, dir: &str, governed: &[String]) -> anyhow::R
                 .extend(git::read_text(sides.repo, sides.head, p)?.map(|t| RecordFile::new(p, t)));
         }
     }
-    Ok(Changed { governed_paths, file_notes, records: pair_records(old_records, new_records) })
+    Ok(Changed {
+        governed_paths,
+        file_notes,
+        records: pair_records(old_records, new_records),
+        assets,
+    })
 }
 
 /// The semantic diff of each governed file, by path (a renamed file loses every key at its old

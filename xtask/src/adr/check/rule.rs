@@ -60,6 +60,45 @@ impl RecordChange {
     }
 }
 
+/// A file of the records' assets directory (`docs/adr/assets/NNNN-x.svg`) the diff touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssetChange {
+    /// Relative to the repository root: the head path, or the base path of a deleted file.
+    pub path: PathBuf,
+    /// `added`, `modified`, `deleted` or `renamed from OLD`.
+    pub how: String,
+}
+
+/// Assets are part of their record (the `NNNN` their name starts with): the assets of a record
+/// that was Accepted at the merge base are not added, edited, renamed or deleted, as the
+/// record itself is not (rule 4). `base` is the records at the merge base.
+pub fn asset_edits(assets: &[AssetChange], base: &[Adr]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for a in assets {
+        let name = a.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(number) = name.get(..4).and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(adr) = base
+            .iter()
+            .find(|r| r.number == Some(number) && r.status_value() == Some(AdrStatus::Accepted))
+        else {
+            continue;
+        };
+        out.push(Violation::AcceptedEdited(Problem::new(
+            &a.path,
+            1,
+            format!(
+                "an asset of {} ({}), which was Accepted at the merge base, was {}; its charts \
+                 are part of the record and stay as accepted: supersede it with a new record \
+                 and new assets",
+                adr.label(),
+                adr.path.display(),
+                a.how
+            ),
+        )));
+    }
+    out
+}
+
 /// An `ADR-Exempt: <reason>` trailer found in a commit of the pull request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Exemption {

@@ -1,4 +1,4 @@
-//! Console tables of a run's summary.
+//! Console tables of a run's summary, and the rows they share with `report.html`.
 
 use bench::Summary;
 use bench::metrics::Stats;
@@ -32,16 +32,7 @@ pub fn latency_table(s: &Summary) -> Table {
         "p99.9",
         "max",
     ]);
-    // (name, stats, shown blank when not measured): the server's queue time is a row only when
-    // the server reported it.
-    let rows: [(&str, &Option<Stats>, bool); 5] = [
-        ("TTFT", &s.metrics.ttft_ms, true),
-        ("TPOT", &s.metrics.tpot_ms, true),
-        ("ITL", &s.metrics.itl_ms, true),
-        ("E2E", &s.metrics.e2e_ms, true),
-        ("queue (server)", &s.metrics.queue_ms, false),
-    ];
-    for (name, stats, blank_row) in rows {
+    for (name, stats, blank_row) in latency_rows(s) {
         let mut row = vec![Cell::new(name)];
         match stats {
             Some(st) => {
@@ -62,13 +53,33 @@ pub fn latency_table(s: &Summary) -> Table {
     t
 }
 
+/// The latency rows: (name, stats, shown blank when not measured). The server's queue time is
+/// a row only when the server reported it.
+pub fn latency_rows(s: &Summary) -> [(&'static str, &Option<Stats>, bool); 5] {
+    [
+        ("TTFT", &s.metrics.ttft_ms, true),
+        ("TPOT", &s.metrics.tpot_ms, true),
+        ("ITL", &s.metrics.itl_ms, true),
+        ("E2E", &s.metrics.e2e_ms, true),
+        ("queue (server)", &s.metrics.queue_ms, false),
+    ]
+}
+
 /// Requests, throughput, goodput, schedule.
 pub fn overview_table(s: &Summary) -> Table {
     let mut t = table();
     t.set_header(["", "value"]);
+    for (k, v) in overview_rows(s) {
+        t.add_row([Cell::new(k), Cell::new(v)]);
+    }
+    t
+}
+
+/// The rows of the overview: what each line is, and its value (blank when not measured).
+pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
     let classes: Vec<String> =
         s.requests.by_class.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    let rows: Vec<(String, String)> = vec![
+    let mut rows: Vec<(String, String)> = vec![
         ("status".into(), format!("{:?}", s.status).to_lowercase()),
         (
             "target".into(),
@@ -125,22 +136,17 @@ pub fn overview_table(s: &Summary) -> Table {
             },
         ),
     ];
-    for (k, v) in rows {
-        t.add_row([Cell::new(k), Cell::new(v)]);
-    }
     if let Some(r) = s.schedule.stats.requested_rate {
-        t.add_row([
-            Cell::new("rate requested / achieved"),
-            Cell::new(format!("{r:.2} / {} req/s", fmt_opt(s.schedule.stats.achieved_rate, 2))),
-        ]);
+        rows.push((
+            "rate requested / achieved".into(),
+            format!("{r:.2} / {} req/s", fmt_opt(s.schedule.stats.achieved_rate, 2)),
+        ));
     }
     if let Some(c) = s.cost.per_1m_output_tokens {
-        t.add_row([Cell::new("cost per 1M output tokens"), Cell::new(format!("{c:.4}"))]);
+        rows.push(("cost per 1M output tokens".into(), format!("{c:.4}")));
     }
-    for (k, v) in server_rows(s) {
-        t.add_row([Cell::new(k), Cell::new(v)]);
-    }
-    t
+    rows.extend(server_rows(s));
+    rows
 }
 
 /// Rows for the server-side metrics (`summary.server`), when they were scraped.

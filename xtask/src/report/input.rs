@@ -1,0 +1,133 @@
+//! What a report is made of, read from the files a run, a sweep or a strategy comparison wrote
+//! (`summary.json`, `requests.jsonl`, `sweep.json`, `comparison.json`; docs/run-directory.md).
+//! A new kind of result (trial sets, tunes, `compare` outputs) is one more [`Input`] variant,
+//! one more arm in [`read`] and one in the page.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use bench::Summary;
+use bench::record::RequestRecord;
+use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+use bench::sweep::{SWEEP_FILE, SweepSummary};
+
+/// The file a run directory's summary is in.
+const SUMMARY_FILE: &str = "summary.json";
+
+/// One run: its summary and its records.
+pub struct RunInput {
+    /// How the run is named on the page (the run id, a stage's load, a strategy).
+    pub name: String,
+    pub dir: PathBuf,
+    pub summary: Summary,
+    pub records: Vec<RequestRecord>,
+    /// Why the records are missing or incomplete, when they are.
+    pub records_note: Option<String>,
+}
+
+impl RunInput {
+    /// The measured requests (warmup left out), the requests every metric counts.
+    pub fn measured(&self) -> Vec<&RequestRecord> {
+        self.records.iter().filter(|r| !r.warmup).collect()
+    }
+}
+
+/// What a report is about.
+pub enum Input {
+    Run(Box<RunInput>),
+    Sweep {
+        dir: PathBuf,
+        sweep: SweepSummary,
+        stages: Vec<RunInput>,
+        notes: Vec<String>,
+    },
+    Comparison {
+        dir: PathBuf,
+        comparison: StrategyComparison,
+        runs: Vec<RunInput>,
+        notes: Vec<String>,
+    },
+}
+
+impl Input {
+    /// The directory the report is written into.
+    pub fn dir(&self) -> &Path {
+        match self {
+            Input::Run(r) => &r.dir,
+            Input::Sweep { dir, .. } | Input::Comparison { dir, .. } => dir,
+        }
+    }
+}
+
+/// Read what `path` holds: a sweep directory (`sweep.json`), a strategy comparison
+/// (`comparison.json`) or a run directory (`summary.json`); a path to one of those files stands
+/// for its directory.
+pub fn read(path: &Path) -> anyhow::Result<Input> {
+    let dir = if path.is_file() {
+        path.parent().unwrap_or(Path::new(".")).to_path_buf()
+    } else {
+        path.to_path_buf()
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{} does not exist: give a run, sweep or strategy comparison directory",
+            path.display()
+        );
+    }
+    if dir.join(SWEEP_FILE).is_file() {
+        let sweep = SweepSummary::read(&dir).map_err(anyhow::Error::msg)?;
+        let mut notes = Vec::new();
+        let mut stages = Vec::new();
+        for st in &sweep.stages {
+            let name = format!("{}={}", sweep.dimension.name(), crate::chart::axis::label(st.load));
+            match read_run(&dir.join(&st.dir), name) {
+                Ok(run) => stages.push(run),
+                Err(e) => notes.push(format!("stage {} left out: {e:#}", st.stage)),
+            }
+        }
+        return Ok(Input::Sweep { dir, sweep, stages, notes });
+    }
+    if dir.join(COMPARISON_FILE).is_file() {
+        let comparison = StrategyComparison::read(&dir).map_err(anyhow::Error::msg)?;
+        let mut notes = Vec::new();
+        let mut runs = Vec::new();
+        for (strategy, run_dir) in comparison.run_dirs(&dir) {
+            match read_run(&run_dir, strategy.as_str().to_string()) {
+                Ok(run) => runs.push(run),
+                Err(e) => notes.push(format!("{} left out: {e:#}", strategy.as_str())),
+            }
+        }
+        return Ok(Input::Comparison { dir, comparison, runs, notes });
+    }
+    if dir.join(SUMMARY_FILE).is_file() {
+        let summary = Summary::read(&dir.join(SUMMARY_FILE))?;
+        let name = summary.run_id.clone();
+        return read_run(&dir, name).map(|r| Input::Run(Box::new(r)));
+    }
+    anyhow::bail!(
+        "{} holds no {SUMMARY_FILE}, {SWEEP_FILE} or {COMPARISON_FILE}: give a run directory, a \
+         sweep directory or a strategy comparison directory",
+        dir.display()
+    )
+}
+
+/// One run directory: its summary (required) and its records (a missing or damaged
+/// `requests.jsonl` leaves the charts that need them blank, with the reason).
+pub fn read_run(dir: &Path, name: String) -> anyhow::Result<RunInput> {
+    let summary_path = dir.join(SUMMARY_FILE);
+    let summary = Summary::read(&summary_path)
+        .with_context(|| format!("cannot read {}", summary_path.display()))?;
+    let (records, records_note) = match bench::rundir::read_records(dir) {
+        Ok(r) => {
+            let note = r.truncated_tail.then(|| {
+                format!(
+                    "the last line of {} was cut short and is left out",
+                    bench::rundir::REQUESTS_FILE
+                )
+            });
+            (r.records, note)
+        }
+        Err(e) => (vec![], Some(format!("per-request charts are blank: {e}"))),
+    };
+    Ok(RunInput { name, dir: dir.to_path_buf(), summary, records, records_note })
+}

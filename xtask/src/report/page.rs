@@ -1,0 +1,392 @@
+//! `report.html`: one self-contained page (inline CSS and SVG, no script, no network: its
+//! Content-Security-Policy forbids every fetch) per run, sweep or strategy comparison.
+
+use std::fmt::Write;
+
+use bench::Summary;
+
+use super::console::{latency_rows, overview_rows};
+use super::input::{Input, RunInput};
+use crate::chart::figures::{self, CDFS, Samples, cdf, latency_samples};
+use crate::chart::{Chart, Mark, MarkAxis, esc, render};
+use crate::text::{BLANK, fmt_opt};
+use crate::thresholds::Thresholds;
+
+/// The page for `input`; `thresholds` (gate.toml) draws the limits that gate its runs.
+pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> String {
+    let mut p = Page::default();
+    match input {
+        Input::Run(run) => run_page(&mut p, run, thresholds),
+        Input::Sweep { sweep, stages, notes, .. } => {
+            p.title = format!("Sweep {}", sweep.sweep_id);
+            p.meta = format!("{} stages of {}", sweep.stages.len(), sweep.dimension.name());
+            p.html.push_str("<h2>Stages</h2>\n");
+            p.html.push_str(&sweep_table(sweep));
+            p.section("Latency and throughput against load");
+            for chart in [
+                Some(figures::sweep_throughput(sweep)),
+                Some(figures::sweep_latency(sweep)),
+                figures::sweep_gpu(sweep),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                p.figure(&chart);
+            }
+            overlaid(&mut p, stages, thresholds);
+            p.notes(notes.iter().chain(&sweep.notes));
+        }
+        Input::Comparison { comparison, runs, notes, .. } => {
+            p.title = format!("Batching strategies: profile {}", comparison.profile);
+            p.meta = format!("engine config {}", comparison.engine_config);
+            p.html.push_str("<h2>Strategies</h2>\n");
+            p.html.push_str(&comparison_table(comparison));
+            overlaid(&mut p, runs, thresholds);
+            p.notes(notes.iter().chain(&comparison.notes));
+        }
+    }
+    p.finish()
+}
+
+#[derive(Default)]
+struct Page {
+    title: String,
+    meta: String,
+    html: String,
+}
+
+impl Page {
+    fn section(&mut self, title: &str) {
+        let _ = writeln!(self.html, "<h2>{}</h2>", esc(title));
+    }
+
+    fn figure(&mut self, chart: &Chart) {
+        let _ = writeln!(self.html, "<figure>{}</figure>", render(chart));
+    }
+
+    fn notes<'a>(&mut self, notes: impl Iterator<Item = &'a String>) {
+        let notes: Vec<&String> = notes.collect();
+        if notes.is_empty() {
+            return;
+        }
+        self.section("Notes");
+        self.html.push_str("<ul class=\"note\">\n");
+        for n in notes {
+            let _ = writeln!(self.html, "<li>{}</li>", esc(n));
+        }
+        self.html.push_str("</ul>\n");
+    }
+
+    fn finish(self) -> String {
+        format!(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
+             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
+             <title>{t}</title>\n<style>{css}</style></head>\n<body>\n<h1>{t}</h1>\n<p class=\"meta\">{m}; written by {tool} {ver}. \
+             Blank ({BLANK}) marks a value that was not measured, never zero.</p>\n{body}</body></html>\n",
+            t = esc(&self.title),
+            css = crate::chart::style::PAGE_CSS,
+            m = esc(&self.meta),
+            tool = bench::TOOL_NAME,
+            ver = bench::TOOL_VERSION,
+            body = self.html
+        )
+    }
+}
+
+/// A cell: blank cells are marked so that they read as not measured.
+fn td(v: &str) -> String {
+    if v == BLANK || v.is_empty() {
+        format!("<td class=\"blank\">{BLANK}</td>")
+    } else {
+        format!("<td>{}</td>", esc(v))
+    }
+}
+
+fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
+    let s = &run.summary;
+    p.title = format!("Run {}", s.run_id);
+    p.meta = format!(
+        "profile {}, {} {}, started {}",
+        s.profile,
+        s.target.model,
+        if s.simulated { "(embedded simulator)" } else { "" },
+        s.timing.started_at
+    );
+    p.section("Summary");
+    p.html.push_str("<table class=\"overview\">\n");
+    for (k, v) in overview_rows(s) {
+        let _ = writeln!(
+            p.html,
+            "<tr><th class=\"l\">{}</th>{}</tr>",
+            esc(&k),
+            td(&v).replace("<td>", "<td class=\"l\">")
+        );
+    }
+    p.html.push_str("</table>\n");
+    p.html.push_str(&latency_table(s));
+    failures(p, run);
+    let measured = run.measured();
+    p.section("Latency distributions");
+    for (id, metric, values) in latency_samples(&measured) {
+        let chart = cdf(id, metric, &[(run.name.clone(), values)], marks(s, metric, thresholds));
+        p.figure(&chart);
+    }
+    p.section("Requests over time");
+    p.figure(&figures::timeline(&measured));
+    p.figure(&figures::errors_over_time(&measured));
+    p.section("Server gauges");
+    p.html.push_str(&server_section(s));
+    for chart in figures::server_over_time(&gauge_samples(s)) {
+        p.figure(&chart);
+    }
+    p.figure(&figures::gpu_over_time(&gpu_samples(s)));
+    p.notes(run.records_note.iter().chain(&s.notes));
+}
+
+/// The latency table of a run (ms), blanks as blanks.
+fn latency_table(s: &Summary) -> String {
+    let mut h = String::from(
+        "<table class=\"latency\"><tr><th class=\"l\">metric (ms)</th><th>count</th><th>mean</th><th>stdev</th>\
+         <th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>\n",
+    );
+    for (name, stats, blank_row) in latency_rows(s) {
+        match stats {
+            Some(st) => {
+                let _ = write!(h, "<tr><td class=\"l\">{name}</td><td>{}</td>", st.count);
+                for v in [st.mean, st.stdev, st.p50, st.p90, st.p95, st.p99, st.p999, st.max] {
+                    let _ = write!(h, "<td>{v:.2}</td>");
+                }
+                h.push_str("</tr>\n");
+            }
+            None if blank_row => {
+                let _ = writeln!(h, "<tr><td class=\"l\">{name}</td>{}</tr>", td(BLANK).repeat(9));
+            }
+            None => {}
+        }
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// Failed requests by class with a few of their errors; a run without failures says so.
+fn failures(p: &mut Page, run: &RunInput) {
+    let s = &run.summary;
+    p.section("Failures");
+    if s.requests.failed == 0 {
+        let _ = writeln!(p.html, "<p>No failed request among {} measured.</p>", s.requests.total);
+        return;
+    }
+    p.html.push_str("<table class=\"failures\"><tr><th class=\"l\">class</th><th>requests</th><th class=\"l\">first error</th></tr>\n");
+    for (class, n) in s.requests.by_class.iter().filter(|(c, _)| c.as_str() != "ok") {
+        let first = run
+            .records
+            .iter()
+            .find(|r| !r.warmup && r.class.to_string() == *class)
+            .and_then(|r| r.error.clone())
+            .unwrap_or_else(|| BLANK.to_string());
+        let _ = writeln!(
+            p.html,
+            "<tr class=\"fail\"><td class=\"l\">{}</td><td>{n}</td><td class=\"l\">{}</td></tr>",
+            esc(class),
+            esc(&first)
+        );
+    }
+    p.html.push_str("</table>\n");
+}
+
+/// Lines on a CDF: the run's SLO for the metric, and the gate's thresholds on it that apply
+/// to the run's profile.
+fn marks(s: &Summary, metric: &str, thresholds: Option<&Thresholds>) -> Vec<Mark> {
+    let key = format!("{}_ms", metric.to_lowercase());
+    let mut out = Vec::new();
+    let slo = &s.goodput.slo;
+    let v = match metric {
+        "TTFT" => slo.ttft_ms,
+        "TPOT" => slo.tpot_ms,
+        "E2E" => slo.e2e_ms,
+        _ => None,
+    };
+    if let Some(v) = v {
+        out.push(Mark::limit(
+            MarkAxis::X,
+            v,
+            format!("SLO {metric} <= {} ms", crate::chart::axis::label(v)),
+        ));
+    }
+    for t in thresholds.map(|t| t.thresholds.as_slice()).unwrap_or_default() {
+        let Some(stat) = t.metric.strip_prefix(&format!("metrics.{key}.")) else { continue };
+        if stat == "stdev" || !t.applies_to(&s.profile) || t.unit != "ms" {
+            continue;
+        }
+        out.push(Mark::limit(
+            MarkAxis::X,
+            t.limit,
+            format!(
+                "gate {metric} {stat} {} {} ms (ADR-{:04})",
+                t.comparator,
+                crate::chart::axis::label(t.limit),
+                t.adr
+            ),
+        ));
+    }
+    out
+}
+
+/// The server's gauges as the run directory keeps them (`summary.server`): their statistics
+/// over the window. Their time series are not kept, so no chart over time is drawn.
+fn server_section(s: &Summary) -> String {
+    let Some(server) = &s.server else {
+        return "<p class=\"note\">Not scraped: the run has no server metrics (blank).</p>\n"
+            .into();
+    };
+    let num = |path: &str| server.pointer(path).and_then(|v| v.as_f64());
+    let mut h = String::from(
+        "<table class=\"server\"><tr><th class=\"l\">gauge</th><th>p50</th><th>p99</th><th>max</th></tr>\n",
+    );
+    for (name, label, decimals) in [
+        ("running", "running requests", 1),
+        ("waiting", "waiting requests", 1),
+        ("kv_cache_usage", "KV cache usage (ratio)", 3),
+    ] {
+        let _ = write!(h, "<tr><td class=\"l\">{label}</td>");
+        for stat in ["p50", "p99", "max"] {
+            h.push_str(&td(&fmt_opt(num(&format!("/{name}/{stat}")), decimals)));
+        }
+        h.push_str("</tr>\n");
+    }
+    let gpu = s
+        .server
+        .as_ref()
+        .and_then(|v| v.pointer("/gpu/utilization_pct/mean"))
+        .and_then(|v| v.as_f64());
+    let _ = writeln!(
+        h,
+        "<tr><td class=\"l\">GPU utilisation mean (%)</td>{}{}{}</tr>",
+        td(&fmt_opt(gpu, 0)),
+        td(BLANK),
+        td(BLANK)
+    );
+    h.push_str(
+        "</table>\n<p class=\"note\">Statistics over the measured window; the charts below show \
+         every scrape of the run (summary.json, <code>server.samples</code>).</p>\n",
+    );
+    h
+}
+
+/// The server's scrapes (`summary.server.samples`): time (ms on the run clock) and running,
+/// waiting and KV cache usage (null: blank).
+fn gauge_samples(s: &Summary) -> Vec<(f64, [Option<f64>; 3])> {
+    let samples = s.server.as_ref().and_then(|v| v.pointer("/samples")).and_then(|v| v.as_array());
+    samples
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let g = |k: &str| v.get(k).and_then(|x| x.as_f64());
+            Some((v.get("t_ms")?.as_f64()?, [g("running"), g("waiting"), g("kv_cache_usage")]))
+        })
+        .collect()
+}
+
+/// `nvidia-smi` samples of the run (`summary.server.gpu.samples`): time (ms on the run clock)
+/// and the mean utilisation over the GPUs.
+fn gpu_samples(s: &Summary) -> Vec<(f64, f64)> {
+    let samples =
+        s.server.as_ref().and_then(|v| v.pointer("/gpu/samples")).and_then(|v| v.as_array());
+    samples
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let t = v.get("t_ms")?.as_f64()?;
+            let u: Vec<f64> =
+                v.get("utilization_pct")?.as_array()?.iter().filter_map(|x| x.as_f64()).collect();
+            (!u.is_empty()).then(|| (t, u.iter().sum::<f64>() / u.len() as f64))
+        })
+        .collect()
+}
+
+/// CDFs of several runs overlaid (a sweep's stages, a comparison's strategies).
+fn overlaid(p: &mut Page, runs: &[RunInput], thresholds: Option<&Thresholds>) {
+    p.section("Latency distributions");
+    let samples: Vec<(String, Samples)> =
+        runs.iter().map(|r| (r.name.clone(), latency_samples(&r.measured()))).collect();
+    for (k, (id, metric)) in CDFS.into_iter().enumerate() {
+        let series: Vec<(String, Vec<f64>)> =
+            samples.iter().map(|(n, s)| (n.clone(), s[k].2.clone())).collect();
+        let m = runs.first().map(|r| marks(&r.summary, metric, thresholds)).unwrap_or_default();
+        p.figure(&cdf(id, metric, &series, m));
+    }
+    p.section("Failures");
+    p.html.push_str("<table class=\"failures\"><tr><th class=\"l\">run</th><th>measured</th><th>failed</th><th class=\"l\">by class</th></tr>\n");
+    for r in runs {
+        let s = &r.summary.requests;
+        let classes: Vec<String> = s
+            .by_class
+            .iter()
+            .filter(|(c, _)| c.as_str() != "ok")
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        let _ = writeln!(
+            p.html,
+            "<tr{}><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            if s.failed > 0 { " class=\"fail\"" } else { "" },
+            esc(&r.name),
+            s.total,
+            s.failed,
+            esc(&classes.join(", "))
+        );
+    }
+    p.html.push_str("</table>\n");
+}
+
+fn sweep_table(s: &bench::sweep::SweepSummary) -> String {
+    let mut h = format!(
+        "<table class=\"stages\"><tr><th>{}</th><th>ok/total</th><th>req/s</th><th>output tok/s</th><th>TTFT p99 ms</th>\
+         <th>TPOT p99 ms</th><th>E2E p99 ms</th><th class=\"l\">SLO</th></tr>\n",
+        s.dimension.name()
+    );
+    for r in &s.stages {
+        let knee = s.knee.as_ref().is_some_and(|k| k.stage == r.stage);
+        let _ = writeln!(
+            h,
+            "<tr{}><td>{}{}</td><td>{}/{}</td>{}{}{}{}{}<td class=\"l\">{}</td></tr>",
+            if r.failed > 0 { " class=\"fail\"" } else { "" },
+            crate::chart::axis::label(r.load),
+            if knee { " (knee)" } else { "" },
+            r.ok,
+            r.requests,
+            td(&fmt_opt(r.requests_per_s, 2)),
+            td(&fmt_opt(r.output_tokens_per_s, 1)),
+            td(&fmt_opt(r.ttft_p99_ms, 1)),
+            td(&fmt_opt(r.tpot_p99_ms, 1)),
+            td(&fmt_opt(r.e2e_p99_ms, 1)),
+            esc(&if r.meets_slo { "met".to_string() } else { r.violations.join("; ") })
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+fn comparison_table(c: &bench::strategy_compare::StrategyComparison) -> String {
+    let mut h = String::from(
+        "<table class=\"strategies\"><tr><th class=\"l\">strategy</th><th class=\"l\">batching</th><th>ok</th><th>failed</th>\
+         <th>mean TTFT ms</th><th>mean E2E ms</th><th>mean queue ms</th><th>output tok/s</th><th>cost/1M tok</th></tr>\n",
+    );
+    for r in &c.rows {
+        let _ = writeln!(
+            h,
+            "<tr{}><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{}{}{}{}{}</tr>",
+            if r.failed > 0 { " class=\"fail\"" } else { "" },
+            r.strategy.as_str(),
+            esc(&r.batching),
+            r.ok,
+            r.failed,
+            td(&fmt_opt(r.mean_ttft_ms, 1)),
+            td(&fmt_opt(r.mean_e2e_ms, 1)),
+            td(&fmt_opt(r.mean_queue_ms, 1)),
+            td(&fmt_opt(r.output_tokens_per_s, 1)),
+            td(&fmt_opt(r.cost_per_1m_output_tokens, 4))
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
