@@ -7,7 +7,8 @@
 //! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
 //! - [`evaluate`](mod@evaluate): a run against thresholds ([`GateReport`], [`Verdict`]), pure;
 //! - [`render`]: the gate report as a table and as GitHub annotations;
-//! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies).
+//! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies);
+//! - [`rollback`]: rollback conditions (metric, side, limit, window, action) and their grammar.
 //!
 //! This module depends on the bench crate's data model and on `crate::text` / `crate::exit`
 //! only: the records (`crate::adr`) and the commands (`gate`, `bench --gate`) depend on it, never
@@ -17,6 +18,7 @@ pub mod evaluate;
 pub mod file;
 pub mod propose;
 pub mod render;
+pub mod rollback;
 pub mod rule;
 pub mod runs;
 pub mod units;
