@@ -8,6 +8,7 @@ mod support;
 
 mod adr_check;
 mod adr_props;
+mod alerts;
 mod cli;
 // `bench` is a command of the runtime build only.
 #[cfg(feature = "runtime")]
