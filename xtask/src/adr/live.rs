@@ -103,7 +103,7 @@ pub fn live_rollback(adrs: &[Adr]) -> Vec<LiveCondition> {
             });
         }
     }
-    out.sort_by(|a, b| (a.adr, a.condition.line).cmp(&(b.adr, b.condition.line)));
+    out.sort_by_key(|a| (a.adr, a.condition.line));
     out
 }
 

@@ -12,8 +12,9 @@
 //! same `%` / `s` aliases), how long it must hold (`for` a Prometheus duration: `30s`, `5m`,
 //! `1h`) and the action (`roll back` or `investigate`); a parenthesised comment may follow. A
 //! list item of the section that starts with a backticked metric-like name (letters, digits,
-//! `_`, `.`) is a condition and must parse; other text (and a restored value such as
-//! `` `configs/engine.toml: key = 1` ``) is prose. Parsing is pure; `adr::parse` places each condition at its line.
+//! `_`, `.`) and has a window (`for`) or an action (`:`) before any comment is a condition and
+//! must parse; other text is prose: a restored value such as `` `configs/engine.toml: key = 1` ``,
+//! and the statements of records written before this form (`` `metric` above 302 ms ``). Parsing is pure; `adr::parse` places each condition at its line.
 
 use std::fmt;
 
@@ -196,6 +197,12 @@ pub fn parse_condition(item: &str) -> Option<Result<RollbackCondition, Vec<Strin
         return None;
     }
     let rest = &rest[end + 1..];
+    // Without a window or an action it is a statement in prose, as records written before this
+    // form have them (`- `metrics.ttft_ms.p99` above 302 ms (measured 274.2)`).
+    let before_comment = rest.split('(').next().unwrap_or("");
+    if !before_comment.contains(':') && !before_comment.split_whitespace().any(|w| w == "for") {
+        return None;
+    }
     Some(parse_rest(metric, rest))
 }
 
@@ -339,6 +346,10 @@ mod tests {
         assert_eq!((c.limit, c.window.to_string().as_str()), (2000.0, "1h"));
         assert!(parse_condition("TTFT above 302 ms: roll back").is_none(), "prose");
         assert!(parse_condition("`configs/engine.toml: engine.dtype = \"fp8\"`").is_none());
+        // The older prose statement (no window, no action) is not a condition.
+        assert!(
+            parse_condition("`metrics.ttft_ms.p99` above 302 ms (measured 274.2: x)").is_none()
+        );
     }
 
     #[test]

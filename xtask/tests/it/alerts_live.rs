@@ -230,8 +230,8 @@ fn prometheus_fires_the_rollback_alert_on_a_slowed_engine_and_watch_agrees() {
     let last_tick: u64 = seen
         .watch_out
         .lines()
-        .filter_map(|l| l.strip_prefix('[')?.split_once("s]")?.0.trim().parse().ok())
-        .last()
+        .rev()
+        .find_map(|l| l.strip_prefix('[')?.split_once("s]")?.0.trim().parse().ok())
         .unwrap_or(u64::MAX);
     assert!(last_tick <= WINDOW_S + 3 * SCRAPE_S, "{}", seen.watch_out);
     assert!(
