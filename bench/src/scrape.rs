@@ -88,6 +88,34 @@ async fn scrape_once(http: &reqwest::Client, url: &str) -> Result<promtext::Expo
     Ok(promtext::parse(&String::from_utf8_lossy(&page)))
 }
 
+/// One metrics page scraped on demand (`cargo xtask watch`), with the run scraper's page-size
+/// limit and errors. It sends no credentials.
+pub struct MetricsPage {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl MetricsPage {
+    /// A page at `url`, each scrape bounded by `timeout` (loopback pages bypass any proxy).
+    pub fn new(url: &str, timeout: Duration) -> Result<MetricsPage, String> {
+        let mut builder = reqwest::Client::builder().timeout(timeout);
+        if crate::client::is_loopback(url) {
+            builder = builder.no_proxy();
+        }
+        let http = builder.build().map_err(|e| format!("cannot build an HTTP client ({e})"))?;
+        Ok(MetricsPage { http, url: url.to_string() })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Fetch and parse the page.
+    pub async fn scrape(&self) -> Result<promtext::Exposition, String> {
+        scrape_once(&self.http, &self.url).await
+    }
+}
+
 impl Scraper {
     /// Start scraping `url`, sending `headers` with every scrape (the target's own headers and
     /// key, when the page is on the target's server: see [`crate::client::Client::metrics_headers`]).

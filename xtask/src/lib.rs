@@ -41,6 +41,8 @@ pub mod sweep;
 pub mod test_cmd;
 pub mod text;
 pub mod thresholds;
+#[cfg(feature = "runtime")]
+pub mod watch;
 
 pub use exit::Status;
 
@@ -87,6 +89,10 @@ pub enum Command {
     Report(report::ReportCmd),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
     Test(test_cmd::TestCmd),
+    /// Watch a target's /metrics against the live records' rollback conditions (exit 1 when a
+    /// rollback condition holds for its window).
+    #[cfg(feature = "runtime")]
+    Watch(watch::WatchCmd),
 }
 
 impl Command {
@@ -104,6 +110,8 @@ impl Command {
             Command::Compare(cmd) => cmd.run(sh),
             Command::Report(cmd) => cmd.run(sh),
             Command::Test(cmd) => cmd.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Watch(cmd) => cmd.run(sh),
         }
     }
 }

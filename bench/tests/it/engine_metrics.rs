@@ -60,6 +60,7 @@ fn metrics_parse_and_counters_never_decrease() {
             "vllm:generation_tokens_total",
             "vllm:num_preemptions_total",
             "vllm:time_to_first_token_seconds",
+            "vllm:request_time_per_output_token_seconds",
             "vllm:request_queue_time_seconds",
             "vllm:e2e_request_latency_seconds",
             "infergate_sim:kv_fragmentation_ratio",
@@ -97,4 +98,43 @@ fn metrics_parse_and_counters_never_decrease() {
         last["vllm_generation_tokens_total{model_name=sim/meta-llama/Llama-3.1-8B-Instruct}"],
         report.stats.generation_tokens as f64
     );
+}
+
+/// `vllm:request_time_per_output_token_seconds` is the bench's TPOT of each finished request of
+/// more than one token (decode time over the tokens after the first), as the records say.
+#[test]
+fn the_per_request_tpot_histogram_matches_the_records() {
+    let s = engine_spec(
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+         [scheduler]\nmax_num_seqs = 32\nmax_num_batched_tokens = 2048\n[device]\nname = \"L4\"\n",
+    );
+    let mut rng = StdRng::seed_from_u64(9);
+    let reqs: Vec<SimRequest> = poisson_times(8.0, 5.0, 3)
+        .into_iter()
+        .map(|t| SimRequest::new(t, rng.random_range(32..800), rng.random_range(1..120)))
+        .collect();
+    let mut sim = Simulation::new(&s, Load::Open(reqs));
+    sim.run_until(f64::INFINITY);
+    let report = sim.report();
+    let mut count = 0u64;
+    let mut sum = 0.0;
+    for r in report.records.iter().filter(|r| r.is_finished() && r.output_tokens > 1) {
+        count += 1;
+        sum += (r.last_token.unwrap() - r.first_token.unwrap()) / f64::from(r.output_tokens - 1);
+    }
+    assert!(count > 10, "{count} requests of more than one token");
+    assert_eq!(report.stats.tpot.count(), count);
+    assert!(
+        (report.stats.tpot.sum() - sum).abs() < 1e-6 * count as f64,
+        "{} vs {sum}",
+        report.stats.tpot.sum()
+    );
+    let mut text = String::new();
+    sim.render_metrics(&mut text);
+    let values = parse_scrape(&text);
+    let n = values
+        .iter()
+        .find(|(k, _)| k.starts_with("vllm_request_time_per_output_token_seconds_count"))
+        .map(|(_, v)| *v);
+    assert_eq!(n, Some(count as f64));
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use super::model::{Adr, AdrStatus, Decided, DecisionLine, LinkKind, Part, Problem};
 use crate::thresholds::file::{FORMAT_VERSION, Threshold, Thresholds, render_file};
+use crate::thresholds::rollback::RollbackCondition;
 
 /// Whether a record is live: Accepted, and no Accepted record lists it under `Supersedes`.
 pub fn is_live(adr: &Adr, all: &[Adr]) -> bool {
@@ -70,6 +71,39 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
         }
     }
     out.sort_by(|a, b| (a.adr, &a.file, a.line).cmp(&(b.adr, &b.file, b.line)));
+    out
+}
+
+/// A rollback condition of a live record, with where it is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LiveCondition {
+    pub adr: u32,
+    /// The record's path as read (relative to the repository root in every command).
+    pub file: String,
+    pub title: String,
+    pub condition: RollbackCondition,
+}
+
+/// The rollback conditions of the live records (a part superseded in part leaves with its
+/// metric), ordered by record number then line.
+pub fn live_rollback(adrs: &[Adr]) -> Vec<LiveCondition> {
+    let mut out = Vec::new();
+    for adr in adrs.iter().filter(|a| is_live(a, adrs)) {
+        let Some(number) = adr.number else { continue };
+        let parts = superseded_parts(adr, adrs);
+        for c in &adr.rollback {
+            if parts.iter().any(|(_, p)| matches!(p, Part::Metric(m) if *m == c.metric)) {
+                continue;
+            }
+            out.push(LiveCondition {
+                adr: number,
+                file: adr.path.to_string_lossy().replace('\\', "/"),
+                title: adr.title().unwrap_or_default().to_string(),
+                condition: c.clone(),
+            });
+        }
+    }
+    out.sort_by_key(|a| (a.adr, a.condition.line));
     out
 }
 

@@ -8,6 +8,7 @@
 //! - [`records`]: the records directory, reading and writing records, a record's decision lines;
 //! - [`lint`]: the lint rules; [`edit`]: status, date and link edits; [`new`]: a record from runs;
 //! - [`live`]: the live records' thresholds (gate.toml, whose format is [`crate::thresholds`]'s);
+//! - [`alerts`]: the live records' rollback conditions as Prometheus alerting rules;
 //! - [`check`]: `adr check` for pull requests; [`assets`]: the charts `adr new` writes beside a
 //!   record.
 //!
@@ -16,6 +17,7 @@
 //! typed values out); reading and writing files happens only in the command functions below and
 //! in [`records`].
 
+pub mod alerts;
 pub mod assets;
 pub mod check;
 pub mod edit;
@@ -120,6 +122,19 @@ pub enum AdrSub {
         #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
         out: PathBuf,
     },
+    /// Write the live records' rollback conditions as Prometheus alerting rules and as a
+    /// Kubernetes PrometheusRule.
+    Alerts {
+        /// Do not write: exit 1 when either file is out of date.
+        #[arg(long)]
+        check: bool,
+        /// The Prometheus rules file, relative to the repository root.
+        #[arg(long, default_value = alerts::RULES_FILE, value_name = "FILE")]
+        rules: PathBuf,
+        /// The PrometheusRule manifest, relative to the repository root.
+        #[arg(long, default_value = alerts::K8S_FILE, value_name = "FILE")]
+        k8s: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +187,7 @@ impl AdrCmd {
                 Ok(Status::Success)
             }
             AdrSub::Thresholds { check, out } => run_thresholds(&root, &dir, &out, check),
+            AdrSub::Alerts { check, rules, k8s } => run_alerts(&root, &dir, &[rules, k8s], check),
         }
     }
 }
@@ -706,4 +722,50 @@ fn run_thresholds(root: &Path, dir: &Path, out: &Path, check: bool) -> anyhow::R
             Ok(Status::Success)
         }
     }
+}
+
+/// `adr alerts`: write (or with `check`, compare) the rules file and the manifest, in that order.
+fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyhow::Result<Status> {
+    let adrs = load_records(root, dir)?;
+    let conds = live::live_rollback(&adrs);
+    let r = alerts::render(&conds);
+    let files = [(&outs[0], &r.rules), (&outs[1], &r.k8s)];
+    if check {
+        let mut stale = false;
+        for (out, expected) in files {
+            let current = match std::fs::read_to_string(root.join(out)) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    println!("{} does not exist; run `cargo xtask adr alerts`", out.display());
+                    stale = true;
+                    continue;
+                }
+                Err(e) => return Err(e).with_context(|| format!("cannot read {}", out.display())),
+            };
+            if current.replace("\r\n", "\n") == *expected {
+                println!("{} is up to date", out.display());
+            } else {
+                println!("{} is out of date; run `cargo xtask adr alerts`:", out.display());
+                for l in line_diff(&current, expected) {
+                    println!("  {l}");
+                }
+                stale = true;
+            }
+        }
+        return Ok(Status::from_ok(!stale));
+    }
+    for (out, text) in files {
+        write_file(&root.join(out), text)?;
+    }
+    println!(
+        "wrote {} and {} ({} from {})",
+        outs[0].display(),
+        outs[1].display(),
+        plural(r.alerts, "alert"),
+        plural(conds.len(), "rollback condition")
+    );
+    for m in &r.not_exportable {
+        println!("not exportable: {m}");
+    }
+    Ok(Status::Success)
 }

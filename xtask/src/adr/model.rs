@@ -3,6 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::thresholds::rollback::RollbackCondition;
 use crate::thresholds::{Action, Comparator};
 
 /// A problem found in a file, printed as `path:line: message` (lines are 1-based).
@@ -292,6 +293,9 @@ pub struct Adr {
     pub sections: Vec<Section>,
     pub decisions: Vec<DecisionLine>,
     pub thresholds: Vec<ThresholdRow>,
+    /// The conditions of the Rollback conditions section (`crate::thresholds::rollback`), each
+    /// at its line.
+    pub rollback: Vec<RollbackCondition>,
     /// The bench profile the record measured (`Measured scenario: profile `NAME`` in Context):
     /// its thresholds apply to runs of that profile. `None`: to every run.
     pub profile: Option<Located<String>>,

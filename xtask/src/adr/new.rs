@@ -20,11 +20,12 @@ use bench::stats::{Estimate, Method};
 use bench::trials::MetricEstimate;
 
 use super::model::{SLO_EXCEPTION, SLO_MISSED};
-use crate::text::{BLANK, with_unit};
+use crate::text::BLANK;
 use crate::thresholds::Action;
 use crate::thresholds::propose::{
     DETECT_POWER, LIMIT_DIGITS, Proposed, propose, propose_from_estimate,
 };
+use crate::thresholds::rollback::{DEFAULT_WINDOW, RollbackAction, RollbackCondition, breaking};
 
 /// The matrix columns (besides Config and Conclusion): header, metric, action of the proposed
 /// threshold.
@@ -1377,14 +1378,21 @@ fn rollback_section(
 ) {
     let chosen_label = &ctx.chosen_label;
     o.push_str("## Rollback conditions\n\n");
-    let condition = |p: &&Proposed| {
-        format!(
-            "- {} {} {} (measured {} in {chosen_label})\n",
-            code(p.metric),
-            p.comparator.breaking_side(),
-            with_unit(p.limit, p.unit),
-            fmt_measured(p.measured)
-        )
+    // Each threshold as a rollback condition on its breaking side (`<=` 302 -> above 302),
+    // held for the default window; `adr alerts` and `watch` read them back.
+    let condition = |p: &&Proposed, action: RollbackAction| {
+        let Some(comparator) = breaking(p.comparator) else { return String::new() };
+        let c = RollbackCondition {
+            metric: p.metric.to_string(),
+            comparator,
+            limit: p.limit,
+            unit: p.unit.to_string(),
+            window: DEFAULT_WINDOW,
+            action,
+            note: None,
+            line: 0,
+        };
+        format!("- {} (measured {} in {chosen_label})\n", c.render(), fmt_measured(p.measured))
     };
     let blocks: Vec<_> = proposed.iter().filter(|p| p.action == Action::Block).collect();
     let warns: Vec<_> = proposed.iter().filter(|p| p.action == Action::Warn).collect();
@@ -1396,13 +1404,14 @@ fn rollback_section(
     } else {
         o.push_str(
             "Roll back when a gate run of this scenario (`cargo xtask gate RUN`) breaks a \
-             blocking threshold:\n\n",
+             blocking threshold, or when the deployed engine's metrics (`cargo xtask adr \
+             alerts`, `cargo xtask watch`) break it for the window:\n\n",
         );
-        o.extend(blocks.iter().map(condition));
+        o.extend(blocks.iter().map(|p| condition(p, RollbackAction::RollBack)));
     }
     if !warns.is_empty() {
         o.push_str("\nInvestigate, without rolling back, when a warning threshold breaks:\n\n");
-        o.extend(warns.iter().map(condition));
+        o.extend(warns.iter().map(|p| condition(p, RollbackAction::Investigate)));
     }
     if rollback_values.is_empty() {
         o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");

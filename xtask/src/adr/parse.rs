@@ -14,6 +14,7 @@ use super::model::{
     Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Part, Problem,
     Section, SectionKind, ThresholdRow,
 };
+use crate::thresholds::rollback::{RollbackCondition, parse_condition};
 use crate::thresholds::units::to_metric_unit;
 use crate::thresholds::{Action, Comparator};
 
@@ -38,6 +39,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let decisions = decision_lines(&doc, &mut problems);
     let links = links(&doc, &mut problems);
     let thresholds = threshold_rows(&doc, &mut problems);
+    let rollback = rollback_conditions(&doc, &mut problems);
     let profile = thresholds_profile(&doc, &mut problems);
     let scenario = thresholds_scenario(&doc, &mut problems);
     let placeholders = placeholders(&doc);
@@ -66,6 +68,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         sections,
         decisions,
         thresholds,
+        rollback,
         profile,
         scenario,
         links,
@@ -326,6 +329,43 @@ fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<ThresholdRo
         }
     }
     thresholds
+}
+
+/// The conditions of the Rollback conditions section: list items that start with a backticked
+/// name (`crate::thresholds::rollback`). One condition per metric and action.
+fn rollback_conditions(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<RollbackCondition> {
+    let mut out: Vec<RollbackCondition> = Vec::new();
+    for line in doc.body_lines(SectionKind::Rollback) {
+        let t = doc.line(line).trim();
+        let item = strip_list_marker(t);
+        if item.len() == t.len() {
+            continue; // not a list item: prose
+        }
+        match parse_condition(item) {
+            None => {}
+            Some(Err(errors)) => {
+                for e in errors {
+                    problems.add(line, e);
+                }
+            }
+            Some(Ok(c)) => {
+                if let Some(prev) =
+                    out.iter().find(|o| o.metric == c.metric && o.action == c.action)
+                {
+                    problems.add(
+                        line,
+                        format!(
+                            "`{}` already has a `{}` rollback condition at line {}",
+                            c.metric, c.action, prev.line
+                        ),
+                    );
+                    continue;
+                }
+                out.push(RollbackCondition { line, ..c });
+            }
+        }
+    }
+    out
 }
 
 /// The bench profile that scopes the thresholds: the thresholds section's `They gate runs of

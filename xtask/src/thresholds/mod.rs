@@ -7,7 +7,10 @@
 //! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
 //! - [`evaluate`](mod@evaluate): a run against thresholds ([`GateReport`], [`Verdict`]), pure;
 //! - [`render`]: the gate report as a table and as GitHub annotations;
-//! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies).
+//! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies);
+//! - [`rollback`]: rollback conditions (metric, side, limit, window, action) and their grammar;
+//! - [`series`]: a condition over an engine's own Prometheus series: PromQL, and the same value
+//!   from two scrapes.
 //!
 //! This module depends on the bench crate's data model and on `crate::text` / `crate::exit`
 //! only: the records (`crate::adr`) and the commands (`gate`, `bench --gate`) depend on it, never
@@ -17,8 +20,10 @@ pub mod evaluate;
 pub mod file;
 pub mod propose;
 pub mod render;
+pub mod rollback;
 pub mod rule;
 pub mod runs;
+pub mod series;
 pub mod units;
 
 pub use evaluate::{Check, Effect, GateReport, Verdict, evaluate};

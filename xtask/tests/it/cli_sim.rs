@@ -5,34 +5,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-/// A repository holding this repository's `configs/bench.toml` and `configs/engine*.toml`.
-fn copy_of_configs() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
-    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
-    for e in std::fs::read_dir(repo_root().join("configs")).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "toml") {
-            std::fs::copy(&p, dir.path().join("configs").join(p.file_name().unwrap())).unwrap();
-        }
-    }
-    dir
-}
-
-/// Kills the child when the test ends, whatever happened.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn the_standalone_simulator_serves_with_faults_on_demand() {

@@ -124,6 +124,43 @@ fn the_good_records_have_no_problems() {
 }
 
 #[test]
+fn rollback_conditions_are_read_with_their_line_window_and_action() {
+    let text = with_line(
+        33,
+        "- `metrics.ttft_ms.p99` above 0.2 s for 90s: roll back (measured 180 in Exp-1)\n\
+         - `metrics.itl_jitter` > 0.2 for 1h: investigate\n\
+         Prose around the conditions stays prose.",
+    );
+    assert_eq!(lint_files(&files(&text)), vec![]);
+    let adr = parse_adr(NEW.as_ref(), &text);
+    let got: Vec<(&str, f64, u64, &str, usize)> = adr
+        .rollback
+        .iter()
+        .map(|c| (c.metric.as_str(), c.limit, c.window.seconds, c.action.as_str(), c.line))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("metrics.ttft_ms.p99", 200.0, 90, "roll back", 33),
+            ("metrics.itl_jitter", 0.2, 3600, "investigate", 34)
+        ]
+    );
+    // The same metric and action twice: the second is reported, naming the first.
+    let twice = with_line(
+        33,
+        "- `metrics.ttft_ms.p99` above 200 ms for 5m: roll back\n\
+         - `metrics.ttft_ms.p99` above 250 ms for 1m: roll back",
+    );
+    let problems: Vec<String> = lint_files(&files(&twice)).iter().map(|p| p.to_string()).collect();
+    assert_eq!(
+        problems,
+        vec![format!(
+            "{NEW}:34: `metrics.ttft_ms.p99` already has a `roll back` rollback condition at line 33"
+        )]
+    );
+}
+
+#[test]
 fn decision_lines_come_with_status_and_lines() {
     let set = decision_lines(NEW.as_ref(), GOOD).unwrap();
     assert_eq!(set.number, Some(2));
@@ -337,6 +374,46 @@ fn each_broken_record_is_reported_at_its_line() {
             NEW,
             29,
             "already has a `block` threshold at line 28",
+        ),
+        (
+            "rollback condition without a window",
+            33,
+            "- `metrics.ttft_ms.p99` above 200 ms: roll back",
+            NEW,
+            33,
+            "no window (`for 5m`)",
+        ),
+        (
+            "rollback condition with a spelled-out window",
+            33,
+            "- `metrics.ttft_ms.p99` above 200 ms for 5 minutes: roll back",
+            NEW,
+            33,
+            "`for` takes one duration (`5m`)",
+        ),
+        (
+            "rollback condition on the better side",
+            33,
+            "- `metrics.ttft_ms.p99` below 200 ms for 5m: roll back",
+            NEW,
+            33,
+            "is better lower: a rollback condition is on its worse side (above, >, >=)",
+        ),
+        (
+            "rollback condition with an unknown action",
+            33,
+            "- `metrics.ttft_ms.p99` above 200 ms for 5m: page someone",
+            NEW,
+            33,
+            "unknown rollback action `page someone`; valid: `roll back`, `investigate`",
+        ),
+        (
+            "rollback condition on an unknown metric",
+            33,
+            "- `metrics.ttft.p99` above 200 ms for 5m: roll back",
+            NEW,
+            33,
+            "unknown metric `metrics.ttft.p99`",
         ),
         ("link to nothing", 40, "- Supersedes 0007", NEW, 40, "no record has that number"),
         (

@@ -8,6 +8,10 @@ mod support;
 
 mod adr_check;
 mod adr_props;
+mod alerts;
+// Prometheus and `watch` against the simulator, which only the runtime build has.
+#[cfg(feature = "runtime")]
+mod alerts_live;
 // Reports of runs measured with `bench` (runtime build), in headless Chromium.
 #[cfg(feature = "runtime")]
 mod browser;

@@ -85,6 +85,17 @@ fn generated_record_parses_and_only_the_human_parts_fail_lint() {
         problems.iter().all(|p| p.message.starts_with("template placeholder `<")),
         "{problems:#?}"
     );
+    // Each proposed threshold is a rollback condition on its breaking side, for 5 minutes:
+    // the blocking ones roll back, the warnings are investigated.
+    let conds: Vec<(String, &str, u64)> = adr
+        .rollback
+        .iter()
+        .map(|c| (format!("{} {}", c.metric, c.comparator), c.action.as_str(), c.window.seconds))
+        .collect();
+    assert_eq!(conds.len(), adr.thresholds.len(), "{conds:?}");
+    assert!(conds.contains(&("metrics.ttft_ms.p99 >".into(), "roll back", 300)), "{conds:?}");
+    assert!(conds.contains(&("goodput.ratio <".into(), "roll back", 300)), "{conds:?}");
+    assert!(conds.contains(&("metrics.itl_jitter >".into(), "investigate", 300)), "{conds:?}");
 
     // The decision lines are the chosen experiment's changes, with TOML values.
     let decided: Vec<String> = adr.decisions.iter().map(|d| d.to_string()).collect();

@@ -21,6 +21,14 @@ fn thresholds_gate_toml_is_up_to_date() {
     assert_eq!(out.code, 0, "cargo xtask adr thresholds --check:\n{}{}", out.stdout, out.stderr);
 }
 
+/// The committed alerting rules (deploy/prometheus, deploy/k8s) are what `adr alerts` writes
+/// from the records, like gate.toml.
+#[test]
+fn the_alerting_rules_are_up_to_date() {
+    let out = xtask(&repo_root(), &["adr", "alerts", "--check"]);
+    assert_eq!(out.code, 0, "cargo xtask adr alerts --check:\n{}{}", out.stdout, out.stderr);
+}
+
 #[test]
 fn the_records_readme_documents_every_metric() {
     let readme = std::fs::read_to_string(repo_root().join("docs/adr/README.md")).unwrap();

@@ -437,6 +437,10 @@ impl Engine {
                 }
                 s.e2e.observe(nanos_to_secs(end.saturating_sub(arrival)));
                 s.decode_time.observe(nanos_to_secs(end.saturating_sub(first_token)));
+                if generated > 1 {
+                    let decode = nanos_to_secs(end.saturating_sub(first_token));
+                    s.tpot.observe(decode / (generated - 1) as f64);
+                }
                 s.request_prompt_tokens.observe(prompt_len as f64);
                 s.request_generation_tokens.observe(generated as f64);
                 core.retire(key, true);

@@ -102,6 +102,9 @@ pub struct EngineStats {
     pub step_ns: u64,
     pub ttft: Histogram,
     pub itl: Histogram,
+    /// Per finished request of more than one token: its decode time over its tokens after the
+    /// first (vLLM's `request_time_per_output_token_seconds`, the bench's TPOT).
+    pub tpot: Histogram,
     pub e2e: Histogram,
     pub queue: Histogram,
     pub prefill_time: Histogram,
@@ -136,6 +139,7 @@ impl Default for EngineStats {
             step_ns: 0,
             ttft: Histogram::new(TTFT_BUCKETS),
             itl: Histogram::new(ITL_BUCKETS),
+            tpot: Histogram::new(ITL_BUCKETS),
             e2e: Histogram::new(REQUEST_BUCKETS),
             queue: Histogram::new(REQUEST_BUCKETS),
             prefill_time: Histogram::new(REQUEST_BUCKETS),
@@ -288,6 +292,11 @@ pub fn render(out: &mut String, s: &EngineStats, g: &Gauges, info: &CacheInfo<'_
         "vllm:inter_token_latency_seconds",
         "Histogram of inter-token latency in seconds.",
         &s.itl,
+    );
+    o.histogram(
+        "vllm:request_time_per_output_token_seconds",
+        "Histogram of time_per_output_token_seconds per request.",
+        &s.tpot,
     );
     o.histogram(
         "vllm:e2e_request_latency_seconds",

@@ -3,7 +3,7 @@
 pub mod gitrepo;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
 
 use bench::Summary;
 use serde_json::json;
@@ -182,4 +182,58 @@ pub fn trial_set(dir: &Path, name: &str, ttft_p99: &[f64]) -> PathBuf {
     .write(&set)
     .unwrap();
     set
+}
+
+/// A repository holding this repository's `configs/bench.toml` and `configs/engine*.toml`.
+pub fn copy_of_configs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".git")).unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    for e in std::fs::read_dir(repo_root().join("configs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            std::fs::copy(&p, dir.path().join("configs").join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    dir
+}
+
+/// Kills the child when the test ends, whatever happened.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `cargo xtask sim --port 0 ARGS` in `root`, once it says where it serves: the process, the
+/// model and the base URL (`http://127.0.0.1:PORT/v1`).
+pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
+    use std::io::{BufRead, BufReader};
+    let mut all = vec!["sim", "--port", "0"];
+    all.extend_from_slice(args);
+    let mut child = xtask_command(root, &all)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let sim = Reaped(child);
+    // "serving MODEL at URL/v1 (Ctrl-C to stop)"
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("serving ") {
+                let _ = tx.send(line);
+                return;
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the simulator says where it serves");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    (sim, words[1].to_string(), words[3].to_string())
 }

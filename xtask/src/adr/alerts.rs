@@ -1,0 +1,225 @@
+//! `adr alerts`: the rollback conditions of the live records as Prometheus alerting rules
+//! (`deploy/prometheus/infergate-rules.yml`) and the same rules as a Kubernetes
+//! `PrometheusRule` (`deploy/k8s/infergate-prometheusrule.yml`). Pure: live conditions in, the
+//! two files' text out; the command in `adr/mod.rs` writes or checks them.
+//!
+//! One rule group per engine (vLLM, SGLang, llama.cpp), one alert per condition the engine has
+//! a series for (`crate::thresholds::series`); the others are listed in the files' header as
+//! not exportable, with the reason. `for:` is the condition's window, `severity` comes from its
+//! action, and the labels and annotations carry the record, its file and line, the measured
+//! baseline and the rollback instruction.
+
+use std::fmt::Write as _;
+
+use super::live::LiveCondition;
+use crate::thresholds::series::{Engine, promql, source};
+
+pub const RULES_FILE: &str = "deploy/prometheus/infergate-rules.yml";
+pub const K8S_FILE: &str = "deploy/k8s/infergate-prometheusrule.yml";
+
+/// The two generated files and what went into them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    pub rules: String,
+    pub k8s: String,
+    /// Alerts written (over all engines).
+    pub alerts: usize,
+    /// `ADR-NNNN metric on engines: why`, one per condition and reason.
+    pub not_exportable: Vec<String>,
+}
+
+/// A YAML single-quoted scalar.
+fn q(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+/// `metrics.ttft_ms.p99` -> `MetricsTtftMsP99`.
+fn camel(s: &str) -> String {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut c = w.chars();
+            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The alert name of a condition: `InfergateAdr0001MetricsTtftMsP99RollBack`.
+pub fn alert_name(c: &LiveCondition) -> String {
+    format!(
+        "InfergateAdr{:04}{}{}",
+        c.adr,
+        camel(&c.condition.metric),
+        camel(c.condition.action.as_str())
+    )
+}
+
+fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, expr: &str) {
+    let cond = &c.condition;
+    let label = format!("ADR-{:04}", c.adr);
+    let at = format!("{}:{}", c.file, cond.line);
+    let what = cond.render().replace('`', "");
+    let instruction = if cond.action.blocks() {
+        format!(
+            "roll back the decision of {label} ({}): its Rollback conditions section ({at}) says \
+             what rolling back restores",
+            c.title
+        )
+    } else {
+        format!("investigate without rolling back ({label}, {at})")
+    };
+    let lines = [
+        format!("- alert: {}", alert_name(c)),
+        format!("  expr: {}", q(expr)),
+        format!("  for: {}", cond.window),
+        "  labels:".to_string(),
+        format!("    severity: {}", cond.action.severity()),
+        format!("    engine: {}", engine.as_str()),
+        format!("    adr: {}", q(&format!("{:04}", c.adr))),
+        format!("    metric: {}", q(&cond.metric)),
+        format!("    action: {}", q(cond.action.as_str())),
+        "  annotations:".to_string(),
+        format!("    summary: {}", q(&format!("{label}: {what} ({})", engine.as_str()))),
+        format!("    record: {}", q(&at)),
+        format!("    baseline: {}", q(cond.note.as_deref().unwrap_or("not stated in the record"))),
+        format!("    rollback: {}", q(&instruction)),
+        format!("    value: {}", q(&format!("{{{{ $value }}}} {}", cond.unit))),
+    ];
+    for l in lines {
+        writeln!(o, "{pad}{l}").unwrap();
+    }
+}
+
+/// The `groups:` list at `indent` spaces, and how many alerts it holds.
+fn groups(conds: &[LiveCondition], indent: usize) -> (String, usize) {
+    let pad = " ".repeat(indent);
+    let mut o = String::new();
+    let mut alerts = 0;
+    writeln!(o, "{pad}groups:").unwrap();
+    for engine in Engine::ALL {
+        writeln!(o, "{pad}  - name: infergate-rollback-{}", engine.as_str()).unwrap();
+        let mut body = String::new();
+        for c in conds {
+            if let Ok(src) = source(&c.condition.metric, engine) {
+                rule(&mut body, &format!("{pad}      "), c, engine, &promql(&src, &c.condition));
+                alerts += 1;
+            }
+        }
+        if body.is_empty() {
+            writeln!(o, "{pad}    rules: []").unwrap();
+        } else {
+            writeln!(o, "{pad}    rules:\n{body}").unwrap();
+            o.pop();
+        }
+    }
+    (o, alerts)
+}
+
+/// Which conditions have no series on which engines, and why.
+fn not_exportable(conds: &[LiveCondition]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in conds {
+        let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
+        for engine in Engine::ALL {
+            if let Err(why) = source(&c.condition.metric, engine) {
+                match by_reason.iter_mut().find(|(r, _)| *r == why.0) {
+                    Some((_, engines)) => engines.push(engine.as_str()),
+                    None => by_reason.push((why.0, vec![engine.as_str()])),
+                }
+            }
+        }
+        for (why, engines) in by_reason {
+            out.push(format!(
+                "ADR-{:04} {} ({}:{}) on {}: {why}",
+                c.adr,
+                c.condition.render().replace('`', ""),
+                c.file,
+                c.condition.line,
+                engines.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+fn header(kind: &str, missing: &[String]) -> String {
+    let mut o = format!(
+        "# Generated by `cargo xtask adr alerts` from the rollback conditions of the live\n\
+         # (Accepted, not superseded) decision records in docs/adr: {kind}.\n\
+         # Do not edit: change or supersede a record and regenerate.\n\
+         # `cargo xtask adr alerts --check` fails when this file is out of date.\n"
+    );
+    if !missing.is_empty() {
+        o.push_str("#\n# Not exportable (no series of the engine measures it; `cargo xtask gate` checks it on bench runs):\n");
+        for m in missing {
+            writeln!(o, "#   {m}").unwrap();
+        }
+    }
+    o
+}
+
+/// Both files for the live conditions.
+pub fn render(conds: &[LiveCondition]) -> Rendered {
+    let missing = not_exportable(conds);
+    let (g, alerts) = groups(conds, 0);
+    let rules = format!(
+        "{}{g}",
+        header("Prometheus alerting rules (`rule_files:` of prometheus.yml)", &missing)
+    );
+    let (g, _) = groups(conds, 2);
+    let k8s = format!(
+        "{}apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: \
+         infergate-rollback\n  labels:\n    app.kubernetes.io/name: infergate\n    \
+         app.kubernetes.io/component: rollback-alerts\nspec:\n{g}",
+        header("the Prometheus Operator's PrometheusRule", &missing)
+    );
+    Rendered { rules, k8s, alerts, not_exportable: missing }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::thresholds::rollback::parse_condition;
+
+    fn live(adr: u32, line: usize, text: &str) -> LiveCondition {
+        let mut condition = parse_condition(text).unwrap().unwrap();
+        condition.line = line;
+        LiveCondition { adr, file: "docs/adr/0002-x.md".into(), title: "X's".into(), condition }
+    }
+
+    #[test]
+    fn conditions_become_alerts_per_engine_and_the_rest_is_listed() {
+        let conds = [
+            live(
+                2,
+                40,
+                "`metrics.ttft_ms.p99` above 250 ms for 5m: roll back (measured 201 in Exp-1)",
+            ),
+            live(2, 41, "`goodput.ratio` below 0.9 for 5m: roll back"),
+            live(2, 44, "`server.kv_cache_usage.max` above 0.97 for 1m: investigate"),
+        ];
+        let r = render(&conds);
+        // TTFT: vLLM and SGLang; KV usage: all three; goodput: none.
+        assert_eq!(r.alerts, 5, "{}", r.rules);
+        assert!(r.rules.contains("- alert: InfergateAdr0002MetricsTtftMsP99RollBack\n"));
+        assert!(r.rules.contains(
+            "expr: 'histogram_quantile(0.99, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket[5m]))) * 1000 > 250'"
+        ));
+        assert!(r.rules.contains("for: 1m\n"));
+        assert!(r.rules.contains("severity: warning\n"));
+        assert!(r.rules.contains("baseline: 'measured 201 in Exp-1'\n"));
+        assert!(r.rules.contains("record: 'docs/adr/0002-x.md:40'\n"));
+        assert!(r.rules.contains("(X''s)"), "quotes doubled in single-quoted YAML");
+        assert_eq!(r.not_exportable.len(), 2, "{:#?}", r.not_exportable);
+        assert!(r.not_exportable[0].contains(
+            "metrics.ttft_ms.p99 above 250 ms for 5m: roll back (docs/adr/0002-x.md:40) on llamacpp"
+        ));
+        assert!(r.not_exportable[1].contains("on vllm, sglang, llamacpp: goodput"));
+        assert!(r.k8s.contains("kind: PrometheusRule\n"));
+        assert!(r.k8s.contains(
+            "\n  groups:\n    - name: infergate-rollback-vllm\n      rules:\n        - alert: "
+        ));
+        let empty = render(&[]);
+        assert!(empty.rules.ends_with("groups:\n  - name: infergate-rollback-vllm\n    rules: []\n  - name: infergate-rollback-sglang\n    rules: []\n  - name: infergate-rollback-llamacpp\n    rules: []\n"), "{}", empty.rules);
+    }
+}
