@@ -169,11 +169,29 @@ pub struct WorkloadInfo {
     pub items: u64,
     /// How prompt lengths were counted.
     pub length_basis: crate::workload::LengthBasis,
+    /// Prompt lengths: the configured distribution, requested and realised.
+    #[serde(default)]
+    pub input_length: crate::lengths::LengthReport,
+    /// Output lengths: the configured distribution, requested (`max_tokens`) and realised.
+    #[serde(default)]
+    pub output_length: crate::lengths::LengthReport,
 }
 
 impl Default for WorkloadInfo {
     fn default() -> Self {
-        WorkloadInfo { items: 0, length_basis: crate::workload::LengthBasis::Dataset }
+        WorkloadInfo::new(0, crate::workload::LengthBasis::Dataset)
+    }
+}
+
+impl WorkloadInfo {
+    /// `items` items whose lengths were counted on `length_basis`; no length report yet.
+    pub fn new(items: u64, length_basis: crate::workload::LengthBasis) -> WorkloadInfo {
+        WorkloadInfo {
+            items,
+            length_basis,
+            input_length: Default::default(),
+            output_length: Default::default(),
+        }
     }
 }
 

@@ -398,6 +398,14 @@ pub struct WorkloadConfig {
     pub shared_prefix_tokens: u32,
     /// Shuffle the request order (deterministically, by `seed`).
     pub shuffle: bool,
+    /// Prompt lengths drawn from a distribution instead of `input_lengths` (`samples` items).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_distribution: Option<super::LengthDist>,
+    /// Output lengths (each item's `max_tokens`) drawn from a distribution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_distribution: Option<super::LengthDist>,
+    /// Items of a workload whose prompt lengths come from `input_distribution`.
+    pub samples: u32,
 }
 
 impl Default for WorkloadConfig {
@@ -413,6 +421,9 @@ impl Default for WorkloadConfig {
             dataset: None,
             shared_prefix_tokens: 0,
             shuffle: true,
+            input_distribution: None,
+            output_distribution: None,
+            samples: 100,
         }
     }
 }
@@ -1003,7 +1014,16 @@ fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
 
 fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
     let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
-    if w.dataset.is_none() {
+    for (key, dist) in [
+        ("input_distribution", &w.input_distribution),
+        ("output_distribution", &w.output_distribution),
+    ] {
+        if let Some(d) = dist {
+            d.validate().map_err(|(field, m)| (format!("workload.{key}.{field}"), m))?;
+        }
+    }
+    at("workload.samples", limits::check_int(w.samples.into(), 1, MAX_WORKLOAD_ITEMS, "items"))?;
+    if w.dataset.is_none() && w.input_distribution.is_none() {
         if w.input_lengths.is_empty() {
             return at(
                 "workload.input_lengths",
@@ -1263,6 +1283,31 @@ mod tests {
         let err = c.resolve("default", &[]).unwrap_err();
         assert_eq!(err.line, Some(2), "{err}");
         assert!(err.message.contains("every prompt length must be within 1..=1048576"), "{err}");
+    }
+
+    #[test]
+    fn length_distributions_are_checked_at_their_line() {
+        let c = cfg("[profile.default.workload]\nsamples = 5\n\
+                     [profile.default.workload.input_distribution]\nkind = \"uniform\"\n\
+                     min = 90\nmax = 30\n")
+        .unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.message.contains("workload.input_distribution.min: must not exceed max (30)"));
+        let err =
+            cfg("[profile.default.workload.output_distribution]\nkind = \"zipf\"\n").unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.message.contains("lognormal") && err.message.contains("empirical"), "{err}");
+        let ok =
+            cfg("[profile.default.workload.input_distribution]\nkind = \"fixed\"\nvalue = 7\n")
+                .unwrap();
+        let p = ok.resolve("default", &[]).unwrap().profile;
+        assert_eq!(
+            p.workload.input_distribution,
+            Some(super::super::LengthDist::Fixed { value: 7 })
+        );
+        let err = ok.resolve("default", &[Override::parse("workload.samples=0").unwrap()]);
+        assert!(err.unwrap_err().to_string().contains("--set workload.samples=0"));
     }
 
     #[test]

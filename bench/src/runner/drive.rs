@@ -244,10 +244,7 @@ pub async fn drive(
     .await;
     let clock = Instant::now();
     let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
-    let workload = WorkloadInfo {
-        items: prepared.workload.len() as u64,
-        length_basis: prepared.workload.basis,
-    };
+    let workload = workload_info(&prepared, &profile.workload);
     let (rec_tx, rec_rx) = std::sync::mpsc::channel::<RequestRecord>();
     let wl = &profile.workload;
     let shared = Arc::new(Shared {
@@ -298,6 +295,19 @@ pub async fn drive(
     };
     let interrupted = control.was_interrupted() && write_error.is_none();
     Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections })
+}
+
+/// What the summary says of the workload before the load: its size, how lengths were counted
+/// and the lengths its items request.
+fn workload_info(prepared: &Prepared, wl: &crate::config::WorkloadConfig) -> WorkloadInfo {
+    use crate::lengths::length_stats;
+    let mut info = WorkloadInfo::new(prepared.workload.len() as u64, prepared.workload.basis);
+    let (input, output) = prepared.workload.requested_lengths();
+    info.input_length.distribution = wl.input_distribution.clone();
+    info.input_length.requested = input.and_then(length_stats);
+    info.output_length.distribution = wl.output_distribution.clone();
+    info.output_length.requested = length_stats(output);
+    info
 }
 
 /// The collector: writes each record as it arrives and accumulates the metrics of those

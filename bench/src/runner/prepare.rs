@@ -48,6 +48,8 @@ pub enum PrepareError {
     },
     #[error(transparent)]
     Dataset(#[from] crate::workload::DatasetError),
+    #[error("cannot use the empirical length distribution")]
+    Lengths(#[from] crate::lengths::LengthFileError),
     #[error("cannot fit the prompt lengths with the target's /tokenize")]
     PromptFit(#[source] TokenizeError),
 }
@@ -67,7 +69,14 @@ pub fn load_workload(wl: &WorkloadConfig, root: &Path) -> Result<Workload, Prepa
                 .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
             Ok(Workload::from_jsonl(&path, &text, wl)?)
         }
-        None => Ok(Workload::synthetic(wl)),
+        None => {
+            let sampler = |d: &Option<crate::config::LengthDist>, salt: u64| {
+                d.as_ref().map(|d| d.sampler(root, wl.seed ^ salt)).transpose()
+            };
+            let input = sampler(&wl.input_distribution, 0)?;
+            let output = sampler(&wl.output_distribution, 0x6f75_7470_7574)?;
+            Ok(Workload::synthetic_with(wl, input, output))
+        }
     }
 }
 
