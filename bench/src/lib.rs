@@ -35,6 +35,7 @@ pub mod stats;
 pub mod strategy_compare;
 pub mod summary;
 pub mod sweep;
+pub mod trace;
 pub mod wire;
 pub mod workload;
 

@@ -42,6 +42,24 @@ pub struct WorkItem {
     pub response_format: Option<serde_json::Value>,
 }
 
+/// A file the workload was read from, as the profile names it, with a hash of its content
+/// (`fnv1a:` and 16 hex digits): a run of the same profile with an edited file is another
+/// scenario.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadFile {
+    pub path: String,
+    pub hash: String,
+}
+
+impl WorkloadFile {
+    pub fn of(path: &str, content: &[u8]) -> WorkloadFile {
+        WorkloadFile {
+            path: path.to_string(),
+            hash: format!("fnv1a:{:016x}", crate::hash::fnv1a(content)),
+        }
+    }
+}
+
 /// How prompt lengths were counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -68,7 +68,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         summary.notes.extend(report.notes());
         summary.extra.insert("scheduler".into(), serde_json::to_value(report).unwrap_or_default());
     }
-    if load.mode == LoadMode::Open {
+    if matches!(load.mode, LoadMode::Open | LoadMode::Trace) {
         let note = fell_behind_note(
             &summary.schedule,
             summary.requests.total,
