@@ -288,6 +288,9 @@ pub struct MetricsAccumulator {
     pub e2e: LatencyHist,
     pub queue: LatencyHist,
     pub lag: LatencyHist,
+    /// Prompt and output lengths (tokens) the server reported for the measured ok requests.
+    pub input_len: LatencyHist,
+    pub output_len: LatencyHist,
     counts: RequestCounts,
     tokens: TokenCounts,
     input_seen: bool,
@@ -325,6 +328,8 @@ impl MetricsAccumulator {
             e2e: LatencyHist::new(),
             queue: LatencyHist::new(),
             lag: LatencyHist::new(),
+            input_len: LatencyHist::new(),
+            output_len: LatencyHist::new(),
             counts: RequestCounts::default(),
             tokens: TokenCounts::default(),
             input_seen: false,
@@ -396,10 +401,12 @@ impl MetricsAccumulator {
             self.queue.record(q);
         }
         if let Some(n) = r.input_tokens {
+            self.input_len.record(n as f64);
             self.input_seen = true;
             self.input_total = self.checked_sum(self.input_total, n);
         }
         if let Some(n) = r.output_tokens {
+            self.output_len.record(n as f64);
             self.output_seen = true;
             self.output_total = self.checked_sum(self.output_total, n);
         }

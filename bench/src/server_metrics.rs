@@ -14,6 +14,7 @@
 //! | preemptions | counter | `vllm:num_preemptions_total` | — | — |
 //! | running | gauge | `vllm:num_requests_running` | `llamacpp:requests_processing` | `sglang:num_running_reqs` |
 //! | waiting | gauge | `vllm:num_requests_waiting` | `llamacpp:requests_deferred` | `sglang:num_queue_reqs` |
+//! | prefix cache queries, hits | counter | `vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total` (or `vllm:gpu_prefix_cache_*`) | — | — |
 //! | KV cache usage (0..1) | gauge | `vllm:kv_cache_usage_perc`, `vllm:gpu_cache_usage_perc` | `llamacpp:kv_cache_usage_ratio` | `sglang:token_usage` |
 //!
 //! and the simulator's own `infergate_sim:kv_fragmentation_ratio` (gauge) and
@@ -49,6 +50,11 @@ pub const KV_USAGE: &[&str] = &[
     "llamacpp:kv_cache_usage_ratio",
     "sglang:token_usage",
 ];
+/// Prompt tokens looked up in the prefix cache, and those found (vLLM v1 and its older names).
+pub const PREFIX_CACHE_QUERIES: &[&str] =
+    &["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"];
+pub const PREFIX_CACHE_HITS: &[&str] =
+    &["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"];
 pub const KV_FRAGMENTATION: &[&str] = &["infergate_sim:kv_fragmentation_ratio"];
 pub const WASTED_TOKENS: &[&str] = &["infergate_sim:wasted_tokens_total"];
 
@@ -63,6 +69,8 @@ pub struct Reading {
     pub waiting: Option<f64>,
     pub kv_cache_usage: Option<f64>,
     pub kv_fragmentation: Option<f64>,
+    pub prefix_cache_queries: Option<f64>,
+    pub prefix_cache_hits: Option<f64>,
 }
 
 fn first_of(e: &Exposition, names: &[&str]) -> Option<f64> {
@@ -80,6 +88,8 @@ impl Reading {
             waiting: first_of(e, WAITING),
             kv_cache_usage: first_of(e, KV_USAGE),
             kv_fragmentation: first_of(e, KV_FRAGMENTATION),
+            prefix_cache_queries: first_of(e, PREFIX_CACHE_QUERIES),
+            prefix_cache_hits: first_of(e, PREFIX_CACHE_HITS),
         }
     }
 }
@@ -202,6 +212,14 @@ pub struct ServerSection {
     pub preemptions: Option<f64>,
     /// Tokens generated for clients that had gone (simulator only).
     pub wasted_tokens: Option<f64>,
+    /// Prompt tokens looked up in the prefix cache over the bracket, and those it served.
+    #[serde(default)]
+    pub prefix_cache_queries: Option<f64>,
+    #[serde(default)]
+    pub prefix_cache_hits: Option<f64>,
+    /// prefix_cache_hits / prefix_cache_queries (null when nothing was looked up).
+    #[serde(default)]
+    pub prefix_cache_hit_rate: Option<f64>,
     /// Output tokens the client received in ok requests over the run (warmup included) /
     /// generation_tokens.
     pub goodput_ratio: Option<f64>,
@@ -272,6 +290,9 @@ pub fn summarize(
         prompt_tokens: None,
         preemptions: None,
         wasted_tokens: None,
+        prefix_cache_queries: None,
+        prefix_cache_hits: None,
+        prefix_cache_hit_rate: None,
         goodput_ratio: None,
         running: None,
         waiting: None,
@@ -325,6 +346,13 @@ pub fn summarize(
         section.prompt_tokens = delta(|r| r.prompt_tokens);
         section.preemptions = delta(|r| r.preemptions);
         section.wasted_tokens = delta(|r| r.wasted_tokens);
+        section.prefix_cache_queries = delta(|r| r.prefix_cache_queries);
+        section.prefix_cache_hits = delta(|r| r.prefix_cache_hits);
+        section.prefix_cache_hit_rate =
+            match (section.prefix_cache_hits, section.prefix_cache_queries) {
+                (Some(h), Some(q)) if q > 0.0 => Some(round6(h / q)),
+                _ => None,
+            };
         section.goodput_ratio = match (run.ok_output_tokens, section.generation_tokens) {
             (Some(d), Some(g)) if g > 0.0 && encloses => Some(round6(d as f64 / g)),
             _ => None,

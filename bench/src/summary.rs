@@ -169,11 +169,38 @@ pub struct WorkloadInfo {
     pub items: u64,
     /// How prompt lengths were counted.
     pub length_basis: crate::workload::LengthBasis,
+    /// Prompt lengths: the configured distribution, requested and realised.
+    #[serde(default)]
+    pub input_length: crate::lengths::LengthReport,
+    /// Output lengths: the configured distribution, requested (`max_tokens`) and realised.
+    #[serde(default)]
+    pub output_length: crate::lengths::LengthReport,
+    /// The files the workload was read from (trace, dataset, empirical lengths), with the hash
+    /// of their content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::workload::WorkloadFile>,
+    /// The replayed trace (trace mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceInfo>,
 }
 
 impl Default for WorkloadInfo {
     fn default() -> Self {
-        WorkloadInfo { items: 0, length_basis: crate::workload::LengthBasis::Dataset }
+        WorkloadInfo::new(0, crate::workload::LengthBasis::Dataset)
+    }
+}
+
+impl WorkloadInfo {
+    /// `items` items whose lengths were counted on `length_basis`; no length report yet.
+    pub fn new(items: u64, length_basis: crate::workload::LengthBasis) -> WorkloadInfo {
+        WorkloadInfo {
+            items,
+            length_basis,
+            input_length: Default::default(),
+            output_length: Default::default(),
+            files: Vec::new(),
+            trace: None,
+        }
     }
 }
 
@@ -507,7 +534,7 @@ fn build_known_metrics() -> Vec<MetricDef> {
             out.push(MetricDef { path, unit: "ms", better: Better::Lower, label });
         }
     }
-    let fixed: [(&'static str, &'static str, Better, &'static str); 16] = [
+    let fixed: [(&'static str, &'static str, Better, &'static str); 17] = [
         ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter"),
         ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)"),
         ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s"),
@@ -523,6 +550,7 @@ fn build_known_metrics() -> Vec<MetricDef> {
         ("server.kv_fragmentation", "ratio", Better::Lower, "KV fragmentation"),
         ("server.preemptions", "count", Better::Lower, "Preemptions"),
         ("server.kv_cache_usage.max", "ratio", Better::Lower, "KV cache usage max"),
+        ("server.prefix_cache_hit_rate", "ratio", Better::Higher, "Prefix cache hit rate"),
         ("schedule.lag_ms.p99", "ms", Better::Lower, "Schedule lag p99"),
     ];
     for (path, unit, better, label) in fixed {

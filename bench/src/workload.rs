@@ -13,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::config::WorkloadConfig;
+use crate::lengths::LengthSampler;
 
 use crate::wire::VOCABULARY;
 
@@ -39,6 +40,24 @@ pub struct WorkItem {
     pub max_tokens: u32,
     /// JSON Schema or response_format the item asks for (datasets), passed through.
     pub response_format: Option<serde_json::Value>,
+}
+
+/// A file the workload was read from, as the profile names it, with a hash of its content
+/// (`fnv1a:` and 16 hex digits): a run of the same profile with an edited file is another
+/// scenario.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadFile {
+    pub path: String,
+    pub hash: String,
+}
+
+impl WorkloadFile {
+    pub fn of(path: &str, content: &[u8]) -> WorkloadFile {
+        WorkloadFile {
+            path: path.to_string(),
+            hash: format!("fnv1a:{:016x}", crate::hash::fnv1a(content)),
+        }
+    }
 }
 
 /// How prompt lengths were counted.
@@ -189,24 +208,47 @@ impl Workload {
     /// Synthetic items: each input length `repeats` times, shuffled by seed when asked. The prompt
     /// text is filled in later (its length is fitted to the target's tokenizer).
     pub fn synthetic(cfg: &WorkloadConfig) -> Workload {
-        let mut lengths: Vec<u32> =
-            Vec::with_capacity(cfg.input_lengths.len() * cfg.repeats as usize);
-        for _ in 0..cfg.repeats {
-            lengths.extend_from_slice(&cfg.input_lengths);
-        }
+        Workload::synthetic_with(cfg, None, None)
+    }
+
+    /// Synthetic items whose prompt lengths are `samples` draws of `input` (else the length list
+    /// times `repeats`) and whose output lengths are draws of `output` (else `max_tokens`).
+    pub fn synthetic_with(
+        cfg: &WorkloadConfig,
+        input: Option<LengthSampler>,
+        output: Option<LengthSampler>,
+    ) -> Workload {
+        let mut lengths: Vec<u32> = match input {
+            Some(mut s) => (0..cfg.samples).map(|_| s.sample()).collect(),
+            None => {
+                let mut v = Vec::with_capacity(cfg.input_lengths.len() * cfg.repeats as usize);
+                for _ in 0..cfg.repeats {
+                    v.extend_from_slice(&cfg.input_lengths);
+                }
+                v
+            }
+        };
         if cfg.shuffle {
             lengths.shuffle(&mut StdRng::seed_from_u64(cfg.seed));
         }
+        let mut output = output;
         let items = lengths
             .into_iter()
             .map(|n| WorkItem {
                 payload: Payload::Prompt(String::new()),
                 target_tokens: Some(n),
-                max_tokens: cfg.max_tokens,
+                max_tokens: output.as_mut().map_or(cfg.max_tokens, |s| s.sample()),
                 response_format: None,
             })
             .collect();
         Workload { items, basis: LengthBasis::Approximate }
+    }
+
+    /// The lengths the items request: prompt lengths (None when an item's is not known, as for
+    /// a dataset) and output lengths.
+    pub fn requested_lengths(&self) -> (Option<Vec<u32>>, Vec<u32>) {
+        let input = self.items.iter().map(|i| i.target_tokens).collect();
+        (input, self.items.iter().map(|i| i.max_tokens).collect())
     }
 
     /// Items from a JSONL dataset. Each line is an object with `messages` (chat messages) or
@@ -394,6 +436,25 @@ mod tests {
         let mut lens: Vec<u32> = w.items.iter().map(|i| i.target_tokens.unwrap()).collect();
         lens.sort();
         assert_eq!(lens, vec![10, 10, 10, 20, 20, 20]);
+    }
+
+    #[test]
+    fn distributions_set_the_item_count_and_both_lengths() {
+        use crate::config::LengthDist;
+        let cfg = WorkloadConfig { samples: 300, ..WorkloadConfig::default() };
+        let root = Path::new(".");
+        let input = LengthDist::Uniform { min: 50, max: 60 }.sampler(root, 1).unwrap();
+        let output = LengthDist::Fixed { value: 9 }.sampler(root, 2).unwrap();
+        let w = Workload::synthetic_with(&cfg, Some(input), Some(output));
+        assert_eq!(w.len(), 300);
+        let (inp, out) = w.requested_lengths();
+        let inp = inp.unwrap();
+        assert!(inp.iter().all(|n| (50..=60).contains(n)) && inp.contains(&50));
+        assert!(out.iter().all(|&n| n == 9));
+        let again = LengthDist::Uniform { min: 50, max: 60 }.sampler(root, 1).unwrap();
+        let w2 = Workload::synthetic_with(&cfg, Some(again), None);
+        assert_eq!(w2.requested_lengths().0.unwrap(), inp, "seeded");
+        assert!(w2.items.iter().all(|i| i.max_tokens == cfg.max_tokens));
     }
 
     #[test]

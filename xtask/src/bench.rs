@@ -48,6 +48,19 @@ pub struct BenchCmd {
     /// Open loop at this many requests per second.
     #[arg(long)]
     pub rate: Option<f64>,
+    /// Replay this request trace (Mooncake JSONL, BurstGPT CSV or infergate JSONL; see
+    /// docs/workloads.md): load.mode = "trace", workload.trace = FILE.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["concurrency", "rate"])]
+    pub trace: Option<String>,
+    /// Trace replay: send times are trace times x SCALE (0.5 replays twice as fast).
+    #[arg(long, value_name = "SCALE")]
+    pub time_scale: Option<f64>,
+    /// Trace replay: start this many seconds (trace time) after the first record.
+    #[arg(long, value_name = "SECONDS")]
+    pub trace_start: Option<f64>,
+    /// Trace replay: replay this many seconds (trace time) of the trace.
+    #[arg(long, value_name = "SECONDS")]
+    pub trace_duration: Option<f64>,
     /// Measured requests to send.
     #[arg(long)]
     pub requests: Option<u64>,
@@ -139,6 +152,21 @@ impl BenchCmd {
             let flag = format!("--rate {}", bench::config::limits::number(r));
             o.push(Override::new("load.mode", "open", flag.clone()));
             o.push(Override::new("load.rate", r, flag));
+        }
+        if let Some(t) = &self.trace {
+            let flag = format!("--trace {t}");
+            o.push(Override::new("load.mode", "trace", flag.clone()));
+            o.push(Override::new("workload.trace", t.as_str(), flag));
+        }
+        let number = bench::config::limits::number;
+        for (flag, key, v) in [
+            ("--time-scale", "load.time_scale", self.time_scale),
+            ("--trace-start", "load.trace_start_s", self.trace_start),
+            ("--trace-duration", "load.trace_duration_s", self.trace_duration),
+        ] {
+            if let Some(v) = v {
+                o.push(Override::new(key, v, format!("{flag} {}", number(v))));
+            }
         }
         if let Some(n) = self.requests {
             o.push(Override::new("load.requests", n as i64, format!("--requests {n}")));
@@ -399,6 +427,30 @@ mod tests {
              file = \"docs/adr/0001-x.md\"\nline = 9\n"
         );
         std::fs::write(root.join("thresholds/gate.toml"), text).unwrap();
+    }
+
+    #[test]
+    fn trace_flags_set_the_replay() {
+        let dir = workspace(ENGINE);
+        let args = [
+            "--trace",
+            "configs/t.jsonl",
+            "--time-scale",
+            "0.5",
+            "--trace-start",
+            "10",
+            "--trace-duration",
+            "60",
+        ];
+        let plan = plan_in(dir.path(), &args).unwrap();
+        let p = &plan.profile.profile;
+        assert_eq!(p.load.mode, bench::config::LoadMode::Trace);
+        assert_eq!(p.workload.trace.as_deref(), Some("configs/t.jsonl"));
+        assert_eq!((p.load.time_scale, p.load.trace_start_s), (0.5, 10.0));
+        assert_eq!(p.load.trace_duration_s, Some(60.0));
+        let err = plan_in(dir.path(), &["--trace", "t.jsonl", "--time-scale", "0"]).unwrap_err();
+        assert!(format!("{err:#}").contains("--time-scale 0"), "{err:#}");
+        assert!(parse(&["--trace", "t.jsonl", "--concurrency", "4"]).is_err());
     }
 
     #[test]

@@ -744,7 +744,7 @@ fn side_summary(
         profile: "acceptance".into(),
         engine: side.engine.clone(),
         started_at,
-        workload: WorkloadInfo { items: items.len() as u64, length_basis: LengthBasis::Dataset },
+        workload: WorkloadInfo::new(items.len() as u64, LengthBasis::Dataset),
         notes: vec!["requests of an acceptance run: the same items sent to the baseline and the candidate at the same moments".into()],
     };
     let mut s = Summary::of_run(header, pass.metrics[k].clone());

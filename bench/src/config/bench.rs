@@ -318,6 +318,23 @@ pub enum LoadMode {
     Closed,
     /// Requests sent on a schedule at `rate` per second, whether or not earlier ones finished.
     Open,
+    /// Requests sent when a trace (`workload.trace`) says, whether or not earlier ones finished.
+    Trace,
+}
+
+/// The format of `workload.trace`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceFormat {
+    /// By the file: `.csv` is BurstGPT; JSONL with `input_length` is Mooncake, else infergate's.
+    #[default]
+    Auto,
+    /// JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`.
+    Mooncake,
+    /// CSV with a header: `Timestamp` (s), `Request tokens`, `Response tokens`, ...
+    Burstgpt,
+    /// JSONL: `timestamp_ms`, `input_tokens`, `output_tokens`, optional `hash_ids`.
+    Infergate,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -357,6 +374,16 @@ pub struct LoadConfig {
     pub warmup_requests: u64,
     /// Seconds of load before the measured window (requests intended earlier are warmup).
     pub warmup_s: f64,
+    /// Trace replay: intended send time = timestamp x `time_scale` (0.5 replays twice as fast).
+    pub time_scale: f64,
+    /// Trace replay: skip the records arriving in the first `trace_start_s` seconds.
+    pub trace_start_s: f64,
+    /// Trace replay: replay only the records of this many seconds (trace time) from the start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_duration_s: Option<f64>,
+    /// Trace replay: at most this many requests per second (later sends are delayed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_rate: Option<f64>,
 }
 
 impl Default for LoadConfig {
@@ -372,6 +399,10 @@ impl Default for LoadConfig {
             duration_s: None,
             warmup_requests: 0,
             warmup_s: 0.0,
+            time_scale: 1.0,
+            trace_start_s: 0.0,
+            trace_duration_s: None,
+            max_rate: None,
         }
     }
 }
@@ -398,6 +429,20 @@ pub struct WorkloadConfig {
     pub shared_prefix_tokens: u32,
     /// Shuffle the request order (deterministically, by `seed`).
     pub shuffle: bool,
+    /// Prompt lengths drawn from a distribution instead of `input_lengths` (`samples` items).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_distribution: Option<super::LengthDist>,
+    /// Output lengths (each item's `max_tokens`) drawn from a distribution.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_distribution: Option<super::LengthDist>,
+    /// Items of a workload whose prompt lengths come from `input_distribution`.
+    pub samples: u32,
+    /// A request trace to replay (`load.mode = "trace"`), relative to the repository root.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    pub trace_format: TraceFormat,
+    /// Tokens per hash block of the trace (Mooncake: 512).
+    pub trace_block_tokens: u32,
 }
 
 impl Default for WorkloadConfig {
@@ -413,6 +458,12 @@ impl Default for WorkloadConfig {
             dataset: None,
             shared_prefix_tokens: 0,
             shuffle: true,
+            input_distribution: None,
+            output_distribution: None,
+            samples: 100,
+            trace: None,
+            trace_format: TraceFormat::Auto,
+            trace_block_tokens: 512,
         }
     }
 }
@@ -935,6 +986,7 @@ pub fn validate_env_name(var: &str) -> Result<(), String> {
 /// number is checked against its documented bound ([`super::limits`]).
 pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     validate_load(&p.load)?;
+    validate_trace(p)?;
     validate_workload(&p.workload)?;
     for (k, v) in [
         ("slo.ttft_ms", p.slo.ttft_ms),
@@ -960,6 +1012,46 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
 /// The dotted key of a failed check.
 fn at(key: &str, r: Result<(), String>) -> Result<(), (String, String)> {
     r.map_err(|m| (key.to_string(), m))
+}
+
+fn validate_trace(p: &Profile) -> Result<(), (String, String)> {
+    let (l, w) = (&p.load, &p.workload);
+    match (l.mode, &w.trace) {
+        (LoadMode::Trace, None) => {
+            return at(
+                "workload.trace",
+                Err("a trace replay (load.mode = \"trace\") needs workload.trace = <file>".into()),
+            );
+        }
+        (LoadMode::Closed | LoadMode::Open, Some(_)) => {
+            return at(
+                "load.mode",
+                Err("workload.trace is replayed by load.mode = \"trace\"".into()),
+            );
+        }
+        _ => {}
+    }
+    if w.trace.is_some() && w.dataset.is_some() {
+        return at("workload.dataset", Err("a trace and a dataset exclude each other".into()));
+    }
+    at(
+        "load.time_scale",
+        limits::check_f64(l.time_scale, Low::Open, 0.0, 1000.0, "(trace time x scale)"),
+    )?;
+    at("load.trace_start_s", limits::seconds(l.trace_start_s, true))?;
+    if let Some(d) = l.trace_duration_s {
+        at("load.trace_duration_s", limits::seconds(d, false))?;
+    }
+    if let Some(r) = l.max_rate {
+        at(
+            "load.max_rate",
+            limits::check_f64(r, Low::Closed, MIN_RATE, MAX_RATE, "requests per second"),
+        )?;
+    }
+    at(
+        "workload.trace_block_tokens",
+        limits::check_int(w.trace_block_tokens.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens"),
+    )
 }
 
 fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
@@ -1003,7 +1095,16 @@ fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
 
 fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
     let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
-    if w.dataset.is_none() {
+    for (key, dist) in [
+        ("input_distribution", &w.input_distribution),
+        ("output_distribution", &w.output_distribution),
+    ] {
+        if let Some(d) = dist {
+            d.validate().map_err(|(field, m)| (format!("workload.{key}.{field}"), m))?;
+        }
+    }
+    at("workload.samples", limits::check_int(w.samples.into(), 1, MAX_WORKLOAD_ITEMS, "items"))?;
+    if w.dataset.is_none() && w.trace.is_none() && w.input_distribution.is_none() {
         if w.input_lengths.is_empty() {
             return at(
                 "workload.input_lengths",
@@ -1263,6 +1364,59 @@ mod tests {
         let err = c.resolve("default", &[]).unwrap_err();
         assert_eq!(err.line, Some(2), "{err}");
         assert!(err.message.contains("every prompt length must be within 1..=1048576"), "{err}");
+    }
+
+    #[test]
+    fn length_distributions_are_checked_at_their_line() {
+        let c = cfg("[profile.default.workload]\nsamples = 5\n\
+                     [profile.default.workload.input_distribution]\nkind = \"uniform\"\n\
+                     min = 90\nmax = 30\n")
+        .unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert_eq!(err.line, Some(5), "{err}");
+        assert!(err.message.contains("workload.input_distribution.min: must not exceed max (30)"));
+        let err =
+            cfg("[profile.default.workload.output_distribution]\nkind = \"zipf\"\n").unwrap_err();
+        assert_eq!(err.line, Some(2), "{err}");
+        assert!(err.message.contains("lognormal") && err.message.contains("empirical"), "{err}");
+        let ok =
+            cfg("[profile.default.workload.input_distribution]\nkind = \"fixed\"\nvalue = 7\n")
+                .unwrap();
+        let p = ok.resolve("default", &[]).unwrap().profile;
+        assert_eq!(
+            p.workload.input_distribution,
+            Some(super::super::LengthDist::Fixed { value: 7 })
+        );
+        let err = ok.resolve("default", &[Override::parse("workload.samples=0").unwrap()]);
+        assert!(err.unwrap_err().to_string().contains("--set workload.samples=0"));
+    }
+
+    #[test]
+    fn a_trace_replay_needs_its_file_and_its_mode() {
+        let c = cfg("[profile.default.load]\nmode = \"trace\"\n").unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert!(err.message.contains("needs workload.trace = <file>"), "{err}");
+        let c = cfg("[profile.default.workload]\ntrace = \"t.jsonl\"\n").unwrap();
+        let err = c.resolve("default", &[]).unwrap_err();
+        assert!(err.message.contains("load.mode = \"trace\""), "{err}");
+        let ok = cfg("[profile.default.load]\nmode = \"trace\"\ntime_scale = 0.5\n\
+                      [profile.default.workload]\ntrace = \"t.csv\"\ntrace_format = \"burstgpt\"\n")
+        .unwrap();
+        let p = ok.resolve("default", &[]).unwrap().profile;
+        assert_eq!((p.load.mode, p.load.time_scale), (LoadMode::Trace, 0.5));
+        assert_eq!(p.workload.trace_format, TraceFormat::Burstgpt);
+        for (set, want) in [
+            ("load.time_scale=0", "(0, 1000]"),
+            ("load.trace_start_s=-1", "[0, 604800] seconds"),
+            ("load.trace_duration_s=0", "(0, 604800] seconds"),
+            ("load.max_rate=0", "requests per second"),
+            ("workload.trace_block_tokens=0", "1..=1048576 tokens"),
+            ("workload.trace_format=parquet", "mooncake"),
+        ] {
+            let err = ok.resolve("default", &[Override::parse(set).unwrap()]).unwrap_err();
+            assert!(err.to_string().contains(&format!("--set {set}")), "{set}: {err}");
+            assert!(err.to_string().contains(want), "{set}: {err}");
+        }
     }
 
     #[test]

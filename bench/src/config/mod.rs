@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod engine;
+pub mod lengths;
 pub mod limits;
 pub mod noise;
 pub mod source;
@@ -12,5 +13,6 @@ pub use engine::{
     BatchSection, BatchStrategy, DeviceSection, Dtype, EngineConfig, EngineSection, Quantization,
     SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection,
 };
+pub use lengths::LengthDist;
 pub use noise::NoiseConfig;
 pub use source::{ConfigError, Source};

@@ -52,6 +52,8 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         notes,
     };
     let mut summary = Summary::of_run(header, driven.acc.finish(requested_rate));
+    summary.workload.input_length.realised = driven.acc.input_len.stats();
+    summary.workload.output_length.realised = driven.acc.output_len.stats();
     // The command line is the caller's text: a header value or a key pasted into it is removed.
     summary.invocation = spec.invocation.as_ref().map(|i| Invocation {
         command: redactor.redact(&i.command),
@@ -66,7 +68,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         summary.notes.extend(report.notes());
         summary.extra.insert("scheduler".into(), serde_json::to_value(report).unwrap_or_default());
     }
-    if load.mode == LoadMode::Open {
+    if matches!(load.mode, LoadMode::Open | LoadMode::Trace) {
         let note = fell_behind_note(
             &summary.schedule,
             summary.requests.total,

@@ -211,7 +211,7 @@ pub async fn drive(
     // Connections are opened first, so connection setup stays out of the window.
     let wanted = match load.mode {
         LoadMode::Closed => load.concurrency,
-        LoadMode::Open => load.max_concurrency.unwrap_or(16),
+        LoadMode::Open | LoadMode::Trace => load.max_concurrency.unwrap_or(16),
     };
     let mut connections = Preconnected {
         wanted: wanted.into(),
@@ -244,10 +244,8 @@ pub async fn drive(
     .await;
     let clock = Instant::now();
     let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
-    let workload = WorkloadInfo {
-        items: prepared.workload.len() as u64,
-        length_basis: prepared.workload.basis,
-    };
+    let workload = workload_info(&prepared, &profile.workload);
+    let replay = prepared.replay.as_ref().map(|r| r.offsets.clone());
     let (rec_tx, rec_rx) = std::sync::mpsc::channel::<RequestRecord>();
     let wl = &profile.workload;
     let shared = Arc::new(Shared {
@@ -276,7 +274,15 @@ pub async fn drive(
     let grace_task = spawn_grace_period(control, grace);
     match load.mode {
         LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
-        LoadMode::Open => open_loop(load, wl.seed, clock, &shared, &admission, control).await,
+        LoadMode::Open => {
+            let rate = load.rate.expect("validated: open loop has a rate");
+            let schedule = ArrivalSchedule::new(load.arrival, rate, load.burstiness, wl.seed);
+            open_loop(load, schedule, clock, &shared, &admission, control).await
+        }
+        LoadMode::Trace => {
+            let offsets = replay.unwrap_or_default();
+            open_loop(load, offsets.into_iter(), clock, &shared, &admission, control).await
+        }
     }
     grace_task.abort();
     connections.cold_requests = conn.client.connections_opened() - opened_before;
@@ -298,6 +304,21 @@ pub async fn drive(
     };
     let interrupted = control.was_interrupted() && write_error.is_none();
     Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections })
+}
+
+/// What the summary says of the workload before the load: its size, how lengths were counted
+/// and the lengths its items request.
+fn workload_info(prepared: &Prepared, wl: &crate::config::WorkloadConfig) -> WorkloadInfo {
+    use crate::lengths::length_stats;
+    let mut info = WorkloadInfo::new(prepared.workload.len() as u64, prepared.workload.basis);
+    let (input, output) = prepared.workload.requested_lengths();
+    info.input_length.distribution = wl.input_distribution.clone();
+    info.input_length.requested = input.and_then(length_stats);
+    info.output_length.distribution = wl.output_distribution.clone();
+    info.output_length.requested = length_stats(output);
+    info.trace = prepared.replay.as_ref().map(|r| r.info.clone());
+    info.files = prepared.files.clone();
+    info
 }
 
 /// The collector: writes each record as it arrives and accumulates the metrics of those
@@ -393,20 +414,20 @@ async fn closed_loop(
     while tasks.join_next().await.is_some() {}
 }
 
-/// Requests sent on the arrival schedule, whatever is in flight (up to `max_concurrency`).
+/// Requests sent at the intended offsets (ms from `clock`: an arrival schedule or a trace's
+/// times), whatever is in flight (up to `max_concurrency`).
 async fn open_loop(
     load: &LoadConfig,
-    seed: u64,
+    offsets: impl Iterator<Item = f64>,
     clock: Instant,
     shared: &Arc<Shared>,
     admission: &Arc<Admission>,
     control: &RunControl,
 ) {
-    let rate = load.rate.expect("validated: open loop has a rate");
     let cap = load.max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
     let mut phase = control.subscribe();
     let mut tasks = JoinSet::new();
-    for offset in ArrivalSchedule::new(load.arrival, rate, load.burstiness, seed) {
+    for offset in offsets {
         let intended = clock + Duration::from_secs_f64(offset / 1000.0);
         tokio::select! {
             _ = tokio::time::sleep_until(intended) => {}

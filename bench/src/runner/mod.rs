@@ -333,7 +333,9 @@ pub fn open_files_need(profile: &ResolvedProfile) -> (u32, bool) {
     let load = &profile.profile.load;
     let concurrency = match load.mode {
         crate::config::LoadMode::Closed => load.concurrency,
-        crate::config::LoadMode::Open => load.max_concurrency.unwrap_or(load.concurrency),
+        crate::config::LoadMode::Open | crate::config::LoadMode::Trace => {
+            load.max_concurrency.unwrap_or(load.concurrency)
+        }
     };
     (concurrency, profile.target.is_none())
 }
@@ -345,12 +347,15 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     let started_sys = SystemTime::now();
     let profile: &Profile = &spec.profile.profile;
     // The pre-run checks end at once when the run is stopped: nothing is measured yet.
+    // The workload's files are read and checked before the target is contacted: a malformed
+    // trace or dataset ends the run before anything is sent.
+    let loaded = prepare::load_workload(&profile.workload, &profile.load, &spec.root)?;
     let before_load = async {
         let connected = connect::connect_run(spec, &dir).await?;
         let prepared = prepare::prepare_workload(
+            loaded,
             &profile.workload,
             profile.endpoint,
-            &spec.root,
             &connected.connection,
         )
         .await?;

@@ -4,36 +4,71 @@
 use std::path::{Path, PathBuf};
 
 use crate::client::TokenizeError;
-use crate::config::{Endpoint, WorkloadConfig};
-use crate::workload::{LengthBasis, PromptBuilder, PromptFit, Workload};
+use crate::config::{Endpoint, LoadConfig, WorkloadConfig};
+use crate::trace::{Trace, TraceInfo, TracePrompts};
+use crate::workload::{
+    LengthBasis, Payload, PromptBuilder, PromptFit, WorkItem, Workload, WorkloadFile,
+};
 
 use super::RunError;
 use super::connect::Connection;
 
-/// The prompts of a synthetic workload: per item, the word count that fits its token target.
+/// The prompts of a synthetic workload (per item, the word count that fits its token target)
+/// or of a trace (per item, its hash blocks).
 pub struct Prompts {
-    builder: PromptBuilder,
-    words: Vec<usize>,
-    counted: Vec<Option<u32>>,
+    kind: PromptKind,
+}
+
+enum PromptKind {
+    Synthetic { builder: PromptBuilder, words: Vec<usize>, counted: Vec<Option<u32>> },
+    Trace(TracePrompts),
 }
 
 impl Prompts {
     /// The prompt request `request_id` sends for item `item`.
     pub fn text(&self, item: u64, request_id: u64) -> String {
-        self.builder.build(item, request_id, self.words[item as usize])
+        match &self.kind {
+            PromptKind::Synthetic { builder, words, .. } => {
+                builder.build(item, request_id, words[item as usize])
+            }
+            PromptKind::Trace(t) => t.text(item as usize, request_id),
+        }
     }
 
     /// The item's prompt tokens as the target's tokenizer counted them (None: not counted).
     pub fn counted_tokens(&self, item: u64) -> Option<u32> {
-        self.counted[item as usize]
+        match &self.kind {
+            PromptKind::Synthetic { counted, .. } => counted[item as usize],
+            PromptKind::Trace(_) => None,
+        }
     }
+}
+
+/// A trace to replay: each item's intended send offset (ms from the start of the load, in item
+/// order) and what the summary says of it.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub offsets: Vec<f64>,
+    pub info: TraceInfo,
+}
+
+/// What a profile's workload files hold, read (and checked) before the target is contacted.
+pub struct Loaded {
+    pub workload: Workload,
+    pub trace: Option<(TracePrompts, Replay)>,
+    /// The files read (trace, dataset, empirical lengths) with their content hashes.
+    pub files: Vec<WorkloadFile>,
 }
 
 /// Step 2's result: what the load will send, and notes on how its lengths were set.
 pub struct Prepared {
     pub workload: Workload,
-    /// For synthetic workloads (None for a dataset).
+    /// For synthetic and trace workloads (None for a dataset).
     pub prompts: Option<Prompts>,
+    /// The replay schedule (trace workloads).
+    pub replay: Option<Replay>,
+    /// The files the workload was read from.
+    pub files: Vec<WorkloadFile>,
     pub notes: Vec<String>,
 }
 
@@ -48,6 +83,12 @@ pub enum PrepareError {
     },
     #[error(transparent)]
     Dataset(#[from] crate::workload::DatasetError),
+    #[error("cannot use the empirical length distribution")]
+    Lengths(#[from] crate::lengths::LengthFileError),
+    #[error("cannot replay the trace")]
+    Trace(#[from] crate::trace::TraceError),
+    #[error("the trace window (load.trace_start_s, load.trace_duration_s) holds no record of {}", path.display())]
+    EmptyWindow { path: PathBuf },
     #[error("cannot fit the prompt lengths with the target's /tokenize")]
     PromptFit(#[source] TokenizeError),
 }
@@ -57,18 +98,87 @@ fn resolve_path(root: &Path, p: &str) -> PathBuf {
     if p.is_absolute() { p.to_path_buf() } else { root.join(p) }
 }
 
-/// The workload a profile describes: its dataset (relative paths from `root`) or its
+/// The workload a profile describes: its trace or dataset (relative paths from `root`) or its
 /// synthetic items.
-pub fn load_workload(wl: &WorkloadConfig, root: &Path) -> Result<Workload, PrepareError> {
-    match &wl.dataset {
-        Some(path) => {
-            let path = resolve_path(root, path);
+pub fn load_workload(
+    wl: &WorkloadConfig,
+    load: &LoadConfig,
+    root: &Path,
+) -> Result<Loaded, PrepareError> {
+    if let Some(file) = &wl.trace {
+        return load_trace(wl, load, root, file);
+    }
+    let mut files = Vec::new();
+    let workload = match &wl.dataset {
+        Some(rel) => {
+            let path = resolve_path(root, rel);
             let text = std::fs::read_to_string(&path)
                 .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
-            Ok(Workload::from_jsonl(&path, &text, wl)?)
+            files.push(WorkloadFile::of(rel, text.as_bytes()));
+            Workload::from_jsonl(&path, &text, wl)?
         }
-        None => Ok(Workload::synthetic(wl)),
+        None => {
+            let sampler = |d: &Option<crate::config::LengthDist>, salt: u64| {
+                d.as_ref().map(|d| d.sampler(root, wl.seed ^ salt)).transpose()
+            };
+            let input = sampler(&wl.input_distribution, 0)?;
+            let output = sampler(&wl.output_distribution, 0x6f75_7470_7574)?;
+            let lists = [&wl.input_distribution, &wl.output_distribution];
+            for rel in lists.into_iter().flatten().filter_map(|d| d.file()) {
+                // Read once more for its hash: the sampler has just read it whole.
+                if let Ok(bytes) = std::fs::read(resolve_path(root, rel)) {
+                    files.push(WorkloadFile::of(rel, &bytes));
+                }
+            }
+            Workload::synthetic_with(wl, input, output)
+        }
+    };
+    Ok(Loaded { workload, trace: None, files })
+}
+
+/// A trace's window as workload items (in arrival order), its prompts and its schedule.
+fn load_trace(
+    wl: &WorkloadConfig,
+    load: &LoadConfig,
+    root: &Path,
+    file: &str,
+) -> Result<Loaded, PrepareError> {
+    let path = resolve_path(root, file);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
+    let trace = Trace::parse(&path, &text, wl.trace_format)?;
+    let start_ms = load.trace_start_s * 1000.0;
+    let origin = trace.records[0].timestamp_ms + start_ms;
+    let trace = trace.window(start_ms, load.trace_duration_s.map(|d| d * 1000.0));
+    if trace.records.is_empty() {
+        return Err(PrepareError::EmptyWindow { path });
     }
+    let offsets = trace.send_offsets(origin, load.time_scale, load.max_rate);
+    let (blocks, reused_blocks) = trace.block_reuse();
+    let info = TraceInfo {
+        file: file.to_string(),
+        format: Some(trace.format),
+        records: trace.records.len() as u64,
+        start_ms,
+        time_scale: load.time_scale,
+        block_tokens: wl.trace_block_tokens,
+        blocks,
+        reused_blocks,
+    };
+    let items = trace
+        .records
+        .iter()
+        .map(|r| WorkItem {
+            payload: Payload::Prompt(String::new()),
+            target_tokens: Some(r.input_tokens),
+            max_tokens: r.output_tokens,
+            response_format: None,
+        })
+        .collect();
+    let prompts = TracePrompts::new(&trace, wl.trace_block_tokens, wl.seed);
+    let workload = Workload { items, basis: LengthBasis::Approximate };
+    let files = vec![WorkloadFile::of(file, text.as_bytes())];
+    Ok(Loaded { workload, trace: Some((prompts, Replay { offsets, info })), files })
 }
 
 /// Notes on how the prompt lengths of a workload were set.
@@ -85,15 +195,25 @@ pub fn workload_notes(basis: LengthBasis, endpoint: Endpoint) -> Vec<String> {
     notes
 }
 
-/// Prepare what a run sends to `conn`: load the workload and, for synthetic items, fit each
-/// prompt to its token target with the target's tokenizer.
+/// Prepare what a run sends to `conn` from the loaded workload: for synthetic items, fit each
+/// prompt to its token target with the target's tokenizer. A trace's prompts are one word per
+/// token as they are (fitting could break the identity of shared blocks).
 pub async fn prepare_workload(
+    loaded: Loaded,
     wl: &WorkloadConfig,
     endpoint: Endpoint,
-    root: &Path,
     conn: &Connection,
 ) -> Result<Prepared, RunError> {
-    let mut workload = load_workload(wl, root)?;
+    let Loaded { mut workload, trace, files } = loaded;
+    if let Some((prompts, replay)) = trace {
+        let notes = vec![
+            "trace prompts are one vocabulary word per trace token, so records sharing hash ids \
+             share identical text; input_tokens records the server's count"
+                .into(),
+        ];
+        let prompts = Some(Prompts { kind: PromptKind::Trace(prompts) });
+        return Ok(Prepared { workload, prompts, replay: Some(replay), files, notes });
+    }
     let prompts = if workload.basis == LengthBasis::Dataset {
         None
     } else {
@@ -109,10 +229,10 @@ pub async fn prepare_workload(
                 .map(|item| (item.target_tokens.unwrap_or(1) as usize, None))
                 .unzip()
         };
-        Some(Prompts { builder, words, counted })
+        Some(Prompts { kind: PromptKind::Synthetic { builder, words, counted } })
     };
     let notes = workload_notes(workload.basis, endpoint);
-    Ok(Prepared { workload, prompts, notes })
+    Ok(Prepared { workload, prompts, replay: None, files, notes })
 }
 
 /// Fit every synthetic item's prompt to its token target with the target's tokenizer
@@ -175,10 +295,11 @@ mod tests {
             dataset: Some("no/such/dataset.jsonl".into()),
             ..WorkloadConfig::default()
         };
-        let e = load_workload(&wl, Path::new("/nonexistent-root")).unwrap_err();
+        let load = LoadConfig::default();
+        let e = load_workload(&wl, &load, Path::new("/nonexistent-root")).err().unwrap();
         assert!(matches!(e, PrepareError::DatasetRead { .. }));
         assert!(e.to_string().contains("/nonexistent-root/no/such/dataset.jsonl"), "{e}");
-        let synthetic = load_workload(&WorkloadConfig::default(), Path::new(".")).unwrap();
-        assert_eq!(synthetic.basis, LengthBasis::Approximate);
+        let synthetic = load_workload(&WorkloadConfig::default(), &load, Path::new(".")).unwrap();
+        assert_eq!(synthetic.workload.basis, LengthBasis::Approximate);
     }
 }

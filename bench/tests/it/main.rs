@@ -21,3 +21,4 @@ mod structured_logprobs;
 mod sweep;
 #[cfg(feature = "tls")]
 mod tls_default;
+mod workloads;

@@ -13,6 +13,7 @@ mod apart;
 mod coordinated_omission;
 mod engine_http;
 mod known_answer;
+mod replay;
 mod throughput;
 
 /// Held for the whole of each timing test: they run one after another.

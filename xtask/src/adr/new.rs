@@ -385,7 +385,16 @@ fn scenario(s: &Summary) -> String {
             let arrival = get("load.arrival").and_then(Json::as_str).unwrap_or("");
             parts.push(format!("open loop at {rate} req/s ({arrival} arrivals)"));
         }
+        Some("trace") => {
+            let scale = get("load.time_scale")
+                .and_then(Json::as_f64)
+                .map_or(BLANK.to_string(), fmt_measured);
+            parts.push(format!("trace replay at time scale {scale}"));
+        }
         _ => {}
+    }
+    for f in &s.workload.files {
+        parts.push(format!("workload file {} ({})", code(&f.path), code(&f.hash)));
     }
     if let Some(lengths) = get("workload.input_lengths").and_then(Json::as_array) {
         let ls: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
@@ -585,6 +594,17 @@ pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
                     show(vr)
                 ));
             }
+        }
+    }
+    // The same file named with other content: another workload.
+    for fr in &r.workload.files {
+        if let Some(fb) = b.workload.files.iter().find(|f| f.path == fr.path && f.hash != fr.hash) {
+            out.push(format!(
+                "workload file {} content {} -> {}",
+                code(&fr.path),
+                code(&fb.hash),
+                code(&fr.hash)
+            ));
         }
     }
     if b.target.model != r.target.model {

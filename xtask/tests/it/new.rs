@@ -424,6 +424,30 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
     assert!(text.contains("- Exp-1: —\n"), "{text}");
 }
 
+#[test]
+fn the_scenario_names_the_workload_files_and_a_changed_content_is_not_like_for_like() {
+    use bench::workload::WorkloadFile;
+    let (mut base, mut exps) = runs();
+    let trace = "configs/workloads/mooncake-sample.jsonl";
+    for s in std::iter::once(&mut base).chain(exps.iter_mut()) {
+        s.config["load"] = serde_json::json!({"mode": "trace", "time_scale": 0.5});
+        s.workload.files = vec![WorkloadFile::of(trace, b"{\"timestamp\": 0}")];
+    }
+    exps[1].workload.files = vec![WorkloadFile::of(trace, b"{\"timestamp\": 1}")];
+    let (old, new) = (&base.workload.files[0].hash, &exps[1].workload.files[0].hash);
+    let text = render(&input(&base, &exps, 2)).unwrap();
+    let scenario = text.lines().find(|l| l.starts_with("Measured scenario:")).unwrap();
+    assert!(scenario.contains("trace replay at time scale 0.5"), "{scenario}");
+    assert!(scenario.contains(&format!("workload file `{trace}` (`{old}`)")), "{scenario}");
+    assert!(
+        text.contains(&format!(
+            "> **Not like for like:** Exp-2 differs from the baseline in workload file `{trace}` content `{old}` -> `{new}`"
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("> **Not like for like:** Exp-1"), "{text}");
+}
+
 /// A workspace whose default profile runs the engine simulator with a small workload, and an
 /// engine config that sets no `[batch]` key.
 fn comparison_workspace() -> tempfile::TempDir {

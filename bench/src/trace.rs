@@ -1,0 +1,448 @@
+//! Request traces to replay: the Mooncake JSONL, BurstGPT CSV and infergate JSONL formats read
+//! into one record list (`Trace`, `TraceRecord`), a window of it, the intended send times
+//! (timestamp x time scale, optionally rate-capped), and prompts synthesised so that records
+//! sharing hash ids share identical prefix blocks word for word (`TracePrompts`).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::TraceFormat;
+use crate::config::limits::MAX_REQUEST_TOKENS;
+use crate::wire::VOCABULARY;
+
+/// One request of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRecord {
+    /// 1-based line of the file the record came from.
+    pub line: usize,
+    /// Arrival time in milliseconds, as written in the trace.
+    pub timestamp_ms: f64,
+    pub input_tokens: u32,
+    pub output_tokens: u32,
+    /// Ids of the prompt's blocks, in order; two records with the same id at the same position
+    /// share that block (and, in Mooncake traces, everything before it).
+    pub hash_ids: Vec<u64>,
+}
+
+/// A parsed trace, in arrival order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trace {
+    pub format: TraceFormat,
+    pub records: Vec<TraceRecord>,
+}
+
+/// A trace that cannot be replayed: the file, the line (0: the whole file) and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}:{line}: {message}", path.display())]
+pub struct TraceError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+impl TraceError {
+    fn at(path: &Path, line: usize, message: impl Into<String>) -> TraceError {
+        TraceError { path: path.to_path_buf(), line, message: message.into() }
+    }
+}
+
+/// What the summary records of a replayed trace.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceInfo {
+    pub file: String,
+    pub format: Option<TraceFormat>,
+    /// Records in the replayed window.
+    pub records: u64,
+    /// Where the window starts, in ms after the trace's first record.
+    pub start_ms: f64,
+    pub time_scale: f64,
+    /// Tokens per hash block.
+    pub block_tokens: u32,
+    /// Hash blocks of the window's prompts, and those an earlier record of the window already
+    /// had (what a prefix cache large enough could serve).
+    pub blocks: u64,
+    pub reused_blocks: u64,
+}
+
+impl Trace {
+    /// Parse a trace file's text in `format` (`auto`: by the file's extension and first record).
+    pub fn parse(path: &Path, text: &str, format: TraceFormat) -> Result<Trace, TraceError> {
+        let format = match format {
+            TraceFormat::Auto => detect(path, text),
+            f => f,
+        };
+        let mut records = match format {
+            TraceFormat::Burstgpt => parse_burstgpt(path, text)?,
+            _ => parse_jsonl(path, text, format)?,
+        };
+        if records.is_empty() {
+            return Err(TraceError::at(path, 0, "the trace has no records"));
+        }
+        // Arrival order (stable: records with equal timestamps keep the file's order).
+        records.sort_by(|a, b| a.timestamp_ms.total_cmp(&b.timestamp_ms));
+        Ok(Trace { format, records })
+    }
+
+    /// The records arriving within `[start, start + duration)` ms after the first record.
+    pub fn window(mut self, start_ms: f64, duration_ms: Option<f64>) -> Trace {
+        let t0 = self.records.first().map_or(0.0, |r| r.timestamp_ms) + start_ms;
+        self.records.retain(|r| {
+            r.timestamp_ms >= t0 && duration_ms.is_none_or(|d| r.timestamp_ms < t0 + d)
+        });
+        self
+    }
+
+    /// Intended send offsets (ms from the start of the load): each record's timestamp minus the
+    /// window's start, times `time_scale`; with `max_rate`, a record is sent no sooner than
+    /// `1000 / max_rate` ms after the previous one.
+    pub fn send_offsets(&self, origin_ms: f64, time_scale: f64, max_rate: Option<f64>) -> Vec<f64> {
+        let gap = max_rate.map(|r| 1000.0 / r);
+        let mut out: Vec<f64> = Vec::with_capacity(self.records.len());
+        for r in &self.records {
+            let mut at = (r.timestamp_ms - origin_ms) * time_scale;
+            if let (Some(g), Some(prev)) = (gap, out.last()) {
+                at = at.max(prev + g);
+            }
+            out.push(at.max(0.0));
+        }
+        out
+    }
+
+    /// Hash blocks in all, and those seen in an earlier record at the same position.
+    pub fn block_reuse(&self) -> (u64, u64) {
+        let mut seen = HashSet::new();
+        let (mut all, mut reused) = (0u64, 0u64);
+        for r in &self.records {
+            for (k, h) in r.hash_ids.iter().enumerate() {
+                all += 1;
+                if !seen.insert((k, *h)) {
+                    reused += 1;
+                }
+            }
+        }
+        (all, reused)
+    }
+}
+
+fn detect(path: &Path, text: &str) -> TraceFormat {
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")) {
+        return TraceFormat::Burstgpt;
+    }
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with("//"));
+    match first {
+        Some(l) if l.contains("\"input_length\"") => TraceFormat::Mooncake,
+        Some(l) if !l.starts_with('{') && l.contains(',') => TraceFormat::Burstgpt,
+        _ => TraceFormat::Infergate,
+    }
+}
+
+/// A token count: a whole number within 1..=2^20.
+fn tokens(v: Option<&serde_json::Value>, key: &str) -> Result<u32, String> {
+    let v = v.ok_or_else(|| format!("missing `{key}`"))?;
+    v.as_u64().filter(|n| (1..=MAX_REQUEST_TOKENS as u64).contains(n)).map(|n| n as u32).ok_or_else(
+        || format!("`{key}` must be a whole number within 1..={MAX_REQUEST_TOKENS}, got {v}"),
+    )
+}
+
+fn timestamp(v: Option<&serde_json::Value>, key: &str) -> Result<f64, String> {
+    let v = v.ok_or_else(|| format!("missing `{key}`"))?;
+    v.as_f64()
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| format!("`{key}` must be a number of milliseconds >= 0, got {v}"))
+}
+
+fn parse_jsonl(
+    path: &Path,
+    text: &str,
+    format: TraceFormat,
+) -> Result<Vec<TraceRecord>, TraceError> {
+    let (ts, input, output) = match format {
+        TraceFormat::Mooncake => ("timestamp", "input_length", "output_length"),
+        _ => ("timestamp_ms", "input_tokens", "output_tokens"),
+    };
+    let mut out = Vec::new();
+    for (line, raw) in crate::workload::dataset_lines(text) {
+        let err = |m: String| TraceError::at(path, line, m);
+        let v: serde_json::Value =
+            serde_json::from_str(raw).map_err(|e| err(format!("not valid JSON: {e}")))?;
+        let obj = v.as_object().ok_or_else(|| err("expected a JSON object".into()))?;
+        let input_tokens = tokens(obj.get(input), input).map_err(err)?;
+        let hash_ids = match obj.get("hash_ids") {
+            None | Some(serde_json::Value::Null) => vec![],
+            Some(serde_json::Value::Array(ids)) => ids
+                .iter()
+                .map(|h| {
+                    h.as_u64().ok_or_else(|| {
+                        err(format!("`hash_ids` holds {h}, not a whole number >= 0"))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(err(format!(
+                    "`hash_ids` must be an array of whole numbers, got {other}"
+                )));
+            }
+        };
+        out.push(TraceRecord {
+            line,
+            timestamp_ms: timestamp(obj.get(ts), ts).map_err(err)?,
+            input_tokens,
+            output_tokens: tokens(obj.get(output), output).map_err(err)?,
+            hash_ids,
+        });
+    }
+    Ok(out)
+}
+
+/// BurstGPT: a CSV with a header naming `Timestamp` (seconds), `Request tokens` and `Response
+/// tokens` (other columns ignored). Counts of 0 (failed requests in BurstGPT) are sent as 1.
+fn parse_burstgpt(path: &Path, text: &str) -> Result<Vec<TraceRecord>, TraceError> {
+    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
+    let Some((_, header)) = lines.next() else { return Ok(vec![]) };
+    let names: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
+    let col = |name: &str| {
+        names.iter().position(|n| n == name).ok_or_else(|| {
+            TraceError::at(
+                path,
+                1,
+                format!(
+                    "the header has no `{name}` column; a BurstGPT trace needs Timestamp, \
+                     Request tokens and Response tokens"
+                ),
+            )
+        })
+    };
+    let (ts, input, output) = (col("timestamp")?, col("request tokens")?, col("response tokens")?);
+    let mut out = Vec::new();
+    for (i, line) in lines {
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        let err = |m: String| TraceError::at(path, i + 1, m);
+        if cells.len() != names.len() {
+            return Err(err(format!("{} columns, the header has {}", cells.len(), names.len())));
+        }
+        let seconds: f64 =
+            cells[ts].parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0).ok_or_else(
+                || err(format!("Timestamp `{}` is not a number of seconds >= 0", cells[ts])),
+            )?;
+        let count = |c: usize, name: &str| -> Result<u32, TraceError> {
+            let n: u64 = cells[c]
+                .parse()
+                .map_err(|_| err(format!("{name} `{}` is not a whole number", cells[c])))?;
+            if n > MAX_REQUEST_TOKENS as u64 {
+                return Err(err(format!("{name} {n} is more than {MAX_REQUEST_TOKENS}")));
+            }
+            Ok((n as u32).max(1))
+        };
+        out.push(TraceRecord {
+            line: i + 1,
+            timestamp_ms: seconds * 1000.0,
+            input_tokens: count(input, "Request tokens")?,
+            output_tokens: count(output, "Response tokens")?,
+            hash_ids: vec![],
+        });
+    }
+    Ok(out)
+}
+
+/// Prompts of a trace: block `k` of a record with hash id `h` there is `block_tokens` words
+/// drawn from `h` (fewer for a partial last block), so records sharing hash ids share those
+/// blocks word for word; the blocks past its hash ids are unique to the request.
+#[derive(Clone, Debug)]
+pub struct TracePrompts {
+    pub block_tokens: u32,
+    seed: u64,
+    /// Per item: prompt length and hash ids.
+    items: Vec<(u32, Vec<u64>)>,
+}
+
+impl TracePrompts {
+    pub fn new(trace: &Trace, block_tokens: u32, seed: u64) -> TracePrompts {
+        let items = trace.records.iter().map(|r| (r.input_tokens, r.hash_ids.clone())).collect();
+        TracePrompts { block_tokens, seed, items }
+    }
+
+    /// The prompt of item `item` sent as request `request_id`: `input_tokens` words.
+    pub fn text(&self, item: usize, request_id: u64) -> String {
+        let (len, ids) = &self.items[item];
+        let (len, block) = (*len as usize, self.block_tokens as usize);
+        let mut out = String::with_capacity(len * 7);
+        for pos in 0..len {
+            let k = pos / block;
+            let key = match ids.get(k) {
+                Some(&h) => crate::hash::fnv1a(&h.to_le_bytes()) ^ self.seed,
+                // Unique to the request: salted with its id and the block.
+                None => {
+                    crate::hash::fnv1a(
+                        &[request_id.to_le_bytes(), (k as u64).to_le_bytes()].concat(),
+                    ) ^ self.seed.rotate_left(17)
+                        ^ 0x756e_6971_7565
+                }
+            };
+            let w = splitmix(key ^ (pos % block) as u64);
+            if pos > 0 {
+                out.push(' ');
+            }
+            out.push_str(VOCABULARY[(w % VOCABULARY.len() as u64) as usize]);
+        }
+        out
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOONCAKE: &str = "{\"timestamp\": 0, \"input_length\": 1000, \"output_length\": 10, \"hash_ids\": [1, 2]}\n\
+        {\"timestamp\": 250, \"input_length\": 700, \"output_length\": 5, \"hash_ids\": [1, 3]}\n\
+        {\"timestamp\": 100, \"input_length\": 20, \"output_length\": 3, \"hash_ids\": [9]}\n";
+
+    fn mooncake() -> Trace {
+        Trace::parse(Path::new("t.jsonl"), MOONCAKE, TraceFormat::Auto).unwrap()
+    }
+
+    #[test]
+    fn the_three_formats_read_into_the_same_records() {
+        let t = mooncake();
+        assert_eq!(t.format, TraceFormat::Mooncake);
+        let ts: Vec<f64> = t.records.iter().map(|r| r.timestamp_ms).collect();
+        assert_eq!(ts, vec![0.0, 100.0, 250.0], "arrival order");
+        assert_eq!(t.records[1].line, 3);
+        assert_eq!(t.records[2].hash_ids, vec![1, 3]);
+        let csv = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+                   5,ChatGPT,472,18,490,Conversation log\n5.25,GPT-4,1087,0,1087,API log\n";
+        let b = Trace::parse(Path::new("b.csv"), csv, TraceFormat::Auto).unwrap();
+        assert_eq!(b.format, TraceFormat::Burstgpt);
+        assert_eq!(b.records[1].timestamp_ms, 5250.0);
+        assert_eq!((b.records[1].input_tokens, b.records[1].output_tokens), (1087, 1));
+        let own = "{\"timestamp_ms\": 1.5, \"input_tokens\": 8, \"output_tokens\": 2}\n";
+        let o = Trace::parse(Path::new("o.jsonl"), own, TraceFormat::Auto).unwrap();
+        assert_eq!(o.format, TraceFormat::Infergate);
+        assert_eq!(o.records[0].timestamp_ms, 1.5);
+        assert!(o.records[0].hash_ids.is_empty());
+    }
+
+    #[test]
+    fn malformed_records_are_named_by_file_and_line() {
+        let cases: [(&str, &str, TraceFormat, usize, &str); 7] = [
+            (
+                "t.jsonl",
+                "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n{oops\n",
+                TraceFormat::Mooncake,
+                2,
+                "not valid JSON",
+            ),
+            (
+                "t.jsonl",
+                "{\"timestamp\": 0, \"output_length\": 1}\n",
+                TraceFormat::Mooncake,
+                1,
+                "missing `input_length`",
+            ),
+            (
+                "t.jsonl",
+                "\n{\"timestamp\": -3, \"input_length\": 5, \"output_length\": 1}\n",
+                TraceFormat::Mooncake,
+                2,
+                "`timestamp` must be a number of milliseconds >= 0",
+            ),
+            (
+                "t.jsonl",
+                "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1, \"hash_ids\": [\"a\"]}\n",
+                TraceFormat::Mooncake,
+                1,
+                "`hash_ids` holds \"a\"",
+            ),
+            (
+                "t.jsonl",
+                "{\"timestamp_ms\": 0, \"input_tokens\": 0, \"output_tokens\": 1}\n",
+                TraceFormat::Infergate,
+                1,
+                "`input_tokens` must be a whole number within 1..=",
+            ),
+            (
+                "b.csv",
+                "Timestamp,Request tokens,Response tokens\n1,2,3\n2,x,3\n",
+                TraceFormat::Burstgpt,
+                3,
+                "Request tokens `x` is not a whole number",
+            ),
+            (
+                "b.csv",
+                "Time,Request tokens,Response tokens\n1,2,3\n",
+                TraceFormat::Burstgpt,
+                1,
+                "no `timestamp` column",
+            ),
+        ];
+        for (file, text, format, line, want) in cases {
+            let e = Trace::parse(Path::new(file), text, format).unwrap_err();
+            assert_eq!(e.line, line, "{e}");
+            assert!(e.to_string().starts_with(&format!("{file}:{line}: ")), "{e}");
+            assert!(e.message.contains(want), "{e}");
+        }
+        let e =
+            Trace::parse(Path::new("e.jsonl"), "\n// nothing\n", TraceFormat::Auto).unwrap_err();
+        assert!(e.message.contains("no records"), "{e}");
+    }
+
+    #[test]
+    fn send_times_are_timestamps_times_the_scale_exactly_and_the_cap_spaces_them() {
+        let text: String = (0..50)
+            .map(|i| {
+                format!(
+                    "{{\"timestamp\": {}, \"input_length\": 4, \"output_length\": 1}}\n",
+                    i * 37 + i % 3
+                )
+            })
+            .collect();
+        let t = Trace::parse(Path::new("t.jsonl"), &text, TraceFormat::Mooncake).unwrap();
+        for scale in [1.0, 0.5, 2.0, 0.001] {
+            let got = t.send_offsets(0.0, scale, None);
+            let want: Vec<f64> = t.records.iter().map(|r| r.timestamp_ms * scale).collect();
+            assert_eq!(got, want, "scale {scale}");
+        }
+        let capped = t.send_offsets(0.0, 0.1, Some(100.0));
+        assert!(capped.windows(2).all(|w| w[1] - w[0] >= 10.0 - 1e-9), "{capped:?}");
+        assert_eq!(capped[0], 0.0);
+    }
+
+    #[test]
+    fn a_window_keeps_the_records_within_it() {
+        let t = mooncake().window(100.0, Some(150.0));
+        let ts: Vec<f64> = t.records.iter().map(|r| r.timestamp_ms).collect();
+        assert_eq!(ts, vec![100.0]);
+        let t = mooncake().window(50.0, None);
+        assert_eq!(t.records.len(), 2);
+        assert_eq!(t.send_offsets(50.0, 1.0, None), vec![50.0, 200.0]);
+    }
+
+    #[test]
+    fn shared_hash_ids_share_identical_blocks_and_nothing_else() {
+        let t = mooncake();
+        let p = TracePrompts::new(&t, 512, 42);
+        let a = p.text(0, 0); // 1000 words, blocks [1, 2]
+        let c = p.text(2, 2); // 700 words, blocks [1, 3]
+        let (a, c): (Vec<&str>, Vec<&str>) = (a.split(' ').collect(), c.split(' ').collect());
+        assert_eq!((a.len(), c.len()), (1000, 700));
+        assert_eq!(a[..512], c[..512], "block 1 shared word for word");
+        let same = a[512..700].iter().zip(&c[512..700]).filter(|(x, y)| x == y).count();
+        assert!(same < 40, "blocks 2 and 3 differ ({same} of 188 words equal by chance)");
+        assert_eq!(p.text(0, 0), p.text(0, 7), "hash blocks do not depend on the request");
+        let (all, reused) = t.block_reuse();
+        assert_eq!((all, reused), (5, 1));
+        // Blocks without hash ids are unique to the request.
+        let own = "{\"timestamp_ms\": 0, \"input_tokens\": 64, \"output_tokens\": 2}\n";
+        let o = Trace::parse(Path::new("o.jsonl"), own, TraceFormat::Auto).unwrap();
+        let q = TracePrompts::new(&o, 16, 1);
+        assert_ne!(q.text(0, 1), q.text(0, 2));
+    }
+}

@@ -1,0 +1,58 @@
+//! Trace replay keeps the trace's times: at 200 requests/s on the simulator, each request is
+//! sent within 1 ms (p99) of its intended time, which is its trace timestamp x the time scale.
+//!
+//! Tolerance: 1 ms at p99 is the issue's requirement for the replay's timer; the lag is the
+//! record's `sent_ms - intended_ms` (both on the run's monotonic clock), so it measures the
+//! sender alone, not the server.
+
+use crate::support::*;
+use bench::config::TimingConfig;
+use bench::rundir;
+use bench::sim::SimOptions;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_at_200_requests_per_second_sends_within_a_millisecond_p99() {
+    let _alone = crate::one_at_a_time().await;
+    let dir = tempfile::tempdir().unwrap();
+    // 600 records, uneven gaps averaging 5 ms (200 requests/s), replayed at half speed from a
+    // trace written at 100 requests/s.
+    let mut t = 0u64;
+    let mut last = 0u64;
+    let lines: Vec<String> = (0..600u64)
+        .map(|i| {
+            last = t;
+            let line = format!(
+                "{{\"timestamp_ms\": {t}, \"input_tokens\": 16, \"output_tokens\": 2, \"hash_ids\": [{}]}}",
+                i % 4
+            );
+            t += 4 + (i * 7919) % 13; // 4..16 ms of trace time: a mean of 10
+            line
+        })
+        .collect();
+    let trace = dir.path().join("trace.jsonl");
+    std::fs::write(&trace, lines.join("\n")).unwrap();
+    let timing = TimingConfig { ttft_ms: 2.0, itl_ms: 1.0, ..TimingConfig::default() };
+    let handle = start_timing_sim(timing, SimOptions::default()).await;
+    let p = profile(
+        &format!(
+            "[profile.default]\nendpoint = \"completions\"\n[profile.default.load]\n\
+             mode = \"trace\"\ntime_scale = 0.5\n[profile.default.workload]\ntrace = \"{}\"\n",
+            trace.display()
+        ),
+        &[],
+    );
+    let out = run_against(&handle, p, dir.path()).await;
+    handle.shutdown().await;
+    assert_eq!(out.summary.requests.ok, 600, "{:?}", out.summary.requests.by_class);
+    let mut records = rundir::read_records(&out.dir).unwrap().records;
+    records.sort_by_key(|r| r.id);
+    let first = records[0].intended_ms;
+    let mut lags: Vec<f64> = records.iter().map(|r| r.lag_ms().unwrap()).collect();
+    lags.sort_by(f64::total_cmp);
+    let p99 = lags[(lags.len() * 99).div_ceil(100) - 1];
+    assert!(p99 <= 1.0, "send lag p99 {p99} ms (max {})", lags[lags.len() - 1]);
+    let span = records[599].intended_ms - first;
+    assert!((span - last as f64 * 0.5).abs() <= 0.002, "intended span {span} ms");
+    let achieved = 599.0 / (span / 1000.0);
+    assert!((achieved - 200.0).abs() < 20.0, "{achieved} requests/s");
+}
