@@ -15,6 +15,7 @@ pub mod config;
 pub mod cost;
 pub mod fdlimit;
 pub mod hash;
+pub mod hostnoise;
 pub mod metrics;
 pub mod openai;
 pub mod outcome;
