@@ -36,6 +36,24 @@ pub const TRIALS_FILE: &str = "trials.json";
 /// The `format_version` of `trials.json` this tool writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The metrics a trial set estimates besides those its thresholds name: TTFT, TPOT, ITL and
+/// E2E mean and P99, throughput, goodput and the error rate.
+pub const DEFAULT_METRICS: &[&str] = &[
+    "metrics.ttft_ms.mean",
+    "metrics.ttft_ms.p99",
+    "metrics.tpot_ms.mean",
+    "metrics.tpot_ms.p99",
+    "metrics.itl_ms.mean",
+    "metrics.itl_ms.p99",
+    "metrics.e2e_ms.mean",
+    "metrics.e2e_ms.p99",
+    "throughput.output_tokens_per_s",
+    "throughput.requests_per_s",
+    "goodput.requests_per_s",
+    "goodput.ratio",
+    "error_rate",
+];
+
 /// How a metric's interval is computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MetricKind {
@@ -113,7 +131,16 @@ pub struct TrialSet {
 #[serde(deny_unknown_fields)]
 pub struct TrialsFile {
     pub format_version: u32,
+    /// The set's id: trial N's run id is `<run_id>-tNN`.
+    #[serde(default)]
+    pub run_id: String,
     pub profile: String,
+    /// The `cargo xtask bench` arguments that measure one more trial of this set with the
+    /// same settings (profile, config, target, overrides; an API key only by the name of its
+    /// variable), relative to the repository root: `gate --until-decided` adds trials with
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bench_args: Vec<String>,
     /// Trials asked for; `trials.len()` of them were measured.
     pub planned: u32,
     /// Seconds waited between trials.
@@ -158,7 +185,8 @@ pub struct MetricEstimate {
 }
 
 impl MetricEstimate {
-    fn blank(per_trial: Vec<Option<f64>>, why: impl Into<String>) -> MetricEstimate {
+    /// No estimate, and why.
+    pub fn blank(per_trial: Vec<Option<f64>>, why: impl Into<String>) -> MetricEstimate {
         MetricEstimate { per_trial, estimate: None, blank: Some(why.into()) }
     }
 }
@@ -240,7 +268,11 @@ impl TrialSet {
                 index: None,
             });
         }
-        let index = TrialsFile::read(path)?;
+        TrialSet::with_index(path, TrialsFile::read(path)?)
+    }
+
+    /// The set of `index` (already read, or being written) in `path`.
+    pub fn with_index(path: &Path, index: TrialsFile) -> Result<TrialSet, TrialsError> {
         if index.trials.is_empty() {
             return Err(TrialsError::Empty { path: path.join(TRIALS_FILE) });
         }
@@ -580,6 +612,8 @@ mod tests {
         }
         let file = TrialsFile {
             format_version: FORMAT_VERSION,
+            run_id: "set".into(),
+            bench_args: vec![],
             profile: "default".into(),
             planned: ttfts.len() as u32,
             cooldown_s: 0.0,

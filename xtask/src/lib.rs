@@ -39,6 +39,8 @@ pub mod sweep;
 pub mod test_cmd;
 pub mod text;
 pub mod thresholds;
+#[cfg(feature = "runtime")]
+pub mod trials;
 
 pub use exit::Status;
 

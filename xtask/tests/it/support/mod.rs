@@ -152,3 +152,27 @@ pub fn xtask_output(root: &Path, args: &[&str]) -> std::process::Output {
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
+
+/// One ok request record: TTFT `ttft_ms`, then 4 output tokens 10 ms apart.
+pub fn record(id: u64, ttft_ms: f64) -> bench::record::RequestRecord {
+    let t0 = id as f64 * 100.0;
+    serde_json::from_value(json!({
+        "id": id, "warmup": false, "class": "ok", "status": 200, "item": id,
+        "intended_ms": t0, "sent_ms": t0, "first_token_ms": t0 + ttft_ms,
+        "last_token_ms": t0 + ttft_ms + 30.0, "end_ms": t0 + ttft_ms + 31.0,
+        "input_tokens": 3, "output_tokens": 4, "content_events": 4,
+        "itl_ms": [10.0, 10.0, 10.0],
+    }))
+    .expect("a valid record")
+}
+
+/// Write `requests.jsonl` into the run directory `dir`: `n` ok requests with the TTFTs
+/// `ttft_ms` (cycled), so a single run's request bootstrap has records to draw from.
+pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut w = bench::rundir::RecordWriter::create(dir).unwrap();
+    for i in 0..n {
+        w.write(&record(i, ttft_ms[i as usize % ttft_ms.len()])).unwrap();
+    }
+    w.finish().unwrap();
+}
