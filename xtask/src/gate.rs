@@ -78,8 +78,10 @@ impl GateCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
         let path = join_clean(&root, &self.run);
-        let thresholds = Thresholds::load(&join_clean(&root, &self.thresholds))
-            .context("cannot read the thresholds")?;
+        let read_thresholds = || {
+            Thresholds::load(&join_clean(&root, &self.thresholds))
+                .context("cannot read the thresholds")
+        };
         let options = GateOptions {
             confidence: self.confidence,
             refuse_busy_host: self.refuse_busy_host,
@@ -87,11 +89,11 @@ impl GateCmd {
         };
         if self.until_decided {
             let max = self.max_trials.unwrap_or(1);
-            return until_decided(&root, &path, thresholds, options, max, self.github);
+            return until_decided(&root, &path, read_thresholds()?, options, max, self.github);
         }
         let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
             let set = TrialSet::load(&path).context("cannot gate the run")?;
-            let report = evaluate(&set, &thresholds, &options);
+            let report = evaluate(&set, &read_thresholds()?, &options);
             print_report(&report, self.github);
             return Ok(report.status());
         };
@@ -104,6 +106,7 @@ impl GateCmd {
         if sets.is_empty() {
             anyhow::bail!("cannot gate {}: it holds no run", path.display());
         }
+        let thresholds = read_thresholds()?;
         for (label, set) in sets {
             verdicts.record(label, evaluate(&set, &thresholds, &options));
         }

@@ -176,3 +176,39 @@ pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
     }
     w.finish().unwrap();
 }
+
+/// Write a trial set into `dir`: each summary a trial directory (`trial-01`, ...) and
+/// `trials.json`. Two identical summaries make zero-width t intervals: the gate then compares
+/// the values themselves with the limits.
+pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
+    use bench::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
+    let mut entries = Vec::new();
+    for (i, s) in trials.iter().enumerate() {
+        let name = format!("trial-{:02}", i + 1);
+        std::fs::create_dir_all(dir.join(&name)).unwrap();
+        std::fs::write(dir.join(&name).join("summary.json"), serde_json::to_string(s).unwrap())
+            .unwrap();
+        entries.push(TrialEntry {
+            dir: name,
+            run_id: s.run_id.clone(),
+            status: s.status,
+            requests: s.requests.total,
+            ok: s.requests.ok,
+            host_busy: false,
+        });
+    }
+    let index = TrialsFile {
+        format_version: FORMAT_VERSION,
+        run_id: dir.file_name().unwrap().to_string_lossy().into(),
+        profile: trials[0].profile.clone(),
+        bench_args: vec![],
+        planned: trials.len() as u32,
+        cooldown_s: 0.0,
+        confidence: 0.95,
+        trials: entries,
+        metrics: Default::default(),
+        notes: vec![],
+    };
+    index.write(dir).unwrap();
+    dir.to_path_buf()
+}
