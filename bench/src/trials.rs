@@ -434,6 +434,80 @@ impl TrialSet {
     }
 }
 
+/// The replicates are drawn in this many chunks, each from its own seeded generator, so the
+/// result is the same however many threads compute them.
+const BOOTSTRAP_CHUNKS: u32 = 16;
+
+/// Every replicate's value of each of `metrics`: `opts.resamples` draws of `records` with
+/// replacement, each through a fresh accumulator with the run's SLO. The chunks run on the
+/// machine's threads; the summary each replicate is read through is the run's without its
+/// configuration, notes and extra sections (serialised once per replicate).
+fn bootstrap_replicates<'m>(
+    summary: &Summary,
+    records: &[RequestRecord],
+    slo: &Slo,
+    metrics: &[&'m str],
+    opts: Options,
+) -> BTreeMap<&'m str, Vec<f64>> {
+    let mut slim = summary.clone();
+    slim.config = serde_json::Value::Null;
+    slim.extra.clear();
+    slim.notes.clear();
+    slim.server = None;
+    let chunk = |c: u32| {
+        let n =
+            opts.resamples / BOOTSTRAP_CHUNKS + u32::from(c < opts.resamples % BOOTSTRAP_CHUNKS);
+        let mut rng = StdRng::seed_from_u64(opts.seed ^ (u64::from(c) << 32));
+        let mut summary = slim.clone();
+        let mut out: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
+        for _ in 0..n {
+            let mut acc = MetricsAccumulator::new(slo.clone());
+            for _ in 0..records.len() {
+                acc.add(&records[rng.random_range(0..records.len())]);
+            }
+            summary.set_metrics(acc.finish(None));
+            let json = serde_json::to_value(&summary).expect("a summary serialises");
+            for &m in metrics {
+                let v = match m {
+                    "error_rate" => (summary.requests.total > 0)
+                        .then(|| summary.requests.failed as f64 / summary.requests.total as f64),
+                    _ => crate::summary::lookup_path(&json, m),
+                };
+                if let Some(v) = v.filter(|v| v.is_finite()) {
+                    out.entry(m).or_default().push(v);
+                }
+            }
+        }
+        out
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16) as u32;
+    let mut per_chunk: Vec<BTreeMap<&'m str, Vec<f64>>> = Vec::new();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let chunk = &chunk;
+                scope.spawn(move || {
+                    (t..BOOTSTRAP_CHUNKS)
+                        .step_by(threads as usize)
+                        .map(|c| (c, chunk(c)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<(u32, BTreeMap<&'m str, Vec<f64>>)> =
+            handles.into_iter().flat_map(|h| h.join().expect("a bootstrap thread")).collect();
+        all.sort_by_key(|(c, _)| *c);
+        per_chunk = all.into_iter().map(|(_, m)| m).collect();
+    });
+    let mut replicates: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
+    for m in per_chunk {
+        for (k, v) in m {
+            replicates.entry(k).or_default().extend(v);
+        }
+    }
+    replicates
+}
+
 /// Per metric, the request bootstrap of one trial: the interval, or why there is none.
 type Intervals = BTreeMap<String, Result<Estimate, String>>;
 
@@ -456,27 +530,7 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
         .get("slo")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
-    let mut rng = StdRng::seed_from_u64(opts.seed);
-    let mut replicates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let mut summary = trial.summary.clone();
-    for _ in 0..opts.resamples {
-        let mut acc = MetricsAccumulator::new(slo.clone());
-        for _ in 0..records.len() {
-            acc.add(&records[rng.random_range(0..records.len())]);
-        }
-        summary.set_metrics(acc.finish(None));
-        let json = serde_json::to_value(&summary).expect("a summary serialises");
-        for &m in metrics {
-            let v = match m {
-                "error_rate" => (summary.requests.total > 0)
-                    .then(|| summary.requests.failed as f64 / summary.requests.total as f64),
-                _ => crate::summary::lookup_path(&json, m),
-            };
-            if let Some(v) = v.filter(|v| v.is_finite()) {
-                replicates.entry(m).or_default().push(v);
-            }
-        }
-    }
+    let replicates = bootstrap_replicates(&trial.summary, &records, &slo, metrics, opts);
     let n = records.len() as u64;
     let mut out = BTreeMap::new();
     for &m in metrics {
@@ -484,7 +538,7 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
             out.insert(m.to_string(), Err("not measured".to_string()));
             continue;
         };
-        let reps = replicates.remove(m).unwrap_or_default();
+        let reps = replicates.get(m).cloned().unwrap_or_default();
         // A statistic blank in more than 1% of the replicates (too few ok requests to draw
         // from) has no interval.
         if (reps.len() as f64) < 0.99 * opts.resamples as f64 {

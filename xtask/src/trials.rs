@@ -201,7 +201,8 @@ impl<'a> SetWriter<'a> {
 
 /// The estimation options at `confidence`.
 fn options(confidence: f64) -> Options {
-    Options::default().with_confidence(confidence)
+    Options { resamples: thresholds::evaluate::GATE_RESAMPLES, ..Options::default() }
+        .with_confidence(confidence)
 }
 
 /// The metrics a plan's sets estimate: the live thresholds for its profile (the `--gate`
