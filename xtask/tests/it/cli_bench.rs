@@ -344,6 +344,19 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     let o = xtask(r.path(), &["bench", "-q", "-p", "noisy", "--trials", "2", "--out", "set"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("already holds a trial set"), "{}", stderr(&o));
+    // The profile key: `trials = 2` measures a set of two; 0 is refused with its key.
+    std::fs::write(
+        r.path().join("configs/bench.toml"),
+        std::fs::read_to_string(r.path().join("configs/bench.toml")).unwrap()
+            + "[profile.two]\ninherits = \"noisy\"\ntrials = 2\n[profile.none]\ntrials = 0\n",
+    )
+    .unwrap();
+    let o = xtask(r.path(), &["bench", "-q", "-p", "two", "--out", "two"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(bench::trials::TrialsFile::read(&r.path().join("two")).unwrap().trials.len(), 2);
+    let o = xtask(r.path(), &["bench", "-q", "-p", "none"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trials") && stderr(&o).contains("1..=1000"), "{}", stderr(&o));
     // Trials and a sweep do not go together; 0 trials is refused.
     let o = xtask(r.path(), &["bench", "-q", "--trials", "2", "--sweep", "concurrency=1,2"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
