@@ -24,6 +24,7 @@ mod cli_secrets;
 #[cfg(feature = "runtime")]
 mod cli_sim;
 mod gate;
+mod gate_noise;
 mod history;
 mod lint;
 mod new;
