@@ -98,15 +98,21 @@ fn level(c: &Check) -> &'static str {
     }
 }
 
+/// What was gated: `run <id>` or `trial set <id>`.
+fn subject(report: &GateReport) -> String {
+    let kind = if report.trials > 1 { "trial set" } else { "run" };
+    format!("{kind} {}", report.run_id)
+}
+
 /// A failure in words.
 fn failure_message(report: &GateReport, c: &Check) -> String {
     let t = &c.threshold;
+    let subject = subject(report);
     let limit = format!("{} {}", t.comparator, with_unit(t.limit, &t.unit));
     if c.verdict == Verdict::OtherScenario {
         return format!(
-            "run {} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that scenario \
-             (or record a decision for this one)",
-            report.run_id,
+            "{subject} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that \
+             scenario (or record a decision for this one)",
             t.adr,
             t.metric,
             c.scenario_diffs.join(", ")
@@ -124,20 +130,18 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
             ),
             (None, None) => format!("{} cannot be decided", t.metric),
         };
-        return format!("{what} (ADR-{:04}, {})", t.adr, report.run_id);
+        return format!("{what} (ADR-{:04}, {subject})", t.adr);
     }
     match c.measured {
         Some(v) => format!(
-            "{} = {} breaks {limit} (ADR-{:04}, run {})",
+            "{} = {} breaks {limit} (ADR-{:04}, {subject})",
             t.metric,
             with_unit(v, &t.unit),
-            t.adr,
-            report.run_id
+            t.adr
         ),
-        None => format!(
-            "{} was not measured by run {}; ADR-{:04} requires {limit}",
-            t.metric, report.run_id, t.adr
-        ),
+        None => {
+            format!("{} was not measured by {subject}; ADR-{:04} requires {limit}", t.metric, t.adr)
+        }
     }
 }
 
@@ -194,12 +198,9 @@ pub fn render_github(report: &GateReport) -> String {
 pub fn render_report(report: &GateReport, github: bool) -> String {
     let mut out = String::new();
     let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
-    let what = if report.trials > 1 {
-        format!("trial set {} ({} trials)", report.run_id, report.trials)
-    } else {
-        format!("run {}", report.run_id)
-    };
-    writeln!(out, "gate: {what} (profile `{}`){sim}", report.profile).unwrap();
+    let trials =
+        if report.trials > 1 { format!(" ({} trials)", report.trials) } else { String::new() };
+    writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile).unwrap();
     for busy in &report.busy_trials {
         writeln!(out, "note: the client host was busy during {busy}").unwrap();
     }

@@ -257,7 +257,7 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
     assert!(text.contains("FAIL (other scenario)"), "{text}");
     assert!(
         text.contains(
-            "run run-64 is not the scenario ADR-0001 set metrics.ttft_ms.p99 <= 200 ms for: \
+            "trial set run-64 is not the scenario ADR-0001 set metrics.ttft_ms.p99 <= 200 ms for: \
              load.concurrency 64 (set for 32)"
         ),
         "{text}"
