@@ -16,6 +16,7 @@ pub mod config;
 pub mod cost;
 pub mod fdlimit;
 pub mod hash;
+pub mod hostnoise;
 pub mod lengths;
 pub mod metrics;
 pub mod openai;

@@ -86,6 +86,9 @@ pub struct Environment {
     pub memory_gib: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// How busy the client host was while the load ran (a bench run's; blank elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::hostnoise::HostNoise>,
 }
 
 impl Environment {
@@ -112,6 +115,7 @@ impl Environment {
             cpu_model,
             memory_gib,
             hostname,
+            noise: None,
         }
     }
 

@@ -36,6 +36,24 @@ pub const TRIALS_FILE: &str = "trials.json";
 /// The `format_version` of `trials.json` this tool writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The metrics a trial set estimates besides those its thresholds name: TTFT, TPOT, ITL and
+/// E2E mean and P99, throughput, goodput and the error rate.
+pub const DEFAULT_METRICS: &[&str] = &[
+    "metrics.ttft_ms.mean",
+    "metrics.ttft_ms.p99",
+    "metrics.tpot_ms.mean",
+    "metrics.tpot_ms.p99",
+    "metrics.itl_ms.mean",
+    "metrics.itl_ms.p99",
+    "metrics.e2e_ms.mean",
+    "metrics.e2e_ms.p99",
+    "throughput.output_tokens_per_s",
+    "throughput.requests_per_s",
+    "goodput.requests_per_s",
+    "goodput.ratio",
+    "error_rate",
+];
+
 /// How a metric's interval is computed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MetricKind {
@@ -113,7 +131,16 @@ pub struct TrialSet {
 #[serde(deny_unknown_fields)]
 pub struct TrialsFile {
     pub format_version: u32,
+    /// The set's id: trial N's run id is `<run_id>-tNN`.
+    #[serde(default)]
+    pub run_id: String,
     pub profile: String,
+    /// The `cargo xtask bench` arguments that measure one more trial of this set with the
+    /// same settings (profile, config, target, overrides; an API key only by the name of its
+    /// variable), relative to the repository root: `gate --until-decided` adds trials with
+    /// them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bench_args: Vec<String>,
     /// Trials asked for; `trials.len()` of them were measured.
     pub planned: u32,
     /// Seconds waited between trials.
@@ -158,7 +185,8 @@ pub struct MetricEstimate {
 }
 
 impl MetricEstimate {
-    fn blank(per_trial: Vec<Option<f64>>, why: impl Into<String>) -> MetricEstimate {
+    /// No estimate, and why.
+    pub fn blank(per_trial: Vec<Option<f64>>, why: impl Into<String>) -> MetricEstimate {
         MetricEstimate { per_trial, estimate: None, blank: Some(why.into()) }
     }
 }
@@ -240,7 +268,11 @@ impl TrialSet {
                 index: None,
             });
         }
-        let index = TrialsFile::read(path)?;
+        TrialSet::with_index(path, TrialsFile::read(path)?)
+    }
+
+    /// The set of `index` (already read, or being written) in `path`.
+    pub fn with_index(path: &Path, index: TrialsFile) -> Result<TrialSet, TrialsError> {
         if index.trials.is_empty() {
             return Err(TrialsError::Empty { path: path.join(TRIALS_FILE) });
         }
@@ -402,6 +434,80 @@ impl TrialSet {
     }
 }
 
+/// The replicates are drawn in this many chunks, each from its own seeded generator, so the
+/// result is the same however many threads compute them.
+const BOOTSTRAP_CHUNKS: u32 = 16;
+
+/// Every replicate's value of each of `metrics`: `opts.resamples` draws of `records` with
+/// replacement, each through a fresh accumulator with the run's SLO. The chunks run on the
+/// machine's threads; the summary each replicate is read through is the run's without its
+/// configuration, notes and extra sections (serialised once per replicate).
+fn bootstrap_replicates<'m>(
+    summary: &Summary,
+    records: &[RequestRecord],
+    slo: &Slo,
+    metrics: &[&'m str],
+    opts: Options,
+) -> BTreeMap<&'m str, Vec<f64>> {
+    let mut slim = summary.clone();
+    slim.config = serde_json::Value::Null;
+    slim.extra.clear();
+    slim.notes.clear();
+    slim.server = None;
+    let chunk = |c: u32| {
+        let n =
+            opts.resamples / BOOTSTRAP_CHUNKS + u32::from(c < opts.resamples % BOOTSTRAP_CHUNKS);
+        let mut rng = StdRng::seed_from_u64(opts.seed ^ (u64::from(c) << 32));
+        let mut summary = slim.clone();
+        let mut out: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
+        for _ in 0..n {
+            let mut acc = MetricsAccumulator::new(slo.clone());
+            for _ in 0..records.len() {
+                acc.add(&records[rng.random_range(0..records.len())]);
+            }
+            summary.set_metrics(acc.finish(None));
+            let json = serde_json::to_value(&summary).expect("a summary serialises");
+            for &m in metrics {
+                let v = match m {
+                    "error_rate" => (summary.requests.total > 0)
+                        .then(|| summary.requests.failed as f64 / summary.requests.total as f64),
+                    _ => crate::summary::lookup_path(&json, m),
+                };
+                if let Some(v) = v.filter(|v| v.is_finite()) {
+                    out.entry(m).or_default().push(v);
+                }
+            }
+        }
+        out
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16) as u32;
+    let mut per_chunk: Vec<BTreeMap<&'m str, Vec<f64>>> = Vec::new();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let chunk = &chunk;
+                scope.spawn(move || {
+                    (t..BOOTSTRAP_CHUNKS)
+                        .step_by(threads as usize)
+                        .map(|c| (c, chunk(c)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<(u32, BTreeMap<&'m str, Vec<f64>>)> =
+            handles.into_iter().flat_map(|h| h.join().expect("a bootstrap thread")).collect();
+        all.sort_by_key(|(c, _)| *c);
+        per_chunk = all.into_iter().map(|(_, m)| m).collect();
+    });
+    let mut replicates: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
+    for m in per_chunk {
+        for (k, v) in m {
+            replicates.entry(k).or_default().extend(v);
+        }
+    }
+    replicates
+}
+
 /// Per metric, the request bootstrap of one trial: the interval, or why there is none.
 type Intervals = BTreeMap<String, Result<Estimate, String>>;
 
@@ -432,34 +538,7 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
         .get("slo")
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default();
-    let mut rng = StdRng::seed_from_u64(opts.seed);
-    let mut replicates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    for _ in 0..opts.resamples {
-        let mut acc = MetricsAccumulator::new(slo.clone());
-        for _ in 0..records.len() {
-            acc.add(&records[rng.random_range(0..records.len())]);
-        }
-        let m = acc.finish(None);
-        // The sections of summary.json the records make (`Summary::set_metrics`), under the
-        // same names.
-        let json = serde_json::json!({
-            "requests": m.requests,
-            "metrics": m.latency,
-            "throughput": m.throughput,
-            "goodput": m.goodput,
-            "schedule": m.schedule,
-        });
-        for &m_name in metrics {
-            let v = match m_name {
-                "error_rate" => (m.requests.total > 0)
-                    .then(|| m.requests.failed as f64 / m.requests.total as f64),
-                _ => crate::summary::lookup_path(&json, m_name),
-            };
-            if let Some(v) = v.filter(|v| v.is_finite()) {
-                replicates.entry(m_name).or_default().push(v);
-            }
-        }
-    }
+    let replicates = bootstrap_replicates(&trial.summary, &records, &slo, metrics, opts);
     let n = records.len() as u64;
     let mut out = BTreeMap::new();
     for &m in metrics {
@@ -467,7 +546,7 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
             out.insert(m.to_string(), Err("not measured".to_string()));
             continue;
         };
-        let reps = replicates.remove(m).unwrap_or_default();
+        let reps = replicates.get(m).cloned().unwrap_or_default();
         // A statistic blank in more than 1% of the replicates (too few ok requests to draw
         // from) has no interval.
         if (reps.len() as f64) < 0.99 * opts.resamples as f64 {
@@ -595,6 +674,8 @@ mod tests {
         }
         let file = TrialsFile {
             format_version: FORMAT_VERSION,
+            run_id: "set".into(),
+            bench_args: vec![],
             profile: "default".into(),
             planned: ttfts.len() as u32,
             cooldown_s: 0.0,

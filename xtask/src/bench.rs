@@ -17,9 +17,9 @@ use xshell::Shell;
 use crate::exit::Status;
 use crate::plan::{
     BenchMode, BenchPlan, GateSettings, PlanError, ProfileSource, StrategyList, SweepPlan,
-    check_comparable,
+    TrialPlan, check_comparable,
 };
-use crate::thresholds::Thresholds;
+use crate::thresholds::{GateOptions, Thresholds};
 use crate::{gitinfo, measure, report, thresholds};
 
 #[derive(Clone, Debug, Args)]
@@ -114,6 +114,30 @@ pub struct BenchCmd {
     /// directory at the end.
     #[arg(long)]
     pub report: bool,
+    /// Measure the profile N times, a trial set: each trial a run directory (`trial-01`, ...)
+    /// inside --out, beside trials.json with every gated metric's estimate and interval
+    /// (overrides the profile's `trials`).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["sweep", "compare_strategies"],
+        value_parser = parse_trials
+    )]
+    pub trials: Option<u32>,
+    /// Seconds to wait between two trials (overrides the profile's `cooldown_s`).
+    #[arg(long, value_name = "SECONDS")]
+    pub cooldown: Option<f64>,
+    /// Coverage of the confidence intervals of a trial set's estimates and of the gate's
+    /// verdicts, within (0, 1).
+    #[arg(long, value_name = "P", default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    pub confidence: f64,
+    /// With --gate on a trial set: add trials until every blocking threshold is decided (pass
+    /// or fail), up to --max-trials, each look at a Bonferroni-corrected confidence.
+    #[arg(long, requires = "gate", requires = "max_trials", conflicts_with_all = ["sweep", "compare_strategies"])]
+    pub until_decided: bool,
+    /// With --until-decided: the most trials the set may hold.
+    #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
+    pub max_trials: Option<u32>,
     /// The command line this command was parsed from (`cargo xtask bench ...`, shell-quoted),
     /// recorded in every summary it writes; set by `main_impl`, not a flag.
     #[arg(skip)]
@@ -136,6 +160,23 @@ fn parse_stage_duration(s: &str) -> Result<f64, String> {
         return Err(format!("must be > 0 seconds, got {d}"));
     }
     Ok(d)
+}
+
+/// `--trials`, `--max-trials`: 1..=1000.
+pub fn parse_trials(s: &str) -> Result<u32, String> {
+    let max = bench::config::limits::MAX_TRIALS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
+    }
+}
+
+/// `--confidence`: within (0, 1).
+pub fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!("must be a coverage within (0, 1) such as 0.95, got `{s}`")),
+    }
 }
 
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
@@ -187,7 +228,44 @@ impl BenchCmd {
         for s in &self.sets {
             o.push(Override::parse(s).map_err(anyhow::Error::msg)?);
         }
+        if let Some(n) = self.trials {
+            o.push(Override::new("trials", n as i64, format!("--trials {n}")));
+        }
+        if let Some(c) = self.cooldown {
+            let flag = format!("--cooldown {}", bench::config::limits::number(c));
+            o.push(Override::new("cooldown_s", c, flag));
+        }
         Ok(o)
+    }
+
+    /// The arguments that measure the same profile with the same settings (what a trial set
+    /// records to add trials later): profile, config, target, load and workload flags, `--set`;
+    /// not the output, gate or reporting flags. An API key appears only as its variable's name.
+    pub fn profile_args(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec!["--profile".into(), self.profile.clone()];
+        let mut opt = |flag: &str, v: Option<String>| {
+            if let Some(v) = v {
+                a.push(flag.to_string());
+                a.push(v);
+            }
+        };
+        let number = bench::config::limits::number;
+        opt("--config", self.config.as_ref().map(|p| p.display().to_string()));
+        opt("--target", self.target.clone());
+        opt("--base-url", self.base_url.clone());
+        opt("--model", self.model.clone());
+        opt("--api-key-env", self.api_key_env.clone());
+        opt("--concurrency", self.concurrency.map(|c| c.to_string()));
+        opt("--rate", self.rate.map(number));
+        opt("--requests", self.requests.map(|n| n.to_string()));
+        opt("--duration", self.duration.map(number));
+        opt("--max-tokens", self.max_tokens.map(|n| n.to_string()));
+        for s in &self.sets {
+            opt("--set", Some(s.clone()));
+        }
+        opt("--trials", self.trials.map(|n| n.to_string()));
+        opt("--cooldown", self.cooldown.map(number));
+        a
     }
 
     /// The mode the flags select (clap has refused the combinations that are not supported).
@@ -235,7 +313,20 @@ impl BenchCmd {
             cli_target: self.cli_target()?,
         };
         let profile = source.resolve(&[])?;
-        let mode = self.mode();
+        let mut mode = self.mode();
+        if mode == BenchMode::Single && (profile.profile.trials.is_some() || self.until_decided) {
+            let count = profile.profile.trials.unwrap_or(1);
+            if let Some(max) = self.max_trials.filter(|&m| m < count) {
+                anyhow::bail!("--max-trials {max} is fewer than the {count} trials planned");
+            }
+            mode = BenchMode::Trials(TrialPlan {
+                count,
+                cooldown_s: profile.profile.cooldown_s.unwrap_or(0.0),
+                confidence: self.confidence,
+                until_decided: self.until_decided.then_some(self.max_trials).flatten(),
+                bench_args: self.profile_args(),
+            });
+        }
         if let BenchMode::Compare(_) = mode {
             check_comparable(&profile)?;
         }
@@ -248,7 +339,8 @@ impl BenchCmd {
         let gate = if self.gate {
             let thresholds = Thresholds::load(&root.join(&self.thresholds))
                 .context("cannot read the thresholds for --gate")?;
-            Some(GateSettings { thresholds, github: self.github })
+            let options = GateOptions { confidence: self.confidence, ..GateOptions::default() };
+            Some(GateSettings { thresholds, github: self.github, options })
         } else {
             None
         };
@@ -304,6 +396,7 @@ pub fn execute(plan: &BenchPlan) -> anyhow::Result<Status> {
         BenchMode::Single => run_single(plan),
         BenchMode::Sweep(sweep) => crate::sweep::run(plan, sweep),
         BenchMode::Compare(list) => crate::strategies::run(plan, list),
+        BenchMode::Trials(tp) => crate::trials::run(plan, tp),
     }
 }
 
@@ -323,7 +416,7 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
         println!("{}", report::render(s));
     }
     println!("run directory: {}", outcome.dir.display());
-    let gate = match plan.gate.as_ref().and_then(|g| Some((g.check(s)?, g.github))) {
+    let gate = match plan.gate.as_ref().and_then(|g| Some((g.check(&outcome.dir, s)?, g.github))) {
         Some((report, github)) => {
             thresholds::print_report(&report, github);
             report.status()

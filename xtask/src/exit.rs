@@ -37,6 +37,14 @@ pub const USAGE_ERROR: Exit = Exit {
     meaning: "usage or tool error: bad arguments, unreadable or invalid files, unreachable target",
 };
 
+pub const INCONCLUSIVE: Exit = Exit {
+    code: 3,
+    name: "inconclusive",
+    meaning: "a gate could not decide: a blocking threshold is inconclusive (its confidence \
+              interval straddles the limit, it has no interval, or the host was busy) and none \
+              failed; never a pass",
+};
+
 pub const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
@@ -44,7 +52,7 @@ pub const INTERRUPTED: Exit = Exit {
 };
 
 /// Every exit code, in increasing order.
-pub const EXIT_CODES: &[Exit] = &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INTERRUPTED];
+pub const EXIT_CODES: &[Exit] = &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INCONCLUSIVE, INTERRUPTED];
 
 /// How a command that ran to completion ended. A command that could not run returns an error
 /// instead, which exits with [`USAGE_ERROR`].
@@ -54,18 +62,22 @@ pub enum Status {
     Success,
     /// [`POLICY_VIOLATED`].
     PolicyViolated,
+    /// [`INCONCLUSIVE`].
+    Inconclusive,
     /// [`INTERRUPTED`].
     Interrupted,
 }
 
 impl Status {
     /// Every status (the exit-code tests walk it).
-    pub const ALL: &[Status] = &[Status::Success, Status::PolicyViolated, Status::Interrupted];
+    pub const ALL: &[Status] =
+        &[Status::Success, Status::PolicyViolated, Status::Inconclusive, Status::Interrupted];
 
     pub fn exit(self) -> Exit {
         match self {
             Status::Success => SUCCESS,
             Status::PolicyViolated => POLICY_VIOLATED,
+            Status::Inconclusive => INCONCLUSIVE,
             Status::Interrupted => INTERRUPTED,
         }
     }
@@ -80,6 +92,18 @@ impl Status {
 
     pub fn from_ok(ok: bool) -> Status {
         if ok { Status::Success } else { Status::PolicyViolated }
+    }
+
+    /// The status of several outcomes together: an interruption outranks a violation, which
+    /// outranks an undecided gate, which outranks success.
+    pub fn worst(self, other: Status) -> Status {
+        let rank = |s: Status| match s {
+            Status::Success => 0,
+            Status::Inconclusive => 1,
+            Status::PolicyViolated => 2,
+            Status::Interrupted => 3,
+        };
+        if rank(other) > rank(self) { other } else { self }
     }
 }
 

@@ -1,9 +1,13 @@
-//! `cargo xtask gate RUN`: a run against the thresholds of the live decision records.
+//! `cargo xtask gate PATH`: a run or a trial set against the thresholds of the live decision
+//! records.
 //!
-//! Every threshold is checked as `measured <comparator> limit`. A metric the run did not
-//! measure is a failure, not a pass. Failures of `block` thresholds fail the gate (exit 1);
-//! failures of `warn` thresholds are reported only. The evaluation and the report are
-//! [`crate::thresholds`]'s, so `bench --gate` gates a run it has just measured with the same code.
+//! Every threshold is decided from its metric's estimate and confidence interval (a single run
+//! is a set of one): pass, fail or inconclusive ([`crate::thresholds::evaluate`]). A metric
+//! the run did not measure is a failure, not a pass. Failures of `block` thresholds fail the
+//! gate (exit 1); an inconclusive `block` threshold with no failure leaves it undecided (exit
+//! 3); `warn` thresholds are reported only. `--until-decided --max-trials K` adds trials to a
+//! trial set, with the bench arguments its `trials.json` records, until every blocking
+//! threshold is decided (`crate::trials::until_decided`).
 //!
 //! A strategy comparison's directory (`comparison.json`) gates every strategy's run, a sweep's
 //! directory (`sweep.json`) every stage ([`crate::thresholds::runs`]): exit 1 when any fails.
@@ -11,23 +15,24 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::Summary;
 use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
 use bench::sweep::{SWEEP_FILE, SweepSummary};
+use bench::trials::TrialSet;
 use clap::Args;
 use xshell::Shell;
 
 use crate::exit::Status;
 use crate::text::join_clean;
-use crate::thresholds::{GATE_FILE, GateVerdicts, Thresholds};
+use crate::thresholds::{GATE_FILE, GateOptions, GateVerdicts, Thresholds};
 use crate::thresholds::{evaluate, print_report};
 
-/// `cargo xtask gate RUN`: gate a measured run.
+/// `cargo xtask gate PATH`: gate a measured run or trial set.
 #[derive(Debug, Args)]
 pub struct GateCmd {
-    /// A bench run directory or its summary.json; a strategy comparison's directory (every
-    /// strategy's run) or a sweep's directory (every stage).
-    #[arg(value_name = "RUN")]
+    /// A bench run directory or its summary.json, a trial set's directory (trials.json); a
+    /// strategy comparison's directory (every strategy's run) or a sweep's directory (every
+    /// stage).
+    #[arg(value_name = "PATH")]
     pub run: PathBuf,
     /// Thresholds file, relative to the repository root.
     #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
@@ -35,6 +40,38 @@ pub struct GateCmd {
     /// Also print GitHub Actions `::error` / `::warning` annotations.
     #[arg(long)]
     pub github: bool,
+    /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
+    #[arg(long, value_name = "P", default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    pub confidence: f64,
+    /// Refuse to decide on a busy client host: every check of a set with a trial measured on a
+    /// busy host (summary `environment.noise.busy`) is inconclusive, naming the trial.
+    #[arg(long)]
+    pub refuse_busy_host: bool,
+    /// Add trials to the trial set, with the settings its trials.json records, until every
+    /// blocking threshold is decided, up to --max-trials (each look at a Bonferroni-corrected
+    /// confidence).
+    #[arg(long, requires = "max_trials")]
+    pub until_decided: bool,
+    /// With --until-decided: the most trials the set may hold.
+    #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
+    pub max_trials: Option<u32>,
+}
+
+/// `--confidence`: within (0, 1).
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
+        _ => Err(format!("must be a coverage within (0, 1) such as 0.95, got `{s}`")),
+    }
+}
+
+/// `--max-trials`: 1..=1000.
+fn parse_trials(s: &str) -> Result<u32, String> {
+    let max = bench::config::limits::MAX_TRIALS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
+    }
 }
 
 impl GateCmd {
@@ -45,27 +82,101 @@ impl GateCmd {
             Thresholds::load(&join_clean(&root, &self.thresholds))
                 .context("cannot read the thresholds")
         };
+        let options = GateOptions {
+            confidence: self.confidence,
+            refuse_busy_host: self.refuse_busy_host,
+            ..GateOptions::default()
+        };
+        if self.until_decided {
+            let max = self.max_trials.unwrap_or(1);
+            return until_decided(&root, &path, read_thresholds()?, options, max, self.github);
+        }
         let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
-            let summary = Summary::read(&path).context("cannot gate the run")?;
-            let report = evaluate(&summary, &read_thresholds()?);
+            let set = TrialSet::load(&path).context("cannot gate the run")?;
+            let report = evaluate(&set, &read_thresholds()?, &options);
             print_report(&report, self.github);
             return Ok(report.status());
         };
-        let mut summaries = Vec::new();
+        let mut sets = Vec::new();
         for (label, dir) in runs {
-            let summary = Summary::read(&dir)
+            let set = TrialSet::load(&dir)
                 .with_context(|| format!("cannot gate {label} ({})", dir.display()))?;
-            summaries.push((label, summary));
+            sets.push((label, set));
         }
-        if summaries.is_empty() {
+        if sets.is_empty() {
             anyhow::bail!("cannot gate {}: it holds no run", path.display());
         }
         let thresholds = read_thresholds()?;
-        for (label, summary) in summaries {
-            verdicts.record(label, evaluate(&summary, &thresholds));
+        for (label, set) in sets {
+            verdicts.record(label, evaluate(&set, &thresholds, &options));
         }
         Ok(verdicts.print(self.github))
     }
+}
+
+/// `--until-decided`: re-plan the set's profile from the bench arguments its `trials.json`
+/// records, add trials to it, print the last look's report.
+#[cfg(feature = "runtime")]
+fn until_decided(
+    root: &Path,
+    path: &Path,
+    thresholds: Thresholds,
+    options: GateOptions,
+    max_trials: u32,
+    github: bool,
+) -> anyhow::Result<Status> {
+    use clap::Parser;
+    if !bench::trials::is_trial_set(path) {
+        anyhow::bail!(
+            "--until-decided adds trials to a trial set, and {} has no trials.json; measure one \
+             with `cargo xtask bench --trials N`",
+            path.display()
+        );
+    }
+    let index = bench::trials::TrialsFile::read(path).context("cannot gate the trial set")?;
+    if index.bench_args.is_empty() {
+        anyhow::bail!(
+            "{} does not record the bench arguments of its trials (bench_args), so no trial can \
+             be added with the same settings",
+            path.join(bench::trials::TRIALS_FILE).display()
+        );
+    }
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        bench: crate::bench::BenchCmd,
+    }
+    let argv = std::iter::once("bench".to_string()).chain(index.bench_args.iter().cloned());
+    let args = Args::try_parse_from(argv).with_context(|| {
+        format!("the bench arguments recorded in {} are refused", path.display())
+    })?;
+    let mut cmd = args.bench;
+    cmd.out = Some(path.to_path_buf());
+    cmd.quiet = true;
+    let plan = cmd.plan(root, index.run_id.clone())?;
+    let gate = crate::plan::GateSettings { thresholds, github, options };
+    let plan = crate::plan::BenchPlan { gate: Some(gate.clone()), ..plan };
+    let mut w = crate::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
+    let (status, report) = crate::trials::until_decided(&mut w, &gate, max_trials)?;
+    if let Some(report) = report {
+        print_report(&report, github);
+    }
+    Ok(status)
+}
+
+#[cfg(not(feature = "runtime"))]
+fn until_decided(
+    _root: &Path,
+    _path: &Path,
+    _thresholds: Thresholds,
+    _options: GateOptions,
+    _max_trials: u32,
+    _github: bool,
+) -> anyhow::Result<Status> {
+    anyhow::bail!(
+        "--until-decided measures trials, which this build cannot (built without the `runtime` \
+         feature)"
+    )
 }
 
 /// The runs a comparison or sweep directory holds, each with its label, and the verdicts they

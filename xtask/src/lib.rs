@@ -42,6 +42,8 @@ pub mod test_cmd;
 pub mod text;
 pub mod thresholds;
 #[cfg(feature = "runtime")]
+pub mod trials;
+#[cfg(feature = "runtime")]
 pub mod watch;
 
 pub use exit::Status;

@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use bench::Summary;
@@ -17,9 +17,10 @@ use bench::runner::RunSpec;
 use bench::strategy_compare::parse_strategies;
 use bench::summary::{EngineParams, GitInfo, Invocation, RunStatus};
 use bench::sweep::{StagePlan, SweepSpec};
+use bench::trials::{Trial, TrialSet};
 
 pub use crate::thresholds::GateVerdicts;
-use crate::thresholds::{self, GateReport, Thresholds};
+use crate::thresholds::{self, GateOptions, GateReport, Thresholds};
 
 /// The name a `--base-url` target is recorded under.
 pub const CLI_TARGET: &str = "cli";
@@ -58,6 +59,23 @@ pub enum BenchMode {
     Sweep(SweepPlan),
     /// One run per batching strategy against the engine simulator (`--compare-strategies`).
     Compare(StrategyList),
+    /// The profile measured several times, a trial set (`--trials`, profile key `trials`).
+    Trials(TrialPlan),
+}
+
+/// A trial set: how many trials, the pause between them, the intervals' coverage, and with
+/// `--gate --until-decided` the most trials the gate may add to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrialPlan {
+    pub count: u32,
+    pub cooldown_s: f64,
+    pub confidence: f64,
+    /// `--until-decided --max-trials K`: the gate adds trials up to K until every blocking
+    /// threshold is decided.
+    pub until_decided: Option<u32>,
+    /// The `bench` arguments that measure one more trial with the same settings (recorded in
+    /// `trials.json`).
+    pub bench_args: Vec<String>,
 }
 
 impl BenchMode {
@@ -67,6 +85,7 @@ impl BenchMode {
             BenchMode::Single => run_id.to_string(),
             BenchMode::Sweep(_) => sweep_id(run_id),
             BenchMode::Compare(_) => format!("{run_id}-strategies"),
+            BenchMode::Trials(_) => format!("{run_id}-trials"),
         }
     }
 }
@@ -209,15 +228,19 @@ pub struct GateSettings {
     pub thresholds: Thresholds,
     /// Also print GitHub Actions annotations.
     pub github: bool,
+    /// How the verdicts are decided (`--confidence`).
+    pub options: GateOptions,
 }
 
 impl GateSettings {
-    /// Gate a measured run; `None` for an interrupted run (part of the planned load is no
-    /// verdict).
-    pub fn check(&self, summary: &Summary) -> Option<GateReport> {
+    /// Gate a measured run in `dir` (its records give a single run's interval); `None` for an
+    /// interrupted run (part of the planned load is no verdict).
+    pub fn check(&self, dir: &Path, summary: &Summary) -> Option<GateReport> {
         match summary.status {
             RunStatus::Complete | RunStatus::Failed => {
-                Some(thresholds::evaluate(summary, &self.thresholds))
+                let trial = Trial { dir: dir.to_path_buf(), summary: summary.clone() };
+                let set = TrialSet::from_trials(dir.to_path_buf(), vec![trial]);
+                Some(thresholds::evaluate(&set, &self.thresholds, &self.options))
             }
             RunStatus::Interrupted | RunStatus::Aborted => None,
         }

@@ -64,7 +64,9 @@ pub fn run(plan: &BenchPlan, strategies: &StrategyList) -> anyhow::Result<Status
             notes.push(format!("{strategy}: {n}"));
         }
         rows.push(StrategyRow::from_summary(strategy, &config, &outcome.summary, &run_dir));
-        if let Some(report) = plan.gate.as_ref().and_then(|g| g.check(&outcome.summary)) {
+        if let Some(report) =
+            plan.gate.as_ref().and_then(|g| g.check(&outcome.dir, &outcome.summary))
+        {
             verdicts.record(format!("strategy {strategy}"), report);
         }
         if outcome.status() == RunStatus::Interrupted {

@@ -61,7 +61,7 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
             if !plan.quiet {
                 eprintln!("{label}: {}", stage_line(r));
             }
-            if let Some(report) = plan.gate.as_ref().and_then(|g| g.check(s)) {
+            if let Some(report) = plan.gate.as_ref().and_then(|g| g.check(&dir.join(&r.dir), s)) {
                 verdicts.record(label, report);
             }
         },
@@ -75,10 +75,10 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
     let interrupted = result.stages.iter().any(|s| s.status == RunStatus::Interrupted);
     Ok(if interrupted {
         Status::Interrupted
-    } else if any_failed || result.stages.len() < n || gate != Status::Success {
+    } else if any_failed || result.stages.len() < n {
         Status::PolicyViolated
     } else {
-        Status::Success
+        gate
     })
 }
 

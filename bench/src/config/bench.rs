@@ -271,6 +271,13 @@ pub struct Profile {
     pub sim: SimConfig,
     /// Scraping the target's Prometheus metrics (and `nvidia-smi`) during the run.
     pub scrape: ScrapeConfig,
+    /// Trials `cargo xtask bench` measures the profile (`--trials`): a trial set of this many
+    /// runs ([`crate::trials`]); absent = one run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trials: Option<u32>,
+    /// Seconds waited between two trials (`--cooldown`); absent = 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cooldown_s: Option<f64>,
 }
 
 impl Default for Profile {
@@ -288,6 +295,8 @@ impl Default for Profile {
             client: ClientConfig::default(),
             sim: SimConfig::default(),
             scrape: ScrapeConfig::default(),
+            trials: None,
+            cooldown_s: None,
         }
     }
 }
@@ -1006,6 +1015,12 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     at("client.stall_timeout_s", limits::seconds(c.stall_timeout_s, false))?;
     at("client.grace_s", limits::seconds(c.grace_s, true))?;
     at("client.max_event_kib", limits::check_int(c.max_event_kib, 1, 1024 * 1024, "KiB"))?;
+    if let Some(n) = p.trials {
+        at("trials", limits::check_int(n.into(), 1, limits::MAX_TRIALS.into(), "trials"))?;
+    }
+    if let Some(c) = p.cooldown_s {
+        at("cooldown_s", limits::seconds(c, true))?;
+    }
     validate_sim(&p.sim)
 }
 

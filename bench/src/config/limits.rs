@@ -43,6 +43,9 @@ pub const MAX_DEVICE_COUNT: u32 = 4096;
 /// Highest price of one GPU per hour (`device.price_per_hour`).
 pub const MAX_PRICE_PER_HOUR: f64 = 1_000_000.0;
 
+/// Most trials of one trial set (`trials`, `--trials`, `--max-trials`).
+pub const MAX_TRIALS: u32 = 1000;
+
 /// Largest coefficient of variation of the simulator's noise factors (`sim.noise.step_cv`,
 /// `run_cv`).
 pub const MAX_NOISE_CV: f64 = 1.0;

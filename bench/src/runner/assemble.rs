@@ -83,6 +83,8 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
     summary.notes.extend(crate::metrics::stream_notes(&summary.requests, &summary.tokens));
     summary.notes.extend(driven.connections.note());
+    summary.notes.extend(driven.host_noise.note());
+    summary.environment.noise = Some(driven.host_noise.clone());
     let connections = serde_json::to_value(driven.connections).unwrap_or_default();
     summary.extra.insert("connections".into(), connections);
     summary.status = run_status(driven.interrupted, summary.requests.ok);

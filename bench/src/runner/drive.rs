@@ -38,6 +38,8 @@ pub struct Driven {
     pub write_error: Option<String>,
     /// The connections opened before the window.
     pub connections: Preconnected,
+    /// How busy the client host was while the load ran (`environment.noise`).
+    pub host_noise: crate::hostnoise::HostNoise,
 }
 
 /// The connections a run opened before its window, against those its load needs at once.
@@ -242,6 +244,7 @@ pub async fn drive(
         notes,
     )
     .await;
+    let noise_start = crate::hostnoise::ProcSample::read();
     let clock = Instant::now();
     let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
     let workload = workload_info(&prepared, &profile.workload);
@@ -285,6 +288,12 @@ pub async fn drive(
         }
     }
     grace_task.abort();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let host_noise = crate::hostnoise::HostNoise::between(
+        noise_start,
+        crate::hostnoise::ProcSample::read(),
+        cpus,
+    );
     connections.cold_requests = conn.client.connections_opened() - opened_before;
     drop(shared); // closes the record channel
     let (acc, write_error) = match collector.join() {
@@ -303,7 +312,7 @@ pub async fn drive(
         None => None,
     };
     let interrupted = control.was_interrupted() && write_error.is_none();
-    Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections })
+    Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections, host_noise })
 }
 
 /// What the summary says of the workload before the load: its size, how lengths were counted

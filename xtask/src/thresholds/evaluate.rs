@@ -1,14 +1,20 @@
-//! A run against thresholds: every threshold that applies to the run's bench profile is checked
-//! as `measured <comparator> limit`. A metric the run did not measure is a failure, not a pass.
-//! Pure: `gate` and `bench --gate` use the same code.
+//! A run or a trial set against thresholds: every threshold that applies to the bench profile is
+//! decided from the metric's estimate with its confidence interval
+//! ([`bench::trials::TrialSet::estimates`], [`bench::stats::verdict`]): pass when the interval
+//! lies wholly on the passing side of the limit, fail when wholly on the failing side,
+//! inconclusive when it straddles the limit or there is no interval. A single run is a set of
+//! one (its interval is the request bootstrap of its own records). A metric no trial measured is
+//! a failure, not a pass. Pure but for reading a single run's records: `gate` and `bench --gate`
+//! use the same code.
 //!
 //! What a check contributes to the gate comes from its [`Verdict`] and its threshold's
 //! [`Action`] through [`Verdict::effect`] alone; counts, exit status and rendering read that.
-//! A verdict that is neither pass nor fail (say, an inconclusive comparison once limits are
-//! checked against confidence intervals) is one more variant with its effect and its words.
+//! An inconclusive blocking check leaves the gate undecided (exit 3), never passed.
 
 use bench::Summary;
+use bench::stats::{self, Estimate, Options};
 use bench::summary::RunStatus;
+use bench::trials::TrialSet;
 
 use super::file::{Threshold, Thresholds};
 use super::rule::Action;
@@ -18,8 +24,13 @@ use crate::exit::Status;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
-    /// Measured, and `measured <comparator> limit` does not hold.
+    /// Measured, and `measured <comparator> limit` does not hold (the whole interval is on the
+    /// failing side).
     Fail,
+    /// Measured, but the data cannot decide: the interval straddles the limit, the metric has
+    /// no interval (its estimate is blank; [`Check::reason`] says why), or the gate refused to
+    /// decide on a busy host. Never a pass: a blocking one leaves the gate undecided.
+    Inconclusive,
     /// The run has no value for the metric: a failure.
     Missing,
     /// The run is not the scenario the threshold was set for (its settings differ from the
@@ -43,15 +54,21 @@ pub enum Effect {
     Warns,
     /// The gate fails (exit 1).
     Blocks,
+    /// The gate cannot pass, but nothing failed: undecided (exit 3) unless another check
+    /// blocks.
+    Undecided,
 }
 
 impl Verdict {
-    /// The verdict of `measured` against `threshold` (`None`: not measured).
-    pub fn judge(threshold: &Threshold, measured: Option<f64>) -> Verdict {
-        match measured {
+    /// The verdict of `estimate` against `threshold` (`None`: not measured).
+    pub fn judge(threshold: &Threshold, estimate: Option<&Estimate>) -> Verdict {
+        match estimate {
             None => Verdict::Missing,
-            Some(v) if threshold.comparator.holds(v, threshold.limit) => Verdict::Pass,
-            Some(_) => Verdict::Fail,
+            Some(e) => match stats::verdict(e, threshold.comparator, threshold.limit) {
+                stats::Verdict::Pass => Verdict::Pass,
+                stats::Verdict::Fail => Verdict::Fail,
+                stats::Verdict::Inconclusive => Verdict::Inconclusive,
+            },
         }
     }
 
@@ -70,6 +87,8 @@ impl Verdict {
             (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Warn) => {
                 Effect::Warns
             }
+            (Verdict::Inconclusive, Action::Block) => Effect::Undecided,
+            (Verdict::Inconclusive, Action::Warn) => Effect::Warns,
         }
     }
 }
@@ -79,6 +98,10 @@ impl Verdict {
 pub struct Check {
     pub threshold: Threshold,
     pub measured: Option<f64>,
+    /// The estimate the verdict was decided from: the value, interval, n and method.
+    pub estimate: Option<Estimate>,
+    /// Why the check is inconclusive without an interval, or was refused (a busy host).
+    pub reason: Option<String>,
     pub verdict: Verdict,
     /// The settings in which the run differs from the threshold's scenario:
     /// `load.concurrency 16 (set for 32)`.
@@ -97,10 +120,15 @@ impl Check {
     }
 }
 
-/// Every threshold checked against a run.
+/// Every threshold checked against a run or a trial set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GateReport {
+    /// The run's id, or the trial set's.
     pub run_id: String,
+    /// Trials the estimates come from (1 for a run).
+    pub trials: usize,
+    /// Trials measured on a busy client host, each with why (`trial-02: other processes ...`).
+    pub busy_trials: Vec<String>,
     pub run_status: RunStatus,
     pub simulated: bool,
     /// The run's bench profile: thresholds scoped to another profile do not apply.
@@ -118,6 +146,11 @@ impl GateReport {
     /// Checks that fail the gate (failed `block` thresholds).
     pub fn blocking_failures(&self) -> usize {
         self.count(Effect::Blocks)
+    }
+
+    /// Blocking checks the data could not decide (inconclusive `block` thresholds).
+    pub fn undecided(&self) -> usize {
+        self.count(Effect::Undecided)
     }
 
     /// Checks reported without failing the gate (failed `warn` thresholds).
@@ -142,14 +175,27 @@ impl GateReport {
         self.run_status == RunStatus::Interrupted && !self.checks.is_empty()
     }
 
-    pub fn passed(&self) -> bool {
+    /// Nothing blocks (no blocking failure, governed, complete).
+    fn nothing_blocks(&self) -> bool {
         self.blocking_failures() == 0 && !self.ungoverned() && !self.partial()
     }
 
+    /// Every blocking threshold was decided and held.
+    pub fn passed(&self) -> bool {
+        self.nothing_blocks() && self.undecided() == 0
+    }
+
     /// Exit status: policy violated when a `block` threshold failed, when no threshold applies
-    /// to the run while other profiles have some, or when the run was interrupted.
+    /// to the run while other profiles have some, or when the run was interrupted; else
+    /// inconclusive when a `block` threshold is undecided; else success.
     pub fn status(&self) -> Status {
-        Status::from_ok(self.passed())
+        if !self.nothing_blocks() {
+            Status::PolicyViolated
+        } else if self.undecided() > 0 {
+            Status::Inconclusive
+        } else {
+            Status::Success
+        }
     }
 
     /// Checks of thresholds set for another scenario (a sweep stage's other load).
@@ -190,31 +236,157 @@ pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
     out
 }
 
-/// Check a run against the thresholds that apply to its bench profile (pure).
-pub fn evaluate(summary: &Summary, thresholds: &Thresholds) -> GateReport {
+/// Resamples of a single run's request bootstrap in the gate and in `trials.json` (the
+/// library's default is 2000). Each replicate runs the run's records through a fresh
+/// accumulator: 10,000 requests take about 6.5 ms of CPU a replicate, so 2000 took 13 s of CPU
+/// on the reference machine. With 500 the interval's ends wobble by about 0.12 bootstrap
+/// standard errors between seeds (0.06 with 2000): about 6% of the half-width
+/// (`docs/performance.md`).
+pub const GATE_RESAMPLES: u32 = 500;
+
+/// How the gate decides.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GateOptions {
+    /// Coverage of the intervals the verdicts are decided from (`--confidence`, 0.95).
+    pub confidence: f64,
+    /// Resamples of a single run's request bootstrap.
+    pub resamples: u32,
+    /// Every check of a set with a trial measured on a busy client host is inconclusive
+    /// (`--refuse-busy-host`).
+    pub refuse_busy_host: bool,
+}
+
+impl Default for GateOptions {
+    fn default() -> Self {
+        GateOptions {
+            confidence: stats::DEFAULT_CONFIDENCE,
+            resamples: GATE_RESAMPLES,
+            refuse_busy_host: false,
+        }
+    }
+}
+
+impl GateOptions {
+    /// The estimation options of these settings.
+    pub fn estimation(&self) -> Options {
+        Options { resamples: self.resamples, ..Options::default().with_confidence(self.confidence) }
+    }
+}
+
+/// The status of a set: interrupted when any trial was (part of the planned load), aborted when
+/// any was, failed when every trial failed, else complete.
+fn set_status(set: &TrialSet) -> RunStatus {
+    let all = || set.trials.iter().map(|t| t.summary.status);
+    if all().any(|s| s == RunStatus::Interrupted) {
+        RunStatus::Interrupted
+    } else if all().any(|s| s == RunStatus::Aborted) {
+        RunStatus::Aborted
+    } else if all().all(|s| s == RunStatus::Failed) {
+        RunStatus::Failed
+    } else {
+        RunStatus::Complete
+    }
+}
+
+/// The trials measured on a busy client host: `trial-02 (why)`.
+fn busy_trials(set: &TrialSet) -> Vec<String> {
+    set.trials
+        .iter()
+        .filter_map(|t| {
+            let noise = t.summary.environment.noise.as_ref().filter(|n| n.busy)?;
+            let name = t
+                .dir
+                .file_name()
+                .map_or_else(|| t.summary.run_id.clone(), |n| n.to_string_lossy().into_owned());
+            Some(format!("{name} ({})", noise.reasons.join("; ")))
+        })
+        .collect()
+}
+
+/// The thresholds that apply to `profile`, and the profiles of those that do not (sorted,
+/// unique).
+pub fn applying<'a>(
+    thresholds: &'a Thresholds,
+    profile: &str,
+) -> (Vec<&'a Threshold>, Vec<String>) {
     let (applying, others): (Vec<&Threshold>, Vec<&Threshold>) =
-        thresholds.thresholds.iter().partition(|t| t.applies_to(&summary.profile));
+        thresholds.thresholds.iter().partition(|t| t.applies_to(profile));
     let mut other_profiles: Vec<String> = others.iter().filter_map(|t| t.profile.clone()).collect();
     other_profiles.sort();
     other_profiles.dedup();
+    (applying, other_profiles)
+}
+
+/// Check a run or a trial set against the thresholds that apply to its bench profile, each
+/// decided from its metric's estimate at `opts.confidence`.
+pub fn evaluate(set: &TrialSet, thresholds: &Thresholds, opts: &GateOptions) -> GateReport {
+    let first: &Summary = &set.trials[0].summary;
+    let (applying, other_profiles) = applying(thresholds, &first.profile);
+    let diffs: Vec<Vec<String>> = applying.iter().map(|t| scenario_diffs(first, t)).collect();
+    let mut metrics: Vec<&str> = applying
+        .iter()
+        .zip(&diffs)
+        .filter(|(_, d)| d.is_empty())
+        .map(|(t, _)| t.metric.as_str())
+        .collect();
+    metrics.sort();
+    metrics.dedup();
+    let estimates = set.estimates(&metrics, opts.estimation());
+    let busy = busy_trials(set);
     let checks = applying
         .into_iter()
-        .map(|t| {
-            let measured = summary.metric(&t.metric);
-            let scenario_diffs = scenario_diffs(summary, t);
-            let verdict = if scenario_diffs.is_empty() {
-                Verdict::judge(t, measured)
-            } else {
-                Verdict::OtherScenario
+        .zip(diffs)
+        .map(|(t, scenario_diffs)| {
+            let mut check = Check {
+                threshold: t.clone(),
+                measured: first.metric(&t.metric),
+                estimate: None,
+                reason: None,
+                verdict: Verdict::OtherScenario,
+                scenario_diffs,
             };
-            Check { threshold: t.clone(), measured, verdict, scenario_diffs }
+            if !check.scenario_diffs.is_empty() {
+                return check;
+            }
+            let Some(m) = estimates.get(&t.metric) else {
+                check.verdict = Verdict::Missing;
+                return check;
+            };
+            check.measured = m.estimate.as_ref().map(|e| e.value).or(check.measured);
+            check.estimate = m.estimate.clone();
+            check.verdict = match (&m.estimate, m.per_trial.iter().any(Option::is_some)) {
+                (Some(e), _) => Verdict::judge(t, Some(e)),
+                (None, false) => Verdict::Missing,
+                (None, true) => {
+                    check.reason = m.blank.clone();
+                    Verdict::Inconclusive
+                }
+            };
+            if opts.refuse_busy_host
+                && !busy.is_empty()
+                && matches!(check.verdict, Verdict::Pass | Verdict::Fail)
+            {
+                check.verdict = Verdict::Inconclusive;
+                check.reason = Some(format!(
+                    "the client host was busy during {} (--refuse-busy-host)",
+                    busy.join(", ")
+                ));
+            }
+            check
         })
         .collect();
+    let run_id = match &set.index {
+        Some(index) if !index.run_id.is_empty() => index.run_id.clone(),
+        Some(_) => set.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into()),
+        None => first.run_id.clone(),
+    };
     GateReport {
-        run_id: summary.run_id.clone(),
-        run_status: summary.status,
-        simulated: summary.simulated,
-        profile: summary.profile.clone(),
+        run_id,
+        trials: set.trials.len(),
+        busy_trials: busy,
+        run_status: set_status(set),
+        simulated: first.simulated,
+        profile: first.profile.clone(),
         checks,
         other_profiles,
     }
@@ -243,17 +415,33 @@ mod tests {
     #[test]
     fn verdicts_and_their_effects() {
         let t = threshold(Action::Block, None);
-        assert_eq!(Verdict::judge(&t, Some(0.95)), Verdict::Pass);
-        assert_eq!(Verdict::judge(&t, Some(0.85)), Verdict::Fail);
+        let est = |lo: f64, hi: f64| Estimate {
+            value: (lo + hi) / 2.0,
+            lo,
+            hi,
+            confidence: 0.95,
+            trials: 3,
+            requests: 300,
+            method: stats::Method::TInterval,
+            undersampled: false,
+        };
+        // goodput.ratio >= 0.9
+        assert_eq!(Verdict::judge(&t, Some(&est(0.92, 0.98))), Verdict::Pass);
+        assert_eq!(Verdict::judge(&t, Some(&est(0.8, 0.89))), Verdict::Fail);
+        assert_eq!(Verdict::judge(&t, Some(&est(0.85, 0.95))), Verdict::Inconclusive);
         assert_eq!(Verdict::judge(&t, None), Verdict::Missing);
         assert_eq!(Verdict::Pass.effect(Action::Block), Effect::None);
         assert_eq!(Verdict::Fail.effect(Action::Block), Effect::Blocks);
         assert_eq!(Verdict::Missing.effect(Action::Warn), Effect::Warns);
+        assert_eq!(Verdict::Inconclusive.effect(Action::Block), Effect::Undecided);
+        assert_eq!(Verdict::Inconclusive.effect(Action::Warn), Effect::Warns);
     }
 
     fn report(checks: Vec<(Action, Verdict)>, other_profiles: Vec<String>) -> GateReport {
         GateReport {
             run_id: "r".into(),
+            trials: 1,
+            busy_trials: vec![],
             run_status: RunStatus::Complete,
             simulated: false,
             profile: "default".into(),
@@ -262,6 +450,8 @@ mod tests {
                 .map(|(a, verdict)| Check {
                     threshold: threshold(a, None),
                     measured: None,
+                    estimate: None,
+                    reason: None,
                     verdict,
                     scenario_diffs: Vec::new(),
                 })
@@ -285,6 +475,19 @@ mod tests {
         assert_eq!(r.status(), Status::PolicyViolated);
         let r = report(vec![(Action::Warn, Verdict::Fail)], vec![]);
         assert_eq!(r.status(), Status::Success);
+        // An undecided blocking check is never a pass, and a failure outranks it.
+        let r = report(
+            vec![(Action::Block, Verdict::Pass), (Action::Block, Verdict::Inconclusive)],
+            vec![],
+        );
+        assert_eq!((r.undecided(), r.passed(), r.status()), (1, false, Status::Inconclusive));
+        let r = report(
+            vec![(Action::Block, Verdict::Fail), (Action::Block, Verdict::Inconclusive)],
+            vec![],
+        );
+        assert_eq!(r.status(), Status::PolicyViolated);
+        let r = report(vec![(Action::Warn, Verdict::Inconclusive)], vec![]);
+        assert_eq!((r.warnings(), r.status()), (1, Status::Success));
         // No check, but thresholds for other profiles: nothing vouches for this run.
         let r = report(vec![], vec!["tuned".into()]);
         assert!(r.ungoverned() && !r.passed());

@@ -5,7 +5,8 @@
 //! - [`file`](mod@file): `thresholds/gate.toml`, the model ([`Threshold`], [`Thresholds`]), its reader and
 //!   writer;
 //! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
-//! - [`evaluate`](mod@evaluate): a run against thresholds ([`GateReport`], [`Verdict`]), pure;
+//! - [`evaluate`](mod@evaluate): a run or trial set against thresholds, decided from estimates
+//!   with intervals ([`GateReport`], [`Verdict`]: pass, fail, inconclusive);
 //! - [`render`]: the gate report as a table and as GitHub annotations;
 //! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies);
 //! - [`rollback`]: rollback conditions (metric, side, limit, window, action) and their grammar;
@@ -26,7 +27,7 @@ pub mod runs;
 pub mod series;
 pub mod units;
 
-pub use evaluate::{Check, Effect, GateReport, Verdict, evaluate};
+pub use evaluate::{Check, Effect, GateOptions, GateReport, Verdict, evaluate};
 pub use file::{FORMAT_VERSION, GATE_FILE, Threshold, Thresholds};
 pub use render::{print_report, render_github, render_report, render_table};
 pub use rule::{Action, Comparator};

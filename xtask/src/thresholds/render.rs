@@ -6,8 +6,10 @@ use std::fmt::Write as _;
 use bench::summary::RunStatus;
 use comfy_table::{Table, presets};
 
+use bench::stats::Estimate;
+
 use super::evaluate::{Check, Effect, GateReport, Verdict};
-use crate::text::{BLANK, gh_escape, plural, with_unit};
+use crate::text::{BLANK, gh_escape, num, plural, with_unit};
 
 /// The verdict column: what the check does to the gate, and why when it was not measured.
 fn verdict_text(c: &Check) -> &'static str {
@@ -18,21 +20,67 @@ fn verdict_text(c: &Check) -> &'static str {
         (Verdict::Missing, Effect::Warns) => "warn (not measured)",
         (Verdict::OtherScenario, Effect::Blocks) => "FAIL (other scenario)",
         (Verdict::OtherScenario, Effect::Warns) => "warn (other scenario)",
+        (Verdict::Inconclusive, Effect::Undecided) => "INCONCLUSIVE",
+        (Verdict::Inconclusive, _) => "warn (inconclusive)",
+        (_, Effect::Undecided) => "INCONCLUSIVE",
         (_, Effect::Blocks) => "FAIL",
         (_, Effect::Warns) => "warn",
     }
 }
 
-/// The report table: metric, measured, limit, verdict, source record.
+/// An estimate with its interval in the metric's unit: `84.2 ms [80.1, 88.3]`.
+pub fn estimate_text(e: &Estimate, unit: &str) -> String {
+    format!("{} [{}, {}]", with_unit(e.value, unit), num(e.lo), num(e.hi))
+}
+
+/// Where an estimate comes from: `3 trials, 300 requests, t_interval`, marked `UNDERSAMPLED`
+/// (a percentile from fewer samples than it needs) and when run-to-run variance is not counted.
+pub fn basis_text(e: &Estimate) -> String {
+    let mut out = format!(
+        "{}, {}, {}",
+        plural(e.trials as usize, "trial"),
+        plural(e.requests as usize, "request"),
+        e.method.as_str()
+    );
+    if !e.method.counts_run_to_run() {
+        out.push_str(" (requests only)");
+    }
+    if e.undersampled {
+        out.push_str(", UNDERSAMPLED");
+    }
+    out
+}
+
+/// The report table: metric, estimate with its interval, n and method, limit, verdict, source
+/// record.
 pub fn render_table(report: &GateReport) -> String {
     let mut table = Table::new();
     table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header(["Metric", "Measured", "Limit", "Action", "Verdict", "Source"]);
+    let confidence = report
+        .checks
+        .iter()
+        .find_map(|c| c.estimate.as_ref().filter(|e| e.method.is_interval()))
+        .map_or(String::new(), |e| format!(" [{}% CI]", num(e.confidence * 100.0)));
+    table.set_header([
+        "Metric".to_string(),
+        format!("Measured{confidence}"),
+        "n, method".to_string(),
+        "Limit".to_string(),
+        "Action".to_string(),
+        "Verdict".to_string(),
+        "Source".to_string(),
+    ]);
     for c in &report.checks {
         let t = &c.threshold;
+        let measured = match (&c.estimate, c.measured) {
+            (Some(e), _) => estimate_text(e, &t.unit),
+            (None, Some(v)) => with_unit(v, &t.unit),
+            (None, None) => BLANK.to_string(),
+        };
         table.add_row([
             t.metric.clone(),
-            c.measured.map_or(BLANK.to_string(), |v| with_unit(v, &t.unit)),
+            measured,
+            c.estimate.as_ref().map_or(BLANK.to_string(), basis_text),
             format!("{} {}", t.comparator, with_unit(t.limit, &t.unit)),
             t.action.to_string(),
             verdict_text(c).to_string(),
@@ -45,37 +93,55 @@ pub fn render_table(report: &GateReport) -> String {
 /// How a failed check is reported: `error` (blocks) or `warning`.
 fn level(c: &Check) -> &'static str {
     match c.effect() {
-        Effect::Blocks => "error",
+        Effect::Blocks | Effect::Undecided => "error",
         Effect::Warns | Effect::None => "warning",
     }
+}
+
+/// What was gated: `run <id>` or `trial set <id>`.
+fn subject(report: &GateReport) -> String {
+    let kind = if report.trials > 1 { "trial set" } else { "run" };
+    format!("{kind} {}", report.run_id)
 }
 
 /// A failure in words.
 fn failure_message(report: &GateReport, c: &Check) -> String {
     let t = &c.threshold;
+    let subject = subject(report);
     let limit = format!("{} {}", t.comparator, with_unit(t.limit, &t.unit));
     if c.verdict == Verdict::OtherScenario {
         return format!(
-            "run {} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that scenario \
-             (or record a decision for this one)",
-            report.run_id,
+            "{subject} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that \
+             scenario (or record a decision for this one)",
             t.adr,
             t.metric,
             c.scenario_diffs.join(", ")
         );
     }
+    if c.verdict == Verdict::Inconclusive {
+        let what = match (&c.estimate, &c.reason) {
+            (_, Some(why)) => format!("{} cannot be decided: {why}", t.metric),
+            (Some(e), None) => format!(
+                "{} = {} ({}) straddles {limit}: the data cannot decide; add trials \
+                 (`cargo xtask gate --until-decided`)",
+                t.metric,
+                estimate_text(e, &t.unit),
+                basis_text(e)
+            ),
+            (None, None) => format!("{} cannot be decided", t.metric),
+        };
+        return format!("{what} (ADR-{:04}, {subject})", t.adr);
+    }
     match c.measured {
         Some(v) => format!(
-            "{} = {} breaks {limit} (ADR-{:04}, run {})",
+            "{} = {} breaks {limit} (ADR-{:04}, {subject})",
             t.metric,
             with_unit(v, &t.unit),
-            t.adr,
-            report.run_id
+            t.adr
         ),
-        None => format!(
-            "{} was not measured by run {}; ADR-{:04} requires {limit}",
-            t.metric, report.run_id, t.adr
-        ),
+        None => {
+            format!("{} was not measured by {subject}; ADR-{:04} requires {limit}", t.metric, t.adr)
+        }
     }
 }
 
@@ -132,7 +198,12 @@ pub fn render_github(report: &GateReport) -> String {
 pub fn render_report(report: &GateReport, github: bool) -> String {
     let mut out = String::new();
     let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
-    writeln!(out, "gate: run {} (profile `{}`){sim}", report.run_id, report.profile).unwrap();
+    let trials =
+        if report.trials > 1 { format!(" ({} trials)", report.trials) } else { String::new() };
+    writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile).unwrap();
+    for busy in &report.busy_trials {
+        writeln!(out, "note: the client host was busy during {busy}").unwrap();
+    }
     match report.run_status {
         RunStatus::Complete => {}
         RunStatus::Interrupted => writeln!(
@@ -180,7 +251,20 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         .unwrap();
     }
     for c in report.checks.iter().filter(|c| c.failed()) {
-        writeln!(out, "{}: {}", level(c), failure_message(report, c)).unwrap();
+        let label = if c.verdict == Verdict::Inconclusive && c.effect() == Effect::Undecided {
+            "inconclusive"
+        } else {
+            level(c)
+        };
+        writeln!(out, "{label}: {}", failure_message(report, c)).unwrap();
+    }
+    if report.checks.iter().any(|c| c.estimate.as_ref().is_some_and(|e| e.trials == 1)) {
+        writeln!(
+            out,
+            "note: one trial: its intervals count request-to-request variance only, not \
+             run-to-run; measure a trial set (`bench --trials N`) for a decision about the next run"
+        )
+        .unwrap();
     }
     for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario) {
         writeln!(
@@ -198,10 +282,16 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         0 => String::new(),
         n => format!(", {n} for another scenario"),
     };
+    let undecided = report.undecided();
+    let outcome = match report.status() {
+        crate::exit::Status::Success => "passed",
+        crate::exit::Status::Inconclusive => "INCONCLUSIVE",
+        _ => "FAILED",
+    };
     writeln!(
         out,
-        "gate {}: {}, {passed} passed, {blocking} blocking failed, {}{elsewhere}",
-        if report.passed() { "passed" } else { "FAILED" },
+        "gate {outcome}: {}, {passed} passed, {blocking} blocking failed, {undecided} blocking \
+         inconclusive, {}{elsewhere}",
         plural(report.checks.len(), "check"),
         plural(warnings, "warning"),
     )

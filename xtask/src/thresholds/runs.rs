@@ -33,13 +33,23 @@ impl GateVerdicts {
         self.runs.push((label, report));
     }
 
-    /// Labels (with run ids) of the runs the gate failed.
-    pub fn failed(&self) -> Vec<String> {
+    /// Labels (with run ids) of the runs whose gate ended with `status`.
+    fn ended(&self, status: Status) -> Vec<String> {
         self.runs
             .iter()
-            .filter(|(_, r)| r.status() != Status::Success)
+            .filter(|(_, r)| r.status() == status)
             .map(|(label, r)| format!("{label} (run {})", r.run_id))
             .collect()
+    }
+
+    /// Labels (with run ids) of the runs the gate failed.
+    pub fn failed(&self) -> Vec<String> {
+        self.ended(Status::PolicyViolated)
+    }
+
+    /// Labels (with run ids) of the runs the gate could not decide.
+    pub fn undecided(&self) -> Vec<String> {
+        self.ended(Status::Inconclusive)
     }
 
     /// The `block` thresholds of a sweep that no stage was the scenario of:
@@ -60,8 +70,16 @@ impl GateVerdicts {
         out
     }
 
+    /// Failed when any run failed or a blocking threshold was no stage's scenario; else
+    /// inconclusive when any run was undecided.
     pub fn status(&self) -> Status {
-        Status::from_ok(self.failed().is_empty() && self.unjudged().is_empty())
+        if !(self.failed().is_empty() && self.unjudged().is_empty()) {
+            Status::PolicyViolated
+        } else if !self.undecided().is_empty() {
+            Status::Inconclusive
+        } else {
+            Status::Success
+        }
     }
 
     /// Print each run's report under its label, then which runs failed (stderr) or that all
@@ -83,7 +101,11 @@ impl GateVerdicts {
                 unjudged.join(", ")
             );
         }
-        if failed.is_empty() && unjudged.is_empty() && !self.runs.is_empty() {
+        let undecided = self.undecided();
+        if !undecided.is_empty() {
+            eprintln!("error: the gate could not decide for {}", undecided.join("; "));
+        }
+        if self.status() == Status::Success && !self.runs.is_empty() {
             let labels: Vec<&str> = self.runs.iter().map(|(l, _)| l.as_str()).collect();
             println!("gate passed for every run: {}", labels.join(", "));
         }
@@ -101,6 +123,8 @@ mod tests {
 
     fn report(run_id: &str, governed: bool) -> GateReport {
         GateReport {
+            trials: 1,
+            busy_trials: vec![],
             run_id: run_id.into(),
             run_status: RunStatus::Complete,
             simulated: true,
@@ -141,7 +165,14 @@ mod tests {
             _ => vec![],
         };
         let mut r = report(run_id, true);
-        r.checks.push(Check { threshold, measured: Some(150.0), verdict, scenario_diffs: diffs });
+        r.checks.push(Check {
+            threshold,
+            measured: Some(150.0),
+            estimate: None,
+            reason: None,
+            verdict,
+            scenario_diffs: diffs,
+        });
         r
     }
 
@@ -163,6 +194,15 @@ mod tests {
         v.record("stage 1/1 concurrency=16".into(), stage("s-01", Verdict::OtherScenario));
         assert!(v.failed().is_empty());
         assert_eq!(v.unjudged(), vec!["ADR-0003 metrics.ttft_ms.p99".to_string()]);
+        assert_eq!(v.status(), Status::PolicyViolated);
+        // A stage the gate could not decide leaves the sweep undecided, never passed; a failure
+        // elsewhere outranks it.
+        let mut v = GateVerdicts::sweep();
+        v.record("stage 1/2 concurrency=32".into(), stage("s-01", Verdict::Inconclusive));
+        v.record("stage 2/2 concurrency=32".into(), stage("s-02", Verdict::Pass));
+        assert_eq!(v.undecided(), vec!["stage 1/2 concurrency=32 (run s-01)".to_string()]);
+        assert_eq!(v.status(), Status::Inconclusive);
+        v.record("stage 3/3 concurrency=32".into(), stage("s-03", Verdict::Fail));
         assert_eq!(v.status(), Status::PolicyViolated);
         // Outside a sweep another scenario stays a failure.
         let mut v = GateVerdicts::default();

@@ -151,10 +151,22 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
         assert!(row.starts_with(&format!("| `{}` |", t.metric)), "line {} is {row}", t.line);
     }
 
-    // The chosen run passes its own gate; the baseline does not.
+    // These runs are summaries without their request records: a single run's interval is the
+    // request bootstrap of its records, so without them nothing can be decided (exit 3), and
+    // the report says why.
     let out = xtask(root, &["gate", "runs/run-exp2"]);
+    assert_eq!(out.code, 3, "{}", out.stdout);
+    assert!(out.stdout.contains("one run without its requests.jsonl"), "{}", out.stdout);
+    // Two trials of the chosen run's numbers (zero spread) pass its own gate; the baseline's
+    // do not.
+    let set = |name: &str, run: &bench::Summary| {
+        crate::support::write_set(&root.join("sets").join(name), &[run.clone(), run.clone()])
+    };
+    set("exp2", &bench::Summary::read(&runs.join("run-exp2")).unwrap());
+    set("base", &bench::Summary::read(&runs.join("run-base")).unwrap());
+    let out = xtask(root, &["gate", "sets/exp2"]);
     assert_eq!(out.code, 0, "{}", out.stdout);
-    let out = xtask(root, &["gate", "runs/run-base", "--github"]);
+    let out = xtask(root, &["gate", "sets/base", "--github"]);
     snap("cli_gate_fail", root, &out);
     assert_eq!(out.code, 1);
 

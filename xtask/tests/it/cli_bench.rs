@@ -292,3 +292,167 @@ fn a_gated_sweep_gates_every_stage() {
     // The sweep was written before the gate judged it.
     assert!(r.path().join("sweeps/block/sweep.json").exists());
 }
+
+/// An engine-mode profile with seeded run-to-run noise: each trial draws its own seed.
+const NOISY: &str = "[profile.noisy.sim]\nmode = \"engine\"\nengine_config = \"configs/engine.toml\"\n[profile.noisy.sim.noise]\nrun_cv = 0.05\nstep_cv = 0.1\n\
+    [profile.noisy.workload]\ninput_lengths = [64]\nrepeats = 8\nmax_tokens = 8\n\
+    [profile.noisy.load]\nconcurrency = 4\nwarmup_requests = 0\n";
+
+/// A repository with the [`NOISY`] profile and the engine config it simulates.
+fn noisy_repo() -> tempfile::TempDir {
+    let r = repo(NOISY);
+    let engine = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+        [device]\nname = \"H100-SXM-80GB\"\nprice_per_hour = 2.0\n";
+    std::fs::write(r.path().join("configs/engine.toml"), engine).unwrap();
+    r
+}
+
+#[test]
+fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
+    let r = noisy_repo();
+    let o = xtask(r.path(), &["bench", "-q", "-p", "noisy", "--trials", "3", "--out", "set"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let dir = r.path().join("set");
+    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    assert_eq!((index.planned, index.trials.len(), index.confidence), (3, 3, 0.95));
+    assert_eq!(index.bench_args, ["--profile", "noisy", "--trials", "3"]);
+    let mut seeds = Vec::new();
+    for (i, t) in index.trials.iter().enumerate() {
+        assert_eq!(t.dir, format!("trial-0{}", i + 1));
+        let s = bench::Summary::read(&dir.join(&t.dir)).unwrap();
+        assert_eq!((s.requests.ok, s.run_id.as_str()), (8, t.run_id.as_str()));
+        assert!(s.environment.noise.is_some(), "every run records the host's noise");
+        seeds.push(s.config["sim"]["noise"]["seed"].as_u64().unwrap());
+    }
+    seeds.dedup();
+    assert_eq!(seeds.len(), 3, "each trial draws its own seed: {seeds:?}");
+    // The default metrics, each with its t interval across the three trials.
+    for m in bench::trials::DEFAULT_METRICS {
+        assert!(index.metrics.contains_key(*m), "{m}");
+    }
+    let tpot = &index.metrics["metrics.tpot_ms.mean"];
+    assert_eq!(tpot.per_trial.len(), 3);
+    let e = tpot.estimate.as_ref().unwrap();
+    assert_eq!((e.method, e.trials, e.requests), (bench::stats::Method::TInterval, 3, 24));
+    assert!(e.lo < e.value && e.value < e.hi, "{e}");
+    // P99 from 8 requests a trial is marked, in the file and on the console.
+    assert!(index.metrics["metrics.ttft_ms.p99"].estimate.as_ref().unwrap().undersampled);
+    assert!(out.contains("3 trials, 24 requests, t_interval, UNDERSAMPLED"), "{out}");
+    assert!(out.contains("Estimate [95% CI]"), "{out}");
+    // A set directory is never measured into twice.
+    let o = xtask(r.path(), &["bench", "-q", "-p", "noisy", "--trials", "2", "--out", "set"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already holds a trial set"), "{}", stderr(&o));
+    // The profile key: `trials = 2` measures a set of two; 0 is refused with its key.
+    std::fs::write(
+        r.path().join("configs/bench.toml"),
+        std::fs::read_to_string(r.path().join("configs/bench.toml")).unwrap()
+            + "[profile.two]\ninherits = \"noisy\"\ntrials = 2\n[profile.none]\ntrials = 0\n",
+    )
+    .unwrap();
+    let o = xtask(r.path(), &["bench", "-q", "-p", "two", "--out", "two"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(bench::trials::TrialsFile::read(&r.path().join("two")).unwrap().trials.len(), 2);
+    let o = xtask(r.path(), &["bench", "-q", "-p", "none"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trials") && stderr(&o).contains("1..=1000"), "{}", stderr(&o));
+    // Trials and a sweep do not go together; 0 trials is refused.
+    let o = xtask(r.path(), &["bench", "-q", "--trials", "2", "--sweep", "concurrency=1,2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = xtask(r.path(), &["bench", "-q", "--trials", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("within 1..=1000"), "{}", stderr(&o));
+}
+
+/// `gate --until-decided` adds trials with the recorded settings, each look at the Bonferroni
+/// confidence, and says how many it used; a limit at the set's own mean stays undecided.
+#[test]
+fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
+    let r = noisy_repo();
+    let o = xtask(r.path(), &["bench", "-q", "-p", "noisy", "--trials", "2", "--out", "set"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let dir = r.path().join("set");
+    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let mean = index.metrics["metrics.tpot_ms.mean"].estimate.as_ref().unwrap().value;
+    let write = |limit: f64| {
+        std::fs::create_dir_all(r.path().join("thresholds")).unwrap();
+        let text = format!(
+            "version = 1\n\n[[threshold]]\nmetric = \"metrics.tpot_ms.mean\"\ncomparator = \"<=\"\n\
+             limit = {limit:?}\nunit = \"ms\"\naction = \"block\"\nadr = 1\n\
+             file = \"docs/adr/0001-x.md\"\nline = 9\n"
+        );
+        std::fs::write(r.path().join("thresholds/gate.toml"), text).unwrap();
+    };
+    // A limit at the measured mean: no interval can leave it; 4 trials at most.
+    write(mean);
+    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "4"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("until decided: still inconclusive after 4 trials (3 of at most 3 looks, each at 98.3333% confidence"),
+        "{out}"
+    );
+    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    assert_eq!(index.trials.len(), 4);
+    assert_eq!(index.trials[3].dir, "trial-04");
+    // A far limit is decided at the first look.
+    write(mean * 10.0);
+    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "6"]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("until decided: decided after 4 trials (1 of at most 3 looks"), "{out}");
+    // bench --gate --trials --until-decided in one step.
+    let args = [
+        "bench",
+        "-q",
+        "-p",
+        "noisy",
+        "--trials",
+        "2",
+        "--gate",
+        "--until-decided",
+        "--max-trials",
+        "3",
+        "--out",
+        "one",
+    ];
+    let o = xtask(r.path(), &args);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("until decided: decided after 2 trials"), "{out}");
+    assert!(out.contains("gate passed"), "{out}");
+}
+
+/// Ctrl-C between two trials (in the cooldown) ends the set with exit 130; trials.json lists
+/// the finished trial.
+#[test]
+fn ctrl_c_in_a_trial_set_keeps_the_finished_trials_and_exits_130() {
+    let r = repo("");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .arg("-C")
+        .arg(r.path())
+        .args(["bench", "-q", "--trials", "3", "--cooldown", "60", "--out", "set"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the first trial is in trials.json, then interrupt the cooldown.
+    let started = Instant::now();
+    let dir = r.path().join("set");
+    let first_done = || bench::trials::TrialsFile::read(&dir).is_ok_and(|i| i.trials.len() == 1);
+    while !first_done() && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(first_done(), "the first trial never finished");
+    let status = stop(&mut child, "-INT");
+    assert_eq!(status.code(), Some(130));
+    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    assert_eq!(index.trials.len(), 1);
+    assert_eq!(index.planned, 3);
+    assert!(index.notes.iter().any(|n| n.contains("cooldown before trial 2")), "{:?}", index.notes);
+    // The one trial's estimates are there, from its requests.
+    let e = index.metrics["metrics.ttft_ms.mean"].estimate.as_ref().unwrap();
+    assert_eq!(e.method, bench::stats::Method::RequestBootstrap);
+    assert!(!dir.join("trial-02").exists());
+}

@@ -1,9 +1,26 @@
 //! Gate verdicts at, just under and just over each limit for every comparator; missing metrics;
-//! the printed report.
+//! the printed report; intervals that straddle a limit (inconclusive, exit 3); trial sets.
+//!
+//! Most checks here judge two identical trials of one summary: their t interval has zero width,
+//! so the verdict is the comparison of the value with the limit, which these tests are about.
 
+use bench::Summary;
+use bench::trials::{Trial, TrialSet};
 use xtask::thresholds::{
-    Action, Comparator, Threshold, Thresholds, Verdict, evaluate, render_github, render_report,
+    Action, Comparator, GateOptions, GateReport, Threshold, Thresholds, Verdict, render_github,
+    render_report,
 };
+
+/// Two identical trials of `s`: every estimate is the value, with a zero-width interval.
+fn twice(s: &Summary) -> TrialSet {
+    let trial = |i: u32| Trial { dir: format!("trial-0{i}").into(), summary: s.clone() };
+    TrialSet::from_trials("set".into(), vec![trial(1), trial(2)])
+}
+
+/// The gate of [`twice`] `s`.
+fn evaluate(s: &Summary, t: &Thresholds) -> GateReport {
+    xtask::thresholds::evaluate(&twice(s), t, &GateOptions::default())
+}
 
 fn threshold(
     metric: &str,
@@ -240,7 +257,7 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
     assert!(text.contains("FAIL (other scenario)"), "{text}");
     assert!(
         text.contains(
-            "run run-64 is not the scenario ADR-0001 set metrics.ttft_ms.p99 <= 200 ms for: \
+            "trial set run-64 is not the scenario ADR-0001 set metrics.ttft_ms.p99 <= 200 ms for: \
              load.concurrency 64 (set for 32)"
         ),
         "{text}"
@@ -291,6 +308,8 @@ fn a_comparison_directory_gates_every_strategy_and_fails_when_one_fails() {
         let run = cmp.join(strategy);
         std::fs::create_dir_all(&run).unwrap();
         std::fs::write(run.join("summary.json"), serde_json::to_string(&s).unwrap()).unwrap();
+        // Every request at the run's TTFT: its request-bootstrap interval is that value.
+        crate::support::write_records(&run, 100, &[ttft]);
         rows.push(serde_json::json!({"strategy": strategy, "batching": "-",
             "run_dir": format!("cmp/{strategy}"), "status": "complete", "ok": 80, "failed": 0}));
     }
@@ -339,6 +358,7 @@ fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
                 serde_json::to_string(&s).unwrap(),
             )
             .unwrap();
+            crate::support::write_records(&sw.join(&stage_dir), 100, &[150.0]);
             stages.push(StageResult::from_summary(i + 1, load, stage_dir, &s));
         }
         let values: Vec<String> = loads.iter().map(|l| l.to_string()).collect();
@@ -375,4 +395,212 @@ fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
     let out = crate::support::xtask(dir.path(), &["gate", "low/stage-01-concurrency-16"]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("FAIL (other scenario)"), "{}", out.stdout);
+}
+
+/// A trial set on disk: one trial per TTFT list, each a run directory with its records and
+/// the summary computed from them; `busy` marks trials measured on a busy host.
+fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
+    use bench::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
+    let mut entries = Vec::new();
+    for (i, ttft) in ttfts.iter().enumerate() {
+        let name = format!("trial-{:02}", i + 1);
+        let run = dir.join(&name);
+        crate::support::write_records(&run, ttft.len() as u64, ttft);
+        let mut s = crate::support::summary(
+            &format!("set-t{:02}", i + 1),
+            0.0,
+            20.0,
+            0.97,
+            crate::support::engine_params(true, 2048),
+        );
+        let read = bench::rundir::read_records(&run).unwrap();
+        let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+        for r in &read.records {
+            acc.add(r);
+        }
+        s.set_metrics(acc.finish(None));
+        if busy.contains(&(i + 1)) {
+            s.environment.noise = Some(bench::hostnoise::HostNoise {
+                other_share: Some(0.6),
+                busy: true,
+                reasons: vec!["other processes used 60% of the CPU time".into()],
+                ..Default::default()
+            });
+        }
+        std::fs::write(run.join("summary.json"), serde_json::to_string(&s).unwrap()).unwrap();
+        entries.push(TrialEntry {
+            dir: name,
+            run_id: s.run_id.clone(),
+            status: s.status,
+            requests: s.requests.total,
+            ok: s.requests.ok,
+            host_busy: busy.contains(&(i + 1)),
+        });
+    }
+    let index = TrialsFile {
+        format_version: FORMAT_VERSION,
+        run_id: "set".into(),
+        profile: "default".into(),
+        bench_args: vec![],
+        planned: ttfts.len() as u32,
+        cooldown_s: 0.0,
+        confidence: 0.95,
+        trials: entries,
+        metrics: Default::default(),
+        notes: vec![],
+    };
+    index.write(dir).unwrap();
+}
+
+/// TTFT mean of three trials: 180, 200 and 220 ms (each trial 100 requests at that TTFT). The t
+/// interval is 200 ± 4.303 x 20 / sqrt(3) = [150.3, 249.7]: a limit inside it cannot be decided.
+#[test]
+fn a_trial_set_passes_fails_or_is_inconclusive_by_its_interval_and_exit_3_is_never_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (vec![180.0; 100], vec![200.0; 100], vec![220.0; 100]);
+    write_set(&dir.path().join("set"), &[&a, &b, &c], &[]);
+    let gate_at = |limit: f64| {
+        std::fs::create_dir_all(dir.path().join("thresholds")).unwrap();
+        let text = format!(
+            "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.mean\"\ncomparator = \"<=\"\n\
+             limit = {limit:?}\nunit = \"ms\"\naction = \"block\"\nadr = 3\n\
+             file = \"docs/adr/0003-x.md\"\nline = 40\n"
+        );
+        std::fs::write(dir.path().join("thresholds/gate.toml"), text).unwrap();
+        crate::support::xtask(dir.path(), &["gate", "set"])
+    };
+    let out = gate_at(260.0);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("gate: trial set set (3 trials)"), "{}", out.stdout);
+    assert!(out.stdout.contains("200 ms [150.3"), "{}", out.stdout);
+    assert!(out.stdout.contains("3 trials, 300 requests, t_interval"), "{}", out.stdout);
+    let out = gate_at(140.0);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("gate FAILED"), "{}", out.stdout);
+    // 210 ms lies inside the interval: the data cannot decide.
+    let out = gate_at(210.0);
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("INCONCLUSIVE"), "{}", out.stdout);
+    assert!(out.stdout.contains("straddles <= 210 ms"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(
+            "gate INCONCLUSIVE: 1 check, 0 passed, 0 blocking failed, 1 blocking inconclusive"
+        ),
+        "{}",
+        out.stdout
+    );
+    // At 80% confidence the interval is 200 ± 1.886 x 11.55 = [178.2, 221.8]: still
+    // inconclusive at 210, but 230 passes.
+    let out = crate::support::xtask(dir.path(), &["gate", "set", "--confidence", "0.8"]);
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    gate_at(230.0);
+    let out = crate::support::xtask(dir.path(), &["gate", "set", "--confidence", "0.8"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = crate::support::xtask(dir.path(), &["gate", "set", "--confidence", "1.5"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("within (0, 1)"), "{}", out.stderr);
+    // A set without the bench arguments of its trials cannot be extended.
+    let out =
+        crate::support::xtask(dir.path(), &["gate", "set", "--until-decided", "--max-trials", "5"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("does not record the bench arguments"), "{}", out.stderr);
+}
+
+#[test]
+fn a_busy_host_can_make_the_gate_refuse_to_decide_naming_the_trial() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (vec![100.0; 100], vec![101.0; 100]);
+    write_set(&dir.path().join("set"), &[&a, &b], &[2]);
+    write_gate_file(dir.path(), 500.0, "");
+    std::fs::write(
+        dir.path().join("thresholds/gate.toml"),
+        std::fs::read_to_string(dir.path().join("thresholds/gate.toml"))
+            .unwrap()
+            .replace("ttft_ms.p99", "ttft_ms.mean"),
+    )
+    .unwrap();
+    let out = crate::support::xtask(dir.path(), &["gate", "set"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("note: the client host was busy during trial-02"),
+        "{}",
+        out.stdout
+    );
+    let out = crate::support::xtask(dir.path(), &["gate", "set", "--refuse-busy-host"]);
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("the client host was busy during trial-02 (other processes used 60%"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// One run is a set of one: its interval is the request bootstrap of its own records (marked
+/// as counting requests only); a P99 from fewer than 100 requests is marked UNDERSAMPLED; a
+/// measured metric with no interval is inconclusive with the reason, an unmeasured one fails.
+#[test]
+fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    // 50 requests, TTFT 100..=149 ms.
+    let ttfts: Vec<f64> = (0..50).map(|i| 100.0 + i as f64).collect();
+    crate::support::write_records(&run, 50, &ttfts);
+    let mut s = crate::support::summary(
+        "run-1",
+        0.0,
+        20.0,
+        0.97,
+        crate::support::engine_params(true, 2048),
+    );
+    let read = bench::rundir::read_records(&run).unwrap();
+    let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+    for r in &read.records {
+        acc.add(r);
+    }
+    s.set_metrics(acc.finish(None));
+    s.server = Some(serde_json::json!({"kv_fragmentation": 0.01}));
+    s.cost.per_request = None;
+    std::fs::write(run.join("summary.json"), serde_json::to_string(&s).unwrap()).unwrap();
+    let t = gate(vec![
+        // The mean is 124.5 ms; its bootstrap interval is about ±4 ms.
+        threshold("metrics.ttft_ms.mean", Comparator::Le, 200.0, "ms", Action::Block, 3),
+        threshold("metrics.ttft_ms.mean", Comparator::Le, 125.0, "ms", Action::Block, 4),
+        threshold("metrics.ttft_ms.p99", Comparator::Le, 1000.0, "ms", Action::Block, 5),
+        threshold("server.kv_fragmentation", Comparator::Le, 0.05, "ratio", Action::Block, 6),
+        threshold("cost.per_request", Comparator::Le, 1.0, "currency", Action::Warn, 7),
+    ]);
+    let set = TrialSet::load(&run).unwrap();
+    let report = xtask::thresholds::evaluate(&set, &t, &GateOptions::default());
+    let verdicts: Vec<Verdict> = report.checks.iter().map(|c| c.verdict).collect();
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::Pass,
+            Verdict::Inconclusive,
+            Verdict::Pass,
+            Verdict::Inconclusive,
+            Verdict::Missing
+        ],
+        "{}",
+        render_report(&report, false)
+    );
+    let mean = report.checks[0].estimate.clone().unwrap();
+    assert_eq!(mean.method, bench::stats::Method::RequestBootstrap);
+    assert!(mean.lo < 124.5 && mean.hi > 124.5 && mean.hi - mean.lo < 12.0, "{mean}");
+    assert!(report.checks[2].estimate.as_ref().unwrap().undersampled);
+    let why = report.checks[3].reason.clone().unwrap();
+    assert!(why.contains("does not come from the request records"), "{why}");
+    // The missing metric is a warn threshold's; the undecided blocking ones leave the gate
+    // inconclusive.
+    assert_eq!(report.status(), xtask::exit::Status::Inconclusive);
+    let text = render_report(&report, false);
+    assert!(
+        text.contains("1 trial, 50 requests, request_bootstrap (requests only), UNDERSAMPLED"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: one trial: its intervals count request-to-request variance only"),
+        "{text}"
+    );
+    assert!(text.contains("server.kv_fragmentation cannot be decided: one run"), "{text}");
 }

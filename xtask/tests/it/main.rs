@@ -32,6 +32,7 @@ mod cli_secrets;
 mod cli_sim;
 mod compare;
 mod gate;
+mod gate_noise;
 mod history;
 mod lint;
 mod new;

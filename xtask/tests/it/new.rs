@@ -539,6 +539,8 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
         (r"measured -?\d+(\.\d+)?", "measured [value]"),
         (r"(above|below) \d+(\.\d+)?", "$1 [limit]"),
         (r"(chosen|reference): [^|\n]*\|", "$1: [conclusion] |"),
+        // How busy this machine was while the runs measured is not the record's to pin.
+        (r"- [^\n]*: the client host was busy during the load: [^\n]*\n", ""),
     ];
     insta::with_settings!({filters => filters}, {
         insta::assert_snapshot!("generated_adr_strategies", record);

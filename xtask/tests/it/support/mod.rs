@@ -153,35 +153,16 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// A trial set in `dir` with one fixture run per TTFT P99 value.
+/// A trial set `dir/name` with one fixture run per TTFT P99 value ([`write_set`]).
 pub fn trial_set(dir: &Path, name: &str, ttft_p99: &[f64]) -> PathBuf {
-    let set = dir.join(name);
-    let mut trials = Vec::new();
-    for (i, &p99) in ttft_p99.iter().enumerate() {
-        let s = summary(&format!("trial-{:02}", i + 1), p99, 40.0, 0.95, engine_params(true, 8192));
-        write_run(&set, &s);
-        trials.push(bench::trials::TrialEntry {
-            dir: s.run_id.clone(),
-            run_id: s.run_id.clone(),
-            status: s.status,
-            requests: s.requests.total,
-            ok: s.requests.ok,
-            host_busy: false,
-        });
-    }
-    bench::trials::TrialsFile {
-        format_version: bench::trials::FORMAT_VERSION,
-        profile: "default".into(),
-        planned: ttft_p99.len() as u32,
-        cooldown_s: 0.0,
-        confidence: 0.95,
-        trials,
-        metrics: Default::default(),
-        notes: vec![],
-    }
-    .write(&set)
-    .unwrap();
-    set
+    let summaries: Vec<Summary> = ttft_p99
+        .iter()
+        .enumerate()
+        .map(|(i, &p99)| {
+            summary(&format!("trial-{:02}", i + 1), p99, 40.0, 0.95, engine_params(true, 8192))
+        })
+        .collect();
+    write_set(&dir.join(name), &summaries)
 }
 
 /// A repository holding this repository's `configs/bench.toml` and `configs/engine*.toml`.
@@ -236,4 +217,64 @@ pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
         .expect("the simulator says where it serves");
     let words: Vec<&str> = line.split_whitespace().collect();
     (sim, words[1].to_string(), words[3].to_string())
+}
+
+/// One ok request record: TTFT `ttft_ms`, then 4 output tokens 10 ms apart.
+pub fn record(id: u64, ttft_ms: f64) -> bench::record::RequestRecord {
+    let t0 = id as f64 * 100.0;
+    serde_json::from_value(json!({
+        "id": id, "warmup": false, "class": "ok", "status": 200, "item": id,
+        "intended_ms": t0, "sent_ms": t0, "first_token_ms": t0 + ttft_ms,
+        "last_token_ms": t0 + ttft_ms + 30.0, "end_ms": t0 + ttft_ms + 31.0,
+        "input_tokens": 3, "output_tokens": 4, "content_events": 4,
+        "itl_ms": [10.0, 10.0, 10.0],
+    }))
+    .expect("a valid record")
+}
+
+/// Write `requests.jsonl` into the run directory `dir`: `n` ok requests with the TTFTs
+/// `ttft_ms` (cycled), so a single run's request bootstrap has records to draw from.
+pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut w = bench::rundir::RecordWriter::create(dir).unwrap();
+    for i in 0..n {
+        w.write(&record(i, ttft_ms[i as usize % ttft_ms.len()])).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Write a trial set into `dir`: each summary a trial directory (`trial-01`, ...) and
+/// `trials.json`. Two identical summaries make zero-width t intervals: the gate then compares
+/// the values themselves with the limits.
+pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
+    use bench::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
+    let mut entries = Vec::new();
+    for (i, s) in trials.iter().enumerate() {
+        let name = format!("trial-{:02}", i + 1);
+        std::fs::create_dir_all(dir.join(&name)).unwrap();
+        std::fs::write(dir.join(&name).join("summary.json"), serde_json::to_string(s).unwrap())
+            .unwrap();
+        entries.push(TrialEntry {
+            dir: name,
+            run_id: s.run_id.clone(),
+            status: s.status,
+            requests: s.requests.total,
+            ok: s.requests.ok,
+            host_busy: false,
+        });
+    }
+    let index = TrialsFile {
+        format_version: FORMAT_VERSION,
+        run_id: dir.file_name().unwrap().to_string_lossy().into(),
+        profile: trials[0].profile.clone(),
+        bench_args: vec![],
+        planned: trials.len() as u32,
+        cooldown_s: 0.0,
+        confidence: 0.95,
+        trials: entries,
+        metrics: Default::default(),
+        notes: vec![],
+    };
+    index.write(dir).unwrap();
+    dir.to_path_buf()
 }
