@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use bench::compare::{Change, Comparison, DEFAULT_METRICS, MetricComparison, compare};
-use bench::stats::{DEFAULT_CONFIDENCE, Estimate, Method, Options};
+use bench::stats::{DEFAULT_CONFIDENCE, Estimate, Method};
 use bench::trials::TrialSet;
 use clap::Args;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
@@ -67,7 +67,12 @@ impl CompareCmd {
         } else {
             self.metrics.iter().map(String::as_str).collect()
         };
-        let opts = Options::default().with_confidence(self.confidence);
+        // The gate's estimation, so a comparison and a gate of the same set agree.
+        let opts = crate::thresholds::evaluate::GateOptions {
+            confidence: self.confidence,
+            ..Default::default()
+        }
+        .estimation();
         let shown = |p: &Path| p.to_string_lossy().replace('\\', "/");
         let cmp = compare((&shown(&self.a), &a), (&shown(&self.b), &b), &metrics, opts);
         println!("{}", render(&cmp));

@@ -101,7 +101,9 @@ pub struct RowStats {
 /// Each row's [`RowStats`] from its trials, at `confidence`.
 pub fn row_stats(sets: &[bench::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
     let metrics: Vec<&str> = MATRIX.iter().map(|(_, m, _)| *m).collect();
-    let opts = bench::stats::Options::default().with_confidence(confidence);
+    // The gate's estimation, so the record's intervals are the ones its gate will compute.
+    let opts =
+        crate::thresholds::evaluate::GateOptions { confidence, ..Default::default() }.estimation();
     sets.iter()
         .map(|set| RowStats {
             trials: set.trials.len(),
