@@ -419,6 +419,7 @@ impl TrialSet {
             }
             _ if values.len() >= 2 => match stats::t_interval(&values, opts.confidence) {
                 Ok((value, lo, hi)) => {
+                    let (lo, hi) = within_range(metric, lo, hi);
                     let e = base(value, lo, hi, Method::TInterval, undersampled);
                     Ok(MetricEstimate { per_trial, estimate: Some(e), blank: None })
                 }
@@ -506,6 +507,24 @@ fn bootstrap_replicates<'m>(
         }
     }
     replicates
+}
+
+/// Metrics that are shares: their values lie within 0..=1.
+const SHARES: [&str; 5] = [
+    "goodput.ratio",
+    "error_rate",
+    "server.goodput_ratio",
+    "server.kv_cache_usage.max",
+    "server.prefix_cache_hit_rate",
+];
+
+/// A t interval cut to the values the metric can take: every known metric is at least 0
+/// (latencies, rates, counts, costs), a share at most 1. Cutting an interval to the metric's
+/// range keeps every value it could be, so the coverage does not drop.
+fn within_range(metric: &str, lo: f64, hi: f64) -> (f64, f64) {
+    let lo = lo.max(0.0);
+    let hi = if SHARES.contains(&metric) { hi.min(1.0) } else { hi };
+    (lo, hi.max(lo))
 }
 
 /// Per metric, the request bootstrap of one trial: the interval, or why there is none.
@@ -726,6 +745,11 @@ mod tests {
         // mean 110, s = 10, n = 3: half width t(0.975, 2) x 10 / sqrt(3) = 24.84138.
         assert_eq!((e.method, e.trials, e.requests), (Method::TInterval, 3, 600));
         assert!((e.value - 110.0).abs() < 1e-9 && (e.hi - 134.84138).abs() < 1e-4, "{e}");
+        // An interval is cut to the metric's range: a share of 0.9, 0.97 and 1.0 (t interval
+        // [0.80, 1.11]) ends at 1; a latency interval never goes below 0.
+        assert_eq!(within_range("goodput.ratio", 0.80, 1.11), (0.80, 1.0));
+        assert_eq!(within_range("metrics.ttft_ms.mean", -48.0, 2467.0), (0.0, 2467.0));
+        assert_eq!(within_range("metrics.itl_jitter", 0.5, 1.3), (0.5, 1.3));
         // 200 requests a trial are enough for a P99, too few for a P99.9.
         let p99 = set.estimate("metrics.ttft_ms.p99", Options::default()).estimate.unwrap();
         assert!(!p99.undersampled, "{p99}");

@@ -230,7 +230,14 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
                     .map_err(anyhow::Error::new)
                     .with_context(|| format!("cannot use run {}", p.display()))?;
                 run_dirs.push(name.clone());
-                out.push((set.trials[0].summary.clone(), set));
+                let mut summary = set.trials[0].summary.clone();
+                // A trial set is one row: its first trial stands for it, not as "trial 1".
+                if set.index.is_some()
+                    && let Some(inv) = summary.invocation.as_mut()
+                {
+                    inv.part = None;
+                }
+                out.push((summary, set));
             }
             Ok(out)
         };

@@ -752,7 +752,12 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
             if !worse.is_empty() {
                 why.push(format!("worse: {}", worse.join(", ")));
             }
-            if why.is_empty() {
+            if why.is_empty() && ctx.has_stats() {
+                format!(
+                    "{verdict}: no significant change at {}%",
+                    fmt_measured(ctx.confidence() * 100.0)
+                )
+            } else if why.is_empty() {
                 format!("{verdict}: within {}% of the baseline", fmt_measured(NOISE * 100.0))
             } else {
                 format!("{verdict}: {}", why.join("; "))
@@ -982,7 +987,7 @@ fn decision_section(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
     o.push_str("## Decision\n\n");
     let rollback_values = match derivation(ctx.chosen) {
         Some((governed, changes)) => adopt_derived(o, ctx, governed, changes),
-        None if ctx.input.choose == 0 => keep_baseline(o, ctx.input),
+        None if ctx.input.choose == 0 => keep_baseline(o, ctx),
         None => adopt_chosen(o, ctx),
     };
     o.push('\n');
@@ -993,6 +998,11 @@ const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one
 
 /// The objectives of the SLO the chosen run missed: `TTFT P99 1012 ms above the SLO's 500 ms`.
 pub fn slo_misses(r: &Summary) -> Vec<String> {
+    slo_misses_of(r, |m| r.metric(m))
+}
+
+/// [`slo_misses`] with each value from `value` (a row's estimate).
+fn slo_misses_of(r: &Summary, value: impl Fn(&str) -> Option<f64>) -> Vec<String> {
     let slo = &r.goodput.slo;
     let mut out = Vec::new();
     for (name, metric, limit) in [
@@ -1000,7 +1010,7 @@ pub fn slo_misses(r: &Summary) -> Vec<String> {
         ("TPOT P99", "metrics.tpot_ms.p99", slo.tpot_ms),
         ("E2E P99", "metrics.e2e_ms.p99", slo.e2e_ms),
     ] {
-        if let (Some(limit), Some(v)) = (limit, r.metric(metric))
+        if let (Some(limit), Some(v)) = (limit, value(metric))
             && v > limit
         {
             out.push(format!(
@@ -1014,18 +1024,22 @@ pub fn slo_misses(r: &Summary) -> Vec<String> {
 }
 
 fn slo_flag(o: &mut String, ctx: &Runs<'_>) {
-    slo_flag_for(o, ctx.chosen, &format!("{}, the chosen configuration,", ctx.chosen_label));
+    let who = format!("{}, the chosen configuration,", ctx.chosen_label);
+    slo_flag_for(o, ctx, ctx.input.choose, &who);
 }
 
-/// Under the decision: the flag and a placeholder for the reason when `r` misses its SLO (lint
-/// keeps the record from acceptance until a person has written the reason).
-fn slo_flag_for(o: &mut String, r: &Summary, who: &str) {
-    let misses = slo_misses(r);
+/// Under the decision: the flag and a placeholder for the reason when row `i` misses its SLO
+/// (its estimates, when it has them; lint keeps the record from acceptance until a person has
+/// written the reason).
+fn slo_flag_for(o: &mut String, ctx: &Runs<'_>, i: usize, who: &str) {
+    let r = ctx.all[i];
+    let misses = slo_misses_of(r, |m| ctx.value(i, m));
     if misses.is_empty() {
         return;
     }
-    let goodput =
-        r.goodput.ratio.map_or(String::new(), |g| format!(" (goodput {})", fmt_measured(g)));
+    let goodput = ctx
+        .value(i, "goodput.ratio")
+        .map_or(String::new(), |g| format!(" (goodput {})", fmt_measured(g)));
     writeln!(
         o,
         "\n{SLO_MISSED} {who} measured {}{goodput}.\n\n{SLO_EXCEPTION} <why this configuration \
@@ -1036,10 +1050,11 @@ fn slo_flag_for(o: &mut String, r: &Summary, who: &str) {
 }
 
 /// The decision to keep the baseline: every recorded parameter becomes mandatory.
-fn keep_baseline(o: &mut String, input: &NewAdr<'_>) -> Vec<String> {
+fn keep_baseline(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
+    let input = ctx.input;
     let fill_in = FILL_IN_DECISION;
     writeln!(o, "Keep the baseline configuration (run {}).", code(&input.baseline.run_id)).unwrap();
-    slo_flag_for(o, input.baseline, "the baseline");
+    slo_flag_for(o, ctx, 0, "the baseline");
     match &input.baseline.engine {
         Some(e) => {
             o.push_str("These values are now mandatory:\n\n");
@@ -1342,6 +1357,11 @@ fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
                     format!("{sign}{}%", fmt_measured((d.relative * 100.0).max(0.0)))
                 }
                 Some(_) => "no regression (noise too large)".to_string(),
+                None if p.estimate.as_ref().is_some_and(|e| e.method.is_interval())
+                    && p.limit == 0.0 =>
+                {
+                    "no regression (the limit is the metric's floor)".to_string()
+                }
                 None => BLANK.to_string(),
             };
             format!(" {est} | {detects} |")

@@ -86,7 +86,9 @@ pub fn propose_from_estimate(
     };
     let raw = bench::stats::propose_limit(estimate, headroom, direction).ok()?;
     let up = def.better == Better::Lower;
-    let limit = round_sig(raw.limit, LIMIT_DIGITS, up);
+    // Every known metric is at least 0: a floor below 0 is the floor 0 (it holds for any value,
+    // and the record says that it detects nothing).
+    let limit = round_sig(raw.limit, LIMIT_DIGITS, up).max(0.0);
     let rounded = bench::stats::ProposedLimit { comparator: raw.comparator, limit };
     let detects = bench::stats::min_detectable_change(estimate, &rounded, DETECT_POWER).ok();
     Some(Proposed {
@@ -194,6 +196,10 @@ mod tests {
         let p = propose_from_estimate("requests.failed", &counts, Action::Block, 0.10).unwrap();
         assert_eq!((p.limit, p.detects), (2.2, None));
         assert!(propose_from_estimate("metrics.nope", &counts, Action::Block, 0.1).is_none());
+        // An interval reaching 0: the floor is 0, not below, and it detects no regression.
+        let wide = Estimate { value: 0.73, lo: 0.0, hi: 1.0, method: Method::TInterval, ..e };
+        let p = propose_from_estimate("goodput.ratio", &wide, Action::Block, 0.10).unwrap();
+        assert_eq!((p.limit, p.detects), (0.0, None));
     }
 
     #[test]
