@@ -12,24 +12,11 @@ use crate::trials::{MetricEstimate, TrialSet};
 /// The `format_version` of `compare.json`.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// The metrics a comparison shows when not told otherwise: the client-side latencies (mean
-/// and P99), throughput, goodput and failures.
-pub const DEFAULT_METRICS: [&str; 14] = [
-    "metrics.ttft_ms.mean",
-    "metrics.ttft_ms.p99",
-    "metrics.tpot_ms.mean",
-    "metrics.tpot_ms.p99",
-    "metrics.itl_ms.mean",
-    "metrics.itl_ms.p99",
-    "metrics.e2e_ms.mean",
-    "metrics.e2e_ms.p99",
-    "throughput.output_tokens_per_s",
-    "throughput.requests_per_s",
-    "goodput.ratio",
-    "goodput.requests_per_s",
-    "error_rate",
-    "requests.failed",
-];
+/// The metrics a comparison shows when not told otherwise: a trial set's default metrics
+/// ([`crate::trials::DEFAULT_METRICS`]) and the failed requests.
+pub fn default_metrics() -> Vec<&'static str> {
+    crate::trials::DEFAULT_METRICS.iter().copied().chain(["requests.failed"]).collect()
+}
 
 /// One side of a comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

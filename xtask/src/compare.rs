@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::compare::{Change, Comparison, DEFAULT_METRICS, MetricComparison, compare};
+use bench::compare::{Change, Comparison, MetricComparison, compare, default_metrics};
 use bench::stats::{DEFAULT_CONFIDENCE, Estimate, Method};
 use bench::trials::TrialSet;
 use clap::Args;
@@ -63,7 +63,7 @@ impl CompareCmd {
         };
         let (a, b) = (load(&self.a)?, load(&self.b)?);
         let metrics: Vec<&str> = if self.metrics.is_empty() {
-            DEFAULT_METRICS.to_vec()
+            default_metrics()
         } else {
             self.metrics.iter().map(String::as_str).collect()
         };

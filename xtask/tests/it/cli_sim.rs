@@ -3,7 +3,6 @@
 //! `configs/engine.toml` change what the bench measures; `--profile oracle` is measured back as
 //! the known answer; a crash (SIGKILL) loses no request already written.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -13,31 +12,9 @@ use crate::support::*;
 #[test]
 fn the_standalone_simulator_serves_with_faults_on_demand() {
     let r = copy_of_configs();
-    let mut child = xtask_command(
-        r.path(),
-        &["sim", "--port", "0", "--profile", "oracle", "--fault", "http_503=1"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let sim = Reaped(child);
-    // "serving MODEL at URL/v1 (Ctrl-C to stop)"
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("serving ") {
-                let _ = tx.send(line);
-                return;
-            }
-        }
-    });
-    let line =
-        rx.recv_timeout(Duration::from_secs(30)).expect("the simulator says where it serves");
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let (model, url) = (words[1], words[3]);
-    assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+    let (sim, model, url) = start_sim(r.path(), &["--profile", "oracle", "--fault", "http_503=1"]);
+    let (model, url) = (model.as_str(), url.as_str());
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let o = xtask(
         r.path(),
         &["bench", "-q", "--base-url", url, "--model", model, "--requests", "6", "--out", "runs/f"],
