@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -70,7 +70,7 @@ impl Default for SimOptions {
 }
 
 /// The simulator's record of one request (times in ms since the server started).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimRecord {
     pub id: u64,
     /// The client's `x-request-id` header, when sent.
@@ -86,6 +86,13 @@ pub struct SimRecord {
     pub late_ms_max: Option<f64>,
     /// Timing mode: how much later than scheduled the first content chunk was handed over.
     pub late_ms_first: Option<f64>,
+    /// Timing mode: when each content chunk was due by the schedule, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_due_ms: Vec<f64>,
+    /// Timing mode: when each content chunk was handed to the connection, in order (the
+    /// known-answer tests' truth for the client's event times and gaps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_ms: Vec<f64>,
     pub chunks: u32,
     pub output_tokens: u32,
     pub prompt_tokens: u32,
@@ -855,6 +862,8 @@ async fn deliver_tokens(
                     let late = now.into_std().saturating_duration_since(due).as_secs_f64() * 1e3;
                     record.late_ms_max = Some(record.late_ms_max.map_or(late, |m| m.max(late)));
                     record.late_ms_first.get_or_insert(late);
+                    record.chunk_due_ms.push(st.ms_since_start(Instant::from_std(due)));
+                    record.chunk_ms.push(st.ms_since_start(now));
                 }
                 if stall_armed {
                     stall_armed = false;

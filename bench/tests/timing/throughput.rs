@@ -16,9 +16,8 @@
 
 use crate::apart::start_timing_sim_apart;
 use crate::support::*;
-use bench::config::TimingConfig;
+use bench::config::{TimingConfig, UsageMode};
 use bench::rundir;
-use bench::sim::SimOptions;
 
 const CLOSED: &str = r#"
 [profile.default]
@@ -37,9 +36,11 @@ fn fixed() -> TimingConfig {
 
 async fn closed_run(overrides: &[&str]) -> (bench::Summary, Vec<bench::RequestRecord>) {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_timing_sim_apart(fixed(), SimOptions::default());
-    let out = run_against(&server.handle, profile(CLOSED, overrides), dir.path()).await;
-    server.shutdown().await;
+    let server = start_timing_sim_apart(&fixed(), UsageMode::Final);
+    let out =
+        run_against_url(server.base_url(), server.model(), profile(CLOSED, overrides), dir.path())
+            .await;
+    server.finish().await;
     let records = rundir::read_records(&out.dir).unwrap().records;
     (out.summary, records)
 }
@@ -94,9 +95,10 @@ max_tokens = 4
 async fn an_open_loop_achieves_its_constant_rate() {
     let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
-    let server = start_timing_sim_apart(fixed(), SimOptions::default());
-    let out = run_against(&server.handle, profile(OPEN, &[]), dir.path()).await;
-    server.shutdown().await;
+    let server = start_timing_sim_apart(&fixed(), UsageMode::Final);
+    let out =
+        run_against_url(server.base_url(), server.model(), profile(OPEN, &[]), dir.path()).await;
+    server.finish().await;
     let s = &out.summary;
     assert_eq!(s.requests.ok, 30);
     let st = &s.schedule.stats;
