@@ -22,6 +22,7 @@ use crate::summary::WorkloadInfo;
 use crate::workload::Payload;
 
 use super::connect::Connection;
+use super::pace::Pacer;
 use super::prepare::{Prepared, Prompts};
 use super::{RunControl, RunError, RunSpec};
 
@@ -436,11 +437,16 @@ async fn open_loop(
     let cap = load.max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
     let mut phase = control.subscribe();
     let mut tasks = JoinSet::new();
+    let pacer = Pacer::start().ok();
     for offset in offsets {
         let intended = clock + Duration::from_secs_f64(offset / 1000.0);
+        let coarse = if pacer.is_some() { Pacer::coarse_deadline(intended) } else { intended };
         tokio::select! {
-            _ = tokio::time::sleep_until(intended) => {}
+            _ = tokio::time::sleep_until(coarse) => {}
             _ = phase.wait_for(|p| *p != Phase::Running) => break,
+        }
+        if let Some(p) = &pacer {
+            p.until(intended).await;
         }
         let Some((id, warmup)) = admission.admit(intended) else { break };
         let permit = match &cap {

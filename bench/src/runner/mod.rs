@@ -14,6 +14,7 @@
 pub mod assemble;
 pub mod connect;
 pub mod drive;
+pub mod pace;
 pub mod prepare;
 
 use std::path::{Path, PathBuf};

@@ -1,21 +1,20 @@
-//! Trace replay keeps the trace's times: at 200 requests/s on the simulator, each request is
-//! sent within 3 ms (p99) of its intended time, which is its trace timestamp x the time scale,
-//! and the intended times are the trace's exactly.
+//! Trace replay keeps the trace's times: at 200 requests/s against the timing simulator in a
+//! process of its own, each request is sent within 1 ms (p99) of its intended time, which is its
+//! trace timestamp x the time scale, and the intended times are the trace's exactly.
 //!
 //! Tolerance: the lag is the record's `sent_ms - intended_ms` (both on the run's monotonic
-//! clock), so it measures the sender alone, not the server. The sender waits with tokio's
-//! timer, whose resolution is 1 ms (a wait ends at the next millisecond tick), and the request
-//! is stamped when its task hands it to a connection: measured on the 2-core reference machine
-//! with the simulator in the same process, p99 2.1 ms, max 2.9 ms (docs/performance.md). 3 ms
-//! bounds that; a sub-millisecond sender needs a finer wait than tokio's timer.
+//! clock), so it measures the sender alone, not the server. The open loop waits on tokio's
+//! timer until 2 ms before the send and on the pacer thread for the rest
+//! (`bench/src/runner/pace.rs`); the request is stamped when its task hands it to a connection.
+//! Measured on the 2-core reference machine: p50 0.1 ms, p99 0.28 ms (docs/performance.md).
 
+use crate::apart::start_timing_sim_apart;
 use crate::support::*;
-use bench::config::TimingConfig;
+use bench::config::{TimingConfig, UsageMode};
 use bench::rundir;
-use bench::sim::SimOptions;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replay_at_200_requests_per_second_sends_within_3_ms_p99() {
+async fn a_replay_at_200_requests_per_second_sends_within_1_ms_p99() {
     let _alone = crate::one_at_a_time().await;
     let dir = tempfile::tempdir().unwrap();
     // 600 records, uneven gaps averaging 5 ms (200 requests/s), replayed at half speed from a
@@ -36,7 +35,7 @@ async fn a_replay_at_200_requests_per_second_sends_within_3_ms_p99() {
     let trace = dir.path().join("trace.jsonl");
     std::fs::write(&trace, lines.join("\n")).unwrap();
     let timing = TimingConfig { ttft_ms: 2.0, itl_ms: 1.0, ..TimingConfig::default() };
-    let handle = start_timing_sim(timing, SimOptions::default()).await;
+    let server = start_timing_sim_apart(&timing, UsageMode::Final);
     let p = profile(
         &format!(
             "[profile.default]\nendpoint = \"completions\"\n[profile.default.load]\n\
@@ -45,8 +44,8 @@ async fn a_replay_at_200_requests_per_second_sends_within_3_ms_p99() {
         ),
         &[],
     );
-    let out = run_against(&handle, p, dir.path()).await;
-    handle.shutdown().await;
+    let out = run_against_url(server.base_url(), server.model(), p, dir.path()).await;
+    server.finish().await;
     assert_eq!(out.summary.requests.ok, 600, "{:?}", out.summary.requests.by_class);
     let mut records = rundir::read_records(&out.dir).unwrap().records;
     records.sort_by_key(|r| r.id);
@@ -54,7 +53,12 @@ async fn a_replay_at_200_requests_per_second_sends_within_3_ms_p99() {
     let mut lags: Vec<f64> = records.iter().map(|r| r.lag_ms().unwrap()).collect();
     lags.sort_by(f64::total_cmp);
     let p99 = lags[(lags.len() * 99).div_ceil(100) - 1];
-    assert!(p99 <= 3.0, "send lag p99 {p99} ms (max {})", lags[lags.len() - 1]);
+    eprintln!(
+        "send lag p50 {:.3} p99 {p99:.3} max {:.3} ms",
+        lags[lags.len() / 2],
+        lags[lags.len() - 1]
+    );
+    assert!(p99 <= 1.0, "send lag p99 {p99} ms (max {})", lags[lags.len() - 1]);
     let span = records[599].intended_ms - first;
     assert!((span - last as f64 * 0.5).abs() <= 0.002, "intended span {span} ms");
     let achieved = 599.0 / (span / 1000.0);
