@@ -140,6 +140,8 @@ pub struct NewAdr<'a> {
     /// Per row (baseline first), its trials and estimates; empty: the values alone, without
     /// intervals.
     pub stats: &'a [RowStats],
+    /// Configurations considered but not measured, each `name: why` (a tune's failed starts).
+    pub not_measured: &'a [String],
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -886,6 +888,9 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
             };
             writeln!(o, "\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)).unwrap();
         }
+    }
+    for line in ctx.input.not_measured {
+        writeln!(o, "\n> Not measured: {line}.").unwrap();
     }
     let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {
