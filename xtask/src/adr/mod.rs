@@ -266,7 +266,9 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
     })
 }
 
-fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status> {
+/// `--tune DIR` stands for `--baseline`, `--exp` and `--choose` ([`tune_inputs`]); returns
+/// the tune's inputs and the baseline path.
+fn resolve_tune(root: &Path, args: &mut NewArgs) -> anyhow::Result<(Option<TuneInputs>, PathBuf)> {
     let tune = match &args.tune {
         Some(t) => Some(tune_inputs(root, t)?),
         None => None,
@@ -276,9 +278,30 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         args.experiments = t.experiments.clone();
         args.choose = Some(t.choose);
     }
-    let Some(baseline_path) = args.baseline.clone() else {
+    let Some(baseline) = args.baseline.clone() else {
         bail!("pass --baseline RUN (or --tune DIR)");
     };
+    Ok((tune, baseline))
+}
+
+/// A tune's rows are named by the keys their configurations set (the part of the command
+/// their runs are).
+fn name_tune_rows(
+    tune: Option<&TuneInputs>,
+    baseline: &mut bench::Summary,
+    experiments: &mut [bench::Summary],
+) {
+    let Some(tune) = tune else { return };
+    let rows = std::iter::once(baseline).chain(experiments.iter_mut());
+    for (s, name) in rows.zip(&tune.names) {
+        let command =
+            s.invocation.as_ref().map_or("cargo xtask tune".into(), |i| i.command.clone());
+        s.invocation = Some(bench::summary::Invocation { command, part: Some(name.clone()) });
+    }
+}
+
+fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status> {
+    let (tune, baseline_path) = resolve_tune(root, &mut args)?;
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
     // Each run as the record names it: the resolved run directory (a sweep's stage, an
     // acceptance's side) relative to the root when it is under it.
@@ -330,15 +353,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
             sets.push(set);
         }
     }
-    // A tune's rows are named by the keys their configurations set.
-    for (s, name) in std::iter::once(&mut baseline)
-        .chain(experiments.iter_mut())
-        .zip(tune.iter().flat_map(|t| t.names.iter()))
-    {
-        let command =
-            s.invocation.as_ref().map_or("cargo xtask tune".into(), |i| i.command.clone());
-        s.invocation = Some(bench::summary::Invocation { command, part: Some(name.clone()) });
-    }
+    name_tune_rows(tune.as_ref(), &mut baseline, &mut experiments);
     let stats = new::row_stats(&sets, args.confidence);
     // Charts the runs wrote beside them (a sweep's sweep.svg).
     let mut charts: Vec<String> = Vec::new();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bench::config::{EngineConfig, Source};
 use bench::sim::engine::EngineSpec;
-use bench::sim::engine::virtual_time::{Load, SimRequest, simulate};
+use bench::sim::engine::{Load, SimRequest, simulate};
 use xtask::tune::grid::{self, Variant};
 use xtask::tune::model::RowStatus;
 use xtask::tune::{TuneFile, TuneRow};
