@@ -204,14 +204,14 @@ fn print_problems(problems: &[Problem]) {
 }
 
 /// What a tune directory stands for in `adr new`: the baseline's and the experiments' run
-/// directories, the chosen row, each row's name (baseline first) and the configurations not
-/// measured.
+/// directories, the chosen row, each row's name (baseline first) and the lines about the
+/// configurations considered (those not measured, the winner at the edge of the grid).
 struct TuneInputs {
     baseline: PathBuf,
     experiments: Vec<PathBuf>,
     choose: usize,
     names: Vec<String>,
-    not_measured: Vec<String>,
+    considered: Vec<String>,
 }
 
 fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
@@ -247,22 +247,23 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
         let row = measured.remove(b);
         measured.insert(0, row);
     }
-    let not_measured = tune
+    let mut considered: Vec<String> = tune
         .rows
         .iter()
         .filter(|r| r.status == RowStatus::Failed)
         .map(|r| {
             let why = r.error.as_deref().unwrap_or("failed").lines().next().unwrap_or_default();
-            format!("`{}`: {why}", r.name)
+            format!("Not measured: `{}`: {}.", r.name, why.trim_end_matches('.'))
         })
         .collect();
+    considered.extend(tune.warnings.iter().map(|w| format!("Edge of the grid: {w}.")));
     let dirs: Vec<PathBuf> = measured.iter().map(|r| tune_dir.join(&r.dir)).collect();
     Ok(TuneInputs {
         baseline: dirs[0].clone(),
         experiments: dirs[1..].to_vec(),
         choose: measured.iter().position(|r| r.name == winner).unwrap_or(0),
         names: measured.iter().map(|r| r.name.clone()).collect(),
-        not_measured,
+        considered,
     })
 }
 
@@ -404,7 +405,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         assets: &linked,
         record_dir: &shown(dir),
         stats: &stats,
-        not_measured: tune.as_ref().map_or(&[][..], |t| t.not_measured.as_slice()),
+        considered: tune.as_ref().map_or(&[][..], |t| t.considered.as_slice()),
     };
     let text = new::render(&input)?;
     write_file(&full, &text)?;

@@ -140,8 +140,9 @@ pub struct NewAdr<'a> {
     /// Per row (baseline first), its trials and estimates; empty: the values alone, without
     /// intervals.
     pub stats: &'a [RowStats],
-    /// Configurations considered but not measured, each `name: why` (a tune's failed starts).
-    pub not_measured: &'a [String],
+    /// Lines under the matrix about the configurations considered (a tune's failed starts,
+    /// its winner at the edge of the grid), each a sentence.
+    pub considered: &'a [String],
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -889,8 +890,8 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
             writeln!(o, "\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)).unwrap();
         }
     }
-    for line in ctx.input.not_measured {
-        writeln!(o, "\n> Not measured: {line}.").unwrap();
+    for line in ctx.input.considered {
+        writeln!(o, "\n> {line}").unwrap();
     }
     let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {

@@ -59,7 +59,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         assets: &[],
         record_dir: "docs/adr",
         stats: &[],
-        not_measured: &[],
+        considered: &[],
     }
 }
 

@@ -196,7 +196,11 @@ fn the_record_of_a_tune_names_every_configuration_and_adopts_the_winner() {
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("| Baseline (max_num_seqs=2) |"), "{text}");
     assert!(text.contains("| max_num_seqs=8 |"), "{text}");
-    assert!(text.contains("Not measured: `max_num_seqs=0`"), "{text}");
+    assert!(text.contains("> Not measured: `max_num_seqs=0`: not a valid engine config"), "{text}");
+    assert!(
+        text.contains("> Edge of the grid: the winner `max_num_seqs=8` takes the largest value"),
+        "{text}"
+    );
     assert!(
         text.contains("configs/engine.toml: scheduler.max_num_seqs = 8"),
         "the decision names the winner's key in the governed file:\n{text}"
@@ -237,4 +241,42 @@ fn nothing_to_tune_and_unsupported_flags_are_usage_errors() {
     let o = xtask(root.path(), &["tune", "--tune-config", "configs/tune.toml"]);
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("configs/tune.toml:2"), "{}", o.stderr);
+}
+
+#[test]
+fn max_configs_a_random_search_and_the_time_budget_bound_the_tune() {
+    use xtask::tune::model::Search;
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/r", &["scheduler.max_num_seqs=2,4,8,16"]);
+    args.extend(["--set", "slo.ttft_ms=60000", "--search", "random", "--seed", "3"]);
+    args.extend(["--max-configs", "2"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/r")).unwrap();
+    assert_eq!(tune.search, "random (seed 3)");
+    let names = ["max_num_seqs=2", "max_num_seqs=4", "max_num_seqs=8", "max_num_seqs=16"];
+    let sample: Vec<&str> =
+        Search::Random { seed: 3 }.order(4, Some(2)).into_iter().map(|i| names[i]).collect();
+    let measured: Vec<&str> = tune
+        .rows
+        .iter()
+        .filter(|r| r.status == RowStatus::Measured)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(measured, sample);
+    let skipped: Vec<&TuneRow> =
+        tune.rows.iter().filter(|r| r.status == RowStatus::Skipped).collect();
+    assert_eq!(skipped.len(), 2);
+    assert!(skipped.iter().all(|r| r.error.as_deref() == Some("beyond --max-configs")));
+    assert!(sample.contains(&tune.winner.as_deref().unwrap()));
+
+    // A spent time budget starts nothing: no winner, exit 1.
+    let mut args = tune_args("runs/b", &["scheduler.max_num_seqs=2,4"]);
+    args.extend(["--time-budget", "0"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("no measured configuration meets every SLO"), "{}", o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/b")).unwrap();
+    assert!(tune.rows.iter().all(|r| r.status == RowStatus::Skipped
+        && r.error.as_deref() == Some("the time budget was spent")));
 }
