@@ -241,8 +241,9 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
             })
         })
     };
+    // Successive halving's eliminated rows ran fewer requests: not this record's scenario.
     let mut measured: Vec<&crate::tune::TuneRow> =
-        tune.rows.iter().filter(|r| r.status == RowStatus::Measured).collect();
+        tune.rows.iter().filter(|r| r.status == RowStatus::Measured && !r.eliminated).collect();
     if let Some(b) = measured.iter().position(|r| is_governed(r)) {
         let row = measured.remove(b);
         measured.insert(0, row);
@@ -256,6 +257,14 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
             format!("Not measured: `{}`: {}.", r.name, why.trim_end_matches('.'))
         })
         .collect();
+    considered.extend(tune.rows.iter().filter(|r| r.eliminated).map(|r| {
+        format!(
+            "Eliminated by successive halving after rung {} ({} measured requests): `{}`.",
+            r.rung.unwrap_or_default(),
+            r.requests,
+            r.name
+        )
+    }));
     considered.extend(tune.warnings.iter().map(|w| format!("Edge of the grid: {w}.")));
     let dirs: Vec<PathBuf> = measured.iter().map(|r| tune_dir.join(&r.dir)).collect();
     Ok(TuneInputs {

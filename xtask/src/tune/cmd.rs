@@ -3,10 +3,11 @@
 //! through `engine serve`'s launcher and stopped after its run.
 //!
 //! The tune directory (`--out`, default `target/tune/<run id>`) holds each variant engine config
-//! (`engine-<name>.toml`), each configuration's run or trial set (`<name>/`), `tune.json`
+//! (`engine-<name>.toml`), each configuration's run or trial set (`<name>/`; with successive
+//! halving one per rung, `<name>.rung-K/`), `tune.json`
 //! (rewritten atomically after every configuration) and `pareto.svg`. A re-run with the same
 //! `--out` skips every configuration whose key (variant config, profile, bench arguments,
-//! engine) and complete run are already there; Ctrl-C (exit 130) keeps what was measured.
+//! engine, rung) and complete run are already there; Ctrl-C (exit 130) keeps what was measured.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,6 +63,9 @@ pub enum SearchKind {
     Grid,
     /// The grid shuffled with `--seed` (the first `--max-configs` of that order).
     Random,
+    /// Successive halving: every configuration with few requests, the better half again with
+    /// twice as many, until the last rung runs the full request count.
+    Halving,
 }
 
 #[derive(Debug, Args)]
@@ -117,7 +121,17 @@ struct Tune<'a> {
     /// Part of every row's key: profile, bench arguments, engine.
     key_base: String,
     slo: bench::metrics::Slo,
+    /// The profile's measured requests (successive halving splits them into rungs).
+    requests: Option<u64>,
     stop: Arc<AtomicBool>,
+}
+
+/// One pass over configurations: successive halving's rung (from 1) and its requests, or
+/// the only pass of a grid or random search (`None`).
+#[derive(Clone, Copy)]
+struct Rung {
+    number: u32,
+    requests: u64,
 }
 
 impl TuneCmd {
@@ -170,6 +184,7 @@ impl TuneCmd {
             governed_rel,
             key_base,
             slo: base.profile.profile.slo.clone(),
+            requests: self.bench.requests.or(base.profile.profile.load.requests),
             stop: listen_for_stop()?,
         };
         tune.run(&spec)
@@ -222,6 +237,7 @@ impl TuneCmd {
         match self.search {
             SearchKind::Grid => Search::Grid,
             SearchKind::Random => Search::Random { seed: self.seed },
+            SearchKind::Halving => Search::Halving,
         }
     }
 }
@@ -280,33 +296,73 @@ impl Tune<'_> {
                 })
                 .collect(),
             rows: Vec::new(),
+            earlier: Vec::new(),
             winner: None,
             warnings: Vec::new(),
         };
+        let rungs: Vec<Option<Rung>> = match search {
+            Search::Halving => {
+                let Some(full) = self.requests else {
+                    bail!(
+                        "--search halving splits the measured requests into rungs: pass \
+                         --requests N or set load.requests in the profile"
+                    );
+                };
+                let rungs = super::model::halving_rungs(full, order.len());
+                (1..).zip(rungs).map(|(number, requests)| Some(Rung { number, requests })).collect()
+            }
+            _ => vec![None],
+        };
         let started = Instant::now();
-        let n = order.len();
         let mut interrupted = false;
-        for (step, &i) in order.iter().enumerate() {
-            let v = &variants[i];
-            let over_budget =
-                self.cmd.time_budget.is_some_and(|b| started.elapsed().as_secs_f64() >= b);
-            let row = if interrupted || self.stop.load(Ordering::SeqCst) {
-                interrupted = true;
-                TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Interrupted)
-            } else if over_budget {
-                let mut r = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Skipped);
-                r.error = Some("the time budget was spent".into());
-                r
-            } else {
-                eprintln!("[{}/{n}] {}", step + 1, v.name);
-                let row = self.configuration(v, step, previous.as_ref())?;
-                interrupted = row.status == RowStatus::Interrupted;
-                eprintln!("[{}/{n}] {}: {}", step + 1, v.name, progress_line(&row));
-                row
-            };
-            file.rows.push(row);
-            file.decide(&spec.axes);
-            self.write(&file)?;
+        // Where each configuration's row is in `file.rows`.
+        let mut at: Vec<Option<usize>> = vec![None; variants.len()];
+        let mut survivors = order.clone();
+        for (r, &rung) in rungs.iter().enumerate() {
+            let n = survivors.len();
+            for (step, &i) in survivors.iter().enumerate() {
+                let v = &variants[i];
+                let over_budget =
+                    self.cmd.time_budget.is_some_and(|b| started.elapsed().as_secs_f64() >= b);
+                let row = if interrupted || self.stop.load(Ordering::SeqCst) {
+                    interrupted = true;
+                    TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Interrupted)
+                } else if over_budget {
+                    let mut r = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Skipped);
+                    r.error = Some("the time budget was spent".into());
+                    r
+                } else {
+                    let tag = match rung {
+                        Some(g) => format!("[rung {}/{}, {}/{n}]", g.number, rungs.len(), step + 1),
+                        None => format!("[{}/{n}]", step + 1),
+                    };
+                    eprintln!("{tag} {}", v.name);
+                    let row = self.configuration(v, step, rung, previous.as_ref())?;
+                    interrupted = row.status == RowStatus::Interrupted;
+                    eprintln!("{tag} {}: {}", v.name, progress_line(&row));
+                    row
+                };
+                match at[i] {
+                    Some(p) => file.earlier.push(std::mem::replace(&mut file.rows[p], row)),
+                    None => {
+                        at[i] = Some(file.rows.len());
+                        file.rows.push(row);
+                    }
+                }
+                file.decide(&spec.axes);
+                self.write(&file)?;
+            }
+            if interrupted || r + 1 == rungs.len() {
+                break;
+            }
+            let rows: Vec<&TuneRow> =
+                survivors.iter().map(|&i| &file.rows[at[i].unwrap()]).collect();
+            let kept: Vec<usize> =
+                super::model::better_half(&rows).into_iter().map(|k| survivors[k]).collect();
+            for &i in survivors.iter().filter(|i| !kept.contains(i)) {
+                file.rows[at[i].unwrap()].eliminated = true;
+            }
+            survivors = kept;
         }
         for (i, v) in variants.iter().enumerate() {
             if !order.contains(&i) {
@@ -336,11 +392,17 @@ impl Tune<'_> {
         &self,
         v: &Variant,
         step: usize,
+        rung: Option<Rung>,
         previous: Option<&TuneFile>,
     ) -> anyhow::Result<TuneRow> {
         let name = grid::dir_name(&v.name);
         let mut row = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Failed);
-        row.dir = name.clone();
+        row.rung = rung.map(|g| g.number);
+        let run_name = match rung {
+            Some(g) => format!("{name}.rung-{}", g.number),
+            None => name.clone(),
+        };
+        row.dir = run_name.clone();
         let text = match grid::variant_text(&self.governed, v) {
             Ok(t) => t,
             Err(e) => {
@@ -352,10 +414,12 @@ impl Tune<'_> {
         bench::rundir::write_atomic(&config, text.as_bytes())
             .with_context(|| format!("cannot write {}", config.display()))?;
         row.config = rel(&config, &self.root);
-        row.key =
-            format!("{:016x}", bench::hash::fnv1a(format!("{text}\n{}", self.key_base).as_bytes()));
-        let run_dir = self.dir.join(&name);
-        if let Some(old) = previous.and_then(|p| p.rows.iter().find(|r| r.key == row.key))
+        let rung_requests = rung.map(|g| g.requests);
+        let keyed = format!("{text}\n{}\n{rung_requests:?}", self.key_base);
+        row.key = format!("{:016x}", bench::hash::fnv1a(keyed.as_bytes()));
+        let run_dir = self.dir.join(&run_name);
+        let old_rows = previous.into_iter().flat_map(|p| p.rows.iter().chain(&p.earlier));
+        if let Some(old) = old_rows.filter(|r| r.key == row.key).last()
             && old.status == RowStatus::Measured
             && complete(&run_dir)
         {
@@ -368,7 +432,7 @@ impl Tune<'_> {
             })?;
         }
         let started = Instant::now();
-        let status = self.measure(&text, &config, &run_dir, step, &mut row);
+        let status = self.measure(&text, &config, &run_dir, (step, rung_requests), &mut row);
         row.elapsed_s = Some(started.elapsed().as_secs_f64());
         match status {
             Ok(Status::Interrupted) => row.status = RowStatus::Interrupted,
@@ -384,12 +448,15 @@ impl Tune<'_> {
         text: &str,
         config: &Path,
         run_dir: &Path,
-        step: usize,
+        (step, requests): (usize, Option<u64>),
         row: &mut TuneRow,
     ) -> anyhow::Result<Status> {
         let mut cmd = self.cmd.bench.clone();
         cmd.out = Some(run_dir.to_path_buf());
         cmd.quiet = true;
+        if requests.is_some() {
+            cmd.requests = requests;
+        }
         let engine = self.start_engine(text, config, run_dir)?;
         if let Some(e) = &engine {
             cmd.base_url = Some(e.base_url.clone());

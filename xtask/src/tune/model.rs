@@ -75,6 +75,13 @@ pub struct TuneRow {
     pub goodput_pareto: bool,
     /// Seconds the configuration took (engine start and runs).
     pub elapsed_s: Option<f64>,
+    /// Successive halving: the rung (from 1) this row was measured in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rung: Option<u32>,
+    /// Successive halving: dropped after its rung (measured with fewer requests than the
+    /// last rung); never the winner.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub eliminated: bool,
 }
 
 impl TuneRow {
@@ -100,12 +107,19 @@ impl TuneRow {
             pareto: false,
             goodput_pareto: false,
             elapsed_s: None,
+            rung: None,
+            eliminated: false,
         }
     }
 
     /// Measured and within every SLO.
     pub fn meets_slos(&self) -> bool {
         self.status == RowStatus::Measured && self.slo_misses.is_empty()
+    }
+
+    /// The row [`winner`] ranks with: not eliminated and within every SLO.
+    fn contends(&self) -> bool {
+        self.meets_slos() && !self.eliminated
     }
 }
 
@@ -125,12 +139,15 @@ pub struct TuneFile {
     pub engine_config: String,
     /// `sim`, `llama-cpp` or `vllm`.
     pub engine: String,
-    /// `grid` or `random` (with its seed).
+    /// `grid`, `random (seed S)` or `successive halving`.
     pub search: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     pub axes: Vec<AxisRecord>,
     pub rows: Vec<TuneRow>,
+    /// Successive halving: the rows of earlier rungs a later rung measured again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<TuneRow>,
     /// The winner's name; null when no measured row meets every SLO.
     pub winner: Option<String>,
     pub warnings: Vec<String>,
@@ -202,7 +219,7 @@ pub fn pareto_front(rows: &[TuneRow], y: impl Fn(&TuneRow) -> Option<f64>) -> Ve
 
 /// The winner: see the module header. `None` when no measured row meets every SLO.
 pub fn winner(rows: &[TuneRow]) -> Option<usize> {
-    let ok: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].meets_slos()).collect();
+    let ok: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].contends()).collect();
     let best = ok.iter().filter_map(|&i| rows[i].goodput_rps).fold(f64::NEG_INFINITY, f64::max);
     let tied: Vec<usize> = ok
         .into_iter()
@@ -274,12 +291,48 @@ fn number(v: &toml::Value) -> Option<f64> {
     }
 }
 
+/// Fewest measured requests of a rung of successive halving.
+pub const MIN_RUNG_REQUESTS: u64 = 8;
+
+/// The measured requests of each rung of successive halving over `n` configurations with
+/// `full` requests: ceil(log2 n) rungs (at least one), the last with `full`, each earlier one
+/// with half the next (at least [`MIN_RUNG_REQUESTS`], never more than `full`).
+pub fn halving_rungs(full: u64, n: usize) -> Vec<u64> {
+    let rungs = (n.max(1) as f64).log2().ceil().max(1.0) as u32;
+    (0..rungs).map(|r| (full >> (rungs - 1 - r).min(63)).max(MIN_RUNG_REQUESTS.min(full))).collect()
+}
+
+/// The better half (rounded up) of `rows`, as indexes into it in their order: ranked by
+/// meeting every SLO, then goodput, then throughput, then TTFT P99, then order (a row not
+/// measured ranks last).
+pub fn better_half(rows: &[&TuneRow]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..rows.len()).collect();
+    idx.sort_by(|&a, &b| {
+        let (ra, rb) = (rows[a], rows[b]);
+        let measured = |r: &TuneRow| r.status == RowStatus::Measured;
+        measured(rb)
+            .cmp(&measured(ra))
+            .then(rb.meets_slos().cmp(&ra.meets_slos()))
+            .then(cmp_desc(ra.goodput_rps, rb.goodput_rps))
+            .then(cmp_desc(ra.output_tokens_per_s, rb.output_tokens_per_s))
+            .then(cmp_asc(ra.ttft_p99_ms, rb.ttft_p99_ms))
+            .then(a.cmp(&b))
+    });
+    idx.truncate(rows.len().div_ceil(2));
+    idx.sort();
+    idx
+}
+
 /// How a search orders the configurations: `grid` keeps the grid's order; `random` shuffles it
 /// with the seed (the same seed, the same order). `--max-configs` then keeps the first ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Search {
     Grid,
-    Random { seed: u64 },
+    Random {
+        seed: u64,
+    },
+    /// Grid order, measured in rungs of [`halving_rungs`], the [`better_half`] going on.
+    Halving,
 }
 
 impl Search {
@@ -298,6 +351,7 @@ impl Search {
         match self {
             Search::Grid => "grid".into(),
             Search::Random { seed } => format!("random (seed {seed})"),
+            Search::Halving => "successive halving".into(),
         }
     }
 }
@@ -381,6 +435,32 @@ mod tests {
         assert!(edge_warnings(&axes, &w).is_empty());
         w.settings[0].1 = 64.into();
         assert!(edge_warnings(&axes, &w)[0].contains("smallest"));
+    }
+
+    #[test]
+    fn halving_doubles_the_requests_each_rung_and_keeps_the_better_half() {
+        assert_eq!(halving_rungs(64, 6), vec![16, 32, 64]);
+        assert_eq!(halving_rungs(64, 8), vec![16, 32, 64]);
+        assert_eq!(halving_rungs(64, 2), vec![64]);
+        assert_eq!(halving_rungs(64, 1), vec![64]);
+        assert_eq!(halving_rungs(20, 16), vec![8, 8, 10, 20]);
+        assert_eq!(halving_rungs(4, 4), vec![4, 4]);
+        let mut rows = vec![
+            row("a", 5.0, 500.0, 100.0),
+            row("b", 9.0, 900.0, 300.0),
+            row("c", 12.0, 1200.0, 800.0),
+            row("d", 9.0, 950.0, 310.0),
+            row("e", 1.0, 100.0, 100.0),
+        ];
+        rows[2].slo_misses = vec!["x".into()];
+        rows[4].status = RowStatus::Failed;
+        let refs: Vec<&TuneRow> = rows.iter().collect();
+        // Within the SLOs first (b, d, a by goodput, then throughput), c missing them next.
+        assert_eq!(better_half(&refs), vec![0, 1, 3]);
+        rows[0].eliminated = true;
+        rows[1].eliminated = true;
+        rows[3].eliminated = true;
+        assert_eq!(winner(&rows), None, "an eliminated row never wins");
     }
 
     #[test]

@@ -280,3 +280,88 @@ fn max_configs_a_random_search_and_the_time_budget_bound_the_tune() {
     assert!(tune.rows.iter().all(|r| r.status == RowStatus::Skipped
         && r.error.as_deref() == Some("the time budget was spent")));
 }
+
+/// An engine that does not start (here: one that reports running out of memory and exits) is a
+/// row with its error and the end of its log; the tune goes on and ends without a winner.
+#[test]
+fn an_engine_that_fails_to_start_is_a_row_with_its_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = copy_of_configs();
+    let fake = root.path().join("fake-llama-server");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"ggml: out of memory allocating the KV cache\"\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let model = root.path().join("model.gguf");
+    std::fs::write(&model, "not a model").unwrap();
+    let model = model.display().to_string();
+    let mut args = tune_args("runs/oom", &["scheduler.max_num_seqs=1,2"]);
+    args.extend(["--engine", "llama-cpp", "--gguf", &model, "--ready-timeout", "20"]);
+    let o = xtask_command(root.path(), &args).env("LLAMA_SERVER", &fake).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let tune = TuneFile::read(&root.path().join("runs/oom")).unwrap();
+    assert_eq!(tune.rows.len(), 2);
+    for r in &tune.rows {
+        assert_eq!(r.status, RowStatus::Failed, "{r:?}");
+        let e = r.error.as_deref().unwrap();
+        assert!(e.contains("the engine did not start") && e.contains("out of memory"), "{e}");
+    }
+    assert_eq!(tune.winner, None);
+}
+
+#[test]
+fn successive_halving_measures_the_better_half_again_with_twice_the_requests() {
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/h", &["scheduler.max_num_seqs=1,2,4,8"]);
+    args.extend(["--set", "slo.ttft_ms=60000", "--search", "halving"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let dir = root.path().join("runs/h");
+    let tune = TuneFile::read(&dir).unwrap();
+    assert_eq!(tune.search, "successive halving");
+    // 4 configurations, 16 requests: rung 1 measures all four with 8, rung 2 the better half
+    // with 16.
+    assert_eq!(
+        tune.rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.rung, r.eliminated, r.requests))
+            .collect::<Vec<_>>(),
+        [
+            ("max_num_seqs=1", Some(1), true, 8),
+            ("max_num_seqs=2", Some(1), true, 8),
+            ("max_num_seqs=4", Some(2), false, 16),
+            ("max_num_seqs=8", Some(2), false, 16),
+        ]
+    );
+    assert_eq!(tune.earlier.len(), 2);
+    assert_eq!(tune.winner.as_deref(), Some("max_num_seqs=8"));
+    assert!(
+        dir.join("max_num_seqs-8.rung-1").is_dir() && dir.join("max_num_seqs-8.rung-2").is_dir()
+    );
+    // Resumed: every rung's runs are kept.
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.stderr.matches("measured before with the same inputs: kept").count(),
+        6,
+        "{}",
+        o.stderr
+    );
+    // The record takes the last rung's rows and lists the eliminated ones.
+    let o = xtask(root.path(), &["adr", "new", "Eight sequences", "--tune", "runs/h"]);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let adr = std::fs::read_dir(root.path().join("docs/adr"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    let text = std::fs::read_to_string(adr).unwrap();
+    assert!(text.contains("| Baseline (max_num_seqs=4) |"), "{text}");
+    assert!(
+        text.contains("> Eliminated by successive halving after rung 1 (8 measured requests): `max_num_seqs=1`."),
+        "{text}"
+    );
+}
