@@ -418,13 +418,13 @@ impl Tune<'_> {
         let keyed = format!("{text}\n{}\n{rung_requests:?}", self.key_base);
         row.key = format!("{:016x}", bench::hash::fnv1a(keyed.as_bytes()));
         let run_dir = self.dir.join(&run_name);
-        let old_rows = previous.into_iter().flat_map(|p| p.rows.iter().chain(&p.earlier));
-        if let Some(old) = old_rows.filter(|r| r.key == row.key).last()
-            && old.status == RowStatus::Measured
+        let mut old_rows = previous.into_iter().flat_map(|p| p.rows.iter().chain(&p.earlier));
+        if let Some(old) = old_rows.find(|r| r.key == row.key && r.status == RowStatus::Measured)
             && complete(&run_dir)
         {
             eprintln!("  measured before with the same inputs: kept");
-            return Ok(old.clone());
+            // Whether it goes on is decided again after this rung.
+            return Ok(TuneRow { eliminated: false, ..old.clone() });
         }
         if run_dir.exists() {
             std::fs::remove_dir_all(&run_dir).with_context(|| {
