@@ -3,8 +3,8 @@
 //! through `engine serve`'s launcher and stopped after its run.
 //!
 //! The tune directory (`--out`, default `target/tune/<run id>`) holds each variant engine config
-//! (`engine-<name>.toml`), each configuration's run or trial set (`<name>/`; with successive
-//! halving one per rung, `<name>.rung-K/`), `tune.json`
+//! (`engine-<name>.toml`), each configuration's run, trial set or load sweep (`<name>/`; with
+//! successive halving one per rung, `<name>.rung-K/`), `tune.json`
 //! (rewritten atomically after every configuration) and `pareto.svg`. A re-run with the same
 //! `--out` skips every configuration whose key (variant config, profile, bench arguments,
 //! engine, rung) and complete run are already there; Ctrl-C (exit 130) keeps what was measured.
@@ -141,8 +141,11 @@ impl TuneCmd {
         let spec = self.spec(&root)?;
         let run_id = bench::runner::new_run_id();
         let base = self.bench.plan(&root, run_id.clone())?;
-        if let BenchMode::Sweep(_) = base.mode {
-            bail!("tune does not take --sweep: each configuration runs the profile's load");
+        if let (BenchMode::Sweep(_), SearchKind::Halving) = (&base.mode, self.search) {
+            bail!(
+                "--search halving splits a run's requests into rungs; with --sweep each \
+                 configuration runs several loads: choose one of them"
+            );
         }
         if self.engine == TuneEngine::Sim
             && let Some((name, _)) = &base.profile.target
@@ -170,10 +173,11 @@ impl TuneCmd {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let key_base = format!(
-            "{:?}\n{}\n{}",
+            "{:?}\n{}\n{}\n{:?}",
             base.profile.profile,
             self.bench.profile_args().join(" "),
-            self.engine.name()
+            self.engine.name(),
+            base.mode
         );
         let tune = Tune {
             cmd: &self,
@@ -200,7 +204,6 @@ impl TuneCmd {
             (b.until_decided, "--until-decided"),
             (b.base_url.is_some(), "--base-url"),
             (b.target.is_some(), "--target"),
-            (b.sweep.is_some(), "--sweep"),
         ] {
             if set {
                 bail!(
@@ -505,9 +508,21 @@ impl Tune<'_> {
         serve::start(&sh, &opts).map(Some).context("the engine did not start")
     }
 
-    /// The row's measurements from its run or trial set (a trial set: the mean of its trials).
+    /// The row's measurements from its run or trial set (a trial set: the mean of its trials;
+    /// a sweep: its knee stage, else its last).
     fn fill(&self, row: &mut TuneRow, run_dir: &Path) {
-        let set = match TrialSet::load(run_dir) {
+        let run_dir = match sweep_stage(run_dir) {
+            Ok(Some((dir, which))) => {
+                row.sweep_stage = Some(which);
+                dir
+            }
+            Ok(None) => run_dir.to_path_buf(),
+            Err(e) => {
+                row.error = Some(e);
+                return;
+            }
+        };
+        let set = match TrialSet::load(&run_dir) {
             Ok(s) => s,
             Err(e) => {
                 row.error = Some(format!("no run to read: {e}"));
@@ -567,8 +582,29 @@ impl Tune<'_> {
     }
 }
 
-/// A run or trial set that ran to its end.
+/// The stage of a sweep directory that stands for it, with which one it is in words (`knee,
+/// concurrency 8`); `None` for a run or trial set.
+fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
+    if !dir.join(bench::sweep::SWEEP_FILE).is_file() {
+        return Ok(None);
+    }
+    let sweep = bench::sweep::SweepSummary::read(dir)?;
+    let (stage, which) = match &sweep.knee {
+        Some(k) => (sweep.stages.iter().find(|s| s.stage == k.stage), "knee"),
+        None => (sweep.stages.last(), "last stage, no knee"),
+    };
+    let stage = stage.ok_or_else(|| format!("the sweep {} has no stage", dir.display()))?;
+    Ok(Some((dir.join(&stage.dir), format!("{which}: {} {}", sweep.dimension.name(), stage.load))))
+}
+
+/// A run, trial set or sweep that ran to its end.
 fn complete(dir: &Path) -> bool {
+    if dir.join(bench::sweep::SWEEP_FILE).is_file() {
+        return bench::sweep::SweepSummary::read(dir).is_ok_and(|s| {
+            s.stages.len() == s.values.len()
+                && s.stages.iter().all(|st| st.status == RunStatus::Complete)
+        });
+    }
     TrialSet::load(dir).is_ok_and(|s| {
         !s.trials.is_empty()
             && s.trials.iter().all(|t| matches!(t.summary.status, RunStatus::Complete))

@@ -75,6 +75,9 @@ pub struct TuneRow {
     pub goodput_pareto: bool,
     /// Seconds the configuration took (engine start and runs).
     pub elapsed_s: Option<f64>,
+    /// With `--sweep`: the stage whose numbers the row shows (`knee: concurrency 8`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_stage: Option<String>,
     /// Successive halving: the rung (from 1) this row was measured in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rung: Option<u32>,
@@ -107,6 +110,7 @@ impl TuneRow {
             pareto: false,
             goodput_pareto: false,
             elapsed_s: None,
+            sweep_stage: None,
             rung: None,
             eliminated: false,
         }

@@ -365,3 +365,35 @@ fn successive_halving_measures_the_better_half_again_with_twice_the_requests() {
         "{text}"
     );
 }
+
+#[test]
+fn with_a_sweep_each_configuration_is_its_knee() {
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/s", &["scheduler.max_num_seqs=2,8"]);
+    // --sweep replaces --concurrency.
+    args.drain(5..7);
+    args.extend(["--sweep", "concurrency=2,8"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let dir = root.path().join("runs/s");
+    let tune = TuneFile::read(&dir).unwrap();
+    for r in &tune.rows {
+        assert_eq!(r.status, RowStatus::Measured, "{r:?}");
+        let sweep = bench::sweep::SweepSummary::read(&dir.join(&r.dir)).unwrap();
+        let stage = match &sweep.knee {
+            Some(k) => sweep.stages.iter().find(|s| s.stage == k.stage).unwrap(),
+            None => sweep.stages.last().unwrap(),
+        };
+        let which = if sweep.knee.is_some() { "knee" } else { "last stage, no knee" };
+        assert_eq!(r.sweep_stage, Some(format!("{which}: concurrency {}", stage.load)));
+        assert_eq!(r.output_tokens_per_s, stage.output_tokens_per_s, "{r:?}");
+    }
+    // The same command again: every sweep is complete, nothing is measured again.
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.stderr.matches("measured before with the same inputs: kept").count(), 2);
+    let mut halving = args.clone();
+    halving.extend(["--search", "halving"]);
+    let o = xtask(root.path(), &halving);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("choose one of them"), "{}", o.stderr);
+}
