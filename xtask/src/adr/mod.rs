@@ -476,7 +476,8 @@ fn print_new_problems(root: &Path, path: &Path, number: u32, files: &[(PathBuf, 
 
 /// Draw the charts of record `number` and write them into the assets directory beside the
 /// records: the latency CDFs of the baseline and the chosen run (every run when the baseline is
-/// kept), and each sweep among `inputs`. Returns what it wrote.
+/// kept), each sweep among `inputs`, and the Pareto chart of the tune the runs belong to.
+/// Returns what it wrote.
 fn write_assets(
     root: &Path,
     dir: &Path,
@@ -501,7 +502,23 @@ fn write_assets(
             sweeps.push(bench::sweep::SweepSummary::read(&d).map_err(anyhow::Error::msg)?);
         }
     }
-    let drawn = assets::render(number, &refs, &sweeps);
+    let mut drawn = assets::render(number, &refs, &sweeps);
+    // Runs of a tune (their directories inside the tune's): its Pareto chart.
+    let tune = inputs.first().and_then(|p| {
+        crate::tune::TuneFile::read(
+            join_clean(root, p).parent()?.join(crate::tune::TUNE_FILE).as_path(),
+        )
+        .ok()
+    });
+    if let Some(tune) = tune {
+        drawn.push(assets::Asset {
+            file: format!("{number:04}-pareto.svg"),
+            caption: "Throughput and goodput against TTFT P99: every configuration of the tune, \
+                      the Pareto fronts and the winner"
+                .into(),
+            svg: crate::chart::figures::pareto_svg(&tune.pareto_points()),
+        });
+    }
     let assets_dir = root.join(dir).join(model::ASSETS_DIR);
     for a in &drawn {
         std::fs::create_dir_all(&assets_dir)

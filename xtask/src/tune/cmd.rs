@@ -384,7 +384,7 @@ impl Tune<'_> {
         let mut json = serde_json::to_vec_pretty(file).expect("tunes serialize");
         json.push(b'\n');
         bench::rundir::write_atomic(&self.dir.join(TUNE_FILE), &json)?;
-        let svg = crate::chart::figures::pareto_svg(&pareto_points(file));
+        let svg = crate::chart::figures::pareto_svg(&file.pareto_points());
         bench::rundir::write_atomic(&self.dir.join(PARETO_FILE), svg.as_bytes())?;
         Ok(())
     }
@@ -628,22 +628,6 @@ fn progress_line(r: &TuneRow) -> String {
         (_, Some(e)) => format!("failed: {}", e.lines().next().unwrap_or_default()),
         _ => "failed".into(),
     }
-}
-
-fn pareto_points(file: &TuneFile) -> Vec<crate::chart::figures::ParetoPoint> {
-    file.rows
-        .iter()
-        .filter(|r| r.status == RowStatus::Measured)
-        .map(|r| crate::chart::figures::ParetoPoint {
-            name: r.name.clone(),
-            ttft_p99_ms: r.ttft_p99_ms,
-            throughput: r.output_tokens_per_s,
-            goodput: r.goodput_rps,
-            pareto: r.pareto,
-            goodput_pareto: r.goodput_pareto,
-            winner: file.winner.as_deref() == Some(r.name.as_str()),
-        })
-        .collect()
 }
 
 fn right(s: impl ToString) -> Cell {

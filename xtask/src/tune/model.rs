@@ -172,6 +172,23 @@ impl TuneFile {
         self.rows.iter().find(|r| &r.name == w)
     }
 
+    /// The measured configurations as points of the Pareto charts (`pareto.svg`).
+    pub fn pareto_points(&self) -> Vec<crate::chart::figures::ParetoPoint> {
+        self.rows
+            .iter()
+            .filter(|r| r.status == RowStatus::Measured)
+            .map(|r| crate::chart::figures::ParetoPoint {
+                name: r.name.clone(),
+                ttft_p99_ms: r.ttft_p99_ms,
+                throughput: r.output_tokens_per_s,
+                goodput: r.goodput_rps,
+                pareto: r.pareto,
+                goodput_pareto: r.goodput_pareto,
+                winner: self.winner.as_deref() == Some(r.name.as_str()),
+            })
+            .collect()
+    }
+
     /// Fill the derived fields from the rows: both fronts, the winner, the edge warnings.
     pub fn decide(&mut self, axes: &[Axis]) {
         let front = pareto_front(&self.rows, |r| r.output_tokens_per_s);

@@ -201,6 +201,9 @@ fn the_record_of_a_tune_names_every_configuration_and_adopts_the_winner() {
         text.contains("> Edge of the grid: the winner `max_num_seqs=8` takes the largest value"),
         "{text}"
     );
+    assert!(text.contains("(assets/0001-pareto.svg)"), "{text}");
+    let pareto = std::fs::read_to_string(adr_dir.join("assets/0001-pareto.svg")).unwrap();
+    assert!(pareto.contains("data-chart=\"pareto-throughput\""), "{pareto}");
     assert!(
         text.contains("configs/engine.toml: scheduler.max_num_seqs = 8"),
         "the decision names the winner's key in the governed file:\n{text}"
