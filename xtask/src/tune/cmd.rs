@@ -430,6 +430,17 @@ impl Tune<'_> {
             return Ok(TuneRow { eliminated: false, ..old.clone() });
         }
         if run_dir.exists() {
+            // Only a directory this tune wrote (listed in its tune.json) is measured over.
+            let ours = previous
+                .is_some_and(|p| p.rows.iter().chain(&p.earlier).any(|r| r.dir == run_name));
+            if !ours {
+                bail!(
+                    "{} exists and is not a run of the tune in {}; choose another --out or \
+                     remove it",
+                    run_dir.display(),
+                    self.dir.display()
+                );
+            }
             std::fs::remove_dir_all(&run_dir).with_context(|| {
                 format!("cannot remove the incomplete run {}", run_dir.display())
             })?;
@@ -461,6 +472,10 @@ impl Tune<'_> {
             cmd.requests = requests;
         }
         let engine = self.start_engine(text, config, run_dir)?;
+        if engine.is_some() && self.stop.load(Ordering::SeqCst) {
+            // Ctrl-C while the engine started: stop it, measure nothing.
+            return Ok(Status::Interrupted);
+        }
         if let Some(e) = &engine {
             cmd.base_url = Some(e.base_url.clone());
             cmd.model = Some(e.model_id.clone());

@@ -400,3 +400,15 @@ fn with_a_sweep_each_configuration_is_its_knee() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("choose one of them"), "{}", o.stderr);
 }
+
+#[test]
+fn a_directory_the_tune_did_not_write_is_never_removed() {
+    let root = copy_of_configs();
+    let mine = root.path().join("runs/x/max_num_seqs-2");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    let o = xtask(root.path(), &tune_args("runs/x", &["scheduler.max_num_seqs=2,4"]));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("is not a run of the tune"), "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(mine.join("notes.txt")).unwrap(), "mine");
+}
