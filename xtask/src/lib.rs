@@ -43,6 +43,7 @@ pub mod text;
 pub mod thresholds;
 #[cfg(feature = "runtime")]
 pub mod trials;
+pub mod tune;
 #[cfg(feature = "runtime")]
 pub mod watch;
 
@@ -89,6 +90,9 @@ pub enum Command {
     Compare(compare::CompareCmd),
     /// Write report.html for a run, sweep or strategy comparison directory.
     Report(report::ReportCmd),
+    /// Measure a grid of engine configurations, each in its own engine, and pick the winner.
+    #[cfg(feature = "runtime")]
+    Tune(tune::TuneCmd),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
     Test(test_cmd::TestCmd),
     /// Watch a target's /metrics against the live records' rollback conditions (exit 1 when a
@@ -111,6 +115,8 @@ impl Command {
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),
             Command::Report(cmd) => cmd.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Tune(cmd) => cmd.run(sh),
             Command::Test(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
             Command::Watch(cmd) => cmd.run(sh),
@@ -165,8 +171,14 @@ where
     };
     // A run records the command that made it, as `cargo xtask ...` with these arguments.
     #[cfg(feature = "runtime")]
-    if let Command::Bench(b) = &mut cli.command {
-        b.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));
+    match &mut cli.command {
+        Command::Bench(b) => {
+            b.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));
+        }
+        Command::Tune(t) => {
+            t.bench.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));
+        }
+        _ => {}
     }
     match run_cli(cli) {
         Ok(status) => status.exit_code(),

@@ -145,13 +145,18 @@ pub struct NewArgs {
     /// trials, as estimates with intervals); a sweep directory (its knee stage), an acceptance
     /// directory (its baseline run) or a strategy comparison's directory (its first strategy's
     /// run).
-    #[arg(long, value_name = "RUN")]
-    pub baseline: PathBuf,
+    #[arg(long, value_name = "RUN", required_unless_present = "tune")]
+    pub baseline: Option<PathBuf>,
     /// Experiment runs, in order (`--choose 1`, 2, ...); a sweep directory stands for its knee
     /// stage, an acceptance directory for its candidate run, a strategy comparison's directory
     /// for each strategy's run but the baseline's.
     #[arg(long = "exp", value_name = "RUN")]
     pub experiments: Vec<PathBuf>,
+    /// A tune directory (`cargo xtask tune`): every measured configuration a row (the one
+    /// that runs the governed file's values, else the first, as the baseline), the winner
+    /// chosen, the configurations that failed listed as not measured.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["baseline", "experiments", "choose"])]
+    pub tune: Option<PathBuf>,
     /// The experiment this record adopts (1..=n; 0 keeps the baseline). Needed with several.
     #[arg(long, value_name = "N")]
     pub choose: Option<usize>,
@@ -198,7 +203,115 @@ fn print_problems(problems: &[Problem]) {
     }
 }
 
-fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
+/// What a tune directory stands for in `adr new`: the baseline's and the experiments' run
+/// directories, the chosen row, each row's name (baseline first) and the lines about the
+/// configurations considered (those not measured, the winner at the edge of the grid).
+struct TuneInputs {
+    baseline: PathBuf,
+    experiments: Vec<PathBuf>,
+    choose: usize,
+    names: Vec<String>,
+    considered: Vec<String>,
+}
+
+fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
+    use crate::tune::model::RowStatus;
+    let full = join_clean(root, tune_dir);
+    let tune = crate::tune::TuneFile::read(&full).map_err(anyhow::Error::msg)?;
+    let Some(winner) = tune.winner.clone() else {
+        bail!(
+            "the tune {} has no winner (no measured configuration meets every SLO of its \
+             profile); write the record from runs with --baseline and --exp",
+            tune_dir.display()
+        );
+    };
+    let governed: Option<toml::Table> = std::fs::read_to_string(root.join(&tune.engine_config))
+        .ok()
+        .and_then(|t| toml::from_str(&t).ok());
+    let is_governed = |r: &crate::tune::TuneRow| {
+        governed.as_ref().is_some_and(|g| {
+            r.settings.iter().all(|(k, v)| {
+                let mut at: Option<&toml::Value> = None;
+                let mut table = Some(g);
+                for part in k.split('.') {
+                    at = table.and_then(|t| t.get(part));
+                    table = at.and_then(|v| v.as_table());
+                }
+                at.and_then(|a| serde_json::to_value(a).ok()).as_ref() == Some(v)
+            })
+        })
+    };
+    // Successive halving's eliminated rows ran fewer requests: not this record's scenario.
+    let mut measured: Vec<&crate::tune::TuneRow> =
+        tune.rows.iter().filter(|r| r.status == RowStatus::Measured && !r.eliminated).collect();
+    if let Some(b) = measured.iter().position(|r| is_governed(r)) {
+        let row = measured.remove(b);
+        measured.insert(0, row);
+    }
+    let mut considered: Vec<String> = tune
+        .rows
+        .iter()
+        .filter(|r| r.status == RowStatus::Failed)
+        .map(|r| {
+            let why = r.error.as_deref().unwrap_or("failed").lines().next().unwrap_or_default();
+            format!("Not measured: `{}`: {}.", r.name, why.trim_end_matches('.'))
+        })
+        .collect();
+    considered.extend(tune.rows.iter().filter(|r| r.eliminated).map(|r| {
+        format!(
+            "Eliminated by successive halving after rung {} ({} measured requests): `{}`.",
+            r.rung.unwrap_or_default(),
+            r.requests,
+            r.name
+        )
+    }));
+    considered.extend(tune.warnings.iter().map(|w| format!("Edge of the grid: {w}.")));
+    let dirs: Vec<PathBuf> = measured.iter().map(|r| tune_dir.join(&r.dir)).collect();
+    Ok(TuneInputs {
+        baseline: dirs[0].clone(),
+        experiments: dirs[1..].to_vec(),
+        choose: measured.iter().position(|r| r.name == winner).unwrap_or(0),
+        names: measured.iter().map(|r| r.name.clone()).collect(),
+        considered,
+    })
+}
+
+/// `--tune DIR` stands for `--baseline`, `--exp` and `--choose` ([`tune_inputs`]); returns
+/// the tune's inputs and the baseline path.
+fn resolve_tune(root: &Path, args: &mut NewArgs) -> anyhow::Result<(Option<TuneInputs>, PathBuf)> {
+    let tune = match &args.tune {
+        Some(t) => Some(tune_inputs(root, t)?),
+        None => None,
+    };
+    if let Some(t) = &tune {
+        args.baseline = Some(t.baseline.clone());
+        args.experiments = t.experiments.clone();
+        args.choose = Some(t.choose);
+    }
+    let Some(baseline) = args.baseline.clone() else {
+        bail!("pass --baseline RUN (or --tune DIR)");
+    };
+    Ok((tune, baseline))
+}
+
+/// A tune's rows are named by the keys their configurations set (the part of the command
+/// their runs are).
+fn name_tune_rows(
+    tune: Option<&TuneInputs>,
+    baseline: &mut bench::Summary,
+    experiments: &mut [bench::Summary],
+) {
+    let Some(tune) = tune else { return };
+    let rows = std::iter::once(baseline).chain(experiments.iter_mut());
+    for (s, name) in rows.zip(&tune.names) {
+        let command =
+            s.invocation.as_ref().map_or("cargo xtask tune".into(), |i| i.command.clone());
+        s.invocation = Some(bench::summary::Invocation { command, part: Some(name.clone()) });
+    }
+}
+
+fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status> {
+    let (tune, baseline_path) = resolve_tune(root, &mut args)?;
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
     // Each run as the record names it: the resolved run directory (a sweep's stage, an
     // acceptance's side) relative to the root when it is under it.
@@ -241,7 +354,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
             }
             Ok(out)
         };
-    let (baseline, baseline_set) = resolve(&args.baseline, true)?.remove(0);
+    let (mut baseline, baseline_set) = resolve(&baseline_path, true)?.remove(0);
     let mut experiments = Vec::new();
     let mut sets = vec![baseline_set];
     for p in &args.experiments {
@@ -250,10 +363,11 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
             sets.push(set);
         }
     }
+    name_tune_rows(tune.as_ref(), &mut baseline, &mut experiments);
     let stats = new::row_stats(&sets, args.confidence);
     // Charts the runs wrote beside them (a sweep's sweep.svg).
     let mut charts: Vec<String> = Vec::new();
-    for p in std::iter::once(&args.baseline).chain(args.experiments.iter()) {
+    for p in std::iter::once(&baseline_path).chain(args.experiments.iter()) {
         let svg = join_clean(root, p).join("sweep.svg");
         if svg.is_file() && !charts.contains(&shown(&svg)) {
             charts.push(shown(&svg));
@@ -279,7 +393,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
     // The record's charts, written beside it before it links them.
     let all: Vec<&bench::Summary> = std::iter::once(&baseline).chain(experiments.iter()).collect();
     let inputs: Vec<&PathBuf> =
-        std::iter::once(&args.baseline).chain(args.experiments.iter()).collect();
+        std::iter::once(&baseline_path).chain(args.experiments.iter()).collect();
     let drawn =
         write_assets(root, dir, number, &new::row_labels(&all), &run_dirs, choose, &inputs)?;
     let linked: Vec<(String, String)> = drawn
@@ -300,6 +414,7 @@ fn run_new(root: &Path, dir: &Path, args: NewArgs) -> anyhow::Result<Status> {
         assets: &linked,
         record_dir: &shown(dir),
         stats: &stats,
+        considered: tune.as_ref().map_or(&[][..], |t| t.considered.as_slice()),
     };
     let text = new::render(&input)?;
     write_file(&full, &text)?;
@@ -361,7 +476,8 @@ fn print_new_problems(root: &Path, path: &Path, number: u32, files: &[(PathBuf, 
 
 /// Draw the charts of record `number` and write them into the assets directory beside the
 /// records: the latency CDFs of the baseline and the chosen run (every run when the baseline is
-/// kept), and each sweep among `inputs`. Returns what it wrote.
+/// kept), each sweep among `inputs`, and the Pareto chart of the tune the runs belong to.
+/// Returns what it wrote.
 fn write_assets(
     root: &Path,
     dir: &Path,
@@ -386,7 +502,23 @@ fn write_assets(
             sweeps.push(bench::sweep::SweepSummary::read(&d).map_err(anyhow::Error::msg)?);
         }
     }
-    let drawn = assets::render(number, &refs, &sweeps);
+    let mut drawn = assets::render(number, &refs, &sweeps);
+    // Runs of a tune (their directories inside the tune's): its Pareto chart.
+    let tune = inputs.first().and_then(|p| {
+        crate::tune::TuneFile::read(
+            join_clean(root, p).parent()?.join(crate::tune::TUNE_FILE).as_path(),
+        )
+        .ok()
+    });
+    if let Some(tune) = tune {
+        drawn.push(assets::Asset {
+            file: format!("{number:04}-pareto.svg"),
+            caption: "Throughput and goodput against TTFT P99: every configuration of the tune, \
+                      the Pareto fronts and the winner"
+                .into(),
+            svg: crate::chart::figures::pareto_svg(&tune.pareto_points()),
+        });
+    }
     let assets_dir = root.join(dir).join(model::ASSETS_DIR);
     for a in &drawn {
         std::fs::create_dir_all(&assets_dir)

@@ -140,6 +140,9 @@ pub struct NewAdr<'a> {
     /// Per row (baseline first), its trials and estimates; empty: the values alone, without
     /// intervals.
     pub stats: &'a [RowStats],
+    /// Lines under the matrix about the configurations considered (a tune's failed starts,
+    /// its winner at the edge of the grid), each a sentence.
+    pub considered: &'a [String],
 }
 
 /// A number for the matrix: 4 significant digits, no trailing zeros.
@@ -886,6 +889,9 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
             };
             writeln!(o, "\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)).unwrap();
         }
+    }
+    for line in ctx.input.considered {
+        writeln!(o, "\n> {line}").unwrap();
     }
     let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {

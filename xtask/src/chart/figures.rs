@@ -371,3 +371,87 @@ pub fn server_over_time(samples: &[(f64, [Option<f64>; 3])]) -> [Chart; 2] {
     }
     [queue, kv]
 }
+
+/// One configuration of a tune on the Pareto charts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParetoPoint {
+    pub name: String,
+    pub ttft_p99_ms: Option<f64>,
+    /// Output tokens per second.
+    pub throughput: Option<f64>,
+    /// Requests per second that met every SLO.
+    pub goodput: Option<f64>,
+    /// On the front of throughput against TTFT P99.
+    pub pareto: bool,
+    /// On the front of goodput against TTFT P99.
+    pub goodput_pareto: bool,
+    pub winner: bool,
+}
+
+/// A tune's configurations as dots of `y` against TTFT P99, the front as a line through its
+/// configurations (by TTFT P99), the winner as its own dot.
+pub fn pareto(
+    id: &str,
+    title: &str,
+    y_title: &str,
+    points: &[ParetoPoint],
+    y: impl Fn(&ParetoPoint) -> Option<f64>,
+    on_front: impl Fn(&ParetoPoint) -> bool,
+) -> Chart {
+    let mut chart = Chart::new(id, title, Axis::linear("TTFT P99 (ms)"), Axis::linear(y_title));
+    let drawn: Vec<&ParetoPoint> = points.iter().filter(|p| p.ttft_p99_ms.is_some()).collect();
+    let mut all = Series::line(
+        "configurations",
+        1,
+        drawn.iter().map(|p| (p.ttft_p99_ms.unwrap_or_default(), y(p))).collect(),
+    );
+    all.scatter = true;
+    let mut front: Vec<(f64, Option<f64>)> = drawn
+        .iter()
+        .filter(|p| on_front(p))
+        .map(|p| (p.ttft_p99_ms.unwrap_or_default(), y(p)))
+        .collect();
+    front.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut front = Series::line("Pareto front", 0, front);
+    front.markers = true;
+    chart.series.push(front);
+    chart.series.push(all);
+    let winner: Vec<(f64, Option<f64>)> = drawn
+        .iter()
+        .filter(|p| p.winner)
+        .map(|p| (p.ttft_p99_ms.unwrap_or_default(), y(p)))
+        .collect();
+    if !winner.is_empty() {
+        let mut w = Series::line("winner", 2, winner);
+        w.scatter = true;
+        chart.series.push(w);
+    }
+    chart.notes.push(format!(
+        "{} configurations measured, each one point; the front: no other configuration has \
+         a lower TTFT P99 and a higher value at once",
+        points.len()
+    ));
+    chart
+}
+
+/// `pareto.svg` of a tune: throughput and goodput against TTFT P99, one above the other.
+pub fn pareto_svg(points: &[ParetoPoint]) -> String {
+    stack(&[
+        pareto(
+            "pareto-throughput",
+            "Output throughput against TTFT P99",
+            "output throughput (tokens/s)",
+            points,
+            |p| p.throughput,
+            |p| p.pareto,
+        ),
+        pareto(
+            "pareto-goodput",
+            "Goodput against TTFT P99",
+            "goodput (requests/s within every SLO)",
+            points,
+            |p| p.goodput,
+            |p| p.goodput_pareto,
+        ),
+    ])
+}

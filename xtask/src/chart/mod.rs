@@ -22,6 +22,8 @@ pub struct Series {
     pub points: Vec<(f64, Option<f64>)>,
     /// A dot at every point (few points: sweep stages).
     pub markers: bool,
+    /// Dots only, no line between them (configurations of a tune, which no order connects).
+    pub scatter: bool,
     /// Horizontal spans `(y, x_start, x_end)` (a timeline), drawn instead of `points`.
     pub spans: Vec<(f64, f64, f64)>,
     /// Colour index into [`style::PALETTE`].
@@ -30,11 +32,11 @@ pub struct Series {
 
 impl Series {
     pub fn line(name: impl Into<String>, color: usize, points: Vec<(f64, Option<f64>)>) -> Series {
-        Series { name: name.into(), points, markers: false, spans: vec![], color }
+        Series { name: name.into(), points, markers: false, scatter: false, spans: vec![], color }
     }
 
     pub fn spans(name: impl Into<String>, color: usize, spans: Vec<(f64, f64, f64)>) -> Series {
-        Series { name: name.into(), points: vec![], markers: false, spans, color }
+        Series { name: name.into(), points: vec![], markers: false, scatter: false, spans, color }
     }
 
     /// Points drawn.
@@ -341,12 +343,14 @@ fn draw_line(
     }
     for run in runs.iter().filter(|r| !r.is_empty()) {
         let pts: Vec<String> = run.iter().map(|(x, y)| format!("{},{}", c(*x), c(*y))).collect();
-        let _ = writeln!(
-            o,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" stroke-linejoin=\"round\"/>",
-            pts.join(" ")
-        );
-        if s.markers {
+        if !s.scatter {
+            let _ = writeln!(
+                o,
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" stroke-linejoin=\"round\"/>",
+                pts.join(" ")
+            );
+        }
+        if s.markers || s.scatter {
             for (x, y) in run {
                 let _ = writeln!(
                     o,

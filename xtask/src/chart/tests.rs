@@ -130,3 +130,31 @@ fn a_timeline_above_the_limit_is_sampled_and_says_so() {
     assert_eq!(chart.series[0].drawn(), 1500);
     assert_eq!(chart.notes, vec!["n = 4500 measured requests; every 3rd drawn (1500 rows)"]);
 }
+
+#[test]
+fn a_tunes_pareto_chart_draws_the_front_as_a_line_and_configurations_as_dots() {
+    use super::figures::{ParetoPoint, pareto_svg};
+    let p = |name: &str, ttft: f64, tput: f64, front: bool, winner: bool| ParetoPoint {
+        name: name.into(),
+        ttft_p99_ms: Some(ttft),
+        throughput: Some(tput),
+        goodput: Some(tput / 100.0),
+        pareto: front,
+        goodput_pareto: front,
+        winner,
+    };
+    let points = [
+        p("a", 100.0, 500.0, true, false),
+        p("b", 300.0, 400.0, false, false),
+        p("c", 400.0, 900.0, true, true),
+    ];
+    let svg = pareto_svg(&points);
+    for chart in ["pareto-throughput", "pareto-goodput"] {
+        assert!(svg.contains(&format!("data-chart=\"{chart}\" data-series=\"3\"")), "{svg}");
+    }
+    // Per chart: one polyline (the front through a and c), and dots: 2 on the front, 3
+    // configurations, 1 winner.
+    assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+    assert_eq!(svg.matches("<circle").count(), 2 * (2 + 3 + 1), "{svg}");
+    assert!(svg.contains("data-name=\"Pareto front\" data-points=\"2\""), "{svg}");
+}

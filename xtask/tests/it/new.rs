@@ -59,6 +59,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         assets: &[],
         record_dir: "docs/adr",
         stats: &[],
+        considered: &[],
     }
 }
 

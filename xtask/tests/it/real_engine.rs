@@ -339,3 +339,69 @@ fn a_real_acceptance_pair_reports_the_drift_per_position() {
     );
     assert!(drifting_positions > 0, "log-probs drift where the tokens agree");
 }
+
+/// Live processes whose command line holds every one of `parts` (read from /proc).
+fn processes_with(parts: &[&str]) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return vec![] };
+    entries
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .filter(|c| parts.iter().all(|p| c.contains(p)))
+        .collect()
+}
+
+/// `tune --engine llama-cpp` over slots 1, 2, 4: one llama-server per configuration, each
+/// stopped after its run; the record of the tune passes lint once a reviewer fills it in.
+#[test]
+fn a_tune_over_llama_cpp_slots_stops_every_server() {
+    let Some((_bin, model)) = engine() else { return };
+    let root = repo(0, 2);
+    let r = root.path();
+    let model = model.display().to_string();
+    let o = xtask(
+        r,
+        &[
+            "tune",
+            "--engine",
+            "llama-cpp",
+            "--gguf",
+            &model,
+            "--grid",
+            "scheduler.max_num_seqs=1,2,4",
+            "--out",
+            "runs/tune",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let tune = xtask::tune::TuneFile::read(&r.join("runs/tune")).unwrap();
+    assert_eq!(tune.engine_config, "configs/engine-llamacpp.toml");
+    let names: Vec<&str> = tune.rows.iter().map(|row| row.name.as_str()).collect();
+    assert_eq!(names, ["max_num_seqs=1", "max_num_seqs=2", "max_num_seqs=4"]);
+    for row in &tune.rows {
+        assert_eq!(row.status, xtask::tune::model::RowStatus::Measured, "{row:?}");
+        let s = bench::Summary::read(&r.join("runs/tune").join(&row.dir)).unwrap();
+        assert!(!s.simulated);
+        assert_eq!(s.requests.ok, 4, "{:?}", s.requests.by_class);
+        // The server of this configuration is gone.
+        let port =
+            s.target.api_base.trim_end_matches("/v1").rsplit(':').next().unwrap().to_string();
+        let left = processes_with(&["llama-server", "--port", &format!(" {port} ")]);
+        assert!(left.is_empty(), "llama-server left running: {left:?}");
+        let slots = row.settings[0].1.as_i64().unwrap();
+        assert!(
+            std::fs::read_to_string(r.join("runs/tune").join(format!("{}.engine.log", row.dir)))
+                .is_ok(),
+            "each engine logs beside its run"
+        );
+        assert_eq!(s.engine.unwrap().params["scheduler"]["max_num_seqs"], slots);
+    }
+    assert!(tune.winner.is_some(), "{:?}", tune.rows);
+    let o = xtask(r, &["adr", "new", "Slots of the small model", "--tune", "runs/tune"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let adr = std::fs::read_dir(r.join("docs/adr"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    fill_placeholders(r, &adr);
+}

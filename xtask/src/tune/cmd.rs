@@ -1,0 +1,704 @@
+//! `cargo xtask tune`: the configurations of a grid (or `[tune]` table) measured one after
+//! another, each in its own engine: the embedded simulator in-process, llama.cpp or vLLM started
+//! through `engine serve`'s launcher and stopped after its run.
+//!
+//! The tune directory (`--out`, default `target/tune/<run id>`) holds each variant engine config
+//! (`engine-<name>.toml`), each configuration's run, trial set or load sweep (`<name>/`; with
+//! successive halving one per rung, `<name>.rung-K/`), `tune.json`
+//! (rewritten atomically after every configuration) and `pareto.svg`. A re-run with the same
+//! `--out` skips every configuration whose key (variant config, profile, bench arguments,
+//! engine, rung) and complete run are already there; Ctrl-C (exit 130) keeps what was measured.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use bench::config::{EngineConfig, Source};
+use bench::summary::{EngineParams, RunStatus};
+use bench::trials::TrialSet;
+use clap::{Args, ValueEnum};
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, CellAlignment, Table};
+use serde_json::Value as Json;
+use xshell::Shell;
+
+use super::grid::{self, Axis, TuneSpec, Variant};
+use super::model::{
+    AxisRecord, FORMAT_VERSION, PARETO_FILE, RowStatus, Search, TUNE_FILE, TuneFile, TuneRow,
+    slo_misses,
+};
+use crate::bench::BenchCmd;
+use crate::exit::Status;
+use crate::plan::BenchMode;
+use crate::serve::{self, EngineProcess, ServeEngine, ServeOptions};
+use crate::text::{BLANK, fmt_opt};
+
+/// The engine each configuration runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TuneEngine {
+    /// The embedded engine simulator, in-process.
+    Sim,
+    /// llama.cpp's llama-server (`LLAMA_SERVER` or PATH), started per configuration.
+    LlamaCpp,
+    /// vLLM (`vllm serve` with the rendered flags), started per configuration.
+    Vllm,
+}
+
+impl TuneEngine {
+    fn name(self) -> &'static str {
+        match self {
+            TuneEngine::Sim => "sim",
+            TuneEngine::LlamaCpp => "llama-cpp",
+            TuneEngine::Vllm => "vllm",
+        }
+    }
+}
+
+/// How the configurations are picked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SearchKind {
+    /// Every configuration in grid order (the first `--max-configs`).
+    Grid,
+    /// The grid shuffled with `--seed` (the first `--max-configs` of that order).
+    Random,
+    /// Successive halving: every configuration with few requests, the better half again with
+    /// twice as many, until the last rung runs the full request count.
+    Halving,
+}
+
+#[derive(Debug, Args)]
+pub struct TuneCmd {
+    /// Bench flags: the profile each configuration runs (`--out` is the tune directory).
+    #[command(flatten)]
+    pub bench: BenchCmd,
+    /// The governed engine config every variant derives from (default: the profile target's
+    /// `engine_config`, else the profile's `sim.engine_config`).
+    #[arg(long, value_name = "FILE")]
+    pub engine_config: Option<String>,
+    /// One axis of the grid: a dotted engine-config key and its values, e.g.
+    /// scheduler.max_num_seqs=64,128,256 (repeat for more axes).
+    #[arg(long = "grid", value_name = "KEY=V,V,...", value_parser = grid::parse_axis)]
+    pub grid: Vec<Axis>,
+    /// A file with a [tune] table: [tune.grid] lists and [tune.variants.NAME] tables.
+    #[arg(long, value_name = "FILE")]
+    pub tune_config: Option<PathBuf>,
+    /// The engine each configuration runs in.
+    #[arg(long, value_enum, default_value_t = TuneEngine::Sim)]
+    pub engine: TuneEngine,
+    /// llama.cpp: the model file (default: the cached Gemma 3 270M).
+    #[arg(long, value_name = "GGUF")]
+    pub gguf: Option<PathBuf>,
+    /// Seconds to wait for a started engine to answer /health.
+    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
+    pub ready_timeout: u64,
+    /// Measure at most N configurations (in the search's order).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_configs: Option<u32>,
+    /// Start no new configuration after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_budget: Option<f64>,
+    /// The order configurations are measured in.
+    #[arg(long, value_enum, default_value_t = SearchKind::Grid)]
+    pub search: SearchKind,
+    /// Seed of `--search random`.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the winner's keys into the governed engine config.
+    #[arg(long)]
+    pub apply: bool,
+}
+
+/// What every configuration shares.
+struct Tune<'a> {
+    cmd: &'a TuneCmd,
+    root: PathBuf,
+    dir: PathBuf,
+    run_id: String,
+    governed: Source,
+    governed_rel: String,
+    /// Part of every row's key: profile, bench arguments, engine.
+    key_base: String,
+    slo: bench::metrics::Slo,
+    /// The profile's measured requests (successive halving splits them into rungs).
+    requests: Option<u64>,
+    stop: Arc<AtomicBool>,
+}
+
+/// One pass over configurations: successive halving's rung (from 1) and its requests, or
+/// the only pass of a grid or random search (`None`).
+#[derive(Clone, Copy)]
+struct Rung {
+    number: u32,
+    requests: u64,
+}
+
+impl TuneCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        self.refuse_flags()?;
+        let root = sh.current_dir();
+        let spec = self.spec(&root)?;
+        let run_id = bench::runner::new_run_id();
+        let base = self.bench.plan(&root, run_id.clone())?;
+        if let (BenchMode::Sweep(_), SearchKind::Halving) = (&base.mode, self.search) {
+            bail!(
+                "--search halving splits a run's requests into rungs; with --sweep each \
+                 configuration runs several loads: choose one of them"
+            );
+        }
+        if self.engine == TuneEngine::Sim
+            && let Some((name, _)) = &base.profile.target
+        {
+            bail!(
+                "profile `{}` measures target `{name}`; tune runs each configuration in its own \
+                 engine: choose a profile without a target (the simulator) or pass --engine \
+                 llama-cpp / vllm",
+                base.profile.name
+            );
+        }
+        let target_config = base.profile.target.as_ref().and_then(|(_, t)| t.engine_config.clone());
+        let governed_rel = self
+            .engine_config
+            .clone()
+            .or(target_config)
+            .unwrap_or_else(|| base.profile.profile.sim.engine_config.clone());
+        let governed = Source::read_in(&root, Path::new(&governed_rel))?;
+        EngineConfig::from_source(&governed)
+            .with_context(|| format!("the governed engine config {governed_rel} is invalid"))?;
+        let dir = match &self.bench.out {
+            Some(d) => root.join(d),
+            None => crate::measure::default_out_dir(&root, "tune", &run_id),
+        };
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let key_base = format!(
+            "{:?}\n{}\n{}\n{:?}",
+            base.profile.profile,
+            self.bench.profile_args().join(" "),
+            self.engine.name(),
+            base.mode
+        );
+        let tune = Tune {
+            cmd: &self,
+            root,
+            dir,
+            run_id,
+            governed,
+            governed_rel,
+            key_base,
+            slo: base.profile.profile.slo.clone(),
+            requests: self.bench.requests.or(base.profile.profile.load.requests),
+            stop: listen_for_stop()?,
+        };
+        tune.run(&spec)
+    }
+
+    /// Bench flags that make no sense per configuration.
+    fn refuse_flags(&self) -> anyhow::Result<()> {
+        let b = &self.bench;
+        for (set, flag) in [
+            (b.compare_strategies.is_some(), "--compare-strategies"),
+            (b.gate, "--gate"),
+            (b.report, "--report"),
+            (b.until_decided, "--until-decided"),
+            (b.base_url.is_some(), "--base-url"),
+            (b.target.is_some(), "--target"),
+        ] {
+            if set {
+                bail!(
+                    "tune does not take {flag}: it starts each configuration's engine and runs the \
+                     profile against it (see docs/tune.md)"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The axes of `--grid` and the `[tune]` table of `--tune-config`.
+    fn spec(&self, root: &Path) -> anyhow::Result<TuneSpec> {
+        let mut spec = match &self.tune_config {
+            Some(f) => grid::read_tune_table(&Source::read_in(root, f)?)?,
+            None => TuneSpec::default(),
+        };
+        spec.axes.extend(self.grid.iter().cloned());
+        if spec.axes.is_empty() && spec.variants.is_empty() {
+            bail!(
+                "nothing to tune: pass --grid KEY=V,V,... (e.g. --grid \
+                 scheduler.max_num_seqs=64,128,256) or --tune-config FILE with a [tune] table"
+            );
+        }
+        for (i, a) in spec.axes.iter().enumerate() {
+            if spec.axes[..i].iter().any(|b| b.key == a.key) {
+                bail!("the grid names `{}` twice", a.key);
+            }
+        }
+        Ok(spec)
+    }
+
+    fn search(&self) -> Search {
+        match self.search {
+            SearchKind::Grid => Search::Grid,
+            SearchKind::Random => Search::Random { seed: self.seed },
+            SearchKind::Halving => Search::Halving,
+        }
+    }
+}
+
+/// Ctrl-C and SIGTERM heard between configurations (the runner hears them during a run).
+fn listen_for_stop() -> anyhow::Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let mut signals = rt.block_on(async { bench::runner::StopSignals::listen() });
+    let set = flag.clone();
+    std::thread::spawn(move || {
+        rt.block_on(signals.next());
+        set.store(true, Ordering::SeqCst);
+    });
+    Ok(flag)
+}
+
+fn settings_json(v: &Variant) -> Vec<(String, Json)> {
+    v.settings
+        .iter()
+        .map(|(k, val)| (k.clone(), serde_json::to_value(val).expect("TOML values convert")))
+        .collect()
+}
+
+fn toml_json(text: &str) -> anyhow::Result<Json> {
+    let table: toml::Table = toml::from_str(text).context("engine configs parse")?;
+    Ok(serde_json::to_value(table).expect("TOML tables convert to JSON"))
+}
+
+/// Mean of the values the trials measured.
+fn mean(values: Vec<Option<f64>>) -> Option<f64> {
+    let v: Vec<f64> = values.into_iter().flatten().collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+impl Tune<'_> {
+    fn run(&self, spec: &TuneSpec) -> anyhow::Result<Status> {
+        let variants = grid::expand(spec);
+        let search = self.cmd.search();
+        let max = self.cmd.max_configs.map(|m| m as usize);
+        let order = search.order(variants.len(), max);
+        let previous = TuneFile::read(&self.dir).ok();
+        let mut file = TuneFile {
+            format: FORMAT_VERSION,
+            profile: self.cmd.bench.profile.clone(),
+            engine_config: self.governed_rel.clone(),
+            engine: self.cmd.engine.name().into(),
+            search: search.label(),
+            command: self.cmd.bench.command_line.clone(),
+            axes: spec
+                .axes
+                .iter()
+                .map(|a| AxisRecord {
+                    key: a.key.clone(),
+                    values: a.values.iter().map(|v| serde_json::to_value(v).unwrap()).collect(),
+                })
+                .collect(),
+            rows: Vec::new(),
+            earlier: Vec::new(),
+            winner: None,
+            warnings: Vec::new(),
+        };
+        let rungs: Vec<Option<Rung>> = match search {
+            Search::Halving => {
+                let Some(full) = self.requests else {
+                    bail!(
+                        "--search halving splits the measured requests into rungs: pass \
+                         --requests N or set load.requests in the profile"
+                    );
+                };
+                let rungs = super::model::halving_rungs(full, order.len());
+                (1..).zip(rungs).map(|(number, requests)| Some(Rung { number, requests })).collect()
+            }
+            _ => vec![None],
+        };
+        let started = Instant::now();
+        let mut interrupted = false;
+        // Where each configuration's row is in `file.rows`.
+        let mut at: Vec<Option<usize>> = vec![None; variants.len()];
+        let mut survivors = order.clone();
+        for (r, &rung) in rungs.iter().enumerate() {
+            let n = survivors.len();
+            for (step, &i) in survivors.iter().enumerate() {
+                let v = &variants[i];
+                let over_budget =
+                    self.cmd.time_budget.is_some_and(|b| started.elapsed().as_secs_f64() >= b);
+                let row = if interrupted || self.stop.load(Ordering::SeqCst) {
+                    interrupted = true;
+                    TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Interrupted)
+                } else if over_budget {
+                    let mut r = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Skipped);
+                    r.error = Some("the time budget was spent".into());
+                    r
+                } else {
+                    let tag = match rung {
+                        Some(g) => format!("[rung {}/{}, {}/{n}]", g.number, rungs.len(), step + 1),
+                        None => format!("[{}/{n}]", step + 1),
+                    };
+                    eprintln!("{tag} {}", v.name);
+                    let row = self.configuration(v, step, rung, previous.as_ref())?;
+                    interrupted = row.status == RowStatus::Interrupted;
+                    eprintln!("{tag} {}: {}", v.name, progress_line(&row));
+                    row
+                };
+                match at[i] {
+                    Some(p) => file.earlier.push(std::mem::replace(&mut file.rows[p], row)),
+                    None => {
+                        at[i] = Some(file.rows.len());
+                        file.rows.push(row);
+                    }
+                }
+                file.decide(&spec.axes);
+                self.write(&file)?;
+            }
+            if interrupted || r + 1 == rungs.len() {
+                break;
+            }
+            let rows: Vec<&TuneRow> =
+                survivors.iter().map(|&i| &file.rows[at[i].unwrap()]).collect();
+            let kept: Vec<usize> =
+                super::model::better_half(&rows).into_iter().map(|k| survivors[k]).collect();
+            for &i in survivors.iter().filter(|i| !kept.contains(i)) {
+                file.rows[at[i].unwrap()].eliminated = true;
+            }
+            survivors = kept;
+        }
+        for (i, v) in variants.iter().enumerate() {
+            if !order.contains(&i) {
+                let mut r = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Skipped);
+                r.error = Some("beyond --max-configs".into());
+                file.rows.push(r);
+            }
+        }
+        file.decide(&spec.axes);
+        self.write(&file)?;
+        self.finish(&file, interrupted)
+    }
+
+    /// `tune.json` and `pareto.svg`, atomically.
+    fn write(&self, file: &TuneFile) -> anyhow::Result<()> {
+        let mut json = serde_json::to_vec_pretty(file).expect("tunes serialize");
+        json.push(b'\n');
+        bench::rundir::write_atomic(&self.dir.join(TUNE_FILE), &json)?;
+        let svg = crate::chart::figures::pareto_svg(&file.pareto_points());
+        bench::rundir::write_atomic(&self.dir.join(PARETO_FILE), svg.as_bytes())?;
+        Ok(())
+    }
+
+    /// Measure one configuration (or take its row from the previous tune when its key and its
+    /// complete run are there).
+    fn configuration(
+        &self,
+        v: &Variant,
+        step: usize,
+        rung: Option<Rung>,
+        previous: Option<&TuneFile>,
+    ) -> anyhow::Result<TuneRow> {
+        let name = grid::dir_name(&v.name);
+        let mut row = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Failed);
+        row.rung = rung.map(|g| g.number);
+        let run_name = match rung {
+            Some(g) => format!("{name}.rung-{}", g.number),
+            None => name.clone(),
+        };
+        row.dir = run_name.clone();
+        let text = match grid::variant_text(&self.governed, v) {
+            Ok(t) => t,
+            Err(e) => {
+                row.error = Some(format!("not a valid engine config: {e}"));
+                return Ok(row);
+            }
+        };
+        let config = self.dir.join(format!("engine-{name}.toml"));
+        bench::rundir::write_atomic(&config, text.as_bytes())
+            .with_context(|| format!("cannot write {}", config.display()))?;
+        row.config = rel(&config, &self.root);
+        let rung_requests = rung.map(|g| g.requests);
+        let keyed = format!("{text}\n{}\n{rung_requests:?}", self.key_base);
+        row.key = format!("{:016x}", bench::hash::fnv1a(keyed.as_bytes()));
+        let run_dir = self.dir.join(&run_name);
+        let mut old_rows = previous.into_iter().flat_map(|p| p.rows.iter().chain(&p.earlier));
+        if let Some(old) = old_rows.find(|r| r.key == row.key && r.status == RowStatus::Measured)
+            && complete(&run_dir)
+        {
+            eprintln!("  measured before with the same inputs: kept");
+            // Whether it goes on is decided again after this rung.
+            return Ok(TuneRow { eliminated: false, ..old.clone() });
+        }
+        if run_dir.exists() {
+            // Only a directory this tune wrote (listed in its tune.json) is measured over.
+            let ours = previous
+                .is_some_and(|p| p.rows.iter().chain(&p.earlier).any(|r| r.dir == run_name));
+            if !ours {
+                bail!(
+                    "{} exists and is not a run of the tune in {}; choose another --out or \
+                     remove it",
+                    run_dir.display(),
+                    self.dir.display()
+                );
+            }
+            std::fs::remove_dir_all(&run_dir).with_context(|| {
+                format!("cannot remove the incomplete run {}", run_dir.display())
+            })?;
+        }
+        let started = Instant::now();
+        let status = self.measure(&text, &config, &run_dir, (step, rung_requests), &mut row);
+        row.elapsed_s = Some(started.elapsed().as_secs_f64());
+        match status {
+            Ok(Status::Interrupted) => row.status = RowStatus::Interrupted,
+            Ok(_) => self.fill(&mut row, &run_dir),
+            Err(e) => row.error = Some(crate::exit::render_error(&e).trim().to_string()),
+        }
+        Ok(row)
+    }
+
+    /// Start the engine (real engines), run the profile, stop the engine.
+    fn measure(
+        &self,
+        text: &str,
+        config: &Path,
+        run_dir: &Path,
+        (step, requests): (usize, Option<u64>),
+        row: &mut TuneRow,
+    ) -> anyhow::Result<Status> {
+        let mut cmd = self.cmd.bench.clone();
+        cmd.out = Some(run_dir.to_path_buf());
+        cmd.quiet = true;
+        if requests.is_some() {
+            cmd.requests = requests;
+        }
+        let engine = self.start_engine(text, config, run_dir)?;
+        if engine.is_some() && self.stop.load(Ordering::SeqCst) {
+            // Ctrl-C while the engine started: stop it, measure nothing.
+            return Ok(Status::Interrupted);
+        }
+        if let Some(e) = &engine {
+            cmd.base_url = Some(e.base_url.clone());
+            cmd.model = Some(e.model_id.clone());
+        }
+        let mut plan = cmd.plan(&self.root, format!("{}-{:02}", self.run_id, step + 1))?;
+        plan.engine = Some(EngineParams::derived(
+            &row.config,
+            toml_json(text)?,
+            &self.governed_rel,
+            &toml_json(&self.governed.text)?,
+        ));
+        if engine.is_none() {
+            plan.profile.profile.sim.engine_config = row.config.clone();
+        }
+        let status = crate::bench::execute(&plan);
+        if let Some(e) = engine {
+            e.stop();
+        }
+        status
+    }
+
+    fn start_engine(
+        &self,
+        text: &str,
+        config: &Path,
+        run_dir: &Path,
+    ) -> anyhow::Result<Option<EngineProcess>> {
+        let kind = match self.cmd.engine {
+            TuneEngine::Sim => return Ok(None),
+            TuneEngine::LlamaCpp => ServeEngine::LlamaCpp,
+            TuneEngine::Vllm => ServeEngine::Vllm,
+        };
+        let source = Source::new(config.to_path_buf(), text.to_string());
+        let opts = ServeOptions {
+            engine: kind,
+            config: EngineConfig::from_source(&source)?,
+            model: self.cmd.gguf.clone(),
+            port: None,
+            ready_timeout: Duration::from_secs(self.cmd.ready_timeout),
+            log: PathBuf::from(format!("{}.engine.log", run_dir.display())),
+            extra_args: Vec::new(),
+        };
+        let sh = Shell::new()?;
+        sh.change_dir(&self.root);
+        serve::start(&sh, &opts).map(Some).context("the engine did not start")
+    }
+
+    /// The row's measurements from its run or trial set (a trial set: the mean of its trials;
+    /// a sweep: its knee stage, else its last).
+    fn fill(&self, row: &mut TuneRow, run_dir: &Path) {
+        let run_dir = match sweep_stage(run_dir) {
+            Ok(Some((dir, which))) => {
+                row.sweep_stage = Some(which);
+                dir
+            }
+            Ok(None) => run_dir.to_path_buf(),
+            Err(e) => {
+                row.error = Some(e);
+                return;
+            }
+        };
+        let set = match TrialSet::load(&run_dir) {
+            Ok(s) => s,
+            Err(e) => {
+                row.error = Some(format!("no run to read: {e}"));
+                return;
+            }
+        };
+        let m = |metric: &str| mean(set.per_trial(metric));
+        row.trials = set.trials.len();
+        row.requests = set.requests();
+        row.goodput_rps = m("goodput.requests_per_s");
+        row.goodput_ratio = m("goodput.ratio");
+        row.output_tokens_per_s = m("throughput.output_tokens_per_s");
+        row.ttft_p99_ms = m("metrics.ttft_ms.p99");
+        row.tpot_p99_ms = m("metrics.tpot_ms.p99");
+        row.e2e_p99_ms = m("metrics.e2e_ms.p99");
+        let all_failed = set.trials.iter().all(|t| t.summary.status == RunStatus::Failed);
+        if all_failed {
+            row.error = Some("no measured request succeeded; see requests.jsonl".into());
+            return;
+        }
+        row.status = RowStatus::Measured;
+        row.slo_misses = slo_misses(&self.slo, [row.ttft_p99_ms, row.tpot_p99_ms, row.e2e_p99_ms]);
+    }
+
+    fn finish(&self, file: &TuneFile, interrupted: bool) -> anyhow::Result<Status> {
+        println!("{}", table(file));
+        for w in &file.warnings {
+            println!("warning: {w}");
+        }
+        println!("tune directory: {}", self.dir.display());
+        if interrupted {
+            eprintln!("interrupted: re-run the same command to measure the missing configurations");
+            return Ok(Status::Interrupted);
+        }
+        let Some(w) = file.winner_row() else {
+            eprintln!("error: no measured configuration meets every SLO of the profile");
+            return Ok(Status::PolicyViolated);
+        };
+        println!("winner: {} (goodput {} req/s)", w.name, fmt_opt(w.goodput_rps, 2));
+        if self.cmd.apply {
+            let settings: Vec<(String, toml::Value)> = w
+                .settings
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), toml::Value::try_from(v)?)))
+                .collect::<Result<_, toml::ser::Error>>()?;
+            let text = super::apply::apply(&self.governed.text, &settings)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("cannot apply the winner to {}", self.governed_rel))?;
+            bench::rundir::write_atomic(&self.root.join(&self.governed_rel), text.as_bytes())?;
+            println!(
+                "applied to {}; record it: cargo xtask adr new \"<title>\" --tune {}",
+                self.governed_rel,
+                rel(&self.dir, &self.root)
+            );
+        }
+        Ok(Status::Success)
+    }
+}
+
+/// The stage of a sweep directory that stands for it, with which one it is in words (`knee,
+/// concurrency 8`); `None` for a run or trial set.
+fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
+    if !dir.join(bench::sweep::SWEEP_FILE).is_file() {
+        return Ok(None);
+    }
+    let sweep = bench::sweep::SweepSummary::read(dir)?;
+    let (stage, which) = match &sweep.knee {
+        Some(k) => (sweep.stages.iter().find(|s| s.stage == k.stage), "knee"),
+        None => (sweep.stages.last(), "last stage, no knee"),
+    };
+    let stage = stage.ok_or_else(|| format!("the sweep {} has no stage", dir.display()))?;
+    Ok(Some((dir.join(&stage.dir), format!("{which}: {} {}", sweep.dimension.name(), stage.load))))
+}
+
+/// A run, trial set or sweep that ran to its end.
+fn complete(dir: &Path) -> bool {
+    if dir.join(bench::sweep::SWEEP_FILE).is_file() {
+        return bench::sweep::SweepSummary::read(dir).is_ok_and(|s| {
+            s.stages.len() == s.values.len()
+                && s.stages.iter().all(|st| st.status == RunStatus::Complete)
+        });
+    }
+    TrialSet::load(dir).is_ok_and(|s| {
+        !s.trials.is_empty()
+            && s.trials.iter().all(|t| matches!(t.summary.status, RunStatus::Complete))
+    })
+}
+
+fn rel(path: &Path, root: &Path) -> String {
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
+}
+
+fn progress_line(r: &TuneRow) -> String {
+    match (&r.status, &r.error) {
+        (RowStatus::Measured, _) => format!(
+            "goodput {} req/s, {} output tok/s, TTFT P99 {} ms{}",
+            fmt_opt(r.goodput_rps, 2),
+            fmt_opt(r.output_tokens_per_s, 1),
+            fmt_opt(r.ttft_p99_ms, 1),
+            if r.slo_misses.is_empty() { String::new() } else { "; misses its SLO".into() }
+        ),
+        (RowStatus::Interrupted, _) => "interrupted".into(),
+        (_, Some(e)) => format!("failed: {}", e.lines().next().unwrap_or_default()),
+        _ => "failed".into(),
+    }
+}
+
+fn right(s: impl ToString) -> Cell {
+    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
+}
+
+/// Every configuration, one row each; blank cells were not measured.
+pub fn table(file: &TuneFile) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "configuration",
+        "status",
+        "goodput req/s",
+        "goodput %",
+        "output tok/s",
+        "TTFT P99 ms",
+        "TPOT P99 ms",
+        "SLOs",
+        "front",
+    ]);
+    for r in &file.rows {
+        let winner = file.winner.as_deref() == Some(r.name.as_str());
+        let status = match r.status {
+            RowStatus::Measured => "measured".to_string(),
+            RowStatus::Failed => {
+                format!(
+                    "failed: {}",
+                    r.error.as_deref().unwrap_or_default().lines().next().unwrap_or_default()
+                )
+            }
+            RowStatus::Interrupted => "interrupted".into(),
+            RowStatus::Skipped => format!("skipped: {}", r.error.as_deref().unwrap_or_default()),
+        };
+        let slos = match r.status {
+            RowStatus::Measured if r.slo_misses.is_empty() => "met".to_string(),
+            RowStatus::Measured => "missed".into(),
+            _ => BLANK.into(),
+        };
+        let front = match (r.pareto, r.goodput_pareto) {
+            (true, true) => "tput, goodput",
+            (true, false) => "tput",
+            (false, true) => "goodput",
+            (false, false) => "",
+        };
+        t.add_row([
+            Cell::new(if winner { format!("{} (winner)", r.name) } else { r.name.clone() }),
+            Cell::new(status),
+            right(fmt_opt(r.goodput_rps, 2)),
+            right(fmt_opt(r.goodput_ratio.map(|g| g * 100.0), 1)),
+            right(fmt_opt(r.output_tokens_per_s, 1)),
+            right(fmt_opt(r.ttft_p99_ms, 1)),
+            right(fmt_opt(r.tpot_p99_ms, 1)),
+            Cell::new(slos),
+            Cell::new(front),
+        ]);
+    }
+    t
+}

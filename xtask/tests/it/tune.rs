@@ -1,0 +1,414 @@
+//! `cargo xtask tune` against the embedded simulator: the known answer of a 3x2 grid (the
+//! engine model in virtual time predicts the best configuration), resume after Ctrl-C, the
+//! record `adr new --tune` writes from it, and `--apply`.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bench::config::{EngineConfig, Source};
+use bench::sim::engine::EngineSpec;
+use bench::sim::engine::{Load, SimRequest, simulate};
+use xtask::tune::grid::{self, Variant};
+use xtask::tune::model::RowStatus;
+use xtask::tune::{TuneFile, TuneRow};
+
+use crate::support::{copy_of_configs, xtask, xtask_command};
+
+/// A short closed-loop load: 8 clients, 16 requests of 64 prompt and 16 output tokens.
+const LOAD: [&str; 10] = [
+    "--concurrency",
+    "8",
+    "--requests",
+    "16",
+    "--max-tokens",
+    "16",
+    "--set",
+    "load.warmup_requests=0",
+    "--set",
+    "workload.input_lengths=[64]",
+];
+
+fn tune_args<'a>(out: &'a str, grid: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["tune", "--out", out];
+    for g in grid {
+        a.extend(["--grid", g]);
+    }
+    a.extend(LOAD);
+    a
+}
+
+/// Output tokens per second of `variant` of `configs/engine.toml` under [`LOAD`], in virtual
+/// time: the engine model's prediction, independent of the tune.
+fn predicted_throughput(root: &Path, v: &Variant) -> f64 {
+    let base = Source::read(&root.join("configs/engine.toml")).unwrap();
+    let text = grid::variant_text(&base, v).unwrap();
+    let cfg = EngineConfig::from_source(&Source::new("v.toml", text)).unwrap();
+    let spec = EngineSpec::new(&cfg).unwrap();
+    let requests = (0..16).map(|_| SimRequest::new(0.0, 64, 16)).collect();
+    simulate(&spec, Load::Closed { concurrency: 8, requests }).output_tokens_per_s()
+}
+
+fn setting<'a>(r: &'a TuneRow, key: &str) -> &'a serde_json::Value {
+    &r.settings.iter().find(|(k, _)| k == key).unwrap().1
+}
+
+#[test]
+fn a_3x2_grid_finds_the_configuration_the_engine_model_predicts() {
+    let root = copy_of_configs();
+    let grid_specs =
+        ["scheduler.max_num_seqs=1,2,8", "scheduler.enable_chunked_prefill=false,true"];
+    let started = Instant::now();
+    let o = xtask(root.path(), &tune_args("runs/tune", &grid_specs));
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert!(started.elapsed() < Duration::from_secs(120), "{:?}", started.elapsed());
+    let tune = TuneFile::read(&root.path().join("runs/tune")).unwrap();
+    assert_eq!(tune.rows.len(), 6);
+    assert!(tune.rows.iter().all(|r| r.status == RowStatus::Measured), "{:?}", tune.rows);
+    assert_eq!(tune.rows[0].name, "max_num_seqs=1 enable_chunked_prefill=false");
+
+    // The prediction, configuration by configuration, in virtual time.
+    let spec = grid::TuneSpec {
+        axes: grid_specs.iter().map(|g| grid::parse_axis(g).unwrap()).collect(),
+        variants: vec![],
+    };
+    let predicted: Vec<f64> =
+        grid::expand(&spec).iter().map(|v| predicted_throughput(root.path(), v)).collect();
+    let best = (0..6).max_by(|&a, &b| predicted[a].total_cmp(&predicted[b])).unwrap();
+    let winner = tune.winner_row().expect("every configuration meets the default SLOs");
+    assert_eq!(
+        setting(winner, "scheduler.max_num_seqs"),
+        setting(&tune.rows[best], "scheduler.max_num_seqs"),
+        "predicted {predicted:?}, measured {:?}",
+        tune.rows.iter().map(|r| r.output_tokens_per_s).collect::<Vec<_>>()
+    );
+    // More sequences per step: more throughput, as the model predicts, for both prefill modes.
+    for chunked in [0, 1] {
+        let t: Vec<f64> =
+            [0, 2, 4].iter().map(|i| tune.rows[i + chunked].output_tokens_per_s.unwrap()).collect();
+        assert!(t[0] < t[1] && t[1] < t[2], "{t:?}");
+        assert!(
+            predicted[chunked] < predicted[2 + chunked]
+                && predicted[2 + chunked] < predicted[4 + chunked]
+        );
+    }
+    // 8 is the largest value tried: the winner sits at the edge of the grid.
+    assert!(
+        tune.warnings
+            .iter()
+            .any(|w| w.contains("largest value tried for scheduler.max_num_seqs (8)")),
+        "{:?}",
+        tune.warnings
+    );
+    assert!(
+        o.stdout.contains("(winner)") && o.stdout.contains("winner: max_num_seqs=8"),
+        "{}",
+        o.stdout
+    );
+    // Each run records the variant, the governed file and its changes.
+    let s = bench::Summary::read(&root.path().join("runs/tune").join(&winner.dir)).unwrap();
+    let e = s.engine.unwrap();
+    assert_eq!(e.derived_from.as_deref(), Some("configs/engine.toml"));
+    assert_eq!(e.file, format!("runs/tune/engine-{}.toml", winner.dir));
+    let front: Vec<&str> = tune.rows.iter().filter(|r| r.pareto).map(|r| r.name.as_str()).collect();
+    assert!(!front.is_empty());
+    let svg = std::fs::read_to_string(root.path().join("runs/tune/pareto.svg")).unwrap();
+    assert!(
+        svg.contains("data-chart=\"pareto-throughput\"")
+            && svg.contains("data-chart=\"pareto-goodput\"")
+    );
+}
+
+#[test]
+fn ctrl_c_keeps_the_measured_rows_and_a_rerun_measures_only_the_missing_ones() {
+    let root = copy_of_configs();
+    let dir = root.path().join("runs/t");
+    let args = tune_args("runs/t", &["scheduler.max_num_seqs=2,4,8"]);
+    let child = xtask_command(root.path(), &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reaped = crate::support::Reaped(child);
+    // Wait (bounded) for the first configuration to be measured, then Ctrl-C.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while TuneFile::read(&dir).map_or(true, |t| t.rows.is_empty()) {
+        assert!(Instant::now() < deadline, "no configuration measured in 90 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = reaped.0.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let code = reaped.0.wait().unwrap().code();
+    let first = TuneFile::read(&dir).unwrap();
+    let measured: Vec<&TuneRow> =
+        first.rows.iter().filter(|r| r.status == RowStatus::Measured).collect();
+    if code == Some(0) {
+        // The signal came after the last configuration: nothing was left to interrupt.
+        assert_eq!(measured.len(), 3);
+    } else {
+        assert_eq!(code, Some(130));
+        assert!(measured.len() < 3, "{:?}", first.rows);
+    }
+    let run_ids: Vec<String> =
+        measured.iter().map(|r| bench::Summary::read(&dir.join(&r.dir)).unwrap().run_id).collect();
+
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert_eq!(
+        o.stderr.matches("measured before with the same inputs: kept").count(),
+        measured.len(),
+        "{}",
+        o.stderr
+    );
+    let second = TuneFile::read(&dir).unwrap();
+    assert!(second.rows.iter().all(|r| r.status == RowStatus::Measured), "{:?}", second.rows);
+    for (r, id) in measured.iter().zip(&run_ids) {
+        let again = bench::Summary::read(&dir.join(&r.dir)).unwrap();
+        assert_eq!(&again.run_id, id, "{} was measured again", r.name);
+    }
+    // Other bench arguments: another key, everything measured again.
+    let mut other = args.clone();
+    other.extend(["--set", "workload.seed=7"]);
+    let o = xtask(root.path(), &other);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!o.stderr.contains("measured before"), "{}", o.stderr);
+}
+
+#[test]
+fn the_record_of_a_tune_names_every_configuration_and_adopts_the_winner() {
+    let root = copy_of_configs();
+    // A bad combination is a row with its error, not an abort.
+    let o = xtask(root.path(), &tune_args("runs/t", &["scheduler.max_num_seqs=0,2,8"]));
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/t")).unwrap();
+    assert_eq!(tune.rows[0].status, RowStatus::Failed);
+    assert!(tune.rows[0].error.as_deref().unwrap().contains("max_num_seqs"), "{:?}", tune.rows[0]);
+    let winner = tune.winner.clone().unwrap();
+    assert_eq!(winner, "max_num_seqs=8");
+
+    let o = xtask(root.path(), &["adr", "new", "Batch eight sequences", "--tune", "runs/t"]);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let adr_dir = root.path().join("docs/adr");
+    let file = std::fs::read_dir(&adr_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("| Baseline (max_num_seqs=2) |"), "{text}");
+    assert!(text.contains("| max_num_seqs=8 |"), "{text}");
+    assert!(text.contains("> Not measured: `max_num_seqs=0`: not a valid engine config"), "{text}");
+    assert!(
+        text.contains("> Edge of the grid: the winner `max_num_seqs=8` takes the largest value"),
+        "{text}"
+    );
+    assert!(text.contains("(assets/0001-pareto.svg)"), "{text}");
+    let pareto = std::fs::read_to_string(adr_dir.join("assets/0001-pareto.svg")).unwrap();
+    assert!(pareto.contains("data-chart=\"pareto-throughput\""), "{pareto}");
+    assert!(
+        text.contains("configs/engine.toml: scheduler.max_num_seqs = 8"),
+        "the decision names the winner's key in the governed file:\n{text}"
+    );
+
+    // --apply writes the winner into the governed file, and nothing else changes.
+    let before = std::fs::read_to_string(root.path().join("configs/engine.toml")).unwrap();
+    let mut args = tune_args("runs/t", &["scheduler.max_num_seqs=0,2,8"]);
+    args.push("--apply");
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let after = std::fs::read_to_string(root.path().join("configs/engine.toml")).unwrap();
+    let (old, new) = (
+        format!("max_num_seqs = 256{}#", " ".repeat(15)),
+        format!("max_num_seqs = 8{}#", " ".repeat(17)),
+    );
+    assert!(before.contains(&old), "{before}");
+    assert_eq!(after, before.replace(&old, &new));
+}
+
+#[test]
+fn nothing_to_tune_and_unsupported_flags_are_usage_errors() {
+    let root = copy_of_configs();
+    let o = xtask(root.path(), &["tune"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("nothing to tune"), "{}", o.stderr);
+    let o = xtask(root.path(), &["tune", "--grid", "max_num_seqs=1,2"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("dotted engine-config key"), "{}", o.stderr);
+    let o = xtask(root.path(), &["tune", "--grid", "scheduler.max_num_seqs=1,2", "--gate"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("tune does not take --gate"), "{}", o.stderr);
+    std::fs::write(
+        root.path().join("configs/tune.toml"),
+        "[tune.grid]\nscheduler.max_num_seqs = 4\n",
+    )
+    .unwrap();
+    let o = xtask(root.path(), &["tune", "--tune-config", "configs/tune.toml"]);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("configs/tune.toml:2"), "{}", o.stderr);
+}
+
+#[test]
+fn max_configs_a_random_search_and_the_time_budget_bound_the_tune() {
+    use xtask::tune::model::Search;
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/r", &["scheduler.max_num_seqs=2,4,8,16"]);
+    args.extend(["--set", "slo.ttft_ms=60000", "--search", "random", "--seed", "3"]);
+    args.extend(["--max-configs", "2"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/r")).unwrap();
+    assert_eq!(tune.search, "random (seed 3)");
+    let names = ["max_num_seqs=2", "max_num_seqs=4", "max_num_seqs=8", "max_num_seqs=16"];
+    let sample: Vec<&str> =
+        Search::Random { seed: 3 }.order(4, Some(2)).into_iter().map(|i| names[i]).collect();
+    let measured: Vec<&str> = tune
+        .rows
+        .iter()
+        .filter(|r| r.status == RowStatus::Measured)
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(measured, sample);
+    let skipped: Vec<&TuneRow> =
+        tune.rows.iter().filter(|r| r.status == RowStatus::Skipped).collect();
+    assert_eq!(skipped.len(), 2);
+    assert!(skipped.iter().all(|r| r.error.as_deref() == Some("beyond --max-configs")));
+    assert!(sample.contains(&tune.winner.as_deref().unwrap()));
+
+    // A spent time budget starts nothing: no winner, exit 1.
+    let mut args = tune_args("runs/b", &["scheduler.max_num_seqs=2,4"]);
+    args.extend(["--time-budget", "0"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 1, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("no measured configuration meets every SLO"), "{}", o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/b")).unwrap();
+    assert!(tune.rows.iter().all(|r| r.status == RowStatus::Skipped
+        && r.error.as_deref() == Some("the time budget was spent")));
+}
+
+/// An engine that does not start (here: one that reports running out of memory and exits) is a
+/// row with its error and the end of its log; the tune goes on and ends without a winner.
+#[test]
+fn an_engine_that_fails_to_start_is_a_row_with_its_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = copy_of_configs();
+    let fake = root.path().join("fake-llama-server");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho \"ggml: out of memory allocating the KV cache\"\nexit 3\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let model = root.path().join("model.gguf");
+    std::fs::write(&model, "not a model").unwrap();
+    let model = model.display().to_string();
+    let mut args = tune_args("runs/oom", &["scheduler.max_num_seqs=1,2"]);
+    args.extend(["--engine", "llama-cpp", "--gguf", &model, "--ready-timeout", "20"]);
+    let o = xtask_command(root.path(), &args).env("LLAMA_SERVER", &fake).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let tune = TuneFile::read(&root.path().join("runs/oom")).unwrap();
+    assert_eq!(tune.rows.len(), 2);
+    for r in &tune.rows {
+        assert_eq!(r.status, RowStatus::Failed, "{r:?}");
+        let e = r.error.as_deref().unwrap();
+        assert!(e.contains("the engine did not start") && e.contains("out of memory"), "{e}");
+    }
+    assert_eq!(tune.winner, None);
+}
+
+#[test]
+fn successive_halving_measures_the_better_half_again_with_twice_the_requests() {
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/h", &["scheduler.max_num_seqs=1,2,4,8"]);
+    args.extend(["--set", "slo.ttft_ms=60000", "--search", "halving"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let dir = root.path().join("runs/h");
+    let tune = TuneFile::read(&dir).unwrap();
+    assert_eq!(tune.search, "successive halving");
+    // 4 configurations, 16 requests: rung 1 measures all four with 8, rung 2 the better half
+    // with 16.
+    assert_eq!(
+        tune.rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.rung, r.eliminated, r.requests))
+            .collect::<Vec<_>>(),
+        [
+            ("max_num_seqs=1", Some(1), true, 8),
+            ("max_num_seqs=2", Some(1), true, 8),
+            ("max_num_seqs=4", Some(2), false, 16),
+            ("max_num_seqs=8", Some(2), false, 16),
+        ]
+    );
+    assert_eq!(tune.earlier.len(), 2);
+    assert_eq!(tune.winner.as_deref(), Some("max_num_seqs=8"));
+    assert!(
+        dir.join("max_num_seqs-8.rung-1").is_dir() && dir.join("max_num_seqs-8.rung-2").is_dir()
+    );
+    // Resumed: every rung's runs are kept.
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(
+        o.stderr.matches("measured before with the same inputs: kept").count(),
+        6,
+        "{}",
+        o.stderr
+    );
+    // The record takes the last rung's rows and lists the eliminated ones.
+    let o = xtask(root.path(), &["adr", "new", "Eight sequences", "--tune", "runs/h"]);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let adr = std::fs::read_dir(root.path().join("docs/adr"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    let text = std::fs::read_to_string(adr).unwrap();
+    assert!(text.contains("| Baseline (max_num_seqs=4) |"), "{text}");
+    assert!(
+        text.contains("> Eliminated by successive halving after rung 1 (8 measured requests): `max_num_seqs=1`."),
+        "{text}"
+    );
+}
+
+#[test]
+fn with_a_sweep_each_configuration_is_its_knee() {
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/s", &["scheduler.max_num_seqs=2,8"]);
+    // --sweep replaces --concurrency.
+    args.drain(5..7);
+    args.extend(["--sweep", "concurrency=2,8"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let dir = root.path().join("runs/s");
+    let tune = TuneFile::read(&dir).unwrap();
+    for r in &tune.rows {
+        assert_eq!(r.status, RowStatus::Measured, "{r:?}");
+        let sweep = bench::sweep::SweepSummary::read(&dir.join(&r.dir)).unwrap();
+        let stage = match &sweep.knee {
+            Some(k) => sweep.stages.iter().find(|s| s.stage == k.stage).unwrap(),
+            None => sweep.stages.last().unwrap(),
+        };
+        let which = if sweep.knee.is_some() { "knee" } else { "last stage, no knee" };
+        assert_eq!(r.sweep_stage, Some(format!("{which}: concurrency {}", stage.load)));
+        assert_eq!(r.output_tokens_per_s, stage.output_tokens_per_s, "{r:?}");
+    }
+    // The same command again: every sweep is complete, nothing is measured again.
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.stderr.matches("measured before with the same inputs: kept").count(), 2);
+    let mut halving = args.clone();
+    halving.extend(["--search", "halving"]);
+    let o = xtask(root.path(), &halving);
+    assert_eq!(o.code, 2);
+    assert!(o.stderr.contains("choose one of them"), "{}", o.stderr);
+}
+
+#[test]
+fn a_directory_the_tune_did_not_write_is_never_removed() {
+    let root = copy_of_configs();
+    let mine = root.path().join("runs/x/max_num_seqs-2");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("notes.txt"), "mine").unwrap();
+    let o = xtask(root.path(), &tune_args("runs/x", &["scheduler.max_num_seqs=2,4"]));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("is not a run of the tune"), "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(mine.join("notes.txt")).unwrap(), "mine");
+}
