@@ -348,11 +348,7 @@ pub async fn drive(
     let grace_task = spawn_grace_period(control, grace);
     match load.mode {
         _ if shared.prepared.sessions.is_some() => {
-            // Without a request count or a duration, each session runs once.
-            let once = load.requests.is_none() && load.duration_s.is_none();
-            let sessions = shared.prepared.sessions.as_ref().map_or(0, |s| s.sessions.len());
-            let limit = once.then_some(sessions as u64);
-            session_loop(load.concurrency, limit, &shared, &admission, control).await
+            session_loop(load, &shared, &admission, control).await
         }
         LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
         LoadMode::Open => {
@@ -502,18 +498,20 @@ async fn closed_loop(
 }
 
 /// `concurrency` sessions in flight: each worker runs one session to its end, then starts the
-/// next one (`load.concurrency` counts sessions), until `limit` sessions were started or the
-/// admission ends the load.
+/// next one (`load.concurrency` counts sessions), until the admission ends the load; without a
+/// request count or a duration, each session runs once.
 async fn session_loop(
-    concurrency: u32,
-    limit: Option<u64>,
+    load: &LoadConfig,
     shared: &Arc<Shared>,
     admission: &Arc<Admission>,
     control: &RunControl,
 ) {
+    let once = load.requests.is_none() && load.duration_s.is_none();
+    let sessions = shared.prepared.sessions.as_ref().map_or(0, |s| s.sessions.len());
+    let limit = once.then_some(sessions as u64);
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = JoinSet::new();
-    for _ in 0..concurrency {
+    for _ in 0..load.concurrency {
         let (shared, admission, next) = (shared.clone(), admission.clone(), next.clone());
         let phase = control.subscribe();
         tasks.spawn(async move {
