@@ -154,13 +154,18 @@ async fn a_failed_turn_ends_its_session_and_is_counted_once() {
     assert!(failed > 0, "the seeded faults fail some turn");
     assert_eq!(out.summary.requests.failed, failed);
     assert_eq!(out.summary.requests.total, recs.len() as u64);
-    for turns in by_session(&recs).values() {
-        let first_failure = turns.iter().position(|r| r.class != bench::Outcome::Ok);
-        if let Some(i) = first_failure {
-            assert_eq!(i + 1, turns.len(), "no turn after the failed one: {turns:?}");
-        }
+    // Session n is chat n (no shuffle), of 2 + n % 3 turns: it runs to its end or to its
+    // first failed turn, and no further; each session once.
+    let sessions = by_session(&recs);
+    assert_eq!(sessions.keys().copied().collect::<Vec<_>>(), (0..12).collect::<Vec<u64>>());
+    for (n, turns) in &sessions {
+        let sent: Vec<u32> = turns.iter().map(|r| r.turn.unwrap()).collect();
+        let want = match turns.iter().position(|r| r.class != bench::Outcome::Ok) {
+            Some(i) => i + 1,
+            None => 2 + *n as usize % 3,
+        };
+        assert_eq!(sent, (1..=want as u32).collect::<Vec<_>>(), "session {n}: {turns:?}");
     }
-    assert!(recs.len() < 36, "ended sessions sent fewer turns than the 36 of the dataset");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
