@@ -190,8 +190,11 @@ fn load_conversations(
     }
     let Imported { workload, sessions, answers } =
         session::import(conversations, wl.conversation_turns, wl);
-    let think =
-        wl.think_time_ms.as_ref().map(|d| d.sampler(root, wl.seed ^ 0x7468_696e_6b)).transpose()?;
+    let think = wl
+        .think_time_ms
+        .as_ref()
+        .map(|d| d.sampler(root, wl.seed ^ 0x0074_6869_6e6b))
+        .transpose()?;
     let answers = wl.max_tokens_from_answer.then_some(answers);
     let mut files = vec![WorkloadFile::of(file, text.as_bytes())];
     if let Some(rel) = wl.think_time_ms.as_ref().and_then(|d| d.file()) {

@@ -177,7 +177,7 @@ async fn a_malformed_dataset_names_its_line_and_nothing_is_sent() {
     let bad =
         r#"{"messages": [{"role": "user", "content": "hi"}, {"role": "robot", "content": "yo"}]}"#;
     std::fs::write(&file, format!("{good}\n{good}\n{bad}\n")).unwrap();
-    let target = Target::at(&h.base_url()).with_model(h.model());
+    let target = Target::at(h.base_url()).with_model(h.model());
     let spec = RunSpec::quiet(
         sessions_profile(&file, ""),
         ("sim".into(), target),
