@@ -1555,6 +1555,40 @@ mod tests {
     }
 
     #[test]
+    fn conversations_are_checked_with_the_keys_they_need() {
+        let ok = cfg("[profile.default.load]\nrate = 2.0\n\
+                      [profile.default.workload]\nconversations = \"c.json\"\n\
+                      [profile.default.workload.think_time_ms]\nkind = \"fixed\"\nvalue = 500\n")
+        .unwrap();
+        let p = ok.resolve("default", &[]).unwrap().profile;
+        assert_eq!(p.workload.conversation_turns, TurnMode::Sessions);
+        assert_eq!(p.workload.files(), vec![("workload.conversations", "c.json")]);
+        for (set, want) in [
+            ("load.mode=\"open\"", "sessions run in a closed loop"),
+            ("workload.trace=\"t.csv\"", "load.mode = \"trace\""),
+            ("workload.dataset=\"d.jsonl\"", "excludes workload.trace and workload.dataset"),
+            ("workload.conversation_turns=\"first\"", "think time is between turns"),
+            ("workload.conversation_format=\"csv\"", "sharegpt"),
+        ] {
+            let err = ok.resolve("default", &[Override::parse(set).unwrap()]).unwrap_err();
+            assert!(err.to_string().contains(want), "{set}: {err}");
+        }
+        let zero = cfg("[profile.default.workload]\nconversations = \"c.json\"\n\
+                        [profile.default.workload.think_time_ms]\nkind = \"fixed\"\nvalue = 0\n")
+        .unwrap();
+        let err = zero.resolve("default", &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("workload.think_time_ms.value: must be within 1..=1048576 ms"),
+            "{err}"
+        );
+        let err = cfg("[profile.default.workload]\nmax_tokens_from_answer = true\n")
+            .unwrap()
+            .resolve("default", &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("recorded answers come from workload.conversations"));
+    }
+
+    #[test]
     fn headers_take_secrets_from_the_environment_only() {
         let c = cfg("[targets.gw]\nbase_url = \"https://gw\"\n[targets.gw.headers]\n\
                      X-Tenant = \"bench\"\nX-Api-Key = { env = \"GW_KEY\" }\n\
