@@ -480,10 +480,14 @@ pub struct WorkloadConfig {
     /// (docs/workloads.md).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conversations: Option<String>,
+    /// (Defaults are not written, so resolved profiles of other workloads read as before.)
+    #[serde(skip_serializing_if = "is_default")]
     pub conversation_format: ConversationFormat,
     /// Every turn of each conversation as a session, or its first turn only.
+    #[serde(skip_serializing_if = "is_default")]
     pub conversation_turns: TurnMode,
     /// Each turn's `max_tokens` is the length of the answer the dataset recorded for it.
+    #[serde(skip_serializing_if = "is_default")]
     pub max_tokens_from_answer: bool,
     /// Milliseconds between a session turn's answer and its next turn (a length distribution
     /// whose values are milliseconds); none: the next turn is sent at once.
@@ -517,6 +521,10 @@ impl Default for WorkloadConfig {
             think_time_ms: None,
         }
     }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl WorkloadConfig {
