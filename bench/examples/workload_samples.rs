@@ -9,6 +9,13 @@
 //!   tokens, followed by blocks of their own.
 //! - `burstgpt-sample.csv`: 3000 requests in the BurstGPT CSV format (gamma arrivals, bursty).
 //! - `lengths-sample.txt`: 500 prompt lengths for an empirical length distribution.
+//! - `sharegpt-sample.json`: 40 conversations in the ShareGPT format (a JSON array of
+//!   `conversations` of `{from, value}`), 1 to 6 user turns each, a third with a system prompt,
+//!   each turn with a recorded answer of lognormal length.
+//! - `openai-chat-sample.jsonl`: 30 conversations in the OpenAI `messages` format, one a line.
+//!
+//! The conversations are template questions about made-up topics and filler answers, written
+//! for the project; none comes from a real chat.
 //!
 //! The numbers are written for the project; no row comes from a real service.
 
@@ -108,6 +115,106 @@ fn lengths(rng: &mut StdRng) -> String {
     out
 }
 
+const TOPICS: [&str; 12] = [
+    "the cache eviction policy",
+    "a rust borrow checker error",
+    "the quarterly budget sheet",
+    "a sourdough starter",
+    "the kubernetes rollout",
+    "a bicycle gear ratio",
+    "the database migration",
+    "a python import cycle",
+    "the garden irrigation timer",
+    "a flaky integration test",
+    "the conference talk outline",
+    "a csv file with broken quotes",
+];
+const ASKS: [&str; 6] = [
+    "Can you explain {} in simple terms?",
+    "What is the most common mistake with {}?",
+    "How would you test {}?",
+    "Give me three options for {} and their trade-offs.",
+    "Why does {} behave differently under load?",
+    "Summarise what we said about {} so far.",
+];
+const FOLLOW_UPS: [&str; 6] = [
+    "Can you make that shorter?",
+    "What would change if the input doubled?",
+    "Show it as a numbered list.",
+    "Which of those would you pick, and why?",
+    "What did I miss?",
+    "Now explain it to a new colleague.",
+];
+const WORDS: [&str; 24] = [
+    "the", "request", "first", "then", "because", "which", "value", "small", "change", "keep",
+    "step", "measure", "before", "after", "each", "option", "simple", "time", "when", "load",
+    "result", "check", "usually", "case",
+];
+
+/// One conversation: an optional system prompt, then user turns each with a recorded answer.
+fn conversation(rng: &mut StdRng) -> (Option<String>, Vec<(String, String)>) {
+    let answer_words = lognormal(90.0, 70.0);
+    let topic = TOPICS[rng.random_range(0..TOPICS.len())];
+    let system = rng
+        .random_bool(1.0 / 3.0)
+        .then(|| format!("You are a concise assistant. The user is working on {topic}."));
+    let turns = rng.random_range(1..=6);
+    let mut out = Vec::new();
+    for t in 0..turns {
+        let user = if t == 0 {
+            ASKS[rng.random_range(0..ASKS.len())].replace("{}", topic)
+        } else {
+            FOLLOW_UPS[rng.random_range(0..FOLLOW_UPS.len())].to_string()
+        };
+        let n = (answer_words.sample(rng).round() as usize).clamp(8, 400);
+        let mut answer = String::new();
+        for i in 0..n {
+            if i > 0 {
+                answer.push_str(if i % 12 == 0 { ". " } else { " " });
+            }
+            answer.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+        }
+        answer.push('.');
+        out.push((user, answer));
+    }
+    (system, out)
+}
+
+fn sharegpt(rng: &mut StdRng) -> String {
+    let convs: Vec<serde_json::Value> = (0..40)
+        .map(|i| {
+            let (system, turns) = conversation(rng);
+            let mut msgs = Vec::new();
+            if let Some(s) = system {
+                msgs.push(serde_json::json!({"from": "system", "value": s}));
+            }
+            for (user, answer) in turns {
+                msgs.push(serde_json::json!({"from": "human", "value": user}));
+                msgs.push(serde_json::json!({"from": "gpt", "value": answer}));
+            }
+            serde_json::json!({"id": format!("sample-{i}"), "conversations": msgs})
+        })
+        .collect();
+    serde_json::to_string_pretty(&convs).expect("JSON values serialize") + "\n"
+}
+
+fn openai_chat(rng: &mut StdRng) -> String {
+    let mut out = String::new();
+    for _ in 0..30 {
+        let (system, turns) = conversation(rng);
+        let mut msgs = Vec::new();
+        if let Some(s) = system {
+            msgs.push(serde_json::json!({"role": "system", "content": s}));
+        }
+        for (user, answer) in turns {
+            msgs.push(serde_json::json!({"role": "user", "content": user}));
+            msgs.push(serde_json::json!({"role": "assistant", "content": answer}));
+        }
+        writeln!(out, "{}", serde_json::json!({"messages": msgs})).expect("writing");
+    }
+    out
+}
+
 fn main() -> std::io::Result<()> {
     let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "configs/workloads".into()));
     std::fs::create_dir_all(&dir)?;
@@ -116,6 +223,8 @@ fn main() -> std::io::Result<()> {
         ("mooncake-sample.jsonl", mooncake(&mut rng)),
         ("burstgpt-sample.csv", burstgpt(&mut rng)),
         ("lengths-sample.txt", lengths(&mut rng)),
+        ("sharegpt-sample.json", sharegpt(&mut rng)),
+        ("openai-chat-sample.jsonl", openai_chat(&mut rng)),
     ] {
         std::fs::write(dir.join(name), text)?;
         eprintln!("wrote {}", dir.join(name).display());

@@ -480,6 +480,8 @@ impl Exchange {
             error: r.error,
             status: self.status,
             item: slot.item,
+            session: None,
+            turn: None,
             intended_ms: ms(slot.intended),
             sent_ms: self.sent.map(ms),
             first_token_ms: r.first_token_ms.map(round_us),

@@ -17,6 +17,7 @@ pub mod cost;
 pub mod fdlimit;
 pub mod hash;
 pub mod hostnoise;
+pub mod import;
 pub mod lengths;
 pub mod metrics;
 pub mod openai;
@@ -31,6 +32,7 @@ pub mod schedule;
 #[cfg(feature = "runtime")]
 pub mod scrape;
 pub mod server_metrics;
+pub mod session;
 pub mod sim;
 pub mod sse;
 pub mod stats;

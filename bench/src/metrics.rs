@@ -275,6 +275,34 @@ pub struct RunMetrics {
     pub goodput: Goodput,
     pub window: Window,
     pub schedule: ScheduleStats,
+    /// Per turn index of sessions workloads (empty otherwise).
+    pub turns: Vec<TurnMetrics>,
+}
+
+/// The measured requests of one turn index of a sessions workload: TTFT of turn 1 against
+/// turn 5, and how the prompt grew with the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TurnMetrics {
+    /// The turn, from 1.
+    pub turn: u32,
+    /// Measured requests of this turn (every class).
+    pub requests: u64,
+    /// Of them, those that ended `ok`.
+    pub ok: u64,
+    /// TTFT of the ok requests of this turn.
+    pub ttft_ms: Option<Stats>,
+    /// Mean prompt tokens of the ok requests of this turn (the server's count when reported).
+    pub input_tokens_mean: Option<f64>,
+}
+
+/// A turn's accumulated records.
+#[derive(Clone, Debug, Default)]
+struct TurnAcc {
+    requests: u64,
+    ok: u64,
+    ttft: LatencyHist,
+    input_sum: f64,
+    input_n: u64,
 }
 
 /// Builds [`RunMetrics`] from records, one at a time (the runner feeds it as requests finish;
@@ -306,6 +334,7 @@ pub struct MetricsAccumulator {
     last_sent: Option<f64>,
     sent: u64,
     run: RunTotals,
+    turns: BTreeMap<u32, TurnAcc>,
 }
 
 /// Every request of a run, warmup included: what server counters covering the whole run are
@@ -344,6 +373,7 @@ impl MetricsAccumulator {
             last_sent: None,
             sent: 0,
             run: RunTotals { span: None, ok_output_tokens: Some(0) },
+            turns: BTreeMap::new(),
         }
     }
 
@@ -380,6 +410,7 @@ impl MetricsAccumulator {
             }
         }
         self.count_stream(r);
+        self.count_turn(r);
         if r.class != Outcome::Ok {
             self.counts.failed += 1;
             return;
@@ -457,6 +488,38 @@ impl MetricsAccumulator {
         (self.counts.total, self.counts.ok)
     }
 
+    /// A measured request of a session, by its turn.
+    fn count_turn(&mut self, r: &RequestRecord) {
+        let Some(turn) = r.turn else { return };
+        let t = self.turns.entry(turn).or_default();
+        t.requests += 1;
+        if r.class != Outcome::Ok {
+            return;
+        }
+        t.ok += 1;
+        if let Some(v) = r.ttft_ms() {
+            t.ttft.record(v);
+        }
+        if let Some(n) = r.input_tokens {
+            t.input_sum += n as f64;
+            t.input_n += 1;
+        }
+    }
+
+    /// The per-turn metrics, by turn.
+    fn turn_metrics(&self) -> Vec<TurnMetrics> {
+        self.turns
+            .iter()
+            .map(|(&turn, t)| TurnMetrics {
+                turn,
+                requests: t.requests,
+                ok: t.ok,
+                ttft_ms: t.ttft.stats(),
+                input_tokens_mean: (t.input_n > 0).then(|| round6(t.input_sum / t.input_n as f64)),
+            })
+            .collect()
+    }
+
     pub fn finish(&self, requested_rate: Option<f64>) -> RunMetrics {
         let duration_s = match (self.window_start, self.window_end) {
             (Some(s), Some(e)) if e > s => Some((e - s) / 1000.0),
@@ -519,6 +582,7 @@ impl MetricsAccumulator {
                 duration_s: duration_s.map(round6),
             },
             schedule: ScheduleStats { lag_ms: self.lag.stats(), requested_rate, achieved_rate },
+            turns: self.turn_metrics(),
         }
     }
 }
@@ -584,6 +648,8 @@ mod tests {
             error: None,
             status: Some(200),
             item: id,
+            session: None,
+            turn: None,
             intended_ms: intended,
             sent_ms: Some(intended + 0.1),
             first_token_ms: Some(first),

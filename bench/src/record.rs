@@ -118,6 +118,13 @@ pub struct RequestRecord {
     pub status: Option<u16>,
     /// Index of the workload item (prompt) used.
     pub item: u64,
+    /// The session this request is a turn of (sessions workloads only; numbered from 0 in the
+    /// order sessions started).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u64>,
+    /// The turn of its session, from 1 (sessions workloads only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
     /// Intended send time.
     pub intended_ms: f64,
     /// Actual send time (request handed to the connection).

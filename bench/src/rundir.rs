@@ -307,6 +307,8 @@ mod tests {
             error: None,
             status: Some(200),
             item: id,
+            session: None,
+            turn: None,
             intended_ms: id as f64,
             sent_ms: Some(id as f64),
             first_token_ms: Some(id as f64 + 50.0),

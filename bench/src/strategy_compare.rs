@@ -307,6 +307,7 @@ mod tests {
             goodput: Default::default(),
             schedule: ScheduleSummary::default(),
             workload: WorkloadInfo::default(),
+            turns: Vec::new(),
             cost: Cost::default(),
             server: None,
             extra: Default::default(),

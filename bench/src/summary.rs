@@ -256,6 +256,9 @@ pub struct Summary {
     pub schedule: ScheduleSummary,
     #[serde(default)]
     pub workload: WorkloadInfo,
+    /// Per turn index of a sessions workload (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<crate::metrics::TurnMetrics>,
     #[serde(default)]
     pub cost: Cost,
     /// Server-side metrics scraped during the window (null when not scraped).
@@ -416,6 +419,7 @@ impl Summary {
             goodput: Default::default(),
             schedule: ScheduleSummary::default(),
             workload: h.workload,
+            turns: Vec::new(),
             cost: Default::default(),
             server: None,
             extra: Default::default(),
@@ -435,6 +439,7 @@ impl Summary {
         self.goodput = m.goodput;
         self.timing.window = m.window;
         self.schedule.stats = m.schedule;
+        self.turns = m.turns;
     }
 
     /// The value at a dotted path (`metrics.ttft_ms.p99`), when it is a number.

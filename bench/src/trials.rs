@@ -627,6 +627,8 @@ mod tests {
             error: None,
             status: Some(if ok { 200 } else { 500 }),
             item: id,
+            session: None,
+            turn: None,
             intended_ms: t0,
             sent_ms: Some(t0),
             first_token_ms: ok.then_some(t0 + ttft),

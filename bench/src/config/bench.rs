@@ -331,6 +331,30 @@ pub enum LoadMode {
     Trace,
 }
 
+/// The format of a conversation dataset (`workload.conversation_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationFormat {
+    /// Each record by its key: `conversations` is ShareGPT, `messages` is OpenAI.
+    #[default]
+    Auto,
+    /// `{"conversations": [{"from": "human" | "gpt" | "system", "value": "..."}]}`.
+    Sharegpt,
+    /// `{"messages": [{"role": "system" | "user" | "assistant", "content": "..."}]}`.
+    Openai,
+}
+
+/// What a run makes of a conversation dataset (`workload.conversation_turns`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnMode {
+    /// Each conversation is a session: its user turns in order, each sent with the history.
+    #[default]
+    Sessions,
+    /// Each conversation's first user turn (after its system messages) as a single request.
+    First,
+}
+
 /// The format of `workload.trace`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -452,6 +476,23 @@ pub struct WorkloadConfig {
     pub trace_format: TraceFormat,
     /// Tokens per hash block of the trace (Mooncake: 512).
     pub trace_block_tokens: u32,
+    /// A conversation dataset (ShareGPT or OpenAI `messages`), relative to the repository root
+    /// (docs/workloads.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<String>,
+    /// (Defaults are not written, so resolved profiles of other workloads read as before.)
+    #[serde(skip_serializing_if = "is_default")]
+    pub conversation_format: ConversationFormat,
+    /// Every turn of each conversation as a session, or its first turn only.
+    #[serde(skip_serializing_if = "is_default")]
+    pub conversation_turns: TurnMode,
+    /// Each turn's `max_tokens` is the length of the answer the dataset recorded for it.
+    #[serde(skip_serializing_if = "is_default")]
+    pub max_tokens_from_answer: bool,
+    /// Milliseconds between a session turn's answer and its next turn (a length distribution
+    /// whose values are milliseconds); none: the next turn is sent at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think_time_ms: Option<super::LengthDist>,
 }
 
 impl Default for WorkloadConfig {
@@ -473,7 +514,43 @@ impl Default for WorkloadConfig {
             trace: None,
             trace_format: TraceFormat::Auto,
             trace_block_tokens: 512,
+            conversations: None,
+            conversation_format: ConversationFormat::Auto,
+            conversation_turns: TurnMode::Sessions,
+            max_tokens_from_answer: false,
+            think_time_ms: None,
         }
+    }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+impl WorkloadConfig {
+    /// The files the workload reads, each with the key that names it (`workload.trace`), as the
+    /// profile writes them (relative to the repository root).
+    pub fn files(&self) -> Vec<(&'static str, &str)> {
+        let mut out = Vec::new();
+        for (key, file) in [
+            ("workload.dataset", &self.dataset),
+            ("workload.trace", &self.trace),
+            ("workload.conversations", &self.conversations),
+        ] {
+            if let Some(f) = file {
+                out.push((key, f.as_str()));
+            }
+        }
+        for (key, dist) in [
+            ("workload.input_distribution.file", &self.input_distribution),
+            ("workload.output_distribution.file", &self.output_distribution),
+            ("workload.think_time_ms.file", &self.think_time_ms),
+        ] {
+            if let Some(f) = dist.as_ref().and_then(|d| d.file()) {
+                out.push((key, f));
+            }
+        }
+        out
     }
 }
 
@@ -996,6 +1073,7 @@ pub fn validate_env_name(var: &str) -> Result<(), String> {
 pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     validate_load(&p.load)?;
     validate_trace(p)?;
+    validate_conversations(p)?;
     validate_workload(&p.workload)?;
     for (k, v) in [
         ("slo.ttft_ms", p.slo.ttft_ms),
@@ -1069,6 +1147,55 @@ fn validate_trace(p: &Profile) -> Result<(), (String, String)> {
     )
 }
 
+/// A conversation dataset: alone (no trace or JSONL dataset), sessions in a closed loop, think
+/// time and recorded answers only with it.
+fn validate_conversations(p: &Profile) -> Result<(), (String, String)> {
+    let w = &p.workload;
+    if w.conversations.is_none() {
+        if w.think_time_ms.is_some() {
+            return at(
+                "workload.think_time_ms",
+                Err("think time is between the turns of sessions: set workload.conversations"
+                    .into()),
+            );
+        }
+        if w.max_tokens_from_answer {
+            return at(
+                "workload.max_tokens_from_answer",
+                Err("recorded answers come from workload.conversations".into()),
+            );
+        }
+        return Ok(());
+    }
+    if w.trace.is_some() || w.dataset.is_some() {
+        return at(
+            "workload.conversations",
+            Err("a conversation dataset excludes workload.trace and workload.dataset".into()),
+        );
+    }
+    let sessions = w.conversation_turns == TurnMode::Sessions;
+    if sessions && p.load.mode != LoadMode::Closed {
+        return at(
+            "load.mode",
+            Err("sessions run in a closed loop (load.mode = \"closed\": concurrency counts \
+                 sessions); conversation_turns = \"first\" sends single requests in any mode"
+                .into()),
+        );
+    }
+    if let Some(d) = &w.think_time_ms {
+        if !sessions {
+            return at(
+                "workload.think_time_ms",
+                Err("think time is between turns: conversation_turns = \"sessions\"".into()),
+            );
+        }
+        d.validate().map_err(|(field, m)| {
+            (format!("workload.think_time_ms.{field}"), m.replace(" tokens", " ms"))
+        })?;
+    }
+    Ok(())
+}
+
 fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
     let concurrency = |v: u32| limits::check_int(v.into(), 1, MAX_CONCURRENCY.into(), "requests");
     at("load.concurrency", concurrency(l.concurrency))?;
@@ -1119,7 +1246,8 @@ fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
         }
     }
     at("workload.samples", limits::check_int(w.samples.into(), 1, MAX_WORKLOAD_ITEMS, "items"))?;
-    if w.dataset.is_none() && w.trace.is_none() && w.input_distribution.is_none() {
+    let synthetic = w.dataset.is_none() && w.trace.is_none() && w.conversations.is_none();
+    if synthetic && w.input_distribution.is_none() {
         if w.input_lengths.is_empty() {
             return at(
                 "workload.input_lengths",
@@ -1432,6 +1560,40 @@ mod tests {
             assert!(err.to_string().contains(&format!("--set {set}")), "{set}: {err}");
             assert!(err.to_string().contains(want), "{set}: {err}");
         }
+    }
+
+    #[test]
+    fn conversations_are_checked_with_the_keys_they_need() {
+        let ok = cfg("[profile.default.load]\nrate = 2.0\n\
+                      [profile.default.workload]\nconversations = \"c.json\"\n\
+                      [profile.default.workload.think_time_ms]\nkind = \"fixed\"\nvalue = 500\n")
+        .unwrap();
+        let p = ok.resolve("default", &[]).unwrap().profile;
+        assert_eq!(p.workload.conversation_turns, TurnMode::Sessions);
+        assert_eq!(p.workload.files(), vec![("workload.conversations", "c.json")]);
+        for (set, want) in [
+            ("load.mode=\"open\"", "sessions run in a closed loop"),
+            ("workload.trace=\"t.csv\"", "load.mode = \"trace\""),
+            ("workload.dataset=\"d.jsonl\"", "excludes workload.trace and workload.dataset"),
+            ("workload.conversation_turns=\"first\"", "think time is between turns"),
+            ("workload.conversation_format=\"csv\"", "sharegpt"),
+        ] {
+            let err = ok.resolve("default", &[Override::parse(set).unwrap()]).unwrap_err();
+            assert!(err.to_string().contains(want), "{set}: {err}");
+        }
+        let zero = cfg("[profile.default.workload]\nconversations = \"c.json\"\n\
+                        [profile.default.workload.think_time_ms]\nkind = \"fixed\"\nvalue = 0\n")
+        .unwrap();
+        let err = zero.resolve("default", &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("workload.think_time_ms.value: must be within 1..=1048576 ms"),
+            "{err}"
+        );
+        let err = cfg("[profile.default.workload]\nmax_tokens_from_answer = true\n")
+            .unwrap()
+            .resolve("default", &[])
+            .unwrap_err();
+        assert!(err.to_string().contains("recorded answers come from workload.conversations"));
     }
 
     #[test]

@@ -18,8 +18,9 @@ use crate::record::RequestRecord;
 use crate::rundir::{RecordWriter, RunDirError};
 use crate::schedule::ArrivalSchedule;
 use crate::server_metrics::ServerSection;
+use crate::session::History;
 use crate::summary::WorkloadInfo;
-use crate::workload::Payload;
+use crate::workload::{Payload, WorkItem};
 
 use super::connect::Connection;
 use super::pace::Pacer;
@@ -89,9 +90,28 @@ impl Shared {
     }
 
     async fn one(&self, id: u64, warmup: bool, intended: Instant, phase: watch::Receiver<Phase>) {
+        self.send(id, warmup, intended, phase, None).await;
+    }
+
+    /// Send request `id` and stream its record; a session's turn sends its own messages and
+    /// keeps the answer's text. Returns whether it ended `ok`, and the answer's text when kept.
+    async fn send(
+        &self,
+        id: u64,
+        warmup: bool,
+        intended: Instant,
+        phase: watch::Receiver<Phase>,
+        turn: Option<TurnCall>,
+    ) -> (bool, Option<String>) {
         let workload = &self.prepared.workload;
-        let item_idx = workload.item_index(id);
-        let item = &workload.items[item_idx as usize];
+        let item_idx = turn.as_ref().map_or_else(|| workload.item_index(id), |t| t.item as u64);
+        let mut item = &workload.items[item_idx as usize];
+        let with_history;
+        if let Some(t) = &turn {
+            with_history =
+                WorkItem { payload: Payload::Messages(t.messages.clone()), ..item.clone() };
+            item = &with_history;
+        }
         let prompt = match (&item.payload, self.prompts()) {
             (Payload::Prompt(p), _) if !p.is_empty() => p.clone(),
             (Payload::Prompt(_), Some(pr)) => pr.text(item_idx, id),
@@ -115,7 +135,7 @@ impl Shared {
             stream: resolved.stream,
             request_id: &request_id,
             clock: self.clock,
-            capture_text: false,
+            capture_text: turn.is_some(),
         };
         let ex = self.conn.client.execute(call, phase).await;
         let slot = RequestSlot {
@@ -125,9 +145,60 @@ impl Shared {
             intended,
             counted_input_tokens: self.prompts().and_then(|p| p.counted_tokens(item_idx)),
         };
-        let (record, _) = ex.into_record(slot, self.clock);
+        let (mut record, text) = ex.into_record(slot, self.clock);
+        if let Some(t) = &turn {
+            (record.session, record.turn) = (Some(t.session), Some(t.turn));
+        }
+        let ok = record.class == crate::Outcome::Ok;
         let _ = self.records.send(record);
+        (ok, text)
     }
+
+    /// Run session number `n` (the workload's sessions in order, cycling) turn by turn: each
+    /// turn sent with the history, after the previous answer and the think time. A turn that
+    /// does not end `ok` ends the session. False when the load is over.
+    async fn session(&self, n: u64, admission: &Admission, phase: watch::Receiver<Phase>) -> bool {
+        let plan = self.prepared.sessions.as_ref().expect("a sessions workload");
+        let session = &plan.sessions[(n % plan.sessions.len() as u64) as usize];
+        let mut history = History::new(session);
+        for k in 0..session.turns {
+            if k > 0 {
+                let think = plan.think.as_ref().map(|t| t.lock().unwrap().sample());
+                if let Some(ms) = think {
+                    let mut p = phase.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(ms.into())) => {}
+                        _ = p.wait_for(|p| *p != Phase::Running) => return false,
+                    }
+                }
+            }
+            if *phase.borrow() != Phase::Running {
+                return false;
+            }
+            let intended = Instant::now();
+            let Some((id, warmup)) = admission.admit(intended) else { return false };
+            let item = session.first_item + k;
+            let own = match &self.prepared.workload.items[item].payload {
+                Payload::Messages(m) => m.clone(),
+                Payload::Prompt(p) => vec![serde_json::json!({"role": "user", "content": p})],
+            };
+            let messages = history.request(&own);
+            let call = TurnCall { item, messages, session: n, turn: k as u32 + 1 };
+            match self.send(id, warmup, intended, phase.clone(), Some(call)).await {
+                (true, Some(answer)) => history.answered(&own, &answer),
+                _ => return true,
+            }
+        }
+        true
+    }
+}
+
+/// A session's turn: its workload item and the messages it sends (history and its own).
+struct TurnCall {
+    item: usize,
+    messages: Vec<serde_json::Value>,
+    session: u64,
+    turn: u32,
 }
 
 /// Decides which request comes next and whether the load is over.
@@ -277,6 +348,9 @@ pub async fn drive(
     let grace = Duration::from_secs_f64(profile.client.grace_s);
     let grace_task = spawn_grace_period(control, grace);
     match load.mode {
+        _ if shared.prepared.sessions.is_some() => {
+            session_loop(load, &shared, &admission, control).await
+        }
         LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
         LoadMode::Open => {
             let rate = load.rate.expect("validated: open loop has a rate");
@@ -418,6 +492,38 @@ async fn closed_loop(
                 let intended = Instant::now();
                 let Some((id, warmup)) = admission.admit(intended) else { break };
                 shared.one(id, warmup, intended, phase.clone()).await;
+            }
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// `concurrency` sessions in flight: each worker runs one session to its end, then starts the
+/// next one (`load.concurrency` counts sessions), until the admission ends the load; without a
+/// request count or a duration, each session runs once.
+async fn session_loop(
+    load: &LoadConfig,
+    shared: &Arc<Shared>,
+    admission: &Arc<Admission>,
+    control: &RunControl,
+) {
+    let once = load.requests.is_none() && load.duration_s.is_none();
+    let sessions = shared.prepared.sessions.as_ref().map_or(0, |s| s.sessions.len());
+    let limit = once.then_some(sessions as u64);
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut tasks = JoinSet::new();
+    for _ in 0..load.concurrency {
+        let (shared, admission, next) = (shared.clone(), admission.clone(), next.clone());
+        let phase = control.subscribe();
+        tasks.spawn(async move {
+            while *phase.borrow() == Phase::Running {
+                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if limit.is_some_and(|l| n >= l) {
+                    break;
+                }
+                if !shared.session(n, &admission, phase.clone()).await {
+                    break;
+                }
             }
         });
     }

@@ -4,10 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use crate::client::TokenizeError;
-use crate::config::{Endpoint, LoadConfig, WorkloadConfig};
+use crate::config::{Endpoint, LoadConfig, TurnMode, WorkloadConfig};
+use crate::import::parse_conversations;
+use crate::lengths::LengthSampler;
+use crate::session::{self, Imported, Session};
 use crate::trace::{Trace, TraceInfo, TracePrompts};
 use crate::workload::{
-    LengthBasis, Payload, PromptBuilder, PromptFit, WorkItem, Workload, WorkloadFile,
+    DatasetError, LengthBasis, Payload, PromptBuilder, PromptFit, WorkItem, Workload, WorkloadFile,
 };
 
 use super::RunError;
@@ -58,6 +61,24 @@ pub struct Loaded {
     pub trace: Option<(TracePrompts, Replay)>,
     /// The files read (trace, dataset, empirical lengths) with their content hashes.
     pub files: Vec<WorkloadFile>,
+    /// A conversation dataset's sessions and recorded answers.
+    pub conversations: Option<Conversations>,
+}
+
+/// What a conversation dataset adds to its workload items.
+pub struct Conversations {
+    /// Sessions mode: the sessions (None: first turns only).
+    pub sessions: Option<Vec<Session>>,
+    /// Per item, the recorded answer, when `max_tokens_from_answer` asks for its length.
+    pub answers: Option<Vec<Option<String>>>,
+    /// The think time between a session's turns, in ms.
+    pub think: Option<LengthSampler>,
+}
+
+/// The sessions a run drives: each one's turns in order, with the think time between them.
+pub struct SessionPlan {
+    pub sessions: Vec<Session>,
+    pub think: Option<std::sync::Mutex<LengthSampler>>,
 }
 
 /// Step 2's result: what the load will send, and notes on how its lengths were set.
@@ -69,6 +90,8 @@ pub struct Prepared {
     pub replay: Option<Replay>,
     /// The files the workload was read from.
     pub files: Vec<WorkloadFile>,
+    /// A sessions workload's sessions (None for every other workload).
+    pub sessions: Option<SessionPlan>,
     pub notes: Vec<String>,
 }
 
@@ -91,6 +114,8 @@ pub enum PrepareError {
     EmptyWindow { path: PathBuf },
     #[error("cannot fit the prompt lengths with the target's /tokenize")]
     PromptFit(#[source] TokenizeError),
+    #[error("cannot count the tokens of the recorded answers with the target's /tokenize")]
+    AnswerLength(#[source] TokenizeError),
 }
 
 fn resolve_path(root: &Path, p: &str) -> PathBuf {
@@ -107,6 +132,9 @@ pub fn load_workload(
 ) -> Result<Loaded, PrepareError> {
     if let Some(file) = &wl.trace {
         return load_trace(wl, load, root, file);
+    }
+    if let Some(file) = &wl.conversations {
+        return load_conversations(wl, root, file);
     }
     let mut files = Vec::new();
     let workload = match &wl.dataset {
@@ -133,7 +161,50 @@ pub fn load_workload(
             Workload::synthetic_with(wl, input, output)
         }
     };
-    Ok(Loaded { workload, trace: None, files })
+    Ok(Loaded { workload, trace: None, files, conversations: None })
+}
+
+/// A conversation dataset, read and checked whole, as sessions or first turns.
+fn load_conversations(
+    wl: &WorkloadConfig,
+    root: &Path,
+    file: &str,
+) -> Result<Loaded, PrepareError> {
+    let path = resolve_path(root, file);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
+    let conversations = parse_conversations(&path, &text, wl.conversation_format)?;
+    if wl.max_tokens_from_answer {
+        let first_only = wl.conversation_turns == TurnMode::First;
+        for c in &conversations {
+            let sent = if first_only { &c.turns[..1] } else { &c.turns[..] };
+            if let Some(k) = sent.iter().position(|t| t.answer.is_none()) {
+                let message = format!(
+                    "max_tokens_from_answer: user turn {} has no recorded answer to take its \
+                     length from",
+                    k + 1
+                );
+                return Err(DatasetError::at(&path, c.line, message).into());
+            }
+        }
+    }
+    let Imported { workload, sessions, answers } =
+        session::import(conversations, wl.conversation_turns, wl);
+    let think = wl
+        .think_time_ms
+        .as_ref()
+        .map(|d| d.sampler(root, wl.seed ^ 0x0074_6869_6e6b))
+        .transpose()?;
+    let answers = wl.max_tokens_from_answer.then_some(answers);
+    let mut files = vec![WorkloadFile::of(file, text.as_bytes())];
+    if let Some(rel) = wl.think_time_ms.as_ref().and_then(|d| d.file()) {
+        // Read once more for its hash: the sampler has just read it whole.
+        if let Ok(bytes) = std::fs::read(resolve_path(root, rel)) {
+            files.push(WorkloadFile::of(rel, &bytes));
+        }
+    }
+    let conversations = Some(Conversations { sessions, answers, think });
+    Ok(Loaded { workload, trace: None, files, conversations })
 }
 
 /// A trace's window as workload items (in arrival order), its prompts and its schedule.
@@ -178,7 +249,12 @@ fn load_trace(
     let prompts = TracePrompts::new(&trace, wl.trace_block_tokens, wl.seed);
     let workload = Workload { items, basis: LengthBasis::Approximate };
     let files = vec![WorkloadFile::of(file, text.as_bytes())];
-    Ok(Loaded { workload, trace: Some((prompts, Replay { offsets, info })), files })
+    Ok(Loaded {
+        workload,
+        trace: Some((prompts, Replay { offsets, info })),
+        files,
+        conversations: None,
+    })
 }
 
 /// Notes on how the prompt lengths of a workload were set.
@@ -204,7 +280,24 @@ pub async fn prepare_workload(
     endpoint: Endpoint,
     conn: &Connection,
 ) -> Result<Prepared, RunError> {
-    let Loaded { mut workload, trace, files } = loaded;
+    let Loaded { mut workload, trace, files, conversations } = loaded;
+    if let Some(c) = conversations {
+        if let Some(answers) = &c.answers {
+            set_answer_lengths(conn, &mut workload, answers).await?;
+        }
+        let mut notes = workload_notes(workload.basis, endpoint);
+        if c.answers.is_some() && !conn.resolved.tokenize {
+            notes.push(
+                "max_tokens of each turn is its recorded answer's words (the target has no \
+                 /tokenize)"
+                    .into(),
+            );
+        }
+        let sessions = c
+            .sessions
+            .map(|sessions| SessionPlan { sessions, think: c.think.map(std::sync::Mutex::new) });
+        return Ok(Prepared { workload, prompts: None, replay: None, files, sessions, notes });
+    }
     if let Some((prompts, replay)) = trace {
         let notes = vec![
             "trace prompts are one vocabulary word per trace token, so records sharing hash ids \
@@ -212,7 +305,14 @@ pub async fn prepare_workload(
                 .into(),
         ];
         let prompts = Some(Prompts { kind: PromptKind::Trace(prompts) });
-        return Ok(Prepared { workload, prompts, replay: Some(replay), files, notes });
+        return Ok(Prepared {
+            workload,
+            prompts,
+            replay: Some(replay),
+            files,
+            sessions: None,
+            notes,
+        });
     }
     let prompts = if workload.basis == LengthBasis::Dataset {
         None
@@ -232,7 +332,30 @@ pub async fn prepare_workload(
         Some(Prompts { kind: PromptKind::Synthetic { builder, words, counted } })
     };
     let notes = workload_notes(workload.basis, endpoint);
-    Ok(Prepared { workload, prompts, replay: None, files, notes })
+    Ok(Prepared { workload, prompts, replay: None, files, sessions: None, notes })
+}
+
+/// Each item's `max_tokens`: its recorded answer's tokens, counted by the target's `/tokenize`
+/// when it has one, else one per word.
+async fn set_answer_lengths(
+    conn: &Connection,
+    workload: &mut Workload,
+    answers: &[Option<String>],
+) -> Result<(), RunError> {
+    let (client, resolved) = (&conn.client, &conn.resolved);
+    for (item, answer) in workload.items.iter_mut().zip(answers) {
+        let Some(answer) = answer else { continue };
+        item.max_tokens = if resolved.tokenize {
+            let n = client
+                .count_tokens(&resolved.root, &resolved.model, answer)
+                .await
+                .map_err(PrepareError::AnswerLength)?;
+            n.max(1)
+        } else {
+            session::approximate_tokens(answer)
+        };
+    }
+    Ok(())
 }
 
 /// Fit every synthetic item's prompt to its token target with the target's tokenizer

@@ -75,6 +75,7 @@ mod runtime {
             corruption_rate: cfg.corruption_rate,
             logprob_drift: cfg.logprob_drift,
             only_max_completion_tokens: false,
+            keep_prompts: false,
         };
         match cfg.mode {
             SimMode::Timing => Ok(Embedded {

@@ -53,6 +53,9 @@ pub struct SimOptions {
     /// Refuse `max_tokens` with 400, as servers that take only `max_completion_tokens` do
     /// (OpenAI's reasoning models), so the client's fallback can be tested.
     pub only_max_completion_tokens: bool,
+    /// Keep each request's messages (chat) or prompt (completions) in its record, so a test can
+    /// check what a client sent (a session's history).
+    pub keep_prompts: bool,
 }
 
 impl Default for SimOptions {
@@ -65,6 +68,7 @@ impl Default for SimOptions {
             corruption_rate: 0.0,
             logprob_drift: 0.0,
             only_max_completion_tokens: false,
+            keep_prompts: false,
         }
     }
 }
@@ -100,6 +104,12 @@ pub struct SimRecord {
     pub finish_reason: Option<String>,
     /// The client went away before the response ended.
     pub disconnected: bool,
+    /// The request's `messages` or `prompt` as received (only with `keep_prompts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<Value>,
+    /// The answer's text as sent (only with `keep_prompts`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 struct ServerState {
@@ -525,6 +535,11 @@ async fn completions(
         arrival_ms: st.ms_since_start(arrival),
         prompt_tokens: plan.prompt_tokens,
         fault: fault.map(Fault::name).or_else(|| stall.then(|| "stall".to_string())),
+        prompt: st
+            .opts
+            .keep_prompts
+            .then(|| req.get("messages").or_else(|| req.get("prompt")).cloned())
+            .flatten(),
         ..SimRecord::default()
     };
     if let Some(Fault::Status(code)) = fault {
@@ -836,6 +851,9 @@ async fn deliver_tokens(
                 let text: String =
                     (delivered..delivered + count).map(|p| plan.token_text(p)).collect();
                 let lp = plan.logprobs_json(delivered, count, drift);
+                if st.opts.keep_prompts {
+                    record.answer.get_or_insert_with(String::new).push_str(&text);
+                }
                 let now = Instant::now();
                 if plan.stream {
                     let usage = (include_usage && usage_mode == UsageMode::Every)

@@ -240,7 +240,7 @@ fn every_shipped_profile_resolves_and_its_workload_files_load() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let cfg = bench::config::BenchConfig::load_in(root, std::path::Path::new("configs/bench.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
-    let mut traces = 0;
+    let (mut traces, mut conversations) = (0, 0);
     for name in cfg.profile_names() {
         let p = cfg.resolve(&name, &[]).unwrap_or_else(|e| panic!("{name}: {e}")).profile;
         let loaded = bench::runner::prepare::load_workload(&p.workload, &p.load, root)
@@ -251,6 +251,18 @@ fn every_shipped_profile_resolves_and_its_workload_files_load() {
             assert!(replay.info.records >= 100, "{name}: {:?}", replay.info);
             assert_eq!(replay.offsets.len() as u64, replay.info.records);
         }
+        if let Some(c) = &loaded.conversations {
+            conversations += 1;
+            let sessions = c.sessions.as_ref().map_or(0, Vec::len);
+            let answers = c.answers.as_ref().expect("the samples take max_tokens from answers");
+            assert!(answers.iter().all(Option::is_some), "{name}");
+            match name.as_str() {
+                "chat-sessions" => assert_eq!(sessions, 40),
+                "chat-first-turns" => assert_eq!((sessions, loaded.workload.len()), (0, 30)),
+                _ => {}
+            }
+        }
     }
     assert!(traces >= 2, "the trace profiles load their sample traces");
+    assert!(conversations >= 2, "the conversation profiles load their samples");
 }

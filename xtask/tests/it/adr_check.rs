@@ -866,3 +866,69 @@ fn the_assets_of_an_accepted_record_are_part_of_it() {
         out.stdout
     );
 }
+
+/// A repository whose bench profile `chat` replays a conversation dataset and is gated by an
+/// Accepted record measured on it; profile `other` reads another dataset and is not gated.
+fn setup_gated_workload() -> GitRepo {
+    let mut g = GitRepo::init();
+    let measured = |n: u32, title: &str, status: &str| {
+        record(n, title, status, "- configs/engine.toml: scheduler.max_num_seqs = 256", "None.")
+            .replace(
+                "Long prompts block decode at concurrency 64.",
+                "Long prompts block decode at concurrency 64.\n\nMeasured scenario: profile `chat`, 8 sessions.",
+            )
+    };
+    let a1 = measured(1, "Use the defaults", "Accepted");
+    let bench = "[profile.default]\n\
+                 [profile.chat.workload]\nconversations = \"configs/workloads/chats.jsonl\"\n\
+                 [profile.other.workload]\ndataset = \"configs/workloads/other.jsonl\"\n";
+    let engine = ENGINE_TEXT.replace("enable_chunked_prefill = false\n", "");
+    let base = g.commit_files(
+        "Initial",
+        &[
+            (ENGINE, Some(&engine)),
+            ("configs/bench.toml", Some(bench)),
+            (
+                "configs/workloads/chats.jsonl",
+                Some("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"),
+            ),
+            ("configs/workloads/other.jsonl", Some("{\"prompt\": \"hi\"}\n")),
+            (ADR1, Some(&a1)),
+            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
+        ],
+    );
+    g.branch("pr", base);
+    g
+}
+
+#[test]
+fn a_changed_workload_file_of_a_gated_profile_needs_a_record_measured_on_it() {
+    let mut g = setup_gated_workload();
+    // The dataset of an ungated profile may change freely.
+    g.commit_files(
+        "Edit other",
+        &[("configs/workloads/other.jsonl", Some("{\"prompt\": \"ho\"}\n"))],
+    );
+    assert_exit(&check(&g, &["--base", "main"]), 0);
+    // The gated profile's conversations change: another scenario, no record measured it.
+    let chats = "{\"messages\": [{\"role\": \"user\", \"content\": \"hello\"}]}\n";
+    g.commit_files("Edit chats", &[("configs/workloads/chats.jsonl", Some(chats))]);
+    let out = check(&g, &["--base", "main", "--github"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "::error file=configs/workloads/chats.jsonl,line=1,title=adr check::configs/workloads/chats.jsonl of gated profile `chat` (workload.conversations) was modified"
+        ),
+        "{}",
+        out.stdout
+    );
+    // A new Proposed record measured on the profile covers it.
+    let a2 = record(2, "Measure the new chats", "Proposed", "- configs/engine.toml: scheduler.max_num_seqs = 256", "None.")
+        .replace(
+            "Long prompts block decode at concurrency 64.",
+            "Long prompts block decode at concurrency 64.\n\nMeasured scenario: profile `chat`, 8 sessions.",
+        );
+    g.commit_files("Record the new scenario", &[(ADR2, Some(&a2))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+}

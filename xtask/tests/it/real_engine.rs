@@ -405,3 +405,57 @@ fn a_tune_over_llama_cpp_slots_stops_every_server() {
         .unwrap();
     fill_placeholders(r, &adr);
 }
+
+/// Sessions against llama.cpp: each turn's prompt holds the previous turn's prompt and its
+/// answer, and the engine's prompt cache serves that history, which it can only do when the
+/// answer in the history is the text it generated, token for token.
+#[test]
+fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
+    let Some((_bin, model)) = engine() else { return };
+    let root = repo(0, 1);
+    let e = start(root.path(), &model, 1, &[]);
+    let port = port_of(&e);
+    std::fs::create_dir_all(root.path().join("configs/workloads")).unwrap();
+    let chats: String = (0..2)
+        .map(|c| {
+            let turns: Vec<String> = ["Name a colour.", "Why that one?", "Say it again."]
+                .iter()
+                .map(|q| format!("{{\"role\": \"user\", \"content\": \"{q} ({c})\"}}, {{\"role\": \"assistant\", \"content\": \"ok\"}}"))
+                .collect();
+            format!("{{\"messages\": [{}]}}\n", turns.join(", "))
+        })
+        .collect();
+    std::fs::write(root.path().join("configs/workloads/chats.jsonl"), chats).unwrap();
+    let bench_toml = format!(
+        "[targets.llama]\nbase_url = \"http://127.0.0.1:{port}\"\nmodel = \"gemma-3-270m\"\n\
+         engine_config = \"configs/engine-llamacpp.toml\"\n\n\
+         [profile.default]\ntarget = \"llama\"\n\
+         [profile.default.load]\nconcurrency = 1\n\
+         [profile.default.workload]\nconversations = \"configs/workloads/chats.jsonl\"\n\
+         shuffle = false\nmax_tokens = 12\nignore_eos = true\n\
+         [profile.default.workload.think_time_ms]\nkind = \"fixed\"\nvalue = 20\n\
+         [profile.default.client]\nrequest_timeout_s = 300\nstall_timeout_s = 120\n"
+    );
+    std::fs::write(root.path().join("configs/bench.toml"), bench_toml).unwrap();
+    let o = xtask(root.path(), &["bench", "-q", "--out", "runs/s"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = bench::Summary::read(&root.path().join("runs/s")).unwrap();
+    assert_eq!(s.requests.ok, 6, "{:?}", s.requests.by_class);
+    let turns: Vec<(u32, u64)> = s.turns.iter().map(|t| (t.turn, t.requests)).collect();
+    assert_eq!(turns, vec![(1, 2), (2, 2), (3, 2)]);
+    let mut records = bench::rundir::read_records(&root.path().join("runs/s")).unwrap().records;
+    records.sort_by_key(|r| (r.session, r.turn));
+    for pair in records.windows(2).filter(|p| p[0].session == p[1].session) {
+        let (a, b) = (&pair[0], &pair[1]);
+        let (in_a, out_a, in_b) =
+            (a.input_tokens.unwrap(), a.output_tokens.unwrap(), b.input_tokens.unwrap());
+        assert_eq!(out_a, 12);
+        assert!(in_b >= in_a + out_a, "turn {:?}: {in_b} < {in_a} + {out_a}", b.turn);
+        assert!(b.sent_ms.unwrap() - a.end_ms >= 20.0, "think time");
+        // Only the new user turn (and the template around it) is processed: the history,
+        // answer included, came from the cache.
+        let processed = b.server_timings.as_ref().and_then(|t| t.prompt_n).unwrap();
+        assert!(processed < in_b - in_a, "turn {:?}: {processed} of {in_b} processed", b.turn);
+    }
+    e.stop();
+}

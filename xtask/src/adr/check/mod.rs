@@ -19,12 +19,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use bench::config::Source;
+use bench::config::{BenchConfig, Source};
 use clap::Args;
 use comfy_table::{Table, presets};
 use git2::{Repository, Tree};
 
-use self::rule::{Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, Violation};
+use self::rule::{
+    Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, ScenarioChange, Violation,
+};
 use self::semdiff::KeyChange;
 use crate::adr::lint;
 use crate::adr::live;
@@ -183,6 +185,10 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         exemptions: &exemptions,
     });
     outcome.violations.extend(rule::asset_edits(&assets, &base_adrs));
+    let threshold_profiles: Vec<Option<String>> =
+        live::live_thresholds(&adrs).into_iter().map(|t| t.profile).collect();
+    let scenario = scenario_changes(&sides, &threshold_profiles)?;
+    outcome.violations.extend(rule::scenario_edits(&scenario, &records));
     Ok(Report {
         base: Rev { name: base.to_string(), id: git::short(base_commit.id()) },
         head: Rev { name: head.to_string(), id: head_short },
@@ -228,6 +234,57 @@ fn commit_keys(
         }
     }
     Ok(keys)
+}
+
+/// The workload files of each gated profile whose content, or whose name in the profile,
+/// differs between the merge base and head. A profile that is new at head, or a bench
+/// configuration that does not resolve at either side, contributes none (its problems are
+/// reported where the profile is run).
+fn scenario_changes(
+    sides: &Sides<'_>,
+    threshold_profiles: &[Option<String>],
+) -> anyhow::Result<Vec<ScenarioChange>> {
+    let config = |tree: &Tree<'_>| -> anyhow::Result<Option<BenchConfig>> {
+        let Some(text) = git::read_text(sides.repo, tree, BENCH_FILE)? else { return Ok(None) };
+        Ok(BenchConfig::from_source(Source::new(BENCH_FILE, text)).ok())
+    };
+    let (Some(base), Some(head)) = (config(sides.base)?, config(sides.head)?) else {
+        return Ok(Vec::new());
+    };
+    let files = |cfg: &BenchConfig, profile: &str| -> Option<Vec<(String, String)>> {
+        let p = cfg.resolve(profile, &[]).ok()?.profile;
+        Some(p.workload.files().into_iter().map(|(k, f)| (k.to_string(), f.to_string())).collect())
+    };
+    let mut out = Vec::new();
+    for profile in rule::gated_profiles(threshold_profiles, &head.profile_names()) {
+        let (Some(old), Some(new)) = (files(&base, &profile), files(&head, &profile)) else {
+            continue;
+        };
+        let mut keys: Vec<&String> = old.iter().chain(&new).map(|(k, _)| k).collect();
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let at =
+                |v: &[(String, String)]| v.iter().find(|(k, _)| k == key).map(|(_, f)| f.clone());
+            let how = match (at(&old), at(&new)) {
+                (Some(o), Some(n)) if o != n => {
+                    Some((n.clone(), format!("now names {n} (was {o})")))
+                }
+                (Some(o), Some(n)) => {
+                    let before = git::read_text(sides.repo, sides.base, &o)?;
+                    let after = git::read_text(sides.repo, sides.head, &n)?;
+                    (before != after).then(|| (n.clone(), "was modified".to_string()))
+                }
+                (None, Some(n)) => Some((n, "is newly set".to_string())),
+                (Some(o), None) => Some((o, "is no longer set".to_string())),
+                (None, None) => None,
+            };
+            if let Some((file, how)) = how {
+                out.push(ScenarioChange { profile: profile.clone(), key: key.clone(), file, how });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The two trees `adr check` compares, with the words that name them in errors.
@@ -789,7 +846,7 @@ pub fn render_github(r: &Report) -> String {
     }
     for v in &o.violations {
         let (file, line, message) = match v {
-            Violation::Lint(p) | Violation::AcceptedEdited(p) => {
+            Violation::Lint(p) | Violation::AcceptedEdited(p) | Violation::ScenarioChanged(p) => {
                 (p.path.display().to_string(), format!(",line={}", p.line), p.message.clone())
             }
             Violation::Thresholds(m) => (GATE_FILE.to_string(), String::new(), m.clone()),

@@ -99,6 +99,66 @@ pub fn asset_edits(assets: &[AssetChange], base: &[Adr]) -> Vec<Violation> {
     out
 }
 
+/// A workload file (trace, dataset, conversations, a length or think-time file) of a gated
+/// bench profile that is not what it was at the merge base: the profile's runs measure another
+/// scenario than the records' thresholds were set for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioChange {
+    /// The bench profile.
+    pub profile: String,
+    /// The workload key that names the file (`workload.conversations`).
+    pub key: String,
+    /// The file at head (or at the merge base, when the key is no longer set).
+    pub file: String,
+    /// `modified`, `newly set`, `no longer set` or `now names X (was Y)`.
+    pub how: String,
+}
+
+/// The profiles live thresholds gate: those they name, or every profile when one names none.
+pub fn gated_profiles(threshold_profiles: &[Option<String>], profiles: &[String]) -> Vec<String> {
+    if threshold_profiles.iter().any(Option::is_none) {
+        return profiles.to_vec();
+    }
+    let mut out: Vec<String> = threshold_profiles.iter().flatten().cloned().collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A changed workload file of a gated profile is a changed scenario: like a changed engine
+/// parameter it needs a record the diff adds, Proposed or Accepted, that measured that profile
+/// (its `Measured scenario: profile` is the profile); each change no such record covers is a
+/// violation at the file.
+pub fn scenario_edits(changes: &[ScenarioChange], records: &[RecordChange]) -> Vec<Violation> {
+    let measured: Vec<String> = records
+        .iter()
+        .filter(|rc| rc.is_added())
+        .filter_map(|rc| rc.new.as_ref())
+        .filter_map(|f| {
+            let adr = parse_adr(&f.path, &f.text);
+            let live =
+                matches!(adr.status_value(), Some(AdrStatus::Proposed | AdrStatus::Accepted));
+            adr.profile.filter(|_| live).map(|p| p.value)
+        })
+        .collect();
+    changes
+        .iter()
+        .filter(|c| !measured.contains(&c.profile))
+        .map(|c| {
+            Violation::ScenarioChanged(Problem::new(
+                &c.file,
+                1,
+                format!(
+                    "{} of gated profile `{}` ({}) {}: the profile's runs are another scenario \
+                     than its thresholds were set for; add a decision record measured on \
+                     profile `{}` (Proposed or Accepted)",
+                    c.file, c.profile, c.key, c.how, c.profile
+                ),
+            ))
+        })
+        .collect()
+}
+
 /// An `ADR-Exempt: <reason>` trailer found in a commit of the pull request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Exemption {
@@ -167,6 +227,8 @@ pub enum Violation {
     Thresholds(String),
     /// A record that was Accepted at the merge base was edited, deleted or renumbered.
     AcceptedEdited(Problem),
+    /// A workload file of a gated profile changed, and no added record measured that profile.
+    ScenarioChanged(Problem),
 }
 
 impl std::fmt::Display for Violation {
@@ -174,7 +236,7 @@ impl std::fmt::Display for Violation {
         match self {
             Violation::Lint(p) => write!(f, "{p}"),
             Violation::Thresholds(m) => f.write_str(m),
-            Violation::AcceptedEdited(p) => write!(f, "{p}"),
+            Violation::AcceptedEdited(p) | Violation::ScenarioChanged(p) => write!(f, "{p}"),
         }
     }
 }
@@ -701,5 +763,57 @@ mod tests {
         assert!(!evaluate(input(&one, &lint, &IN_SYNC)).passed());
         let stale = Ok(SyncState::OutOfDate { expected: String::new() });
         assert!(!evaluate(input(&one, &[], &stale)).passed());
+    }
+
+    /// A record that measured bench profile `profile` (its Context's `Measured scenario` line).
+    fn measured(n: u32, status: &str, profile: &str) -> String {
+        record(n, status, "Keep the scheduler.").replace(
+            "Long prompts block decode.",
+            &format!(
+                "Long prompts block decode.\n\nMeasured scenario: profile `{profile}`, 64 requests."
+            ),
+        )
+    }
+
+    fn chats_changed(profile: &str) -> ScenarioChange {
+        ScenarioChange {
+            profile: profile.into(),
+            key: "workload.conversations".into(),
+            file: "configs/workloads/chats.json".into(),
+            how: "was modified".into(),
+        }
+    }
+
+    #[test]
+    fn thresholds_gate_the_profiles_they_name_or_every_profile() {
+        let all = ["default".to_string(), "chat".to_string(), "trace".to_string()];
+        let named = [Some("chat".to_string()), Some("chat".to_string()), Some("default".into())];
+        assert_eq!(gated_profiles(&named, &all), vec!["chat".to_string(), "default".to_string()]);
+        assert_eq!(gated_profiles(&[Some("chat".into()), None], &all), all.to_vec());
+        assert!(gated_profiles(&[], &all).is_empty());
+    }
+
+    #[test]
+    fn a_changed_workload_file_of_a_gated_profile_needs_a_record_measured_on_it() {
+        let changes = [chats_changed("chat")];
+        // No record: a violation at the file naming the profile and what to do.
+        let v = scenario_edits(&changes, &[]);
+        assert_eq!(v.len(), 1);
+        let Violation::ScenarioChanged(p) = &v[0] else { panic!("{v:?}") };
+        assert_eq!((p.path.to_str().unwrap(), p.line), ("configs/workloads/chats.json", 1));
+        assert!(p.message.starts_with("configs/workloads/chats.json of gated profile `chat` (workload.conversations) was modified"), "{}", p.message);
+        assert!(p.message.contains("measured on profile `chat`"), "{}", p.message);
+        // An added Proposed record measured on the profile covers it.
+        let ok = [RecordChange::added(path(5), measured(5, "Proposed", "chat"))];
+        assert!(scenario_edits(&changes, &ok).is_empty());
+        // Not: a record of another profile, a Rejected one, or an edited one.
+        let other = [RecordChange::added(path(5), measured(5, "Accepted", "default"))];
+        assert_eq!(scenario_edits(&changes, &other).len(), 1);
+        let rejected = [RecordChange::added(path(5), measured(5, "Rejected", "chat"))];
+        assert_eq!(scenario_edits(&changes, &rejected).len(), 1);
+        let text = measured(5, "Proposed", "chat");
+        let edited =
+            [RecordChange::modified(path(5), &text.replace("64 requests", "32 requests"), &text)];
+        assert_eq!(scenario_edits(&changes, &edited).len(), 1);
     }
 }
