@@ -18,6 +18,7 @@ pub mod fdlimit;
 pub mod hash;
 pub mod hostnoise;
 pub mod lengths;
+pub mod merge;
 pub mod metrics;
 pub mod openai;
 pub mod outcome;
@@ -31,6 +32,7 @@ pub mod schedule;
 #[cfg(feature = "runtime")]
 pub mod scrape;
 pub mod server_metrics;
+pub mod shard;
 pub mod sim;
 pub mod sse;
 pub mod stats;

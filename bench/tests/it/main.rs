@@ -17,6 +17,7 @@ mod noise_statistics;
 mod oversized;
 mod secrets;
 mod server_side;
+mod shards;
 mod structured_logprobs;
 mod sweep;
 #[cfg(feature = "tls")]
