@@ -138,10 +138,52 @@ pub struct BenchCmd {
     /// With --until-decided: the most trials the set may hold.
     #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
     pub max_trials: Option<u32>,
+    /// Run shard I of N of the profile (indexes from 0, as Kubernetes' JOB_COMPLETION_INDEX):
+    /// its part of the concurrency, rate or trace (see docs/sharding.md). Needs a target (one
+    /// server the shards share) and --run-id or --start-at; `bench merge` joins the shards.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["sweep", "compare_strategies", "trials"])]
+    pub shard: Option<bench::shard::Shard>,
+    /// With --shard: the wall-clock time the load starts at, shared by every shard (RFC 3339,
+    /// e.g. 2026-12-01T10:00:00Z); the shard connects and prepares first, then waits.
+    #[arg(long, value_name = "TIME", requires = "shard", value_parser = parse_start_at)]
+    pub start_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The run id (default: a new one; with --shard and no --run-id, one made of --start-at).
+    /// Letters, digits, `.`, `_` and `-`.
+    #[arg(long, value_name = "ID", value_parser = parse_run_id)]
+    pub run_id: Option<String>,
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
     /// The command line this command was parsed from (`cargo xtask bench ...`, shell-quoted),
     /// recorded in every summary it writes; set by `main_impl`, not a flag.
     #[arg(skip)]
     pub command_line: Option<String>,
+}
+
+/// What `bench` does besides measuring.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum BenchAction {
+    /// Merge the run directories of a sharded run (`bench --shard I/N`) into one run.
+    Merge(crate::merge::MergeCmd),
+}
+
+/// `--start-at`: an RFC 3339 time.
+fn parse_start_at(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.to_utc())
+        .map_err(|e| format!("`{s}` is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})"))
+}
+
+/// `--run-id`: 1..=100 letters, digits, `.`, `_`, `-` (it names directories), not starting
+/// with `.`.
+fn parse_run_id(s: &str) -> Result<String, String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if (1..=100).contains(&s.len()) && s.chars().all(ok) && !s.starts_with('.') {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a run id: 1 to 100 letters, digits, `.`, `_` or `-`, not starting              with `.`"
+        ))
+    }
 }
 
 /// `--warmup-fraction`: a share within 0..0.9.
@@ -344,9 +386,14 @@ impl BenchCmd {
         } else {
             None
         };
-        let out_dir = match &self.out {
-            Some(d) => root.join(d),
-            None => measure::default_out_dir(root, "bench", &mode.dir_name(&run_id)),
+        let (profile, shard) = match self.shard {
+            Some(shard) => self.shard_plan(profile, shard, &mode)?,
+            None => (profile, None),
+        };
+        let out_dir = match (&self.out, self.shard) {
+            (Some(d), _) => root.join(d),
+            (None, Some(s)) => measure::default_out_dir(root, "bench", &shard_dir(&run_id, s)),
+            (None, None) => measure::default_out_dir(root, "bench", &mode.dir_name(&run_id)),
         };
         Ok(BenchPlan {
             root: root.to_path_buf(),
@@ -360,11 +407,49 @@ impl BenchCmd {
             gate,
             mode,
             command: self.command_line.clone(),
+            shard,
         })
     }
 
+    /// A shard's profile (its part of the load) and what its run records, or why the profile
+    /// cannot be sharded: only a single run of a target (one server the shards share).
+    fn shard_plan(
+        &self,
+        mut profile: bench::config::ResolvedProfile,
+        shard: bench::shard::Shard,
+        mode: &BenchMode,
+    ) -> anyhow::Result<(bench::config::ResolvedProfile, Option<bench::shard::ShardRun>)> {
+        if *mode != BenchMode::Single {
+            return Err(PlanError::ShardMode(shard.to_string()).into());
+        }
+        if profile.target.is_none() {
+            return Err(PlanError::ShardWithoutTarget(profile.name.clone()).into());
+        }
+        let load = &profile.profile.load;
+        let total = bench::shard::ShardTotal::of(load);
+        profile.profile.load = shard.split(load)?;
+        let run = bench::shard::ShardRun { shard, total, start_at: self.start_at };
+        Ok((profile, Some(run)))
+    }
+
+    /// The run id: `--run-id`, else for a shard one made of `--start-at` (the shards of one
+    /// run must share it), else a new one.
+    pub fn run_id(&self) -> anyhow::Result<String> {
+        if let Some(id) = &self.run_id {
+            return Ok(id.clone());
+        }
+        match (self.shard, self.start_at) {
+            (Some(_), Some(at)) => Ok(format!("{}-shards", at.format("%Y%m%dT%H%M%SZ"))),
+            (Some(shard), None) => Err(PlanError::ShardWithoutRunId(shard.to_string()).into()),
+            (None, _) => Ok(runner::new_run_id()),
+        }
+    }
+
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
-        let plan = self.plan(&sh.current_dir(), runner::new_run_id())?;
+        if let Some(BenchAction::Merge(merge)) = self.action {
+            return merge.run(sh, self.command_line);
+        }
+        let plan = self.plan(&sh.current_dir(), self.run_id()?)?;
         let status = execute(&plan)?;
         if self.report {
             write_report(&plan, &self.thresholds, status)?;
@@ -445,6 +530,11 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
         }
     };
     Ok(if run == Status::Success { gate } else { run })
+}
+
+/// The default directory of shard `s` of run `run_id`: `<run id>-shard-<I>`.
+pub fn shard_dir(run_id: &str, s: bench::shard::Shard) -> String {
+    format!("{run_id}-shard-{}", s.index)
 }
 
 /// The bench config: `explicit` when given, else configs/bench.toml when present, else the
