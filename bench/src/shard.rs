@@ -235,6 +235,20 @@ impl ShardRecord {
     }
 }
 
+/// A run id given on the command line (`--run-id`): 1 to 100 letters, digits, `.`, `_` or `-`,
+/// not starting with `.` (it names directories and Kubernetes objects).
+pub fn check_run_id(s: &str) -> Result<String, String> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if (1..=100).contains(&s.len()) && s.chars().all(ok) && !s.starts_with('.') {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "`{s}` is not a run id: 1 to 100 letters, digits, `.`, `_` or `-`, not starting \
+             with `.`"
+        ))
+    }
+}
+
 /// RFC 3339 with microseconds, UTC.
 pub fn timestamp(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
@@ -257,6 +271,14 @@ mod tests {
         assert!("0/0".parse::<Shard>().unwrap_err().contains("1..=1024"));
         assert!("1".parse::<Shard>().unwrap_err().contains("expected I/N"));
         assert!("-1/4".parse::<Shard>().is_err());
+    }
+
+    #[test]
+    fn run_ids_name_directories_safely() {
+        assert_eq!(check_run_id("big-run_2.1"), Ok("big-run_2.1".into()));
+        for bad in ["", "a/b", "..", ".hidden", "a b", &"x".repeat(101)] {
+            assert!(check_run_id(bad).unwrap_err().contains("is not a run id"), "{bad}");
+        }
     }
 
     #[test]

@@ -149,7 +149,7 @@ pub struct BenchCmd {
     pub start_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The run id (default: a new one; with --shard and no --run-id, one made of --start-at).
     /// Letters, digits, `.`, `_` and `-`.
-    #[arg(long, value_name = "ID", value_parser = parse_run_id)]
+    #[arg(long, value_name = "ID", value_parser = bench::shard::check_run_id)]
     pub run_id: Option<String>,
     #[command(subcommand)]
     pub action: Option<BenchAction>,
@@ -171,19 +171,6 @@ fn parse_start_at(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(s.trim())
         .map(|t| t.to_utc())
         .map_err(|e| format!("`{s}` is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})"))
-}
-
-/// `--run-id`: 1..=100 letters, digits, `.`, `_`, `-` (it names directories), not starting
-/// with `.`.
-fn parse_run_id(s: &str) -> Result<String, String> {
-    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if (1..=100).contains(&s.len()) && s.chars().all(ok) && !s.starts_with('.') {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "`{s}` is not a run id: 1 to 100 letters, digits, `.`, `_` or `-`, not starting              with `.`"
-        ))
-    }
 }
 
 /// `--warmup-fraction`: a share within 0..0.9.
@@ -682,6 +669,37 @@ mod tests {
         assert_eq!(plan.out_dir, ws.path().join("runs/a"));
         let (name, target) = plan.profile.target.as_ref().unwrap();
         assert_eq!((name.as_str(), target.base_url.as_str()), ("cli", "http://h:1"));
+    }
+
+    #[test]
+    fn a_shard_plan_holds_its_part_of_the_load_and_the_whole() {
+        let ws = workspace(ENGINE);
+        let args = ["--base-url", "http://h:1", "--shard", "1/2", "--concurrency", "5"];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        assert_eq!(plan.profile.profile.load.concurrency, 2, "5 over 2: 3 then 2");
+        let shard = plan.shard.as_ref().unwrap();
+        assert_eq!(shard.shard.to_string(), "1/2");
+        assert_eq!(shard.total.concurrency, 5);
+        assert_eq!(plan.out_dir, ws.path().join("target/bench").join(format!("{RUN_ID}-shard-1")));
+        assert_eq!(
+            plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), RUN_ID.into()).shard,
+            plan.shard
+        );
+        // The run id: --run-id, else made of --start-at; without either a shard is refused.
+        let cmd = bench_cmd(&["--shard", "0/2", "--start-at", "2026-12-01T10:00:00+01:00"]);
+        assert_eq!(cmd.run_id().unwrap(), "20261201T090000Z-shards");
+        let cmd =
+            bench_cmd(&["--shard", "0/2", "--run-id", "r1", "--start-at", "2026-12-01T10:00:00Z"]);
+        assert_eq!(cmd.run_id().unwrap(), "r1");
+        let err = bench_cmd(&["--shard", "0/2"]).run_id().unwrap_err();
+        assert!(err.to_string().contains("needs --run-id or --start-at"), "{err}");
+        // A trial set from the profile is no single run to split.
+        let err = plan_in(
+            ws.path(),
+            &["--base-url", "http://h:1", "--shard", "0/2", "--set", "trials=3"],
+        );
+        let err = err.unwrap_err().downcast::<PlanError>().unwrap();
+        assert_eq!(err, PlanError::ShardMode("0/2".into()));
     }
 
     #[test]

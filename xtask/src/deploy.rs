@@ -63,7 +63,7 @@ pub struct RenderCmd {
     #[arg(long, default_value = DEFAULT_IMAGE)]
     pub image: String,
     /// Run id shared by the shards (default: one made of the start time).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", value_parser = bench::shard::check_run_id)]
     pub run_id: Option<String>,
     /// Wall-clock start of the shards' load, RFC 3339 (default: now + --start-delay).
     #[arg(long, value_name = "TIME")]
@@ -119,7 +119,7 @@ impl RenderCmd {
         let start_at = start_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let run_id = match &self.run_id {
             Some(id) => id.clone(),
-            None => format!("{}-shards", &start_at.replace([':', '-'], "")[..15]),
+            None => format!("{}-shards", start_at.replace([':', '-'], "")),
         };
         let resolved = self.resolve(&config)?;
         check_shards(&resolved, self.shards)?;

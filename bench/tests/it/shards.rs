@@ -195,3 +195,39 @@ async fn open_loop_shards_send_independent_streams_at_their_share_of_the_rate() 
         assert_eq!(one.config["load"]["rate"], 20.0);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_shards_replay_the_records_at_their_index_modulo_n_at_their_own_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<String> = (0..9)
+        .map(|i| {
+            format!(
+                "{{\"timestamp_ms\": {}, \"input_tokens\": {}, \"output_tokens\": 4}}",
+                20 * i,
+                16 + i
+            )
+        })
+        .collect();
+    std::fs::write(dir.path().join("t.jsonl"), lines.join("\n")).unwrap();
+    let sim = start_timing_sim(oracle(), SimOptions::default()).await;
+    let sets = ["load.mode=trace", "workload.trace=t.jsonl"];
+    let shards = run_shards(&sim, &profile(PROFILE, &sets), 2, dir.path()).await;
+    sim.shutdown().await;
+    for (d, want) in shards.iter().zip([5, 4]) {
+        let one = bench::Summary::read(d).unwrap();
+        assert_eq!(one.requests.ok, want, "{}", d.display());
+        assert_eq!(one.workload.trace.as_ref().unwrap().records, want);
+    }
+    let merged = merge::merge(&shards, &dir.path().join("merged"), None).unwrap();
+    assert_eq!(merged.summary.requests.ok, 9);
+    assert_eq!(merged.summary.workload.trace.as_ref().unwrap().records, 9);
+    // Each record at its own trace time on its shard's clock: 20 ms x its index in the trace.
+    for (shard, r) in &merged.records {
+        let offset = merged.report.shards[*shard as usize].offset_ms;
+        let at = r.intended_ms - offset;
+        assert!((at - 20.0 * r.item as f64).abs() < 0.01, "item {} at {at} ms", r.item);
+    }
+    let mut items: Vec<u64> = merged.records.iter().map(|(_, r)| r.item).collect();
+    items.sort_unstable();
+    assert_eq!(items, (0..9).collect::<Vec<u64>>());
+}
