@@ -193,8 +193,11 @@ pub fn check_shards(resolved: &ResolvedProfile, count: u32) -> anyhow::Result<()
     Ok(())
 }
 
+/// The most a ConfigMap holds (Kubernetes refuses larger ones).
+pub const CONFIG_MAP_LIMIT: usize = 1024 * 1024;
+
 /// The files the pods read, relative to the root, with their text: the bench config, the
-/// target's engine config, the workload's dataset and trace.
+/// target's engine config, the workload's dataset, trace and empirical length files.
 pub fn shipped_files(
     root: &Path,
     config: &str,
@@ -204,8 +207,11 @@ pub fn shipped_files(
     let wl = &resolved.profile.workload;
     let engine = resolved.target.as_ref().and_then(|(_, t)| t.engine_config.clone());
     paths.extend(engine.into_iter().chain(wl.dataset.clone()).chain(wl.trace.clone()));
-    paths.dedup();
-    paths
+    let lengths = [&wl.input_distribution, &wl.output_distribution];
+    paths.extend(lengths.into_iter().flatten().filter_map(|d| d.file()).map(str::to_string));
+    let mut seen = std::collections::BTreeSet::new();
+    paths.retain(|p| seen.insert(p.clone()));
+    let files = paths
         .into_iter()
         .map(|p| {
             if Path::new(&p).is_absolute() || p.split('/').any(|c| c == "..") {
@@ -215,7 +221,18 @@ pub fn shipped_files(
                 .with_context(|| format!("cannot read {p} for the ConfigMap"))?;
             Ok((p, text))
         })
-        .collect()
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let size: usize = files.iter().map(|(p, t)| p.len() + t.len()).sum();
+    if size > CONFIG_MAP_LIMIT {
+        let list: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+        anyhow::bail!(
+            "the files the pods read ({}) are {size} bytes, more than a ConfigMap holds \
+             ({CONFIG_MAP_LIMIT}); put the dataset or trace into the image or a volume and \
+             name it there",
+            list.join(", ")
+        );
+    }
+    Ok(files)
 }
 
 /// A Kubernetes name (DNS-1123 label) made of `s`: lower case, `-` for anything else, at most

@@ -176,3 +176,45 @@ fn profiles_that_cannot_be_sharded_are_refused_before_anything_is_written() {
     assert!(err.contains("load.concurrency = 16 cannot be split over 32 shards"), "{err}");
     assert!(!ws.path().join("k8s").exists());
 }
+
+#[test]
+fn the_workloads_files_are_shipped_and_a_configmap_too_large_is_refused() {
+    let ws = copy_of_configs();
+    let bench = ws.path().join("configs/bench.toml");
+    let mut text = std::fs::read_to_string(&bench).unwrap();
+    text.push_str(
+        "\n[profile.replay]\ntarget = \"local-vllm\"\n[profile.replay.load]\nmode = \"trace\"\n\
+         [profile.replay.workload]\ntrace = \"traces/small.jsonl\"\n\
+         [profile.huge]\ntarget = \"local-vllm\"\n[profile.huge.load]\nmode = \"trace\"\n\
+         [profile.huge.workload]\ntrace = \"traces/huge.jsonl\"\n",
+    );
+    std::fs::write(&bench, text).unwrap();
+    std::fs::create_dir_all(ws.path().join("traces")).unwrap();
+    let line = "{\"timestamp_ms\": 0, \"input_tokens\": 8, \"output_tokens\": 4}\n";
+    std::fs::write(ws.path().join("traces/small.jsonl"), line.repeat(4)).unwrap();
+    std::fs::write(ws.path().join("traces/huge.jsonl"), line.repeat(20_000)).unwrap();
+    let render = |profile: &str| {
+        let args = [
+            "deploy",
+            "render",
+            "--shards",
+            "2",
+            "--profile",
+            profile,
+            "--run-id",
+            "t",
+            "--out",
+            profile,
+        ];
+        xtask_output(ws.path(), &args)
+    };
+    let out = render("replay");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cm = read_manifest(&ws.path().join("replay/configmap.yaml"));
+    assert_eq!(cm["data"]["traces__small.jsonl"], line.repeat(4).as_str());
+    assert_eq!(errors(&validator(), &cm), Vec::<String>::new());
+    let out = render("huge");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("more than a ConfigMap holds"), "{err}");
+}
