@@ -163,6 +163,9 @@ pub struct MergedShard {
     pub index: u32,
     pub dir: String,
     pub status: RunStatus,
+    /// The host it ran on (a pod's name on Kubernetes), when known.
+    #[serde(default)]
+    pub hostname: Option<String>,
     pub load_started_at: String,
     /// Its load clock's origin on the merged timeline (ms after the earliest shard's).
     pub offset_ms: f64,
@@ -293,6 +296,7 @@ pub fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
             index: shard.index,
             dir: s.dir.display().to_string(),
             status: s.summary.status,
+            hostname: s.summary.environment.hostname.clone(),
             load_started_at: s.shard.load_started_at.clone(),
             offset_ms: off,
             requests: own.progress().0,

@@ -412,6 +412,11 @@ impl BenchCmd {
         if profile.target.is_none() {
             return Err(PlanError::ShardWithoutTarget(profile.name.clone()).into());
         }
+        if let Some(at) = self.start_at.filter(|at| *at > chrono::Utc::now() + chrono::Days::new(1))
+        {
+            let at = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            return Err(PlanError::StartTooFar(at).into());
+        }
         let load = &profile.profile.load;
         let total = bench::shard::ShardTotal::of(load);
         profile.profile.load = shard.split(load)?;
@@ -691,6 +696,10 @@ mod tests {
         let cmd =
             bench_cmd(&["--shard", "0/2", "--run-id", "r1", "--start-at", "2026-12-01T10:00:00Z"]);
         assert_eq!(cmd.run_id().unwrap(), "r1");
+        let far =
+            ["--base-url", "http://h:1", "--shard", "0/2", "--start-at", "2999-01-01T00:00:00Z"];
+        let err = plan_in(ws.path(), &far).unwrap_err().downcast::<PlanError>().unwrap();
+        assert!(err.to_string().contains("more than a day ahead"), "{err}");
         let err = bench_cmd(&["--shard", "0/2"]).run_id().unwrap_err();
         assert!(err.to_string().contains("needs --run-id or --start-at"), "{err}");
         // A trial set from the profile is no single run to split.

@@ -189,6 +189,11 @@ pub enum PlanError {
          `cargo xtask sim`"
     )]
     ShardWithoutTarget(String),
+    #[error(
+        "--start-at {0} is more than a day ahead; the shard would wait that long before its \
+         load (a mistyped date?)"
+    )]
+    StartTooFar(String),
 }
 
 /// Refuse a comparison of a profile that does not run the engine simulator.
