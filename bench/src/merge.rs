@@ -152,6 +152,10 @@ pub struct MergeReport {
     pub end_spread_ms: Option<f64>,
     /// The window every shard was measuring in (latest start to earliest end, aligned ms).
     pub common_window: Window,
+    /// Ok measured requests that ended inside the common window, per second of it: the
+    /// shards' throughput summed over the time they all ran (blank without a common window).
+    #[serde(default)]
+    pub common_requests_per_s: Option<f64>,
     /// The shards' histogram logs added together equal the merged histograms (`null`: some
     /// shard's log is missing or unreadable).
     pub histograms_agree: Option<bool>,
@@ -308,6 +312,7 @@ pub fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
     });
     let present: Vec<u32> = shards.iter().map(|s| s.shard.index).collect();
     let missing: Vec<u32> = (0..count).filter(|i| !present.contains(i)).collect();
+    let common = common_window(&report_shards);
     let report = MergeReport {
         shard_count: count,
         complete: missing.is_empty()
@@ -315,7 +320,8 @@ pub fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
         missing,
         start_spread_ms: offset(shards.iter().max_by_key(|s| s.load_started).expect("a shard")),
         end_spread_ms: spread(report_shards.iter().map(|s| s.window.end_ms)),
-        common_window: common_window(&report_shards),
+        common_requests_per_s: common_rate(&common, &records),
+        common_window: common,
         histograms_agree: histograms_agree(shards, &acc),
         shards: report_shards,
     };
@@ -356,6 +362,16 @@ fn common_window(shards: &[MergedShard]) -> Window {
         }
         _ => Window::default(),
     }
+}
+
+/// Ok measured requests ending inside `window`, per second of it.
+fn common_rate(window: &Window, records: &[(u32, RequestRecord)]) -> Option<f64> {
+    let (start, end, secs) = (window.start_ms?, window.end_ms?, window.duration_s?);
+    let inside = |r: &RequestRecord| {
+        !r.warmup && r.class == crate::Outcome::Ok && r.end_ms >= start && r.end_ms <= end
+    };
+    let n = records.iter().filter(|(_, r)| inside(r)).count();
+    Some(round_us(n as f64 / secs))
 }
 
 /// The metrics a histogram log holds, and the accumulator's histogram of each.

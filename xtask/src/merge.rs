@@ -89,10 +89,11 @@ pub fn shard_table(report: &MergeReport) -> Table {
         t.add_row([format!("{i}/{}", report.shard_count), "missing".into()]);
     }
     let spread = format!(
-        "starts {:.3} ms apart; ends {} ms apart; common window {} s",
+        "starts {:.3} ms apart; ends {} ms apart; common window {} s, {} ok req/s in it",
         report.start_spread_ms,
         fmt_opt(report.end_spread_ms, 3),
-        fmt_opt(report.common_window.duration_s, 3)
+        fmt_opt(report.common_window.duration_s, 3),
+        fmt_opt(report.common_requests_per_s, 2)
     );
     t.add_row(["spread".to_string(), spread]);
     t

@@ -108,6 +108,11 @@ async fn two_shards_merged_measure_what_one_process_measures() {
     assert!(t.p50 >= 50.0 && t.p50 <= 65.0, "TTFT p50 {} (known answer 50 ms)", t.p50);
     // The shards started together: the spread is recorded, and small.
     assert!(merged.report.start_spread_ms < 200.0, "{:?}", merged.report);
+    let (common, rate) = (&merged.report.common_window, merged.report.common_requests_per_s);
+    let (start, end) = (common.start_ms.unwrap(), common.end_ms.unwrap());
+    let inside = merged.records.iter().filter(|(_, r)| r.end_ms >= start && r.end_ms <= end);
+    let want = inside.count() as f64 / common.duration_s.unwrap();
+    assert!((rate.unwrap() - want).abs() < 1e-3, "{rate:?} against {want}");
 
     // One shard missing: the merge says so and is never a complete run.
     let partial = merge::merge(&shards[..1], &dir.path().join("partial"), None).unwrap();
