@@ -49,6 +49,7 @@ impl MergeCmd {
             println!("{}", crate::report::render(s));
         }
         println!("{}", shard_table(&merged.report));
+        println!("{}", spread_line(&merged.report));
         println!("merged run directory: {}", out.display());
         Ok(match s.status {
             RunStatus::Complete => Status::Success,
@@ -66,7 +67,7 @@ fn status_word(s: RunStatus) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
 
-/// The shards as merged, one row each, then the missing ones and the spread.
+/// The shards as merged, one row each, then the missing ones.
 pub fn shard_table(report: &MergeReport) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_FULL_CONDENSED);
@@ -88,13 +89,17 @@ pub fn shard_table(report: &MergeReport) -> Table {
     for i in &report.missing {
         t.add_row([format!("{i}/{}", report.shard_count), "missing".into()]);
     }
-    let spread = format!(
-        "starts {:.3} ms apart; ends {} ms apart; common window {} s, {} ok req/s in it",
+    t
+}
+
+/// The spread of the shards' windows, one line.
+pub fn spread_line(report: &MergeReport) -> String {
+    format!(
+        "shards' loads started {:.3} ms apart and ended {} ms apart; common window {} s, {} ok \
+         requests/s in it",
         report.start_spread_ms,
         fmt_opt(report.end_spread_ms, 3),
         fmt_opt(report.common_window.duration_s, 3),
         fmt_opt(report.common_requests_per_s, 2)
-    );
-    t.add_row(["spread".to_string(), spread]);
-    t
+    )
 }
