@@ -168,6 +168,24 @@ fn refusals(shards: &[PathBuf], single: &Path, root: &Path) {
     let three = edit("three", &|v| v["extra"]["shard"]["count"] = 3.into());
     let err = refused(&[shards[0].clone(), three], "x3");
     assert!(err.to_string().contains("shard count: 3 against 2"), "{err}");
+    // A shard that did not end complete: the merge's status says so, and which shard.
+    for (status, merged_status) in [
+        ("interrupted", RunStatus::Interrupted),
+        ("aborted", RunStatus::Aborted),
+        ("failed", RunStatus::Failed),
+    ] {
+        let copy = edit(status, &|v| v["status"] = status.into());
+        let m = merge::merge(
+            &[shards[0].clone(), copy.clone()],
+            &root.join(format!("m-{status}")),
+            None,
+        )
+        .unwrap();
+        assert_eq!(m.summary.status, merged_status, "{status}");
+        assert!(!m.report.complete);
+        let note = format!("shard 1/2 ({}) ended {status}", copy.display());
+        assert!(m.summary.notes.iter().any(|n| n.starts_with(&note)), "{:?}", m.summary.notes);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
