@@ -253,6 +253,9 @@ fn parse_burstgpt(path: &Path, text: &str) -> Result<Vec<TraceRecord>, TraceErro
 pub struct TracePrompts {
     pub block_tokens: u32,
     seed: u64,
+    /// Mixed into the blocks unique to a request (0: none): a shard's never repeat another
+    /// shard's (`bench::shard`); shared blocks stay shared.
+    unique_salt: u64,
     /// Per item: prompt length and hash ids.
     items: Vec<(u32, Vec<u64>)>,
 }
@@ -260,7 +263,24 @@ pub struct TracePrompts {
 impl TracePrompts {
     pub fn new(trace: &Trace, block_tokens: u32, seed: u64) -> TracePrompts {
         let items = trace.records.iter().map(|r| (r.input_tokens, r.hash_ids.clone())).collect();
-        TracePrompts { block_tokens, seed, items }
+        TracePrompts { block_tokens, seed, unique_salt: 0, items }
+    }
+
+    /// The same prompts with the blocks unique to a request salted by `salt`.
+    pub fn with_unique_salt(mut self, salt: u64) -> TracePrompts {
+        self.unique_salt = salt;
+        self
+    }
+
+    /// The prompts of the items `keep` accepts by position, in order (a shard's records).
+    pub fn select(&self, keep: impl Fn(usize) -> bool) -> TracePrompts {
+        let items = self.items.iter().enumerate().filter(|(i, _)| keep(*i));
+        TracePrompts {
+            block_tokens: self.block_tokens,
+            seed: self.seed,
+            unique_salt: self.unique_salt,
+            items: items.map(|(_, it)| it.clone()).collect(),
+        }
     }
 
     /// The prompt of item `item` sent as request `request_id`: `input_tokens` words.
@@ -278,6 +298,7 @@ impl TracePrompts {
                         &[request_id.to_le_bytes(), (k as u64).to_le_bytes()].concat(),
                     ) ^ self.seed.rotate_left(17)
                         ^ 0x756e_6971_7565
+                        ^ self.unique_salt
                 }
             };
             let w = splitmix(key ^ (pos % block) as u64);

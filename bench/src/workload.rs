@@ -77,6 +77,9 @@ pub enum LengthBasis {
 pub struct PromptBuilder {
     seed: u64,
     prefix: Vec<&'static str>,
+    /// Mixed into the unique words (0: none): a shard's requests never repeat another
+    /// shard's (`bench::shard`).
+    unique_salt: u64,
 }
 
 impl PromptBuilder {
@@ -85,7 +88,13 @@ impl PromptBuilder {
         let prefix = (0..shared_prefix_words)
             .map(|_| VOCABULARY[rng.random_range(0..VOCABULARY.len())])
             .collect();
-        PromptBuilder { seed, prefix }
+        PromptBuilder { seed, prefix, unique_salt: 0 }
+    }
+
+    /// The same prompts with the unique words salted by `salt` (the shared prefix stays).
+    pub fn with_unique_salt(mut self, salt: u64) -> PromptBuilder {
+        self.unique_salt = salt;
+        self
     }
 
     /// A prompt of `words` words for request `request_id` built on text `item`: the shared
@@ -107,7 +116,7 @@ impl PromptBuilder {
             n += 1;
         }
         // Unique words: the request id in base-|V| digits (plus a seeded offset).
-        let mut id = request_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed;
+        let mut id = request_id.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed ^ self.unique_salt;
         for _ in 0..UNIQUE_WORDS {
             if n == words {
                 return out;

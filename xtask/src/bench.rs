@@ -138,10 +138,39 @@ pub struct BenchCmd {
     /// With --until-decided: the most trials the set may hold.
     #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
     pub max_trials: Option<u32>,
+    /// Run shard I of N of the profile (indexes from 0, as Kubernetes' JOB_COMPLETION_INDEX):
+    /// its part of the concurrency, rate or trace (see docs/sharding.md). Needs a target (one
+    /// server the shards share) and --run-id or --start-at; `bench merge` joins the shards.
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["sweep", "compare_strategies", "trials"])]
+    pub shard: Option<bench::shard::Shard>,
+    /// With --shard: the wall-clock time the load starts at, shared by every shard (RFC 3339,
+    /// e.g. 2026-12-01T10:00:00Z); the shard connects and prepares first, then waits.
+    #[arg(long, value_name = "TIME", requires = "shard", value_parser = parse_start_at)]
+    pub start_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The run id (default: a new one; with --shard and no --run-id, one made of --start-at).
+    /// Letters, digits, `.`, `_` and `-`.
+    #[arg(long, value_name = "ID", value_parser = bench::shard::check_run_id)]
+    pub run_id: Option<String>,
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
     /// The command line this command was parsed from (`cargo xtask bench ...`, shell-quoted),
     /// recorded in every summary it writes; set by `main_impl`, not a flag.
     #[arg(skip)]
     pub command_line: Option<String>,
+}
+
+/// What `bench` does besides measuring.
+#[derive(Clone, Debug, clap::Subcommand)]
+pub enum BenchAction {
+    /// Merge the run directories of a sharded run (`bench --shard I/N`) into one run.
+    Merge(crate::merge::MergeCmd),
+}
+
+/// `--start-at`: an RFC 3339 time.
+fn parse_start_at(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.to_utc())
+        .map_err(|e| format!("`{s}` is not an RFC 3339 time such as 2026-12-01T10:00:00Z ({e})"))
 }
 
 /// `--warmup-fraction`: a share within 0..0.9.
@@ -344,9 +373,14 @@ impl BenchCmd {
         } else {
             None
         };
-        let out_dir = match &self.out {
-            Some(d) => root.join(d),
-            None => measure::default_out_dir(root, "bench", &mode.dir_name(&run_id)),
+        let (profile, shard) = match self.shard {
+            Some(shard) => self.shard_plan(profile, shard, &mode)?,
+            None => (profile, None),
+        };
+        let out_dir = match (&self.out, self.shard) {
+            (Some(d), _) => root.join(d),
+            (None, Some(s)) => measure::default_out_dir(root, "bench", &shard_dir(&run_id, s)),
+            (None, None) => measure::default_out_dir(root, "bench", &mode.dir_name(&run_id)),
         };
         Ok(BenchPlan {
             root: root.to_path_buf(),
@@ -360,11 +394,54 @@ impl BenchCmd {
             gate,
             mode,
             command: self.command_line.clone(),
+            shard,
         })
     }
 
+    /// A shard's profile (its part of the load) and what its run records, or why the profile
+    /// cannot be sharded: only a single run of a target (one server the shards share).
+    fn shard_plan(
+        &self,
+        mut profile: bench::config::ResolvedProfile,
+        shard: bench::shard::Shard,
+        mode: &BenchMode,
+    ) -> anyhow::Result<(bench::config::ResolvedProfile, Option<bench::shard::ShardRun>)> {
+        if *mode != BenchMode::Single {
+            return Err(PlanError::ShardMode(shard.to_string()).into());
+        }
+        if profile.target.is_none() {
+            return Err(PlanError::ShardWithoutTarget(profile.name.clone()).into());
+        }
+        if let Some(at) = self.start_at.filter(|at| *at > chrono::Utc::now() + chrono::Days::new(1))
+        {
+            let at = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            return Err(PlanError::StartTooFar(at).into());
+        }
+        let load = &profile.profile.load;
+        let total = bench::shard::ShardTotal::of(load);
+        profile.profile.load = shard.split(load)?;
+        let run = bench::shard::ShardRun { shard, total, start_at: self.start_at };
+        Ok((profile, Some(run)))
+    }
+
+    /// The run id: `--run-id`, else for a shard one made of `--start-at` (the shards of one
+    /// run must share it), else a new one.
+    pub fn run_id(&self) -> anyhow::Result<String> {
+        if let Some(id) = &self.run_id {
+            return Ok(id.clone());
+        }
+        match (self.shard, self.start_at) {
+            (Some(_), Some(at)) => Ok(format!("{}-shards", at.format("%Y%m%dT%H%M%SZ"))),
+            (Some(shard), None) => Err(PlanError::ShardWithoutRunId(shard.to_string()).into()),
+            (None, _) => Ok(runner::new_run_id()),
+        }
+    }
+
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
-        let plan = self.plan(&sh.current_dir(), runner::new_run_id())?;
+        if let Some(BenchAction::Merge(merge)) = self.action {
+            return merge.run(sh, self.command_line);
+        }
+        let plan = self.plan(&sh.current_dir(), self.run_id()?)?;
         let status = execute(&plan)?;
         if self.report {
             write_report(&plan, &self.thresholds, status)?;
@@ -445,6 +522,11 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
         }
     };
     Ok(if run == Status::Success { gate } else { run })
+}
+
+/// The default directory of shard `s` of run `run_id`: `<run id>-shard-<I>`.
+pub fn shard_dir(run_id: &str, s: bench::shard::Shard) -> String {
+    format!("{run_id}-shard-{}", s.index)
 }
 
 /// The bench config: `explicit` when given, else configs/bench.toml when present, else the
@@ -592,6 +674,41 @@ mod tests {
         assert_eq!(plan.out_dir, ws.path().join("runs/a"));
         let (name, target) = plan.profile.target.as_ref().unwrap();
         assert_eq!((name.as_str(), target.base_url.as_str()), ("cli", "http://h:1"));
+    }
+
+    #[test]
+    fn a_shard_plan_holds_its_part_of_the_load_and_the_whole() {
+        let ws = workspace(ENGINE);
+        let args = ["--base-url", "http://h:1", "--shard", "1/2", "--concurrency", "5"];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        assert_eq!(plan.profile.profile.load.concurrency, 2, "5 over 2: 3 then 2");
+        let shard = plan.shard.as_ref().unwrap();
+        assert_eq!(shard.shard.to_string(), "1/2");
+        assert_eq!(shard.total.concurrency, 5);
+        assert_eq!(plan.out_dir, ws.path().join("target/bench").join(format!("{RUN_ID}-shard-1")));
+        assert_eq!(
+            plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), RUN_ID.into()).shard,
+            plan.shard
+        );
+        // The run id: --run-id, else made of --start-at; without either a shard is refused.
+        let cmd = bench_cmd(&["--shard", "0/2", "--start-at", "2026-12-01T10:00:00+01:00"]);
+        assert_eq!(cmd.run_id().unwrap(), "20261201T090000Z-shards");
+        let cmd =
+            bench_cmd(&["--shard", "0/2", "--run-id", "r1", "--start-at", "2026-12-01T10:00:00Z"]);
+        assert_eq!(cmd.run_id().unwrap(), "r1");
+        let far =
+            ["--base-url", "http://h:1", "--shard", "0/2", "--start-at", "2999-01-01T00:00:00Z"];
+        let err = plan_in(ws.path(), &far).unwrap_err().downcast::<PlanError>().unwrap();
+        assert!(err.to_string().contains("more than a day ahead"), "{err}");
+        let err = bench_cmd(&["--shard", "0/2"]).run_id().unwrap_err();
+        assert!(err.to_string().contains("needs --run-id or --start-at"), "{err}");
+        // A trial set from the profile is no single run to split.
+        let err = plan_in(
+            ws.path(),
+            &["--base-url", "http://h:1", "--shard", "0/2", "--set", "trials=3"],
+        );
+        let err = err.unwrap_err().downcast::<PlanError>().unwrap();
+        assert_eq!(err, PlanError::ShardMode("0/2".into()));
     }
 
     #[test]

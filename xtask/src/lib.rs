@@ -18,6 +18,7 @@ pub mod adr;
 pub mod bench;
 pub mod chart;
 pub mod compare;
+pub mod deploy;
 pub mod engine;
 pub mod engine_flags;
 pub mod exit;
@@ -25,6 +26,8 @@ pub mod gate;
 pub mod gitinfo;
 #[cfg(feature = "runtime")]
 pub mod measure;
+#[cfg(feature = "runtime")]
+pub mod merge;
 pub mod model;
 #[cfg(feature = "runtime")]
 pub mod plan;
@@ -70,9 +73,11 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Measure an OpenAI-compatible server (the embedded simulator when no target is set).
+    /// Measure an OpenAI-compatible server (the embedded simulator when no target is set);
+    /// `bench merge` joins the run directories of a sharded run.
     #[cfg(feature = "runtime")]
-    Bench(bench::BenchCmd),
+    #[command(args_conflicts_with_subcommands = true)]
+    Bench(Box<bench::BenchCmd>),
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
@@ -82,6 +87,9 @@ pub enum Command {
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
+    /// Deployment: `deploy render` writes the Kubernetes manifests of a sharded run.
+    #[command(subcommand)]
+    Deploy(deploy::DeployCmd),
     /// Decision records: new, list, accept, supersede, lint, check, thresholds.
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
@@ -111,6 +119,7 @@ impl Command {
             #[cfg(feature = "runtime")]
             Command::Accept(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
+            Command::Deploy(cmd) => cmd.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),

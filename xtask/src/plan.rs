@@ -48,6 +48,8 @@ pub struct BenchPlan {
     /// The command line the plan was resolved from (`cargo xtask bench ...`), recorded in every
     /// run's summary; `None` when the plan was not made from a command line.
     pub command: Option<String>,
+    /// `--shard I/N`: `profile` holds the shard's part of the load already.
+    pub shard: Option<bench::shard::ShardRun>,
 }
 
 /// What `bench` does with the profile.
@@ -171,6 +173,27 @@ pub enum PlanError {
          \"timing\" (set --set sim.mode=engine)"
     )]
     CompareNeedsEngine(String),
+    #[error(
+        "--shard {0} needs --run-id or --start-at: the shards of one run share its run id \
+         (give every shard the same one)"
+    )]
+    ShardWithoutRunId(String),
+    #[error(
+        "--shard {0} splits one run of a profile; it does not go with a sweep, a strategy \
+         comparison or a trial set (the profile's `trials`)"
+    )]
+    ShardMode(String),
+    #[error(
+        "--shard needs a target the shards share, but profile `{0}` measures the embedded \
+         simulator (one per process); name a target, or --base-url a simulator served by \
+         `cargo xtask sim`"
+    )]
+    ShardWithoutTarget(String),
+    #[error(
+        "--start-at {0} is more than a day ahead; the shard would wait that long before its \
+         load (a mistyped date?)"
+    )]
+    StartTooFar(String),
 }
 
 /// Refuse a comparison of a profile that does not run the engine simulator.
@@ -201,6 +224,7 @@ impl BenchPlan {
             handle_signals: true,
             root: self.root.clone(),
             invocation: self.invocation(None),
+            shard: self.shard.clone(),
         }
     }
 

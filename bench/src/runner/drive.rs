@@ -354,7 +354,9 @@ pub async fn drive(
         LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
         LoadMode::Open => {
             let rate = load.rate.expect("validated: open loop has a rate");
-            let schedule = ArrivalSchedule::new(load.arrival, rate, load.burstiness, wl.seed);
+            // A shard's arrival stream has a seed of its own (bench::shard).
+            let seed = spec.shard.as_ref().map_or(wl.seed, |s| s.shard.arrival_seed(wl.seed));
+            let schedule = ArrivalSchedule::new(load.arrival, rate, load.burstiness, seed);
             open_loop(load, schedule, clock, &shared, &admission, control).await
         }
         LoadMode::Trace => {

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use crate::client::Phase;
 use crate::config::{Profile, ResolvedProfile, Target};
 use crate::rundir::{self, RunDirError};
+use crate::shard::{ShardError, ShardRecord, ShardRun};
 use crate::sim::engine::SchedulerReport;
 use crate::summary::{EngineParams, GitInfo, Invocation, RunStatus, Summary};
 
@@ -53,6 +54,10 @@ pub struct RunSpec {
     /// library knows no command line, so callers that have one set it (`None`: recorded as
     /// null).
     pub invocation: Option<Invocation>,
+    /// This run is one shard of a sharded run (`bench --shard I/N`): its profile holds the
+    /// shard's part of the load already; the workload's items are dealt here, the load waits
+    /// for the shared start time, and the summary records the shard (`bench::shard`).
+    pub shard: Option<ShardRun>,
 }
 
 impl RunSpec {
@@ -81,6 +86,7 @@ impl RunSpec {
             handle_signals: false,
             root,
             invocation: None,
+            shard: None,
         }
     }
 }
@@ -258,6 +264,9 @@ pub enum RunError {
     /// The process may not open the files the run's concurrency needs.
     #[error(transparent)]
     OpenFiles(#[from] crate::fdlimit::FdLimitError),
+    /// The workload cannot be dealt to the shards.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
     /// A caller could not set up a run it was asked for (a sweep's stage, say).
     #[error("cannot set up the run")]
     Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -351,6 +360,10 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     // The workload's files are read and checked before the target is contacted: a malformed
     // trace or dataset ends the run before anything is sent.
     let loaded = prepare::load_workload(&profile.workload, &profile.load, &spec.root)?;
+    let loaded = match &spec.shard {
+        Some(s) => deal_workload(loaded, s)?,
+        None => loaded,
+    };
     let before_load = async {
         let connected = connect::connect_run(spec, &dir).await?;
         let prepared = prepare::prepare_workload(
@@ -362,12 +375,21 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         .await?;
         Ok::<_, RunError>((connected, prepared))
     };
-    let (connect::Connected { connection, simulator, engine }, prepared) = tokio::select! {
+    let (connect::Connected { connection, simulator, engine }, mut prepared) = tokio::select! {
         r = before_load => r?,
         _ = control.stopped() => return Err(RunError::Interrupted { dir }),
     };
+    if let Some(s) = &spec.shard {
+        prepared.prompts = prepared.prompts.map(|p| p.with_unique_salt(s.shard.prompt_salt()));
+    }
     let mut notes = connection.notes.clone();
     notes.extend(prepared.notes.iter().cloned());
+    if let Some(at) = spec.shard.as_ref().and_then(|s| s.start_at) {
+        tokio::select! {
+            late = wait_until(at) => notes.extend(late),
+            _ = control.stopped() => return Err(RunError::Interrupted { dir }),
+        }
+    }
     let driven = drive::drive(spec, &connection, prepared, &dir, &control, &mut notes).await?;
     let mut scheduler = None;
     if let Some(h) = simulator {
@@ -383,6 +405,9 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         driven: &driven,
         scheduler: scheduler.as_ref(),
     });
+    if let Some(s) = &spec.shard {
+        summary.extra.insert(crate::shard::SUMMARY_KEY.into(), shard_section(s, &driven));
+    }
     // A failed histogram log (a full disk) still leaves the summary a try.
     let window = assemble::window(&summary);
     if let Err(e) = rundir::write_histograms(&dir, &driven.acc, started_sys, window) {
@@ -391,6 +416,54 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     }
     rundir::write_summary(&dir, &summary)?;
     Ok(RunOutcome { summary, dir, scheduler })
+}
+
+/// A shard's part of the loaded workload: the items (and a trace's records) at its positions
+/// modulo the shard count.
+fn deal_workload(loaded: prepare::Loaded, run: &ShardRun) -> Result<prepare::Loaded, ShardError> {
+    let shard = run.shard;
+    let items = loaded.workload.items.len();
+    if items < shard.count as usize {
+        return Err(ShardError::TooFewItems { items, count: shard.count });
+    }
+    let mut loaded = loaded;
+    loaded.workload.items = shard.select(std::mem::take(&mut loaded.workload.items));
+    if let Some((prompts, replay)) = &mut loaded.trace {
+        *prompts = prompts.select(|i| shard.owns(i));
+        replay.offsets = shard.select(std::mem::take(&mut replay.offsets));
+        replay.info.records = replay.offsets.len() as u64;
+    }
+    Ok(loaded)
+}
+
+/// Sleep until the wall-clock time `at`; a note when it had passed already.
+async fn wait_until(at: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    let now = chrono::Utc::now();
+    match (at - now).to_std() {
+        Ok(wait) => {
+            tokio::time::sleep(wait).await;
+            None
+        }
+        Err(_) => Some(format!(
+            "the load started {:.3} s after --start-at {} (the shard was ready late)",
+            (now - at).as_seconds_f64(),
+            crate::shard::timestamp(at)
+        )),
+    }
+}
+
+/// The summary's `shard` section: the shard, the whole load and the wall-clock time of the
+/// load clock's origin (now, less the time the clock has run).
+fn shard_section(run: &ShardRun, driven: &drive::Driven) -> serde_json::Value {
+    let elapsed = chrono::Duration::from_std(driven.clock.elapsed()).unwrap_or_default();
+    let record = ShardRecord {
+        index: run.shard.index,
+        count: run.shard.count,
+        total: run.total.clone(),
+        start_at: run.start_at.map(crate::shard::timestamp),
+        load_started_at: crate::shard::timestamp(chrono::Utc::now() - elapsed),
+    };
+    serde_json::to_value(record).expect("the shard section serializes")
 }
 
 #[cfg(test)]

@@ -38,6 +38,18 @@ impl Prompts {
         }
     }
 
+    /// The same prompts with the words unique to each request salted by `salt` (a shard's,
+    /// so that no two shards send the same text).
+    pub fn with_unique_salt(self, salt: u64) -> Prompts {
+        let kind = match self.kind {
+            PromptKind::Synthetic { builder, words, counted } => {
+                PromptKind::Synthetic { builder: builder.with_unique_salt(salt), words, counted }
+            }
+            PromptKind::Trace(t) => PromptKind::Trace(t.with_unique_salt(salt)),
+        };
+        Prompts { kind }
+    }
+
     /// The item's prompt tokens as the target's tokenizer counted them (None: not counted).
     pub fn counted_tokens(&self, item: u64) -> Option<u32> {
         match &self.kind {

@@ -18,6 +18,7 @@ mod oversized;
 mod secrets;
 mod server_side;
 mod sessions;
+mod shards;
 mod structured_logprobs;
 mod sweep;
 #[cfg(feature = "tls")]

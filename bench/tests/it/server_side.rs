@@ -124,6 +124,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
         handle_signals: false,
         root: dir.path().to_path_buf(),
         invocation: None,
+        shard: None,
     };
     let out = bench::runner::run(spec, Default::default()).await.unwrap();
     let s = &out.summary;

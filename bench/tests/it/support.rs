@@ -96,6 +96,7 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
         handle_signals: false,
         root: dir.to_path_buf(),
         invocation: None,
+        shard: None,
     };
     runner::run(spec, RunControl::default()).await.expect("the run completes")
 }

@@ -14,6 +14,7 @@ mod coordinated_omission;
 mod engine_http;
 mod known_answer;
 mod replay;
+mod shards;
 mod throughput;
 
 /// Held for the whole of each timing test: they run one after another.

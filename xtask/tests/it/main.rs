@@ -31,6 +31,7 @@ mod cli_secrets;
 #[cfg(feature = "runtime")]
 mod cli_sim;
 mod compare;
+mod deploy;
 mod gate;
 mod gate_noise;
 mod history;
@@ -40,6 +41,9 @@ mod new;
 #[cfg(feature = "runtime")]
 mod real_engine;
 mod repo_policy;
+// `bench --shard` and `bench merge`, commands of the runtime build only.
+#[cfg(feature = "runtime")]
+mod shards;
 // Its runs are measured with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod report;
