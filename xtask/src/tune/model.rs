@@ -152,15 +152,14 @@ impl TuneRow {
 
     /// Meets, misses or undecided; `None` when not measured.
     pub fn slo_compliance(&self) -> Option<SloCompliance> {
-        (self.status == RowStatus::Measured).then(|| {
-            if !self.slo_misses.is_empty() {
-                SloCompliance::Misses
-            } else if !self.slo_undecided.is_empty() {
-                SloCompliance::Undecided
-            } else {
-                SloCompliance::Meets
-            }
-        })
+        let c = if !self.slo_misses.is_empty() {
+            SloCompliance::Misses
+        } else if !self.slo_undecided.is_empty() {
+            SloCompliance::Undecided
+        } else {
+            SloCompliance::Meets
+        };
+        (self.status == RowStatus::Measured).then_some(c)
     }
 
     /// The row [`winner`] ranks with: not eliminated and within every SLO.
