@@ -248,15 +248,14 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
         let row = measured.remove(b);
         measured.insert(0, row);
     }
-    let mut considered: Vec<String> = tune
-        .rows
-        .iter()
-        .filter(|r| r.status == RowStatus::Failed)
-        .map(|r| {
-            let why = r.error.as_deref().unwrap_or("failed").lines().next().unwrap_or_default();
-            format!("Not measured: `{}`: {}.", r.name, why.trim_end_matches('.'))
-        })
-        .collect();
+    // Whether measurements or the tie-break chose the winner, first under the matrix.
+    let mut considered: Vec<String> =
+        // `~` (a request-level interval) escaped: a pair of them would strike text through.
+        tune.statement().map(|s| format!("Winner: {}.", s.replace('~', "\\~"))).into_iter().collect();
+    considered.extend(tune.rows.iter().filter(|r| r.status == RowStatus::Failed).map(|r| {
+        let why = r.error.as_deref().unwrap_or("failed").lines().next().unwrap_or_default();
+        format!("Not measured: `{}`: {}.", r.name, why.trim_end_matches('.'))
+    }));
     considered.extend(tune.rows.iter().filter(|r| r.eliminated).map(|r| {
         format!(
             "Eliminated by successive halving after rung {} ({} measured requests): `{}`.",

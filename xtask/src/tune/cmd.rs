@@ -26,8 +26,8 @@ use xshell::Shell;
 
 use super::grid::{self, Axis, TuneSpec, Variant};
 use super::model::{
-    AxisRecord, FORMAT_VERSION, PARETO_FILE, RowStatus, Search, TUNE_FILE, TuneFile, TuneRow,
-    slo_misses,
+    AxisRecord, FORMAT_VERSION, GOODPUT, PARETO_FILE, RowEstimates, RowStatus, Search,
+    SloCompliance, TUNE_FILE, TuneFile, TuneRow, estimate_text, slo_check,
 };
 use crate::bench::BenchCmd;
 use crate::exit::Status;
@@ -301,6 +301,11 @@ impl Tune<'_> {
             rows: Vec::new(),
             earlier: Vec::new(),
             winner: None,
+            decided_by: None,
+            tie_break: None,
+            indistinguishable: Vec::new(),
+            rivals: Vec::new(),
+            slo_undecided: Vec::new(),
             warnings: Vec::new(),
         };
         let rungs: Vec<Option<Rung>> = match search {
@@ -524,7 +529,8 @@ impl Tune<'_> {
     }
 
     /// The row's measurements from its run or trial set (a trial set: the mean of its trials;
-    /// a sweep: its knee stage, else its last).
+    /// a sweep: its knee stage, else its last), each with its estimate (t across trials, the
+    /// request bootstrap of a single run), and the SLOs decided from the intervals.
     fn fill(&self, row: &mut TuneRow, run_dir: &Path) {
         let run_dir = match sweep_stage(run_dir) {
             Ok(Some((dir, which))) => {
@@ -553,17 +559,42 @@ impl Tune<'_> {
         row.ttft_p99_ms = m("metrics.ttft_ms.p99");
         row.tpot_p99_ms = m("metrics.tpot_ms.p99");
         row.e2e_p99_ms = m("metrics.e2e_ms.p99");
+        let metrics = [
+            GOODPUT,
+            "throughput.output_tokens_per_s",
+            "metrics.ttft_ms.p99",
+            "metrics.tpot_ms.p99",
+            "metrics.e2e_ms.p99",
+        ];
+        let mut est = set.estimates(&metrics, bench::stats::Options::default());
+        let mut take = |m: &str| est.remove(m).and_then(|e| e.estimate);
+        row.estimates = RowEstimates {
+            goodput_rps: take(metrics[0]),
+            output_tokens_per_s: take(metrics[1]),
+            ttft_p99_ms: take(metrics[2]),
+            tpot_p99_ms: take(metrics[3]),
+            e2e_p99_ms: take(metrics[4]),
+        };
         let all_failed = set.trials.iter().all(|t| t.summary.status == RunStatus::Failed);
         if all_failed {
             row.error = Some("no measured request succeeded; see requests.jsonl".into());
             return;
         }
         row.status = RowStatus::Measured;
-        row.slo_misses = slo_misses(&self.slo, [row.ttft_p99_ms, row.tpot_p99_ms, row.e2e_p99_ms]);
+        let e = &row.estimates;
+        (row.slo_misses, row.slo_undecided) = slo_check(
+            &self.slo,
+            [
+                (row.ttft_p99_ms, e.ttft_p99_ms.as_ref()),
+                (row.tpot_p99_ms, e.tpot_p99_ms.as_ref()),
+                (row.e2e_p99_ms, e.e2e_p99_ms.as_ref()),
+            ],
+        );
     }
 
     fn finish(&self, file: &TuneFile, interrupted: bool) -> anyhow::Result<Status> {
         println!("{}", table(file));
+        println!("{}", legend(file));
         for w in &file.warnings {
             println!("warning: {w}");
         }
@@ -572,11 +603,11 @@ impl Tune<'_> {
             eprintln!("interrupted: re-run the same command to measure the missing configurations");
             return Ok(Status::Interrupted);
         }
-        let Some(w) = file.winner_row() else {
-            eprintln!("error: no measured configuration meets every SLO of the profile");
+        let (Some(w), Some(statement)) = (file.winner_row(), file.statement()) else {
+            eprintln!("error: {}", file.no_winner());
             return Ok(Status::PolicyViolated);
         };
-        println!("winner: {} (goodput {} req/s)", w.name, fmt_opt(w.goodput_rps, 2));
+        println!("winner: {statement}");
         if self.cmd.apply {
             let settings: Vec<(String, toml::Value)> = w
                 .settings
@@ -634,15 +665,43 @@ fn progress_line(r: &TuneRow) -> String {
     match (&r.status, &r.error) {
         (RowStatus::Measured, _) => format!(
             "goodput {} req/s, {} output tok/s, TTFT P99 {} ms{}",
-            fmt_opt(r.goodput_rps, 2),
-            fmt_opt(r.output_tokens_per_s, 1),
-            fmt_opt(r.ttft_p99_ms, 1),
-            if r.slo_misses.is_empty() { String::new() } else { "; misses its SLO".into() }
+            shown(r.estimates.goodput_rps.as_ref(), r.goodput_rps, 2),
+            shown(r.estimates.output_tokens_per_s.as_ref(), r.output_tokens_per_s, 1),
+            shown(r.estimates.ttft_p99_ms.as_ref(), r.ttft_p99_ms, 1),
+            match r.slo_compliance() {
+                Some(SloCompliance::Misses) => "; misses its SLO",
+                Some(SloCompliance::Undecided) => "; SLO undecided",
+                _ => "",
+            }
         ),
         (RowStatus::Interrupted, _) => "interrupted".into(),
         (_, Some(e)) => format!("failed: {}", e.lines().next().unwrap_or_default()),
         _ => "failed".into(),
     }
+}
+
+/// An estimate as `value ± half-width` (marks: `~` one run, `*` undersampled), else the value.
+fn shown(e: Option<&bench::stats::Estimate>, v: Option<f64>, decimals: usize) -> String {
+    e.map_or_else(|| fmt_opt(v, decimals), estimate_text)
+}
+
+/// What the table's intervals are, under it.
+pub fn legend(file: &TuneFile) -> String {
+    let one_run = file
+        .rows
+        .iter()
+        .any(|r| r.estimates.goodput_rps.as_ref().is_some_and(|e| !e.method.counts_run_to_run()));
+    let mut s = format!(
+        "value ± half-width of the {}% interval: t across trials; ~ one run, the request \
+         bootstrap (run-to-run variance not counted); * undersampled. SLOs: met when the \
+         interval's unfavourable end is within the limit, missed when its favourable end is \
+         beyond it, else undecided.",
+        bench::stats::DEFAULT_CONFIDENCE * 100.0
+    );
+    if one_run {
+        s.push_str(&format!(" --trials {} counts run-to-run variance.", file.more_trials()));
+    }
+    s
 }
 
 fn right(s: impl ToString) -> Cell {
@@ -656,6 +715,7 @@ pub fn table(file: &TuneFile) -> Table {
     t.set_header([
         "configuration",
         "status",
+        "trials × requests",
         "goodput req/s",
         "goodput %",
         "output tok/s",
@@ -677,9 +737,11 @@ pub fn table(file: &TuneFile) -> Table {
             RowStatus::Interrupted => "interrupted".into(),
             RowStatus::Skipped => format!("skipped: {}", r.error.as_deref().unwrap_or_default()),
         };
-        let slos = match r.status {
-            RowStatus::Measured if r.slo_misses.is_empty() => "met".to_string(),
-            RowStatus::Measured => "missed".into(),
+        let slos = r.slo_compliance().map_or(BLANK, |c| c.as_str());
+        let n = match r.status {
+            RowStatus::Measured => {
+                format!("{} × {}", r.trials, r.requests / r.trials.max(1) as u64)
+            }
             _ => BLANK.into(),
         };
         let front = match (r.pareto, r.goodput_pareto) {
@@ -691,10 +753,11 @@ pub fn table(file: &TuneFile) -> Table {
         t.add_row([
             Cell::new(if winner { format!("{} (winner)", r.name) } else { r.name.clone() }),
             Cell::new(status),
-            right(fmt_opt(r.goodput_rps, 2)),
+            right(n),
+            right(shown(r.estimates.goodput_rps.as_ref(), r.goodput_rps, 2)),
             right(fmt_opt(r.goodput_ratio.map(|g| g * 100.0), 1)),
-            right(fmt_opt(r.output_tokens_per_s, 1)),
-            right(fmt_opt(r.ttft_p99_ms, 1)),
+            right(shown(r.estimates.output_tokens_per_s.as_ref(), r.output_tokens_per_s, 1)),
+            right(shown(r.estimates.ttft_p99_ms.as_ref(), r.ttft_p99_ms, 1)),
             right(fmt_opt(r.tpot_p99_ms, 1)),
             Cell::new(slos),
             Cell::new(front),

@@ -2,14 +2,27 @@
 //! rows meet the profile's SLOs, the Pareto fronts, the winner and its tie-break, the warning
 //! when the winner sits at the edge of the grid, and the order a search measures in.
 //!
-//! The winner (docs/tune.md): among the measured rows that meet every SLO of the profile (TTFT,
-//! TPOT and E2E P99 within the profile's `[slo]`), the highest goodput (requests/s meeting
-//! every SLO). Rows within [`TIE_TOLERANCE`] of that goodput tie; the tie goes to the highest
-//! output throughput, then the lowest TTFT P99, then the earlier row.
+//! Every number the choice uses is an estimate with its interval (`bench::stats::Estimate`: t
+//! across trials, or the request bootstrap of a single run), and the choice says how sure it
+//! is (docs/tune.md):
+//!
+//! - **SLOs** ([`slo_check`]): a row *meets* an objective when its interval's unfavourable
+//!   (upper) end is within the limit, *misses* it when even the favourable (lower) end is
+//!   beyond it, and is *undecided* otherwise; only rows that meet every objective contend.
+//! - **The winner** ([`choose`]): the contender with the highest goodput (the leader), compared
+//!   with each other contender by the goodput difference's interval (Welch, or request-level for
+//!   single runs: `bench::compare::compare_estimates`). When the leader is significantly better
+//!   than every other, with run-to-run variance counted (trials on both sides: [`beats`]),
+//!   goodput decided ([`DecidedBy::Goodput`]). Otherwise the leader and those
+//!   it is not significantly better than are indistinguishable, and the tie-break picks among
+//!   them: the highest output throughput, then the lowest TTFT P99, then the row measured
+//!   first ([`DecidedBy::TieBreak`]).
 
 use std::cmp::Ordering;
 use std::path::Path;
 
+use bench::compare::{Change, compare_estimates};
+use bench::stats::{Comparator, DEFAULT_CONFIDENCE, Difference, Estimate, Verdict, verdict};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -24,8 +37,10 @@ pub const TUNE_FILE: &str = "tune.json";
 pub const PARETO_FILE: &str = "pareto.svg";
 /// Version of the `tune.json` format.
 pub const FORMAT_VERSION: u32 = 1;
-/// Goodputs this close (relative) to the best tie.
-pub const TIE_TOLERANCE: f64 = 0.01;
+/// The metric the winner is chosen by, as the registry names it.
+pub const GOODPUT: &str = "goodput.requests_per_s";
+/// Trials `--trials` suggests when single runs cannot decide.
+pub const SUGGESTED_TRIALS: usize = 3;
 
 /// What became of one configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,8 +82,17 @@ pub struct TuneRow {
     pub ttft_p99_ms: Option<f64>,
     pub tpot_p99_ms: Option<f64>,
     pub e2e_p99_ms: Option<f64>,
-    /// The SLO objectives the row misses (empty: it meets every one).
+    /// Each metric's estimate with its interval, trials, requests and method.
+    #[serde(default)]
+    pub estimates: RowEstimates,
+    /// Whether the row meets every SLO objective, misses one, or cannot tell (measured rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloCompliance>,
+    /// The SLO objectives the row misses (the interval's favourable end is beyond the limit).
     pub slo_misses: Vec<String>,
+    /// The SLO objectives it may or may not meet: the interval straddles the limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_undecided: Vec<String>,
     /// On the Pareto front of throughput against TTFT P99.
     pub pareto: bool,
     /// On the Pareto front of goodput against TTFT P99.
@@ -106,7 +130,10 @@ impl TuneRow {
             ttft_p99_ms: None,
             tpot_p99_ms: None,
             e2e_p99_ms: None,
+            estimates: RowEstimates::default(),
+            slo: None,
             slo_misses: vec![],
+            slo_undecided: vec![],
             pareto: false,
             goodput_pareto: false,
             elapsed_s: None,
@@ -116,15 +143,129 @@ impl TuneRow {
         }
     }
 
-    /// Measured and within every SLO.
+    /// Measured and within every SLO, decided by the intervals.
     pub fn meets_slos(&self) -> bool {
-        self.status == RowStatus::Measured && self.slo_misses.is_empty()
+        self.status == RowStatus::Measured
+            && self.slo_misses.is_empty()
+            && self.slo_undecided.is_empty()
+    }
+
+    /// Meets, misses or undecided; `None` when not measured.
+    pub fn slo_compliance(&self) -> Option<SloCompliance> {
+        let c = if !self.slo_misses.is_empty() {
+            SloCompliance::Misses
+        } else if !self.slo_undecided.is_empty() {
+            SloCompliance::Undecided
+        } else {
+            SloCompliance::Meets
+        };
+        (self.status == RowStatus::Measured).then_some(c)
     }
 
     /// The row [`winner`] ranks with: not eliminated and within every SLO.
     fn contends(&self) -> bool {
         self.meets_slos() && !self.eliminated
     }
+}
+
+/// A measured row's estimates ([`Estimate`]: value, interval, confidence, trials, requests,
+/// method); blank where the metric has none (no records to resample, not measured).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowEstimates {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_rps: Option<Estimate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens_per_s: Option<Estimate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p99_ms: Option<Estimate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_p99_ms: Option<Estimate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_p99_ms: Option<Estimate>,
+}
+
+/// A measured row against the profile's SLOs, from its intervals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloCompliance {
+    /// Every objective's interval lies within its limit.
+    Meets,
+    /// Some objective's interval lies wholly beyond its limit (or it was not measured).
+    Misses,
+    /// No objective is missed, but some interval straddles its limit.
+    Undecided,
+}
+
+impl SloCompliance {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SloCompliance::Meets => "met",
+            SloCompliance::Misses => "missed",
+            SloCompliance::Undecided => "undecided",
+        }
+    }
+}
+
+/// What chose the winner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecidedBy {
+    /// Its goodput is significantly higher than every other contender's (or it is the only
+    /// configuration that meets every SLO).
+    Goodput,
+    /// Some contender's goodput is statistically indistinguishable from it: the tie-break
+    /// chose.
+    TieBreak,
+}
+
+/// Which rule of the tie-break separated the winner from the next indistinguishable row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TieBreak {
+    /// The highest output throughput.
+    Throughput,
+    /// Equal throughput: the lowest TTFT P99.
+    TtftP99,
+    /// Equal in both: the configuration measured first.
+    Order,
+}
+
+impl TieBreak {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TieBreak::Throughput => "throughput",
+            TieBreak::TtftP99 => "TTFT P99",
+            TieBreak::Order => "the configuration measured first",
+        }
+    }
+}
+
+/// The winner against another contender: the goodput difference `winner - other` (req/s) with
+/// its interval, and what it says (`better`: the winner is significantly better).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rival {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub difference: Option<Difference>,
+    pub change: Change,
+}
+
+impl Rival {
+    /// The winner is shown better than it ([`beats`]).
+    pub fn beaten(&self) -> bool {
+        beats(self.difference.as_ref(), self.change)
+    }
+}
+
+/// The winner and how it was chosen ([`choose`]): indexes into the rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    pub winner: usize,
+    pub decided_by: DecidedBy,
+    /// With [`DecidedBy::TieBreak`]: the rule that separated the winner.
+    pub tie_break: Option<TieBreak>,
+    /// Every other contender: its index, the goodput difference and what it says.
+    pub rivals: Vec<(usize, Option<Difference>, Change)>,
 }
 
 /// One axis as `tune.json` records it.
@@ -154,6 +295,22 @@ pub struct TuneFile {
     pub earlier: Vec<TuneRow>,
     /// The winner's name; null when no measured row meets every SLO.
     pub winner: Option<String>,
+    /// `goodput` when the winner is significantly better than every other configuration that
+    /// meets the SLOs, `tie-break` when some are indistinguishable from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<DecidedBy>,
+    /// With `tie-break`: the rule that chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tie_break: Option<TieBreak>,
+    /// The configurations the winner is not significantly better than in goodput.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub indistinguishable: Vec<String>,
+    /// The winner against every other configuration that meets the SLOs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rivals: Vec<Rival>,
+    /// Measured configurations whose SLO compliance the intervals cannot decide.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_undecided: Vec<String>,
     pub warnings: Vec<String>,
 }
 
@@ -196,28 +353,190 @@ impl TuneFile {
         for (i, r) in self.rows.iter_mut().enumerate() {
             r.pareto = front.contains(&i);
             r.goodput_pareto = goodput_front.contains(&i);
+            r.slo = r.slo_compliance();
         }
-        let w = winner(&self.rows);
-        self.winner = w.map(|i| self.rows[i].name.clone());
-        self.warnings = w.map(|i| edge_warnings(axes, &self.rows[i])).unwrap_or_default();
+        self.slo_undecided = self
+            .rows
+            .iter()
+            .filter(|r| r.slo == Some(SloCompliance::Undecided) && !r.eliminated)
+            .map(|r| r.name.clone())
+            .collect();
+        let choice = choose(&self.rows);
+        let name = |i: usize| self.rows[i].name.clone();
+        self.winner = choice.as_ref().map(|c| name(c.winner));
+        self.decided_by = choice.as_ref().map(|c| c.decided_by);
+        self.tie_break = choice.as_ref().and_then(|c| c.tie_break);
+        let rivals = choice.as_ref().map_or(&[][..], |c| c.rivals.as_slice());
+        self.rivals = rivals
+            .iter()
+            .map(|(i, d, change)| Rival { name: name(*i), difference: d.clone(), change: *change })
+            .collect();
+        self.indistinguishable =
+            self.rivals.iter().filter(|r| !r.beaten()).map(|r| r.name.clone()).collect();
+        self.warnings =
+            choice.map(|c| edge_warnings(axes, &self.rows[c.winner])).unwrap_or_default();
+    }
+
+    /// The trials each configuration ran (the most of any measured row).
+    fn trials(&self) -> usize {
+        self.rows
+            .iter()
+            .filter(|r| r.status == RowStatus::Measured)
+            .map(|r| r.trials)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// `--trials N` that would count run-to-run variance, or decide more often: 3 after single
+    /// runs, else twice as many as ran.
+    pub fn more_trials(&self) -> usize {
+        (self.trials() * 2).max(SUGGESTED_TRIALS)
+    }
+
+    /// How the winner was chosen, in one sentence after `winner: ` (the console, the record):
+    /// its goodput estimate, then either that it is significantly better than every other
+    /// configuration meeting the SLOs, or which ones it is not significantly better than, the
+    /// differences' intervals and the tie-break that chose. `None` without a winner.
+    pub fn statement(&self) -> Option<String> {
+        let w = self.winner_row()?;
+        let goodput = w
+            .estimates
+            .goodput_rps
+            .as_ref()
+            .map_or_else(|| crate::text::fmt_opt(w.goodput_rps, 2), estimate_text);
+        let head = format!("{} (goodput {goodput} req/s)", w.name);
+        let request_level = w.estimates.goodput_rps.as_ref().is_some()
+            && self
+                .rivals
+                .iter()
+                .any(|r| r.difference.as_ref().is_some_and(|d| d.request_level_only));
+        let trials = self.more_trials();
+        let diffs = |rivals: &[&Rival]| -> String {
+            rivals
+                .iter()
+                .map(|r| difference_text(r.difference.as_ref()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let names = |rivals: &[&Rival]| -> String {
+            rivals.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
+        };
+        match self.decided_by? {
+            DecidedBy::Goodput if self.rivals.is_empty() => {
+                Some(format!("{head}: the only configuration that meets every SLO"))
+            }
+            DecidedBy::Goodput => {
+                let all: Vec<&Rival> = self.rivals.iter().collect();
+                Some(format!(
+                    "{head}: significantly better in goodput than {} (differences {} req/s): \
+                     decided by goodput",
+                    names(&all),
+                    diffs(&all)
+                ))
+            }
+            DecidedBy::TieBreak => {
+                let tied: Vec<&Rival> = self.rivals.iter().filter(|r| !r.beaten()).collect();
+                let rule = self.tie_break.unwrap_or(TieBreak::Order).as_str();
+                let note = if request_level {
+                    "; ~: one run each, a request-level interval leaves run-to-run variance out \
+                     and cannot decide"
+                } else {
+                    ""
+                };
+                Some(format!(
+                    "{head}; not significantly better than {} (differences {} req/s{note}): \
+                     chosen by the tie-break ({rule}); run with --trials {trials} to decide",
+                    names(&tied),
+                    diffs(&tied)
+                ))
+            }
+        }
+    }
+
+    /// Why there is no winner, for the error line: no measured configuration meets every SLO,
+    /// and which ones the intervals could not decide.
+    pub fn no_winner(&self) -> String {
+        let mut s = "no measured configuration meets every SLO of the profile".to_string();
+        if !self.slo_undecided.is_empty() {
+            s.push_str(&format!(
+                "; undecided (an interval straddles an SLO): {}; run with --trials {} to decide",
+                self.slo_undecided.join(", "),
+                self.more_trials()
+            ));
+        }
+        s
     }
 }
 
-/// The SLO objectives values miss: `TTFT P99 812 ms above the SLO's 500 ms`.
-pub fn slo_misses(slo: &bench::metrics::Slo, p99: [Option<f64>; 3]) -> Vec<String> {
-    let mut out = Vec::new();
-    for ((name, limit), v) in
-        [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)].into_iter().zip(p99)
-    {
-        match (limit, v) {
-            (Some(l), Some(v)) if v > l => {
-                out.push(format!("{name} P99 {v:.1} ms above the SLO's {l} ms"))
-            }
-            (Some(l), None) => out.push(format!("{name} P99 not measured (SLO {l} ms)")),
-            _ => {}
-        }
+/// `9.99 ± 0.41`: the value to the half-width's second significant digit, `*` when
+/// undersampled, `~` when the interval counts request-to-request variance only (one run).
+pub fn estimate_text(e: &Estimate) -> String {
+    // A spread below a billionth of the value is floating-point noise of identical trials.
+    let half = e.half_width();
+    let half = if half <= e.value.abs() * 1e-9 { 0.0 } else { half };
+    let mut out = if half > 0.0 && half.is_finite() {
+        let decimals = decimals_for(half);
+        format!("{:.decimals$} ± {half:.decimals$}", e.value)
+    } else {
+        format!("{} ± 0", crate::text::num(e.value))
+    };
+    if e.undersampled {
+        out.push('*');
+    }
+    if !e.method.counts_run_to_run() {
+        out.push('~');
     }
     out
+}
+
+/// Decimals that show a half-width to its second significant digit (0.41, 4.1, 41); a
+/// half-width a rounding error short of a power of ten (0.00999...) counts as that power.
+fn decimals_for(half: f64) -> usize {
+    (1 - (half.log10() + 1e-9).floor() as i32).clamp(0, 9) as usize
+}
+
+/// A difference's interval `[-0.3, 0.5]` (`~` when request-level only); blank without one.
+fn difference_text(d: Option<&Difference>) -> String {
+    let Some(d) = d else { return crate::text::BLANK.to_string() };
+    let (Some(lo), Some(hi)) = (d.lo, d.hi) else { return format!("{:+}", d.absolute) };
+    let width = (hi - lo).abs();
+    let decimals = if width > 0.0 { decimals_for(width / 2.0) } else { 2 };
+    let tilde = if d.request_level_only { "~" } else { "" };
+    format!("[{lo:.decimals$}, {hi:.decimals$}]{tilde}")
+}
+
+/// The profile's SLO objectives against a row's P99 estimates (TTFT, TPOT, E2E), each
+/// decided from its interval as a gate decides `<=` (`bench::stats::verdict`): `(misses,
+/// undecided)`, each a sentence: `TTFT P99 812 ms [760, 840]~ above the SLO's 500 ms`. An
+/// objective not measured is a miss; one measured without an interval is undecided.
+pub fn slo_check(
+    slo: &bench::metrics::Slo,
+    p99: [(Option<f64>, Option<&Estimate>); 3],
+) -> (Vec<String>, Vec<String>) {
+    let (mut misses, mut undecided) = (Vec::new(), Vec::new());
+    for ((name, limit), (v, e)) in
+        [("TTFT", slo.ttft_ms), ("TPOT", slo.tpot_ms), ("E2E", slo.e2e_ms)].into_iter().zip(p99)
+    {
+        let Some(l) = limit else { continue };
+        let Some(v) = v else {
+            misses.push(format!("{name} P99 not measured (SLO {l} ms)"));
+            continue;
+        };
+        let Some(e) = e else {
+            undecided.push(format!("{name} P99 {v:.1} ms has no interval (SLO {l} ms)"));
+            continue;
+        };
+        let shown = format!("{name} P99 {v:.1} ms [{:.1}, {:.1}]", e.lo, e.hi);
+        let tilde = if e.method.counts_run_to_run() { "" } else { "~" };
+        match verdict(e, Comparator::Le, l) {
+            Verdict::Pass => {}
+            Verdict::Fail => misses.push(format!("{shown}{tilde} above the SLO's {l} ms")),
+            Verdict::Inconclusive => {
+                undecided.push(format!("{shown}{tilde} straddles the SLO's {l} ms"))
+            }
+        }
+    }
+    (misses, undecided)
 }
 
 /// The rows on the Pareto front of `y` (higher is better) against TTFT P99 (lower is better):
@@ -238,20 +557,75 @@ pub fn pareto_front(rows: &[TuneRow], y: impl Fn(&TuneRow) -> Option<f64>) -> Ve
         .collect()
 }
 
-/// The winner: see the module header. `None` when no measured row meets every SLO.
-pub fn winner(rows: &[TuneRow]) -> Option<usize> {
-    let ok: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].contends()).collect();
-    let best = ok.iter().filter_map(|&i| rows[i].goodput_rps).fold(f64::NEG_INFINITY, f64::max);
-    let tied: Vec<usize> = ok
-        .into_iter()
-        .filter(|&i| rows[i].goodput_rps.is_some_and(|g| g >= best - best.abs() * TIE_TOLERANCE))
+/// The winner and how it was chosen: see the module header. `None` when no measured row
+/// meets every SLO.
+pub fn choose(rows: &[TuneRow]) -> Option<Choice> {
+    let contenders: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].contends()).collect();
+    // The tie-break's order: highest throughput, then lowest TTFT P99, then the earlier row.
+    let tie_order = |&a: &usize, &b: &usize| {
+        let (ra, rb) = (&rows[a], &rows[b]);
+        cmp_desc(ra.output_tokens_per_s, rb.output_tokens_per_s)
+            .then(cmp_asc(ra.ttft_p99_ms, rb.ttft_p99_ms))
+            .then(a.cmp(&b))
+    };
+    let leader = *contenders.iter().min_by(|a, b| {
+        cmp_desc(rows[**a].goodput_rps, rows[**b].goodput_rps).then(tie_order(a, b))
+    })?;
+    let against = |w: usize, i: usize| {
+        compare_estimates(
+            GOODPUT,
+            rows[i].estimates.goodput_rps.as_ref(),
+            rows[w].estimates.goodput_rps.as_ref(),
+            DEFAULT_CONFIDENCE,
+        )
+    };
+    let mut tied: Vec<usize> = contenders
+        .iter()
+        .copied()
+        .filter(|&i| {
+            let (d, c) = against(leader, i);
+            i == leader || !beats(d.as_ref(), c)
+        })
         .collect();
-    let key = |i: usize| (rows[i].output_tokens_per_s, rows[i].ttft_p99_ms);
-    tied.into_iter().min_by(|&a, &b| {
-        let (ta, la) = key(a);
-        let (tb, lb) = key(b);
-        cmp_desc(ta, tb).then(cmp_asc(la, lb)).then(a.cmp(&b))
+    tied.sort_by(tie_order);
+    let winner = tied[0];
+    let rivals: Vec<(usize, Option<Difference>, Change)> = contenders
+        .iter()
+        .filter(|&&i| i != winner)
+        .map(|&i| {
+            let (d, c) = against(winner, i);
+            (i, d, c)
+        })
+        .collect();
+    let decided = rivals.iter().all(|(_, d, c)| beats(d.as_ref(), *c));
+    let tie_break = (!decided && tied.len() > 1).then(|| {
+        let (w, next) = (&rows[tied[0]], &rows[tied[1]]);
+        if cmp_desc(w.output_tokens_per_s, next.output_tokens_per_s) != Ordering::Equal {
+            TieBreak::Throughput
+        } else if cmp_asc(w.ttft_p99_ms, next.ttft_p99_ms) != Ordering::Equal {
+            TieBreak::TtftP99
+        } else {
+            TieBreak::Order
+        }
+    });
+    Some(Choice {
+        winner,
+        decided_by: if decided { DecidedBy::Goodput } else { DecidedBy::TieBreak },
+        tie_break,
+        rivals,
     })
+}
+
+/// Whether a goodput difference `winner - other` shows the winner better: significant, with
+/// run-to-run variance counted. A request-level interval (a single run on either side) does
+/// not decide: two runs of one configuration differ by more than it (docs/tune.md).
+pub fn beats(d: Option<&Difference>, change: Change) -> bool {
+    change == Change::Better && d.is_some_and(|d| !d.request_level_only)
+}
+
+/// The winner's index ([`choose`]).
+pub fn winner(rows: &[TuneRow]) -> Option<usize> {
+    choose(rows).map(|c| c.winner)
 }
 
 /// Higher first; blank last.
@@ -381,16 +755,55 @@ impl Search {
 mod tests {
     use super::*;
 
+    /// A t interval over 3 trials: `value ± half`.
+    fn est(value: f64, half: f64) -> Estimate {
+        Estimate {
+            value,
+            lo: value - half,
+            hi: value + half,
+            confidence: 0.95,
+            trials: 3,
+            requests: 300,
+            method: bench::stats::Method::TInterval,
+            undersampled: false,
+        }
+    }
+
     fn row(name: &str, goodput: f64, tput: f64, ttft: f64) -> TuneRow {
         let mut r = TuneRow::unmeasured(name, vec![], RowStatus::Measured);
+        r.trials = 3;
         r.goodput_rps = Some(goodput);
+        r.estimates.goodput_rps = Some(est(goodput, 0.3));
         r.output_tokens_per_s = Some(tput);
         r.ttft_p99_ms = Some(ttft);
         r
     }
 
+    fn file(rows: Vec<TuneRow>) -> TuneFile {
+        let mut f = TuneFile {
+            format: FORMAT_VERSION,
+            profile: "default".into(),
+            engine_config: "configs/engine.toml".into(),
+            engine: "sim".into(),
+            search: "grid".into(),
+            command: None,
+            axes: vec![],
+            rows,
+            earlier: vec![],
+            winner: None,
+            decided_by: None,
+            tie_break: None,
+            indistinguishable: vec![],
+            rivals: vec![],
+            slo_undecided: vec![],
+            warnings: vec![],
+        };
+        f.decide(&[]);
+        f
+    }
+
     #[test]
-    fn the_winner_has_the_best_goodput_within_the_slos_and_ties_go_to_throughput() {
+    fn indistinguishable_goodputs_go_to_the_tie_break_throughput_then_ttft_then_order() {
         let mut rows = vec![
             row("a", 5.0, 500.0, 100.0),
             row("b", 9.0, 900.0, 300.0),
@@ -398,19 +811,137 @@ mod tests {
             row("d", 9.05, 950.0, 310.0),
         ];
         rows[2].slo_misses = vec!["TTFT P99 800.0 ms above the SLO's 500 ms".into()];
-        // c misses its SLO; b and d tie within 1% on goodput: d has the higher throughput.
-        assert_eq!(winner(&rows), Some(3));
+        // c misses its SLO; d leads, b is within noise of it (9.0 ± 0.3 against 9.05 ± 0.3),
+        // a is far below: the tie-break between b and d goes to d's higher throughput.
+        let c = choose(&rows).unwrap();
+        assert_eq!(
+            (c.winner, c.decided_by, c.tie_break),
+            (3, DecidedBy::TieBreak, Some(TieBreak::Throughput))
+        );
+        let changes: Vec<(usize, Change)> = c.rivals.iter().map(|(i, _, ch)| (*i, *ch)).collect();
+        assert_eq!(changes, [(0, Change::Better), (1, Change::NotSignificant)]);
+        // Welch over two t intervals of 3 trials: se = 0.3 / t(0.975, 2) each, df = 4,
+        // half width t(0.975, 4) x se x sqrt(2) = 0.2738 around 0.05.
+        let d = c.rivals[1].1.as_ref().unwrap();
+        assert!(
+            (d.lo.unwrap() + 0.2238).abs() < 1e-3 && (d.hi.unwrap() - 0.3238).abs() < 1e-3,
+            "{d:?}"
+        );
+        let f = file(rows.clone());
+        assert_eq!(
+            (f.winner.as_deref(), f.indistinguishable.clone()),
+            (Some("d"), vec!["b".to_string()])
+        );
+        assert_eq!(
+            f.statement().unwrap(),
+            "d (goodput 9.05 ± 0.30 req/s); not significantly better than b (differences \
+             [-0.22, 0.32] req/s): chosen by the tie-break (throughput); run with --trials 6 to \
+             decide"
+        );
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["decided_by"], "tie-break");
+        assert_eq!(json["indistinguishable"], serde_json::json!(["b"]));
+        assert_eq!(json["rivals"][1]["change"], "not_significant");
         rows[3].output_tokens_per_s = Some(900.0);
         // Same throughput: the lower TTFT P99 wins.
-        assert_eq!(winner(&rows), Some(1));
+        assert_eq!(
+            choose(&rows).map(|c| (c.winner, c.tie_break)),
+            Some((1, Some(TieBreak::TtftP99)))
+        );
         rows[3].ttft_p99_ms = Some(300.0);
         // Equal in everything: the earlier row.
-        assert_eq!(winner(&rows), Some(1));
+        assert_eq!(
+            choose(&rows).map(|c| (c.winner, c.tie_break)),
+            Some((1, Some(TieBreak::Order)))
+        );
         rows[1].status = RowStatus::Failed;
         rows[3].status = RowStatus::Failed;
-        assert_eq!(winner(&rows), Some(0));
+        let only = file(rows.clone());
+        assert_eq!(only.decided_by, Some(DecidedBy::Goodput));
+        assert_eq!(
+            only.statement().unwrap(),
+            "a (goodput 5.00 ± 0.30 req/s): the only configuration that meets every SLO"
+        );
         rows[0].slo_misses = vec!["x".into()];
         assert_eq!(winner(&rows), None, "no row meets the SLOs");
+    }
+
+    #[test]
+    fn a_winner_significantly_better_than_every_other_is_decided_by_goodput() {
+        let mut rows = vec![
+            row("a", 5.0, 500.0, 100.0),
+            row("b", 9.0, 990.0, 300.0),
+            row("d", 9.05, 950.0, 310.0),
+        ];
+        rows[1].estimates.goodput_rps = Some(est(9.0, 0.01));
+        rows[2].estimates.goodput_rps = Some(est(9.05, 0.01));
+        // 0.05 apart with half widths of 0.01: significant, though b has more throughput.
+        let c = choose(&rows).unwrap();
+        assert_eq!((c.winner, c.decided_by, c.tie_break), (2, DecidedBy::Goodput, None));
+        assert!(c.rivals.iter().all(|(_, _, ch)| *ch == Change::Better));
+        let f = file(rows.clone());
+        assert!(f.indistinguishable.is_empty());
+        let s = f.statement().unwrap();
+        assert!(
+            s.starts_with("d (goodput 9.050 ± 0.010 req/s): significantly better in goodput than a, b (differences ["),
+            "{s}"
+        );
+        assert!(s.ends_with("req/s): decided by goodput"), "{s}");
+        // Single runs: the same differences, request-level only, cannot decide; the tie-break
+        // among all three goes to b's throughput.
+        let mut single = rows.clone();
+        for r in &mut single {
+            let e = r.estimates.goodput_rps.as_mut().unwrap();
+            (e.method, e.trials) = (bench::stats::Method::RequestBootstrap, 1);
+            r.trials = 1;
+        }
+        let c = choose(&single).unwrap();
+        assert_eq!((c.winner, c.decided_by), (1, DecidedBy::TieBreak));
+        // b against a is better, against d worse: request-level only, neither decides.
+        let changes: Vec<(Change, bool)> = c
+            .rivals
+            .iter()
+            .map(|(_, d, ch)| (*ch, d.as_ref().unwrap().request_level_only))
+            .collect();
+        assert_eq!(changes, [(Change::Better, true), (Change::Worse, true)]);
+        let f = file(single);
+        assert_eq!(f.indistinguishable, ["a", "d"]);
+        let s = f.statement().unwrap();
+        assert!(
+            s.starts_with("b (goodput 9.000 ± 0.010~ req/s); not significantly better than a, d"),
+            "{s}"
+        );
+        assert!(
+            s.ends_with(
+                "~ req/s; ~: one run each, a request-level interval leaves run-to-run \
+                 variance out and cannot decide): chosen by the tie-break (throughput); run \
+                 with --trials 3 to decide"
+            ),
+            "{s}"
+        );
+        // A row without a goodput interval cannot be told apart: the tie-break decides.
+        rows[0].estimates.goodput_rps = None;
+        let c = choose(&rows).unwrap();
+        assert_eq!((c.winner, c.decided_by), (2, DecidedBy::TieBreak));
+        assert_eq!(c.rivals[0].2, Change::Blank);
+    }
+
+    #[test]
+    fn an_undecided_slo_never_wins_and_the_error_names_it() {
+        let mut rows = vec![row("a", 5.0, 500.0, 100.0), row("b", 9.0, 900.0, 300.0)];
+        rows[0].slo_misses = vec!["x".into()];
+        rows[1].slo_undecided =
+            vec!["TTFT P99 480.0 ms [430.0, 530.0] straddles the SLO's 500 ms".into()];
+        let f = file(rows);
+        assert_eq!(f.winner, None);
+        assert_eq!(f.rows[1].slo, Some(SloCompliance::Undecided));
+        assert_eq!(f.rows[0].slo, Some(SloCompliance::Misses));
+        assert_eq!(f.slo_undecided, ["b"]);
+        assert_eq!(
+            f.no_winner(),
+            "no measured configuration meets every SLO of the profile; undecided (an interval \
+             straddles an SLO): b; run with --trials 6 to decide"
+        );
     }
 
     #[test]
@@ -429,13 +960,37 @@ mod tests {
     }
 
     #[test]
-    fn slo_misses_name_the_objective_and_a_blank_value_misses() {
+    fn slos_are_met_missed_or_undecided_by_the_intervals_unfavourable_and_favourable_ends() {
         let slo = bench::metrics::Slo { ttft_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: None };
-        assert!(slo_misses(&slo, [Some(499.0), Some(50.0), Some(9e9)]).is_empty());
-        assert_eq!(
-            slo_misses(&slo, [Some(812.0), None, None]),
-            ["TTFT P99 812.0 ms above the SLO's 500 ms", "TPOT P99 not measured (SLO 50 ms)"]
+        let (ttft, tpot) = (est(450.0, 40.0), est(45.0, 4.0));
+        let (m, u) = slo_check(
+            &slo,
+            [(Some(450.0), Some(&ttft)), (Some(45.0), Some(&tpot)), (Some(9e9), None)],
         );
+        assert!(m.is_empty() && u.is_empty(), "{m:?} {u:?}");
+        // 480 ± 50: the upper end 530 is beyond 500, the lower end within: undecided.
+        let straddles = est(480.0, 50.0);
+        let mut above = est(812.0, 20.0);
+        above.method = bench::stats::Method::RequestBootstrap;
+        let (m, u) =
+            slo_check(&slo, [(Some(480.0), Some(&straddles)), (Some(45.0), None), (None, None)]);
+        assert!(m.is_empty(), "{m:?}");
+        assert_eq!(
+            u,
+            [
+                "TTFT P99 480.0 ms [430.0, 530.0] straddles the SLO's 500 ms",
+                "TPOT P99 45.0 ms has no interval (SLO 50 ms)"
+            ]
+        );
+        let (m, u) = slo_check(&slo, [(Some(812.0), Some(&above)), (None, None), (None, None)]);
+        assert_eq!(
+            m,
+            [
+                "TTFT P99 812.0 ms [792.0, 832.0]~ above the SLO's 500 ms",
+                "TPOT P99 not measured (SLO 50 ms)"
+            ]
+        );
+        assert!(u.is_empty());
     }
 
     #[test]

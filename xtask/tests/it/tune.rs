@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use bench::config::{EngineConfig, Source};
 use bench::sim::engine::EngineSpec;
 use bench::sim::engine::{Load, SimRequest, simulate};
+use bench::stats::Method;
 use xtask::tune::grid::{self, Variant};
-use xtask::tune::model::RowStatus;
+use xtask::tune::model::{DecidedBy, RowStatus, SloCompliance};
 use xtask::tune::{TuneFile, TuneRow};
 
 use crate::support::{copy_of_configs, xtask, xtask_command};
@@ -411,4 +412,106 @@ fn a_directory_the_tune_did_not_write_is_never_removed() {
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("is not a run of the tune"), "{}", o.stderr);
     assert_eq!(std::fs::read_to_string(mine.join("notes.txt")).unwrap(), "mine");
+}
+
+/// No SLO in the way: these tests are about the goodput decision.
+const LOOSE_SLOS: [&str; 4] = ["--set", "slo.ttft_ms=60000", "--set", "slo.tpot_ms=60000"];
+
+#[test]
+fn a_clearly_better_configuration_is_decided_by_goodput() {
+    let root = copy_of_configs();
+    // 8 clients: one sequence at a time serves them one by one, eight serve them together.
+    // Two trials each: the t intervals count run-to-run variance, so the difference can decide.
+    let mut args = tune_args("runs/g", &["scheduler.max_num_seqs=1,8"]);
+    args.extend(LOOSE_SLOS);
+    args.extend(["--trials", "2"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let dir = root.path().join("runs/g");
+    let tune = TuneFile::read(&dir).unwrap();
+    assert_eq!(tune.winner.as_deref(), Some("max_num_seqs=8"));
+    assert_eq!(tune.decided_by, Some(DecidedBy::Goodput));
+    assert!(tune.indistinguishable.is_empty(), "{:?}", tune.rivals);
+    assert_eq!(tune.rivals.len(), 1);
+    let d = tune.rivals[0].difference.as_ref().unwrap();
+    assert_eq!(tune.rivals[0].name, "max_num_seqs=1");
+    assert!(d.lo.unwrap() > 0.0 && !d.request_level_only, "{d:?}");
+    // Each row's estimates: two trials of 16 requests, t across the trials' values.
+    for r in &tune.rows {
+        let g = r.estimates.goodput_rps.as_ref().unwrap();
+        assert_eq!((g.trials, g.requests, g.method), (2, 32, Method::TInterval), "{r:?}");
+        assert!(g.lo <= g.value && g.value <= g.hi, "{g:?}");
+        let set = bench::trials::TrialSet::load(&dir.join(&r.dir)).unwrap();
+        let per: Vec<f64> = set.per_trial("goodput.requests_per_s").into_iter().flatten().collect();
+        assert!((g.value - (per[0] + per[1]) / 2.0).abs() < 1e-9, "{g:?} {per:?}");
+        assert!((r.goodput_rps.unwrap() - g.value).abs() < 1e-9);
+        assert!(r.estimates.output_tokens_per_s.is_some() && r.estimates.ttft_p99_ms.is_some());
+        assert_eq!(r.slo, Some(SloCompliance::Meets));
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("tune.json")).unwrap()).unwrap();
+    assert_eq!(json["decided_by"], "goodput");
+    assert_eq!(json["rows"][0]["estimates"]["goodput_rps"]["method"], "t_interval");
+    assert!(o.stdout.contains("trials × requests") && o.stdout.contains("2 × 16"), "{}", o.stdout);
+    assert!(o.stdout.contains(" ± "), "{}", o.stdout);
+    let line = o.stdout.lines().find(|l| l.starts_with("winner: ")).unwrap();
+    assert!(
+        line.starts_with("winner: max_num_seqs=8 (goodput ")
+            && line.contains("significantly better in goodput than max_num_seqs=1 (differences [")
+            && line.ends_with("req/s): decided by goodput"),
+        "{line}"
+    );
+}
+
+#[test]
+fn configurations_the_engine_treats_alike_are_chosen_by_the_tie_break() {
+    let root = copy_of_configs();
+    // The same value twice under two names: any difference is noise. One run each: the
+    // request-level intervals leave run-to-run variance out and cannot decide.
+    std::fs::write(
+        root.path().join("configs/tune.toml"),
+        "[tune.variants.first]\nscheduler.max_num_seqs = 8\n\n\
+         [tune.variants.second]\nscheduler.max_num_seqs = 8\n",
+    )
+    .unwrap();
+    let mut args = vec!["tune", "--out", "runs/same", "--tune-config", "configs/tune.toml"];
+    args.extend(LOAD);
+    args.extend(LOOSE_SLOS);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/same")).unwrap();
+    assert_eq!(tune.decided_by, Some(DecidedBy::TieBreak), "{:?}", tune.rivals);
+    let winner = tune.winner.clone().unwrap();
+    let other = if winner == "first" { "second" } else { "first" };
+    assert_eq!(tune.indistinguishable, [other]);
+    assert!(tune.rivals[0].difference.as_ref().unwrap().request_level_only, "{:?}", tune.rivals);
+    assert!(tune.tie_break.is_some());
+    assert!(o.stdout.contains(" ± ") && o.stdout.contains("~") && o.stdout.contains("1 × 16"));
+    let line = o.stdout.lines().find(|l| l.starts_with("winner: ")).unwrap();
+    assert!(
+        line.starts_with(&format!("winner: {winner} (goodput "))
+            && line.contains(&format!("; not significantly better than {other} (differences ["))
+            && line
+                .contains("~: one run each, a request-level interval leaves run-to-run variance")
+            && line.contains("): chosen by the tie-break (")
+            && line.ends_with("; run with --trials 3 to decide"),
+        "{line}"
+    );
+
+    // The record says the tie-break chose.
+    let o = xtask(root.path(), &["adr", "new", "Eight sequences", "--tune", "runs/same"]);
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let adr = std::fs::read_dir(root.path().join("docs/adr"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .unwrap();
+    let text = std::fs::read_to_string(adr).unwrap();
+    let record_line = text.lines().find(|l| l.starts_with("> Winner: ")).expect(&text);
+    assert!(
+        record_line.contains(&format!("not significantly better than {other}"))
+            && record_line.contains("chosen by the tie-break")
+            && record_line.contains("\\~"),
+        "{record_line}"
+    );
 }
