@@ -44,6 +44,7 @@ mod repo_policy;
 #[cfg(feature = "runtime")]
 mod report;
 mod tidy;
+mod trial_warmup;
 // `tune` runs the simulator, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod tune;
