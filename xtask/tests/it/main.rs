@@ -34,6 +34,9 @@ mod compare;
 mod gate;
 mod gate_noise;
 mod history;
+// Runs measured with `bench`, a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod host_target;
 mod lint;
 mod new;
 // Starts real engines through `xtask::serve`, which only the runtime build has.
