@@ -196,6 +196,9 @@ impl<'a> SetWriter<'a> {
             return Ok(None);
         }
         let mut profile = self.plan.profile.clone();
+        // The set runs the warmup trials; each run is an ordinary run, its scenario that of
+        // the other trials (a record compares the load sections of its rows).
+        profile.profile.load.warmup_trials = 0;
         let noise = &profile.profile.sim.noise;
         if noise.is_on() {
             profile.profile.sim.noise = noise.for_trial(seed);
