@@ -16,6 +16,10 @@
 //! - One trial, a metric that does not come from the records (server-side, cost, acceptance):
 //!   no interval; the estimate is blank and says why.
 //!
+//! Warmup trials (`load.warmup_trials`) are listed in [`TrialsFile::warmup`] with their
+//! headline metrics and are never read into a [`TrialSet`]. [`cold_start`] flags a set whose
+//! trial 1 is an outlier above the others in a latency metric (a note; the estimates stay).
+//!
 //! `docs/statistics.md` states the methods and their assumptions.
 
 use std::collections::BTreeMap;
@@ -154,6 +158,13 @@ pub struct TrialsFile {
     pub metrics: BTreeMap<String, MetricEstimate>,
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Warmup trials (`load.warmup_trials`, `--warmup-trials`): measured before the trials, in
+    /// `warmup-NN/`, listed with their headline metrics and never part of an estimate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup: Vec<TrialEntry>,
+    /// Trial 1 looks like a cold start ([`cold_start`]); the estimates are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<ColdStart>,
 }
 
 /// One trial in `trials.json`.
@@ -170,6 +181,118 @@ pub struct TrialEntry {
     /// The client host was busy during the trial's window (`environment.noise`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host_busy: bool,
+    /// A warmup trial's [`HEADLINE_METRICS`] (blank where not measured); empty for trials.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headline: BTreeMap<String, Option<f64>>,
+}
+
+/// The metrics a warmup trial is listed with in `trials.json`.
+pub const HEADLINE_METRICS: &[&str] = &[
+    "metrics.ttft_ms.p99",
+    "metrics.tpot_ms.p99",
+    "metrics.e2e_ms.p99",
+    "throughput.output_tokens_per_s",
+    "error_rate",
+];
+
+/// Trial 1 is flagged as a cold start when its value of a latency metric is more than
+/// `COLD_RATIO` times the median of the other trials ...
+pub const COLD_RATIO: f64 = 1.5;
+/// ... and more than `COLD_MADS` scaled median absolute deviations (MAD x 1.4826, the
+/// standard deviation of normal values) of the other trials above their median.
+pub const COLD_MADS: f64 = 5.0;
+/// The rule needs trial 1 and at least this many others.
+pub const COLD_MIN_OTHERS: usize = 2;
+
+/// Trial 1 of a set looks like a cold start: the latency metrics where it is an outlier above
+/// the other trials, and the note that says so. The set's estimates are not changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdStart {
+    pub metrics: Vec<ColdMetric>,
+    pub note: String,
+}
+
+/// One latency metric where trial 1 is an outlier.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdMetric {
+    pub metric: String,
+    /// Trial 1's value.
+    pub first: f64,
+    /// The median of the other trials' values.
+    pub median_others: f64,
+}
+
+/// Whether `first` is an outlier above `others` by the documented rule: at least
+/// [`COLD_MIN_OTHERS`] others, `first > COLD_RATIO x median` and
+/// `first > median + COLD_MADS x 1.4826 x MAD` (a MAD of 0, identical others, leaves the ratio
+/// alone to decide). Returns the others' median when it is.
+pub fn is_cold(first: f64, others: &[f64]) -> Option<f64> {
+    if others.len() < COLD_MIN_OTHERS || !first.is_finite() || others.iter().any(|v| !v.is_finite())
+    {
+        return None;
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    };
+    let med = median(&mut others.to_vec());
+    let mad = median(&mut others.iter().map(|v| (v - med).abs()).collect());
+    (med > 0.0 && first > COLD_RATIO * med && first > med + COLD_MADS * 1.4826 * mad).then_some(med)
+}
+
+/// A latency metric's name in a note: `TTFT P99`, `E2E mean`.
+fn metric_words(metric: &str) -> String {
+    let label = metric_def(metric).map_or(metric, |d| d.label);
+    match metric.rsplit('.').next() {
+        Some(stat) if stat.starts_with('p') => format!("{label} {}", stat.to_uppercase()),
+        Some(stat) => format!("{label} {stat}"),
+        None => label.to_string(),
+    }
+}
+
+/// The cold-start check of a set over `per_trial` values by metric: every latency metric
+/// (`metrics.*`, unit ms) whose trial-1 value [`is_cold`] against the rest. `None` when no
+/// metric is, or the set has fewer than `1 + COLD_MIN_OTHERS` trials.
+pub fn cold_start<'a>(
+    per_trial: impl IntoIterator<Item = (&'a str, &'a [Option<f64>])>,
+) -> Option<ColdStart> {
+    let mut metrics = Vec::new();
+    for (metric, values) in per_trial {
+        let latency =
+            metric.starts_with("metrics.") && metric_def(metric).is_some_and(|d| d.unit == "ms");
+        let Some((Some(first), rest)) = values.split_first() else { continue };
+        let others: Option<Vec<f64>> = rest.iter().copied().collect();
+        let Some(others) = others.filter(|_| latency) else { continue };
+        if let Some(median_others) = is_cold(*first, &others) {
+            metrics.push(ColdMetric { metric: metric.to_string(), first: *first, median_others });
+        }
+    }
+    // The most striking first: the largest ratio.
+    metrics.sort_by(|a, b| (b.first / b.median_others).total_cmp(&(a.first / a.median_others)));
+    let top = metrics.first()?;
+    let also: Vec<String> = metrics[1..].iter().map(|m| metric_words(&m.metric)).collect();
+    let also = if also.is_empty() { String::new() } else { format!(" (also {})", also.join(", ")) };
+    let note = format!(
+        "trial 1 looks like a cold start: {} {} ms against a median of {} ms of the others{also}; \
+         rerun with --warmup-trials 1",
+        metric_words(&top.metric),
+        round_ms(top.first),
+        round_ms(top.median_others),
+    );
+    Some(ColdStart { metrics, note })
+}
+
+/// Milliseconds in a note: whole above 100, else 3 significant digits.
+fn round_ms(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
 }
 
 /// A metric over a set: each trial's value (blank when not measured) and the estimate, or
@@ -317,6 +440,14 @@ impl TrialSet {
     /// Each trial's value of `metric` (blank where not measured).
     pub fn per_trial(&self, metric: &str) -> Vec<Option<f64>> {
         self.trials.iter().map(|t| t.summary.metric(metric)).collect()
+    }
+
+    /// Whether trial 1 looks like a cold start in any latency metric of `metrics`
+    /// ([`cold_start`]).
+    pub fn cold_start(&self, metrics: &[&str]) -> Option<ColdStart> {
+        let values: Vec<(&str, Vec<Option<f64>>)> =
+            metrics.iter().map(|&m| (m, self.per_trial(m))).collect();
+        cold_start(values.iter().map(|(m, v)| (*m, v.as_slice())))
     }
 
     /// The estimate of each of `metrics` (see the module's documentation). A single trial's
@@ -691,6 +822,7 @@ mod tests {
                 requests: s.requests.total,
                 ok: s.requests.ok,
                 host_busy: false,
+                headline: BTreeMap::new(),
             });
         }
         let file = TrialsFile {
@@ -704,6 +836,8 @@ mod tests {
             trials: entries,
             metrics: BTreeMap::new(),
             notes: vec![],
+            warmup: vec![],
+            cold_start: None,
         };
         file.write(dir).unwrap();
     }
@@ -842,5 +976,86 @@ mod tests {
         index.write(tmp.path()).unwrap();
         let e = TrialSet::load(tmp.path()).unwrap_err();
         assert!(e.to_string().contains("lists no trial"), "{e}");
+    }
+
+    #[test]
+    fn a_slow_first_trial_is_a_cold_start_and_similar_trials_are_not() {
+        // The llama.cpp set of docs/walkthrough.md: trial 1 at 1214 ms, the others near 190.
+        let ttft = [Some(1214.0), Some(196.0), Some(188.0), Some(201.0)];
+        let tpot = [Some(9.1), Some(9.0), Some(9.2), Some(9.0)];
+        let thr = [Some(10.0), Some(100.0), Some(100.0), Some(100.0)];
+        let c = cold_start([
+            ("metrics.ttft_ms.p99", &ttft[..]),
+            ("metrics.tpot_ms.mean", &tpot[..]),
+            ("throughput.output_tokens_per_s", &thr[..]),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.metrics,
+            vec![ColdMetric {
+                metric: "metrics.ttft_ms.p99".into(),
+                first: 1214.0,
+                median_others: 196.0
+            }]
+        );
+        assert_eq!(
+            c.note,
+            "trial 1 looks like a cold start: TTFT P99 1214 ms against a median of 196 ms of the \
+             others; rerun with --warmup-trials 1"
+        );
+        // Not latency (a slow throughput), or not an outlier: nothing to say.
+        assert_eq!(cold_start([("throughput.output_tokens_per_s", &thr[..])]), None);
+        assert_eq!(cold_start([("metrics.tpot_ms.mean", &tpot[..])]), None);
+        // Both halves of the rule: 1.5x the median, and 5 scaled MADs above it.
+        assert_eq!(is_cold(301.0, &[200.0, 200.0]), Some(200.0), "identical others: ratio alone");
+        assert_eq!(is_cold(299.0, &[200.0, 200.0]), None, "under 1.5x");
+        // Others 100 and 200: median 150, MAD 50, 5 x 1.4826 x 50 = 370.65 above it.
+        assert_eq!(is_cold(500.0, &[100.0, 200.0]), None, "1.5x but within the spread");
+        assert_eq!(is_cold(521.0, &[100.0, 200.0]), Some(150.0));
+        // Two trials (one other) are too few; a blank value in the set is no evidence.
+        assert_eq!(is_cold(1000.0, &[100.0]), None);
+        let blank = [Some(1214.0), None, Some(190.0)];
+        assert_eq!(cold_start([("metrics.ttft_ms.p99", &blank[..])]), None);
+        // Several metrics: the largest ratio leads, the others are named.
+        let e2e = [Some(3000.0), Some(1000.0), Some(1000.0)];
+        let ttft = [Some(1214.0), Some(196.0), Some(196.0)];
+        let c = cold_start([("metrics.e2e_ms.p99", &e2e[..]), ("metrics.ttft_ms.p99", &ttft[..])])
+            .unwrap();
+        assert!(
+            c.note.starts_with("trial 1 looks like a cold start: TTFT P99 1214 ms"),
+            "{}",
+            c.note
+        );
+        assert!(c.note.contains("others (also E2E P99); rerun"), "{}", c.note);
+    }
+
+    #[test]
+    fn warmup_trials_are_listed_but_never_read_into_the_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Trials at 100, 110, 120 ms; a warmup trial at 5000 ms beside them.
+        let trials: Vec<Vec<f64>> = [100.0, 110.0, 120.0].iter().map(|&t| vec![t; 200]).collect();
+        let refs: Vec<&[f64]> = trials.iter().map(Vec::as_slice).collect();
+        set(tmp.path(), &refs);
+        let s = run(&tmp.path().join("warmup-01"), "default", &vec![rec(0, 5000.0, true); 200]);
+        let mut index = TrialsFile::read(tmp.path()).unwrap();
+        let headline: BTreeMap<String, Option<f64>> =
+            HEADLINE_METRICS.iter().map(|m| (m.to_string(), s.metric(m))).collect();
+        index.warmup.push(TrialEntry {
+            dir: "warmup-01".into(),
+            run_id: s.run_id.clone(),
+            status: s.status,
+            requests: 200,
+            ok: 200,
+            host_busy: false,
+            headline,
+        });
+        index.write(tmp.path()).unwrap();
+        let back = TrialsFile::read(tmp.path()).unwrap();
+        assert_eq!(back.warmup[0].headline["metrics.ttft_ms.p99"], Some(5000.0));
+        let set = TrialSet::load(tmp.path()).unwrap();
+        assert_eq!((set.trials.len(), set.requests()), (3, 600));
+        let m = set.estimate("metrics.ttft_ms.mean", Options::default());
+        assert_eq!(m.per_trial, vec![Some(100.0), Some(110.0), Some(120.0)]);
+        assert_eq!(set.cold_start(&["metrics.ttft_ms.mean"]), None);
     }
 }

@@ -124,6 +124,16 @@ pub struct BenchCmd {
         value_parser = parse_trials
     )]
     pub trials: Option<u32>,
+    /// Measure N whole trials before the trial set's first, for an engine's cold start: each a
+    /// run directory `warmup-NN` in --out, listed in trials.json with its headline metrics,
+    /// never part of an estimate or the gate (overrides the profile's `load.warmup_trials`).
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["sweep", "compare_strategies"],
+        value_parser = parse_warmup_trials
+    )]
+    pub warmup_trials: Option<u32>,
     /// Seconds to wait between two trials (overrides the profile's `cooldown_s`).
     #[arg(long, value_name = "SECONDS")]
     pub cooldown: Option<f64>,
@@ -200,6 +210,15 @@ pub fn parse_trials(s: &str) -> Result<u32, String> {
     }
 }
 
+/// `--warmup-trials`: 0..=1000.
+fn parse_warmup_trials(s: &str) -> Result<u32, String> {
+    let max = bench::config::limits::MAX_TRIALS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!("must be a whole number of warmup trials within 0..={max}, got `{s}`")),
+    }
+}
+
 /// `--confidence`: within (0, 1).
 pub fn parse_confidence(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -264,6 +283,10 @@ impl BenchCmd {
             let flag = format!("--cooldown {}", bench::config::limits::number(c));
             o.push(Override::new("cooldown_s", c, flag));
         }
+        if let Some(n) = self.warmup_trials {
+            let flag = format!("--warmup-trials {n}");
+            o.push(Override::new("load.warmup_trials", n as i64, flag));
+        }
         Ok(o)
     }
 
@@ -294,6 +317,7 @@ impl BenchCmd {
         }
         opt("--trials", self.trials.map(|n| n.to_string()));
         opt("--cooldown", self.cooldown.map(number));
+        opt("--warmup-trials", self.warmup_trials.map(|n| n.to_string()));
         a
     }
 
@@ -343,7 +367,10 @@ impl BenchCmd {
         };
         let profile = source.resolve(&[])?;
         let mut mode = self.mode();
-        if mode == BenchMode::Single && (profile.profile.trials.is_some() || self.until_decided) {
+        let warmup = profile.profile.load.warmup_trials;
+        if mode == BenchMode::Single
+            && (profile.profile.trials.is_some() || self.until_decided || warmup > 0)
+        {
             let count = profile.profile.trials.unwrap_or(1);
             if let Some(max) = self.max_trials.filter(|&m| m < count) {
                 anyhow::bail!("--max-trials {max} is fewer than the {count} trials planned");
@@ -351,6 +378,7 @@ impl BenchCmd {
             mode = BenchMode::Trials(TrialPlan {
                 count,
                 cooldown_s: profile.profile.cooldown_s.unwrap_or(0.0),
+                warmup,
                 confidence: self.confidence,
                 until_decided: self.until_decided.then_some(self.max_trials).flatten(),
                 bench_args: self.profile_args(),

@@ -7,7 +7,8 @@
 //! gate (exit 1); an inconclusive `block` threshold with no failure leaves it undecided (exit
 //! 3); `warn` thresholds are reported only. `--until-decided --max-trials K` adds trials to a
 //! trial set, with the bench arguments its `trials.json` records, until every blocking
-//! threshold is decided (`crate::trials::until_decided`).
+//! threshold is decided (`crate::trials::until_decided`). A set whose trial 1 looks like a
+//! cold start gets a note under the report.
 //!
 //! A strategy comparison's directory (`comparison.json`) gates every strategy's run, a sweep's
 //! directory (`sweep.json`) every stage ([`crate::thresholds::runs`]): exit 1 when any fails.
@@ -93,8 +94,10 @@ impl GateCmd {
         }
         let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
             let set = TrialSet::load(&path).context("cannot gate the run")?;
-            let report = evaluate(&set, &read_thresholds()?, &options);
+            let thresholds = read_thresholds()?;
+            let report = evaluate(&set, &thresholds, &options);
             print_report(&report, self.github);
+            cold_start_note(&set, &thresholds);
             return Ok(report.status());
         };
         let mut sets = Vec::new();
@@ -111,6 +114,15 @@ impl GateCmd {
             verdicts.record(label, evaluate(&set, &thresholds, &options));
         }
         Ok(verdicts.print(self.github))
+    }
+}
+
+/// A set whose trial 1 looks like a cold start (`bench::trials::cold_start`) widens the
+/// intervals the gate decides from: say so under the report.
+fn cold_start_note(set: &TrialSet, thresholds: &Thresholds) {
+    let metrics: Vec<&str> = thresholds.thresholds.iter().map(|t| t.metric.as_str()).collect();
+    if let Some(cold) = set.cold_start(&metrics) {
+        eprintln!("note: {}", cold.note);
     }
 }
 

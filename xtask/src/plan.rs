@@ -71,6 +71,9 @@ pub enum BenchMode {
 pub struct TrialPlan {
     pub count: u32,
     pub cooldown_s: f64,
+    /// Whole trials measured before trial 1 (`load.warmup_trials`, `--warmup-trials`): a
+    /// fresh set runs them, trials added to an existing set (`gate --until-decided`) do not.
+    pub warmup: u32,
     pub confidence: f64,
     /// `--until-decided --max-trials K`: the gate adds trials up to K until every blocking
     /// threshold is decided.

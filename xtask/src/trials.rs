@@ -9,6 +9,12 @@
 //! at `--confidence`. With `--gate` the set is gated; with `--until-decided --max-trials K`
 //! trials are added until every blocking threshold is decided ([`until_decided`], which
 //! `gate --until-decided` uses too).
+//!
+//! `--warmup-trials N` (`load.warmup_trials`) measures N whole trials first, `warmup-01`, ...,
+//! listed in `trials.json` with their headline metrics and never estimated or gated; trials
+//! added to an existing set (`gate --until-decided`) run none (the engine is warm). When trial
+//! 1 looks like a cold start ([`bench::trials::cold_start`]), `trials.json` and the console say
+//! so; the estimates are not changed.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,7 +24,8 @@ use bench::runner::{self, RunControl, StopSignals};
 use bench::stats::{self, Options};
 use bench::summary::RunStatus;
 use bench::trials::{
-    DEFAULT_METRICS, FORMAT_VERSION, MetricEstimate, TrialEntry, TrialSet, TrialsFile, is_trial_set,
+    DEFAULT_METRICS, FORMAT_VERSION, HEADLINE_METRICS, MetricEstimate, TrialEntry, TrialSet,
+    TrialsFile, is_trial_set,
 };
 use comfy_table::{Table, presets};
 
@@ -31,6 +38,28 @@ use crate::thresholds::{self, GATE_FILE, GateReport, Thresholds, render};
 /// The directory name of trial `n` (from 1).
 pub fn trial_dir_name(n: usize) -> String {
     format!("trial-{n:02}")
+}
+
+/// The directory name of warmup trial `k` (from 1).
+pub fn warmup_dir_name(k: usize) -> String {
+    format!("warmup-{k:02}")
+}
+
+/// Warmup trial `k` draws the simulator's noise with seed `WARMUP_SEEDS + k`, apart from the
+/// trials' (their number).
+const WARMUP_SEEDS: u64 = 1 << 32;
+
+/// A run's line in `trials.json`.
+fn entry_of(dir: String, s: &bench::summary::Summary) -> TrialEntry {
+    TrialEntry {
+        dir,
+        run_id: s.run_id.clone(),
+        status: s.status,
+        requests: s.requests.total,
+        ok: s.requests.ok,
+        host_busy: s.environment.noise.as_ref().is_some_and(|n| n.busy),
+        headline: Default::default(),
+    }
 }
 
 /// The metrics a set estimates: the documented defaults, then every metric a threshold for
@@ -88,6 +117,8 @@ impl<'a> SetWriter<'a> {
             trials: Vec::new(),
             metrics: Default::default(),
             notes: Vec::new(),
+            warmup: Vec::new(),
+            cold_start: None,
         };
         Ok(SetWriter { plan, dir, index, metrics: metrics_of(plan) })
     }
@@ -97,47 +128,44 @@ impl<'a> SetWriter<'a> {
         SetWriter { plan, dir, index, metrics: metrics_of(plan) }
     }
 
+    /// Measure warmup trial `k` (from 1) into `warmup-NN`, then rewrite `trials.json`: listed
+    /// with its headline metrics, never part of an estimate.
+    pub fn add_warmup(&mut self) -> anyhow::Result<Added> {
+        let k = self.index.warmup.len() + 1;
+        let label = format!("warmup trial {k}");
+        let name = warmup_dir_name(k);
+        let run_id = format!("{}-w{k:02}", self.index.run_id);
+        let Some(outcome) = self.measure(&label, name.clone(), run_id, WARMUP_SEEDS + k as u64)?
+        else {
+            return Ok(Added::Interrupted);
+        };
+        let s = &outcome.summary;
+        let mut entry = entry_of(name, s);
+        entry.headline = HEADLINE_METRICS.iter().map(|m| (m.to_string(), s.metric(m))).collect();
+        self.index.warmup.push(entry);
+        if !self.plan.quiet {
+            let ttft = s.metric("metrics.ttft_ms.p99").map_or(BLANK.to_string(), num);
+            eprintln!(
+                "{label}: {} requests, {} ok, TTFT P99 {ttft} ms, {} (not part of the estimates)",
+                s.requests.total,
+                s.requests.ok,
+                outcome.dir.display()
+            );
+        }
+        self.finish_one(&label, s.status, &outcome.dir, s.notes.last(), false)
+    }
+
     /// Measure one more trial, then rewrite `trials.json`.
     pub fn add_trial(&mut self) -> anyhow::Result<Added> {
         let n = self.index.trials.len() + 1;
-        if n > 1 && self.index.cooldown_s > 0.0 && cooldown(self.index.cooldown_s)? {
-            eprintln!("interrupted during the cooldown before trial {n}");
-            self.index.notes.push(format!("interrupted during the cooldown before trial {n}"));
-            self.write(true)?;
-            return Ok(Added::Interrupted);
-        }
-        let mut profile = self.plan.profile.clone();
-        let noise = &profile.profile.sim.noise;
-        if noise.is_on() {
-            profile.profile.sim.noise = noise.for_trial(n as u64);
-        }
+        let label = format!("trial {n}");
         let name = trial_dir_name(n);
         let run_id = format!("{}-t{n:02}", self.index.run_id);
-        let mut spec = self.plan.run_spec(profile, self.dir.join(&name), run_id);
-        spec.invocation = self.plan.invocation(Some(format!("trial {n}")));
-        let result = measure::runtime()?.block_on(runner::run(spec, RunControl::default()));
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(e @ runner::RunError::Interrupted { .. }) => {
-                eprintln!("trial {n}: {e}");
-                self.index.notes.push(format!("trial {n} was interrupted before its load"));
-                self.write(true)?;
-                return Ok(Added::Interrupted);
-            }
-            Err(e) => {
-                self.write(true)?;
-                return Err(anyhow::Error::new(e).context(format!("trial {n} could not run")));
-            }
+        let Some(outcome) = self.measure(&label, name.clone(), run_id, n as u64)? else {
+            return Ok(Added::Interrupted);
         };
         let s = &outcome.summary;
-        self.index.trials.push(TrialEntry {
-            dir: name,
-            run_id: s.run_id.clone(),
-            status: s.status,
-            requests: s.requests.total,
-            ok: s.requests.ok,
-            host_busy: s.environment.noise.as_ref().is_some_and(|n| n.busy),
-        });
+        self.index.trials.push(entry_of(name, s));
         if !self.plan.quiet {
             eprintln!(
                 "trial {n}: {} requests, {} ok, {}",
@@ -146,18 +174,74 @@ impl<'a> SetWriter<'a> {
                 outcome.dir.display()
             );
         }
-        match s.status {
+        let last = n as u32 >= self.index.planned;
+        self.finish_one(&label, s.status, &outcome.dir, s.notes.last(), last)
+    }
+
+    /// The cooldown (when anything was measured before), then one run of the plan into
+    /// `name`, its noise seeded by `seed`. `None`: interrupted before its load, `trials.json`
+    /// rewritten.
+    fn measure(
+        &mut self,
+        label: &str,
+        name: String,
+        run_id: String,
+        seed: u64,
+    ) -> anyhow::Result<Option<runner::RunOutcome>> {
+        let before = self.index.trials.len() + self.index.warmup.len();
+        if before > 0 && self.index.cooldown_s > 0.0 && cooldown(self.index.cooldown_s)? {
+            eprintln!("interrupted during the cooldown before {label}");
+            self.index.notes.push(format!("interrupted during the cooldown before {label}"));
+            self.write(true)?;
+            return Ok(None);
+        }
+        let mut profile = self.plan.profile.clone();
+        // The set runs the warmup trials; each run is an ordinary run, its scenario that of
+        // the other trials (a record compares the load sections of its rows).
+        profile.profile.load.warmup_trials = 0;
+        let noise = &profile.profile.sim.noise;
+        if noise.is_on() {
+            profile.profile.sim.noise = noise.for_trial(seed);
+        }
+        let mut spec = self.plan.run_spec(profile, self.dir.join(&name), run_id);
+        spec.invocation = self.plan.invocation(Some(label.to_string()));
+        let result = measure::runtime()?.block_on(runner::run(spec, RunControl::default()));
+        match result {
+            Ok(outcome) => Ok(Some(outcome)),
+            Err(e @ runner::RunError::Interrupted { .. }) => {
+                eprintln!("{label}: {e}");
+                self.index.notes.push(format!("{label} was interrupted before its load"));
+                self.write(true)?;
+                Ok(None)
+            }
+            Err(e) => {
+                self.write(true)?;
+                Err(anyhow::Error::new(e).context(format!("{label} could not run")))
+            }
+        }
+    }
+
+    /// After a run: rewrite `trials.json` and say how the set goes on by the run's status.
+    fn finish_one(
+        &mut self,
+        label: &str,
+        status: RunStatus,
+        dir: &std::path::Path,
+        last_note: Option<&String>,
+        last: bool,
+    ) -> anyhow::Result<Added> {
+        match status {
             RunStatus::Interrupted => {
                 self.write(true)?;
                 Ok(Added::Interrupted)
             }
             RunStatus::Aborted => {
                 self.write(true)?;
-                let why = s.notes.last().cloned().unwrap_or_default();
-                anyhow::bail!("trial {n} was aborted: {why}; see {}", outcome.dir.display())
+                let why = last_note.cloned().unwrap_or_default();
+                anyhow::bail!("{label} was aborted: {why}; see {}", dir.display())
             }
             RunStatus::Complete | RunStatus::Failed => {
-                self.write(n as u32 >= self.index.planned)?;
+                self.write(last)?;
                 Ok(Added::Measured)
             }
         }
@@ -188,6 +272,12 @@ impl<'a> SetWriter<'a> {
             } else {
                 set.estimates(&names, options(self.index.confidence))
             }
+        };
+        self.index.cold_start = match self.index.trials.is_empty() {
+            true => None,
+            false => bench::trials::cold_start(
+                self.index.metrics.iter().map(|(m, e)| (m.as_str(), e.per_trial.as_slice())),
+            ),
         };
         self.index.write(&self.dir).context("cannot write trials.json")?;
         Ok(())
@@ -241,6 +331,12 @@ fn cooldown(seconds: f64) -> anyhow::Result<bool> {
 /// `bench --trials N`: measure the set, print its estimates, gate it when asked.
 pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
     let mut w = SetWriter::create(plan, tp)?;
+    for _ in 0..tp.warmup {
+        if w.add_warmup()? == Added::Interrupted {
+            println!("trial set: {} (interrupted during the warmup trials)", w.dir.display());
+            return Ok(Status::Interrupted);
+        }
+    }
     for _ in 0..tp.count {
         if w.add_trial()? == Added::Interrupted {
             println!("trial set: {} ({} trials measured)", w.dir.display(), w.index.trials.len());
@@ -248,6 +344,9 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
         }
     }
     println!("{}", render_estimates(&w.index));
+    if let Some(cold) = &w.index.cold_start {
+        eprintln!("note: {}", cold.note);
+    }
     println!("trial set: {}", w.dir.display());
     let all_failed = w.index.trials.iter().all(|t| t.status == RunStatus::Failed);
     if all_failed {

@@ -407,6 +407,10 @@ pub struct LoadConfig {
     pub warmup_requests: u64,
     /// Seconds of load before the measured window (requests intended earlier are warmup).
     pub warmup_s: f64,
+    /// Trial sets: whole trials measured before trial 1 (an engine's cold start), written as
+    /// `warmup-NN/` and never part of an estimate (`--warmup-trials`).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub warmup_trials: u32,
     /// Trace replay: intended send time = timestamp x `time_scale` (0.5 replays twice as fast).
     pub time_scale: f64,
     /// Trace replay: skip the records arriving in the first `trace_start_s` seconds.
@@ -432,6 +436,7 @@ impl Default for LoadConfig {
             duration_s: None,
             warmup_requests: 0,
             warmup_s: 0.0,
+            warmup_trials: 0,
             time_scale: 1.0,
             trace_start_s: 0.0,
             trace_duration_s: None,
@@ -1232,7 +1237,15 @@ fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
     if let Some(d) = l.duration_s {
         at("load.duration_s", limits::seconds(d, false))?;
     }
+    at(
+        "load.warmup_trials",
+        limits::check_int(l.warmup_trials.into(), 0, limits::MAX_TRIALS.into(), "trials"),
+    )?;
     at("load.warmup_s", limits::seconds(l.warmup_s, true))
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
@@ -1473,6 +1486,7 @@ mod tests {
             ("load.max_concurrency=200000", "1..=100000 requests"),
             ("load.requests=18446744073709551", "1..=1000000000 requests"),
             ("load.warmup_requests=9000000000000", "0..=1000000000 requests"),
+            ("load.warmup_trials=1001", "0..=1000 trials, got 1001"),
             ("workload.repeats=4000000000", "1..=10000000, got 4000000000"),
             ("workload.repeats=5000000", "4 prompt lengths x 5000000 repeats = 20000000"),
             ("sim.timing.tokens_per_chunk=4000000000", "1..=1048576 tokens"),

@@ -316,7 +316,10 @@ pub async fn drive(
         notes,
     )
     .await;
-    let noise_start = crate::hostnoise::ProcSample::read();
+    // A local target's own CPU is not host noise (bench::hostnoise).
+    let target_proc =
+        crate::hostnoise::TargetWatch::find(&resolved.api_base, spec.profile.target.is_none());
+    let noise_start = crate::hostnoise::ProcSample::read_with(&target_proc);
     let clock = Instant::now();
     let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
     let workload = workload_info(&prepared, &profile.workload);
@@ -368,8 +371,9 @@ pub async fn drive(
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let host_noise = crate::hostnoise::HostNoise::between(
         noise_start,
-        crate::hostnoise::ProcSample::read(),
+        crate::hostnoise::ProcSample::read_with(&target_proc),
         cpus,
+        &target_proc,
     );
     connections.cold_requests = conn.client.connections_opened() - opened_before;
     drop(shared); // closes the record channel

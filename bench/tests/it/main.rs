@@ -7,6 +7,7 @@ mod support;
 
 mod accept;
 mod access;
+mod cold_start;
 mod config_props;
 mod diagnose;
 mod engine_metrics;

@@ -96,6 +96,9 @@ pub struct RowStats {
     pub requests: u64,
     pub confidence: f64,
     pub estimates: BTreeMap<String, MetricEstimate>,
+    /// Trial 1 of the row's set looks like a cold start (`bench::trials::cold_start`): the
+    /// note, written under the matrix next to the row's label.
+    pub cold_start: Option<String>,
 }
 
 /// Each row's [`RowStats`] from its trials, at `confidence`.
@@ -110,6 +113,7 @@ pub fn row_stats(sets: &[bench::trials::TrialSet], confidence: f64) -> Vec<RowSt
             requests: set.requests(),
             confidence,
             estimates: set.estimates(&metrics, opts),
+            cold_start: set.cold_start(&metrics).map(|c| c.note),
         })
         .collect()
 }
@@ -836,6 +840,17 @@ fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
         })
         .collect();
     writeln!(o, "\nTrials behind each row: {}.", trials.join(", ")).unwrap();
+    for (i, label) in ctx.labels.iter().enumerate() {
+        if let Some(note) = ctx.stats(i).and_then(|st| st.cold_start.as_deref()) {
+            writeln!(
+                o,
+                "\n> **Cold start:** {label}: {note}. Its estimates include that trial, so its \
+                 intervals and the limits proposed from them are wider than the engine's warm \
+                 behaviour."
+            )
+            .unwrap();
+        }
+    }
     // Per row, the metrics without an interval grouped by the reason.
     let mut blanks: Vec<String> = Vec::new();
     for (i, label) in ctx.labels.iter().enumerate() {

@@ -435,6 +435,7 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
             requests: s.requests.total,
             ok: s.requests.ok,
             host_busy: busy.contains(&(i + 1)),
+            headline: Default::default(),
         });
     }
     let index = TrialsFile {
@@ -448,6 +449,8 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
         trials: entries,
         metrics: Default::default(),
         notes: vec![],
+        warmup: vec![],
+        cold_start: None,
     };
     index.write(dir).unwrap();
 }

@@ -35,6 +35,9 @@ mod deploy;
 mod gate;
 mod gate_noise;
 mod history;
+// Runs measured with `bench`, a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod host_target;
 mod lint;
 mod new;
 // Starts real engines through `xtask::serve`, which only the runtime build has.
@@ -48,6 +51,7 @@ mod shards;
 #[cfg(feature = "runtime")]
 mod report;
 mod tidy;
+mod trial_warmup;
 // `tune` runs the simulator, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod tune;

@@ -261,6 +261,7 @@ pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
             requests: s.requests.total,
             ok: s.requests.ok,
             host_busy: false,
+            headline: Default::default(),
         });
     }
     let index = TrialsFile {
@@ -274,6 +275,8 @@ pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
         trials: entries,
         metrics: Default::default(),
         notes: vec![],
+        warmup: vec![],
+        cold_start: None,
     };
     index.write(dir).unwrap();
     dir.to_path_buf()

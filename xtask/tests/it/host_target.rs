@@ -1,0 +1,44 @@
+//! `environment.noise` of a run against a target on this host: the target's own CPU is not
+//! "other processes". A standalone simulator (`cargo xtask sim`, a process of its own) is found
+//! by the port it listens on; the embedded simulator is the bench's own process.
+
+use crate::support::{start_sim, xtask};
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    let text = "[profile.default.sim]\nmode = \"timing\"\n[profile.default.sim.timing]\nttft_ms = 2\n\
+        itl_ms = 1\n[profile.default.workload]\ninput_lengths = [8]\nrepeats = 4\nmax_tokens = 4\n\
+        [profile.default.load]\nconcurrency = 2\n";
+    std::fs::write(dir.path().join("configs/bench.toml"), text).unwrap();
+    dir
+}
+
+fn noise_of(dir: &std::path::Path) -> bench::hostnoise::HostNoise {
+    bench::Summary::read(dir).unwrap().environment.noise.expect("noise is recorded on Linux")
+}
+
+#[test]
+fn a_local_target_s_process_is_found_by_its_port_and_the_embedded_simulator_is_the_bench() {
+    let r = repo();
+    let (sim, model, url) = start_sim(r.path(), &[]);
+    let pid = sim.0.id();
+    let o =
+        xtask(r.path(), &["bench", "-q", "--base-url", &url, "--model", &model, "--out", "local"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let target = noise_of(&r.path().join("local")).target.expect("a local target is recorded");
+    assert_eq!(target.pid, Some(pid), "{target:?}");
+    let share = target.share.expect("its share");
+    assert!((0.0..=1.0).contains(&share), "{share}");
+    assert!(
+        target.excluded.starts_with(&format!("the target's process (pid {pid}, ")),
+        "{target:?}"
+    );
+    drop(sim);
+
+    let o = xtask(r.path(), &["bench", "-q", "--out", "embedded"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let target = noise_of(&r.path().join("embedded")).target.unwrap();
+    assert_eq!((target.pid, target.share), (None, None));
+    assert!(target.excluded.starts_with("the embedded simulator runs in the bench's process"));
+}
