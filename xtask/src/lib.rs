@@ -100,7 +100,7 @@ pub enum Command {
     Report(report::ReportCmd),
     /// Measure a grid of engine configurations, each in its own engine, and pick the winner.
     #[cfg(feature = "runtime")]
-    Tune(tune::TuneCmd),
+    Tune(Box<tune::TuneCmd>),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
     Test(test_cmd::TestCmd),
     /// Watch a target's /metrics against the live records' rollback conditions (exit 1 when a
