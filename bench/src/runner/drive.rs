@@ -282,23 +282,7 @@ pub async fn drive(
     let profile: &Profile = &spec.profile.profile;
     let load = &profile.load;
     let resolved = &conn.resolved;
-    // Connections are opened first, so connection setup stays out of the window.
-    let wanted = match load.mode {
-        LoadMode::Closed => load.concurrency,
-        LoadMode::Open | LoadMode::Trace => load.max_concurrency.unwrap_or(16),
-    };
-    let mut connections = Preconnected {
-        wanted: wanted.into(),
-        opened: 0,
-        reused: resolved.reuse_connections,
-        cold_requests: 0,
-    };
-    if resolved.reuse_connections {
-        tokio::select! {
-            n = conn.client.preconnect(&resolved.api_base, wanted as usize) => connections.opened = n as u64,
-            _ = control.stopped() => {}
-        }
-    }
+    let mut connections = preconnect(conn, load, control).await;
     if control.was_interrupted() {
         return Err(RunError::Interrupted { dir: dir.to_path_buf() });
     }
@@ -394,6 +378,29 @@ pub async fn drive(
     };
     let interrupted = control.was_interrupted() && write_error.is_none();
     Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections, host_noise })
+}
+
+/// Connections are opened first, so connection setup stays out of the window (a stop ends the
+/// wait).
+async fn preconnect(conn: &Connection, load: &LoadConfig, control: &RunControl) -> Preconnected {
+    let resolved = &conn.resolved;
+    let wanted = match load.mode {
+        LoadMode::Closed => load.concurrency,
+        LoadMode::Open | LoadMode::Trace => load.max_concurrency.unwrap_or(16),
+    };
+    let mut connections = Preconnected {
+        wanted: wanted.into(),
+        opened: 0,
+        reused: resolved.reuse_connections,
+        cold_requests: 0,
+    };
+    if resolved.reuse_connections {
+        tokio::select! {
+            n = conn.client.preconnect(&resolved.api_base, wanted as usize) => connections.opened = n as u64,
+            _ = control.stopped() => {}
+        }
+    }
+    connections
 }
 
 /// What the summary says of the workload before the load: its size, how lengths were counted
