@@ -161,13 +161,18 @@ impl Shared {
         let plan = self.prepared.sessions.as_ref().expect("a sessions workload");
         let session = &plan.sessions[(n % plan.sessions.len() as u64) as usize];
         let mut history = History::new(session);
+        // When the previous turn's answer ended: the next turn is due a think time later, and
+        // its latencies count from then (a late wake-up is the bench's, not the server's).
+        let mut answered_at = Instant::now();
         for k in 0..session.turns {
+            let mut intended = answered_at;
             if k > 0 {
                 let think = plan.think.as_ref().map(|t| t.lock().unwrap().sample());
                 if let Some(ms) = think {
+                    intended += Duration::from_millis(ms.into());
                     let mut p = phase.clone();
                     tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(ms.into())) => {}
+                        _ = tokio::time::sleep_until(intended) => {}
                         _ = p.wait_for(|p| *p != Phase::Running) => return false,
                     }
                 }
@@ -175,7 +180,9 @@ impl Shared {
             if *phase.borrow() != Phase::Running {
                 return false;
             }
-            let intended = Instant::now();
+            if k == 0 {
+                intended = Instant::now();
+            }
             let Some((id, warmup)) = admission.admit(intended) else { return false };
             let item = session.first_item + k;
             let own = match &self.prepared.workload.items[item].payload {
@@ -188,6 +195,7 @@ impl Shared {
                 (true, Some(answer)) => history.answered(&own, &answer),
                 _ => return true,
             }
+            answered_at = Instant::now();
         }
         true
     }

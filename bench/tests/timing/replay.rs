@@ -6,7 +6,7 @@
 //! clock), so it measures the sender alone, not the server. The open loop waits on tokio's
 //! timer until 2 ms before the send and on the pacer thread for the rest
 //! (`bench/src/runner/pace.rs`); the request is stamped when its task hands it to a connection.
-//! Measured on the 2-core reference machine: p50 0.1 ms, p99 0.28 ms (docs/performance.md).
+//! Measured on the idle 2-core reference machine: p50 0.1 ms, p99 0.16-0.28 ms (docs/performance.md).
 
 use crate::apart::start_timing_sim_apart;
 use crate::support::*;
