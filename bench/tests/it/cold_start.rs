@@ -33,23 +33,6 @@ const METRICS: [&str; 6] = [
     "metrics.e2e_ms.p99",
 ];
 
-/// The spec with every step `factor` times longer.
-fn slower(spec: &EngineSpec, factor: f64) -> EngineSpec {
-    let mut s = spec.clone();
-    let c = &mut s.cost;
-    for v in [
-        &mut c.step_fixed_ns,
-        &mut c.prefill_token_ns,
-        &mut c.decode_seq_ns,
-        &mut c.kv_token_ns,
-        &mut c.interval_base_ns,
-        &mut c.interval_seq_ns,
-    ] {
-        *v *= factor;
-    }
-    s
-}
-
 /// One run's value of each of [`METRICS`], ms.
 fn run(spec: &EngineSpec, seed: u64) -> [f64; 6] {
     let requests = (0..REQUESTS).map(|_| SimRequest::new(0.0, 256, 16)).collect();
@@ -92,11 +75,11 @@ fn warm_sets_are_not_flagged_and_a_slow_first_trial_is() {
     // A first trial 3x slower (the walkthrough's llama.cpp set is 6x) is always flagged. One
     // with steps 1.3x longer mostly is not: under the rule's ratio, except where queueing
     // makes its TTFT grow by more than its steps (21 of 400 sets with these seeds).
-    let cold = slower(&warm, 3.0);
+    let cold = warm.slower(3.0);
     let caught = count(&warm, &cold, 3, SEED + 900_000);
     println!("cold start, first of 3 trials 3x slower: {caught} of {SETS} sets flagged");
     assert_eq!(caught, SETS as usize);
-    let mild = slower(&warm, 1.3);
+    let mild = warm.slower(1.3);
     let flagged_mild = count(&warm, &mild, 3, SEED + 950_000);
     println!("cold start, first of 3 trials 1.3x slower: {flagged_mild} of {SETS} sets flagged");
     assert!(flagged_mild < SETS as usize / 10, "{flagged_mild}");

@@ -50,19 +50,7 @@ fn spec() -> &'static EngineSpec {
 
 /// The same spec with every step `factor` times longer: TTFT and TPOT `factor` times worse.
 fn slower(factor: f64) -> EngineSpec {
-    let mut s = spec().clone();
-    let c = &mut s.cost;
-    for v in [
-        &mut c.step_fixed_ns,
-        &mut c.prefill_token_ns,
-        &mut c.decode_seq_ns,
-        &mut c.kv_token_ns,
-        &mut c.interval_base_ns,
-        &mut c.interval_seq_ns,
-    ] {
-        *v *= factor;
-    }
-    s
+    spec().slower(factor)
 }
 
 /// One run's per-request TTFT and TPOT, ms.

@@ -24,19 +24,7 @@ fn spec(factor: f64) -> EngineSpec {
     let text = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
         [scheduler]\nmax_num_seqs = 64\n[device]\nname = \"H100-SXM-80GB\"\n";
     let cfg = EngineConfig::from_source(&Source::new("engine.toml", text)).unwrap();
-    let mut s = EngineSpec::new(&cfg).unwrap();
-    let c = &mut s.cost;
-    for v in [
-        &mut c.step_fixed_ns,
-        &mut c.prefill_token_ns,
-        &mut c.decode_seq_ns,
-        &mut c.kv_token_ns,
-        &mut c.interval_base_ns,
-        &mut c.interval_seq_ns,
-    ] {
-        *v *= factor;
-    }
-    s
+    EngineSpec::new(&cfg).unwrap().slower(factor)
 }
 
 fn noise() -> NoiseConfig {

@@ -128,6 +128,24 @@ impl SpecError {
 }
 
 impl EngineSpec {
+    /// The same engine with every step `factor` times as long (each term of the step cost
+    /// scaled): TTFT and TPOT `factor` times worse, a known change for tests of the statistics.
+    pub fn slower(&self, factor: f64) -> EngineSpec {
+        let mut s = self.clone();
+        let c = &mut s.cost;
+        for v in [
+            &mut c.step_fixed_ns,
+            &mut c.prefill_token_ns,
+            &mut c.decode_seq_ns,
+            &mut c.kv_token_ns,
+            &mut c.interval_base_ns,
+            &mut c.interval_seq_ns,
+        ] {
+            *v *= factor;
+        }
+        s
+    }
+
     /// Read an engine-parameter file and resolve it; every error names the file and line.
     pub fn load(path: &Path) -> Result<EngineSpec, ConfigError> {
         let source = Source::read(path)?;
