@@ -130,10 +130,12 @@ impl RunControl {
         });
     }
 
-    /// Cancel everything in flight now.
+    /// Cancel everything in flight now. The phase is stored even while nothing is listening
+    /// yet (`send` would drop it then): a stop that comes before the run first waits for one
+    /// is still seen when it does.
     pub fn abort(&self) {
         self.interrupted.store(true, Ordering::SeqCst);
-        let _ = self.tx.send(Phase::Abort);
+        self.tx.send_replace(Phase::Abort);
     }
 
     pub fn was_interrupted(&self) -> bool {
@@ -475,6 +477,22 @@ mod tests {
     fn resolved(text: &str) -> ResolvedProfile {
         let cfg = BenchConfig::from_source(Source::new("bench.toml", text.to_string())).unwrap();
         cfg.resolve("default", &[]).unwrap()
+    }
+
+    /// A stop that comes while nothing waits for one yet (a signal between the preflight's
+    /// connect and the run's first wait) is still seen by the next wait.
+    #[tokio::test]
+    async fn an_abort_before_anyone_waits_is_seen_by_the_next_wait() {
+        let control = RunControl::default();
+        control.abort();
+        tokio::time::timeout(std::time::Duration::from_secs(5), control.stopped())
+            .await
+            .expect("the earlier abort ends the wait at once");
+        let control = RunControl::default();
+        control.interrupt();
+        tokio::time::timeout(std::time::Duration::from_secs(5), control.stopped())
+            .await
+            .expect("the earlier interrupt ends the wait at once");
     }
 
     #[test]
