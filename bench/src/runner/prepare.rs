@@ -151,9 +151,7 @@ pub fn load_workload(
     let mut files = Vec::new();
     let workload = match &wl.dataset {
         Some(rel) => {
-            let path = resolve_path(root, rel);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
+            let (path, text) = read_workload_file(root, rel)?;
             files.push(WorkloadFile::of(rel, text.as_bytes()));
             Workload::from_jsonl(&path, &text, wl)?
         }
@@ -163,17 +161,34 @@ pub fn load_workload(
             };
             let input = sampler(&wl.input_distribution, 0)?;
             let output = sampler(&wl.output_distribution, 0x6f75_7470_7574)?;
-            let lists = [&wl.input_distribution, &wl.output_distribution];
-            for rel in lists.into_iter().flatten().filter_map(|d| d.file()) {
-                // Read once more for its hash: the sampler has just read it whole.
-                if let Ok(bytes) = std::fs::read(resolve_path(root, rel)) {
-                    files.push(WorkloadFile::of(rel, &bytes));
-                }
-            }
+            files.extend(length_files(root, [&wl.input_distribution, &wl.output_distribution]));
             Workload::synthetic_with(wl, input, output)
         }
     };
     Ok(Loaded { workload, trace: None, files, conversations: None })
+}
+
+/// A workload file (dataset, conversations, trace) read whole, with its resolved path.
+fn read_workload_file(root: &Path, rel: &str) -> Result<(PathBuf, String), PrepareError> {
+    let path = resolve_path(root, rel);
+    let text = std::fs::read_to_string(&path)
+        .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
+    Ok((path, text))
+}
+
+/// The empirical list files among these distributions, for their hashes: read once more, as
+/// their samplers have just read them whole.
+fn length_files<const N: usize>(
+    root: &Path,
+    dists: [&Option<crate::config::LengthDist>; N],
+) -> Vec<WorkloadFile> {
+    let mut files = Vec::new();
+    for rel in dists.into_iter().flatten().filter_map(|d| d.file()) {
+        if let Ok(bytes) = std::fs::read(resolve_path(root, rel)) {
+            files.push(WorkloadFile::of(rel, &bytes));
+        }
+    }
+    files
 }
 
 /// A conversation dataset, read and checked whole, as sessions or first turns.
@@ -182,9 +197,7 @@ fn load_conversations(
     root: &Path,
     file: &str,
 ) -> Result<Loaded, PrepareError> {
-    let path = resolve_path(root, file);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
+    let (path, text) = read_workload_file(root, file)?;
     let conversations = parse_conversations(&path, &text, wl.conversation_format)?;
     if wl.max_tokens_from_answer {
         let first_only = wl.conversation_turns == TurnMode::First;
@@ -209,12 +222,7 @@ fn load_conversations(
         .transpose()?;
     let answers = wl.max_tokens_from_answer.then_some(answers);
     let mut files = vec![WorkloadFile::of(file, text.as_bytes())];
-    if let Some(rel) = wl.think_time_ms.as_ref().and_then(|d| d.file()) {
-        // Read once more for its hash: the sampler has just read it whole.
-        if let Ok(bytes) = std::fs::read(resolve_path(root, rel)) {
-            files.push(WorkloadFile::of(rel, &bytes));
-        }
-    }
+    files.extend(length_files(root, [&wl.think_time_ms]));
     let conversations = Some(Conversations { sessions, answers, think });
     Ok(Loaded { workload, trace: None, files, conversations })
 }
@@ -226,9 +234,7 @@ fn load_trace(
     root: &Path,
     file: &str,
 ) -> Result<Loaded, PrepareError> {
-    let path = resolve_path(root, file);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|source| PrepareError::DatasetRead { path: path.clone(), source })?;
+    let (path, text) = read_workload_file(root, file)?;
     let trace = Trace::parse(&path, &text, wl.trace_format)?;
     let start_ms = load.trace_start_s * 1000.0;
     let origin = trace.records[0].timestamp_ms + start_ms;
