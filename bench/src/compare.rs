@@ -186,26 +186,12 @@ fn blank() -> MetricEstimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Method, t_interval};
-
-    fn est(values: &[f64]) -> Estimate {
-        let (value, lo, hi) = t_interval(values, 0.95).unwrap();
-        Estimate {
-            value,
-            lo,
-            hi,
-            confidence: 0.95,
-            trials: values.len() as u64,
-            requests: 300,
-            method: Method::TInterval,
-            undersampled: false,
-        }
-    }
+    use crate::stats::{Method, t_estimate};
 
     #[test]
     fn changes_follow_the_metric_s_better_direction() {
-        let low = est(&[100.0, 101.0, 99.0]);
-        let high = est(&[150.0, 151.0, 149.0]);
+        let low = t_estimate(&[100.0, 101.0, 99.0]);
+        let high = t_estimate(&[150.0, 151.0, 149.0]);
         let c =
             |m: &str, a: &Estimate, b: &Estimate| compare_estimates(m, Some(a), Some(b), 0.95).1;
         // Latency up: worse; throughput up: better.
@@ -214,7 +200,7 @@ mod tests {
         assert_eq!(c("throughput.output_tokens_per_s", &low, &high), Change::Better);
         assert_eq!(c("goodput.ratio", &high, &low), Change::Worse);
         // Overlapping noise: not significant.
-        let noisy = est(&[90.0, 115.0, 104.0]);
+        let noisy = t_estimate(&[90.0, 115.0, 104.0]);
         assert_eq!(c("metrics.ttft_ms.p99", &low, &noisy), Change::NotSignificant);
         // Counts are stated, not tested; a blank side is blank.
         let counts = Estimate { method: Method::Observed, ..low.clone() };

@@ -97,28 +97,16 @@ pub fn difference(a: &Estimate, b: &Estimate, confidence: f64) -> Result<Differe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::t_interval;
-
-    fn t_est(values: &[f64]) -> Estimate {
-        let (value, lo, hi) = t_interval(values, 0.95).unwrap();
-        Estimate {
-            value,
-            lo,
-            hi,
-            confidence: 0.95,
-            trials: values.len() as u64,
-            requests: 100 * values.len() as u64,
-            method: Method::TInterval,
-            undersampled: false,
-        }
-    }
+    use crate::stats::t_estimate;
 
     #[test]
     fn welch_by_hand() {
         // a: 10, 11, 12 (mean 11, s 1); b: 13, 15, 17 (mean 15, s 2); n = 3 each.
         // se_a² = 1/3, se_b² = 4/3, se_d = sqrt(5/3) = 1.290994;
         // df = (5/3)² / ((1/3)²/2 + (4/3)²/2) = 2.777778 / 0.944444 = 2.941176.
-        let d = difference(&t_est(&[10.0, 11.0, 12.0]), &t_est(&[13.0, 15.0, 17.0]), 0.95).unwrap();
+        let d =
+            difference(&t_estimate(&[10.0, 11.0, 12.0]), &t_estimate(&[13.0, 15.0, 17.0]), 0.95)
+                .unwrap();
         assert!((d.absolute - 4.0).abs() < 1e-12);
         assert!((d.relative.unwrap() - 4.0 / 11.0).abs() < 1e-12);
         assert!((d.df.unwrap() - 2.941176).abs() < 1e-5, "{d:?}");
@@ -128,10 +116,12 @@ mod tests {
         assert_eq!(d.significant, Some(false), "{d:?}");
         // Farther apart: significant; the other way round, the same interval negated.
         let far =
-            difference(&t_est(&[10.0, 11.0, 12.0]), &t_est(&[23.0, 25.0, 27.0]), 0.95).unwrap();
+            difference(&t_estimate(&[10.0, 11.0, 12.0]), &t_estimate(&[23.0, 25.0, 27.0]), 0.95)
+                .unwrap();
         assert_eq!(far.significant, Some(true));
         let back =
-            difference(&t_est(&[23.0, 25.0, 27.0]), &t_est(&[10.0, 11.0, 12.0]), 0.95).unwrap();
+            difference(&t_estimate(&[23.0, 25.0, 27.0]), &t_estimate(&[10.0, 11.0, 12.0]), 0.95)
+                .unwrap();
         assert!((back.lo.unwrap() + far.hi.unwrap()).abs() < 1e-9);
         assert!(!far.request_level_only);
     }

@@ -192,6 +192,23 @@ pub(crate) fn check_range(
     }
 }
 
+/// The t interval across these trial values as an estimate, 100 requests a trial: the
+/// estimate the unit tests of differences and comparisons start from.
+#[cfg(test)]
+pub(crate) fn t_estimate(values: &[f64]) -> Estimate {
+    let (value, lo, hi) = t_interval(values, 0.95).unwrap();
+    Estimate {
+        value,
+        lo,
+        hi,
+        confidence: 0.95,
+        trials: values.len() as u64,
+        requests: 100 * values.len() as u64,
+        method: Method::TInterval,
+        undersampled: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
