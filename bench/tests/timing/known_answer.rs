@@ -33,7 +33,8 @@ use bench::record::TokenSource;
 use bench::rundir;
 use bench::sim::SimRecord;
 
-const PROFILE: &str = r#"
+/// The known answers' load (the sharded run's test measures it too).
+pub(crate) const PROFILE: &str = r#"
 [profile.default]
 endpoint = "chat"
 [profile.default.load]

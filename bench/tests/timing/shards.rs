@@ -1,5 +1,6 @@
 //! A sharded run measured to the known answer: two shards (tasks of this test, each with its
-//! part of the load and its own client) against ONE timing-mode simulator, merged, against one
+//! part of the load and its own client) against ONE timing-mode simulator in a process of its
+//! own (`known-answer-server`), merged, against one
 //! process at the same total load. The counts are exact; TTFT p50 and p90 of the merge within
 //! 2 ms of the single process's and of the configured 50 ms (the known-answer tolerance of TTFT
 //! p50), TPOT and ITL means within 0.5 ms of the configured 10 ms (that of the means): at
@@ -9,22 +10,10 @@
 use bench::config::{TimingConfig, UsageMode};
 use bench::runner::{self, RunControl, RunSpec};
 use bench::shard::{Shard, ShardRun, ShardTotal};
-use bench::sim::SimOptions;
 
+use crate::apart::start_timing_sim_apart;
+use crate::known_answer::PROFILE;
 use crate::support::*;
-
-const PROFILE: &str = r#"
-[profile.default]
-endpoint = "chat"
-[profile.default.load]
-concurrency = 32
-requests = 320
-warmup_requests = 32
-[profile.default.workload]
-input_lengths = [64, 128]
-repeats = 16
-max_tokens = 16
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_merged_shards_are_measured_to_the_known_answer_as_one_process_is() {
@@ -32,11 +21,13 @@ async fn two_merged_shards_are_measured_to_the_known_answer_as_one_process_is() 
     let dir = tempfile::tempdir().unwrap();
     let timing =
         TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, jitter_ms: 1.0, ..TimingConfig::default() };
-    let sim =
-        start_timing_sim(timing, SimOptions { usage: UsageMode::Final, ..SimOptions::default() })
-            .await;
-    let whole = profile(PROFILE, &[]);
-    let single = run_against(&sim, whole.clone(), &dir.path().join("single")).await.summary;
+    // The known answers' server, in a process of its own; their load, with 16 output tokens.
+    let sim = start_timing_sim_apart(&timing, UsageMode::Final);
+    let whole = profile(PROFILE, &["workload.max_tokens=16"]);
+    let single =
+        run_against_url(sim.base_url(), sim.model(), whole.clone(), &dir.path().join("single"))
+            .await
+            .summary;
     let start = chrono::Utc::now() + chrono::Duration::milliseconds(300);
     let runs = (0..2u32).map(|i| {
         let shard = Shard::new(i, 2).unwrap();
@@ -50,7 +41,7 @@ async fn two_merged_shards_are_measured_to_the_known_answer_as_one_process_is() 
         runner::run(spec, RunControl::default())
     });
     let outcomes = futures_util::future::join_all(runs).await;
-    sim.shutdown().await;
+    sim.finish().await;
     let dirs: Vec<_> = outcomes.into_iter().map(|o| o.expect("the shard runs").dir).collect();
     let merged = bench::merge::merge(&dirs, &dir.path().join("merged"), None).unwrap().summary;
     assert_eq!((merged.requests.ok, merged.requests.warmup), (320, 32));
