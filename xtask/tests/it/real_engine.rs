@@ -398,11 +398,7 @@ fn a_tune_over_llama_cpp_slots_stops_every_server() {
     assert!(tune.winner.is_some(), "{:?}", tune.rows);
     let o = xtask(r, &["adr", "new", "Slots of the small model", "--tune", "runs/tune"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let adr = std::fs::read_dir(r.join("docs/adr"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "md"))
-        .unwrap();
+    let adr = crate::support::new_record(r);
     fill_placeholders(r, &adr);
 }
 

@@ -13,7 +13,7 @@ use xtask::tune::grid::{self, Variant};
 use xtask::tune::model::{DecidedBy, RowStatus, SloCompliance};
 use xtask::tune::{TuneFile, TuneRow};
 
-use crate::support::{copy_of_configs, xtask, xtask_command};
+use crate::support::{copy_of_configs, new_record, xtask, xtask_command};
 
 /// A short closed-loop load: 8 clients, 16 requests of 64 prompt and 16 output tokens.
 const LOAD: [&str; 10] = [
@@ -188,12 +188,7 @@ fn the_record_of_a_tune_names_every_configuration_and_adopts_the_winner() {
 
     let o = xtask(root.path(), &["adr", "new", "Batch eight sequences", "--tune", "runs/t"]);
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
-    let adr_dir = root.path().join("docs/adr");
-    let file = std::fs::read_dir(&adr_dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "md"))
-        .unwrap();
+    let file = new_record(root.path());
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("| Baseline (max_num_seqs=2) |"), "{text}");
     assert!(text.contains("| max_num_seqs=8 |"), "{text}");
@@ -203,7 +198,8 @@ fn the_record_of_a_tune_names_every_configuration_and_adopts_the_winner() {
         "{text}"
     );
     assert!(text.contains("(assets/0001-pareto.svg)"), "{text}");
-    let pareto = std::fs::read_to_string(adr_dir.join("assets/0001-pareto.svg")).unwrap();
+    let pareto =
+        std::fs::read_to_string(root.path().join("docs/adr/assets/0001-pareto.svg")).unwrap();
     assert!(pareto.contains("data-chart=\"pareto-throughput\""), "{pareto}");
     assert!(
         text.contains("configs/engine.toml: scheduler.max_num_seqs = 8"),
@@ -357,11 +353,7 @@ fn successive_halving_measures_the_better_half_again_with_twice_the_requests() {
     // The record takes the last rung's rows and lists the eliminated ones.
     let o = xtask(root.path(), &["adr", "new", "Eight sequences", "--tune", "runs/h"]);
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
-    let adr = std::fs::read_dir(root.path().join("docs/adr"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "md"))
-        .unwrap();
+    let adr = new_record(root.path());
     let text = std::fs::read_to_string(adr).unwrap();
     assert!(text.contains("| Baseline (max_num_seqs=4) |"), "{text}");
     assert!(
@@ -501,11 +493,7 @@ fn configurations_the_engine_treats_alike_are_chosen_by_the_tie_break() {
     // The record says the tie-break chose.
     let o = xtask(root.path(), &["adr", "new", "Eight sequences", "--tune", "runs/same"]);
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
-    let adr = std::fs::read_dir(root.path().join("docs/adr"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "md"))
-        .unwrap();
+    let adr = new_record(root.path());
     let text = std::fs::read_to_string(adr).unwrap();
     let record_line = text.lines().find(|l| l.starts_with("> Winner: ")).expect(&text);
     assert!(

@@ -149,6 +149,15 @@ pub fn xtask_output(root: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// The repository this crate lives in.
+/// The one record `adr new` wrote into a repository whose `docs/adr` held none before.
+pub fn new_record(root: &Path) -> PathBuf {
+    std::fs::read_dir(root.join("docs/adr"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "md"))
+        .expect("adr new wrote a record")
+}
+
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
