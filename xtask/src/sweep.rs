@@ -211,28 +211,9 @@ mod tests {
 
     fn summary() -> SweepSummary {
         let stage = |i: usize, load: f64, tput: f64, ttft: f64| StageResult {
-            stage: i,
-            load,
-            dir: format!("stage-{i:02}"),
-            run_id: "r".into(),
-            status: RunStatus::Complete,
-            requests: 10,
-            ok: 10,
-            failed: 0,
-            window_s: Some(1.0),
-            requests_per_s: Some(1.0),
-            output_tokens_per_s: Some(tput),
-            ttft_p99_ms: Some(ttft),
-            tpot_p99_ms: Some(20.0),
-            e2e_p99_ms: None,
-            goodput_ratio: None,
-            server_preemptions: None,
-            server_kv_cache_usage_max: None,
-            server_goodput_ratio: None,
             gpu_utilization_pct: (i == 2).then_some(55.0),
-            cost_per_1m_output_tokens: None,
-            meets_slo: ttft < 200.0,
             violations: if ttft < 200.0 { vec![] } else { vec!["TTFT".into()] },
+            ..crate::chart::tests::stage(i, load, tput, Some(ttft))
         };
         let spec: SweepSpec = "concurrency=32,128,256".parse().unwrap();
         SweepSummary::new(

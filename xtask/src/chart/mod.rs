@@ -436,4 +436,4 @@ fn draw_legend(o: &mut String, chart: &Chart, right: f64, top: f64) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

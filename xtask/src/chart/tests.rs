@@ -5,7 +5,8 @@ use bench::sweep::{StagePlan, StageResult, SweepSpec, SweepSummary};
 use super::figures::{cdf, cdf_points, sweep_latency, sweep_svg};
 use super::*;
 
-fn stage(i: usize, load: f64, tput: f64, ttft: Option<f64>) -> StageResult {
+/// A complete sweep stage of 10 requests (the sweep's own tests build on it too).
+pub(crate) fn stage(i: usize, load: f64, tput: f64, ttft: Option<f64>) -> StageResult {
     StageResult {
         stage: i,
         load,
