@@ -7,8 +7,10 @@
 //! summaries, SSE parsing) that the decision-record tooling reads without compiling an async
 //! runtime or an HTTP stack.
 
+pub mod ab;
 #[cfg(feature = "runtime")]
 pub mod accept;
+pub mod artifact;
 #[cfg(feature = "runtime")]
 pub mod client;
 pub mod compare;

@@ -310,6 +310,7 @@ mod tests {
             turns: Vec::new(),
             cost: Cost::default(),
             server: None,
+            isolation: None,
             extra: Default::default(),
             notes: Vec::new(),
         }

@@ -186,6 +186,9 @@ pub struct WorkloadInfo {
     /// The replayed trace (trace mode only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::TraceInfo>,
+    /// The slice of the workload this run measured (an A/B gate's trial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<crate::workload::WorkloadSlice>,
 }
 
 impl Default for WorkloadInfo {
@@ -204,6 +207,7 @@ impl WorkloadInfo {
             output_length: Default::default(),
             files: Vec::new(),
             trace: None,
+            slice: None,
         }
     }
 }
@@ -264,12 +268,46 @@ pub struct Summary {
     /// Server-side metrics scraped during the window (null when not scraped).
     #[serde(default)]
     pub server: Option<serde_json::Value>,
+    /// What was reset on the engine before this run, when the run is a trial of a set or an
+    /// A/B gate (absent for other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
     /// Extra sections written by other tools (sweeps, acceptance, strategy comparisons).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, serde_json::Value>,
     /// Warnings and notes for the reader (approximations, skipped measurements).
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// What was done before a trial.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "how")]
+pub enum Isolation {
+    /// The engine was started for this run (the embedded simulator).
+    FreshEngine,
+    /// An endpoint reset the engine's caches (`POST /reset_prefix_cache`).
+    Reset(String),
+    /// The engine offers none of the resets: what was tried.
+    NotOffered(String),
+}
+
+impl Isolation {
+    pub fn text(&self) -> String {
+        match self {
+            Isolation::FreshEngine => {
+                "fresh engine (the embedded simulator, built for the run)".into()
+            }
+            Isolation::Reset(how) => format!("caches reset ({how})"),
+            Isolation::NotOffered(tried) => {
+                format!("the engine offers no cache reset ({tried}): caches carried over")
+            }
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        !matches!(self, Isolation::NotOffered(_))
+    }
 }
 
 /// How a run was started: the command line, and which of its runs this is when it made several.
@@ -422,6 +460,7 @@ impl Summary {
             turns: Vec::new(),
             cost: Default::default(),
             server: None,
+            isolation: None,
             extra: Default::default(),
             notes: h.notes,
         };
@@ -506,6 +545,21 @@ pub enum Better {
     Higher,
 }
 
+/// What kind of number a metric is, which decides how two of them are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// A positive quantity whose noise is proportional to it (latencies, rates, costs): changes
+    /// are relative (`5% worse`), compared on log values.
+    Positive,
+    /// A share within [0, 1] (goodput ratio, error rate, hit rates): changes are in points
+    /// (`5 points worse`); a relative change of a share near 0 or 1 means little.
+    Share,
+    /// A count of events (failed requests, preemptions): observed, never estimated or compared
+    /// as a change.
+    Count,
+}
+
 /// A metric that decision records and gates may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MetricDef {
@@ -516,6 +570,29 @@ pub struct MetricDef {
     pub better: Better,
     /// Column label in decision records.
     pub label: &'static str,
+    pub scale: Scale,
+}
+
+/// The scale of a metric of the registry: counts by their unit, the shares by name, the rest
+/// positive.
+fn scale_of(path: &str, unit: &str) -> Scale {
+    const SHARES: &[&str] = &[
+        "goodput.ratio",
+        "error_rate",
+        "server.goodput_ratio",
+        "server.kv_fragmentation",
+        "server.kv_cache_usage.max",
+        "server.prefix_cache_hit_rate",
+        "extra.acceptance.business.schema_pass_rate",
+        "extra.acceptance.numeric.cos_min",
+    ];
+    if unit == "count" {
+        Scale::Count
+    } else if SHARES.contains(&path) {
+        Scale::Share
+    } else {
+        Scale::Positive
+    }
 }
 
 const LATENCY_STATS: [&str; 9] =
@@ -540,7 +617,13 @@ fn build_known_metrics() -> Vec<MetricDef> {
         for stat in LATENCY_STATS {
             // Built once per process (see `known_metrics`).
             let path: &'static str = Box::leak(format!("metrics.{metric}.{stat}").into_boxed_str());
-            out.push(MetricDef { path, unit: "ms", better: Better::Lower, label });
+            out.push(MetricDef {
+                path,
+                unit: "ms",
+                better: Better::Lower,
+                label,
+                scale: Scale::Positive,
+            });
         }
     }
     let fixed: [(&'static str, &'static str, Better, &'static str); 17] = [
@@ -563,7 +646,7 @@ fn build_known_metrics() -> Vec<MetricDef> {
         ("schedule.lag_ms.p99", "ms", Better::Lower, "Schedule lag p99"),
     ];
     for (path, unit, better, label) in fixed {
-        out.push(MetricDef { path, unit, better, label });
+        out.push(MetricDef { path, unit, better, label, scale: scale_of(path, unit) });
     }
     // Sections written by acceptance runs and sweeps (docs/acceptance.md), and the GPU samples.
     let sections: [(&'static str, &'static str, Better, &'static str); 6] = [
@@ -575,7 +658,7 @@ fn build_known_metrics() -> Vec<MetricDef> {
         ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation"),
     ];
     for (path, unit, better, label) in sections {
-        out.push(MetricDef { path, unit, better, label });
+        out.push(MetricDef { path, unit, better, label, scale: scale_of(path, unit) });
     }
     out
 }

@@ -206,6 +206,25 @@ impl WorkItem {
     }
 }
 
+/// One slice of a workload: its items from `first_item` on (cycling), and a salt for its
+/// prompts (0: none). Recorded in the summary's `workload.slice`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSlice {
+    pub first_item: u32,
+    pub salt: u64,
+}
+
+impl WorkloadSlice {
+    /// Rotate the items so the slice's first is sent first.
+    pub fn apply(&self, workload: &mut Workload) {
+        let n = workload.items.len();
+        if n > 0 {
+            workload.items.rotate_left(self.first_item as usize % n);
+        }
+    }
+}
+
 /// The resolved list of things to send, in send order.
 #[derive(Clone, Debug)]
 pub struct Workload {

@@ -230,6 +230,21 @@ pub fn parse_confidence(s: &str) -> Result<f64, String> {
 pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
 
 impl BenchCmd {
+    /// The bench flags of another command (`gate --ab`, which measures through the bench),
+    /// parsed as `cargo xtask bench ARGS` would parse them.
+    pub fn from_args(args: &[String]) -> Result<BenchCmd, clap::Error> {
+        use clap::Parser;
+        #[derive(Parser, Debug)]
+        #[command(name = "cargo xtask bench")]
+        struct Flags {
+            #[command(flatten)]
+            bench: BenchCmd,
+        }
+        let mut argv = vec!["bench".to_string()];
+        argv.extend_from_slice(args);
+        Flags::try_parse_from(argv).map(|f| f.bench)
+    }
+
     /// The command-line overrides, in the order they apply (flags, then --set).
     pub fn overrides(&self) -> anyhow::Result<Vec<Override>> {
         let mut o = Vec::new();

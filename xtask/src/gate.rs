@@ -33,8 +33,8 @@ pub struct GateCmd {
     /// A bench run directory or its summary.json, a trial set's directory (trials.json); a
     /// strategy comparison's directory (every strategy's run) or a sweep's directory (every
     /// stage).
-    #[arg(value_name = "PATH")]
-    pub run: PathBuf,
+    #[arg(value_name = "PATH", required_unless_present = "ab", conflicts_with = "ab")]
+    pub run: Option<PathBuf>,
     /// Thresholds file, relative to the repository root.
     #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
     pub thresholds: PathBuf,
@@ -56,6 +56,8 @@ pub struct GateCmd {
     /// With --until-decided: the most trials the set may hold.
     #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
     pub max_trials: Option<u32>,
+    #[command(flatten)]
+    pub ab: crate::ab::AbArgs,
 }
 
 /// `--confidence`: within (0, 1).
@@ -78,7 +80,11 @@ fn parse_trials(s: &str) -> Result<u32, String> {
 impl GateCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        let path = join_clean(&root, &self.run);
+        if self.ab.ab.is_some() {
+            return run_ab(&root, &self.ab, &join_clean(&root, &self.thresholds), self.github);
+        }
+        let Some(run) = &self.run else { anyhow::bail!("gate needs a PATH (or --ab)") };
+        let path = join_clean(&root, run);
         let read_thresholds = || {
             Thresholds::load(&join_clean(&root, &self.thresholds))
                 .context("cannot read the thresholds")
@@ -115,6 +121,23 @@ impl GateCmd {
         }
         Ok(verdicts.print(self.github))
     }
+}
+
+#[cfg(feature = "runtime")]
+fn run_ab(
+    root: &Path,
+    args: &crate::ab::AbArgs,
+    thresholds: &Path,
+    github: bool,
+) -> anyhow::Result<Status> {
+    crate::ab::run(root, args, thresholds, github)
+}
+
+#[cfg(not(feature = "runtime"))]
+fn run_ab(_: &Path, _: &crate::ab::AbArgs, _: &Path, _: bool) -> anyhow::Result<Status> {
+    anyhow::bail!(
+        "gate --ab measures engines: this build has no runtime (build xtask with its default features)"
+    )
 }
 
 /// A set whose trial 1 looks like a cold start (`bench::trials::cold_start`) widens the

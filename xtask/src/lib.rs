@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
+pub mod ab;
 #[cfg(feature = "runtime")]
 pub mod accept;
 pub mod adr;

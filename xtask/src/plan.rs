@@ -228,6 +228,7 @@ impl BenchPlan {
             root: self.root.clone(),
             invocation: self.invocation(None),
             shard: self.shard.clone(),
+            slice: None,
         }
     }
 

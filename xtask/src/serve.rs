@@ -136,6 +136,32 @@ pub fn llama_cpp_args(
     a
 }
 
+/// Start `engine` for the engine-config text `text` (read as the file `config`), with its log at
+/// `log`, and wait until it is ready: the lifecycle `tune` and `gate --ab` give each
+/// configuration.
+pub fn start_config(
+    root: &Path,
+    engine: ServeEngine,
+    (config, text): (&Path, &str),
+    model: Option<PathBuf>,
+    ready_timeout: Duration,
+    log: PathBuf,
+) -> anyhow::Result<EngineProcess> {
+    let source = bench::config::Source::new(config.to_path_buf(), text.to_string());
+    let opts = ServeOptions {
+        engine,
+        config: EngineConfig::from_source(&source)?,
+        model,
+        port: None,
+        ready_timeout,
+        log,
+        extra_args: Vec::new(),
+    };
+    let sh = Shell::new()?;
+    sh.change_dir(root);
+    start(&sh, &opts).context("the engine did not start")
+}
+
 /// Start an engine and wait until it is ready.
 pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
     let port = match opts.port {

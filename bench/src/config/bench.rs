@@ -614,6 +614,9 @@ pub enum SimMode {
     Engine,
 }
 
+/// The largest `sim.slowdown`.
+pub const MAX_SLOWDOWN: f64 = 100.0;
+
 /// The embedded engine simulator used when a profile names no target.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -635,6 +638,14 @@ pub struct SimConfig {
     /// Engine mode: the seeded noise model (`[sim.noise]`; off by default).
     #[serde(skip_serializing_if = "super::NoiseConfig::is_default")]
     pub noise: super::NoiseConfig,
+    /// Engine mode: every step's cost times this factor (default 1): a known regression to
+    /// drill a gate with (`--candidate-set sim.slowdown=1.1`).
+    #[serde(skip_serializing_if = "is_one")]
+    pub slowdown: f64,
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
 }
 
 impl Default for SimConfig {
@@ -649,6 +660,7 @@ impl Default for SimConfig {
             timing: TimingConfig::default(),
             faults: FaultConfig::default(),
             noise: super::NoiseConfig::default(),
+            slowdown: 1.0,
         }
     }
 }
@@ -1328,6 +1340,15 @@ fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
         return at(
             "sim.corruption_rate",
             Err(format!("is a probability: within 0..=1, got {}", sim.corruption_rate)),
+        );
+    }
+    if !(sim.slowdown.is_finite() && sim.slowdown > 0.0 && sim.slowdown <= MAX_SLOWDOWN) {
+        return at(
+            "sim.slowdown",
+            Err(format!(
+                "is a factor on every step's cost: within (0, {MAX_SLOWDOWN}], got {}",
+                sim.slowdown
+            )),
         );
     }
     if !(sim.logprob_drift.is_finite() && sim.logprob_drift >= 0.0 && sim.logprob_drift < 1.0) {

@@ -54,6 +54,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     let mut summary = Summary::of_run(header, driven.acc.finish(requested_rate));
     summary.workload.input_length.realised = driven.acc.input_len.stats();
     summary.workload.output_length.realised = driven.acc.output_len.stats();
+    summary.workload.slice = spec.slice;
     // The command line is the caller's text: a header value or a key pasted into it is removed.
     summary.invocation = spec.invocation.as_ref().map(|i| Invocation {
         command: redactor.redact(&i.command),

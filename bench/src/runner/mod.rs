@@ -14,6 +14,7 @@
 pub mod assemble;
 pub mod connect;
 pub mod drive;
+pub mod isolation;
 pub mod pace;
 pub mod prepare;
 
@@ -58,6 +59,10 @@ pub struct RunSpec {
     /// shard's part of the load already; the workload's items are dealt here, the load waits
     /// for the shared start time, and the summary records the shard (`bench::shard`).
     pub shard: Option<ShardRun>,
+    /// This run measures one slice of the workload (a trial of an A/B gate): its items from
+    /// the slice's first on, its prompts salted so an engine that lives through several such
+    /// runs never serves one from its prefix cache.
+    pub slice: Option<crate::workload::WorkloadSlice>,
 }
 
 impl RunSpec {
@@ -87,6 +92,7 @@ impl RunSpec {
             root,
             invocation: None,
             shard: None,
+            slice: None,
         }
     }
 }
@@ -362,10 +368,13 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     // The workload's files are read and checked before the target is contacted: a malformed
     // trace or dataset ends the run before anything is sent.
     let loaded = prepare::load_workload(&profile.workload, &profile.load, &spec.root)?;
-    let loaded = match &spec.shard {
+    let mut loaded = match &spec.shard {
         Some(s) => deal_workload(loaded, s)?,
         None => loaded,
     };
+    if let Some(slice) = &spec.slice {
+        slice.apply(&mut loaded.workload);
+    }
     let before_load = async {
         let connected = connect::connect_run(spec, &dir).await?;
         let prepared = prepare::prepare_workload(
@@ -383,6 +392,9 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     };
     if let Some(s) = &spec.shard {
         prepared.prompts = prepared.prompts.map(|p| p.with_unique_salt(s.shard.prompt_salt()));
+    }
+    if let Some(slice) = spec.slice.filter(|s| s.salt != 0) {
+        prepared.prompts = prepared.prompts.map(|p| p.with_unique_salt(slice.salt));
     }
     let mut notes = connection.notes.clone();
     notes.extend(prepared.notes.iter().cloned());

@@ -93,6 +93,12 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Forget the prefix cache (`POST /reset_prefix_cache`): the blocks forgotten; `None` for
+    /// a backend without one.
+    fn reset_prefix_cache(&self) -> Option<u64> {
+        None
+    }
+
     /// What the backend's scheduler did so far (engine backends; `None` otherwise).
     fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {
         None

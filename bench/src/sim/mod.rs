@@ -85,7 +85,10 @@ mod runtime {
             }),
             SimMode::Engine => {
                 let path = root.join(&cfg.engine_config);
-                let spec = super::engine::EngineSpec::load(&path)?;
+                let mut spec = super::engine::EngineSpec::load(&path)?;
+                if cfg.slowdown != 1.0 {
+                    spec = spec.slower(cfg.slowdown);
+                }
                 let model = format!("sim/{}", spec.config.engine.model);
                 let engine = super::engine::Engine::new(&spec).with_noise(&cfg.noise);
                 let backend = match log_dir {

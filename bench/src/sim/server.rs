@@ -218,6 +218,7 @@ pub async fn start(
         .route("/health", get(|| async { "ok" }))
         .route("/v1/models", get(models))
         .route("/tokenize", post(tokenize))
+        .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/metrics", get(metrics))
         .route("/sim/requests", get(sim_requests))
         .route("/v1/chat/completions", post(|s, h, b| completions(s, h, b, Kind::Chat)))
@@ -260,6 +261,18 @@ async fn models(State(st): State<Arc<ServerState>>) -> Response {
     let mut resp = axum::Json(json!({"object": "list", "data": [model]})).into_response();
     resp.headers_mut().insert(SIMULATOR_HEADER, HeaderValue::from_static("1"));
     resp
+}
+
+/// `POST /reset_prefix_cache`, as vLLM offers it: the engine forgets its cached prefixes.
+async fn reset_prefix_cache(State(st): State<Arc<ServerState>>) -> Response {
+    match st.backend.reset_prefix_cache() {
+        Some(n) => axum::Json(json!({"reset": true, "blocks": n})).into_response(),
+        None => error_response(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            "this simulator mode has no prefix cache",
+        ),
+    }
 }
 
 async fn tokenize(State(st): State<Arc<ServerState>>, body: Bytes) -> Response {

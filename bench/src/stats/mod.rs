@@ -9,6 +9,8 @@
 //! - [`decide`]: [`verdict`] (pass / fail / inconclusive), [`confidence_at_look`] (the
 //!   sequential rule), [`propose_limit`] and [`min_detectable_change`].
 //! - [`difference`]: a candidate against a baseline, Welch's interval and significance.
+//! - [`sequential`]: the nominal level of each look of a sequential gate (Bonferroni, or
+//!   Lan-DeMets alpha spending with exact boundaries).
 
 use std::fmt;
 
@@ -17,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod decide;
 pub mod difference;
 pub mod interval;
+pub mod sequential;
 
 pub use decide::{
     COMPARATOR_CHOICES, Comparator, DetectableChange, Direction, ProposedLimit, UnknownComparator,
@@ -27,6 +30,7 @@ pub use interval::{
     DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Options, PercentileMethod, mean_estimate,
     percentile_estimate, t_interval,
 };
+pub use sequential::{LOOK_RULE_CHOICES, LookRule, nominal_levels};
 
 /// How an interval was computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,10 +110,10 @@ impl fmt::Display for Estimate {
         write!(
             f,
             "{} [{}, {}] ({}%, {} trial{}, {} requests, {})",
-            sig(self.value),
-            sig(self.lo),
-            sig(self.hi),
-            sig(self.confidence * 100.0),
+            sig_text(self.value),
+            sig_text(self.lo),
+            sig_text(self.hi),
+            sig_text(self.confidence * 100.0),
             self.trials,
             if self.trials == 1 { "" } else { "s" },
             self.requests,
@@ -125,8 +129,8 @@ impl fmt::Display for Estimate {
     }
 }
 
-/// Four significant digits, without trailing zeros.
-fn sig(v: f64) -> String {
+/// Four significant digits, without trailing zeros: the one number format of estimates.
+pub fn sig_text(v: f64) -> String {
     if !v.is_finite() || v == 0.0 {
         return format!("{v}");
     }

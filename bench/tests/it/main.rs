@@ -5,6 +5,7 @@
 #[allow(dead_code)]
 mod support;
 
+mod ab_gate;
 mod accept;
 mod access;
 mod cold_start;

@@ -125,6 +125,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
         root: dir.path().to_path_buf(),
         invocation: None,
         shard: None,
+        slice: None,
     };
     let out = bench::runner::run(spec, Default::default()).await.unwrap();
     let s = &out.summary;

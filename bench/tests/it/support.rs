@@ -97,6 +97,7 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
         root: dir.to_path_buf(),
         invocation: None,
         shard: None,
+        slice: None,
     };
     runner::run(spec, RunControl::default()).await.expect("the run completes")
 }

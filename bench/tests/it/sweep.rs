@@ -106,6 +106,7 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
                 root: dir.path().to_path_buf(),
                 invocation: None,
                 shard: None,
+                slice: None,
             })
         },
         |_, _| {},

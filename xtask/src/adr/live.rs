@@ -307,7 +307,7 @@ pub fn generate(adrs: &[Adr]) -> Result<Thresholds, Vec<Problem>> {
     let thresholds = live_thresholds(adrs);
     problems.extend(conflicts(&thresholds));
     if problems.is_empty() {
-        Ok(Thresholds { version: FORMAT_VERSION, thresholds })
+        Ok(Thresholds { version: FORMAT_VERSION, thresholds, budgets: Vec::new() })
     } else {
         problems.sort();
         problems.dedup();

@@ -32,7 +32,7 @@ use super::model::{
 use crate::bench::BenchCmd;
 use crate::exit::Status;
 use crate::plan::BenchMode;
-use crate::serve::{self, EngineProcess, ServeEngine, ServeOptions};
+use crate::serve::{self, EngineProcess, ServeEngine};
 use crate::text::{BLANK, fmt_opt};
 
 /// The engine each configuration runs in.
@@ -513,19 +513,10 @@ impl Tune<'_> {
             TuneEngine::LlamaCpp => ServeEngine::LlamaCpp,
             TuneEngine::Vllm => ServeEngine::Vllm,
         };
-        let source = Source::new(config.to_path_buf(), text.to_string());
-        let opts = ServeOptions {
-            engine: kind,
-            config: EngineConfig::from_source(&source)?,
-            model: self.cmd.gguf.clone(),
-            port: None,
-            ready_timeout: Duration::from_secs(self.cmd.ready_timeout),
-            log: PathBuf::from(format!("{}.engine.log", run_dir.display())),
-            extra_args: Vec::new(),
-        };
-        let sh = Shell::new()?;
-        sh.change_dir(&self.root);
-        serve::start(&sh, &opts).map(Some).context("the engine did not start")
+        let log = PathBuf::from(format!("{}.engine.log", run_dir.display()));
+        let timeout = Duration::from_secs(self.cmd.ready_timeout);
+        let model = self.cmd.gguf.clone();
+        serve::start_config(&self.root, kind, (config, text), model, timeout, log).map(Some)
     }
 
     /// The row's measurements from its run or trial set (a trial set: the mean of its trials;

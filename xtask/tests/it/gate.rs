@@ -45,7 +45,7 @@ fn threshold(
 }
 
 fn gate(ts: Vec<Threshold>) -> Thresholds {
-    Thresholds { version: 1, thresholds: ts }
+    Thresholds { version: 1, thresholds: ts, budgets: vec![] }
 }
 
 #[test]

@@ -109,6 +109,7 @@ fn the_gate_rarely_fails_an_unchanged_configuration_and_states_what_it_detects()
             threshold(metrics[0], limit(metrics[0]).limit, 9),
             threshold(metrics[1], limit(metrics[1]).limit, 10),
         ],
+        budgets: vec![],
     };
     let (fail, inconclusive) = gate_rates(&spec(1.0), &thresholds, 1_000_000);
     let tpot = est[metrics[1]].estimate.clone().unwrap();

@@ -195,6 +195,10 @@ impl Backend for EngineBackend {
         Some(self.shared.max_model_len)
     }
 
+    fn reset_prefix_cache(&self) -> Option<u64> {
+        Some(self.shared.lock().engine.reset_prefix_cache())
+    }
+
     fn scheduler_report(&self) -> Option<SchedulerReport> {
         let mut report = self.shared.lock().engine.scheduler_report();
         if let Some(log) = &self.shared.log {

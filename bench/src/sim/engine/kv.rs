@@ -132,6 +132,21 @@ impl BlockPool {
         }
     }
 
+    /// Forget the cached content of every free block (what vLLM's `/reset_prefix_cache`
+    /// does): no later request gets a prefix cache hit from earlier ones. Blocks in use keep
+    /// theirs. The blocks forgotten.
+    pub fn reset_prefix_cache(&mut self) -> u64 {
+        let mut forgotten = 0;
+        for b in 0..self.hash.len() {
+            if self.ref_cnt[b] == 0 && self.hash[b] != NO_HASH {
+                self.cached.remove(&self.hash[b]);
+                self.hash[b] = NO_HASH;
+                forgotten += 1;
+            }
+        }
+        forgotten
+    }
+
     pub fn lookup(&self, hash: u64) -> Option<u32> {
         self.cached.get(&hash).copied()
     }

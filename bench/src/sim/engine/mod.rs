@@ -183,6 +183,12 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// Forget every cached prefix of free KV blocks (`/reset_prefix_cache`); the blocks
+    /// forgotten.
+    pub fn reset_prefix_cache(&mut self) -> u64 {
+        self.core.pool.reset_prefix_cache()
+    }
+
     /// An engine with the spec's batching strategy (`[batch]`, continuous by default).
     pub fn new(spec: &EngineSpec) -> Engine {
         Engine::with_scheduler(spec, spec.strategy.scheduler())

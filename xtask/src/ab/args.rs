@@ -1,0 +1,165 @@
+//! The flags of `gate --ab`, parsed once; [`AbArgs::settings`] resolves the numbers a gate runs
+//! with (defaults from `bench::ab`).
+
+use std::path::PathBuf;
+
+use bench::ab::{self, Criteria, Spending};
+use bench::stats::{LOOK_RULE_CHOICES, LookRule};
+use clap::{Args, ValueEnum};
+
+/// The engine each arm runs in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AbEngine {
+    /// The embedded engine simulator, in-process, a fresh one per trial.
+    Sim,
+    /// llama.cpp's llama-server (`LLAMA_SERVER` or PATH), one process per arm.
+    LlamaCpp,
+    /// vLLM (`vllm serve` with the rendered flags), one process per arm (each needs its GPU
+    /// memory: on one GPU lower `engine.gpu_memory_utilization` in both configs).
+    Vllm,
+}
+
+impl AbEngine {
+    pub fn describe(self) -> &'static str {
+        match self {
+            AbEngine::Sim => "embedded simulator (a fresh one per trial)",
+            AbEngine::LlamaCpp => "llama.cpp (one llama-server per arm)",
+            AbEngine::Vllm => "vLLM (one server per arm)",
+        }
+    }
+}
+
+/// `gate --ab`: baseline and candidate in one job.
+#[derive(Clone, Debug, Args)]
+pub struct AbArgs {
+    /// Measure the base revision's governed engine config (the baseline) against the working
+    /// tree's (the candidate) in one job, trials interleaved, and decide every gated metric on
+    /// the paired difference. Without a value: the merge base of HEAD and origin/main (else
+    /// main).
+    #[arg(long, value_name = "BASE_REV", num_args = 0..=1, default_missing_value = "")]
+    pub ab: Option<String>,
+    /// With --ab: the bench profile both arms run.
+    #[arg(long, default_value = "default", requires = "ab")]
+    pub profile: String,
+    /// With --ab: the bench config (default configs/bench.toml).
+    #[arg(long, value_name = "FILE", requires = "ab")]
+    pub config: Option<PathBuf>,
+    /// With --ab: the governed engine config the arms differ in (default: the profile's
+    /// target's `engine_config`, else its `sim.engine_config`).
+    #[arg(long, value_name = "FILE", requires = "ab")]
+    pub engine_config: Option<String>,
+    /// With --ab: a setting for both arms, as `bench --set` takes it.
+    #[arg(long = "set", value_name = "KEY=VALUE", requires = "ab")]
+    pub sets: Vec<String>,
+    /// With --ab: a setting for the candidate only: an engine-config key (`scheduler.*`,
+    /// `engine.*`, ...) changes the candidate's config, any other a bench setting
+    /// (`sim.slowdown=1.1`).
+    #[arg(long = "candidate-set", value_name = "KEY=VALUE", requires = "ab")]
+    pub candidate_sets: Vec<String>,
+    /// With --ab: the gate's directory (default target/gate-ab/<run id>).
+    #[arg(long, value_name = "DIR", requires = "ab")]
+    pub out: Option<PathBuf>,
+    /// With --ab: the regression budget of the metrics whose live record states none: `5%`
+    /// worse (points for shares), of the metrics the live thresholds gate, else of the default
+    /// list.
+    #[arg(long, value_name = "P", requires = "ab", value_parser = parse_fraction)]
+    pub budget: Option<f64>,
+    /// With --ab: the requests the whole gate may send, both arms, warmups included.
+    #[arg(long, value_name = "N", requires = "ab", default_value_t = ab::DEFAULT_MAX_REQUESTS)]
+    pub max_requests: u64,
+    /// With --ab: measured requests per trial (default: as many trials as the budget holds,
+    /// aiming at 56 blocks of 4).
+    #[arg(long, value_name = "N", requires = "ab", value_parser = clap::value_parser!(u32).range(1..))]
+    pub trial_requests: Option<u32>,
+    /// With --ab: how many looks (the last after every block).
+    #[arg(long, value_name = "K", requires = "ab", default_value_t = ab::DEFAULT_LOOKS, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub looks: u32,
+    /// With --ab: how the looks share the error rates: pocock (default), obrien-fleming or
+    /// bonferroni.
+    #[arg(long, value_name = "RULE", requires = "ab", value_parser = parse_rule)]
+    pub spending: Option<LookRule>,
+    /// With --ab: the chance that an unchanged configuration fails (all looks and metrics).
+    #[arg(long, value_name = "P", requires = "ab", default_value_t = ab::DEFAULT_ALPHA_FAIL, value_parser = parse_alpha)]
+    pub alpha_fail: f64,
+    /// With --ab: the chance that a configuration twice the budget worse passes.
+    #[arg(long, value_name = "P", requires = "ab", default_value_t = ab::DEFAULT_ALPHA_PASS, value_parser = parse_alpha)]
+    pub alpha_pass: f64,
+    /// With --ab: seed of the blocks' orders (ABBA or BAAB).
+    #[arg(long, requires = "ab", default_value_t = 1)]
+    pub seed: u64,
+    /// With --ab: the engine both arms run in.
+    #[arg(long, value_enum, requires = "ab", default_value_t = AbEngine::Sim)]
+    pub engine: AbEngine,
+    /// With --ab and --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
+    #[arg(long, value_name = "GGUF", requires = "ab")]
+    pub gguf: Option<PathBuf>,
+    /// With --ab: seconds to wait for a started engine to answer /health.
+    #[arg(long, value_name = "SECONDS", requires = "ab", default_value_t = 180)]
+    pub ready_timeout: u64,
+    /// With --ab: neither read nor append the noise history (`refs/infergate/history`).
+    #[arg(long, requires = "ab")]
+    pub no_history: bool,
+}
+
+/// `5%` or `0.05`: a fraction within (0, 1).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("must be a share within (0, 1) such as 5% or 0.05, got `{s}`")),
+    }
+}
+
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    match parse_fraction(s) {
+        Ok(v) if v < 0.5 => Ok(v),
+        _ => Err(format!("must be an error rate within (0, 0.5) such as 1% or 0.01, got `{s}`")),
+    }
+}
+
+fn parse_rule(s: &str) -> Result<LookRule, String> {
+    LookRule::parse(s)
+        .ok_or_else(|| format!("`{s}` is not a spending rule; valid: {LOOK_RULE_CHOICES}"))
+}
+
+impl AbArgs {
+    /// The error rates.
+    pub fn criteria(&self) -> Criteria {
+        Criteria { alpha_fail: self.alpha_fail, alpha_pass: self.alpha_pass }
+    }
+
+    pub fn spending(&self) -> Spending {
+        self.spending.map(Spending::both).unwrap_or_default()
+    }
+
+    /// The budget of metrics without one of their own, and how it reads in a check's source.
+    pub fn budget(&self) -> (f64, String) {
+        match self.budget {
+            Some(b) => (b, format!("--budget {}%", crate::text::num(b * 100.0))),
+            None => (
+                ab::DEFAULT_BUDGET,
+                format!("--budget {}% (default)", crate::text::num(ab::DEFAULT_BUDGET * 100.0)),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fractions_read_as_percent_or_share() {
+        assert_eq!(parse_fraction("5%"), Ok(0.05));
+        assert_eq!(parse_fraction(" 0.1 "), Ok(0.1));
+        assert!(parse_fraction("0").is_err() && parse_fraction("100%").is_err());
+        assert!(parse_fraction("x").unwrap_err().contains("such as 5%"));
+        assert!(parse_alpha("50%").is_err() && parse_alpha("1%").is_ok());
+        assert_eq!(parse_rule("obrien-fleming"), Ok(LookRule::ObrienFleming));
+        assert!(parse_rule("wald").unwrap_err().contains("pocock"));
+    }
+}

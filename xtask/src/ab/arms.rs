@@ -1,0 +1,187 @@
+//! What each arm of `gate --ab` runs, and what is gated: the base revision and its governed
+//! engine config (git2, committed content), the working tree's, the candidate's settings, and
+//! the budgets. Pure but for reading the repository.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use bench::ab::BudgetCheck;
+use bench::config::{EngineConfig, Source};
+use bench::summary::Scale;
+
+use crate::adr::check::git;
+use crate::thresholds::{Action, Thresholds, evaluate};
+use crate::tune::grid::{self, Variant};
+
+/// The sections of an engine config: a `--candidate-set` key under one of them changes the
+/// candidate's engine config; any other key is a bench setting (`sim.slowdown`,
+/// `load.concurrency`).
+pub const ENGINE_SECTIONS: &[&str] = &["engine", "scheduler", "token_interval", "batch", "device"];
+
+/// The base revision: `rev`, or (empty) the merge base of HEAD and the first of origin/main,
+/// main and master that exists. Returns the commit id and `base <short id> (<rev>)`.
+pub fn base_revision(root: &Path, rev: &str) -> anyhow::Result<(git2::Oid, String)> {
+    let repo = git::open(root)?;
+    if !rev.is_empty() {
+        let c = git::resolve(&repo, rev, "base")?;
+        return Ok((c.id(), format!("base {} ({rev})", git::short(c.id()))));
+    }
+    let head = git::resolve(&repo, "HEAD", "head")?;
+    for name in ["origin/main", "main", "master"] {
+        if let Ok(obj) = repo.revparse_single(name)
+            && let Ok(c) = obj.peel_to_commit()
+        {
+            let base = git::merge_base(&repo, c.id(), head.id())?;
+            return Ok((
+                base,
+                format!("base {} (merge base of HEAD and {name})", git::short(base)),
+            ));
+        }
+    }
+    bail!(
+        "--ab without a revision takes the merge base with origin/main or main, and neither exists here; name the base: --ab REV"
+    )
+}
+
+/// The text of `rel` at commit `oid`.
+pub fn config_at(root: &Path, oid: git2::Oid, rel: &str) -> anyhow::Result<String> {
+    let repo = git::open(root)?;
+    let commit = repo.find_commit(oid).context("cannot read the base commit")?;
+    let tree = commit.tree().context("cannot read the base commit's tree")?;
+    match git::read_text(&repo, &tree, rel)? {
+        Some(t) => Ok(t),
+        None => bail!(
+            "{rel} does not exist at the base revision {}: the baseline has no governed config to run",
+            git::short(oid)
+        ),
+    }
+}
+
+/// Engine-config settings: dotted key and value.
+pub type EngineSets = Vec<(String, toml::Value)>;
+
+/// `--candidate-set` split into engine-config settings and bench settings.
+pub fn split_sets(sets: &[String]) -> anyhow::Result<(EngineSets, Vec<String>)> {
+    let (mut engine, mut bench) = (Vec::new(), Vec::new());
+    for s in sets {
+        let Some((key, value)) = s.split_once('=') else {
+            bail!("--candidate-set `{s}` is not KEY=VALUE");
+        };
+        let key = key.trim();
+        let section = key.split('.').next().unwrap_or("");
+        if ENGINE_SECTIONS.contains(&section) && key.contains('.') {
+            engine.push((key.to_string(), grid::parse_value(value)));
+        } else {
+            bench.push(s.clone());
+        }
+    }
+    Ok((engine, bench))
+}
+
+/// The candidate's engine config: the working tree's with the engine settings applied (a
+/// validated variant; errors name the key).
+pub fn candidate_text(
+    governed: &Source,
+    engine_sets: &[(String, toml::Value)],
+) -> anyhow::Result<String> {
+    if engine_sets.is_empty() {
+        EngineConfig::from_source(governed)?;
+        return Ok(governed.text.clone());
+    }
+    let name = engine_sets
+        .iter()
+        .map(|(k, v)| format!("{k}={}", grid::value_text(v)))
+        .collect::<Vec<_>>()
+        .join(",");
+    Ok(grid::variant_text(governed, &Variant { name, settings: engine_sets.to_vec() })?)
+}
+
+/// The checks of the gate: each metric a live threshold of the profile names (blocking as the
+/// threshold's action; counts left out, they are observed, not compared), with its record's
+/// budget when it states one, else `budget`; without any live threshold for the profile, the
+/// default metrics, blocking.
+pub fn checks(
+    thresholds: Option<&Thresholds>,
+    profile: &str,
+    budget: (f64, &str),
+) -> anyhow::Result<Vec<BudgetCheck>> {
+    let mut out: Vec<BudgetCheck> = Vec::new();
+    if let Some(t) = thresholds {
+        for b in t.budgets.iter().filter(|b| b.applies_to(profile)) {
+            let source = format!("ADR-{:04} line {}", b.adr, b.line);
+            let check = BudgetCheck::new(
+                &b.metric,
+                b.worse_by,
+                b.detect,
+                b.action == Action::Block,
+                source,
+            )
+            .with_context(|| format!("the budget of {} in {}:{}", b.metric, b.file, b.line))?;
+            out.push(check);
+        }
+        for th in evaluate::applying(t, profile).0 {
+            let def = bench::summary::metric_def(&th.metric);
+            if out.iter().any(|c| c.metric == th.metric)
+                || def.is_none_or(|d| d.scale == Scale::Count)
+            {
+                continue;
+            }
+            let source = format!("{} on ADR-{:04}'s metric (line {})", budget.1, th.adr, th.line);
+            out.push(BudgetCheck::new(
+                &th.metric,
+                budget.0,
+                None,
+                th.action == Action::Block,
+                source,
+            )?);
+        }
+    }
+    if out.is_empty() {
+        for m in bench::ab::DEFAULT_METRICS {
+            let source = format!("{} (default metrics)", budget.1);
+            out.push(BudgetCheck::new(m, budget.0, None, true, source)?);
+        }
+    }
+    Ok(out)
+}
+
+/// A short stable hash of a config's text.
+pub fn config_hash(text: &str) -> String {
+    format!("fnv1a:{:016x}", bench::hash::fnv1a(text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidate_settings_split_into_engine_and_bench_keys() {
+        let sets = vec![
+            "scheduler.max_num_seqs=128".to_string(),
+            "sim.slowdown=1.1".to_string(),
+            "load.concurrency=4".to_string(),
+        ];
+        let (engine, bench) = split_sets(&sets).unwrap();
+        assert_eq!(engine, vec![("scheduler.max_num_seqs".to_string(), toml::Value::Integer(128))]);
+        assert_eq!(bench, vec!["sim.slowdown=1.1", "load.concurrency=4"]);
+        assert!(split_sets(&["nope".to_string()]).is_err());
+        let base = Source::new(
+            "configs/engine.toml",
+            "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\n[scheduler]\nmax_num_seqs = 64\n",
+        );
+        let text = candidate_text(&base, &engine).unwrap();
+        assert!(text.contains("max_num_seqs = 128"), "{text}");
+        assert_eq!(candidate_text(&base, &[]).unwrap(), base.text);
+        let bad =
+            candidate_text(&base, &[("scheduler.max_num_seqs".into(), toml::Value::Integer(-1))]);
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn without_live_thresholds_the_default_metrics_are_gated() {
+        let c = checks(None, "default", (0.05, "--budget 5%")).unwrap();
+        let metrics: Vec<&str> = c.iter().map(|c| c.metric.as_str()).collect();
+        assert_eq!(metrics, bench::ab::DEFAULT_METRICS);
+        assert!(c.iter().all(|c| c.blocking && c.budget == 0.05));
+    }
+}

@@ -1,0 +1,253 @@
+//! *(runtime)* The trials of `gate --ab`: the gate's plan, set up once (arms, engines, checks),
+//! run through [`bench::ab::run`] with [`CliMeasure`], each trial an ordinary run directory in
+//! the gate's directory (`warmup-baseline/`, `001-baseline/`, `002-candidate/`, ...), `ab.json`
+//! rewritten after every trial and look.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use bench::ab::{
+    self, AbFile, Arm, ArmInfo, Design, Measure, Progress, Slot, Step, TrialEntry, TrialValues,
+    WarmupEntry,
+};
+use bench::config::{ResolvedProfile, Target};
+use bench::runner::{self, RunControl, isolation};
+use bench::summary::{EngineParams, Isolation, RunStatus};
+use bench::workload::WorkloadSlice;
+
+use crate::plan::BenchPlan;
+use crate::serve::EngineProcess;
+
+/// One arm, ready to measure.
+pub struct ArmRun {
+    pub arm: Arm,
+    /// The profile its trials run (the candidate's with its bench settings).
+    pub profile: ResolvedProfile,
+    /// The engine config file it runs (written into the gate's directory), relative to the root.
+    pub config_rel: String,
+    pub params: EngineParams,
+    /// Its engine process (llama.cpp, vLLM); `None` for the embedded simulator.
+    pub engine: Option<EngineProcess>,
+    pub info: ArmInfo,
+}
+
+/// Measures the trials of a gate and keeps `ab.json` up to date.
+pub struct CliMeasure<'a> {
+    pub plan: &'a BenchPlan,
+    pub dir: PathBuf,
+    pub design: Design,
+    pub arms: [ArmRun; 2],
+    pub file: AbFile,
+    /// Per trial: its entry beyond the values (directory, status, isolation).
+    entries: Vec<TrialEntry>,
+    warmups: Vec<WarmupEntry>,
+}
+
+/// Why a trial could not run (an error, not a verdict).
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error(transparent)]
+    Run(#[from] anyhow::Error),
+    #[error(transparent)]
+    Stats(#[from] bench::stats::StatsError),
+}
+
+impl<'a> CliMeasure<'a> {
+    pub fn new(
+        plan: &'a BenchPlan,
+        dir: PathBuf,
+        design: Design,
+        arms: [ArmRun; 2],
+        file: AbFile,
+    ) -> Self {
+        CliMeasure { plan, dir, design, arms, file, entries: Vec::new(), warmups: Vec::new() }
+    }
+
+    fn arm(&self, arm: Arm) -> &ArmRun {
+        &self.arms[(arm == Arm::Candidate) as usize]
+    }
+
+    /// The arm's profile for a run of `requests` measured requests without warmup, pointed at
+    /// its engine, its simulator noise drawn for `trial`.
+    fn profile_for(&self, arm: Arm, requests: u32, trial: u64) -> anyhow::Result<ResolvedProfile> {
+        let a = self.arm(arm);
+        let mut p = a.profile.clone();
+        let load = &mut p.profile.load;
+        load.requests = Some(requests as u64);
+        load.duration_s = None;
+        load.warmup_requests = 0;
+        load.warmup_trials = 0;
+        p.profile.trials = None;
+        match &a.engine {
+            Some(e) => {
+                let target = Target::at(&e.base_url).with_model(&e.model_id);
+                p.profile.target = Some(crate::plan::CLI_TARGET.into());
+                p.target = Some((crate::plan::CLI_TARGET.into(), target));
+            }
+            None => {
+                p.profile.sim.engine_config = a.config_rel.clone();
+                let noise = &p.profile.sim.noise;
+                if noise.is_on() {
+                    p.profile.sim.noise = noise.for_trial(trial);
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// One run of `arm` into `name`: `None` when interrupted before or during its load.
+    fn run_one(
+        &self,
+        arm: Arm,
+        name: &str,
+        (requests, trial): (u32, u64),
+        slice: Option<WorkloadSlice>,
+        isolation: Option<Isolation>,
+    ) -> anyhow::Result<Option<runner::RunOutcome>> {
+        let profile = self.profile_for(arm, requests, trial)?;
+        let run_id = format!("{}-{name}", self.file.run_id);
+        let mut spec = self.plan.run_spec(profile, self.dir.join(name), run_id);
+        spec.engine = Some(self.arm(arm).params.clone());
+        spec.slice = slice;
+        spec.quiet = true;
+        spec.invocation = self.plan.invocation(Some(format!("A/B {name}")));
+        let rt = crate::measure::runtime()?;
+        let outcome = match rt.block_on(runner::run(spec, RunControl::default())) {
+            Ok(o) => o,
+            Err(runner::RunError::Interrupted { .. }) => return Ok(None),
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("the A/B run {name} failed")));
+            }
+        };
+        if outcome.summary.status == RunStatus::Interrupted {
+            return Ok(None);
+        }
+        if let Some(iso) = isolation {
+            let mut s = outcome.summary.clone();
+            s.isolation = Some(iso);
+            bench::rundir::write_summary(&outcome.dir, &s)?;
+            return Ok(Some(runner::RunOutcome { summary: s, ..outcome }));
+        }
+        Ok(Some(outcome))
+    }
+
+    /// Reset the arm's engine before a trial (a real engine), or say it is fresh.
+    fn isolate(&self, arm: Arm) -> anyhow::Result<Isolation> {
+        match &self.arm(arm).engine {
+            None => Ok(Isolation::FreshEngine),
+            Some(e) => {
+                let rt = crate::measure::runtime()?;
+                Ok(rt.block_on(isolation::reset_caches(&e.base_url, None)))
+            }
+        }
+    }
+
+    /// Write `ab.json` with what is measured so far.
+    fn write(&mut self, progress: &Progress) -> anyhow::Result<()> {
+        self.file.warmup = self.warmups.clone();
+        self.file.trials = self.entries.clone();
+        self.file.looks = progress.looks.clone();
+        self.file.requests = progress.requests();
+        bench::artifact::write(&self.dir, &self.file).context("cannot write ab.json")?;
+        Ok(())
+    }
+}
+
+/// A trial's directory: its number and arm (`007-candidate`).
+pub fn trial_dir(slot: &Slot) -> String {
+    format!("{:03}-{}", slot.trial, slot.arm.as_str())
+}
+
+/// The prompt salt of a trial: the same for the k-th trial of each arm in a block (the arms
+/// see the same prompts), another for every other trial (no arm's engine sees a prompt twice).
+pub fn salt(design: &Design, slot: &Slot) -> u64 {
+    let order = design.order(slot.block);
+    let position = (slot.trial - 1) % 4;
+    let nth = order[..position as usize].iter().filter(|&&a| a == slot.arm).count();
+    bench::hash::fnv1a(format!("ab {} {} {}", design.seed, slot.block, nth).as_bytes()) | 1
+}
+
+impl Measure for CliMeasure<'_> {
+    type Error = MeasureError;
+
+    fn warmup(&mut self, arm: Arm) -> Result<Step<u64>, MeasureError> {
+        let n = self.design.warmup_requests;
+        if n == 0 {
+            return Ok(Step::Done(0));
+        }
+        let name = format!("warmup-{}", arm.as_str());
+        eprintln!("A/B warmup of the {}: {n} requests", arm.as_str());
+        let Some(out) = self.run_one(arm, &name, (n, 1 << 40 | arm as u64), None, None)? else {
+            return Ok(Step::Interrupted);
+        };
+        let requests = out.summary.requests.total;
+        self.warmups.push(WarmupEntry { arm, dir: name, requests });
+        Ok(Step::Done(requests))
+    }
+
+    fn trial(&mut self, slot: &Slot) -> Result<Step<TrialValues>, MeasureError> {
+        let isolation = self.isolate(slot.arm)?;
+        let name = trial_dir(slot);
+        let slice = WorkloadSlice { first_item: slot.first_item, salt: salt(&self.design, slot) };
+        let m = self.design.trial_requests;
+        let Some(out) = self.run_one(
+            slot.arm,
+            &name,
+            (m, slot.trial as u64),
+            Some(slice),
+            Some(isolation.clone()),
+        )?
+        else {
+            return Ok(Step::Interrupted);
+        };
+        let s = &out.summary;
+        let values: BTreeMap<String, Option<f64>> =
+            self.file.checks.iter().map(|c| (c.metric.clone(), s.metric(&c.metric))).collect();
+        self.entries.push(TrialEntry {
+            slot: *slot,
+            dir: name.clone(),
+            run_id: s.run_id.clone(),
+            status: s.status,
+            requests: s.requests.total,
+            values: values.clone(),
+            isolation: Some(isolation.text()),
+            host_busy: s.environment.noise.as_ref().is_some_and(|n| n.busy),
+        });
+        let ttft = values.get("metrics.ttft_ms.p99").copied().flatten();
+        eprintln!(
+            "trial {} (block {}, {}): {} requests, {} ok{}",
+            slot.trial,
+            slot.block,
+            slot.arm.as_str(),
+            s.requests.total,
+            s.requests.ok,
+            ttft.map(|t| format!(", TTFT P99 {} ms", crate::text::num(t))).unwrap_or_default()
+        );
+        Ok(Step::Done(TrialValues { values, requests: s.requests.total }))
+    }
+
+    fn progress(&mut self, so_far: &Progress) -> Result<(), MeasureError> {
+        self.write(so_far)?;
+        if let Some(look) = so_far.looks.last().filter(|l| l.after_blocks == so_far.blocks()) {
+            eprintln!(
+                "look {} after {} blocks ({} trials): {}",
+                look.number,
+                look.after_blocks,
+                so_far.trials.len(),
+                match look.status {
+                    ab::AbStatus::Pass => "pass",
+                    ab::AbStatus::Fail => "fail",
+                    _ if look.number as usize == self.design.looks.len() => "undecided (last look)",
+                    ab::AbStatus::Inconclusive => "undecided, going on",
+                }
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The gate's directory relative to `root` for messages.
+pub fn shown(dir: &Path, root: &Path) -> String {
+    dir.strip_prefix(root).unwrap_or(dir).display().to_string()
+}
