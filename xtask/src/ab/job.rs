@@ -39,6 +39,7 @@ pub fn run(
     thresholds_file: &Path,
     github: bool,
 ) -> anyhow::Result<Status> {
+    let stop = crate::measure::listen_for_stop()?;
     let setup = set_up(root, args, thresholds_file)?;
     let arms = start_arms(root, args, &setup)?;
     let file = ab_file(args, &setup, &arms);
@@ -52,13 +53,16 @@ pub fn run(
         shown(&setup.dir, root)
     );
     let (design, checks, dir) = (&setup.design, &setup.checks, &setup.dir);
-    let mut m = CliMeasure::new(&setup.plan, dir.clone(), design.clone(), arms, file);
+    let mut m = CliMeasure::new(&setup.plan, dir.clone(), (design.clone(), arms), file, stop);
     let priors = m.file.priors.clone();
     let outcome = ab::run(design, &args.criteria(), checks, &priors, &mut m)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     m.file.status = outcome.status;
     m.file.stopped = Some(outcome.stopped);
     bench::artifact::write(dir, &m.file).context("cannot write ab.json")?;
+    if outcome.stopped == Stopped::Interrupted {
+        eprintln!("interrupted: ab.json keeps the {} trials measured", m.file.trials.len());
+    }
     println!("{}", super::report::render(&m.file));
     if github {
         for line in super::report::github(&m.file) {
@@ -116,7 +120,6 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     if dir.join(ab::AB_FILE).exists() {
         bail!("{} already holds an A/B gate; choose another --out", dir.display());
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let extra: Vec<Override> = bench_sets
         .iter()
         .map(|s| Override::parse(s).map_err(anyhow::Error::msg))
@@ -127,6 +130,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     let (budget, budget_source) = args.budget();
     let checks = arms::checks(thresholds.as_ref(), &plan.profile.name, (budget, &budget_source))?;
     let design = design(root, args, &plan)?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(Setup {
         plan,
         base_label,

@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
 use bench::ab::{
@@ -42,6 +44,8 @@ pub struct CliMeasure<'a> {
     /// Per trial: its entry beyond the values (directory, status, isolation).
     entries: Vec<TrialEntry>,
     warmups: Vec<WarmupEntry>,
+    /// Set by Ctrl-C or SIGTERM between runs (during a run, the run itself stops).
+    stop: Arc<AtomicBool>,
 }
 
 /// Why a trial could not run (an error, not a verdict).
@@ -57,11 +61,15 @@ impl<'a> CliMeasure<'a> {
     pub fn new(
         plan: &'a BenchPlan,
         dir: PathBuf,
-        design: Design,
-        arms: [ArmRun; 2],
+        (design, arms): (Design, [ArmRun; 2]),
         file: AbFile,
+        stop: Arc<AtomicBool>,
     ) -> Self {
-        CliMeasure { plan, dir, design, arms, file, entries: Vec::new(), warmups: Vec::new() }
+        CliMeasure { plan, dir, design, arms, file, entries: Vec::new(), warmups: Vec::new(), stop }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
     }
 
     fn arm(&self, arm: Arm) -> &ArmRun {
@@ -173,6 +181,9 @@ impl Measure for CliMeasure<'_> {
 
     fn warmup(&mut self, arm: Arm) -> Result<Step<u64>, MeasureError> {
         let n = self.design.warmup_requests;
+        if self.stopped() {
+            return Ok(Step::Interrupted);
+        }
         if n == 0 {
             return Ok(Step::Done(0));
         }
@@ -187,6 +198,9 @@ impl Measure for CliMeasure<'_> {
     }
 
     fn trial(&mut self, slot: &Slot) -> Result<Step<TrialValues>, MeasureError> {
+        if self.stopped() {
+            return Ok(Step::Interrupted);
+        }
         let isolation = self.isolate(slot.arm)?;
         let name = trial_dir(slot);
         let slice = WorkloadSlice { first_item: slot.first_item, salt: salt(&self.design, slot) };

@@ -189,7 +189,7 @@ impl TuneCmd {
             key_base,
             slo: base.profile.profile.slo.clone(),
             requests: self.bench.requests.or(base.profile.profile.load.requests),
-            stop: listen_for_stop()?,
+            stop: crate::measure::listen_for_stop()?,
         };
         tune.run(&spec)
     }
@@ -246,17 +246,6 @@ impl TuneCmd {
 }
 
 /// Ctrl-C and SIGTERM heard between configurations (the runner hears them during a run).
-fn listen_for_stop() -> anyhow::Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut signals = rt.block_on(async { bench::runner::StopSignals::listen() });
-    let set = flag.clone();
-    std::thread::spawn(move || {
-        rt.block_on(signals.next());
-        set.store(true, Ordering::SeqCst);
-    });
-    Ok(flag)
-}
 
 fn settings_json(v: &Variant) -> Vec<(String, Json)> {
     v.settings

@@ -33,6 +33,9 @@ mod cli_sim;
 mod compare;
 mod deploy;
 mod gate;
+// `gate --ab` measures the simulator: the runtime build only.
+#[cfg(feature = "runtime")]
+mod gate_ab;
 mod gate_noise;
 mod history;
 // Runs measured with `bench`, a command of the runtime build only.
