@@ -245,8 +245,6 @@ impl TuneCmd {
     }
 }
 
-/// Ctrl-C and SIGTERM heard between configurations (the runner hears them during a run).
-
 fn settings_json(v: &Variant) -> Vec<(String, Json)> {
     v.settings
         .iter()
