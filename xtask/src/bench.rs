@@ -141,6 +141,10 @@ pub struct BenchCmd {
     /// verdicts, within (0, 1).
     #[arg(long, value_name = "P", default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
     pub confidence: f64,
+    /// With --gate: decide even when a trial ran on a busy client host (by default its checks
+    /// are inconclusive, naming the trial).
+    #[arg(long, requires = "gate")]
+    pub allow_busy_host: bool,
     /// With --gate on a trial set: add trials until every blocking threshold is decided (pass
     /// or fail), up to --max-trials, each look at a Bonferroni-corrected confidence.
     #[arg(long, requires = "gate", requires = "max_trials", conflicts_with_all = ["sweep", "compare_strategies"])]
@@ -411,7 +415,11 @@ impl BenchCmd {
         let gate = if self.gate {
             let thresholds = Thresholds::load(&root.join(&self.thresholds))
                 .context("cannot read the thresholds for --gate")?;
-            let options = GateOptions { confidence: self.confidence, ..GateOptions::default() };
+            let options = GateOptions {
+                confidence: self.confidence,
+                refuse_busy_host: !self.allow_busy_host,
+                ..GateOptions::default()
+            };
             Some(GateSettings { thresholds, github: self.github, options })
         } else {
             None

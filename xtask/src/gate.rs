@@ -44,9 +44,14 @@ pub struct GateCmd {
     /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
     #[arg(long, value_name = "P", default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
     pub confidence: f64,
-    /// Refuse to decide on a busy client host: every check of a set with a trial measured on a
-    /// busy host (summary `environment.noise.busy`) is inconclusive, naming the trial.
+    /// Decide even when a trial was measured on a busy client host. By default every check
+    /// of a set with such a trial (summary `environment.noise.busy`) is inconclusive, naming
+    /// the trial: an absolute limit set on a quieter machine says little about a busy one. (An
+    /// A/B gate decides anyway: both arms shared the host.)
     #[arg(long)]
+    pub allow_busy_host: bool,
+    /// The default since busy hosts are refused unless --allow-busy-host; kept for scripts.
+    #[arg(long, hide = true, conflicts_with = "allow_busy_host")]
     pub refuse_busy_host: bool,
     /// Add trials to the trial set, with the settings its trials.json records, until every
     /// blocking threshold is decided, up to --max-trials (each look at a Bonferroni-corrected
@@ -91,7 +96,7 @@ impl GateCmd {
         };
         let options = GateOptions {
             confidence: self.confidence,
-            refuse_busy_host: self.refuse_busy_host,
+            refuse_busy_host: !self.allow_busy_host,
             ..GateOptions::default()
         };
         if self.until_decided {

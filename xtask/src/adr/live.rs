@@ -7,9 +7,10 @@
 //! [`crate::thresholds::file`]'s.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use super::model::{Adr, AdrStatus, Decided, DecisionLine, LinkKind, Part, Problem};
-use crate::thresholds::file::{FORMAT_VERSION, Threshold, Thresholds, render_file};
+use crate::thresholds::file::{Budget, FORMAT_VERSION, Threshold, Thresholds, render_file};
 use crate::thresholds::rollback::RollbackCondition;
 
 /// Whether a record is live: Accepted, and no Accepted record lists it under `Supersedes`.
@@ -71,6 +72,56 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
         }
     }
     out.sort_by(|a, b| (a.adr, &a.file, a.line).cmp(&(b.adr, &b.file, b.line)));
+    out
+}
+
+/// The regression budgets of the live records (a metric superseded in part leaves with its
+/// thresholds), in the order of [`live_thresholds`].
+pub fn live_budgets(adrs: &[Adr]) -> Vec<Budget> {
+    let mut out = Vec::new();
+    for adr in adrs.iter().filter(|a| is_live(a, adrs)) {
+        let Some(number) = adr.number else { continue };
+        let file = adr.path.to_string_lossy().replace('\\', "/");
+        let parts = superseded_parts(adr, adrs);
+        for row in &adr.budgets {
+            if parts.iter().any(|(_, p)| matches!(p, Part::Metric(m) if *m == row.metric)) {
+                continue;
+            }
+            out.push(Budget {
+                metric: row.metric.clone(),
+                worse_by: row.worse_by,
+                detect: row.detect,
+                action: row.action,
+                profile: adr.profile.as_ref().map(|p| p.value.clone()),
+                adr: number,
+                file: file.clone(),
+                line: row.line,
+            });
+        }
+    }
+    out.sort_by(|a, b| (a.adr, &a.file, a.line).cmp(&(b.adr, &b.file, b.line)));
+    out
+}
+
+/// Two live records budgeting the same metric for the same scope: one problem each, naming
+/// the other.
+fn budget_conflicts(budgets: &[Budget]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, a) in budgets.iter().enumerate() {
+        for b in &budgets[i + 1..] {
+            let same_scope = a.profile.is_none() || b.profile.is_none() || a.profile == b.profile;
+            if a.metric == b.metric && a.adr != b.adr && same_scope {
+                out.push(Problem::new(
+                    Path::new(&b.file),
+                    b.line,
+                    format!(
+                        "budget of `{}` conflicts with ADR-{:04} ({}:{}), which budgets it for the same runs; supersede one",
+                        b.metric, a.adr, a.file, a.line
+                    ),
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -306,8 +357,10 @@ pub fn generate(adrs: &[Adr]) -> Result<Thresholds, Vec<Problem>> {
     }
     let thresholds = live_thresholds(adrs);
     problems.extend(conflicts(&thresholds));
+    let budgets = live_budgets(adrs);
+    problems.extend(budget_conflicts(&budgets));
     if problems.is_empty() {
-        Ok(Thresholds { version: FORMAT_VERSION, thresholds, budgets: Vec::new() })
+        Ok(Thresholds { version: FORMAT_VERSION, thresholds, budgets })
     } else {
         problems.sort();
         problems.dedup();

@@ -168,6 +168,21 @@ pub struct ThresholdRow {
     pub line: usize,
 }
 
+/// A row of a record's regression budgets table (in the thresholds section, a table with a
+/// `Budget` column): how much worse than the baseline arm of an A/B gate (`gate --ab`) the
+/// metric may be.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BudgetRow {
+    pub metric: String,
+    /// A fraction of the baseline (positive metrics) or points (shares): `0.05`.
+    pub worse_by: f64,
+    /// The regression the gate must catch (absent: twice the budget).
+    pub detect: Option<f64>,
+    pub action: Action,
+    /// 1-based line of the table row.
+    pub line: usize,
+}
+
 /// Direction of a supersession link in the Links section.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LinkKind {
@@ -293,6 +308,8 @@ pub struct Adr {
     pub sections: Vec<Section>,
     pub decisions: Vec<DecisionLine>,
     pub thresholds: Vec<ThresholdRow>,
+    /// Regression budgets for `gate --ab`.
+    pub budgets: Vec<BudgetRow>,
     /// The conditions of the Rollback conditions section (`crate::thresholds::rollback`), each
     /// at its line.
     pub rollback: Vec<RollbackCondition>,

@@ -1264,6 +1264,7 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
     }
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
+    let mut unbreakable = Vec::new();
     for (header, metric, action) in MATRIX {
         let p = match ctx.estimate(chosen_i, metric) {
             Some(e) => propose_from_estimate(metric, e, action, input.headroom),
@@ -1272,7 +1273,12 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
             None => propose(chosen, metric, action, input.headroom),
         };
         match p {
-            Some(p) => proposed.push(p),
+            Some(p) => {
+                match crate::thresholds::propose::unbreakable(p.metric, p.comparator, p.limit) {
+                    Some(why) => unbreakable.push(format!("{header} ({why})")),
+                    None => proposed.push(p),
+                }
+            }
             None => unmeasured.push(header),
         }
     }
@@ -1281,6 +1287,15 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
             o,
             "No threshold for what {chosen_label} did not measure: {}.",
             unmeasured.join(", ")
+        )
+        .unwrap();
+    }
+    if !unbreakable.is_empty() {
+        writeln!(
+            o,
+            "No threshold where the interval leaves no limit a run could break: {}. Measure more \
+             trials (a narrower interval) or set a limit by hand with its reason.",
+            unbreakable.join("; ")
         )
         .unwrap();
     }

@@ -11,8 +11,8 @@ use std::path::Path;
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
 use super::model::{
-    Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Part, Problem,
-    Section, SectionKind, ThresholdRow,
+    Adr, AdrStatus, BudgetRow, Decided, DecisionLine, Link, LinkKind, Located, NO_STATUS, Part,
+    Problem, Section, SectionKind, ThresholdRow,
 };
 use crate::thresholds::rollback::{RollbackCondition, parse_condition};
 use crate::thresholds::units::to_metric_unit;
@@ -39,6 +39,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
     let decisions = decision_lines(&doc, &mut problems);
     let links = links(&doc, &mut problems);
     let thresholds = threshold_rows(&doc, &mut problems);
+    let budgets = budget_rows(&doc, &mut problems);
     let rollback = rollback_conditions(&doc, &mut problems);
     let profile = thresholds_profile(&doc, &mut problems);
     let scenario = thresholds_scenario(&doc, &mut problems);
@@ -68,6 +69,7 @@ pub fn parse_adr(path: &Path, text: &str) -> Adr {
         sections,
         decisions,
         thresholds,
+        budgets,
         rollback,
         profile,
         scenario,
@@ -285,6 +287,10 @@ fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<ThresholdRo
         }
         let header: Vec<String> =
             table.header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
+        if header.iter().any(|h| h == "budget") {
+            // A regression budgets table ([`budget_rows`]).
+            continue;
+        }
         let col = |name: &str| header.iter().position(|h| h == name);
         let missing: Vec<&str> =
             THRESHOLD_COLUMNS.iter().copied().filter(|c| col(c).is_none()).collect();
@@ -329,6 +335,95 @@ fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<ThresholdRo
         }
     }
     thresholds
+}
+
+/// The regression budgets: the rows of a table of the thresholds section with columns metric,
+/// budget and action (and optionally detects), one budget per metric and action.
+fn budget_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<BudgetRow> {
+    let mut out: Vec<BudgetRow> = Vec::new();
+    for table in &doc.scan.tables {
+        if !doc.in_section(table.line, SectionKind::Thresholds) {
+            continue;
+        }
+        let header: Vec<String> =
+            table.header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
+        let col = |name: &str| header.iter().position(|h| h == name);
+        let Some(budget_col) = col("budget") else { continue };
+        let (Some(metric_col), Some(action_col)) = (col("metric"), col("action")) else {
+            problems.add(
+                table.line,
+                "a regression budgets table needs the columns metric, budget and action (and \
+                 optionally detects)",
+            );
+            continue;
+        };
+        let detects_col = col("detects");
+        for (line, cells) in &table.rows {
+            let cell = |i: usize| cells.get(i).map(|s| s.trim().trim_matches('`')).unwrap_or("");
+            let detects = detects_col.map(cell).filter(|d| !d.is_empty() && *d != BLANK_CELL);
+            match parse_budget_row(cell(metric_col), cell(budget_col), detects, cell(action_col)) {
+                Ok(row) => {
+                    if let Some(prev) =
+                        out.iter().find(|b| b.metric == row.metric && b.action == row.action)
+                    {
+                        problems.add(
+                            *line,
+                            format!(
+                                "metric `{}` already has a `{}` budget at line {}",
+                                row.metric, row.action, prev.line
+                            ),
+                        );
+                        continue;
+                    }
+                    out.push(BudgetRow { line: *line, ..row });
+                }
+                Err(e) => problems.add(*line, e),
+            }
+        }
+    }
+    out
+}
+
+/// What a blank cell reads as.
+const BLANK_CELL: &str = "—";
+
+/// A share of the baseline: `5%`, `5% worse`, `5 points worse`, `0.05`.
+fn parse_share(text: &str) -> Option<f64> {
+    let t = text.trim().trim_end_matches("worse").trim();
+    let (n, scale) = if let Some(p) = t.strip_suffix('%') {
+        (p, 100.0)
+    } else if let Some(p) = t.strip_suffix("points").or_else(|| t.strip_suffix("point")) {
+        (p, 100.0)
+    } else {
+        (t, 1.0)
+    };
+    n.trim().parse::<f64>().ok().map(|v| v / scale).filter(|v| v.is_finite())
+}
+
+/// One row of a regression budgets table.
+pub fn parse_budget_row(
+    metric: &str,
+    budget: &str,
+    detects: Option<&str>,
+    action: &str,
+) -> Result<BudgetRow, String> {
+    let Some(def) = bench::summary::metric_def(metric) else {
+        return Err(unknown_metric_message(metric));
+    };
+    let worse_by = parse_share(budget).ok_or_else(|| {
+        format!(
+            "budget `{budget}` is not a share of the baseline such as `5%` (`5 points` for a share)"
+        )
+    })?;
+    let detect = match detects {
+        Some(d) => Some(parse_share(d).ok_or_else(|| {
+            format!("detects `{d}` is not a share of the baseline such as `10%`")
+        })?),
+        None => None,
+    };
+    let action = Action::parse(action).map_err(|e| e.to_string())?;
+    bench::ab::BudgetCheck::new(def.path, worse_by, detect, true, "").map_err(|e| e.to_string())?;
+    Ok(BudgetRow { metric: def.path.to_string(), worse_by, detect, action, line: 0 })
 }
 
 /// The conditions of the Rollback conditions section: list items that start with a backticked

@@ -252,7 +252,7 @@ pub struct GateOptions {
     /// Resamples of a single run's request bootstrap.
     pub resamples: u32,
     /// Every check of a set with a trial measured on a busy client host is inconclusive
-    /// (`--refuse-busy-host`).
+    /// (the default; `--allow-busy-host` turns it off).
     pub refuse_busy_host: bool,
 }
 
@@ -261,7 +261,7 @@ impl Default for GateOptions {
         GateOptions {
             confidence: stats::DEFAULT_CONFIDENCE,
             resamples: GATE_RESAMPLES,
-            refuse_busy_host: false,
+            refuse_busy_host: true,
         }
     }
 }
@@ -368,7 +368,7 @@ pub fn evaluate(set: &TrialSet, thresholds: &Thresholds, opts: &GateOptions) -> 
             {
                 check.verdict = Verdict::Inconclusive;
                 check.reason = Some(format!(
-                    "the client host was busy during {} (--refuse-busy-host)",
+                    "the client host was busy during {} (decide anyway: --allow-busy-host)",
                     busy.join(", ")
                 ));
             }

@@ -6,7 +6,7 @@
 
 use bench::Summary;
 use bench::stats::{DetectableChange, Direction, Estimate, Method};
-use bench::summary::{Better, metric_def};
+use bench::summary::{Better, Scale, metric_def};
 
 use super::rule::{Action, Comparator};
 
@@ -100,6 +100,33 @@ pub fn propose_from_estimate(
         measured: estimate.value,
         estimate: Some(estimate.clone()),
         detects,
+    })
+}
+
+/// Why no value of `metric` can break `value <comparator> limit`, when none can: every known
+/// metric is at least 0 (a cosine at least -1), a share at most 1, so `>= 0` or `<= 1` of a
+/// share holds for every run and decides nothing. `None`: a run can break it.
+pub fn unbreakable(metric: &str, comparator: Comparator, limit: f64) -> Option<String> {
+    let def = metric_def(metric)?;
+    let floor = if def.path == "extra.acceptance.numeric.cos_min" { -1.0 } else { 0.0 };
+    let ceiling = (def.scale == Scale::Share).then_some(1.0);
+    let holds = match comparator {
+        Comparator::Ge => limit <= floor,
+        Comparator::Gt => limit < floor,
+        Comparator::Le => ceiling.is_some_and(|c| limit >= c) || limit == f64::INFINITY,
+        Comparator::Lt => ceiling.is_some_and(|c| limit > c),
+        Comparator::Eq => false,
+    };
+    holds.then(|| {
+        let range = match ceiling {
+            Some(c) => format!("within [{floor}, {c}]"),
+            None => format!("at least {floor}"),
+        };
+        format!(
+            "`{metric} {comparator} {}` holds for every value the metric can take ({range}): no \
+             run can fail it",
+            crate::text::num(limit)
+        )
     })
 }
 
