@@ -539,6 +539,10 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
         (r"infergate \d+\.\d+\.\d+", "infergate [version]"),
         (r"measured -?\d+(\.\d+)?", "measured [value]"),
         (r"(above|below) \d+(\.\d+)?", "$1 [limit]"),
+        (
+            r"the gate's \d+(\.\d+)? (\w+) lies inside a bucket of (\S+): \d+(\.\d+)? is",
+            "the gate's [limit] $2 lies inside a bucket of $3: [bound] is",
+        ),
         (r"(chosen|reference): [^|\n]*\|", "$1: [conclusion] |"),
         // How busy this machine was while the runs measured is not the record's to pin.
         (r"- [^\n]*: the client host was busy during the load: [^\n]*\n", ""),
