@@ -264,7 +264,7 @@ mod tests {
         assert!(r.rules.contains("le=~\"0\\\\.4\"}"), "{}", r.rules);
         assert!(r.rules.contains("the record''s 250 ms lies inside a bucket of sglang:time_to_first_token_seconds, whose bound 400 ms is the effective limit"), "{}", r.rules);
         assert!(r.rules.contains("- alert: InfergateAdr0002MetricsTtftMsP99RollBackNoData\n"));
-        assert!(r.rules.contains("expr: 'sum(increase(vllm:time_to_first_token_seconds_count[5m])) == 0 or absent_over_time(vllm:time_to_first_token_seconds_count[5m])'"), "{}", r.rules);
+        assert!(r.rules.contains("expr: 'sum(increase(vllm:time_to_first_token_seconds_count[5m])) == 0 or (absent_over_time(vllm:time_to_first_token_seconds_count[5m]) and on() count(present_over_time(vllm:time_to_first_token_seconds_count[1d])))'"), "{}", r.rules);
         assert!(r.rules.contains("for: 1m\n"));
         assert!(r.rules.contains("severity: warning\n"));
         assert!(r.rules.contains("baseline: 'measured 201 in Exp-1'\n"));

@@ -298,21 +298,25 @@ pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
 }
 
 /// The expression of the absent-data alert of a condition: true when its window holds no
-/// observation (a histogram's count did not increase, or the series is absent: the target is
-/// down or does not export it).
+/// observation while the engine is deployed: a histogram's count did not increase, or the
+/// series that existed within the last day is absent now (the target is down or stopped
+/// exporting it). An engine that was never scraped (another engine's group) raises nothing.
 pub fn absent_promql(src: &Source, c: &RollbackCondition) -> String {
     let w = c.window;
-    match src {
-        Source::GaugeMax { names } => {
-            format!("absent_over_time({{__name__=~\"{}\"}}[{w}])", names.join("|"))
-        }
-        Source::Increase { name } => format!("absent_over_time({name}[{w}])"),
+    let (series, idle) = match src {
+        Source::GaugeMax { names } => (format!("{{__name__=~\"{}\"}}", names.join("|")), None),
+        Source::Increase { name } => (name.to_string(), None),
         _ => {
-            let family = src.family().unwrap_or_default();
-            format!(
-                "sum(increase({family}_count[{w}])) == 0 or absent_over_time({family}_count[{w}])"
-            )
+            let count = format!("{}_count", src.family().unwrap_or_default());
+            let idle = format!("sum(increase({count}[{w}])) == 0");
+            (count, Some(idle))
         }
+    };
+    let gone =
+        format!("absent_over_time({series}[{w}]) and on() count(present_over_time({series}[1d]))");
+    match idle {
+        Some(idle) => format!("{idle} or ({gone})"),
+        None => gone,
     }
 }
 
