@@ -8,7 +8,7 @@
 //! - every engine step 8 ms slower (TTFT P99 a little higher, just under the gate's limit; TPOT
 //!   nearly twice): no rollback, from either;
 //! - the same engine on a slower GPU (L40S: every step about 2.7x): rollback within the window
-//!   and three scrape intervals, from both.
+//!   and a few scrape intervals of the first observation, from both.
 //!
 //! A `/metrics` that never answers (it hangs, or answers 502) ends a watch with the no-data exit
 //! code, and Prometheus fires the absent-data alert.
@@ -330,9 +330,11 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
     assert!(near.1.unwrap() > baseline.metric("metrics.tpot_ms.p99").unwrap() * 1.4, "{near:?}");
     // The slow engine: both roll back within the window and three scrape intervals.
     let slow = &seen[2];
-    let bound = (WINDOW_S + 3 * SCRAPE_S) as f64;
+    // The window, then: a second sample for the rate, the evaluation that finds it true, the
+    // one after `for` that fires it, and the polls (each a scrape or evaluation interval).
+    let bound = (WINDOW_S + 5 * SCRAPE_S) as f64;
     assert!(
-        slow.fired_s.is_some_and(|s| s <= bound + 1.0),
+        slow.fired_s.is_some_and(|s| s <= bound),
         "Prometheus: {:?} s\n{}",
         slow.fired_s,
         slow.watch_out
@@ -345,7 +347,9 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
         .rev()
         .find_map(|l| l.strip_prefix('[')?.split_once("s]")?.0.trim().parse().ok())
         .unwrap_or(u64::MAX);
-    assert!(last_tick <= WINDOW_S + 3 * 2, "{}", slow.watch_out);
+    // watch: the window after its first scrape with data (its load starts with it), and its
+    // own scrape intervals.
+    assert!(last_tick <= WINDOW_S + 4 * 2, "{}", slow.watch_out);
 }
 
 /// A metrics page that never answers usefully (it hangs, or answers 502) and an engine that
