@@ -356,7 +356,7 @@ impl WatchCmd {
                     label(&wd.live),
                     c.render().replace('`', ""),
                     h.held_s.round(),
-                    crate::text::with_unit(h.value, &c.unit),
+                    value_text(&wd.source, h.value, &c.unit),
                     wd.live.file,
                     c.line
                 );
@@ -383,6 +383,17 @@ impl WatchCmd {
                 return Ok(Status::PolicyViolated);
             }
         }
+    }
+}
+
+/// A value as the status line shows it: a share of requests over a bucket bound, or the value
+/// in the metric's unit.
+fn value_text(src: &Source, v: f64, unit: &str) -> String {
+    match src {
+        Source::ShareOver { bound_s, .. } => {
+            format!("{}% of requests over {} ms", num(v * 100.0), num(bound_s * 1000.0))
+        }
+        _ => crate::text::with_unit(v, unit),
     }
 }
 
