@@ -697,8 +697,14 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
             None if vb == 0.0 || ((vr - vb) / vb.abs()).abs() < NOISE => continue,
             None => {}
         }
-        let pct = if vb != 0.0 { (vr - vb) / vb.abs() * 100.0 } else { 0.0 };
-        let text = format!("{} {pct:+.1}%", header.split(" (").next().unwrap_or(header));
+        let name = header.split(" (").next().unwrap_or(header);
+        // A change from 0 has no percentage: it is stated as the change itself.
+        let text = if vb != 0.0 {
+            format!("{name} {:+.1}%", (vr - vb) / vb.abs() * 100.0)
+        } else {
+            let sign = if vr > vb { "+" } else { "" };
+            format!("{name} {sign}{} (from 0)", fmt_measured(vr - vb))
+        };
         let lower_is_better = matches!(def.better, bench::summary::Better::Lower);
         if (vr < vb) == lower_is_better { better.push(text) } else { worse.push(text) }
     }

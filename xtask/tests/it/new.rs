@@ -552,6 +552,46 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
     });
 }
 
+/// A goodput that goes from 0 to 1 is a change of +1, not "+0.0%" (no percentage of 0).
+#[test]
+fn a_change_from_zero_is_stated_as_the_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let set = |name: &str, goodput: &[f64]| {
+        let trials: Vec<bench::Summary> = goodput
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let s = crate::support::summary(
+                    &format!("t{i}"),
+                    200.0,
+                    40.0,
+                    *g,
+                    crate::support::engine_params(true, 8192),
+                );
+                s
+            })
+            .collect();
+        crate::support::write_set(&runs.join(name), &trials);
+    };
+    set("base", &[0.0, 0.0, 0.0]);
+    set("exp", &[1.0, 0.99, 1.0]);
+    let out = crate::support::xtask(
+        tmp.path(),
+        &["adr", "new", "Goodput", "--baseline", "runs/base", "--exp", "runs/exp"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(tmp.path().join("docs/adr/0001-goodput.md")).unwrap();
+    let row = text.lines().find(|l| l.starts_with("| Exp-1 |")).unwrap();
+    assert!(!row.contains("+0.0%"), "{row}");
+    assert!(
+        row.contains("better: Goodput +0.993 (from 0.003)")
+            || row.contains("(from 0)")
+            || row.contains("Goodput +"),
+        "{row}"
+    );
+}
+
 #[test]
 fn trial_sets_give_estimates_significance_and_limits_beyond_the_interval() {
     let tmp = tempfile::tempdir().unwrap();
