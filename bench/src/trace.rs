@@ -120,7 +120,9 @@ impl Trace {
         max_rate: Option<f64>,
     ) -> Result<Vec<f64>, TraceError> {
         let offsets = self.send_offsets(origin_ms, time_scale, max_rate);
-        if let Some((r, at)) = self.records.iter().zip(&offsets).find(|(_, at)| !(**at <= MAX_MS)) {
+        if let Some((r, at)) =
+            self.records.iter().zip(&offsets).find(|(_, at)| !at.is_finite() || **at > MAX_MS)
+        {
             return Err(TraceError::at(
                 path,
                 r.line,

@@ -318,6 +318,17 @@ impl MetricEstimate {
     }
 }
 
+/// How a trial differs from the set's first: the trials' directory names, the key and both
+/// values.
+#[derive(Debug)]
+pub struct MixedTrial {
+    pub first: String,
+    pub trial: String,
+    pub key: String,
+    pub found: String,
+    pub expected: String,
+}
+
 /// Why a trial set cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TrialsError {
@@ -341,19 +352,16 @@ pub enum TrialsError {
     #[error("{} lists no trial: nothing was measured", path.display())]
     Empty { path: PathBuf },
     #[error(
-        "trial {trial} of {} was measured otherwise than trial {first}: {key} {found} against \
-         {expected}; every trial of a set shares its profile, scenario, engine config and \
-         workload files",
-        path.display()
+        "trial {} of {} was measured otherwise than trial {}: {} {} against {}; every trial of a \
+         set shares its profile, scenario, engine config and workload files",
+        d.trial,
+        path.display(),
+        d.first,
+        d.key,
+        d.found,
+        d.expected
     )]
-    Mixed {
-        path: PathBuf,
-        first: String,
-        trial: String,
-        key: String,
-        found: String,
-        expected: String,
-    },
+    Mixed { path: PathBuf, d: Box<MixedTrial> },
     #[error(
         "{} holds trial directories ({}) but no {TRIALS_FILE}: a trial set lists its trials \
          there (it was deleted or never written); gate a trial's directory, or measure the set \
@@ -439,14 +447,8 @@ fn same_measurement(path: &Path, first: &Trial, t: &Trial) -> Result<(), TrialsE
         return Ok(());
     };
     let name = |t: &Trial| t.dir.file_name().map_or(String::new(), |n| n.to_string_lossy().into());
-    Err(TrialsError::Mixed {
-        path: path.to_path_buf(),
-        first: name(first),
-        trial: name(t),
-        key,
-        found,
-        expected,
-    })
+    let d = Box::new(MixedTrial { first: name(first), trial: name(t), key, found, expected });
+    Err(TrialsError::Mixed { path: path.to_path_buf(), d })
 }
 
 /// The `trial-NN` directories of `dir`, sorted.

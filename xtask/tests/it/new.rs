@@ -562,14 +562,8 @@ fn a_change_from_zero_is_stated_as_the_change() {
             .iter()
             .enumerate()
             .map(|(i, g)| {
-                let s = crate::support::summary(
-                    &format!("t{i}"),
-                    200.0,
-                    40.0,
-                    *g,
-                    crate::support::engine_params(true, 8192),
-                );
-                s
+                let engine = crate::support::engine_params(true, 8192);
+                crate::support::summary(&format!("t{i}"), 200.0, 40.0, *g, engine)
             })
             .collect();
         crate::support::write_set(&runs.join(name), &trials);
