@@ -1088,7 +1088,11 @@ mod tests {
         index.trials.push(second);
         index.write(tmp.path()).unwrap();
         let e = TrialSet::load(tmp.path()).unwrap_err();
-        assert!(e.to_string().contains("different profiles (default and other)"), "{e}");
+        assert!(
+            e.to_string().contains("trial trial-02 of")
+                && e.to_string().contains(": profile other against default"),
+            "{e}"
+        );
 
         index.format_version = 9;
         index.write(tmp.path()).unwrap();
