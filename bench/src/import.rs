@@ -12,7 +12,7 @@ use std::path::Path;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::workload::{DatasetError, dataset_lines};
+use crate::workload::{DatasetError, dataset_lines, json_error};
 
 pub use crate::config::ConversationFormat;
 
@@ -51,20 +51,26 @@ pub fn parse_conversations(
     format: ConversationFormat,
 ) -> Result<Vec<Conversation>, DatasetError> {
     let mut out = Vec::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.trim_start().starts_with('[') {
         let elements: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
-            DatasetError::at(path, e.line(), format!("not a valid JSON array: {e}"))
+            DatasetError::at(path, e.line(), format!("not a valid JSON array: {}", json_error(&e)))
         })?;
         for (i, raw) in elements.iter().enumerate() {
             let offset = raw.get().as_ptr() as usize - text.as_ptr() as usize;
             let line = text[..offset].matches('\n').count() + 1;
-            let v: Value = serde_json::from_str(raw.get()).expect("a valid element of the array");
+            // The array's elements are only checked as JSON text above: nesting is counted here.
+            let v: Value = serde_json::from_str(raw.get()).map_err(|e| {
+                let line = line + e.line().saturating_sub(1);
+                DatasetError::at(path, line, format!("[{i}]: not valid JSON: {}", json_error(&e)))
+            })?;
             out.push(conversation(path, line, &format!("[{i}]"), &v, format)?);
         }
     } else {
         for (line, l) in dataset_lines(text) {
-            let v: Value = serde_json::from_str(l)
-                .map_err(|e| DatasetError::at(path, line, format!("not valid JSON: {e}")))?;
+            let v: Value = serde_json::from_str(l).map_err(|e| {
+                DatasetError::at(path, line, format!("not valid JSON: {}", json_error(&e)))
+            })?;
             out.push(conversation(path, line, "", &v, format)?);
         }
     }
@@ -204,6 +210,31 @@ mod tests {
             (a[0].system.clone(), a[0].turns.clone())
         );
         assert_eq!((o[0].line, o[1].line), (1, 3));
+    }
+
+    #[test]
+    fn nesting_past_the_bound_is_a_located_error_never_a_panic() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        // The bound is serde_json's recursion limit, exactly.
+        let depth = crate::config::limits::MAX_JSON_DEPTH;
+        assert!(serde_json::from_str::<Value>(&deep(depth)).is_ok());
+        assert!(serde_json::from_str::<Value>(&deep(depth + 1)).is_err());
+        // A 400 KB nested array inside a ShareGPT array, on its third line.
+        let text = format!(
+            "[\n{{\"conversations\": [{{\"from\": \"human\", \"value\": \"a\"}}]}},\n{}\n]",
+            deep(200_000)
+        );
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(
+            e.starts_with("c.json:3: [1]: not valid JSON: nested deeper than 127"),
+            "{}",
+            &e[..200.min(e.len())]
+        );
+        let e = parse(&format!("{{\"messages\": {}}}\n", deep(500))).unwrap_err().to_string();
+        assert!(e.starts_with("c.json:1: not valid JSON: nested deeper than 127"), "{e}");
+        // A byte order mark before the array is skipped.
+        let bom = "\u{feff}[{\"conversations\": [{\"from\": \"human\", \"value\": \"a\"}]}]";
+        assert_eq!(parse(bom).unwrap().len(), 1);
     }
 
     #[test]

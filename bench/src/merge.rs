@@ -10,9 +10,12 @@
 //! bucket and compared with the merged histograms; the report says whether they agree.
 //!
 //! The merge refuses shards of different runs (run id), shard counts, profiles, targets or
-//! engine configs, and two directories of one shard, naming the directory. A missing shard, or
-//! one that ended interrupted, aborted or failed, is written into the merged status and notes:
-//! the merge is then incomplete, never silently smaller.
+//! engine configs, and two directories of one shard, naming the directory. A missing shard, one
+//! that ended interrupted, aborted or failed, or one whose files disagree with its summary
+//! (`requests.jsonl` cut short or missing, its counts or last request not the summary's,
+//! `histograms.hlog` missing, unreadable or not the records' histograms:
+//! [`rundir::disagreements`]) is written into the merged status and notes: the merge is then
+//! incomplete, never silently smaller.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,6 +100,9 @@ pub struct ShardRun {
     pub records: Vec<RequestRecord>,
     /// Its `histograms.hlog`, by tag (`None`: missing or unreadable).
     pub histograms: Option<BTreeMap<String, Histogram<u64>>>,
+    /// Where its files disagree with its summary ([`rundir::disagreements`]): the shard is
+    /// then incomplete.
+    pub problems: Vec<String>,
 }
 
 /// Read a shard's run directory.
@@ -113,28 +119,15 @@ pub fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
         .map_err(|e| bad(format!("load_started_at `{}`: {e}", shard.load_started_at)))?
         .to_utc();
     crate::shard::Shard::new(shard.index, shard.count).map_err(bad)?;
-    let records = rundir::read_records(dir)?.records;
+    let problems = rundir::disagreements(dir, &summary);
+    // A shard whose records cannot be read is merged with none, and named.
+    let records = rundir::read_records(dir).map(|r| r.records).unwrap_or_default();
     let histograms = std::fs::read(dir.join(HISTOGRAMS_FILE)).ok().and_then(|b| decode_hlog(&b));
-    Ok(ShardRun { dir: dir.to_path_buf(), summary, shard, load_started, records, histograms })
+    let dir = dir.to_path_buf();
+    Ok(ShardRun { dir, summary, shard, load_started, records, histograms, problems })
 }
 
-/// The histograms of an HdrHistogram interval log, by tag (`None` when it cannot be read).
-pub fn decode_hlog(bytes: &[u8]) -> Option<BTreeMap<String, Histogram<u64>>> {
-    use base64::Engine;
-    use hdrhistogram::serialization::Deserializer;
-    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-    let mut out = BTreeMap::new();
-    for entry in IntervalLogIterator::new(bytes) {
-        if let LogEntry::Interval(h) = entry.ok()? {
-            let tag = h.tag()?.as_str().to_string();
-            let raw =
-                base64::engine::general_purpose::STANDARD.decode(h.encoded_histogram()).ok()?;
-            let hist: Histogram<u64> = Deserializer::new().deserialize(&mut raw.as_slice()).ok()?;
-            out.insert(tag, hist);
-        }
-    }
-    Some(out)
-}
+pub use crate::rundir::decode_hlog;
 
 /// How the shards merged: each shard, the missing ones, the spread of their windows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -176,6 +169,10 @@ pub struct MergedShard {
     pub requests: u64,
     /// Its measured window on the merged timeline.
     pub window: Window,
+    /// Where its files disagree with its summary (count, last record, histogram log): the
+    /// shard, and so the merge, is incomplete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 /// The merged run: its summary, its records (each with its shard) and the accumulator.
@@ -305,6 +302,7 @@ pub fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
             offset_ms: off,
             requests: own.progress().0,
             window: own.finish(None).window,
+            problems: s.problems.clone(),
         });
     }
     records.sort_by(|(a, x), (b, y)| {
@@ -316,7 +314,9 @@ pub fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
     let report = MergeReport {
         shard_count: count,
         complete: missing.is_empty()
-            && shards.iter().all(|s| s.summary.status == RunStatus::Complete),
+            && shards
+                .iter()
+                .all(|s| s.summary.status == RunStatus::Complete && s.problems.is_empty()),
         missing,
         start_spread_ms: offset(shards.iter().max_by_key(|s| s.load_started).expect("a shard")),
         end_spread_ms: spread(report_shards.iter().map(|s| s.window.end_ms)),
@@ -374,26 +374,12 @@ fn common_rate(window: &Window, records: &[(u32, RequestRecord)]) -> Option<f64>
     Some(round_us(n as f64 / secs))
 }
 
-/// The metrics a histogram log holds, and the accumulator's histogram of each.
-fn merged_hists(acc: &MetricsAccumulator) -> [(&'static str, &Histogram<u64>); 6] {
-    [
-        ("ttft_ms", acc.ttft.histogram()),
-        ("tpot_ms", acc.tpot.histogram()),
-        ("itl_ms", acc.itl.histogram()),
-        ("e2e_ms", acc.e2e.histogram()),
-        ("queue_ms", acc.queue.histogram()),
-        ("lag_ms", acc.lag.histogram()),
-    ]
-}
-
 /// Whether the shards' histogram logs, added together, hold exactly the merged histograms.
 fn histograms_agree(shards: &[ShardRun], acc: &MetricsAccumulator) -> Option<bool> {
     let logs: Vec<&BTreeMap<String, Histogram<u64>>> =
         shards.iter().map(|s| s.histograms.as_ref()).collect::<Option<_>>()?;
-    let buckets = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
-        h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect()
-    };
-    Some(merged_hists(acc).into_iter().all(|(tag, merged)| {
+    let buckets = rundir::buckets;
+    Some(rundir::logged_histograms(acc).into_iter().all(|(tag, merged)| {
         let mut sum = Histogram::<u64>::new_from(merged);
         for log in &logs {
             if let Some(h) = log.get(tag) {
@@ -448,13 +434,16 @@ fn merged_summary(
     s
 }
 
-/// Aborted when a shard was; interrupted when one was or is missing (part of the planned
-/// load); failed when one failed or nothing succeeded; else complete.
+/// Aborted when a shard was; interrupted when one was, is missing or is incomplete (its files
+/// disagree with its summary: part of the planned load); failed when one failed or nothing succeeded; else complete.
 fn merged_status(shards: &[ShardRun], report: &MergeReport, ok: u64) -> RunStatus {
     let any = |st: RunStatus| shards.iter().any(|s| s.summary.status == st);
     if any(RunStatus::Aborted) {
         RunStatus::Aborted
-    } else if any(RunStatus::Interrupted) || !report.missing.is_empty() {
+    } else if any(RunStatus::Interrupted)
+        || !report.missing.is_empty()
+        || shards.iter().any(|s| !s.problems.is_empty())
+    {
         RunStatus::Interrupted
     } else if any(RunStatus::Failed) || ok == 0 {
         RunStatus::Failed
@@ -473,6 +462,15 @@ fn merge_notes(shards: &[ShardRun], report: &MergeReport) -> Vec<String> {
              not the planned load",
             list.join(", "),
             shards.len()
+        ));
+    }
+    for s in shards.iter().filter(|s| !s.problems.is_empty()) {
+        notes.push(format!(
+            "incomplete: shard {} ({}) is not the run its summary describes: {}; the merge holds \
+             what its records hold",
+            s.shard.shard(),
+            s.dir.display(),
+            s.problems.join("; ")
         ));
     }
     for s in shards.iter().filter(|s| s.summary.status != RunStatus::Complete) {

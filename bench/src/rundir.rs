@@ -280,6 +280,113 @@ pub fn read_records(dir: &Path) -> Result<ReadRecords, RunDirError> {
     Ok(ReadRecords { records, truncated_tail })
 }
 
+/// The histograms of an HdrHistogram interval log, by tag (`None` when it cannot be read).
+pub fn decode_hlog(
+    bytes: &[u8],
+) -> Option<std::collections::BTreeMap<String, hdrhistogram::Histogram<u64>>> {
+    use base64::Engine;
+    use hdrhistogram::serialization::Deserializer;
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+    let mut out = std::collections::BTreeMap::new();
+    for entry in IntervalLogIterator::new(bytes) {
+        if let LogEntry::Interval(h) = entry.ok()? {
+            let tag = h.tag()?.as_str().to_string();
+            let raw =
+                base64::engine::general_purpose::STANDARD.decode(h.encoded_histogram()).ok()?;
+            let hist: hdrhistogram::Histogram<u64> =
+                Deserializer::new().deserialize(&mut raw.as_slice()).ok()?;
+            out.insert(tag, hist);
+        }
+    }
+    Some(out)
+}
+
+/// The histograms a run's `histograms.hlog` holds, by tag, from its accumulator.
+pub fn logged_histograms(
+    acc: &MetricsAccumulator,
+) -> [(&'static str, &hdrhistogram::Histogram<u64>); 6] {
+    [
+        ("ttft_ms", acc.ttft.histogram()),
+        ("tpot_ms", acc.tpot.histogram()),
+        ("itl_ms", acc.itl.histogram()),
+        ("e2e_ms", acc.e2e.histogram()),
+        ("queue_ms", acc.queue.histogram()),
+        ("lag_ms", acc.lag.histogram()),
+    ]
+}
+
+/// The recorded values of a histogram, bucket by bucket.
+pub fn buckets(h: &hdrhistogram::Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect()
+}
+
+/// Where a run directory's files disagree with its `summary.json`, one sentence each (empty:
+/// they agree): `requests.jsonl` missing, unreadable or cut short, its measured or warmup
+/// records not the summary's counts, its last measured request not the end of the summary's
+/// window, `histograms.hlog` missing, unreadable or not the histograms of the records. A run
+/// whose files disagree is not the run its summary describes: merges and trial sets call it
+/// incomplete.
+pub fn disagreements(dir: &Path, summary: &Summary) -> Vec<String> {
+    let mut out = Vec::new();
+    let read = match read_records(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            let why = std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default();
+            return vec![format!("{e}{why}")];
+        }
+    };
+    if read.truncated_tail {
+        out.push(format!("{REQUESTS_FILE} ends in a line cut short"));
+    }
+    let mut acc = MetricsAccumulator::new(summary.goodput.slo.clone());
+    for r in &read.records {
+        acc.add(r);
+    }
+    let m = acc.finish(None);
+    let counts = &summary.requests;
+    if (m.requests.total, m.requests.warmup) != (counts.total, counts.warmup) {
+        out.push(format!(
+            "{REQUESTS_FILE} holds {} measured and {} warmup requests, {SUMMARY_FILE} counts {} and {}",
+            m.requests.total, m.requests.warmup, counts.total, counts.warmup
+        ));
+    }
+    let (ends, window_end) = (m.window.end_ms, summary.timing.window.end_ms);
+    if ends.zip(window_end).is_some_and(|(a, b)| (a - b).abs() > 1e-3)
+        || ends.is_some() != window_end.is_some()
+    {
+        let ms = |v: Option<f64>| v.map_or("(none)".to_string(), |v| format!("{v} ms"));
+        out.push(format!(
+            "the last measured request of {REQUESTS_FILE} ends at {}, the window of \
+             {SUMMARY_FILE} at {}",
+            ms(ends),
+            ms(window_end)
+        ));
+    }
+    let log = match fs::read(dir.join(HISTOGRAMS_FILE)) {
+        Ok(bytes) => decode_hlog(&bytes),
+        Err(_) => {
+            out.push(format!("{HISTOGRAMS_FILE} is missing"));
+            return out;
+        }
+    };
+    let Some(log) = log else {
+        out.push(format!("{HISTOGRAMS_FILE} cannot be read as an HdrHistogram interval log"));
+        return out;
+    };
+    let differ: Vec<&str> = logged_histograms(&acc)
+        .into_iter()
+        .filter(|(tag, h)| log.get(*tag).map_or(Vec::new(), buckets) != buckets(h))
+        .map(|(tag, _)| tag)
+        .collect();
+    if !differ.is_empty() {
+        out.push(format!(
+            "{HISTOGRAMS_FILE} does not hold the histograms of {REQUESTS_FILE} ({})",
+            differ.join(", ")
+        ));
+    }
+    out
+}
+
 /// Rebuild a run's metrics from its `requests.jsonl`.
 pub fn recompute(
     dir: &Path,

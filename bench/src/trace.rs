@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::TraceFormat;
-use crate::config::limits::MAX_REQUEST_TOKENS;
+use crate::config::limits::{MAX_MS, MAX_REQUEST_TOKENS, MAX_TRACE_MS, number};
 use crate::wire::VOCABULARY;
 
 /// One request of a trace.
@@ -110,6 +110,34 @@ impl Trace {
         out
     }
 
+    /// [`Trace::send_offsets`], refused when a record would be sent more than a week
+    /// ([`MAX_MS`]) after the replay's start: the error names the record's line of `path`.
+    pub fn replay_offsets(
+        &self,
+        path: &Path,
+        origin_ms: f64,
+        time_scale: f64,
+        max_rate: Option<f64>,
+    ) -> Result<Vec<f64>, TraceError> {
+        let offsets = self.send_offsets(origin_ms, time_scale, max_rate);
+        if let Some((r, at)) =
+            self.records.iter().zip(&offsets).find(|(_, at)| !at.is_finite() || **at > MAX_MS)
+        {
+            return Err(TraceError::at(
+                path,
+                r.line,
+                format!(
+                    "this record would be sent {} s after the replay's start; a replay spans at \
+                     most {} s (a week): narrow the window (load.trace_start_s, \
+                     load.trace_duration_s) or lower load.time_scale",
+                    number(at / 1e3),
+                    MAX_MS / 1e3
+                ),
+            ));
+        }
+        Ok(offsets)
+    }
+
     /// Hash blocks in all, and those seen in an earlier record at the same position.
     pub fn block_reuse(&self) -> (u64, u64) {
         let mut seen = HashSet::new();
@@ -146,11 +174,25 @@ fn tokens(v: Option<&serde_json::Value>, key: &str) -> Result<u32, String> {
     )
 }
 
+/// Whether a timestamp in ms lies within the documented bound `[0, MAX_TRACE_MS]`.
+fn timestamp_in_bound(ms: f64) -> bool {
+    ms.is_finite() && (0.0..=MAX_TRACE_MS).contains(&ms)
+}
+
+/// The bound of a timestamp, for messages: `within [0, 31536000000] ms (a year)`.
+fn timestamp_bound(unit: &str) -> String {
+    match unit {
+        "s" => format!("within [0, {}] (a year)", MAX_TRACE_MS / 1e3),
+        _ => format!("within [0, {MAX_TRACE_MS}] (a year)"),
+    }
+}
+
 fn timestamp(v: Option<&serde_json::Value>, key: &str) -> Result<f64, String> {
     let v = v.ok_or_else(|| format!("missing `{key}`"))?;
-    v.as_f64()
-        .filter(|t| t.is_finite() && *t >= 0.0)
-        .ok_or_else(|| format!("`{key}` must be a number of milliseconds >= 0, got {v}"))
+    v.as_f64().filter(|t| timestamp_in_bound(*t)).ok_or_else(|| {
+        let shown = v.as_f64().map_or_else(|| v.to_string(), number);
+        format!("`{key}` must be a number of milliseconds {}, got {shown}", timestamp_bound("ms"))
+    })
 }
 
 fn parse_jsonl(
@@ -165,8 +207,8 @@ fn parse_jsonl(
     let mut out = Vec::new();
     for (line, raw) in crate::workload::dataset_lines(text) {
         let err = |m: String| TraceError::at(path, line, m);
-        let v: serde_json::Value =
-            serde_json::from_str(raw).map_err(|e| err(format!("not valid JSON: {e}")))?;
+        let v: serde_json::Value = serde_json::from_str(raw)
+            .map_err(|e| err(format!("not valid JSON: {}", crate::workload::json_error(&e))))?;
         let obj = v.as_object().ok_or_else(|| err("expected a JSON object".into()))?;
         let input_tokens = tokens(obj.get(input), input).map_err(err)?;
         let hash_ids = match obj.get("hash_ids") {
@@ -196,17 +238,46 @@ fn parse_jsonl(
     Ok(out)
 }
 
-/// BurstGPT: a CSV with a header naming `Timestamp` (seconds), `Request tokens` and `Response
-/// tokens` (other columns ignored). Counts of 0 (failed requests in BurstGPT) are sent as 1.
+/// BurstGPT: a CSV (RFC 4180, read by the `csv` crate: quoted cells may hold commas, a UTF-8
+/// byte order mark is skipped) with a header naming `Timestamp` (seconds), `Request tokens` and
+/// `Response tokens` (other columns ignored). Counts of 0 (failed requests in BurstGPT) are
+/// sent as 1.
 fn parse_burstgpt(path: &Path, text: &str) -> Result<Vec<TraceRecord>, TraceError> {
-    let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    let Some((_, header)) = lines.next() else { return Ok(vec![]) };
-    let names: Vec<String> = header.split(',').map(|c| c.trim().to_ascii_lowercase()).collect();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut reader =
+        csv::ReaderBuilder::new().trim(csv::Trim::All).comment(None).from_reader(text.as_bytes());
+    // The line of a byte offset (the crate's own line count skips blank lines).
+    // The line of a record starting at a byte offset, past the blank lines the reader skips
+    // (its own line count leaves them out).
+    let line_at = |byte: u64| {
+        let b = text.as_bytes();
+        let mut at = (byte as usize).min(b.len());
+        while at < b.len() && (b[at] == b'\n' || b[at] == b'\r') {
+            at += 1;
+        }
+        b[..at].iter().filter(|c| **c == b'\n').count() + 1
+    };
+    let csv_line = |e: &csv::Error| e.position().map_or(0, |p| line_at(p.byte()));
+    let csv_err = |e: csv::Error| match e.kind() {
+        csv::ErrorKind::UnequalLengths { expected_len, len, .. } => TraceError::at(
+            path,
+            csv_line(&e),
+            format!("{len} columns, the header has {expected_len}"),
+        ),
+        _ => TraceError::at(path, csv_line(&e), format!("not valid CSV: {e}")),
+    };
+    let names: Vec<String> =
+        reader.headers().map_err(csv_err)?.iter().map(|c| c.to_ascii_lowercase()).collect();
+    if names.iter().all(String::is_empty) {
+        return Ok(vec![]);
+    }
+    let header_line =
+        1 + text.bytes().take_while(|b| b.is_ascii_whitespace()).filter(|b| *b == b'\n').count();
     let col = |name: &str| {
         names.iter().position(|n| n == name).ok_or_else(|| {
             TraceError::at(
                 path,
-                1,
+                header_line,
                 format!(
                     "the header has no `{name}` column; a BurstGPT trace needs Timestamp, \
                      Request tokens and Response tokens"
@@ -216,27 +287,35 @@ fn parse_burstgpt(path: &Path, text: &str) -> Result<Vec<TraceRecord>, TraceErro
     };
     let (ts, input, output) = (col("timestamp")?, col("request tokens")?, col("response tokens")?);
     let mut out = Vec::new();
-    for (i, line) in lines {
-        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-        let err = |m: String| TraceError::at(path, i + 1, m);
-        if cells.len() != names.len() {
-            return Err(err(format!("{} columns, the header has {}", cells.len(), names.len())));
+    for row in reader.records() {
+        let row = row.map_err(csv_err)?;
+        let line = row.position().map_or(0, |p| line_at(p.byte()));
+        if row.iter().all(str::is_empty) {
+            continue;
         }
+        let err = |m: String| TraceError::at(path, line, m);
+        let cell = |c: usize| row.get(c).unwrap_or("");
         let seconds: f64 =
-            cells[ts].parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0).ok_or_else(
-                || err(format!("Timestamp `{}` is not a number of seconds >= 0", cells[ts])),
+            cell(ts).parse().ok().filter(|t: &f64| timestamp_in_bound(*t * 1e3)).ok_or_else(
+                || {
+                    err(format!(
+                        "Timestamp `{}` is not a number of seconds {}",
+                        cell(ts),
+                        timestamp_bound("s")
+                    ))
+                },
             )?;
         let count = |c: usize, name: &str| -> Result<u32, TraceError> {
-            let n: u64 = cells[c]
+            let n: u64 = cell(c)
                 .parse()
-                .map_err(|_| err(format!("{name} `{}` is not a whole number", cells[c])))?;
+                .map_err(|_| err(format!("{name} `{}` is not a whole number", cell(c))))?;
             if n > MAX_REQUEST_TOKENS as u64 {
                 return Err(err(format!("{name} {n} is more than {MAX_REQUEST_TOKENS}")));
             }
             Ok((n as u32).max(1))
         };
         out.push(TraceRecord {
-            line: i + 1,
+            line,
             timestamp_ms: seconds * 1000.0,
             input_tokens: count(input, "Request tokens")?,
             output_tokens: count(output, "Response tokens")?,
@@ -373,7 +452,7 @@ mod tests {
                 "\n{\"timestamp\": -3, \"input_length\": 5, \"output_length\": 1}\n",
                 TraceFormat::Mooncake,
                 2,
-                "`timestamp` must be a number of milliseconds >= 0",
+                "`timestamp` must be a number of milliseconds within [0, 31536000000] (a year), got -3",
             ),
             (
                 "t.jsonl",
@@ -413,6 +492,55 @@ mod tests {
         let e =
             Trace::parse(Path::new("e.jsonl"), "\n// nothing\n", TraceFormat::Auto).unwrap_err();
         assert!(e.message.contains("no records"), "{e}");
+    }
+
+    #[test]
+    fn burstgpt_is_read_as_csv_quoted_commas_and_a_byte_order_mark_included() {
+        let csv = "\u{feff}Timestamp,Model,Request tokens,Response tokens\n\
+                   1,\"GPT,4\",10,2\n2.5,\"say \"\"hi\"\"\",20,0\n";
+        let t = Trace::parse(Path::new("b.csv"), csv, TraceFormat::Burstgpt).unwrap();
+        assert_eq!(t.records.len(), 2);
+        assert_eq!((t.records[0].line, t.records[0].input_tokens), (2, 10));
+        assert_eq!((t.records[1].timestamp_ms, t.records[1].output_tokens), (2500.0, 1));
+        // A ragged row is still refused, at its line.
+        let ragged = "Timestamp,Request tokens,Response tokens\n1,2,3\n\n2,3\n";
+        let e = Trace::parse(Path::new("b.csv"), ragged, TraceFormat::Burstgpt).unwrap_err();
+        assert_eq!((e.line, e.message.as_str()), (4, "2 columns, the header has 3"), "{e}");
+    }
+
+    #[test]
+    fn timestamps_and_replay_spans_are_bounded_with_the_line() {
+        for (file, text, format) in [
+            (
+                "t.jsonl",
+                "{\"timestamp\": 1e300, \"input_length\": 5, \"output_length\": 1}\n",
+                TraceFormat::Mooncake,
+            ),
+            (
+                "o.jsonl",
+                "{\"timestamp_ms\": 4e10, \"input_tokens\": 5, \"output_tokens\": 1}\n",
+                TraceFormat::Infergate,
+            ),
+            (
+                "b.csv",
+                "Timestamp,Request tokens,Response tokens\n1e300,2,3\n",
+                TraceFormat::Burstgpt,
+            ),
+        ] {
+            let e = Trace::parse(Path::new(file), text, format).unwrap_err();
+            let line = if file.ends_with("csv") { 2 } else { 1 };
+            assert_eq!(e.line, line, "{e}");
+            assert!(e.message.contains("(a year)"), "{e}");
+        }
+        // Within the year, but 300 days after the first record: no replay spans that long.
+        let far = "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n\
+                   {\"timestamp\": 2.592e10, \"input_length\": 5, \"output_length\": 1}\n";
+        let t = Trace::parse(Path::new("t.jsonl"), far, TraceFormat::Mooncake).unwrap();
+        let e = t.replay_offsets(Path::new("t.jsonl"), 0.0, 1.0, None).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.message.contains("25920000 s after the replay's start"), "{e}");
+        // Scaled down a thousandfold it fits the week.
+        assert_eq!(t.replay_offsets(Path::new("t.jsonl"), 0.0, 0.001, None).unwrap()[1], 2.592e7);
     }
 
     #[test]

@@ -126,6 +126,10 @@ pub struct TrialSet {
     pub trials: Vec<Trial>,
     /// The set's index when it is a trial set (`None` for a single run).
     pub index: Option<TrialsFile>,
+    /// What makes the set incomplete, one sentence each ([`integrity`]): a trial whose files
+    /// disagree with its summary, a trial directory `trials.json` does not list. Empty for a
+    /// single run and for a set whose trials are what their summaries say.
+    pub problems: Vec<String>,
 }
 
 /// `trials.json`: the trials of a set and, per gated metric, the estimate the bench computed
@@ -314,6 +318,17 @@ impl MetricEstimate {
     }
 }
 
+/// How a trial differs from the set's first: the trials' directory names, the key and both
+/// values.
+#[derive(Debug)]
+pub struct MixedTrial {
+    pub first: String,
+    pub trial: String,
+    pub key: String,
+    pub found: String,
+    pub expected: String,
+}
+
 /// Why a trial set cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TrialsError {
@@ -336,8 +351,25 @@ pub enum TrialsError {
     Summary(#[from] crate::summary::SummaryError),
     #[error("{} lists no trial: nothing was measured", path.display())]
     Empty { path: PathBuf },
-    #[error("the trials of {} are of different profiles ({first} and {other})", path.display())]
-    MixedProfiles { path: PathBuf, first: String, other: String },
+    #[error(
+        "trial {} of {} was measured otherwise than trial {}: {} {} against {}; every trial of a \
+         set shares its profile, scenario, engine config and workload files",
+        d.trial,
+        path.display(),
+        d.first,
+        d.key,
+        d.found,
+        d.expected
+    )]
+    Mixed { path: PathBuf, d: Box<MixedTrial> },
+    #[error(
+        "{} holds trial directories ({}) but no {TRIALS_FILE}: a trial set lists its trials \
+         there (it was deleted or never written); gate a trial's directory, or measure the set \
+         again",
+        path.display(),
+        dirs.join(", ")
+    )]
+    NoIndex { path: PathBuf, dirs: Vec<String> },
 }
 
 impl TrialsFile {
@@ -369,6 +401,93 @@ impl TrialsFile {
     }
 }
 
+/// The keys every trial of a set must share, with their values: the profile, its resolved
+/// settings (the scenario; the per-trial noise seed and the set's warmup trials left out), the
+/// engine config's parameters and the hash of every workload file.
+pub fn measurement_keys(s: &Summary) -> BTreeMap<String, serde_json::Value> {
+    use serde_json::Value;
+    let mut out = BTreeMap::new();
+    out.insert("profile".to_string(), Value::String(s.profile.clone()));
+    let per_trial = ["load.warmup_trials", "sim.noise.seed"];
+    for (k, v) in crate::summary::flatten_params(&s.config) {
+        if !per_trial.contains(&k.as_str()) {
+            out.insert(format!("config {k}"), v);
+        }
+    }
+    if let Some(e) = &s.engine {
+        for (k, v) in crate::summary::flatten_params(&e.params) {
+            out.insert(format!("engine config {k}"), v);
+        }
+    }
+    for f in &s.workload.files {
+        out.insert(
+            format!("workload file {}", f.path),
+            serde_json::to_value(&f.hash).unwrap_or_default(),
+        );
+    }
+    out
+}
+
+/// The first key of [`measurement_keys`] where `b` differs from `a`: the key, `b`'s value and
+/// `a`'s (`(unset)` where one has none).
+pub fn measurement_difference(a: &Summary, b: &Summary) -> Option<(String, String, String)> {
+    let (ka, kb) = (measurement_keys(a), measurement_keys(b));
+    let show = |m: &BTreeMap<String, serde_json::Value>, k: &str| match m.get(k) {
+        None => "(unset)".to_string(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    let key = ka.keys().chain(kb.keys()).find(|k| ka.get(*k) != kb.get(*k))?;
+    Some((key.clone(), show(&kb, key), show(&ka, key)))
+}
+
+/// Refuse a trial measured otherwise than the set's first.
+fn same_measurement(path: &Path, first: &Trial, t: &Trial) -> Result<(), TrialsError> {
+    let Some((key, found, expected)) = measurement_difference(&first.summary, &t.summary) else {
+        return Ok(());
+    };
+    let name = |t: &Trial| t.dir.file_name().map_or(String::new(), |n| n.to_string_lossy().into());
+    let d = Box::new(MixedTrial { first: name(first), trial: name(t), key, found, expected });
+    Err(TrialsError::Mixed { path: path.to_path_buf(), d })
+}
+
+/// The `trial-NN` directories of `dir`, sorted.
+fn trial_dirs(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|n| {
+            n.strip_prefix("trial-")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What makes a set incomplete: each trial whose files disagree with its summary
+/// ([`rundir::disagreements`]: `requests.jsonl` missing or cut, counts, last request,
+/// histogram log), and each trial directory in `path` that `index` does not list.
+pub fn integrity(path: &Path, index: &TrialsFile, trials: &[Trial]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (entry, t) in index.trials.iter().zip(trials) {
+        for p in rundir::disagreements(&t.dir, &t.summary) {
+            out.push(format!("{}: {p}", entry.dir));
+        }
+    }
+    let listed: Vec<&str> = index.trials.iter().map(|t| t.dir.as_str()).collect();
+    for extra in trial_dirs(path).into_iter().filter(|d| !listed.contains(&d.as_str())) {
+        out.push(format!(
+            "{extra} is a trial directory {TRIALS_FILE} does not list (a trial that did not \
+             finish, or one copied in): it is not part of the set"
+        ));
+    }
+    out
+}
+
 /// Whether `path` is a trial set's directory.
 pub fn is_trial_set(path: &Path) -> bool {
     path.join(TRIALS_FILE).is_file()
@@ -379,6 +498,10 @@ impl TrialSet {
     /// set of one).
     pub fn load(path: &Path) -> Result<TrialSet, TrialsError> {
         if !is_trial_set(path) {
+            let dirs = trial_dirs(path);
+            if !dirs.is_empty() && !path.join(rundir::SUMMARY_FILE).exists() {
+                return Err(TrialsError::NoIndex { path: path.to_path_buf(), dirs });
+            }
             let summary = Summary::read(path)?;
             let dir = if path.is_dir() {
                 path.to_path_buf()
@@ -389,6 +512,7 @@ impl TrialSet {
                 dir: dir.clone(),
                 trials: vec![Trial { dir, summary }],
                 index: None,
+                problems: Vec::new(),
             });
         }
         TrialSet::with_index(path, TrialsFile::read(path)?)
@@ -407,24 +531,23 @@ impl TrialSet {
                 dir: t.dir.clone(),
                 source,
             })?;
-            if let Some(first) = trials.first().map(|t: &Trial| &t.summary.profile)
-                && *first != summary.profile
-            {
-                return Err(TrialsError::MixedProfiles {
-                    path: path.to_path_buf(),
-                    first: first.clone(),
-                    other: summary.profile.clone(),
-                });
+            if let Some(first) = trials.first() {
+                same_measurement(
+                    path,
+                    first,
+                    &Trial { dir: dir.clone(), summary: summary.clone() },
+                )?;
             }
             trials.push(Trial { dir, summary });
         }
-        Ok(TrialSet { dir: path.to_path_buf(), trials, index: Some(index) })
+        let problems = integrity(path, &index, &trials);
+        Ok(TrialSet { dir: path.to_path_buf(), trials, index: Some(index), problems })
     }
 
     /// A set from summaries already in memory (a run just measured); `dir` is where their
     /// records are for a single trial's request bootstrap.
     pub fn from_trials(dir: PathBuf, trials: Vec<Trial>) -> TrialSet {
-        TrialSet { dir, trials, index: None }
+        TrialSet { dir, trials, index: None, problems: Vec::new() }
     }
 
     /// The profile the trials measured.
@@ -965,7 +1088,11 @@ mod tests {
         index.trials.push(second);
         index.write(tmp.path()).unwrap();
         let e = TrialSet::load(tmp.path()).unwrap_err();
-        assert!(e.to_string().contains("different profiles (default and other)"), "{e}");
+        assert!(
+            e.to_string().contains("trial trial-02 of")
+                && e.to_string().contains(": profile other against default"),
+            "{e}"
+        );
 
         index.format_version = 9;
         index.write(tmp.path()).unwrap();

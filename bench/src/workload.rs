@@ -135,9 +135,12 @@ impl PromptBuilder {
 }
 
 /// The request lines of a JSONL dataset: each line trimmed, blank lines and `//` comments
-/// skipped, with its 1-based line number in the file.
+/// skipped, with its 1-based line number in the file; a UTF-8 byte order mark before the first
+/// line is skipped.
 pub fn dataset_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines()
+    text.strip_prefix('\u{feff}')
+        .unwrap_or(text)
+        .lines()
         .enumerate()
         .map(|(i, line)| (i + 1, line.trim()))
         .filter(|(_, line)| !line.is_empty() && !line.starts_with("//"))
@@ -148,14 +151,32 @@ pub fn dataset_line_count(text: &str) -> usize {
     dataset_lines(text).count()
 }
 
+/// A JSON parse error as the readers of workload files word it: serde_json's recursion limit
+/// (a value nested deeper than [`MAX_JSON_DEPTH`](crate::config::limits::MAX_JSON_DEPTH)
+/// arrays and objects) says so and where.
+pub fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    if text.starts_with("recursion limit exceeded") {
+        format!(
+            "nested deeper than {} arrays and objects, the most a workload file may nest \
+             (column {})",
+            crate::config::limits::MAX_JSON_DEPTH,
+            e.column()
+        )
+    } else {
+        text
+    }
+}
+
 /// One dataset line as a JSON object.
 pub fn parse_dataset_line(
     path: &Path,
     line_no: usize,
     line: &str,
 ) -> Result<serde_json::Value, DatasetError> {
-    let v: serde_json::Value = serde_json::from_str(line)
-        .map_err(|e| DatasetError::at(path, line_no, format!("not valid JSON: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        DatasetError::at(path, line_no, format!("not valid JSON: {}", json_error(&e)))
+    })?;
     if !v.is_object() {
         return Err(DatasetError::at(path, line_no, "expected a JSON object".into()));
     }

@@ -116,6 +116,16 @@ impl RenderCmd {
                 .to_utc(),
             None => chrono::Utc::now() + chrono::Duration::seconds(self.start_delay.into()),
         };
+        if start_at > chrono::Utc::now() + chrono::Duration::days(1) {
+            anyhow::bail!(
+                "the shards' start {} is more than a day ahead: every pod would refuse it \
+                 (`bench --start-at` accepts at most a day); give an earlier --start-at or a \
+                 smaller --start-delay",
+                start_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+        }
+        check_k8s_name("--namespace", &self.namespace)?;
+        check_quantity("--storage", &self.storage)?;
         let start_at = start_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let run_id = match &self.run_id {
             Some(id) => id.clone(),
@@ -123,6 +133,7 @@ impl RenderCmd {
         };
         let resolved = self.resolve(&config)?;
         check_shards(&resolved, self.shards)?;
+        check_items(&root, &resolved, self.shards)?;
         let mut api_key_envs = Vec::new();
         if let Some(var) = resolved.target.as_ref().and_then(|(_, t)| t.api_key_env.clone()) {
             api_key_envs.push(var);
@@ -179,6 +190,8 @@ impl RenderCmd {
 /// Refuse a profile that cannot run as `count` shards: it needs a target, and every shard its
 /// part of the load.
 pub fn check_shards(resolved: &ResolvedProfile, count: u32) -> anyhow::Result<()> {
+    // At least one shard (`completions: 0` would run the merge on nothing), at most the bound.
+    Shard::new(0, count).map_err(anyhow::Error::msg)?;
     if resolved.target.is_none() {
         anyhow::bail!(
             "profile `{}` measures the embedded simulator; shards need one server they share: \
@@ -189,6 +202,76 @@ pub fn check_shards(resolved: &ResolvedProfile, count: u32) -> anyhow::Result<()
     for i in 0..count {
         let shard = Shard::new(i, count).map_err(anyhow::Error::msg)?;
         shard.split(&resolved.profile.load)?;
+    }
+    Ok(())
+}
+
+/// Refuse more shards than the workload has items: `bench --shard` deals the items by
+/// position, and a shard with none refuses to run.
+fn check_items(root: &Path, resolved: &ResolvedProfile, count: u32) -> anyhow::Result<()> {
+    let wl = &resolved.profile.workload;
+    let read = |rel: &str| {
+        let p = root.join(rel);
+        std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))
+    };
+    let items = if let Some(rel) = &wl.trace {
+        let load = &resolved.profile.load;
+        let trace = bench::trace::Trace::parse(&root.join(rel), &read(rel)?, wl.trace_format)?;
+        trace.window(load.trace_start_s * 1e3, load.trace_duration_s.map(|d| d * 1e3)).records.len()
+    } else if let Some(rel) = &wl.conversations {
+        let c = bench::import::parse_conversations(
+            &root.join(rel),
+            &read(rel)?,
+            wl.conversation_format,
+        )?;
+        bench::session::import(c, wl.conversation_turns, wl).workload.items.len()
+    } else if let Some(rel) = &wl.dataset {
+        bench::workload::dataset_line_count(&read(rel)?)
+    } else if wl.input_distribution.is_some() || wl.output_distribution.is_some() {
+        return Ok(()); // drawn per request: as many items as requests (checked with the load)
+    } else {
+        bench::workload::Workload::synthetic(wl).items.len()
+    };
+    if items < count as usize {
+        anyhow::bail!(bench::shard::ShardError::TooFewItems { items, count });
+    }
+    Ok(())
+}
+
+/// A Kubernetes name (RFC 1123 label): 1 to 63 lowercase letters, digits and `-`, starting and
+/// ending with a letter or digit.
+pub fn check_k8s_name(flag: &str, v: &str) -> anyhow::Result<()> {
+    let ok = (1..=63).contains(&v.len())
+        && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if !ok {
+        anyhow::bail!(
+            "{flag} `{v}` is not a Kubernetes name: 1 to 63 lowercase letters, digits and `-`, \
+             starting and ending with a letter or digit (RFC 1123), e.g. `bench-runs`"
+        );
+    }
+    Ok(())
+}
+
+/// A Kubernetes storage quantity: a positive number with an optional binary (`Ki`, `Mi`, `Gi`,
+/// `Ti`, `Pi`, `Ei`) or decimal (`k`, `M`, `G`, `T`, `P`, `E`) suffix: `10Gi`, `500M`, `1.5Ti`.
+pub fn check_quantity(flag: &str, v: &str) -> anyhow::Result<()> {
+    const SUFFIXES: [&str; 12] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"];
+    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &v[digits.len()..];
+    let number_ok = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        && digits.matches('.').count() <= 1
+        && !digits.starts_with('.')
+        && !digits.ends_with('.')
+        && digits.parse::<f64>().is_ok_and(|n| n > 0.0);
+    if !number_ok || !(suffix.is_empty() || SUFFIXES.contains(&suffix)) {
+        anyhow::bail!(
+            "{flag} `{v}` is not a Kubernetes storage quantity: a positive number and one of the \
+             suffixes {} (or none: bytes), e.g. `10Gi`",
+            SUFFIXES.join(", ")
+        );
     }
     Ok(())
 }

@@ -45,6 +45,13 @@ pub const INCONCLUSIVE: Exit = Exit {
               failed; never a pass",
 };
 
+pub const NO_DATA: Exit = Exit {
+    code: 4,
+    name: "no-data",
+    meaning: "a watch could not evaluate a rollback condition for its window (the metrics page \
+              failed or no request finished) and none held; never an all-clear",
+};
+
 pub const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
@@ -52,7 +59,8 @@ pub const INTERRUPTED: Exit = Exit {
 };
 
 /// Every exit code, in increasing order.
-pub const EXIT_CODES: &[Exit] = &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INCONCLUSIVE, INTERRUPTED];
+pub const EXIT_CODES: &[Exit] =
+    &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INCONCLUSIVE, NO_DATA, INTERRUPTED];
 
 /// How a command that ran to completion ended. A command that could not run returns an error
 /// instead, which exits with [`USAGE_ERROR`].
@@ -64,20 +72,28 @@ pub enum Status {
     PolicyViolated,
     /// [`INCONCLUSIVE`].
     Inconclusive,
+    /// [`NO_DATA`].
+    NoData,
     /// [`INTERRUPTED`].
     Interrupted,
 }
 
 impl Status {
     /// Every status (the exit-code tests walk it).
-    pub const ALL: &[Status] =
-        &[Status::Success, Status::PolicyViolated, Status::Inconclusive, Status::Interrupted];
+    pub const ALL: &[Status] = &[
+        Status::Success,
+        Status::PolicyViolated,
+        Status::Inconclusive,
+        Status::NoData,
+        Status::Interrupted,
+    ];
 
     pub fn exit(self) -> Exit {
         match self {
             Status::Success => SUCCESS,
             Status::PolicyViolated => POLICY_VIOLATED,
             Status::Inconclusive => INCONCLUSIVE,
+            Status::NoData => NO_DATA,
             Status::Interrupted => INTERRUPTED,
         }
     }
@@ -99,7 +115,7 @@ impl Status {
     pub fn worst(self, other: Status) -> Status {
         let rank = |s: Status| match s {
             Status::Success => 0,
-            Status::Inconclusive => 1,
+            Status::Inconclusive | Status::NoData => 1,
             Status::PolicyViolated => 2,
             Status::Interrupted => 3,
         };

@@ -109,6 +109,9 @@ impl GateCmd {
             let report = evaluate(&set, &thresholds, &options);
             print_report(&report, self.github);
             cold_start_note(&set, &thresholds);
+            if incomplete(&set) {
+                return Ok(Status::PolicyViolated);
+            }
             return Ok(report.status());
         };
         let mut sets = Vec::new();
@@ -121,10 +124,13 @@ impl GateCmd {
             anyhow::bail!("cannot gate {}: it holds no run", path.display());
         }
         let thresholds = read_thresholds()?;
+        let mut any_incomplete = false;
         for (label, set) in sets {
             verdicts.record(label, evaluate(&set, &thresholds, &options));
+            any_incomplete |= incomplete(&set);
         }
-        Ok(verdicts.print(self.github))
+        let status = verdicts.print(self.github);
+        Ok(if any_incomplete { Status::PolicyViolated } else { status })
     }
 }
 
@@ -143,6 +149,23 @@ fn run_ab(_: &Path, _: &crate::ab::AbArgs, _: &Path, _: bool) -> anyhow::Result<
     anyhow::bail!(
         "gate --ab measures engines: this build has no runtime (build xtask with its default features)"
     )
+}
+
+/// A trial set that is not what its files say (a trial's records disagree with its summary, a
+/// trial directory `trials.json` does not list) never passes: each problem is printed and the
+/// gate fails (exit 1) whatever the verdicts.
+fn incomplete(set: &TrialSet) -> bool {
+    if set.problems.is_empty() {
+        return false;
+    }
+    eprintln!("error: the trial set {} is incomplete:", set.dir.display());
+    for p in &set.problems {
+        eprintln!("  {p}");
+    }
+    eprintln!(
+        "  a set gates only when every trial is the run its summary describes; measure it again"
+    );
+    true
 }
 
 /// A set whose trial 1 looks like a cold start (`bench::trials::cold_start`) widens the
@@ -194,6 +217,7 @@ fn until_decided(
     cmd.out = Some(path.to_path_buf());
     cmd.quiet = true;
     let plan = cmd.plan(root, index.run_id.clone())?;
+    refuse_changed(root, &plan, &TrialSet::load(path).context("cannot gate the trial set")?)?;
     let gate = crate::plan::GateSettings { thresholds, github, options };
     let plan = crate::plan::BenchPlan { gate: Some(gate.clone()), ..plan };
     let mut w = crate::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
@@ -202,6 +226,51 @@ fn until_decided(
         print_report(&report, github);
     }
     Ok(status)
+}
+
+/// `--until-decided` adds trials with what the working tree holds now: refused when that is no
+/// longer what the set measured (its profile, scenario, engine config or workload files differ
+/// from trial 1's, the key named), or when the set is incomplete.
+#[cfg(feature = "runtime")]
+fn refuse_changed(
+    root: &Path,
+    plan: &crate::plan::BenchPlan,
+    set: &TrialSet,
+) -> anyhow::Result<()> {
+    if !set.problems.is_empty() {
+        anyhow::bail!(
+            "{} is incomplete, so no trial is added to it: {}",
+            set.dir.display(),
+            set.problems.join("; ")
+        );
+    }
+    let Some(first) = set.trials.first() else { return Ok(()) };
+    let profile = &plan.profile.profile;
+    let mut planned = first.summary.clone();
+    planned.profile = plan.profile.name.clone();
+    planned.config = serde_json::to_value(profile).context("the planned profile serializes")?;
+    planned.engine = match (&plan.engine, &plan.profile.target, profile.sim.mode) {
+        (Some(e), _, _) => Some(e.clone()),
+        (None, None, bench::config::SimMode::Engine) => Some(
+            bench::summary::EngineParams::read(root, &profile.sim.engine_config)
+                .context("cannot read the engine config the next trial would run")?,
+        ),
+        _ => None,
+    };
+    planned.workload.files =
+        bench::runner::prepare::load_workload(&profile.workload, &profile.load, root)
+            .context("cannot read the workload the next trial would send")?
+            .files;
+    if let Some((key, now, then)) = bench::trials::measurement_difference(&first.summary, &planned)
+    {
+        anyhow::bail!(
+            "the working tree no longer measures what {} measured: {key} is {now} now, {then} in \
+             its trials; a trial added now would be pooled with trials of another \
+             configuration. Gate the set as it is, or measure a new one",
+            set.dir.display()
+        );
+    }
+    Ok(())
 }
 
 #[cfg(not(feature = "runtime"))]

@@ -76,7 +76,11 @@ pub fn shard_table(report: &MergeReport) -> Table {
         let n = report.shard_count;
         vec![
             Cell::new(format!("{}/{n}", s.index)),
-            Cell::new(status_word(s.status)),
+            Cell::new(if s.problems.is_empty() {
+                status_word(s.status)
+            } else {
+                format!("incomplete ({})", s.problems.join("; "))
+            }),
             Cell::new(s.requests).set_alignment(CellAlignment::Right),
             Cell::new(format!("{:.3}", s.offset_ms)).set_alignment(CellAlignment::Right),
             Cell::new(fmt_opt(s.window.duration_s, 3)).set_alignment(CellAlignment::Right),

@@ -4,7 +4,10 @@
 //! scrapes (`crate::thresholds::series`, the definition `adr alerts` writes as PromQL), prints a
 //! status line per scrape, and ends with exit 1 (after running `--on-rollback`, when given) as
 //! soon as a `roll back` condition has held for its whole window. `investigate` conditions are
-//! reported and watching goes on. `--duration` ends a quiet watch with exit 0.
+//! reported and watching goes on. `--duration` ends a quiet watch with exit 0, or with exit 4
+//! (`no-data`) when a condition could not be evaluated for its window: no data is not good
+//! news. A latency quantile is decided on the engine's own bucket bounds, read from the first
+//! scrape ([`crate::thresholds::series::resolve`]).
 //!
 //! The evaluation ([`Watch`]) is pure: scrapes with their times in, transitions out; the command
 //! below does the scraping, printing and exiting.
@@ -21,7 +24,9 @@ use crate::adr::{ADR_DIR, load_records};
 use crate::exit::Status;
 use crate::text::num;
 use crate::thresholds::rollback::Window;
-use crate::thresholds::series::{Engine, Scrape, Source, source};
+use crate::thresholds::series::{
+    Engine, Scrape, Source, bounds_in, decided_as, default_bounds, resolve, source,
+};
 
 #[derive(Debug, Args)]
 pub struct WatchCmd {
@@ -53,6 +58,9 @@ pub struct WatchCmd {
 pub struct Watched {
     pub live: LiveCondition,
     pub source: Source,
+    /// How the condition is decided on the engine's buckets, when that is not its own words
+    /// (a latency quantile: the share of requests over a bucket bound).
+    pub decided: Option<String>,
     /// When the condition started to hold (seconds on the scrape clock), while it holds.
     pub since_s: Option<f64>,
     /// The value at the last evaluation (`None`: no data in the window).
@@ -60,6 +68,14 @@ pub struct Watched {
     /// This episode was already reported (an `investigate` condition is reported once per
     /// episode).
     pub reported: bool,
+    /// The last evaluation with data (the watch's start until there is one).
+    pub last_data_s: f64,
+    /// An evaluation had data.
+    pub evaluated: bool,
+    /// The condition went without data for its whole window at least once.
+    pub unevaluated: bool,
+    /// The current stretch without data was reported.
+    pub no_data_reported: bool,
 }
 
 /// What an evaluation found: conditions that have held for their whole window now.
@@ -78,18 +94,39 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// The conditions `engine` has a series for; the others with the reason.
-    pub fn new(conds: Vec<LiveCondition>, engine: Engine) -> (Watch, Vec<(LiveCondition, String)>) {
+    /// The conditions `engine` has a series for, a latency quantile resolved on the bucket
+    /// bounds of `first` (the first scrape; the engine's defaults where it has none yet); the
+    /// others with the reason. `started_s`: the watch's first scrape, from which a condition
+    /// without data counts as not evaluated.
+    pub fn new(
+        conds: Vec<LiveCondition>,
+        engine: Engine,
+        first: &bench::promtext::Exposition,
+        started_s: f64,
+    ) -> (Watch, Vec<(LiveCondition, String)>) {
         let mut watched = Vec::new();
         let mut skipped = Vec::new();
         for live in conds {
-            match source(&live.condition.metric, engine) {
+            let resolved = source(&live.condition.metric, engine).and_then(|src| {
+                let Some(family) = src.family() else { return Ok(src) };
+                let mut bounds = bounds_in(first, family);
+                if bounds.is_empty() {
+                    bounds = default_bounds(family).unwrap_or_default().to_vec();
+                }
+                resolve(&src, &live.condition, &bounds)
+            });
+            match resolved {
                 Ok(source) => watched.push(Watched {
+                    decided: decided_as(&source, &live.condition),
                     live,
                     source,
                     since_s: None,
                     value: None,
                     reported: false,
+                    last_data_s: started_s,
+                    evaluated: false,
+                    unevaluated: false,
+                    no_data_reported: false,
                 }),
                 Err(why) => skipped.push((live, why.0)),
             }
@@ -113,7 +150,12 @@ impl Watch {
         for (index, w) in self.watched.iter_mut().enumerate() {
             let c = &w.live.condition;
             w.value = c.window.value(&w.source, &self.scrapes);
-            match w.value.filter(|v| c.holds(*v)) {
+            if w.value.is_some() {
+                w.last_data_s = now;
+                w.evaluated = true;
+                w.no_data_reported = false;
+            }
+            match w.value.filter(|v| w.source.breaks(c, *v)) {
                 Some(v) => {
                     let since = *w.since_s.get_or_insert(now);
                     if now - since >= c.window.seconds as f64 {
@@ -129,6 +171,38 @@ impl Watch {
         held
     }
 
+    /// A scrape at `now_s` that failed (or held no engine series): no condition has data. A
+    /// breaking episode is not ended by it (the next scrape decides), but the time without data
+    /// counts.
+    pub fn push_failed(&mut self, _now_s: f64) {
+        for w in &mut self.watched {
+            w.value = None;
+        }
+    }
+
+    /// The conditions whose stretch without data has just reached their window (each reported
+    /// once per stretch): they could not be evaluated for it.
+    pub fn newly_without_data(&mut self, now_s: f64) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, w) in self.watched.iter_mut().enumerate() {
+            let gap = now_s - w.last_data_s;
+            if w.value.is_none() && gap >= w.live.condition.window.seconds as f64 {
+                w.unevaluated = true;
+                if !w.no_data_reported {
+                    w.no_data_reported = true;
+                    out.push(i);
+                }
+            }
+        }
+        out
+    }
+
+    /// The conditions that could not be evaluated: a stretch without data as long as their
+    /// window, or no data at all.
+    pub fn not_evaluated(&self) -> Vec<&Watched> {
+        self.watched.iter().filter(|w| w.unevaluated || !w.evaluated).collect()
+    }
+
     /// One line: each condition's value and, while it holds, for how long of its window.
     pub fn status_line(&self, now_s: f64) -> String {
         let parts: Vec<String> = self
@@ -136,17 +210,29 @@ impl Watch {
             .iter()
             .map(|w| {
                 let c = &w.live.condition;
-                let value = match w.value {
-                    Some(v) => crate::text::with_unit(v, &c.unit),
-                    None => "no data".to_string(),
+                let window = c.window.seconds as f64;
+                let (value, limit) = match (&w.source, w.value) {
+                    (Source::ShareOver { bound_s, max_share, .. }, v) => (
+                        v.map(|v| format!("{}% over {} ms", num(v * 100.0), num(bound_s * 1000.0))),
+                        format!("> {}%", num(max_share * 100.0)),
+                    ),
+                    (_, v) => (
+                        v.map(|v| crate::text::with_unit(v, &c.unit)),
+                        format!("{} {}", c.comparator, num(c.limit)),
+                    ),
                 };
+                let value = value.unwrap_or_else(|| {
+                    let gap = (now_s - w.last_data_s).max(0.0);
+                    let word = if gap >= window { "NO DATA" } else { "no data" };
+                    format!("{word} {:.0}s/{}", gap.min(window), c.window)
+                });
                 let state = match w.since_s {
                     Some(since) => {
                         format!(" BREAKING {:.0}s/{}", (now_s - since).max(0.0), c.window)
                     }
                     None => String::new(),
                 };
-                format!("{} {value} ({} {}){state}", c.metric, c.comparator, num(c.limit))
+                format!("{} {value} ({limit}){state}", c.metric)
             })
             .collect();
         format!("[{:>5.0}s] {}", now_s, parts.join(" | "))
@@ -205,32 +291,48 @@ impl WatchCmd {
             if let (Some(end), Some(d)) = (end, self.duration)
                 && tokio::time::Instant::now() >= end
             {
-                println!("no rollback condition held in {d}");
-                return Ok(Status::Success);
+                return Ok(finish(watch.as_ref(), d, shown));
             }
             let now_s = scheduled.saturating_duration_since(start).as_secs_f64();
             let exposition = match page.scrape().await {
-                Ok(e) => e,
+                Ok(e) => Some(e),
                 Err(e) => {
                     let e = bench::redact::strip_userinfo(&e).into_owned();
                     println!("[{now_s:>5.0}s] scrape of {shown} failed: {e} (no data)");
-                    continue;
+                    None
                 }
             };
+            let engine = exposition.as_ref().and_then(Engine::detect);
+            if exposition.is_some() && engine.is_none() {
+                println!(
+                    "[{now_s:>5.0}s] {shown} has no vllm:, sglang: or llamacpp: metrics (no data)"
+                );
+            }
+            let (Some(exposition), Some(engine)) = (exposition, engine) else {
+                if let Some(w) = watch.as_mut() {
+                    w.push_failed(now_s);
+                    report_no_data(w, now_s);
+                }
+                continue;
+            };
             if watch.is_none() {
-                let Some(engine) = Engine::detect(&exposition) else {
-                    println!(
-                        "[{now_s:>5.0}s] {shown} has no vllm:, sglang: or llamacpp: metrics yet"
-                    );
-                    continue;
-                };
-                let (w, skipped) = Watch::new(conds.take().unwrap_or_default(), engine);
+                let (w, skipped) =
+                    Watch::new(conds.take().unwrap_or_default(), engine, &exposition, 0.0);
                 println!(
                     "watching {shown} ({}): {} every {}",
                     engine.as_str(),
                     crate::text::plural(w.watched.len(), "rollback condition"),
                     self.interval
                 );
+                for wd in &w.watched {
+                    if let Some(how) = &wd.decided {
+                        println!(
+                            "decided as: {} {}: {how}",
+                            label(&wd.live),
+                            wd.live.condition.metric
+                        );
+                    }
+                }
                 for (c, why) in &skipped {
                     println!("not watched: {} {}: {why}", label(c), c.condition.render());
                 }
@@ -245,6 +347,7 @@ impl WatchCmd {
             let Some(w) = watch.as_mut() else { continue };
             let held = w.push(Scrape { at_s: now_s, exposition });
             println!("{}", w.status_line(now_s));
+            report_no_data(w, now_s);
             for h in held {
                 let wd = &mut w.watched[h.index];
                 let c = &wd.live.condition;
@@ -253,7 +356,7 @@ impl WatchCmd {
                     label(&wd.live),
                     c.render().replace('`', ""),
                     h.held_s.round(),
-                    crate::text::with_unit(h.value, &c.unit),
+                    value_text(&wd.source, h.value, &c.unit),
                     wd.live.file,
                     c.line
                 );
@@ -281,6 +384,70 @@ impl WatchCmd {
             }
         }
     }
+}
+
+/// A value as the status line shows it: a share of requests over a bucket bound, or the value
+/// in the metric's unit.
+fn value_text(src: &Source, v: f64, unit: &str) -> String {
+    match src {
+        Source::ShareOver { bound_s, .. } => {
+            format!("{}% of requests over {} ms", num(v * 100.0), num(bound_s * 1000.0))
+        }
+        _ => crate::text::with_unit(v, unit),
+    }
+}
+
+/// Say so once when a condition's stretch without data reaches its window.
+fn report_no_data(w: &mut Watch, now_s: f64) {
+    for i in w.newly_without_data(now_s) {
+        let wd = &w.watched[i];
+        let c = &wd.live.condition;
+        println!(
+            "NO DATA: {} {} could not be evaluated for its window ({}, since {:.0}s): no \
+             observation reached the watch; {}:{}",
+            label(&wd.live),
+            c.metric,
+            c.window,
+            wd.last_data_s,
+            wd.live.file,
+            c.line
+        );
+    }
+}
+
+/// The end of a `--duration` watch in which nothing held: success only when every condition
+/// was evaluated throughout; no data is not good news.
+fn finish(watch: Option<&Watch>, d: Window, shown: &str) -> Status {
+    let Some(w) = watch else {
+        println!(
+            "NO DATA: {shown} never answered with engine metrics in {d}: no rollback condition \
+             could be evaluated (not an all-clear)"
+        );
+        return Status::NoData;
+    };
+    let missing = w.not_evaluated();
+    if missing.is_empty() {
+        println!("no rollback condition held in {d}");
+        return Status::Success;
+    }
+    let names: Vec<String> = missing
+        .iter()
+        .map(|m| {
+            format!(
+                "{} {} (for {})",
+                label(&m.live),
+                m.live.condition.metric,
+                m.live.condition.window
+            )
+        })
+        .collect();
+    println!(
+        "NO DATA: no rollback condition held in {d}, but {} could not be evaluated for its \
+         window: {} (not an all-clear)",
+        crate::text::plural(missing.len(), "condition"),
+        names.join(", ")
+    );
+    Status::NoData
 }
 
 fn label(c: &LiveCondition) -> String {
@@ -314,12 +481,16 @@ mod tests {
     fn a_condition_fires_after_holding_its_whole_window_and_resets_when_it_stops() {
         let (mut w, skipped) = Watch::new(
             vec![
-                live("`metrics.ttft_ms.p99` above 150 ms for 5s: roll back"),
+                live("`metrics.ttft_ms.p99` above 100 ms for 5s: roll back"),
                 live("`goodput.ratio` below 0.9 for 5s: roll back"),
             ],
             Engine::Vllm,
+            &scrape(0.0, 0.0, 0.0).exposition,
+            0.0,
         );
         assert_eq!((w.watched.len(), skipped.len()), (1, 1));
+        // 100 ms is a bucket bound: the condition exactly, as a share of requests over it.
+        assert!(w.watched[0].decided.as_deref().unwrap().contains("the condition exactly"));
         // Fast requests: never holds.
         for t in 0..6 {
             assert_eq!(w.push(scrape(t as f64, 10.0 * t as f64, 0.0)), vec![]);
@@ -337,5 +508,115 @@ mod tests {
         // Only fast requests since: the tail is fast again and the episode resets.
         assert_eq!(w.push(scrape(30.0, 5000.0, 60.0)), vec![]);
         assert_eq!(w.watched[0].since_s, None);
+    }
+
+    /// vLLM's TTFT buckets around the issue's canary: a bench P99 of 269.6 ms and a limit of
+    /// 296 ms. Half the requests between 250 and 300 ms put Prometheus's interpolated P99 near
+    /// the top of the (0.25, 0.5] bucket (495 ms); decided on the bucket bound the engine
+    /// resolves (500 ms), nothing breaks. A 2x slower engine (everything above 500 ms) breaks.
+    fn vllm_ttft(at_s: f64, under_250: f64, to_500: f64, over_500: f64) -> Scrape {
+        let mut text = String::new();
+        let total = under_250 + to_500 + over_500;
+        for (le, c) in [
+            ("0.1", 0.0),
+            ("0.25", under_250),
+            ("0.5", under_250 + to_500),
+            ("0.75", total),
+            ("+Inf", total),
+        ] {
+            text.push_str(&format!("vllm:time_to_first_token_seconds_bucket{{le=\"{le}\"}} {c}\n"));
+        }
+        text.push_str(&format!("vllm:time_to_first_token_seconds_count {total}\n"));
+        Scrape { at_s, exposition: bench::promtext::parse(&text) }
+    }
+
+    #[test]
+    fn a_quantile_is_decided_on_the_bucket_bound_the_engine_resolves() {
+        let cond = || vec![live("`metrics.ttft_ms.p99` above 296 ms for 5s: roll back")];
+        let (mut w, _) =
+            Watch::new(cond(), Engine::Vllm, &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition, 0.0);
+        let how = w.watched[0].decided.clone().unwrap();
+        assert!(
+            how.starts_with("more than 1% of requests over 500 ms: the record's 296 ms"),
+            "{how}"
+        );
+        let p99 = crate::thresholds::series::histogram_quantile(
+            0.99,
+            &[(0.25, 50.0), (0.5, 100.0), (f64::INFINITY, 100.0)],
+        )
+        .unwrap();
+        assert!(p99 * 1000.0 > 480.0, "interpolated {p99}");
+        for t in 1..30 {
+            let n = t as f64;
+            assert_eq!(
+                w.push(vllm_ttft(n, 97.0 * n, 3.0 * n, 0.0)),
+                vec![],
+                "{}",
+                w.status_line(n)
+            );
+        }
+        assert!(
+            w.status_line(29.0).contains("metrics.ttft_ms.p99 0% over 500 ms (> 1%)"),
+            "{}",
+            w.status_line(29.0)
+        );
+        assert!(w.not_evaluated().is_empty());
+        // Twice as slow: every request over 500 ms.
+        let (mut w, _) =
+            Watch::new(cond(), Engine::Vllm, &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition, 0.0);
+        let fired =
+            (0..30).find(|t| !w.push(vllm_ttft(*t as f64, 0.0, 0.0, 100.0 * *t as f64)).is_empty());
+        assert_eq!(fired, Some(6));
+        // A limit above the highest bound cannot be decided: not watched, with the reason.
+        let (w, skipped) = Watch::new(
+            vec![live("`metrics.ttft_ms.p99` above 900 ms for 5s: roll back")],
+            Engine::Vllm,
+            &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition,
+            0.0,
+        );
+        assert!(w.watched.is_empty());
+        assert!(
+            skipped[0].1.contains("no bucket bound at or above 900 ms (its highest is 750 ms)"),
+            "{}",
+            skipped[0].1
+        );
+    }
+
+    #[test]
+    fn no_data_for_a_window_is_reported_once_and_is_never_an_all_clear() {
+        let cond = || vec![live("`metrics.ttft_ms.p99` above 250 ms for 5s: roll back")];
+        let first = vllm_ttft(0.0, 0.0, 0.0, 0.0);
+        // Nothing ever answered: every scrape failed.
+        let (mut w, _) = Watch::new(cond(), Engine::Vllm, &first.exposition, 0.0);
+        let mut reported = Vec::new();
+        for t in 0..12 {
+            w.push_failed(t as f64);
+            reported.extend(w.newly_without_data(t as f64).into_iter().map(|i| (t, i)));
+        }
+        assert_eq!(reported, vec![(5, 0)], "once, when the gap reached the window");
+        assert!(w.status_line(11.0).contains("NO DATA 5s/5s"), "{}", w.status_line(11.0));
+        assert_eq!(w.not_evaluated().len(), 1);
+        assert_eq!(finish(Some(&w), Window::parse("12s").unwrap(), "u"), Status::NoData);
+        assert_eq!(finish(None, Window::parse("12s").unwrap(), "u"), Status::NoData);
+        // Requests flowing throughout: evaluated, an all-clear.
+        let (mut w, _) = Watch::new(cond(), Engine::Vllm, &first.exposition, 0.0);
+        for t in 0..12 {
+            let n = t as f64;
+            w.push(vllm_ttft(n, 10.0 * n, 0.0, 0.0));
+            assert!(w.newly_without_data(n).is_empty());
+        }
+        assert_eq!(finish(Some(&w), Window::parse("12s").unwrap(), "u"), Status::Success);
+        // Requests stop for longer than the window: not evaluated for it, even when they resume.
+        let mut reported = Vec::new();
+        for t in 12..24 {
+            w.push(vllm_ttft(t as f64, 110.0, 0.0, 0.0));
+            reported.extend(w.newly_without_data(t as f64));
+        }
+        assert_eq!(reported, vec![0], "no request finished from 16 s on: reported at 21 s");
+        for t in 24..29 {
+            w.push(vllm_ttft(t as f64, 110.0 + 10.0 * (t - 23) as f64, 0.0, 0.0));
+        }
+        assert!(w.watched[0].value.is_some());
+        assert_eq!(finish(Some(&w), Window::parse("29s").unwrap(), "u"), Status::NoData);
     }
 }

@@ -12,6 +12,15 @@ pub const MAX_MS: f64 = MAX_SECONDS * 1e3;
 /// [`MAX_SECONDS`] in microseconds.
 pub const MAX_US: f64 = MAX_SECONDS * 1e6;
 
+/// Latest timestamp of a trace record (Mooncake and infergate JSONL in ms, BurstGPT in
+/// seconds): a year after the trace's clock starts, in milliseconds. The replayed window's
+/// send times (timestamps x `load.time_scale`) must also lie within [`MAX_MS`] of its start.
+pub const MAX_TRACE_MS: f64 = 365.0 * 86_400.0 * 1e3;
+
+/// Deepest nesting of arrays and objects in a workload file's JSON (datasets, conversations,
+/// traces, acceptance datasets): serde_json's recursion limit, reported as a located error.
+pub const MAX_JSON_DEPTH: usize = 127;
+
 /// Most concurrent requests (`load.concurrency`, `load.max_concurrency`).
 pub const MAX_CONCURRENCY: u32 = 100_000;
 /// Slowest open-loop rate, requests per second (one request every 1000 s).

@@ -242,7 +242,7 @@ fn load_trace(
     if trace.records.is_empty() {
         return Err(PrepareError::EmptyWindow { path });
     }
-    let offsets = trace.send_offsets(origin, load.time_scale, load.max_rate);
+    let offsets = trace.replay_offsets(&path, origin, load.time_scale, load.max_rate)?;
     let (blocks, reused_blocks) = trace.block_reuse();
     let info = TraceInfo {
         file: file.to_string(),

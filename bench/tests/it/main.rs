@@ -17,6 +17,7 @@ mod hostile;
 mod hostile_connection;
 mod noise_statistics;
 mod oversized;
+mod reader_props;
 mod secrets;
 mod server_side;
 mod sessions;

@@ -144,7 +144,7 @@ fn refusals(shards: &[PathBuf], single: &Path, root: &Path) {
     let edit = |name: &str, f: &dyn Fn(&mut serde_json::Value)| {
         let copy = root.join(name);
         std::fs::create_dir_all(&copy).unwrap();
-        for file in ["summary.json", "requests.jsonl"] {
+        for file in ["summary.json", "requests.jsonl", "histograms.hlog"] {
             std::fs::copy(shards[1].join(file), copy.join(file)).unwrap();
         }
         let path = copy.join("summary.json");

@@ -7,12 +7,18 @@
 //! a series for (`crate::thresholds::series`); the others are listed in the files' header as
 //! not exportable, with the reason. `for:` is the condition's window, `severity` comes from its
 //! action, and the labels and annotations carry the record, its file and line, the measured
-//! baseline and the rollback instruction.
+//! baseline and the rollback instruction. A latency quantile is written on the engine's default
+//! bucket bounds (`series::resolve`): the share of requests over the bound at or above the
+//! limit, with the effective limit in the `decided` annotation. Each condition also has an
+//! absent-data alert (`...NoData`, severity `warning`): its window held no observation.
 
 use std::fmt::Write as _;
 
 use super::live::LiveCondition;
-use crate::thresholds::series::{Engine, promql, source};
+use crate::thresholds::series::{
+    Engine, NotExportable, Source, absent_promql, decided_as, default_bounds, promql, resolve,
+    source,
+};
 
 pub const RULES_FILE: &str = "deploy/prometheus/infergate-rules.yml";
 pub const K8S_FILE: &str = "deploy/k8s/infergate-prometheusrule.yml";
@@ -54,7 +60,18 @@ pub fn alert_name(c: &LiveCondition) -> String {
     )
 }
 
-fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, expr: &str) {
+/// The series a condition is written over on `engine`, a latency quantile resolved on the
+/// engine's default buckets; or why there is none.
+pub fn engine_source(c: &LiveCondition, engine: Engine) -> Result<Source, NotExportable> {
+    let src = source(&c.condition.metric, engine)?;
+    match src.family().and_then(default_bounds) {
+        Some(bounds) => resolve(&src, &c.condition, bounds),
+        None => Ok(src),
+    }
+}
+
+fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, src: &Source) {
+    let expr = promql(src, &c.condition);
     let cond = &c.condition;
     let label = format!("ADR-{:04}", c.adr);
     let at = format!("{}:{}", c.file, cond.line);
@@ -70,7 +87,7 @@ fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, expr: &str
     };
     let lines = [
         format!("- alert: {}", alert_name(c)),
-        format!("  expr: {}", q(expr)),
+        format!("  expr: {}", q(&expr)),
         format!("  for: {}", cond.window),
         "  labels:".to_string(),
         format!("    severity: {}", cond.action.severity()),
@@ -83,7 +100,45 @@ fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, expr: &str
         format!("    record: {}", q(&at)),
         format!("    baseline: {}", q(cond.note.as_deref().unwrap_or("not stated in the record"))),
         format!("    rollback: {}", q(&instruction)),
-        format!("    value: {}", q(&format!("{{{{ $value }}}} {}", cond.unit))),
+    ];
+    for l in lines {
+        writeln!(o, "{pad}{l}").unwrap();
+    }
+    let value = match (src, decided_as(src, cond)) {
+        (Source::ShareOver { .. }, Some(how)) => {
+            writeln!(o, "{pad}    decided: {}", q(&how)).unwrap();
+            "{{ $value | humanizePercentage }} of requests over the bucket bound".to_string()
+        }
+        _ => format!("{{{{ $value }}}} {}", cond.unit),
+    };
+    writeln!(o, "{pad}    value: {}", q(&value)).unwrap();
+    // No data is not good news: the window held no observation.
+    let lines = [
+        format!("- alert: {}NoData", alert_name(c)),
+        format!("  expr: {}", q(&absent_promql(src, cond))),
+        "  labels:".to_string(),
+        "    severity: warning".to_string(),
+        format!("    engine: {}", engine.as_str()),
+        format!("    adr: {}", q(&format!("{:04}", c.adr))),
+        format!("    metric: {}", q(&cond.metric)),
+        "    action: 'no data'".to_string(),
+        "  annotations:".to_string(),
+        format!(
+            "    summary: {}",
+            q(&format!(
+                "{label}: {} cannot be evaluated: no observation in {} ({})",
+                cond.metric,
+                cond.window,
+                engine.as_str()
+            ))
+        ),
+        format!("    record: {}", q(&at)),
+        format!(
+            "    rollback: {}",
+            q(
+                "no data is not good news: check that the engine serves requests and exports its metrics"
+            )
+        ),
     ];
     for l in lines {
         writeln!(o, "{pad}{l}").unwrap();
@@ -100,8 +155,8 @@ fn groups(conds: &[LiveCondition], indent: usize) -> (String, usize) {
         writeln!(o, "{pad}  - name: infergate-rollback-{}", engine.as_str()).unwrap();
         let mut body = String::new();
         for c in conds {
-            if let Ok(src) = source(&c.condition.metric, engine) {
-                rule(&mut body, &format!("{pad}      "), c, engine, &promql(&src, &c.condition));
+            if let Ok(src) = engine_source(c, engine) {
+                rule(&mut body, &format!("{pad}      "), c, engine, &src);
                 alerts += 1;
             }
         }
@@ -121,7 +176,7 @@ fn not_exportable(conds: &[LiveCondition]) -> Vec<String> {
     for c in conds {
         let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
         for engine in Engine::ALL {
-            if let Err(why) = source(&c.condition.metric, engine) {
+            if let Err(why) = engine_source(c, engine) {
                 match by_reason.iter_mut().find(|(r, _)| *r == why.0) {
                     Some((_, engines)) => engines.push(engine.as_str()),
                     None => by_reason.push((why.0, vec![engine.as_str()])),
@@ -202,9 +257,14 @@ mod tests {
         // TTFT: vLLM and SGLang; KV usage: all three; goodput: none.
         assert_eq!(r.alerts, 5, "{}", r.rules);
         assert!(r.rules.contains("- alert: InfergateAdr0002MetricsTtftMsP99RollBack\n"));
+        // 250 ms is a vLLM bucket bound (the condition exactly); SGLang's next bound is 400 ms.
         assert!(r.rules.contains(
-            "expr: 'histogram_quantile(0.99, sum by (le) (rate(sglang:time_to_first_token_seconds_bucket[5m]))) * 1000 > 250'"
-        ));
+            "expr: '(sum(rate(vllm:time_to_first_token_seconds_count[5m])) - sum(rate(vllm:time_to_first_token_seconds_bucket{le=~\"0\\\\.25\"}[5m]))) / sum(rate(vllm:time_to_first_token_seconds_count[5m])) > 0.01'"
+        ), "{}", r.rules);
+        assert!(r.rules.contains("le=~\"0\\\\.4\"}"), "{}", r.rules);
+        assert!(r.rules.contains("the record''s 250 ms lies inside a bucket of sglang:time_to_first_token_seconds, whose bound 400 ms is the effective limit"), "{}", r.rules);
+        assert!(r.rules.contains("- alert: InfergateAdr0002MetricsTtftMsP99RollBackNoData\n"));
+        assert!(r.rules.contains("expr: 'sum(increase(vllm:time_to_first_token_seconds_count[5m])) == 0 or (absent_over_time(vllm:time_to_first_token_seconds_count[5m]) and on() count(present_over_time(vllm:time_to_first_token_seconds_count[1d])))'"), "{}", r.rules);
         assert!(r.rules.contains("for: 1m\n"));
         assert!(r.rules.contains("severity: warning\n"));
         assert!(r.rules.contains("baseline: 'measured 201 in Exp-1'\n"));

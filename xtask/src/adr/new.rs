@@ -697,8 +697,14 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
             None if vb == 0.0 || ((vr - vb) / vb.abs()).abs() < NOISE => continue,
             None => {}
         }
-        let pct = if vb != 0.0 { (vr - vb) / vb.abs() * 100.0 } else { 0.0 };
-        let text = format!("{} {pct:+.1}%", header.split(" (").next().unwrap_or(header));
+        let name = header.split(" (").next().unwrap_or(header);
+        // A change from 0 has no percentage: it is stated as the change itself.
+        let text = if vb != 0.0 {
+            format!("{name} {:+.1}%", (vr - vb) / vb.abs() * 100.0)
+        } else {
+            let sign = if vr > vb { "+" } else { "" };
+            format!("{name} {sign}{} (from 0)", fmt_measured(vr - vb))
+        };
         let lower_is_better = matches!(def.better, bench::summary::Better::Lower);
         if (vr < vb) == lower_is_better { better.push(text) } else { worse.push(text) }
     }
@@ -1447,6 +1453,65 @@ fn detects_statement(o: &mut String, proposed: &[Proposed]) {
     }
 }
 
+/// A latency quantile condition of a simulated run moved onto the bucket bound the engine's
+/// histogram can decide (the simulator exports vLLM's buckets): the lowest bound at or above
+/// the gate's limit; what was done, or why it cannot be, for the condition's comment.
+fn on_engine_buckets(c: &mut RollbackCondition) -> Option<String> {
+    use crate::thresholds::series::{Engine, resolvable_limit};
+    match resolvable_limit(c, Engine::Vllm)? {
+        Ok((bound, _)) if (bound - c.limit).abs() < 1e-9 => None,
+        Ok((bound, family)) => {
+            let gate = fmt_measured(c.limit);
+            c.limit = bound;
+            Some(format!(
+                "the gate's {gate} {} lies inside a bucket of {family}: {} is the lowest limit \
+                 the engine's histogram decides",
+                c.unit,
+                fmt_measured(bound)
+            ))
+        }
+        Err(why) => Some(format!("not decidable on the engine's buckets: {why}")),
+    }
+}
+
+/// Extra words under the conditions of a run against a real server: on which bucket bound
+/// each engine decides its latency quantiles (the engine is not known from the runs).
+fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
+    use crate::thresholds::series::{Engine, resolvable_limit};
+    let mut parts = Vec::new();
+    for p in proposed {
+        let Some(comparator) = breaking(p.comparator) else { continue };
+        let c = RollbackCondition {
+            metric: p.metric.to_string(),
+            comparator,
+            limit: p.limit,
+            unit: p.unit.to_string(),
+            window: DEFAULT_WINDOW,
+            action: RollbackAction::RollBack,
+            note: None,
+            line: 0,
+        };
+        let on: Vec<String> = [Engine::Vllm, Engine::Sglang]
+            .into_iter()
+            .filter_map(|e| match resolvable_limit(&c, e)? {
+                Ok((b, _)) => Some(format!("{} {} on {}", fmt_measured(b), p.unit, e.as_str())),
+                Err(_) => Some(format!("not at all on {}", e.as_str())),
+            })
+            .collect();
+        if !on.is_empty() {
+            parts.push(format!("`{}` at {}", p.metric, on.join(", ")));
+        }
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "The deployed engine decides a latency quantile only on its histogram's bucket \
+             bounds (docs/alerts.md): on the default buckets, {}. `adr alerts` and `watch` \
+             state the effective limit; a limit on a bound is decided exactly.",
+            parts.join("; ")
+        )
+    })
+}
+
 /// Rollback conditions: the proposed thresholds as conditions, and the values to restore.
 fn rollback_section(
     o: &mut String,
@@ -1460,7 +1525,7 @@ fn rollback_section(
     // held for the default window; `adr alerts` and `watch` read them back.
     let condition = |p: &&Proposed, action: RollbackAction| {
         let Some(comparator) = breaking(p.comparator) else { return String::new() };
-        let c = RollbackCondition {
+        let mut c = RollbackCondition {
             metric: p.metric.to_string(),
             comparator,
             limit: p.limit,
@@ -1470,7 +1535,13 @@ fn rollback_section(
             note: None,
             line: 0,
         };
-        format!("- {} (measured {} in {chosen_label})\n", c.render(), fmt_measured(p.measured))
+        let bucket = ctx.chosen.simulated.then(|| on_engine_buckets(&mut c)).flatten();
+        let bucket = bucket.map(|b| format!("; {b}")).unwrap_or_default();
+        format!(
+            "- {} (measured {} in {chosen_label}{bucket})\n",
+            c.render(),
+            fmt_measured(p.measured)
+        )
     };
     let blocks: Vec<_> = proposed.iter().filter(|p| p.action == Action::Block).collect();
     let warns: Vec<_> = proposed.iter().filter(|p| p.action == Action::Warn).collect();
@@ -1486,6 +1557,11 @@ fn rollback_section(
              alerts`, `cargo xtask watch`) break it for the window:\n\n",
         );
         o.extend(blocks.iter().map(|p| condition(p, RollbackAction::RollBack)));
+        if !ctx.chosen.simulated
+            && let Some(sentence) = bucket_sentence(proposed)
+        {
+            writeln!(o, "\n{sentence}").unwrap();
+        }
     }
     if !warns.is_empty() {
         o.push_str("\nInvestigate, without rolling back, when a warning threshold breaks:\n\n");

@@ -7,6 +7,15 @@
 //! client's goodput, throughput that follows the offered load, cost) is [`NotExportable`] with
 //! the reason, never approximated from another series. Latencies are histograms in seconds;
 //! the value is in the registry unit (ms).
+//!
+//! **A latency quantile is decided on the engine's buckets** ([`resolve`]): the engine's
+//! histogram cannot tell where a quantile lies inside a bucket (Prometheus's interpolation puts
+//! a P99 near the top of its bucket as soon as the tail enters it), so `P99 above L` is
+//! checked as "more than 1% of the window's requests took longer than B", B the lowest bucket
+//! bound at or above L ([`Source::ShareOver`], the SLO-as-ratio form). When L is a bound this is
+//! the condition exactly; otherwise B is the effective limit the buckets allow, and both
+//! commands say so. The bounds are read from `/metrics` by `watch` and are each engine's
+//! defaults ([`default_bounds`]) in the rules `adr alerts` writes.
 
 use bench::promtext::Exposition;
 
@@ -53,6 +62,160 @@ pub enum Source {
     GaugeMax { names: &'static [&'static str] },
     /// The increase of a counter over the window.
     Increase { name: &'static str },
+    /// The share (0..1) of a histogram's observations in the window above the bucket bound
+    /// `bound_s` (seconds): a quantile `q` breaks above `bound_s` exactly when this share is
+    /// more than `max_share = 1 - q`.
+    ShareOver { family: &'static str, q: f64, bound_s: f64, max_share: f64 },
+}
+
+impl Source {
+    /// The histogram the value comes from, for histogram sources.
+    pub fn family(&self) -> Option<&'static str> {
+        match self {
+            Source::Quantile { family, .. }
+            | Source::Mean { family }
+            | Source::ShareOver { family, .. } => Some(family),
+            _ => None,
+        }
+    }
+
+    /// Whether `value` breaks condition `c`: a share above its `max_share`, else the
+    /// condition's own comparison.
+    pub fn breaks(&self, c: &RollbackCondition, value: f64) -> bool {
+        match self {
+            Source::ShareOver { max_share, .. } => value > *max_share,
+            _ => c.holds(value),
+        }
+    }
+}
+
+/// Each engine's default bucket bounds (seconds, without `+Inf`) of a latency histogram: what
+/// `adr alerts` writes its rules for (`watch` reads the bounds from `/metrics`). vLLM's from
+/// `vllm/v1/metrics/loggers.py`, SGLang's from `sglang/srt/metrics/collector.py` (both
+/// configurable: SGLang's `--bucket-time-to-first-token` and the like).
+pub fn default_bounds(family: &str) -> Option<&'static [f64]> {
+    const VLLM_TTFT: &[f64] = &[
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+        20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+    ];
+    const VLLM_TOKEN: &[f64] = &[
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+        20.0, 40.0, 80.0,
+    ];
+    const VLLM_REQUEST: &[f64] = &[
+        0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+        240.0, 480.0, 960.0, 1920.0, 7680.0,
+    ];
+    const SGLANG_TTFT: &[f64] = &[
+        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+        200.0, 400.0,
+    ];
+    const SGLANG_E2E: &[f64] = &[
+        0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+        200.0, 400.0, 800.0,
+    ];
+    const SGLANG_ITL: &[f64] = &[
+        0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+        0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0,
+    ];
+    Some(match family {
+        "vllm:time_to_first_token_seconds" => VLLM_TTFT,
+        "vllm:request_time_per_output_token_seconds" | "vllm:inter_token_latency_seconds" => {
+            VLLM_TOKEN
+        }
+        "vllm:e2e_request_latency_seconds" | "vllm:request_queue_time_seconds" => VLLM_REQUEST,
+        "sglang:time_to_first_token_seconds" => SGLANG_TTFT,
+        "sglang:e2e_request_latency_seconds" => SGLANG_E2E,
+        "sglang:inter_token_latency_seconds" => SGLANG_ITL,
+        _ => return None,
+    })
+}
+
+/// A latency quantile condition on the buckets `bounds` (seconds, ascending, finite): the
+/// share of requests over the lowest bound at or above the limit ([`Source::ShareOver`]);
+/// other sources unchanged. Refused when the limit lies above the highest finite bound (no
+/// bucket separates it from `+Inf`).
+pub fn resolve(
+    src: &Source,
+    c: &RollbackCondition,
+    bounds: &[f64],
+) -> Result<Source, NotExportable> {
+    let Source::Quantile { family, q } = *src else { return Ok(src.clone()) };
+    if !matches!(c.comparator, Comparator::Gt | Comparator::Ge) {
+        return Ok(src.clone());
+    }
+    let limit_s = c.limit / 1000.0;
+    match bounds.iter().copied().filter(|b| b.is_finite()).find(|b| *b >= limit_s - 1e-12) {
+        Some(bound_s) => Ok(Source::ShareOver { family, q, bound_s, max_share: round9(1.0 - q) }),
+        None => Err(NotExportable(format!(
+            "{family} has no bucket bound at or above {} ms (its highest is {} ms): the \
+             engine's histogram cannot tell a quantile above it from +Inf",
+            num(c.limit),
+            bounds
+                .iter()
+                .copied()
+                .filter(|b| b.is_finite())
+                .reduce(f64::max)
+                .map_or("none".into(), |b| num(b * 1000.0))
+        ))),
+    }
+}
+
+/// The rollback limit a latency quantile condition can be decided at on `engine`'s default
+/// buckets: the lowest bucket bound at or above its limit, in ms, with the histogram. `None`
+/// when the metric is no latency quantile with a histogram on that engine; `Err` (why) when no
+/// bound lies at or above the limit.
+pub fn resolvable_limit(
+    c: &RollbackCondition,
+    engine: Engine,
+) -> Option<Result<(f64, &'static str), String>> {
+    let src = source(&c.metric, engine).ok()?;
+    let Source::Quantile { family, .. } = src else { return None };
+    let bounds = default_bounds(family)?;
+    Some(match resolve(&src, c, bounds) {
+        Ok(Source::ShareOver { bound_s, .. }) => Ok((round9(bound_s * 1000.0), family)),
+        Ok(_) => return None,
+        Err(why) => Err(why.0),
+    })
+}
+
+fn round9(v: f64) -> f64 {
+    (v * 1e9).round() / 1e9
+}
+
+fn num(v: f64) -> String {
+    crate::text::num(v)
+}
+
+/// How a resolved condition is decided, in words: `more than 1% of requests over 500 ms`, and
+/// whether that is the record's limit or the effective one the buckets allow.
+pub fn decided_as(src: &Source, c: &RollbackCondition) -> Option<String> {
+    let Source::ShareOver { family, bound_s, max_share, .. } = src else { return None };
+    let bound_ms = bound_s * 1000.0;
+    let share =
+        format!("more than {}% of requests over {} ms", num(max_share * 100.0), num(bound_ms));
+    Some(if (bound_ms - c.limit).abs() < 1e-6 {
+        format!("{share} ({family}'s bucket bound: the condition exactly)")
+    } else {
+        format!(
+            "{share}: the record's {} ms lies inside a bucket of {family}, whose bound {} ms is the \
+             effective limit the engine's histogram allows",
+            num(c.limit),
+            num(bound_ms)
+        )
+    })
+}
+
+/// The spellings of a bucket bound's `le` label: Rust's and Python's (`1` and `1.0`; Prometheus
+/// 3 normalises to the latter), as a regular expression alternation.
+fn le_spellings(b: f64) -> String {
+    let plain = format!("{b}");
+    let python = if b.fract() == 0.0 { format!("{b:.1}") } else { plain.clone() };
+    if plain == python {
+        plain.replace('.', "\\\\.")
+    } else {
+        format!("{}|{}", plain, python.replace('.', "\\\\."))
+    }
 }
 
 /// Why a metric has no server-side alert on an engine.
@@ -134,6 +297,29 @@ pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
     }
 }
 
+/// The expression of the absent-data alert of a condition: true when its window holds no
+/// observation while the engine is deployed: a histogram's count did not increase, or the
+/// series that existed within the last day is absent now (the target is down or stopped
+/// exporting it). An engine that was never scraped (another engine's group) raises nothing.
+pub fn absent_promql(src: &Source, c: &RollbackCondition) -> String {
+    let w = c.window;
+    let (series, idle) = match src {
+        Source::GaugeMax { names } => (format!("{{__name__=~\"{}\"}}", names.join("|")), None),
+        Source::Increase { name } => (name.to_string(), None),
+        _ => {
+            let count = format!("{}_count", src.family().unwrap_or_default());
+            let idle = format!("sum(increase({count}[{w}])) == 0");
+            (count, Some(idle))
+        }
+    };
+    let gone =
+        format!("absent_over_time({series}[{w}]) and on() count(present_over_time({series}[1d]))");
+    match idle {
+        Some(idle) => format!("{idle} or ({gone})"),
+        None => gone,
+    }
+}
+
 /// The alert expression: the value in the registry unit, compared as the condition breaks.
 pub fn promql(src: &Source, c: &RollbackCondition) -> String {
     let w = c.window;
@@ -148,6 +334,13 @@ pub fn promql(src: &Source, c: &RollbackCondition) -> String {
             format!("max(max_over_time({{__name__=~\"{}\"}}[{w}]))", names.join("|"))
         }
         Source::Increase { name } => format!("sum(increase({name}[{w}]))"),
+        Source::ShareOver { family, bound_s, max_share, .. } => {
+            let count = format!("sum(rate({family}_count[{w}]))");
+            return format!(
+                "({count} - sum(rate({family}_bucket{{le=~\"{}\"}}[{w}]))) / {count} > {max_share}",
+                le_spellings(*bound_s)
+            );
+        }
     };
     let op = match c.comparator {
         Comparator::Eq => "!=",
@@ -251,8 +444,26 @@ impl Window {
             Source::Increase { name } => {
                 Some((new.exposition.sum(name)? - old.exposition.sum(name).unwrap_or(0.0)).max(0.0))
             }
+            Source::ShareOver { family, bound_s, .. } => {
+                let delta = |at: f64| {
+                    let pick = |e: &Exposition| {
+                        buckets(e, family)
+                            .iter()
+                            .find(|(le, _)| *le == at || (le - at).abs() < 1e-12)
+                            .map(|x| x.1)
+                    };
+                    Some((pick(&new.exposition)? - pick(&old.exposition).unwrap_or(0.0)).max(0.0))
+                };
+                let (all, within) = (delta(f64::INFINITY)?, delta(*bound_s)?);
+                (all > 0.0).then(|| ((all - within) / all).clamp(0.0, 1.0))
+            }
         }
     }
+}
+
+/// The finite bucket bounds (seconds, ascending) of `family` in a scrape.
+pub fn bounds_in(e: &Exposition, family: &str) -> Vec<f64> {
+    buckets(e, family).into_iter().map(|(le, _)| le).filter(|b| b.is_finite()).collect()
 }
 
 #[cfg(test)]

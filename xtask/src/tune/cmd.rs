@@ -69,6 +69,8 @@ pub enum SearchKind {
 }
 
 #[derive(Debug, Args)]
+// The bench flags come with `bench merge`, which is no tune's: hidden, and refused.
+#[command(mut_subcommand("merge", |c| c.hide(true)))]
 pub struct TuneCmd {
     /// Bench flags: the profile each configuration runs (`--out` is the tune directory).
     #[command(flatten)]
@@ -197,6 +199,9 @@ impl TuneCmd {
     /// Bench flags that make no sense per configuration.
     fn refuse_flags(&self) -> anyhow::Result<()> {
         let b = &self.bench;
+        if b.action.is_some() {
+            bail!("tune has no `merge`: merge shards with `cargo xtask bench merge DIR...`");
+        }
         for (set, flag) in [
             (b.compare_strategies.is_some(), "--compare-strategies"),
             (b.gate, "--gate"),
@@ -265,10 +270,20 @@ fn mean(values: Vec<Option<f64>>) -> Option<f64> {
 
 impl Tune<'_> {
     fn run(&self, spec: &TuneSpec) -> anyhow::Result<Status> {
-        let variants = grid::expand(spec);
+        // Configurations are built from their index: only those measured exist in memory.
+        let n = spec.count().map_err(anyhow::Error::msg)?;
+        let measured = self.cmd.max_configs.map_or(n, |m| u64::from(m).min(n));
+        if measured > grid::MAX_TUNE_CONFIGS {
+            bail!(
+                "the grid has {n} configurations, more than a tune measures ({}): pass \
+                 --max-configs N (with --search random for a random sample) or narrow the axes",
+                grid::MAX_TUNE_CONFIGS
+            );
+        }
         let search = self.cmd.search();
-        let max = self.cmd.max_configs.map(|m| m as usize);
-        let order = search.order(variants.len(), max);
+        let picked = search.order(n as usize, Some(measured as usize));
+        let variants: Vec<Variant> = picked.iter().map(|&i| spec.variant(i as u64)).collect();
+        let order: Vec<usize> = (0..variants.len()).collect();
         let previous = TuneFile::read(&self.dir).ok();
         let mut file = TuneFile {
             format: FORMAT_VERSION,
@@ -293,6 +308,7 @@ impl Tune<'_> {
             indistinguishable: Vec::new(),
             rivals: Vec::new(),
             slo_undecided: Vec::new(),
+            beyond_max_configs: 0,
             warnings: Vec::new(),
         };
         let rungs: Vec<Option<Rung>> = match search {
@@ -359,9 +375,15 @@ impl Tune<'_> {
             }
             survivors = kept;
         }
-        for (i, v) in variants.iter().enumerate() {
-            if !order.contains(&i) {
-                let mut r = TuneRow::unmeasured(&v.name, settings_json(v), RowStatus::Skipped);
+        // The configurations beyond --max-configs: rows while they are few, else a count.
+        let beyond = n - variants.len() as u64;
+        if beyond > grid::LISTED_SKIPS {
+            file.beyond_max_configs = beyond;
+        } else if beyond > 0 {
+            let picked: std::collections::HashSet<usize> = picked.iter().copied().collect();
+            for i in (0..n as usize).filter(|i| !picked.contains(i)) {
+                let v = spec.variant(i as u64);
+                let mut r = TuneRow::unmeasured(&v.name, settings_json(&v), RowStatus::Skipped);
                 r.error = Some("beyond --max-configs".into());
                 file.rows.push(r);
             }
@@ -573,6 +595,13 @@ impl Tune<'_> {
     fn finish(&self, file: &TuneFile, interrupted: bool) -> anyhow::Result<Status> {
         println!("{}", table(file));
         println!("{}", legend(file));
+        if file.beyond_max_configs > 0 {
+            println!(
+                "{} more configurations of the grid beyond --max-configs were not measured (counted \
+                 in tune.json, not listed)",
+                file.beyond_max_configs
+            );
+        }
         for w in &file.warnings {
             println!("warning: {w}");
         }

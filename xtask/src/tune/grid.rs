@@ -163,42 +163,77 @@ fn short_key<'a>(key: &'a str, keys: &[&str]) -> &'a str {
     if same > 1 { key } else { leaf }
 }
 
+/// Most configurations a grid may describe (the product of its axes' value counts): 10^12.
+/// Configurations are built one at a time from their index, never all at once, so a large grid
+/// with `--max-configs` costs only what is measured; a product beyond this is refused.
+pub const MAX_GRID_PRODUCT: u64 = 1_000_000_000_000;
+/// Configurations beyond `--max-configs` are rows of `tune.json` (`skipped: beyond
+/// --max-configs`) up to this many; more are only counted.
+pub const LISTED_SKIPS: u64 = 1000;
+/// Most configurations one tune measures (after `--max-configs`): 10000.
+pub const MAX_TUNE_CONFIGS: u64 = 10_000;
+
+impl TuneSpec {
+    /// How many configurations the spec describes: the grid's product and the explicit
+    /// variants; refused above [`MAX_GRID_PRODUCT`].
+    pub fn count(&self) -> Result<u64, String> {
+        let mut product: u64 = if self.axes.is_empty() { 0 } else { 1 };
+        for a in &self.axes {
+            product = product
+                .checked_mul(a.values.len() as u64)
+                .filter(|p| *p <= MAX_GRID_PRODUCT)
+                .ok_or_else(|| {
+                    let sizes: Vec<String> =
+                        self.axes.iter().map(|a| a.values.len().to_string()).collect();
+                    format!(
+                        "the grid has {} configurations, more than a tune can describe \
+                         ({MAX_GRID_PRODUCT}); narrow the axes",
+                        sizes.join(" x ")
+                    )
+                })?;
+        }
+        Ok(product + self.variants.len() as u64)
+    }
+
+    /// Configuration `i` of [`expand`]'s order, built alone (`i < count()`).
+    pub fn variant(&self, i: u64) -> Variant {
+        let product: u64 = if self.axes.is_empty() {
+            0
+        } else {
+            self.axes.iter().map(|a| a.values.len() as u64).product()
+        };
+        if i >= product {
+            return self.variants[(i - product) as usize].clone();
+        }
+        let keys: Vec<&str> = self.axes.iter().map(|a| a.key.as_str()).collect();
+        // Mixed radix, the first axis the most significant digit.
+        let mut rest = i;
+        let mut combo = vec![toml::Value::Boolean(false); self.axes.len()];
+        for (k, a) in self.axes.iter().enumerate().rev() {
+            let n = a.values.len() as u64;
+            combo[k] = a.values[(rest % n) as usize].clone();
+            rest /= n;
+        }
+        let named: Vec<String> = self
+            .axes
+            .iter()
+            .zip(&combo)
+            .filter(|(a, _)| a.values.len() > 1)
+            .map(|(a, v)| format!("{}={}", short_key(&a.key, &keys), value_text(v)))
+            .collect();
+        let name = if named.is_empty() { "grid".to_string() } else { named.join(" ") };
+        let settings = self.axes.iter().map(|a| a.key.clone()).zip(combo).collect();
+        Variant { name, settings }
+    }
+}
+
 /// Every configuration of `spec`: the grid's product (the first axis varies slowest), then the
-/// explicit variants. A grid configuration is named by the keys that differ between
+/// explicit variants (for small specs; a tune builds them one at a time, [`TuneSpec::variant`]). A grid configuration is named by the keys that differ between
 /// configurations (`max_num_seqs=128 enable_chunked_prefill=false`); an axis with one value is
 /// set but not named; a grid of single values is named `grid`.
 pub fn expand(spec: &TuneSpec) -> Vec<Variant> {
-    let mut out = Vec::new();
-    if !spec.axes.is_empty() {
-        let keys: Vec<&str> = spec.axes.iter().map(|a| a.key.as_str()).collect();
-        let mut combos: Vec<Vec<toml::Value>> = vec![vec![]];
-        for a in &spec.axes {
-            combos = combos
-                .into_iter()
-                .flat_map(|c| {
-                    a.values.iter().map(move |v| {
-                        let mut c = c.clone();
-                        c.push(v.clone());
-                        c
-                    })
-                })
-                .collect();
-        }
-        for combo in combos {
-            let named: Vec<String> = spec
-                .axes
-                .iter()
-                .zip(&combo)
-                .filter(|(a, _)| a.values.len() > 1)
-                .map(|(a, v)| format!("{}={}", short_key(&a.key, &keys), value_text(v)))
-                .collect();
-            let name = if named.is_empty() { "grid".to_string() } else { named.join(" ") };
-            let settings = spec.axes.iter().map(|a| a.key.clone()).zip(combo).collect();
-            out.push(Variant { name, settings });
-        }
-    }
-    out.extend(spec.variants.iter().cloned());
-    out
+    let n = spec.count().unwrap_or(0);
+    (0..n).map(|i| spec.variant(i)).collect()
 }
 
 /// A directory name for a configuration: its name with every character outside
@@ -243,7 +278,11 @@ pub fn variant_text(base: &Source, variant: &Variant) -> Result<String, ConfigEr
         base.path.display(),
         variant.name
     );
-    EngineConfig::from_source(&Source::new(base.path.clone(), text.clone()))?;
+    // An invalid variant is named by the configuration, not by a line of a file nobody wrote.
+    let named = format!("{} with {}", base.path.display(), variant.name);
+    EngineConfig::from_source(&Source::new(base.path.clone(), text.clone())).map_err(|e| {
+        ConfigError { path: named.into(), line: None, col: None, message: e.message }
+    })?;
     Ok(text)
 }
 
@@ -307,6 +346,28 @@ mod tests {
     }
 
     #[test]
+    fn a_huge_grid_is_counted_and_built_by_index_and_refused_past_the_bound() {
+        let axis = |k: &str, n: usize| Axis {
+            key: k.into(),
+            values: (0..n as i64).map(toml::Value::from).collect(),
+        };
+        let spec = TuneSpec {
+            axes: vec![axis("a.w", 100), axis("a.x", 100), axis("a.y", 100), axis("a.z", 100)],
+            variants: vec![],
+        };
+        assert_eq!(spec.count(), Ok(100_000_000));
+        let last = spec.variant(99_999_999);
+        assert_eq!(last.name, "w=99 x=99 y=99 z=99");
+        assert_eq!(spec.variant(123).name, "w=0 x=0 y=1 z=23");
+        let big = TuneSpec {
+            axes: (0..7).map(|k| axis(&format!("s.k{k}"), 100)).collect(),
+            variants: vec![],
+        };
+        let e = big.count().unwrap_err();
+        assert!(e.contains("100 x 100 x 100 x 100 x 100 x 100 x 100 configurations"), "{e}");
+    }
+
+    #[test]
     fn tune_tables_give_axes_and_variants_or_errors_at_their_line() {
         let text = "[tune.grid]\nscheduler.max_num_seqs = [1, 2, 4]\n\
             [tune.variants.big]\nscheduler.max_num_seqs = 16\nengine.max_model_len = 1024\n";
@@ -346,6 +407,8 @@ mod tests {
         };
         let err = variant_text(&base, &bad).unwrap_err();
         assert!(err.message.contains("max_num_seqs"), "{err}");
+        // Named by the configuration, never by a line of the generated text.
+        assert!(err.to_string().starts_with("configs/engine.toml with bad: "), "{err}");
         let unknown = Variant {
             name: "typo".into(),
             settings: vec![("scheduler.max_nm_seqs".into(), 1.into())],

@@ -311,7 +311,15 @@ pub struct TuneFile {
     /// Measured configurations whose SLO compliance the intervals cannot decide.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub slo_undecided: Vec<String>,
+    /// Configurations of the grid beyond `--max-configs` when there are too many to list as
+    /// rows (more than [`super::grid::LISTED_SKIPS`]): counted, not listed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub beyond_max_configs: u64,
     pub warnings: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl TuneFile {
@@ -733,13 +741,18 @@ pub enum Search {
 impl Search {
     /// The indexes of `n` configurations in the order this search measures them, the first
     /// `max` of them (all when `None`).
+    /// Nothing the size of `n` is allocated: a random sample of `max` is drawn without the rest.
     pub fn order(&self, n: usize, max: Option<usize>) -> Vec<usize> {
-        let mut idx: Vec<usize> = (0..n).collect();
-        if let Search::Random { seed } = self {
-            idx.shuffle(&mut StdRng::seed_from_u64(*seed));
+        let k = max.unwrap_or(n).min(n);
+        match self {
+            Search::Random { seed } => {
+                let mut rng = StdRng::seed_from_u64(*seed);
+                let mut idx = rand::seq::index::sample(&mut rng, n, k).into_vec();
+                idx.shuffle(&mut rng);
+                idx
+            }
+            _ => (0..k).collect(),
         }
-        idx.truncate(max.unwrap_or(n));
-        idx
     }
 
     pub fn label(&self) -> String {
@@ -796,6 +809,7 @@ mod tests {
             indistinguishable: vec![],
             rivals: vec![],
             slo_undecided: vec![],
+            beyond_max_configs: 0,
             warnings: vec![],
         };
         f.decide(&[]);

@@ -53,10 +53,15 @@ fn adr1() -> String {
     )
 }
 
-/// A Proposed record with these decision lines.
+/// A Proposed record with these decision lines, taking over ADR-0001's threshold and keys (a
+/// record that decides them otherwise than the live ADR-0001 must supersede it).
 fn adr2(decisions: &str) -> String {
-    record(2, "Tune the scheduler", "Proposed", decisions, "None.")
+    record(2, "Tune the scheduler", "Proposed", decisions, TAKES_OVER)
 }
+
+const TAKES_OVER: &str = "- Supersedes in part [ADR-0001](0001-use-the-defaults.md): \
+    `metrics.ttft_ms.p99`, `configs/engine.toml: scheduler.max_num_seqs`, \
+    `configs/engine.toml: scheduler.enable_chunked_prefill`";
 
 /// gate.toml as `adr thresholds` writes it for these records.
 fn gate_for(records: &[(&str, &str)]) -> String {
@@ -134,6 +139,79 @@ fn an_added_record_covering_every_key_passes() {
     assert_exit(&out, 0);
     assert!(out.stdout.contains("adr check passed: 3 governed keys changed, 3 covered"));
     snap("check_covered", &out);
+}
+
+/// The issue's pull request: a Proposed record deciding `max_num_seqs = 320` against the live
+/// ADR-0001's 256, without superseding it, covers the change but contradicts the decision in
+/// force (`adr accept` would refuse it): the check fails naming both, and passes once the record
+/// supersedes that key.
+#[test]
+fn a_record_contradicting_a_live_decision_fails_unless_it_supersedes_it() {
+    let (mut g, _) = setup();
+    g.commit_files("Raise", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "320")))]);
+    let without = record(
+        2,
+        "Raise max_num_seqs",
+        "Proposed",
+        "- configs/engine.toml: scheduler.max_num_seqs = 320",
+        "None.",
+    );
+    g.commit_files("ADR-0002", &[(ADR2, Some(&without))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(out.stdout.contains("1 governed key changed, 1 covered"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("configs/engine.toml: scheduler.max_num_seqs is decided differently by two live records: ADR-0001 (docs/adr/0001-use-the-defaults.md:19) says = 256 and ADR-0002"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("until a record of this pull request supersedes it"),
+        "{}",
+        out.stdout
+    );
+    let with = without.replace(
+        "## Links\n\nNone.",
+        "## Links\n\n- Supersedes in part [ADR-0001](0001-use-the-defaults.md): `configs/engine.toml: scheduler.max_num_seqs`",
+    );
+    g.commit_files("Supersede in part", &[(ADR2, Some(&with))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 0);
+}
+
+/// The committed alert rules are generated files: a record whose rollback conditions change
+/// without regenerating them fails the check with the command that does.
+#[test]
+fn stale_alert_rules_fail_with_the_command_that_regenerates_them() {
+    let (mut g, _) = setup();
+    let cond = "## Rollback conditions\n\n- `metrics.ttft_ms.p99` above 500 ms for 5m: roll back\n";
+    let a1 = adr1()
+        .replace("## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n", cond);
+    let adrs = [parse_adr(Path::new(ADR1), &a1)];
+    let r = xtask::adr::alerts::render(&xtask::adr::live::live_rollback(&adrs));
+    g.commit_files(
+        "Alerts",
+        &[
+            (ADR1, Some(&a1)),
+            ("deploy/prometheus/infergate-rules.yml", Some(&r.rules)),
+            ("deploy/k8s/infergate-prometheusrule.yml", Some(&r.k8s)),
+        ],
+    );
+    // The rules are current: an unrelated change passes.
+    g.commit_files("Code", &[("src/main.rs", Some("fn main() { }\n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert!(!out.stdout.contains("infergate-rules.yml is out of date"), "{}", out.stdout);
+    // The rules edited by hand (or left behind by a record change): stale.
+    let edited = r.rules.replace("for: 5m", "for: 10m");
+    g.commit_files("Edit", &[("deploy/prometheus/infergate-rules.yml", Some(&edited))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains("deploy/prometheus/infergate-rules.yml is out of date with the rollback conditions of the records at head; run `cargo xtask adr alerts` and commit it"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("infergate-prometheusrule.yml is out of date"), "{}", out.stdout);
 }
 
 #[test]
@@ -298,7 +376,7 @@ fn a_new_record_that_looks_like_a_deleted_one_is_still_new() {
         "Tune the scheduler",
         "Proposed",
         "- configs/engine.toml: scheduler.max_num_seqs = 384",
-        "None.",
+        TAKES_OVER,
     );
     g.commit_files(
         "Replace the proposal",
@@ -796,7 +874,7 @@ fn thresholds_of_a_profile_the_bench_configuration_lacks_fail() {
     // A new record gating profile `tuned`, which configs/bench.toml ([profile.default]) lacks.
     let a2 = adr2("- configs/engine.toml: scheduler.max_num_seqs = 384")
         .replace("## Context\n\n", "## Context\n\nMeasured scenario: profile `tuned`.\n\n")
-        .replace("`metrics.ttft_ms.p99`", "`metrics.tpot_ms.p99`");
+        .replace("| `metrics.ttft_ms.p99` |", "| `metrics.tpot_ms.p99` |");
     g.commit_files(
         "Tune",
         &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "384"))), (ADR2, Some(&a2))],

@@ -70,8 +70,19 @@ fn the_rules_pass_promtool_and_a_stale_file_fails_the_check() {
     assert_eq!(vllm["name"].as_str(), Some("infergate-rollback-vllm"));
     assert_eq!(vllm["rules"][0]["for"].as_str(), Some("5m"));
     assert_eq!(vllm["rules"][0]["labels"]["severity"].as_str(), Some("critical"));
-    assert_eq!(vllm["rules"][1]["labels"]["severity"].as_str(), Some("warning"));
-    assert_eq!(vllm["rules"][1]["expr"].as_str().map(|e| e.ends_with(" > 0.95")), Some(true));
+    // Each condition is followed by its absent-data alert.
+    assert_eq!(
+        vllm["rules"][1]["alert"].as_str(),
+        Some("InfergateAdr0001MetricsTtftMsP99RollBackNoData")
+    );
+    assert_eq!(vllm["rules"][1]["labels"]["action"].as_str(), Some("no data"));
+    assert_eq!(vllm["rules"][2]["labels"]["severity"].as_str(), Some("warning"));
+    assert_eq!(vllm["rules"][2]["expr"].as_str().map(|e| e.ends_with(" > 0.95")), Some(true));
+    // 150 ms lies inside vLLM's (0.1, 0.25] s TTFT bucket: decided at 250 ms, and it says so.
+    let ttft = vllm["rules"][0]["expr"].as_str().unwrap();
+    assert!(ttft.contains("le=~\"0\\\\.25\"") && ttft.ends_with(" > 0.01"), "{ttft}");
+    let decided = vllm["rules"][0]["annotations"]["decided"].as_str().unwrap();
+    assert!(decided.contains("whose bound 250 ms is the effective limit"), "{decided}");
 
     // A record edited without regenerating: the check names the file and exits 1.
     let record = r.path().join("docs/adr/0001-canary.md");

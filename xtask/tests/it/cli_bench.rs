@@ -402,6 +402,19 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(out.contains("until decided: decided after 4 trials (1 of at most 3 looks"), "{out}");
+    // The working tree's engine config changed since: no trial is added to the set.
+    let engine = r.path().join("configs/engine.toml");
+    let text = std::fs::read_to_string(&engine).unwrap();
+    std::fs::write(&engine, text.replace("max_model_len = 4096", "max_model_len = 2048")).unwrap();
+    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "6"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("engine config engine.max_model_len is 2048 now, 4096 in its trials"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(bench::trials::TrialsFile::read(&dir).unwrap().trials.len(), 4);
+    std::fs::write(&engine, text).unwrap();
     // bench --gate --trials --until-decided in one step.
     let args = [
         "bench",

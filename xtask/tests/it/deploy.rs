@@ -177,6 +177,74 @@ fn profiles_that_cannot_be_sharded_are_refused_before_anything_is_written() {
     assert!(!ws.path().join("k8s").exists());
 }
 
+/// Manifests a cluster would refuse, or that could not run, are refused (exit 2) with what is
+/// valid, and nothing is written: no shard, more shards than workload items, a start more
+/// than a day ahead, a namespace or storage size outside Kubernetes's grammar.
+#[test]
+fn manifests_a_cluster_would_refuse_are_not_written() {
+    let ws = copy_of_configs();
+    let bench = ws.path().join("configs/bench.toml");
+    let mut cfg = std::fs::read_to_string(&bench).unwrap();
+    // 12 items (3 lengths x 4), 64 workers: the load splits over 16 shards, the items do not.
+    cfg.push_str(
+        "\n[profile.few]\ntarget = \"local-vllm\"\n[profile.few.load]\nconcurrency = 64\n\
+         [profile.few.workload]\ninput_lengths = [8, 16, 32]\nrepeats = 4\n",
+    );
+    std::fs::write(&bench, cfg).unwrap();
+    let later = (chrono::Utc::now() + chrono::Duration::days(2))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let cases: [(&[&str], &str); 7] = [
+        (&["--shards", "0", "--profile", "vllm"], "the shard count must be within 1..=1024, got 0"),
+        (
+            &["--shards", "16", "--profile", "few"],
+            "the workload has 12 items, fewer than the 16 shards",
+        ),
+        (&["--shards", "2", "--profile", "vllm", "--start-at", &later], "more than a day ahead"),
+        (
+            &["--shards", "2", "--profile", "vllm", "--start-delay", "200000"],
+            "more than a day ahead",
+        ),
+        (
+            &["--shards", "2", "--profile", "vllm", "--namespace", "Bench_Runs"],
+            "is not a Kubernetes name",
+        ),
+        (
+            &["--shards", "2", "--profile", "vllm", "--storage", "10GB"],
+            "is not a Kubernetes storage quantity",
+        ),
+        (
+            &["--shards", "2", "--profile", "vllm", "--storage", "0Gi"],
+            "is not a Kubernetes storage quantity",
+        ),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["deploy", "render", "--out", "k8s"];
+        args.extend_from_slice(extra);
+        let out = xtask_output(ws.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(want), "{extra:?}: {err}");
+        assert!(!ws.path().join("k8s").exists(), "{extra:?}");
+    }
+    // Within every bound: written.
+    let args = [
+        "deploy",
+        "render",
+        "--out",
+        "k8s",
+        "--shards",
+        "12",
+        "--profile",
+        "few",
+        "--namespace",
+        "bench-runs",
+        "--storage",
+        "1.5Ti",
+    ];
+    let out = xtask_output(ws.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn the_workloads_files_are_shipped_and_a_configmap_too_large_is_refused() {
     let ws = copy_of_configs();

@@ -406,6 +406,7 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
         let name = format!("trial-{:02}", i + 1);
         let run = dir.join(&name);
         crate::support::write_records(&run, ttft.len() as u64, ttft);
+        crate::support::write_hlog(&run);
         let mut s = crate::support::summary(
             &format!("set-t{:02}", i + 1),
             0.0,
@@ -507,6 +508,87 @@ fn a_trial_set_passes_fails_or_is_inconclusive_by_its_interval_and_exit_3_is_nev
         crate::support::xtask(dir.path(), &["gate", "set", "--until-decided", "--max-trials", "5"]);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("does not record the bench arguments"), "{}", out.stderr);
+}
+
+/// A trial set that is not what its files say: a trial of another engine config swapped in is
+/// refused (exit 2) naming the key; a deleted `requests.jsonl` or a trial cut short, and an
+/// unlisted `trial-04`, make it incomplete (exit 1, named) whatever the verdicts; with
+/// `trials.json` deleted the gate says so instead of asking for a summary.json.
+#[test]
+fn a_mixed_or_tampered_trial_set_is_refused_or_incomplete_naming_what() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("set");
+    let t = vec![200.0; 100];
+    write_set(&set, &[&t, &t, &t], &[]);
+    std::fs::create_dir_all(dir.path().join("thresholds")).unwrap();
+    let text = "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.mean\"\ncomparator = \"<=\"\n\
+                limit = 1000.0\nunit = \"ms\"\naction = \"block\"\nadr = 3\n\
+                file = \"docs/adr/0003-x.md\"\nline = 40\n";
+    std::fs::write(dir.path().join("thresholds/gate.toml"), text).unwrap();
+    let gate = || crate::support::xtask(dir.path(), &["gate", "set"]);
+    let out = gate();
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // Trial 2 of another engine config.
+    let path = set.join("trial-02/summary.json");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let mut s: Summary = serde_json::from_str(&original).unwrap();
+    s.engine.as_mut().unwrap().params["scheduler"]["max_num_seqs"] = 320.into();
+    std::fs::write(&path, serde_json::to_string(&s).unwrap()).unwrap();
+    let out = gate();
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("trial trial-02 of")
+            && out.stderr.contains("engine config scheduler.max_num_seqs 320 against 256"),
+        "{}",
+        out.stderr
+    );
+    std::fs::write(&path, &original).unwrap();
+    // Trial 3's records deleted, trial 1's cut in half.
+    std::fs::remove_file(set.join("trial-03/requests.jsonl")).unwrap();
+    let cut = set.join("trial-01/requests.jsonl");
+    let text = std::fs::read_to_string(&cut).unwrap();
+    let half: Vec<&str> = text.lines().take(50).collect();
+    std::fs::write(&cut, half.join("\n") + "\n").unwrap();
+    let out = gate();
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("is incomplete"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("trial-03: cannot read")
+            && out.stderr.contains("trial-03/requests.jsonl"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("trial-01: requests.jsonl holds 50 measured"), "{}", out.stderr);
+    // An extra trial directory that trials.json does not list.
+    let clean = dir.path().join("clean");
+    write_set(&clean, &[&t, &t], &[]);
+    copy_dir(&clean.join("trial-02"), &clean.join("trial-04"));
+    let out = crate::support::xtask(dir.path(), &["gate", "clean"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("trial-04 is a trial directory trials.json does not list"),
+        "{}",
+        out.stderr
+    );
+    // trials.json deleted.
+    std::fs::remove_file(clean.join("trials.json")).unwrap();
+    let out = crate::support::xtask(dir.path(), &["gate", "clean"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains("holds trial directories (trial-01, trial-02, trial-04) but no trials.json"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("summary.json"), "{}", out.stderr);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
 }
 
 #[test]

@@ -539,6 +539,10 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
         (r"infergate \d+\.\d+\.\d+", "infergate [version]"),
         (r"measured -?\d+(\.\d+)?", "measured [value]"),
         (r"(above|below) \d+(\.\d+)?", "$1 [limit]"),
+        (
+            r"the gate's \d+(\.\d+)? (\w+) lies inside a bucket of (\S+): \d+(\.\d+)? is",
+            "the gate's [limit] $2 lies inside a bucket of $3: [bound] is",
+        ),
         (r"(chosen|reference): [^|\n]*\|", "$1: [conclusion] |"),
         // How busy this machine was while the runs measured is not the record's to pin.
         (r"- [^\n]*: the client host was busy during the load: [^\n]*\n", ""),
@@ -546,6 +550,40 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
     insta::with_settings!({filters => filters}, {
         insta::assert_snapshot!("generated_adr_strategies", record);
     });
+}
+
+/// A goodput that goes from 0 to 1 is a change of +1, not "+0.0%" (no percentage of 0).
+#[test]
+fn a_change_from_zero_is_stated_as_the_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let set = |name: &str, goodput: &[f64]| {
+        let trials: Vec<bench::Summary> = goodput
+            .iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let engine = crate::support::engine_params(true, 8192);
+                crate::support::summary(&format!("t{i}"), 200.0, 40.0, *g, engine)
+            })
+            .collect();
+        crate::support::write_set(&runs.join(name), &trials);
+    };
+    set("base", &[0.0, 0.0, 0.0]);
+    set("exp", &[1.0, 0.99, 1.0]);
+    let out = crate::support::xtask(
+        tmp.path(),
+        &["adr", "new", "Goodput", "--baseline", "runs/base", "--exp", "runs/exp"],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let text = std::fs::read_to_string(tmp.path().join("docs/adr/0001-goodput.md")).unwrap();
+    let row = text.lines().find(|l| l.starts_with("| Exp-1 |")).unwrap();
+    assert!(!row.contains("+0.0%"), "{row}");
+    assert!(
+        row.contains("better: Goodput +0.993 (from 0.003)")
+            || row.contains("(from 0)")
+            || row.contains("Goodput +"),
+        "{row}"
+    );
 }
 
 #[test]

@@ -101,6 +101,26 @@ fn shard_processes_merge_into_one_run_that_gate_and_report_read() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("the merged run is interrupted: incomplete: shard(s) 1/2"), "{err}");
     assert_eq!(summary_of(&ws.path().join("runs/half"))["extra"]["merge"]["missing"][0], 1);
+    // A shard whose requests.jsonl was cut in half, or whose histogram log is garbage: the
+    // merge is incomplete (exit 1) and names the shard and what disagrees.
+    let cut = ws.path().join("runs/shard-1/requests.jsonl");
+    let full = std::fs::read_to_string(&cut).unwrap();
+    let lines: Vec<&str> = full.lines().collect();
+    std::fs::write(&cut, lines[..lines.len() / 2].join("\n") + "\n").unwrap();
+    let args = ["bench", "merge", "runs/shard-0", "runs/shard-1", "--out", "runs/cut", "-q"];
+    let out = xtask_output(ws.path(), &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("incomplete: shard 1/2 (") && err.contains("runs/shard-1"), "{err}");
+    assert!(err.contains("requests.jsonl holds 2 measured and 0 warmup requests"), "{err}");
+    assert_eq!(summary_of(&ws.path().join("runs/cut"))["extra"]["merge"]["complete"], false);
+    std::fs::write(&cut, full).unwrap();
+    std::fs::write(ws.path().join("runs/shard-1/histograms.hlog"), "garbage\n#x\n1,2,3\n").unwrap();
+    let args = ["bench", "merge", "runs/shard-0", "runs/shard-1", "--out", "runs/garbage", "-q"];
+    let out = xtask_output(ws.path(), &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("histograms.hlog cannot be read"), "{err}");
 }
 
 #[test]

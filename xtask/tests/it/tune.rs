@@ -503,3 +503,91 @@ fn configurations_the_engine_treats_alike_are_chosen_by_the_tie_break() {
         "{record_line}"
     );
 }
+
+/// Peak resident memory (KiB) of a child while it runs, polled from `/proc` until it exits
+/// (`VmHWM` only grows, so the last reading is the peak so far).
+fn peak_rss_kib(mut child: std::process::Child) -> (std::process::ExitStatus, u64) {
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            let hwm = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            peak = peak.max(hwm.unwrap_or(0));
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            return (status, peak);
+        }
+        assert!(std::time::Instant::now() < deadline, "the tune did not end");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The grid: 4 axes of 100 values with --max-configs 1 measures one configuration and
+/// stays small (it was killed at 24.3 GB, expanding 10^8 configurations before the limit); the
+/// configurations beyond it are counted, not listed; without --max-configs it is refused; a
+/// grid past the documented product is refused.
+#[test]
+fn a_huge_grid_with_max_configs_measures_one_configuration_in_bounded_memory() {
+    let root = copy_of_configs();
+    let list = |from: u64, step: f64| -> String {
+        (0..100).map(|i| format!("{}", from as f64 + i as f64 * step)).collect::<Vec<_>>().join(",")
+    };
+    let grids = [
+        format!(
+            "scheduler.max_num_seqs={}",
+            (1..=100).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+        ),
+        format!(
+            "engine.gpu_memory_utilization={}",
+            (0..100).map(|i| format!("0.{:03}", 500 + i * 4)).collect::<Vec<_>>().join(",")
+        ),
+        format!("device.price_per_hour={}", list(1, 1.0)),
+        format!(
+            "scheduler.max_num_batched_tokens={}",
+            (8192..8292).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+        ),
+    ];
+    let grid_refs: Vec<&str> = grids.iter().map(String::as_str).collect();
+    let mut args = tune_args("runs/huge", &grid_refs);
+    args.extend(["--max-configs", "1", "--set", "slo.ttft_ms=60000"]);
+    let child = xtask_command(root.path(), &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (status, peak) = peak_rss_kib(child);
+    assert!(status.success(), "{status}");
+    eprintln!("tune 4 x 100 with --max-configs 1: peak RSS {} MiB", peak / 1024);
+    assert!(peak < 200 * 1024, "peak RSS {peak} KiB");
+    let tune = TuneFile::read(&root.path().join("runs/huge")).unwrap();
+    assert_eq!(tune.rows.len(), 1, "one row: the measured configuration");
+    assert_eq!(tune.beyond_max_configs, 99_999_999);
+    let size = std::fs::metadata(root.path().join("runs/huge/tune.json")).unwrap().len();
+    assert!(size < 1 << 20, "tune.json {size} bytes");
+    // Without --max-configs: refused before anything runs.
+    let o = xtask(root.path(), &tune_args("runs/all", &grid_refs));
+    assert_eq!(o.code, 2, "{}\n{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr
+            .contains("the grid has 100000000 configurations, more than a tune measures (10000)"),
+        "{}",
+        o.stderr
+    );
+    // Past the documented product, even with --max-configs.
+    let mut seven = grid_refs.clone();
+    let more: Vec<String> = (0..3).map(|k| format!("x{k}.y={}", list(1, 1.0))).collect();
+    seven.extend(more.iter().map(String::as_str));
+    let mut args = tune_args("runs/seven", &seven);
+    args.extend(["--max-configs", "1"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 2, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("more than a tune can describe (1000000000000)"), "{}", o.stderr);
+    // `tune merge` is no tune command.
+    let o = xtask(root.path(), &["tune", "merge", "a", "b"]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(!xtask(root.path(), &["tune", "--help"]).stdout.contains("\n  merge"));
+}

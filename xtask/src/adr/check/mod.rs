@@ -185,6 +185,9 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         exemptions: &exemptions,
     });
     outcome.violations.extend(rule::asset_edits(&assets, &base_adrs));
+    let added: Vec<std::path::PathBuf> = outcome.added.iter().map(|(_, p, _)| p.clone()).collect();
+    outcome.violations.extend(rule::live_contradictions(&adrs, &added));
+    outcome.violations.extend(stale_alerts(&repo, &head_tree, &adrs)?);
     let threshold_profiles: Vec<Option<String>> =
         live::live_thresholds(&adrs).into_iter().map(|t| t.profile).collect();
     let scenario = scenario_changes(&sides, &threshold_profiles)?;
@@ -203,6 +206,28 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         refused_exemptions: refused,
         outcome,
     })
+}
+
+/// The alert rules at head against what the live records at head generate (`adr alerts`): a
+/// file that differs is stale; a missing one only when the records state conditions.
+fn stale_alerts(repo: &Repository, head: &Tree, adrs: &[Adr]) -> anyhow::Result<Vec<Violation>> {
+    use crate::adr::alerts::{K8S_FILE, RULES_FILE, render};
+    let conds = live::live_rollback(adrs);
+    let r = render(&conds);
+    let mut out = Vec::new();
+    for (file, want) in [(RULES_FILE, &r.rules), (K8S_FILE, &r.k8s)] {
+        let stale = match git::read_text(repo, head, file)? {
+            Some(text) => text != *want,
+            None => !conds.is_empty(),
+        };
+        if stale {
+            out.push(Violation::Stale(format!(
+                "{file} is out of date with the rollback conditions of the records at head; run \
+                 `cargo xtask adr alerts` and commit it"
+            )));
+        }
+    }
+    Ok(out)
 }
 
 /// The governed keys commit `oid` changes against its first parent (none for a root commit: an
@@ -850,6 +875,14 @@ pub fn render_github(r: &Report) -> String {
                 (p.path.display().to_string(), format!(",line={}", p.line), p.message.clone())
             }
             Violation::Thresholds(m) => (GATE_FILE.to_string(), String::new(), m.clone()),
+            Violation::LiveContradicted(p) => {
+                (p.path.display().to_string(), format!(",line={}", p.line), v.to_string())
+            }
+            Violation::Stale(m) => (
+                m.split_whitespace().next().unwrap_or_default().to_string(),
+                String::new(),
+                m.clone(),
+            ),
         };
         writeln!(
             out,

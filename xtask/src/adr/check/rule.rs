@@ -229,6 +229,12 @@ pub enum Violation {
     AcceptedEdited(Problem),
     /// A workload file of a gated profile changed, and no added record measured that profile.
     ScenarioChanged(Problem),
+    /// A record the pull request adds decides a key (or sets a metric) otherwise than a live
+    /// record it does not supersede: `adr accept` would refuse it, so the change it covers
+    /// contradicts a decision in force.
+    LiveContradicted(Problem),
+    /// A generated file at head (the alert rules) is not what the records at head generate.
+    Stale(String),
 }
 
 impl std::fmt::Display for Violation {
@@ -237,6 +243,12 @@ impl std::fmt::Display for Violation {
             Violation::Lint(p) => write!(f, "{p}"),
             Violation::Thresholds(m) => f.write_str(m),
             Violation::AcceptedEdited(p) | Violation::ScenarioChanged(p) => write!(f, "{p}"),
+            Violation::LiveContradicted(p) => write!(
+                f,
+                "{p}: the live record's decision is in force until a record of this pull request \
+                 supersedes it"
+            ),
+            Violation::Stale(m) => f.write_str(m),
         }
     }
 }
@@ -277,6 +289,27 @@ impl Outcome {
     pub fn status(&self) -> crate::exit::Status {
         crate::exit::Status::from_ok(self.passed())
     }
+}
+
+/// What accepting every Proposed record the pull request adds would contradict: the
+/// decisions of governed keys that conflict with a live record's (those `adr accept` refuses)
+/// and that the added records bring, each at its line. `added` are the added records' paths.
+pub fn live_contradictions(adrs: &[Adr], added: &[PathBuf]) -> Vec<Violation> {
+    let all = crate::adr::live::decision_conflicts;
+    let before = all(adrs);
+    let mut accepted = adrs.to_vec();
+    for a in accepted.iter_mut().filter(|a| added.contains(&a.path)) {
+        if let Some(st) = &mut a.status
+            && st.value == AdrStatus::Proposed
+        {
+            st.value = AdrStatus::Accepted;
+        }
+    }
+    all(&accepted)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .map(Violation::LiveContradicted)
+        .collect()
 }
 
 /// Apply the rule.

@@ -252,6 +252,41 @@ pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
     w.finish().unwrap();
 }
 
+/// Write `histograms.hlog` into the run directory `dir` from its `requests.jsonl`, as a run
+/// writes it.
+pub fn write_hlog(dir: &Path) {
+    let read = bench::rundir::read_records(dir).unwrap();
+    let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+    for r in &read.records {
+        acc.add(r);
+    }
+    let window = std::time::Duration::from_secs(60);
+    bench::rundir::write_histograms(dir, &acc, std::time::SystemTime::UNIX_EPOCH, window).unwrap();
+}
+
+/// Write `requests.jsonl` and `histograms.hlog` that agree with the fixture summary `s` in
+/// what a trial set checks (`bench::rundir::disagreements`): its measured and warmup counts,
+/// the last measured request ending where its window ends.
+pub fn write_matching_files(dir: &Path, s: &Summary) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut w = bench::rundir::RecordWriter::create(dir).unwrap();
+    let end = s.timing.window.end_ms.unwrap_or(0.0);
+    for i in 0..s.requests.warmup {
+        let mut r = record(i, 10.0);
+        r.warmup = true;
+        w.write(&r).unwrap();
+    }
+    for i in 0..s.requests.total {
+        let mut r = record(s.requests.warmup + i, 10.0);
+        if i + 1 == s.requests.total {
+            r.end_ms = end;
+        }
+        w.write(&r).unwrap();
+    }
+    w.finish().unwrap();
+    write_hlog(dir);
+}
+
 /// Write a trial set into `dir`: each summary a trial directory (`trial-01`, ...) and
 /// `trials.json`. Two identical summaries make zero-width t intervals: the gate then compares
 /// the values themselves with the limits.
@@ -260,7 +295,7 @@ pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
     let mut entries = Vec::new();
     for (i, s) in trials.iter().enumerate() {
         let name = format!("trial-{:02}", i + 1);
-        std::fs::create_dir_all(dir.join(&name)).unwrap();
+        write_matching_files(&dir.join(&name), s);
         std::fs::write(dir.join(&name).join("summary.json"), serde_json::to_string(s).unwrap())
             .unwrap();
         entries.push(TrialEntry {
