@@ -31,12 +31,16 @@ pub struct Stats {
 }
 
 /// A latency metric being accumulated: an HdrHistogram plus exact moments.
+///
+/// The moments are sums of whole nanoseconds, so they do not depend on the order the values
+/// arrive in: a merged run and the same records read back in another order give the same mean
+/// and deviation to the last digit.
 #[derive(Clone, Debug)]
 pub struct LatencyHist {
     hist: Histogram<u64>,
     n: u64,
-    mean: f64,
-    m2: f64,
+    sum_ns: u128,
+    sum_sq_ns: u128,
     min: f64,
     max: f64,
 }
@@ -52,8 +56,8 @@ impl LatencyHist {
         LatencyHist {
             hist: Histogram::new_with_bounds(1, MAX_US, 3).expect("valid histogram bounds"),
             n: 0,
-            mean: 0.0,
-            m2: 0.0,
+            sum_ns: 0,
+            sum_sq_ns: 0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
         }
@@ -70,9 +74,9 @@ impl LatencyHist {
         let us = ((ms * 1000.0).round() as u64).clamp(1, MAX_US);
         self.hist.record(us).expect("value clamped into bounds");
         self.n += 1;
-        let delta = ms - self.mean;
-        self.mean += delta / self.n as f64;
-        self.m2 += delta * (ms - self.mean);
+        let ns = (ms * 1e6).round() as u128;
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+        self.sum_sq_ns = self.sum_sq_ns.saturating_add(ns.saturating_mul(ns));
         self.min = self.min.min(ms);
         self.max = self.max.max(ms);
     }
@@ -90,12 +94,26 @@ impl LatencyHist {
     }
 
     pub fn mean(&self) -> Option<f64> {
-        (self.n > 0).then_some(self.mean)
+        (self.n > 0).then(|| self.sum_ns as f64 / self.n as f64 / 1e6)
     }
 
     /// Population standard deviation.
     pub fn stdev(&self) -> Option<f64> {
-        (self.n > 0).then(|| (self.m2 / self.n as f64).sqrt())
+        if self.n == 0 {
+            return None;
+        }
+        let n = self.n as u128;
+        // n·Σx² − (Σx)², exact while it fits; the floating form past that (runs of millions of
+        // hour-long values), still independent of the order.
+        let exact = n
+            .checked_mul(self.sum_sq_ns)
+            .zip(self.sum_ns.checked_mul(self.sum_ns))
+            .map(|(a, b)| a.saturating_sub(b) as f64 / (n as f64 * n as f64));
+        let var_ns2 = exact.unwrap_or_else(|| {
+            let mean = self.sum_ns as f64 / n as f64;
+            (self.sum_sq_ns as f64 / n as f64 - mean * mean).max(0.0)
+        });
+        Some(var_ns2.sqrt() / 1e6)
     }
 
     fn quantile_ms(&self, q: f64) -> f64 {
@@ -112,7 +130,7 @@ impl LatencyHist {
         }
         Some(Stats {
             count: self.n,
-            mean: round3(self.mean),
+            mean: round3(self.mean().unwrap_or(0.0)),
             stdev: round3(self.stdev().unwrap_or(0.0)),
             min: round3(self.min),
             p50: round3(self.quantile_ms(0.50)),
