@@ -18,6 +18,7 @@ pub mod config;
 pub mod cost;
 pub mod fdlimit;
 pub mod hash;
+pub mod history;
 pub mod hostnoise;
 pub mod import;
 pub mod lengths;

@@ -89,6 +89,46 @@ pub struct Environment {
     /// How busy the client host was while the load ran (a bench run's; blank elsewhere).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<crate::hostnoise::HostNoise>,
+    /// The GPUs of the client host (`nvidia-smi`), when it has any: part of the noise
+    /// history's fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuInfo>,
+}
+
+/// A host's GPUs as `nvidia-smi` names them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub name: String,
+    pub driver: String,
+    pub count: u32,
+}
+
+impl GpuInfo {
+    /// `INFERGATE_GPU` (`name,driver[,count]`) when set, else the first line of `nvidia-smi
+    /// --query-gpu=name,driver_version --format=csv,noheader` and its line count; `None` without
+    /// an NVIDIA GPU.
+    pub fn detect() -> Option<GpuInfo> {
+        if let Ok(v) = std::env::var("INFERGATE_GPU") {
+            return GpuInfo::parse(&v, 1);
+        }
+        let out = std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        GpuInfo::parse(lines.first()?, lines.len() as u32)
+    }
+
+    fn parse(line: &str, count: u32) -> Option<GpuInfo> {
+        let mut parts = line.split(',').map(str::trim);
+        let name = parts.next().filter(|n| !n.is_empty())?.to_string();
+        let driver = parts.next().unwrap_or("").to_string();
+        let count = parts.next().and_then(|c| c.parse().ok()).unwrap_or(count);
+        Some(GpuInfo { name, driver, count })
+    }
 }
 
 impl Environment {
@@ -116,6 +156,7 @@ impl Environment {
             memory_gib,
             hostname,
             noise: None,
+            gpu: GpuInfo::detect(),
         }
     }
 

@@ -547,6 +547,9 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
     let gate = match plan.gate.as_ref().and_then(|g| Some((g.check(&outcome.dir, s)?, g.github))) {
         Some((report, github)) => {
             thresholds::print_report(&report, github);
+            if let Some(g) = &plan.gate {
+                crate::thresholds::budgets_note(&g.thresholds, std::iter::once(s.profile.as_str()));
+            }
             report.status()
         }
         None => Status::Success,
@@ -885,10 +888,12 @@ mod tests {
         // No TTFT is below a microsecond.
         write_thresholds(ws.path(), 0.001);
         let args = ["--quiet", "--out", "cmp", "--compare-strategies", "serial,fixed", "--gate"];
+        let args = [&args[..], &["--allow-busy-host"]].concat();
         let plan = plan_in(ws.path(), &args).unwrap();
         assert_eq!(execute(&plan).unwrap(), Status::PolicyViolated);
         write_thresholds(ws.path(), 1e9);
         let args = ["--quiet", "--out", "cmp2", "--compare-strategies", "serial,fixed", "--gate"];
+        let args = [&args[..], &["--allow-busy-host"]].concat();
         let plan = plan_in(ws.path(), &args).unwrap();
         assert_eq!(execute(&plan).unwrap(), Status::Success);
     }

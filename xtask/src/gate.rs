@@ -106,9 +106,13 @@ impl GateCmd {
         let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
             let set = TrialSet::load(&path).context("cannot gate the run")?;
             let thresholds = read_thresholds()?;
-            let report = evaluate(&set, &thresholds, &options);
+            let report = self.evaluate_set(&root, &set, &thresholds, &options);
             print_report(&report, self.github);
             cold_start_note(&set, &thresholds);
+            crate::thresholds::budgets_note(
+                &thresholds,
+                set.trials.iter().map(|t| t.summary.profile.as_str()),
+            );
             if incomplete(&set) {
                 return Ok(Status::PolicyViolated);
             }
@@ -125,11 +129,14 @@ impl GateCmd {
         }
         let thresholds = read_thresholds()?;
         let mut any_incomplete = false;
+        let mut profiles = Vec::new();
         for (label, set) in sets {
             verdicts.record(label, evaluate(&set, &thresholds, &options));
             any_incomplete |= incomplete(&set);
+            profiles.extend(set.trials.iter().map(|t| t.summary.profile.clone()));
         }
         let status = verdicts.print(self.github);
+        crate::thresholds::budgets_note(&thresholds, profiles.iter().map(String::as_str));
         Ok(if any_incomplete { Status::PolicyViolated } else { status })
     }
 }
@@ -166,6 +173,22 @@ fn incomplete(set: &TrialSet) -> bool {
         "  a set gates only when every trial is the run its summary describes; measure it again"
     );
     true
+}
+
+impl GateCmd {
+    /// Gate a set with the noise history pooled in (unless `--no-history`).
+    fn evaluate_set(
+        &self,
+        root: &Path,
+        set: &TrialSet,
+        thresholds: &Thresholds,
+        options: &GateOptions,
+    ) -> crate::thresholds::GateReport {
+        if self.ab.no_history {
+            return evaluate(set, thresholds, options);
+        }
+        crate::history::gating::gate_with_history(root, set, thresholds, options)
+    }
 }
 
 /// A set whose trial 1 looks like a cold start (`bench::trials::cold_start`) widens the

@@ -25,11 +25,14 @@ pub mod engine_flags;
 pub mod exit;
 pub mod gate;
 pub mod gitinfo;
+pub mod history;
 #[cfg(feature = "runtime")]
 pub mod measure;
 #[cfg(feature = "runtime")]
 pub mod merge;
 pub mod model;
+#[cfg(feature = "runtime")]
+pub mod noise;
 #[cfg(feature = "runtime")]
 pub mod plan;
 pub mod report;
@@ -95,6 +98,13 @@ pub enum Command {
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
     Gate(gate::GateCmd),
+    /// The noise history the gates pool from (`refs/infergate/history`): list, export, merge.
+    #[command(subcommand)]
+    History(history::HistoryCmd),
+    /// N trials of the unchanged configuration: each metric's run-to-run CV and the trials per
+    /// arm an A/B gate needs to see a given change; the trials go into the noise history.
+    #[cfg(feature = "runtime")]
+    Noise(noise::NoiseCmd),
     /// Compare two runs or trial sets metric by metric, with intervals and significance.
     Compare(compare::CompareCmd),
     /// Write report.html for a run, sweep or strategy comparison directory.
@@ -124,6 +134,9 @@ impl Command {
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),
+            Command::History(cmd) => cmd.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Noise(cmd) => cmd.run(sh),
             Command::Report(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
             Command::Tune(cmd) => cmd.run(sh),

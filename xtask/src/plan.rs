@@ -229,6 +229,7 @@ impl BenchPlan {
             invocation: self.invocation(None),
             shard: self.shard.clone(),
             slice: None,
+            isolation: None,
         }
     }
 

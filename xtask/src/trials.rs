@@ -205,6 +205,10 @@ impl<'a> SetWriter<'a> {
         }
         let mut spec = self.plan.run_spec(profile, self.dir.join(&name), run_id);
         spec.invocation = self.plan.invocation(Some(label.to_string()));
+        spec.isolation = Some(self.isolate()?);
+        if let Some(iso) = spec.isolation.as_ref().filter(|i| !i.done()) {
+            eprintln!("note: {label}: {}", iso.text());
+        }
         let result = measure::runtime()?.block_on(runner::run(spec, RunControl::default()));
         match result {
             Ok(outcome) => Ok(Some(outcome)),
@@ -219,6 +223,24 @@ impl<'a> SetWriter<'a> {
                 Err(anyhow::Error::new(e).context(format!("{label} could not run")))
             }
         }
+    }
+
+    /// Keep what earlier runs left out of the next (`bench::runner::isolation`): the embedded
+    /// simulator is built anew for every run; a target's caches are reset before every run
+    /// (the first too: the engine may have served other runs), where the engine offers it.
+    fn isolate(&self) -> anyhow::Result<bench::summary::Isolation> {
+        use bench::summary::Isolation;
+        let Some((name, target)) = &self.plan.profile.target else {
+            return Ok(Isolation::FreshEngine);
+        };
+        // A key that cannot be read fails the run itself, with its message; the reset is
+        // tried without it.
+        let key = target
+            .api_key_env
+            .as_deref()
+            .and_then(|var| bench::client::read_api_key(var, name).ok());
+        let rt = measure::runtime()?;
+        Ok(rt.block_on(runner::isolation::reset_caches(&target.base_url, key.as_deref())))
     }
 
     /// After a run: rewrite `trials.json` and say how the set goes on by the run's status.
@@ -360,13 +382,19 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
         Some(max) => until_decided(&mut w, gate, max)?,
         None => {
             let set = w.load()?;
-            let report = thresholds::evaluate(&set, &gate.thresholds, &gate.options);
+            let report = crate::history::gating::gate_with_history(
+                &plan.root,
+                &set,
+                &gate.thresholds,
+                &gate.options,
+            );
             (report.status(), Some(report))
         }
     };
     if let Some(report) = report {
         thresholds::print_report(&report, gate.github);
     }
+    crate::thresholds::budgets_note(&gate.thresholds, std::iter::once(plan.profile.name.as_str()));
     Ok(status)
 }
 

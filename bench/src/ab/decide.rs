@@ -276,6 +276,12 @@ fn differences(check: &BudgetCheck, blocks: &[BlockValues]) -> (Vec<f64>, f64, f
     (d, a / n, b / n, skipped)
 }
 
+/// The blocks' paired differences of a check (oriented, positive is worse), blocks with an
+/// unmeasured trial left out: what the noise history keeps of an A/B gate.
+pub fn block_differences(check: &BudgetCheck, blocks: &[BlockValues]) -> Vec<f64> {
+    differences(check, blocks).0
+}
+
 /// The standard deviation of the differences and its degrees of freedom, pooled with `prior`
 /// unless the blocks are noisier than it.
 fn spread(d: &[f64], prior: Option<&Prior>) -> (f64, f64, NoiseSource) {

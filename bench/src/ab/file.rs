@@ -49,7 +49,8 @@ pub struct TrialEntry {
     pub requests: u64,
     /// The gated metrics' values (blank when not measured).
     pub values: BTreeMap<String, Option<f64>>,
-    /// What was reset before it (`prefix cache reset`, `fresh simulator`), or why nothing was.
+    /// What was done before it (`Isolation::text`: `caches reset (POST /reset_prefix_cache)`,
+    /// `fresh engine (...)`), or what was tried when the engine offers no reset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<String>,
     /// The client host was busy during it (`environment.noise`): both arms shared the host, so

@@ -58,6 +58,11 @@ pub trait Measure {
     fn warmup(&mut self, arm: Arm) -> Result<Step<u64>, Self::Error>;
     /// Measure one trial.
     fn trial(&mut self, slot: &Slot) -> Result<Step<TrialValues>, Self::Error>;
+    /// Priors of the checks from a noise history, asked for before each look (they may need a
+    /// measured trial to know the scenario). None by default.
+    fn priors(&mut self, _so_far: &Progress) -> BTreeMap<String, Prior> {
+        BTreeMap::new()
+    }
     /// Called after every trial and look with everything so far (to write it down).
     fn progress(&mut self, _so_far: &Progress) -> Result<(), Self::Error> {
         Ok(())
@@ -143,6 +148,27 @@ pub fn levels(
     Ok(fail.into_iter().zip(pass).collect())
 }
 
+/// Each check's block differences over the complete blocks of `trials`.
+pub fn paired_differences(
+    checks: &[BudgetCheck],
+    trials: &[(Slot, TrialValues)],
+) -> BTreeMap<String, Vec<f64>> {
+    checks
+        .iter()
+        .map(|check| {
+            let values: Vec<BlockValues> = trials
+                .chunks_exact(4)
+                .map(|b| {
+                    std::array::from_fn(|i| {
+                        (b[i].0.arm, b[i].1.values.get(&check.metric).copied().flatten())
+                    })
+                })
+                .collect();
+            (check.metric.clone(), super::decide::block_differences(check, &values))
+        })
+        .collect()
+}
+
 /// The verdict of every check over the complete blocks of `trials` at look `index` (from 0)
 /// with its levels.
 pub fn look_at(
@@ -218,7 +244,11 @@ where
             measure.progress(&progress)?;
         }
         let Some(index) = design.look_after(block) else { continue };
-        let look = look_at(checks, priors, &progress.trials, index, levels[index]);
+        let mut all = measure.priors(&progress);
+        for (k, v) in priors {
+            all.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let look = look_at(checks, &all, &progress.trials, index, levels[index]);
         let status = look.status;
         progress.looks.push(look);
         measure.progress(&progress)?;

@@ -34,7 +34,10 @@ pub struct RunParts<'a> {
 
 /// The summary of a bench run.
 pub fn assemble(parts: RunParts<'_>) -> Summary {
-    let RunParts { spec, connection, engine, started_at, notes, driven, scheduler } = parts;
+    let RunParts { spec, connection, engine, started_at, mut notes, driven, scheduler } = parts;
+    if let Some(iso) = spec.isolation.as_ref().filter(|i| !i.done()) {
+        notes.push(format!("trial isolation: {}", iso.text()));
+    }
     let profile: &Profile = &spec.profile.profile;
     let load = &profile.load;
     let requested_rate = (load.mode == LoadMode::Open).then_some(load.rate).flatten();
@@ -55,6 +58,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.workload.input_length.realised = driven.acc.input_len.stats();
     summary.workload.output_length.realised = driven.acc.output_len.stats();
     summary.workload.slice = spec.slice;
+    summary.isolation = spec.isolation.clone();
     // The command line is the caller's text: a header value or a key pasted into it is removed.
     summary.invocation = spec.invocation.as_ref().map(|i| Invocation {
         command: redactor.redact(&i.command),

@@ -63,6 +63,9 @@ pub struct RunSpec {
     /// the slice's first on, its prompts salted so an engine that lives through several such
     /// runs never serves one from its prefix cache.
     pub slice: Option<crate::workload::WorkloadSlice>,
+    /// What was done to keep the last run's state out of this one (a trial of a set or an A/B
+    /// gate), recorded as `summary.isolation`.
+    pub isolation: Option<crate::summary::Isolation>,
 }
 
 impl RunSpec {
@@ -93,6 +96,7 @@ impl RunSpec {
             invocation: None,
             shard: None,
             slice: None,
+            isolation: None,
         }
     }
 }

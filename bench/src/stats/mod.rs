@@ -9,6 +9,8 @@
 //! - [`decide`]: [`verdict`] (pass / fail / inconclusive), [`confidence_at_look`] (the
 //!   sequential rule), [`propose_limit`] and [`min_detectable_change`].
 //! - [`difference`]: a candidate against a baseline, Welch's interval and significance.
+//! - [`noise`]: the run-to-run CV of a metric over trials of an unchanged configuration, and
+//!   the trials per arm a change needs ([`noise::trials_per_arm`]).
 //! - [`sequential`]: the nominal level of each look of a sequential gate (Bonferroni, or
 //!   Lan-DeMets alpha spending with exact boundaries).
 
@@ -19,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub mod decide;
 pub mod difference;
 pub mod interval;
+pub mod noise;
 pub mod sequential;
 
 pub use decide::{
@@ -46,6 +49,9 @@ pub enum Method {
     /// request-to-request variance, not run-to-run: the interval is too narrow for a
     /// decision about another run.
     RequestBootstrap,
+    /// Student t across the trials' log values with the run-to-run variance pooled from a
+    /// matching noise history (`bench::history`): more degrees of freedom than the set alone.
+    PooledTInterval,
     /// No interval: the values as measured, `[lo, hi]` the smallest and largest trial's.
     /// Counts (failed requests, preemptions) are facts of each run, not estimates of a
     /// configuration's behaviour: a gate holds every trial to the limit.
@@ -56,6 +62,7 @@ impl Method {
     pub fn as_str(self) -> &'static str {
         match self {
             Method::TInterval => "t_interval",
+            Method::PooledTInterval => "pooled_t_interval",
             Method::TwoLevelBootstrap => "two_level_bootstrap",
             Method::RequestBootstrap => "request_bootstrap",
             Method::Observed => "observed",

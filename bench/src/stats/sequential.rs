@@ -41,7 +41,7 @@ pub enum LookRule {
     Pocock,
 }
 
-/// The rules, as `--looks` takes them.
+/// The rules, as `--spending` takes them.
 pub const LOOK_RULE_CHOICES: &str = "obrien-fleming, pocock, bonferroni";
 
 impl LookRule {

@@ -126,6 +126,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
         invocation: None,
         shard: None,
         slice: None,
+        isolation: None,
     };
     let out = bench::runner::run(spec, Default::default()).await.unwrap();
     let s = &out.summary;

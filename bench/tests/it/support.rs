@@ -98,6 +98,7 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
         invocation: None,
         shard: None,
         slice: None,
+        isolation: None,
     };
     runner::run(spec, RunControl::default()).await.expect("the run completes")
 }

@@ -48,7 +48,8 @@ pub struct AbArgs {
     /// target's `engine_config`, else its `sim.engine_config`).
     #[arg(long, value_name = "FILE", requires = "ab")]
     pub engine_config: Option<String>,
-    /// With --ab: a setting for both arms, as `bench --set` takes it.
+    /// With --ab: a setting for both arms: a bench setting as `bench --set` takes it, or an
+    /// engine key (`engine.gpu_memory_utilization=0.45`) applied to both arms' engine configs.
     #[arg(long = "set", value_name = "KEY=VALUE", requires = "ab")]
     pub sets: Vec<String>,
     /// With --ab: a setting for the candidate only: an engine-config key (`scheduler.*`,
@@ -96,8 +97,8 @@ pub struct AbArgs {
     /// With --ab: seconds to wait for a started engine to answer /health.
     #[arg(long, value_name = "SECONDS", requires = "ab", default_value_t = 180)]
     pub ready_timeout: u64,
-    /// With --ab: neither read nor append the noise history (`refs/infergate/history`).
-    #[arg(long, requires = "ab")]
+    /// Neither read nor append the noise history (`refs/infergate/history`).
+    #[arg(long)]
     pub no_history: bool,
 }
 

@@ -61,11 +61,11 @@ pub fn config_at(root: &Path, oid: git2::Oid, rel: &str) -> anyhow::Result<Strin
 pub type EngineSets = Vec<(String, toml::Value)>;
 
 /// `--candidate-set` split into engine-config settings and bench settings.
-pub fn split_sets(sets: &[String]) -> anyhow::Result<(EngineSets, Vec<String>)> {
+pub fn split_sets(sets: &[String], flag: &str) -> anyhow::Result<(EngineSets, Vec<String>)> {
     let (mut engine, mut bench) = (Vec::new(), Vec::new());
     for s in sets {
         let Some((key, value)) = s.split_once('=') else {
-            bail!("--candidate-set `{s}` is not KEY=VALUE");
+            bail!("{flag} `{s}` is not KEY=VALUE");
         };
         let key = key.trim();
         let section = key.split('.').next().unwrap_or("");
@@ -161,10 +161,10 @@ mod tests {
             "sim.slowdown=1.1".to_string(),
             "load.concurrency=4".to_string(),
         ];
-        let (engine, bench) = split_sets(&sets).unwrap();
+        let (engine, bench) = split_sets(&sets, "--candidate-set").unwrap();
         assert_eq!(engine, vec![("scheduler.max_num_seqs".to_string(), toml::Value::Integer(128))]);
         assert_eq!(bench, vec!["sim.slowdown=1.1", "load.concurrency=4"]);
-        assert!(split_sets(&["nope".to_string()]).is_err());
+        assert!(split_sets(&["nope".to_string()], "--set").is_err());
         let base = Source::new(
             "configs/engine.toml",
             "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\n[scheduler]\nmax_num_seqs = 64\n",

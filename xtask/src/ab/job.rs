@@ -54,11 +54,32 @@ pub fn run(
     );
     let (design, checks, dir) = (&setup.design, &setup.checks, &setup.dir);
     let mut m = CliMeasure::new(&setup.plan, dir.clone(), (design.clone(), arms), file, stop);
+    if !args.no_history {
+        match crate::history::store::read(root) {
+            Ok(h) => m.history = Some(h),
+            Err(e) => m.file.notes.push(format!(
+                "noise history: unreadable ({e:#}): not pooled, the gate's own blocks"
+            )),
+        }
+    }
     let priors = m.file.priors.clone();
     let outcome = ab::run(design, &args.criteria(), checks, &priors, &mut m)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     m.file.status = outcome.status;
     m.file.stopped = Some(outcome.stopped);
+    if !args.no_history && outcome.stopped != Stopped::Interrupted {
+        let paired = ab::run::paired_differences(checks, &outcome.progress.trials);
+        let metrics: Vec<&str> = checks.iter().map(|c| c.metric.as_str()).collect();
+        let [base, cand] = &m.summaries;
+        let line = crate::history::priors::append_ab(
+            root,
+            &setup.plan.run_id,
+            [base, cand],
+            paired,
+            &metrics,
+        );
+        m.file.notes.push(line);
+    }
     bench::artifact::write(dir, &m.file).context("cannot write ab.json")?;
     if outcome.stopped == Stopped::Interrupted {
         eprintln!("interrupted: ab.json keeps the {} trials measured", m.file.trials.len());
@@ -86,8 +107,10 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     if let Some(c) = &args.config {
         bench_args.extend(["--config".into(), c.display().to_string()]);
     }
-    for s in &args.sets {
-        bench_args.extend(["--set".into(), s.clone()]);
+    // Engine keys of --set change both arms' engine configs; the rest are bench settings.
+    let (engine_both, bench_both) = arms::split_sets(&args.sets, "--set")?;
+    for s in bench_both {
+        bench_args.extend(["--set".into(), s]);
     }
     let cmd = BenchCmd::from_args(&bench_args).map_err(|e| anyhow::anyhow!("{e}"))?;
     let plan = cmd.plan(root, run_id.clone())?;
@@ -106,13 +129,15 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
         .or_else(|| plan.profile.target.as_ref().and_then(|(_, t)| t.engine_config.clone()))
         .unwrap_or_else(|| plan.profile.profile.sim.engine_config.clone());
     let governed = Source::read_in(root, Path::new(&governed_rel))?;
-    let (engine_sets, bench_sets) = arms::split_sets(&args.candidate_sets)?;
+    let (engine_sets, bench_sets) = arms::split_sets(&args.candidate_sets, "--candidate-set")?;
     let base_text = arms::config_at(root, base, &governed_rel)?;
-    bench::config::EngineConfig::from_source(&Source::new(governed_rel.clone(), base_text.clone()))
-        .with_context(|| {
-            format!("{governed_rel} at the base revision is not a valid engine config")
-        })?;
-    let cand_text = arms::candidate_text(&governed, &engine_sets)?;
+    let base_source = Source::new(governed_rel.clone(), base_text);
+    bench::config::EngineConfig::from_source(&base_source).with_context(|| {
+        format!("{governed_rel} at the base revision is not a valid engine config")
+    })?;
+    let base_text = arms::candidate_text(&base_source, &engine_both)?;
+    let cand_engine: Vec<_> = engine_both.iter().cloned().chain(engine_sets).collect();
+    let cand_text = arms::candidate_text(&governed, &cand_engine)?;
     let dir = match &args.out {
         Some(d) => root.join(d),
         None => crate::measure::default_out_dir(root, "gate-ab", &run_id),

@@ -46,6 +46,12 @@ pub struct CliMeasure<'a> {
     warmups: Vec<WarmupEntry>,
     /// Set by Ctrl-C or SIGTERM between runs (during a run, the run itself stops).
     stop: Arc<AtomicBool>,
+    /// Each arm's trial summaries, in order (for the noise history).
+    pub summaries: [Vec<bench::Summary>; 2],
+    /// The noise history to pool from (`None`: `--no-history`), read once; the priors made
+    /// from it once a baseline trial names the scenario.
+    pub history: Option<crate::history::store::History>,
+    priors: Option<BTreeMap<String, bench::ab::Prior>>,
 }
 
 /// Why a trial could not run (an error, not a verdict).
@@ -65,7 +71,19 @@ impl<'a> CliMeasure<'a> {
         file: AbFile,
         stop: Arc<AtomicBool>,
     ) -> Self {
-        CliMeasure { plan, dir, design, arms, file, entries: Vec::new(), warmups: Vec::new(), stop }
+        CliMeasure {
+            plan,
+            dir,
+            design,
+            arms,
+            file,
+            entries: Vec::new(),
+            warmups: Vec::new(),
+            stop,
+            summaries: [Vec::new(), Vec::new()],
+            history: None,
+            priors: None,
+        }
     }
 
     fn stopped(&self) -> bool {
@@ -118,6 +136,7 @@ impl<'a> CliMeasure<'a> {
         let mut spec = self.plan.run_spec(profile, self.dir.join(name), run_id);
         spec.engine = Some(self.arm(arm).params.clone());
         spec.slice = slice;
+        spec.isolation = isolation;
         spec.quiet = true;
         spec.invocation = self.plan.invocation(Some(format!("A/B {name}")));
         let rt = crate::measure::runtime()?;
@@ -130,12 +149,6 @@ impl<'a> CliMeasure<'a> {
         };
         if outcome.summary.status == RunStatus::Interrupted {
             return Ok(None);
-        }
-        if let Some(iso) = isolation {
-            let mut s = outcome.summary.clone();
-            s.isolation = Some(iso);
-            bench::rundir::write_summary(&outcome.dir, &s)?;
-            return Ok(Some(runner::RunOutcome { summary: s, ..outcome }));
         }
         Ok(Some(outcome))
     }
@@ -215,6 +228,7 @@ impl Measure for CliMeasure<'_> {
         else {
             return Ok(Step::Interrupted);
         };
+        self.summaries[(slot.arm == Arm::Candidate) as usize].push(out.summary.clone());
         let s = &out.summary;
         let values: BTreeMap<String, Option<f64>> =
             self.file.checks.iter().map(|c| (c.metric.clone(), s.metric(&c.metric))).collect();
@@ -239,6 +253,19 @@ impl Measure for CliMeasure<'_> {
             ttft.map(|t| format!(", TTFT P99 {} ms", crate::text::num(t))).unwrap_or_default()
         );
         Ok(Step::Done(TrialValues { values, requests: s.requests.total }))
+    }
+
+    fn priors(&mut self, _so_far: &Progress) -> BTreeMap<String, bench::ab::Prior> {
+        if self.priors.is_none()
+            && let (Some(h), Some(first)) = (&self.history, self.summaries[0].first())
+        {
+            let metrics: Vec<String> = self.file.checks.iter().map(|c| c.metric.clone()).collect();
+            let p = crate::history::priors::ab_priors(h, first, &metrics);
+            self.file.priors = p.clone();
+            self.file.notes.push(format!("noise history: {}", h.describe()));
+            self.priors = Some(p);
+        }
+        self.priors.clone().unwrap_or_default()
     }
 
     fn progress(&mut self, so_far: &Progress) -> Result<(), MeasureError> {

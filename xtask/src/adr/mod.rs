@@ -19,6 +19,7 @@
 
 pub mod alerts;
 pub mod assets;
+pub mod budgets;
 pub mod check;
 pub mod edit;
 pub mod history;
@@ -866,7 +867,7 @@ fn run_thresholds(root: &Path, dir: &Path, out: &Path, check: bool) -> anyhow::R
 fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyhow::Result<Status> {
     let adrs = load_records(root, dir)?;
     let conds = live::live_rollback(&adrs);
-    let r = alerts::render(&conds);
+    let r = alerts::render(&conds, &live::live_budgets(&adrs));
     let files = [(&outs[0], &r.rules), (&outs[1], &r.k8s)];
     if check {
         let mut stale = false;
@@ -904,6 +905,9 @@ fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyh
     );
     for m in &r.not_exportable {
         println!("not exportable: {m}");
+    }
+    for b in &r.budgets {
+        println!("not an alert (a regression budget, decided by `gate --ab` only): {b}");
     }
     Ok(Status::Success)
 }

@@ -1307,9 +1307,34 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
     }
     thresholds_table(o, ctx, &proposed);
     detects_statement(o, &proposed);
+    let blocking = proposed.iter().filter(|p| p.action == Action::Block).count();
+    super::budgets::render(o, &budget_proposals(ctx, blocking), chosen_label);
     o.push_str("\nThe SLO column is the profile's goodput objective for that metric, side by side with the limit.\n");
     o.push('\n');
     proposed
+}
+
+/// The regression budgets of the chosen row's trial set (`super::budgets`), with the measured
+/// change against the baseline; none for a single run.
+fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::ProposedBudget> {
+    let i = ctx.input.choose;
+    let Some(st) = ctx.stats(i).filter(|st| st.trials > 1) else { return Vec::new() };
+    MATRIX
+        .iter()
+        .filter_map(|(_, metric, action)| {
+            let per_trial = &st.estimates.get(*metric)?.per_trial;
+            let measured = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
+                (Some(a), Some(b)) if i != 0 && a.value != 0.0 => {
+                    bench::stats::difference(a, b, ctx.confidence()).ok().map(|d| {
+                        let rel = |v: f64| v / a.value.abs();
+                        (rel(d.absolute), d.lo.map(rel), d.hi.map(rel))
+                    })
+                }
+                _ => None,
+            };
+            super::budgets::propose(metric, *action, per_trial, blocking, measured)
+        })
+        .collect()
 }
 
 /// How the limits were proposed: from estimates (and a warning for a single run), or from

@@ -136,6 +136,8 @@ pub struct GateReport {
     pub checks: Vec<Check>,
     /// Profiles of the thresholds that did not apply (sorted, unique).
     pub other_profiles: Vec<String>,
+    /// How the noise history was used, one line per metric (empty: not consulted).
+    pub pooling: Vec<String>,
 }
 
 impl GateReport {
@@ -320,6 +322,17 @@ pub fn applying<'a>(
 /// Check a run or a trial set against the thresholds that apply to its bench profile, each
 /// decided from its metric's estimate at `opts.confidence`.
 pub fn evaluate(set: &TrialSet, thresholds: &Thresholds, opts: &GateOptions) -> GateReport {
+    evaluate_pooled(set, thresholds, opts, None)
+}
+
+/// [`evaluate`] with the run-to-run variance of a matching noise history pooled into each
+/// metric's interval (`crate::history::priors`), as its `notes` say.
+pub fn evaluate_pooled(
+    set: &TrialSet,
+    thresholds: &Thresholds,
+    opts: &GateOptions,
+    priors: Option<&crate::history::priors::SetPriors>,
+) -> GateReport {
     let first: &Summary = &set.trials[0].summary;
     let (applying, other_profiles) = applying(thresholds, &first.profile);
     let diffs: Vec<Vec<String>> = applying.iter().map(|t| scenario_diffs(first, t)).collect();
@@ -331,7 +344,11 @@ pub fn evaluate(set: &TrialSet, thresholds: &Thresholds, opts: &GateOptions) -> 
         .collect();
     metrics.sort();
     metrics.dedup();
-    let estimates = set.estimates(&metrics, opts.estimation());
+    let mut estimates = set.estimates(&metrics, opts.estimation());
+    let pooling = match priors {
+        Some(p) => p.apply(&mut estimates, opts.confidence),
+        None => Vec::new(),
+    };
     let busy = busy_trials(set);
     let checks = applying
         .into_iter()
@@ -389,6 +406,7 @@ pub fn evaluate(set: &TrialSet, thresholds: &Thresholds, opts: &GateOptions) -> 
         profile: first.profile.clone(),
         checks,
         other_profiles,
+        pooling,
     }
 }
 
@@ -457,6 +475,7 @@ mod tests {
                 })
                 .collect(),
             other_profiles,
+            pooling: Vec::new(),
         }
     }
 

@@ -70,6 +70,15 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// `metrics.ttft_ms.p99 at most 5% worse than the baseline (ADR-0001)`; points for a share.
+    pub fn text(&self) -> String {
+        let share = bench::summary::metric_def(&self.metric)
+            .is_some_and(|d| d.scale == bench::summary::Scale::Share);
+        let n = bench::stats::sig_text(self.worse_by * 100.0);
+        let amount = if share { format!("{n} points") } else { format!("{n}%") };
+        format!("{} at most {amount} worse than the baseline (ADR-{:04})", self.metric, self.adr)
+    }
+
     /// Whether this budget gates A/B gates of bench profile `profile`.
     pub fn applies_to(&self, profile: &str) -> bool {
         self.profile.as_deref().is_none_or(|p| p == profile)

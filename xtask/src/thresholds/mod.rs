@@ -29,6 +29,6 @@ pub mod units;
 
 pub use evaluate::{Check, Effect, GateOptions, GateReport, Verdict, evaluate};
 pub use file::{Budget, FORMAT_VERSION, GATE_FILE, Threshold, Thresholds};
-pub use render::{print_report, render_github, render_report, render_table};
+pub use render::{budgets_note, print_report, render_github, render_report, render_table};
 pub use rule::{Action, Comparator};
 pub use runs::GateVerdicts;

@@ -306,3 +306,25 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
 pub fn print_report(report: &GateReport, github: bool) {
     print!("{}", render_report(report, github));
 }
+
+/// The live records' regression budgets for the gated profiles: a baseline measured in the
+/// same job decides them (`gate --ab`), so an absolute gate lists them and leaves them be.
+pub fn budgets_note<'a>(
+    thresholds: &super::file::Thresholds,
+    profiles: impl Iterator<Item = &'a str>,
+) {
+    let profiles: std::collections::BTreeSet<&str> = profiles.collect();
+    let budgets: Vec<String> = thresholds
+        .budgets
+        .iter()
+        .filter(|b| profiles.iter().any(|p| b.applies_to(p)))
+        .map(|b| b.text())
+        .collect();
+    if !budgets.is_empty() {
+        eprintln!(
+            "note: regression budgets, decided by `gate --ab` only (they compare with a baseline \
+             measured in the same job, which an absolute gate has not): {}",
+            budgets.join("; ")
+        );
+    }
+}

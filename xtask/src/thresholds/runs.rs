@@ -132,6 +132,7 @@ mod tests {
             checks: vec![],
             // Thresholds of another profile only: nothing vouches for this run, a failure.
             other_profiles: if governed { vec![] } else { vec!["other".into()] },
+            pooling: vec![],
         }
     }
 

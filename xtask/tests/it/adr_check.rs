@@ -188,7 +188,10 @@ fn stale_alert_rules_fail_with_the_command_that_regenerates_them() {
     let a1 = adr1()
         .replace("## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n", cond);
     let adrs = [parse_adr(Path::new(ADR1), &a1)];
-    let r = xtask::adr::alerts::render(&xtask::adr::live::live_rollback(&adrs));
+    let r = xtask::adr::alerts::render(
+        &xtask::adr::live::live_rollback(&adrs),
+        &xtask::adr::live::live_budgets(&adrs),
+    );
     g.commit_files(
         "Alerts",
         &[

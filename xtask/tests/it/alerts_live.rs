@@ -332,7 +332,8 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
     let slow = &seen[2];
     // The window, then: a second sample for the rate, the evaluation that finds it true, the
     // one after `for` that fires it, and the polls (each a scrape or evaluation interval).
-    let bound = (WINDOW_S + 5 * SCRAPE_S) as f64;
+    // Plus one more interval of slack: a loaded CI machine delays Prometheus' own loops.
+    let bound = (WINDOW_S + 6 * SCRAPE_S) as f64;
     assert!(
         slow.fired_s.is_some_and(|s| s <= bound),
         "Prometheus: {:?} s\n{}",

@@ -219,12 +219,15 @@ fn write_thresholds(root: &Path, limit_ms: f64) {
 fn bench_gate_passes_and_blocks_on_the_thresholds() {
     let r = repo("");
     write_thresholds(r.path(), 10_000.0);
-    let o = xtask(r.path(), &["bench", "-q", "--gate", "--out", "runs/pass"]);
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--allow-busy-host", "--out", "runs/pass"]);
     assert_eq!(o.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("gate passed"));
     // The timing simulator's TTFT is 2 ms: a 0.5 ms limit cannot hold.
     write_thresholds(r.path(), 0.5);
-    let o = xtask(r.path(), &["bench", "-q", "--gate", "--github", "--out", "runs/block"]);
+    let o = xtask(
+        r.path(),
+        &["bench", "-q", "--gate", "--allow-busy-host", "--github", "--out", "runs/block"],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("::error"), "{out}");
@@ -236,7 +239,7 @@ fn bench_gate_passes_and_blocks_on_the_thresholds() {
         "version = 1\n[[threshold]]\nmetric = 3\n",
     )
     .unwrap();
-    let o = xtask(r.path(), &["bench", "-q", "--gate", "--out", "runs/never"]);
+    let o = xtask(r.path(), &["bench", "-q", "--gate", "--allow-busy-host", "--out", "runs/never"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!r.path().join("runs/never").exists());
 }
@@ -272,7 +275,15 @@ fn sweep_settings_without_a_sweep_and_two_modes_at_once_are_usage_errors() {
 fn a_gated_sweep_gates_every_stage() {
     let r = repo("");
     write_thresholds(r.path(), 10_000.0);
-    let args = ["bench", "--sweep", "concurrency=1,2", "--gate", "--out", "sweeps/pass"];
+    let args = [
+        "bench",
+        "--sweep",
+        "concurrency=1,2",
+        "--gate",
+        "--allow-busy-host",
+        "--out",
+        "sweeps/pass",
+    ];
     let o = xtask(r.path(), &args);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
@@ -281,7 +292,15 @@ fn a_gated_sweep_gates_every_stage() {
     assert!(out.contains("gate passed for every run"), "{out}");
     // The timing simulator's TTFT is 2 ms: a 0.5 ms limit cannot hold, in any stage.
     write_thresholds(r.path(), 0.5);
-    let args = ["bench", "--sweep", "concurrency=1,2", "--gate", "--out", "sweeps/block"];
+    let args = [
+        "bench",
+        "--sweep",
+        "concurrency=1,2",
+        "--gate",
+        "--allow-busy-host",
+        "--out",
+        "sweeps/block",
+    ];
     let o = xtask(r.path(), &args);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
@@ -386,7 +405,10 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     };
     // A limit at the measured mean: no interval can leave it; 4 trials at most.
     write(mean);
-    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "4"]);
+    let o = xtask(
+        r.path(),
+        &["gate", "set", "--allow-busy-host", "--until-decided", "--max-trials", "4"],
+    );
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
     assert!(
@@ -398,7 +420,10 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     assert_eq!(index.trials[3].dir, "trial-04");
     // A far limit is decided at the first look.
     write(mean * 10.0);
-    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "6"]);
+    let o = xtask(
+        r.path(),
+        &["gate", "set", "--allow-busy-host", "--until-decided", "--max-trials", "6"],
+    );
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(out.contains("until decided: decided after 4 trials (1 of at most 3 looks"), "{out}");
@@ -406,7 +431,10 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     let engine = r.path().join("configs/engine.toml");
     let text = std::fs::read_to_string(&engine).unwrap();
     std::fs::write(&engine, text.replace("max_model_len = 4096", "max_model_len = 2048")).unwrap();
-    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "6"]);
+    let o = xtask(
+        r.path(),
+        &["gate", "set", "--allow-busy-host", "--until-decided", "--max-trials", "6"],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("engine config engine.max_model_len is 2048 now, 4096 in its trials"),
@@ -424,6 +452,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
         "--trials",
         "2",
         "--gate",
+        "--allow-busy-host",
         "--until-decided",
         "--max-trials",
         "3",

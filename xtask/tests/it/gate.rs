@@ -592,7 +592,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 }
 
 #[test]
-fn a_busy_host_can_make_the_gate_refuse_to_decide_naming_the_trial() {
+fn a_busy_host_makes_the_gate_refuse_to_decide_naming_the_trial_unless_allowed() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (vec![100.0; 100], vec![101.0; 100]);
     write_set(&dir.path().join("set"), &[&a, &b], &[2]);
@@ -604,17 +604,23 @@ fn a_busy_host_can_make_the_gate_refuse_to_decide_naming_the_trial() {
             .replace("ttft_ms.p99", "ttft_ms.mean"),
     )
     .unwrap();
+    // By default a set with a trial measured on a busy host is not decided: exit 3, naming it.
     let out = crate::support::xtask(dir.path(), &["gate", "set"]);
-    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stdout.contains("note: the client host was busy during trial-02"),
+        out.stdout.contains("the client host was busy during trial-02 (other processes used 60%")
+            && out.stdout.contains("decide anyway: --allow-busy-host"),
         "{}",
         out.stdout
     );
+    // --refuse-busy-host, the old spelling, is the default.
     let out = crate::support::xtask(dir.path(), &["gate", "set", "--refuse-busy-host"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
+    // --allow-busy-host decides, and says the host was busy.
+    let out = crate::support::xtask(dir.path(), &["gate", "set", "--allow-busy-host"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(
-        out.stdout.contains("the client host was busy during trial-02 (other processes used 60%"),
+        out.stdout.contains("note: the client host was busy during trial-02"),
         "{}",
         out.stdout
     );

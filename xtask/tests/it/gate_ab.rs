@@ -55,7 +55,16 @@ fn a_slower_candidate_fails_early_and_every_trial_is_a_run_directory() {
     let g = repo();
     let out = gate(
         g.path(),
-        &["--max-requests", "400", "--trial-requests", "2", "--candidate-set", "sim.slowdown=2"],
+        &[
+            "--max-requests",
+            "400",
+            "--trial-requests",
+            "2",
+            "--candidate-set",
+            "sim.slowdown=2",
+            "--set",
+            "scheduler.max_num_seqs=128",
+        ],
     );
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("A/B verdict: FAIL"), "{}", out.stdout);
@@ -72,9 +81,14 @@ fn a_slower_candidate_fails_early_and_every_trial_is_a_run_directory() {
             "workload.max_tokens=16",
             "load.warmup_requests=2",
             "load.concurrency=4",
+            "scheduler.max_num_seqs=128",
             "sim.slowdown=2"
         ]
     );
+    // An engine key of --set is in both arms' engine configs.
+    for arm in [&f.baseline, &f.candidate] {
+        assert_eq!(max_num_seqs(&g.path().join(arm.engine_config.as_ref().unwrap())), 128);
+    }
     assert!(f.requests <= 400);
     for t in &f.trials {
         let dir = g.path().join("ab").join(&t.dir);
@@ -97,6 +111,9 @@ fn the_working_tree_change_is_the_candidate_and_an_unchanged_one_does_not_fail()
     let out = gate(g.path(), &["--max-requests", "300", "--trial-requests", "2"]);
     assert!(out.code == 0 || out.code == 3, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("an A/A check"), "{}", out.stdout);
+    // Both arms went into the noise history, the baseline's entry with the blocks' differences.
+    let f = ab_json(g.path());
+    assert!(f.notes.iter().any(|n| n.contains("2 set(s) appended")), "{:?}", f.notes);
     std::fs::remove_dir_all(g.path().join("ab")).unwrap();
     // One slot instead of 256, with 4 clients: the candidate queues.
     let engine = g.path().join("configs/engine.toml");
@@ -125,6 +142,11 @@ fn the_working_tree_change_is_the_candidate_and_an_unchanged_one_does_not_fail()
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     let f = ab_json(g.path());
     assert_eq!(max_num_seqs(&g.path().join(f.candidate.engine_config.unwrap())), 1);
+    // The previous gate measured the same baseline scenario (4-request trials): its blocks'
+    // differences are this gate's prior; the first gate's (2-request trials) are not.
+    assert!(!f.priors.is_empty(), "{:?}", f.notes);
+    assert!(f.priors.values().all(|p| p.label.contains("1 A/B gate(s)")), "{:?}", f.priors);
+    assert!(f.notes.iter().any(|n| n.starts_with("noise history: ")), "{:?}", f.notes);
 }
 
 #[test]

@@ -36,6 +36,7 @@ mod gate;
 // `gate --ab` measures the simulator: the runtime build only.
 #[cfg(feature = "runtime")]
 mod gate_ab;
+mod gate_history;
 mod gate_noise;
 mod history;
 // Runs measured with `bench`, a command of the runtime build only.
@@ -43,6 +44,9 @@ mod history;
 mod host_target;
 mod lint;
 mod new;
+// Measures trials on the simulator: the runtime build only.
+#[cfg(feature = "runtime")]
+mod noise;
 // Starts real engines through `xtask::serve`, which only the runtime build has.
 #[cfg(feature = "runtime")]
 mod real_engine;

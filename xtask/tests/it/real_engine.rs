@@ -596,3 +596,60 @@ fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
     assert_eq!(with_history, 4, "{exchanges:?}");
     assert!(answered.iter().all(|a| a != "recorded"));
 }
+
+/// `gate --ab --engine llama-cpp` on a measurement budget of 480 requests, one llama-server
+/// per arm, 4 clients: the unchanged configuration never fails (with a CPU-bound process
+/// running beside the job); a candidate with 3 slots instead of 4 (one client queues) fails.
+/// The five-of-each check with the default budget is `deploy/ab-llama.sh` (docs/statistics.md).
+#[test]
+fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots() {
+    let Some((_bin, model)) = engine() else { return };
+    let mut g = crate::support::gitrepo::GitRepo::init();
+    g.write("configs/engine-llamacpp.toml", Some(&engine_config(4)));
+    g.write("configs/bench.toml", Some("[profile.default]\n"));
+    g.commit("configs");
+    g.checkout();
+    let model = model.display().to_string();
+    let gate = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "gate",
+            "--ab",
+            "main",
+            "--engine",
+            "llama-cpp",
+            "--gguf",
+            &model,
+            "--engine-config",
+            "configs/engine-llamacpp.toml",
+            "--no-history",
+            "--max-requests",
+            "480",
+            "--set",
+            "load.concurrency=4",
+            "--set",
+            "load.warmup_requests=4",
+            "--set",
+            "workload.input_lengths=[32, 64, 96, 128]",
+            "--set",
+            "workload.max_tokens=16",
+            "--out",
+            out,
+        ];
+        args.extend_from_slice(extra);
+        xtask(g.path(), &args)
+    };
+    let mut hog = Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+    let o = gate("unchanged", &[]);
+    hog.kill().unwrap();
+    hog.wait().unwrap();
+    let code = o.status.code();
+    assert!(code == Some(0) || code == Some(3), "an unchanged config never fails: {}", text(&o));
+    let f: bench::ab::AbFile = bench::artifact::read(&g.path().join("unchanged")).unwrap();
+    assert!(f.requests <= 480, "{}", f.requests);
+    let reset = |t: &bench::ab::TrialEntry| {
+        t.isolation.as_deref().is_some_and(|i| i.starts_with("caches reset"))
+    };
+    assert!(f.trials.iter().all(reset), "llama.cpp's slots are erased before every trial");
+    let o = gate("slower", &["--candidate-set", "scheduler.max_num_seqs=3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}

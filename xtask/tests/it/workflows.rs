@@ -283,7 +283,7 @@ fn the_bench_gate_is_manual_on_a_gpu_runner_and_keeps_the_run() {
     let doc = load("bench-gate.yml");
     let on = key(&doc, "on").as_hash().expect("`on` is a map");
     let events: Vec<&str> = on.keys().filter_map(Yaml::as_str).collect();
-    assert_eq!(events, vec!["workflow_dispatch"]);
+    assert_eq!(events, vec!["workflow_dispatch", "pull_request"]);
     let job = &doc["jobs"]["bench-gate"];
     let labels: Vec<&str> =
         job["runs-on"].as_vec().expect("runs-on labels").iter().filter_map(Yaml::as_str).collect();

@@ -213,7 +213,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
 fn stale_alerts(repo: &Repository, head: &Tree, adrs: &[Adr]) -> anyhow::Result<Vec<Violation>> {
     use crate::adr::alerts::{K8S_FILE, RULES_FILE, render};
     let conds = live::live_rollback(adrs);
-    let r = render(&conds);
+    let r = render(&conds, &live::live_budgets(adrs));
     let mut out = Vec::new();
     for (file, want) in [(RULES_FILE, &r.rules), (K8S_FILE, &r.k8s)] {
         let stale = match git::read_text(repo, head, file)? {

@@ -1,0 +1,108 @@
+//! `cargo xtask history`: the noise history kept in git ([`store`]): list its entries, export
+//! them (CSV or JSONL), merge another copy of it. The gates append to it and pool from it
+//! ([`priors`]).
+
+pub mod gating;
+pub mod priors;
+pub mod store;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Subcommand, ValueEnum};
+use comfy_table::{Table, presets};
+use xshell::Shell;
+
+use crate::exit::Status;
+
+#[derive(Debug, Subcommand)]
+pub enum HistoryCmd {
+    /// One line per entry: when, kind, profile, scenario, fingerprint, trials, commit.
+    List,
+    /// Every entry as CSV (one row per trial and metric) or JSONL (one entry a line).
+    Export {
+        #[arg(long, value_enum, default_value_t = Format::Csv)]
+        format: Format,
+        /// Write here instead of standard output.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Join another copy of the history (a fetched ref or revision) into this one, by entry id.
+    Merge {
+        #[arg(value_name = "REF")]
+        other: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Csv,
+    Jsonl,
+}
+
+impl HistoryCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let root = sh.current_dir();
+        match self {
+            HistoryCmd::List => {
+                let h = store::read(&root)?;
+                println!("{}", h.describe());
+                let mut t = Table::new();
+                t.load_style(presets::ASCII_MARKDOWN);
+                t.set_header([
+                    "measured",
+                    "kind",
+                    "run",
+                    "profile",
+                    "scenario",
+                    "fingerprint",
+                    "trials",
+                    "commit",
+                ]);
+                for e in &h.entries {
+                    let trials = e.values.values().map(Vec::len).max().unwrap_or(0);
+                    let commit = e
+                        .commit
+                        .as_deref()
+                        .map_or("—".to_string(), |c| c.chars().take(12).collect());
+                    t.add_row(vec![
+                        e.measured_at.clone(),
+                        e.kind.as_str().to_string(),
+                        e.run_id.clone(),
+                        e.scenario.profile.clone(),
+                        e.scenario.key(),
+                        e.fingerprint.key(),
+                        trials.to_string(),
+                        commit,
+                    ]);
+                }
+                println!("{t}");
+                Ok(Status::Success)
+            }
+            HistoryCmd::Export { format, out } => {
+                let h = store::read(&root)?;
+                for p in &h.problems {
+                    eprintln!("warning: left out of the export: {p}");
+                }
+                let text = match format {
+                    Format::Csv => bench::history::to_csv(&h.entries),
+                    Format::Jsonl => bench::history::to_jsonl(&h.entries),
+                };
+                match out {
+                    Some(path) => {
+                        let path = root.join(path);
+                        bench::rundir::write_atomic(&path, text.as_bytes())
+                            .with_context(|| format!("cannot write {}", path.display()))?;
+                    }
+                    None => print!("{text}"),
+                }
+                Ok(Status::Success)
+            }
+            HistoryCmd::Merge { other } => {
+                let n = store::merge(&root, &other)?;
+                println!("{n} entries of {other} joined into {}", store::HISTORY_REF);
+                Ok(Status::Success)
+            }
+        }
+    }
+}
