@@ -138,7 +138,11 @@ impl fmt::Display for Estimate {
 
 /// Four significant digits, without trailing zeros: the one number format of estimates.
 pub fn sig_text(v: f64) -> String {
-    if !v.is_finite() || v == 0.0 {
+    if v == 0.0 {
+        // -0.0 too: a zero has no sign.
+        return "0".into();
+    }
+    if !v.is_finite() {
         return format!("{v}");
     }
     let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
@@ -223,6 +227,15 @@ pub(crate) fn t_estimate(values: &[f64]) -> Estimate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn four_significant_digits_and_an_unsigned_zero() {
+        assert_eq!(sig_text(1211.4), "1211");
+        assert_eq!(sig_text(69.0412), "69.04");
+        assert_eq!(sig_text(-2.18234), "-2.182");
+        assert_eq!(sig_text(0.0), "0");
+        assert_eq!(sig_text(-0.0), "0");
+    }
 
     #[test]
     fn a_percentile_needs_one_over_its_tail_share_of_samples() {

@@ -270,7 +270,9 @@ impl Measure for CliMeasure<'_> {
 
     fn progress(&mut self, so_far: &Progress) -> Result<(), MeasureError> {
         self.write(so_far)?;
-        if let Some(look) = so_far.looks.last().filter(|l| l.after_blocks == so_far.blocks()) {
+        // Once, right after the look (the trials of the next block follow before the next).
+        let just_looked = |l: &&ab::Look| l.after_blocks as usize * 4 == so_far.trials.len();
+        if let Some(look) = so_far.looks.last().filter(just_looked) {
             eprintln!(
                 "look {} after {} blocks ({} trials): {}",
                 look.number,

@@ -597,7 +597,7 @@ fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
     assert!(answered.iter().all(|a| a != "recorded"));
 }
 
-/// `gate --ab --engine llama-cpp` on a measurement budget of 480 requests, one llama-server
+/// `gate --ab --engine llama-cpp` on a measurement budget of 320 requests, one llama-server
 /// per arm, 4 clients: the unchanged configuration never fails (with a CPU-bound process
 /// running beside the job); a candidate with 3 slots instead of 4 (one client queues) fails.
 /// The five-of-each check with the default budget is `deploy/ab-llama.sh` (docs/statistics.md).
@@ -623,7 +623,9 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
             "configs/engine-llamacpp.toml",
             "--no-history",
             "--max-requests",
-            "480",
+            "320",
+            "--trial-requests",
+            "4",
             "--set",
             "load.concurrency=4",
             "--set",
@@ -631,7 +633,7 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
             "--set",
             "workload.input_lengths=[32, 64, 96, 128]",
             "--set",
-            "workload.max_tokens=16",
+            "workload.max_tokens=8",
             "--out",
             out,
         ];
@@ -645,7 +647,7 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
     let code = o.status.code();
     assert!(code == Some(0) || code == Some(3), "an unchanged config never fails: {}", text(&o));
     let f: bench::ab::AbFile = bench::artifact::read(&g.path().join("unchanged")).unwrap();
-    assert!(f.requests <= 480, "{}", f.requests);
+    assert!(f.requests <= 320, "{}", f.requests);
     let reset = |t: &bench::ab::TrialEntry| {
         t.isolation.as_deref().is_some_and(|i| i.starts_with("caches reset"))
     };
