@@ -187,7 +187,14 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
             }
             let alias = opts.config.engine.model.clone();
             let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
-            (bin, llama_cpp_args(&opts.config, &model, &alias, port, threads), alias)
+            let mut args = llama_cpp_args(&opts.config, &model, &alias, port, threads);
+            // llama-server serves slot actions (the erase that isolates trials, see
+            // `bench::runner::isolation`) only with a slot save path: one beside the log.
+            let slots_dir = opts.log.with_extension("slots");
+            std::fs::create_dir_all(&slots_dir)
+                .with_context(|| format!("cannot create {}", slots_dir.display()))?;
+            args.extend(["--slot-save-path".into(), slots_dir.display().to_string()]);
+            (bin, args, alias)
         }
         ServeEngine::Vllm => {
             let Some(bin) = find_in_path("vllm") else {

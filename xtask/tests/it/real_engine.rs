@@ -597,7 +597,7 @@ fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
     assert!(answered.iter().all(|a| a != "recorded"));
 }
 
-/// `gate --ab --engine llama-cpp` on a measurement budget of 320 requests, one llama-server
+/// `gate --ab --engine llama-cpp` on a measurement budget of 160 requests, one llama-server
 /// per arm, 4 clients: the unchanged configuration never fails (with a CPU-bound process
 /// running beside the job); a candidate with 3 slots instead of 4 (one client queues) fails.
 /// The five-of-each check with the default budget is `deploy/ab-llama.sh` (docs/statistics.md).
@@ -623,7 +623,7 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
             "configs/engine-llamacpp.toml",
             "--no-history",
             "--max-requests",
-            "320",
+            "160",
             "--trial-requests",
             "4",
             "--set",
@@ -647,7 +647,7 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
     let code = o.status.code();
     assert!(code == Some(0) || code == Some(3), "an unchanged config never fails: {}", text(&o));
     let f: bench::ab::AbFile = bench::artifact::read(&g.path().join("unchanged")).unwrap();
-    assert!(f.requests <= 320, "{}", f.requests);
+    assert!(f.requests <= 160, "{}", f.requests);
     let reset = |t: &bench::ab::TrialEntry| {
         t.isolation.as_deref().is_some_and(|i| i.starts_with("caches reset"))
     };
