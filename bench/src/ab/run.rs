@@ -148,6 +148,16 @@ pub fn levels(
     Ok(fail.into_iter().zip(pass).collect())
 }
 
+/// Each complete block's four (arm, value of `metric`) pairs.
+fn block_values(metric: &str, trials: &[(Slot, TrialValues)]) -> Vec<BlockValues> {
+    trials
+        .chunks_exact(4)
+        .map(|b| {
+            std::array::from_fn(|i| (b[i].0.arm, b[i].1.values.get(metric).copied().flatten()))
+        })
+        .collect()
+}
+
 /// Each check's block differences over the complete blocks of `trials`.
 pub fn paired_differences(
     checks: &[BudgetCheck],
@@ -156,14 +166,7 @@ pub fn paired_differences(
     checks
         .iter()
         .map(|check| {
-            let values: Vec<BlockValues> = trials
-                .chunks_exact(4)
-                .map(|b| {
-                    std::array::from_fn(|i| {
-                        (b[i].0.arm, b[i].1.values.get(&check.metric).copied().flatten())
-                    })
-                })
-                .collect();
+            let values = block_values(&check.metric, trials);
             (check.metric.clone(), super::decide::block_differences(check, &values))
         })
         .collect()
@@ -182,14 +185,7 @@ pub fn look_at(
     let results = checks
         .iter()
         .map(|check| {
-            let values: Vec<BlockValues> = trials
-                .chunks_exact(4)
-                .map(|b| {
-                    std::array::from_fn(|i| {
-                        (b[i].0.arm, b[i].1.values.get(&check.metric).copied().flatten())
-                    })
-                })
-                .collect();
+            let values = block_values(&check.metric, trials);
             judge(check, &values, priors.get(&check.metric), alpha_fail, alpha_pass)
         })
         .collect::<Vec<_>>();

@@ -8,20 +8,8 @@ use std::path::Path;
 
 use bench::ab::{AbFile, AbStatus, Arm};
 
-use crate::support::gitrepo::GitRepo;
-use crate::support::{repo_root, xtask, xtask_command};
-
-/// A repository whose one commit (on `main`) holds this repository's configs, checked out.
-fn repo() -> GitRepo {
-    let mut g = GitRepo::init();
-    for name in ["bench.toml", "engine.toml"] {
-        let text = std::fs::read_to_string(repo_root().join("configs").join(name)).unwrap();
-        g.write(&format!("configs/{name}"), Some(&text));
-    }
-    g.commit("configs");
-    g.checkout();
-    g
-}
+use crate::support::configs_repo as repo;
+use crate::support::{xtask, xtask_command};
 
 /// Small trials: 16 output tokens, 2 warmup requests, concurrency 4.
 const SMALL: &[&str] = &[

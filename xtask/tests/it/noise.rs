@@ -3,19 +3,8 @@
 //! CV): 20 trials report that CV within 30%, a metric with zero values has no CV, the trial
 //! set is a normal one, and the trials are appended to the noise history.
 
-use crate::support::gitrepo::GitRepo;
-use crate::support::{repo_root, xtask};
-
-fn repo() -> GitRepo {
-    let mut g = GitRepo::init();
-    for name in ["bench.toml", "engine.toml"] {
-        let text = std::fs::read_to_string(repo_root().join("configs").join(name)).unwrap();
-        g.write(&format!("configs/{name}"), Some(&text));
-    }
-    g.commit("configs");
-    g.checkout();
-    g
-}
+use crate::support::configs_repo as repo;
+use crate::support::xtask;
 
 /// The cells of the noise table's row of `metric` (the last table: the trial set's estimates
 /// come first).

@@ -325,3 +325,16 @@ pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
     index.write(dir).unwrap();
     dir.to_path_buf()
 }
+
+/// A repository whose one commit (on `main`) holds this repository's `configs/bench.toml` and
+/// `configs/engine.toml`, checked out.
+pub fn configs_repo() -> gitrepo::GitRepo {
+    let mut g = gitrepo::GitRepo::init();
+    for name in ["bench.toml", "engine.toml"] {
+        let text = std::fs::read_to_string(repo_root().join("configs").join(name)).unwrap();
+        g.write(&format!("configs/{name}"), Some(&text));
+    }
+    g.commit("configs");
+    g.checkout();
+    g
+}
