@@ -117,7 +117,11 @@ async fn run_with(url: &str, dir: &Path, sets: &[&str], control: RunControl) -> 
 }
 
 async fn running_streams(url: &str) -> u64 {
-    let Ok(resp) = reqwest::get(format!("{url}/metrics")).await else { return 0 };
+    let Ok(resp) =
+        bench::client::http_builder().build().unwrap().get(format!("{url}/metrics")).send().await
+    else {
+        return 0;
+    };
     let text = resp.text().await.unwrap_or_default();
     text.lines()
         .find_map(|l| l.strip_prefix("vllm:num_requests_running "))

@@ -381,7 +381,7 @@ fn build_http(
             attempt.follow()
         }
     });
-    let mut builder = reqwest::Client::builder()
+    let mut builder = http_builder()
         .redirect(redirects)
         // However many connections a load opens before its window, at most so many are being
         // set up at once (a server's accept queue is finite).
@@ -417,6 +417,21 @@ fn build_http(
         }
     }
     builder.build().map_err(ClientError::Build)
+}
+
+/// Where every HTTP client of infergate starts: reqwest's builder, with rustls's `ring` crypto
+/// installed as the process's provider first when HTTPS is built in (reqwest carries no provider
+/// of its own here, and refuses to build a client without one).
+pub fn http_builder() -> reqwest::ClientBuilder {
+    #[cfg(feature = "tls")]
+    {
+        static PROVIDER: std::sync::Once = std::sync::Once::new();
+        PROVIDER.call_once(|| {
+            // Err only when a provider is installed already: that one serves.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        });
+    }
+    reqwest::Client::builder()
 }
 
 /// The HTTP client for one target.

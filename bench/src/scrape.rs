@@ -98,7 +98,7 @@ pub struct MetricsPage {
 impl MetricsPage {
     /// A page at `url`, each scrape bounded by `timeout` (loopback pages bypass any proxy).
     pub fn new(url: &str, timeout: Duration) -> Result<MetricsPage, String> {
-        let mut builder = reqwest::Client::builder().timeout(timeout);
+        let mut builder = crate::client::http_builder().timeout(timeout);
         if crate::client::is_loopback(url) {
             builder = builder.no_proxy();
         }
@@ -133,7 +133,7 @@ impl Scraper {
             return None;
         }
         let interval = Duration::from_secs_f64(cfg.interval_s);
-        let mut builder = reqwest::Client::builder()
+        let mut builder = crate::client::http_builder()
             .default_headers(headers)
             .timeout(interval.max(Duration::from_secs(2)));
         if loopback {

@@ -132,22 +132,30 @@ impl GpuInfo {
 }
 
 impl Environment {
+    /// This host as the run records it. `INFERGATE_CPU_MODEL` and `INFERGATE_HOSTNAME`, when
+    /// set, stand for what `/proc` says (a container's `/proc` may name its host's CPU; the test
+    /// suite sets awkward values to check that nothing assumes a shape of either).
     pub fn detect() -> Self {
-        let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
+        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let cpu_model = set("INFERGATE_CPU_MODEL").or_else(|| {
+            std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
         });
         let memory_gib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
             let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
             let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
             Some((kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)
         });
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty());
+        let hostname = set("INFERGATE_HOSTNAME").or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        });
         Environment {
             os: std::env::consts::OS.to_string(),
             arch: std::env::consts::ARCH.to_string(),

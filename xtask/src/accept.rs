@@ -122,6 +122,14 @@ impl AcceptCmd {
             return Ok(Status::Success);
         }
         let spec = self.spec(&root)?;
+        if !cfg!(feature = "acceptance") {
+            bail!(
+                "this build of xtask leaves out the acceptance checks (JSON Schema validation of \
+                 structured outputs, `.npy` logits: the default build does, to build faster); \
+                 run the same command built with them: `cargo run --package xtask --features \
+                 acceptance -- accept ...`"
+            );
+        }
         let dir = spec.out_dir.clone();
         let report = measure::runtime()?
             .block_on(driver::run(spec))

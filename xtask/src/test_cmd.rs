@@ -1,4 +1,5 @@
-//! `cargo xtask test`: every test of the workspace, with the real engine when one is available.
+//! `cargo xtask test`: every test of the workspace, with every feature, and the real engine when
+//! one is available.
 //!
 //! When `LLAMA_SERVER` names llama.cpp's server (or `CI=true`), the small real model is made
 //! available first (installed once into the cache, see `model.rs`) and passed to the tests as
@@ -30,7 +31,11 @@ impl TestCmd {
             );
         }
         let args = &self.args;
-        let mut c = cmd!(sh, "cargo test --workspace {args...}");
+        // Every feature: the acceptance checks are out of the default build, never out of its
+        // tests. (`.ci/run` builds this command with every feature too, so the tests' build is
+        // the one it already has.)
+        // `--no-fail-fast`: every test binary runs, so one failure does not hide the others.
+        let mut c = cmd!(sh, "cargo test --workspace --all-features --no-fail-fast {args...}");
         for (k, v) in envs {
             c = c.env(k, v);
         }

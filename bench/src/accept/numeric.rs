@@ -485,7 +485,16 @@ pub fn read_npy(path: &Path) -> Result<Logits, NumericError> {
     parse_npy(&bytes).map_err(|source| NumericError::Npy { path: path.to_path_buf(), source })
 }
 
+/// Without the `acceptance` feature there is no `.npy` reader: every file is refused as such.
+#[cfg(not(feature = "acceptance"))]
+pub fn parse_npy(_bytes: &[u8]) -> Result<Logits, NpyError> {
+    Err(NpyError::NotNpy(std::io::Error::other(
+        "built without the `acceptance` feature: no .npy reader",
+    )))
+}
+
 /// Parse `.npy` bytes (see [`read_npy`]).
+#[cfg(feature = "acceptance")]
 pub fn parse_npy(bytes: &[u8]) -> Result<Logits, NpyError> {
     use npyz::{DType, NpyFile, Order, TypeChar};
     let npy = NpyFile::new(bytes).map_err(NpyError::NotNpy)?;
@@ -520,6 +529,7 @@ pub fn parse_npy(bytes: &[u8]) -> Result<Logits, NpyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "acceptance")]
     use npyz::WriterBuilder;
 
     fn pos(token: &str, top: &[(&str, f64)]) -> Position {
@@ -640,6 +650,7 @@ mod tests {
         assert!(parse_logprobs(&serde_json::json!({"choices": [{"logprobs": null}]})).is_err());
     }
 
+    #[cfg(feature = "acceptance")]
     fn npy_bytes<T: npyz::Serialize + npyz::AutoSerialize + Copy>(
         shape: &[u64],
         data: &[T],
@@ -659,6 +670,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "acceptance")]
     fn npy_f32_f16_and_shapes() {
         let dir = tempfile::tempdir().unwrap();
         let vals: Vec<f32> = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];

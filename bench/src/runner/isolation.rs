@@ -23,7 +23,7 @@ fn server_root(base_url: &str) -> String {
 
 /// Reset the caches of the server at `base_url` (an API key sent as a bearer token).
 pub async fn reset_caches(base_url: &str, api_key: Option<&str>) -> Isolation {
-    let Ok(client) = reqwest::Client::builder().timeout(Duration::from_secs(30)).build() else {
+    let Ok(client) = crate::client::http_builder().timeout(Duration::from_secs(30)).build() else {
         return Isolation::NotOffered("no HTTP client".into());
     };
     let root = server_root(base_url);

@@ -134,7 +134,7 @@ async fn start_https() -> (u16, tokio::task::JoinHandle<()>) {
     let certs: Vec<CertificateDer<'static>> =
         CertificateDer::pem_slice_iter(&fixture("server.pem")).map(|c| c.unwrap()).collect();
     let key = PrivateKeyDer::from_pem_slice(&fixture("server.key")).unwrap();
-    let provider = Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
     let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

@@ -234,7 +234,13 @@ async fn a_server_that_goes_away_gives_connect_errors() {
         let model = handle.model().to_string();
         tokio::spawn(async move { run_against_url(&base, &model, p, &dir).await })
     };
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Gone once it has served a few of the 40 (the preflight's among them), however long the
+    // run took to start: the rest of the schedule finds nobody there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while handle.records().len() < 6 {
+        assert!(std::time::Instant::now() < deadline, "the simulator served nothing in 60 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     handle.shutdown().await;
     let out = run.await.unwrap();
     let s = &out.summary;

@@ -160,7 +160,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
 }
 
 async fn reqwest_get(url: &str) -> String {
-    reqwest::Client::builder()
+    bench::client::http_builder()
         .no_proxy()
         .build()
         .unwrap()

@@ -105,7 +105,7 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
 
 /// An HTTP client for the simulator (loopback: no proxy).
 pub fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().expect("an HTTP client")
+    bench::client::http_builder().no_proxy().build().expect("an HTTP client")
 }
 
 /// `GET /metrics` of a simulator.

@@ -15,7 +15,7 @@ async fn an_https_url_gets_a_tls_handshake_in_the_default_build() {
             }
         }
     });
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let client = bench::client::http_builder().no_proxy().build().unwrap();
     let req = client.get(format!("https://{addr}/v1/models")).timeout(Duration::from_secs(10));
     let err = req.send().await.unwrap_err();
     let chain = format!("{err:?}");

@@ -1658,7 +1658,11 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
             env.os,
             env.arch,
             env.cpus,
-            env.cpu_model.as_ref().map(|m| format!(", {m}")).unwrap_or_default()
+            // A `|` in a CPU's name would end the table cell.
+            env.cpu_model
+                .as_ref()
+                .map(|m| format!(", {}", m.replace('|', "\\|")))
+                .unwrap_or_default()
         );
         let status = match r.status {
             bench::summary::RunStatus::Complete => "complete",

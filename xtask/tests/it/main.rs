@@ -63,3 +63,15 @@ mod trial_warmup;
 #[cfg(feature = "runtime")]
 mod tune;
 mod workflows;
+
+/// Built without the `acceptance` feature, `cargo xtask accept` refuses to measure and its
+/// tests are not compiled: said loudly, and a failure under `CI=true` (`cargo xtask test` builds
+/// the tests with every feature).
+#[cfg(all(feature = "runtime", not(feature = "acceptance")))]
+#[test]
+fn acceptance_tests_need_the_acceptance_feature() {
+    let why = "acceptance tests SKIPPED: built without the `acceptance` feature (use `cargo xtask test`, or `cargo test --workspace --all-features`)";
+    assert!(!std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"), "CI=true: {why}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n*** {why} ***\n");
+}

@@ -535,7 +535,8 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
         (r"\| -?\d+(\.\d+)?( ± [0-9.]+[*~]*)?( \([^)|]*\))? ", "| [measured] "),
         (r"\| ([+-]\d+(\.\d+)?%|no regression \(noise too large\)) \|", "| [detects] |"),
         (r"(: none \(the noise is as large as the value\)| \d+(\.\d+)?% worse)", " [detects]"),
-        (r"`[0-9a-f]{16}` \([^)]*\)", "[environment]"),
+        // The environment cell, whatever the CPU's name holds (parentheses, commas, an escaped `|`).
+        (r"`[0-9a-f]{16}` \((?:[^|\\]|\\.)*\) \|", "[environment] |"),
         (r"infergate \d+\.\d+\.\d+", "infergate [version]"),
         (r"measured -?\d+(\.\d+)?", "measured [value]"),
         (r"(above|below) \d+(\.\d+)?", "$1 [limit]"),

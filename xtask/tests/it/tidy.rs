@@ -560,3 +560,31 @@ fn the_length_check_counts_bodies() {
     let braces_in_text = "fn f() {\n    let s = \"}}}\";\n    let c = '}';\n    g();\n}\n";
     assert_eq!(long_functions(&code_only(braces_in_text), 3), vec![("f".to_string(), 1, 5)]);
 }
+
+/// reqwest is built without a crypto provider of its own (rustls with `ring` is installed by
+/// `bench::client::http_builder`), and panics on an HTTPS-capable client built any other way:
+/// so no code outside that function starts a client itself.
+#[test]
+fn every_http_client_starts_from_http_builder() {
+    let root = crate::support::repo_root();
+    let mut files = Vec::new();
+    for dir in ["bench/src", "bench/tests", "bench/benches", "xtask/src", "xtask/tests"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let mut found = Vec::new();
+    for f in &files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for (i, line) in code.lines().enumerate() {
+            let starts = ["reqwest::Client::builder(", "reqwest::Client::new(", "reqwest::get("];
+            if starts.iter().any(|s| line.contains(s)) {
+                let rel = f.strip_prefix(&root).unwrap().display().to_string();
+                let inside =
+                    rel == "bench/src/client.rs" && line.trim() == "reqwest::Client::builder()";
+                if !inside {
+                    found.push(format!("{rel}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "use bench::client::http_builder():\n{}", found.join("\n"));
+}

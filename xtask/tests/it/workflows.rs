@@ -331,3 +331,65 @@ fn every_workflow_parses() {
     }
     assert!(n >= 2, "{n} workflows");
 }
+
+/// Every job that runs cargo restores cargo's registry and target from a cache step (keyed on
+/// `Cargo.lock` by Swatinem/rust-cache) before its first cargo command, so a warm pull request
+/// check rebuilds only the workspace's crates.
+#[test]
+fn every_job_that_builds_caches_cargo_first() {
+    for name in ["ci.yml", "bench-gate.yml"] {
+        let doc = load(name);
+        for (job, body) in doc["jobs"].as_hash().unwrap() {
+            let steps = body["steps"].as_vec().unwrap();
+            let first_cargo =
+                steps.iter().position(|s| s["run"].as_str().is_some_and(|r| r.contains("cargo ")));
+            let Some(first_cargo) = first_cargo else { continue };
+            let cache = steps.iter().position(|s| {
+                s["uses"].as_str().is_some_and(|u| u.starts_with("Swatinem/rust-cache@"))
+            });
+            let job = job.as_str().unwrap();
+            let cache = cache.unwrap_or_else(|| panic!("{name}: job {job} has no cache step"));
+            assert!(cache < first_cargo, "{name}: job {job} caches after it builds");
+            assert_eq!(steps[cache]["name"].as_str(), Some("cache cargo"), "{name}: {job}");
+        }
+    }
+}
+
+/// A pushed `v*` tag builds `xtask` with `--locked --release` for Linux on x86_64 and aarch64,
+/// each on a runner of its architecture, and publishes the archives with their SHA-256 sums.
+#[test]
+fn a_tag_releases_the_binary_for_both_linux_targets_with_checksums() {
+    let doc = load("release.yml");
+    let tags: Vec<&str> = doc["on"]["push"]["tags"]
+        .as_vec()
+        .expect("on.push.tags")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert_eq!(tags, vec!["v*"]);
+    let build = &doc["jobs"]["build"];
+    let targets: Vec<(&str, &str)> = build["strategy"]["matrix"]["include"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .map(|m| (m["target"].as_str().unwrap(), m["runner"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        targets,
+        vec![
+            ("x86_64-unknown-linux-gnu", "ubuntu-24.04"),
+            ("aarch64-unknown-linux-gnu", "ubuntu-24.04-arm")
+        ]
+    );
+    let all = scripts(&doc).join("\n");
+    let cargo: Vec<ShellCommand> =
+        commands(&all).into_iter().filter(|c| c.first().is_some_and(|w| w == "cargo")).collect();
+    assert_eq!(cargo.len(), 1, "{cargo:?}");
+    for flag in ["build", "--locked", "--release", "-p", "xtask", "--all-features", "--target"] {
+        assert!(cargo[0].iter().any(|w| w == flag), "{flag} in {:?}", cargo[0]);
+    }
+    assert!(all.contains("sha256sum -- *.tar.gz > SHA256SUMS"), "{all}");
+    assert!(all.contains("gh release create"), "{all}");
+    assert_eq!(doc["jobs"]["release"]["needs"].as_str(), Some("build"));
+    assert_eq!(doc["jobs"]["release"]["permissions"]["contents"].as_str(), Some("write"));
+}
