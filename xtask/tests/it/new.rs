@@ -527,7 +527,18 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
     let adr = xtask::adr::parse_adr(&path, &record);
     let decided: Vec<String> = adr.decisions.iter().map(|d| d.to_string()).collect();
     assert_eq!(decided, vec!["configs/engine.toml: batch.strategy = \"continuous\""]);
-    let root_text = root.display().to_string();
+    // The root as a pattern: its text taken literally, and the quotes a shell command puts
+    // around it when it holds a space.
+    let literal: String = root
+        .display()
+        .to_string()
+        .chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$#&-~".contains(c);
+            special.then_some('\\').into_iter().chain(std::iter::once(c))
+        })
+        .collect();
+    let root_text = format!("'?{literal}'?");
     let filters = vec![
         (r"Date: \d{4}-\d{2}-\d{2}", "Date: [date]"),
         (root_text.as_str(), "[root]"),
