@@ -96,8 +96,10 @@ pub fn parse_judge_score(reply: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "acceptance")]
     use serde_json::json;
 
+    #[cfg(feature = "acceptance")]
     fn schema() -> Value {
         json!({
             "type": "object",
