@@ -39,6 +39,19 @@ impl TestCmd {
         for (k, v) in envs {
             c = c.env(k, v);
         }
+        // `cargo run` gives this process the package's variables (CARGO_PKG_NAME=xtask,
+        // CARGO_MANIFEST_DIR, ...); build scripts that watch them (ring's does) would see another
+        // value in the nested cargo than in the build that made this binary, and rebuild the
+        // TLS stack, the bench crate and xtask a second time.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            let from_cargo_run = k.starts_with("CARGO_PKG_")
+                || k.starts_with("CARGO_MANIFEST_")
+                || matches!(&*k, "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE");
+            if from_cargo_run {
+                c = c.env_remove(&*k);
+            }
+        }
         Ok(if c.run().is_ok() { Status::Success } else { Status::PolicyViolated })
     }
 }
