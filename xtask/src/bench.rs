@@ -124,6 +124,10 @@ pub struct BenchCmd {
         value_parser = parse_trials
     )]
     pub trials: Option<u32>,
+    /// Append the trial set's per-trial values to the history of the repository
+    /// (`refs/infergate/history`), for `cargo xtask history` (a gated set is appended anyway).
+    #[arg(long, requires = "trials")]
+    pub record_history: bool,
     /// Measure N whole trials before the trial set's first, for an engine's cold start: each a
     /// run directory `warmup-NN` in --out, listed in trials.json with its headline metrics,
     /// never part of an estimate or the gate (overrides the profile's `load.warmup_trials`).
@@ -443,6 +447,7 @@ impl BenchCmd {
             engine,
             git: gitinfo::detect(root),
             gate,
+            record_history: self.record_history,
             mode,
             command: self.command_line.clone(),
             shard,

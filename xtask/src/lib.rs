@@ -98,8 +98,9 @@ pub enum Command {
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
     Gate(gate::GateCmd),
-    /// The noise history the gates pool from (`refs/infergate/history`): list, export, merge.
-    #[command(subcommand)]
+    /// The history of measured sets (`refs/infergate/history`): each metric's series along
+    /// main with its change points (`--check`: exit 1 on an unexplained regression); list,
+    /// export, merge.
     History(history::HistoryCmd),
     /// N trials of the unchanged configuration: each metric's run-to-run CV and the trials per
     /// arm an A/B gate needs to see a given change; the trials go into the noise history.

@@ -44,6 +44,8 @@ pub struct BenchPlan {
     pub git: Option<GitInfo>,
     /// `--gate`: applied to every measured run of the mode.
     pub gate: Option<GateSettings>,
+    /// `--record-history`: a trial set is appended to the history (a gated one is anyway).
+    pub record_history: bool,
     pub mode: BenchMode,
     /// The command line the plan was resolved from (`cargo xtask bench ...`), recorded in every
     /// run's summary; `None` when the plan was not made from a command line.

@@ -377,7 +377,19 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
         );
         return Ok(Status::PolicyViolated);
     }
-    let Some(gate) = &plan.gate else { return Ok(Status::Success) };
+    let Some(gate) = &plan.gate else {
+        if plan.record_history {
+            let set = w.load()?;
+            let note = crate::history::priors::append_set(
+                &plan.root,
+                bench::history::EntryKind::Trials,
+                &set,
+                bench::trials::DEFAULT_METRICS,
+            );
+            eprintln!("note: {note}");
+        }
+        return Ok(Status::Success);
+    };
     let (status, report) = match tp.until_decided {
         Some(max) => until_decided(&mut w, gate, max)?,
         None => {

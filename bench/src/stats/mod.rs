@@ -6,6 +6,7 @@
 //! - [`interval`]: [`mean_estimate`] (Student t across trial means) and
 //!   [`percentile_estimate`] (Student t across per-trial percentiles, or the two-level
 //!   bootstrap), each falling back to a request-level bootstrap for a single trial.
+//! - [`changepoint`]: change points of a series (E-divisive means with a permutation test).
 //! - [`decide`]: [`verdict`] (pass / fail / inconclusive), [`confidence_at_look`] (the
 //!   sequential rule), [`propose_limit`] and [`min_detectable_change`].
 //! - [`difference`]: a candidate against a baseline, Welch's interval and significance.
@@ -18,6 +19,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub mod changepoint;
 pub mod decide;
 pub mod difference;
 pub mod interval;

@@ -192,7 +192,11 @@ pub fn timeline(
     Ok(out)
 }
 
-fn records_at(repo: &Repository, tree: &Tree<'_>, dir: &str) -> anyhow::Result<Vec<Adr>> {
+pub(crate) fn records_at(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    dir: &str,
+) -> anyhow::Result<Vec<Adr>> {
     Ok(git::read_dir(repo, tree, dir, is_record_file)?
         .iter()
         .map(|(p, t)| parse_adr(Path::new(p), t))

@@ -1,22 +1,34 @@
-//! `cargo xtask history`: the noise history kept in git ([`store`]): list its entries, export
-//! them (CSV or JSONL), merge another copy of it. The gates append to it and pool from it
-//! ([`priors`]).
+//! `cargo xtask history`: the history kept in git ([`store`]). Without a subcommand, each
+//! metric's series along main's first-parent commits with its change points ([`series`],
+//! [`view`]), `--check` failing on an unexplained regression; `list`, `export` and `merge` work
+//! on the entries. The gates append to it and pool from it ([`priors`]).
 
 pub mod gating;
 pub mod priors;
+pub mod series;
 pub mod store;
+pub mod view;
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use comfy_table::{Table, presets};
 use xshell::Shell;
 
 use crate::exit::Status;
 
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct HistoryCmd {
+    #[command(subcommand)]
+    pub action: Option<HistoryAction>,
+    #[command(flatten)]
+    pub series: view::SeriesArgs,
+}
+
 #[derive(Debug, Subcommand)]
-pub enum HistoryCmd {
+pub enum HistoryAction {
     /// One line per entry: when, kind, profile, scenario, fingerprint, trials, commit.
     List,
     /// Every entry as CSV (one row per trial and metric) or JSONL (one entry a line).
@@ -43,8 +55,9 @@ pub enum Format {
 impl HistoryCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        match self {
-            HistoryCmd::List => {
+        let Some(action) = self.action else { return self.series.run(&root) };
+        match action {
+            HistoryAction::List => {
                 let h = store::read(&root)?;
                 println!("{}", h.describe());
                 let mut t = Table::new();
@@ -79,7 +92,7 @@ impl HistoryCmd {
                 println!("{t}");
                 Ok(Status::Success)
             }
-            HistoryCmd::Export { format, out } => {
+            HistoryAction::Export { format, out } => {
                 let h = store::read(&root)?;
                 for p in &h.problems {
                     eprintln!("warning: left out of the export: {p}");
@@ -98,7 +111,7 @@ impl HistoryCmd {
                 }
                 Ok(Status::Success)
             }
-            HistoryCmd::Merge { other } => {
+            HistoryAction::Merge { other } => {
                 let n = store::merge(&root, &other)?;
                 println!("{n} entries of {other} joined into {}", store::HISTORY_REF);
                 Ok(Status::Success)

@@ -39,6 +39,7 @@ mod gate_ab;
 mod gate_history;
 mod gate_noise;
 mod history;
+mod history_series;
 // Runs measured with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod host_target;
