@@ -18,7 +18,8 @@
 //!
 //! Assumptions: the points are independent given the segment they lie in (no trend within a
 //! segment: a slow ramp is reported as one or more steps), and the series is ordered (main's
-//! first-parent commits). It needs at least `2 * min_size` points to decide anything
+//! first-parent commits). It needs enough points for a permutation test to reach the level at
+//! all ([`needed_points`]: 10 at the default level of 2%), and says so below that
 //! ([`Detection::TooFew`]). Each change point's shift is the difference of the means of the
 //! segments on either side (bounded by the neighbouring change points), with Welch's interval.
 //!
@@ -48,7 +49,7 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { alpha: 0.01, permutations: 499, min_size: 3, seed: 1, confidence: 0.95 }
+        Settings { alpha: 0.02, permutations: 999, min_size: 3, seed: 1, confidence: 0.95 }
     }
 }
 
@@ -183,9 +184,26 @@ fn welch(a: &Segment, b: &Segment, confidence: f64) -> (f64, f64) {
     (diff - t * se, diff + t * se)
 }
 
+/// The fewest points that can show a change at `settings.alpha`. Shuffling `n` points, only
+/// the observed split's two halves and their mirror image are as extreme as a perfect step, so
+/// the smallest p-value the test can give is about `2 / C(n, n/2)`; a series is decidable
+/// when that is at most half of `alpha` (a margin for the p-value's own sampling error), and
+/// has room for two segments of [`Settings::min_size`].
+pub fn needed_points(settings: &Settings) -> usize {
+    let mut n = 2 * settings.min_size.max(2);
+    loop {
+        let half = n / 2;
+        let c = (0..half).fold(1.0f64, |c, i| c * (n - i) as f64 / (i + 1) as f64);
+        if 2.0 / c <= settings.alpha / 2.0 || n >= 64 {
+            return n;
+        }
+        n += 1;
+    }
+}
+
 /// The change points of `z` (finite values, in order).
 pub fn detect(z: &[f64], settings: &Settings) -> Detection {
-    let needed = 2 * settings.min_size.max(2);
+    let needed = needed_points(settings);
     if z.len() < needed {
         return Detection::TooFew { points: z.len(), needed };
     }
@@ -309,13 +327,29 @@ mod tests {
         }
         // The same with one trial a commit (a point's noise 5%, the step 1.9 of its standard
         // deviations): printed for docs/statistics.md, which explains the bound.
-        let mut single = 0;
+        // Beside it, the least-squares split (the maximum-likelihood position of one step).
+        let (mut single, mut least_squares) = (0, 0);
         for seed in 0..200u64 {
             let at = 20 + (seed as usize % 21);
-            let c = found(detect(&series_of(1, seed, 0.10, at, 0.0, 0), &s));
+            let z = series_of(1, seed, 0.10, at, 0.0, 0);
+            let c = found(detect(&z, &s));
             single += usize::from(c.iter().any(|cp| cp.index.abs_diff(at) <= 1));
+            let sse = |a: &[f64]| {
+                let m = a.iter().sum::<f64>() / a.len() as f64;
+                a.iter().map(|x| (x - m).powi(2)).sum::<f64>()
+            };
+            let best = (3..=57)
+                .min_by(|&i, &j| {
+                    let (ci, cj) = (sse(&z[..i]) + sse(&z[i..]), sse(&z[..j]) + sse(&z[j..]));
+                    ci.total_cmp(&cj)
+                })
+                .unwrap();
+            least_squares += usize::from(best.abs_diff(at) <= 1);
         }
-        eprintln!("10% step, one trial a commit: within one commit {single}/200");
+        eprintln!(
+            "10% step, one trial a commit: within one commit {single}/200 (the least-squares \
+             split: {least_squares}/200)"
+        );
         eprintln!(
             "10% step: at the commit {at_commit}/200, within one {within_one}/200 (its shift's 95% \
              interval holds the true 10%: {shift_covered}); flat: a change point in {false_series}/200"
@@ -341,7 +375,13 @@ mod tests {
     #[test]
     fn short_series_say_they_cannot_decide_and_answers_repeat() {
         let s = Settings::default();
-        assert_eq!(detect(&[1.0, 2.0, 3.0], &s), Detection::TooFew { points: 3, needed: 6 });
+        assert_eq!(needed_points(&s), 10);
+        assert_eq!(detect(&[1.0, 2.0, 3.0], &s), Detection::TooFew { points: 3, needed: 10 });
+        // Ten points: a clear step is found (a young series decides as soon as it can).
+        let young: Vec<f64> =
+            (0..10).map(|i| if i < 5 { 0.0 } else { 0.3 } + 0.01 * (i % 3) as f64).collect();
+        let c = found(detect(&young, &s));
+        assert_eq!(c.iter().map(|c| c.index).collect::<Vec<_>>(), vec![5], "{c:?}");
         let z = series(3, 0.2, 30, 0.0, 0);
         assert_eq!(detect(&z, &s), detect(&z, &s));
         // Two steps: both found, each shift with its own segments.
@@ -358,5 +398,6 @@ mod tests {
         assert_eq!((c[0].after.start, c[0].after.end), (20, 40));
         // A constant series has nothing to find.
         assert_eq!(detect(&[5.0; 12], &s), Detection::Decided(vec![]));
+        assert_eq!(needed_points(&Settings { alpha: 0.05, ..s }), 9);
     }
 }

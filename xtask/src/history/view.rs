@@ -52,7 +52,7 @@ pub struct SeriesArgs {
     #[arg(long, value_name = "P", default_value = "5%", value_parser = parse_fraction)]
     pub min_change: f64,
     /// The largest p-value of a change point (the permutation test's).
-    #[arg(long, value_name = "P", default_value = "1%", value_parser = parse_fraction)]
+    #[arg(long, value_name = "P", default_value = "2%", value_parser = parse_fraction)]
     pub alpha: f64,
     /// With --check: GitHub annotations (`::error`) for each failure.
     #[arg(long)]

@@ -118,8 +118,7 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
     append(g.path(), &entries);
     let out = xtask(g.path(), &["history", "--metric", METRIC]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    let want =
-        format!("change point: {}..{} (2 commits), +", short(commits[5]), short(commits[7]));
+    let want = format!("change point: {}..{} (2 commits), +", short(commits[5]), short(commits[7]));
     assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);
     assert!(out.stdout.contains("worse"), "{}", out.stdout);
     assert!(out.stdout.contains("records changed in the range: ADR-0002"), "{}", out.stdout);
@@ -182,12 +181,12 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
 #[test]
 fn few_points_other_hosts_rewritten_commits_duplicates_and_dirty_trees_are_named_never_mixed() {
     let mut g = GitRepo::init();
-    let commits = main_line(&mut g, 8, 100, false);
+    let commits = main_line(&mut g, 12, 100, false);
     // A commit that main no longer has (a force-push rewrote it).
     g.write("notes.txt", Some("rewritten\n"));
     let gone = g.commit("rewritten away");
-    g.detach(commits[7]);
-    g.branch("main", commits[7]);
+    g.detach(commits[11]);
+    g.branch("main", commits[11]);
     g.checkout();
     let mut entries: Vec<Entry> = commits
         .iter()
@@ -199,7 +198,7 @@ fn few_points_other_hosts_rewritten_commits_duplicates_and_dirty_trees_are_named
         commits
             .iter()
             .enumerate()
-            .skip(4)
+            .skip(8)
             .map(|(i, c)| entry(&format!("b{i}"), *c, &trials(300.0, i), "h2")),
     );
     entries.push(entry("gone", gone, &trials(500.0, 0), "h1"));
@@ -219,13 +218,13 @@ fn few_points_other_hosts_rewritten_commits_duplicates_and_dirty_trees_are_named
     assert!(out.stdout.contains("change points: none"), "{}", out.stdout);
     // Four points of the other host: too few to decide, and it says so.
     assert!(
-        out.stdout.contains("change points: undecided, 4 points (the detector needs at least 6)"),
+        out.stdout.contains("change points: undecided, 4 points (the detector needs at least 10)"),
         "{}",
         out.stdout
     );
     let h1_rows =
         out.stdout.split("\n\n").next().unwrap().lines().filter(|l| l.starts_with("| ")).count();
-    assert_eq!(h1_rows, 1 + 8, "{}", out.stdout);
+    assert_eq!(h1_rows, 1 + 12, "{}", out.stdout);
     assert!(
         out.stderr.contains(&format!(
             "1 commit measured in the history is not on main's first-parent line (a rewritten branch, or another branch's commits): left out ({})",
@@ -261,7 +260,7 @@ fn few_points_other_hosts_rewritten_commits_duplicates_and_dirty_trees_are_named
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lines: Vec<serde_json::Value> =
         out.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.len(), 12);
+    assert_eq!(lines.len(), 16);
     assert_eq!(lines[0]["fingerprint"], fingerprint("h1").key());
 }
 

@@ -309,6 +309,33 @@ fn the_bench_gate_is_manual_on_a_gpu_runner_and_keeps_the_run() {
     assert_eq!(upload["if"].as_str(), Some("always()"));
 }
 
+/// Each push to main appends a measured set to the history and checks the change points along
+/// main (docs/statistics.md).
+#[test]
+fn main_appends_to_the_history_and_checks_its_change_points() {
+    let doc = load("history.yml");
+    let branches: Vec<&str> = doc["on"]["push"]["branches"]
+        .as_vec()
+        .expect("pushes to named branches")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert_eq!(branches, vec!["main"]);
+    let found = assert_commands_parse("history.yml", &scripts(&doc).join("\n"));
+    let lines: Vec<String> = found.iter().map(|i| i.argv[1..].join(" ")).collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("bench ") && l.contains("--record-history")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("history ") && l.contains("--check") && l.contains("--github")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("history merge ")), "{lines:?}");
+}
+
 #[test]
 fn ci_run_calls_an_existing_command() {
     let script = std::fs::read_to_string(repo_root().join(".ci/run")).unwrap();
@@ -337,7 +364,7 @@ fn every_workflow_parses() {
 /// check rebuilds only the workspace's crates.
 #[test]
 fn every_job_that_builds_caches_cargo_first() {
-    for name in ["ci.yml", "bench-gate.yml"] {
+    for name in ["ci.yml", "bench-gate.yml", "history.yml"] {
         let doc = load(name);
         for (job, body) in doc["jobs"].as_hash().unwrap() {
             let steps = body["steps"].as_vec().unwrap();
