@@ -108,7 +108,7 @@ pub enum Command {
     Noise(noise::NoiseCmd),
     /// Compare two runs or trial sets metric by metric, with intervals and significance.
     Compare(compare::CompareCmd),
-    /// Write report.html for a run, sweep or strategy comparison directory.
+    /// Write report.html for a run, trial set, sweep, strategy comparison or tune directory.
     Report(report::ReportCmd),
     /// Measure a grid of engine configurations, each in its own engine, and pick the winner.
     #[cfg(feature = "runtime")]

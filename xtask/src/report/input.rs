@@ -1,5 +1,6 @@
-//! What a report is made of, read from the files a run, a sweep or a strategy comparison wrote
-//! (`summary.json`, `requests.jsonl`, `sweep.json`, `comparison.json`; docs/run-directory.md).
+//! What a report is made of, read from the files a run, a trial set, a sweep or a strategy
+//! comparison or a tune wrote (`summary.json`, `requests.jsonl`, `trials.json`, `sweep.json`,
+//! `comparison.json`, `tune.json`; docs/run-directory.md).
 //! A new kind of result (trial sets, tunes, `compare` outputs) is one more [`Input`] variant,
 //! one more arm in [`read`] and one in the page.
 
@@ -10,6 +11,9 @@ use bench::Summary;
 use bench::record::RequestRecord;
 use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
 use bench::sweep::{SWEEP_FILE, SweepSummary};
+use bench::trials::{TRIALS_FILE, TrialsFile};
+
+use crate::tune::model::{TUNE_FILE, TuneFile};
 
 /// The file a run directory's summary is in.
 const SUMMARY_FILE: &str = "summary.json";
@@ -47,6 +51,19 @@ pub enum Input {
         runs: Vec<RunInput>,
         notes: Vec<String>,
     },
+    /// A tune (`tune.json`): its configurations, fronts and winner.
+    Tune {
+        dir: PathBuf,
+        tune: Box<TuneFile>,
+        notes: Vec<String>,
+    },
+    /// A trial set (`trials.json`): its estimates and its trials.
+    TrialSet {
+        dir: PathBuf,
+        index: TrialsFile,
+        trials: Vec<RunInput>,
+        notes: Vec<String>,
+    },
 }
 
 impl Input {
@@ -54,13 +71,17 @@ impl Input {
     pub fn dir(&self) -> &Path {
         match self {
             Input::Run(r) => &r.dir,
-            Input::Sweep { dir, .. } | Input::Comparison { dir, .. } => dir,
+            Input::Sweep { dir, .. }
+            | Input::Comparison { dir, .. }
+            | Input::TrialSet { dir, .. }
+            | Input::Tune { dir, .. } => dir,
         }
     }
 }
 
 /// Read what `path` holds: a sweep directory (`sweep.json`), a strategy comparison
-/// (`comparison.json`) or a run directory (`summary.json`); a path to one of those files stands
+/// (`comparison.json`), a tune (`tune.json`), a trial set (`trials.json`) or a run directory
+/// (`summary.json`); a path to one of those files stands
 /// for its directory.
 pub fn read(path: &Path) -> anyhow::Result<Input> {
     let dir = if path.is_file() {
@@ -70,7 +91,7 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
     };
     if !dir.is_dir() {
         anyhow::bail!(
-            "{} does not exist: give a run, sweep or strategy comparison directory",
+            "{} does not exist: give a run, trial set, sweep, strategy comparison or tune directory",
             path.display()
         );
     }
@@ -99,14 +120,34 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
         }
         return Ok(Input::Comparison { dir, comparison, runs, notes });
     }
+    if dir.join(TUNE_FILE).is_file() {
+        let tune = TuneFile::read(&dir).map_err(anyhow::Error::msg)?;
+        let notes = tune.warnings.clone();
+        return Ok(Input::Tune { dir, tune: Box::new(tune), notes });
+    }
+    if dir.join(TRIALS_FILE).is_file() {
+        let index = TrialsFile::read(&dir).context("cannot read the trial set")?;
+        let mut notes = index.notes.clone();
+        if let Some(cold) = &index.cold_start {
+            notes.push(cold.note.clone());
+        }
+        let mut trials = Vec::new();
+        for t in &index.trials {
+            match read_run(&dir.join(&t.dir), t.dir.clone()) {
+                Ok(run) => trials.push(run),
+                Err(e) => notes.push(format!("{} left out: {e:#}", t.dir)),
+            }
+        }
+        return Ok(Input::TrialSet { dir, index, trials, notes });
+    }
     if dir.join(SUMMARY_FILE).is_file() {
         let summary = Summary::read(&dir.join(SUMMARY_FILE))?;
         let name = summary.run_id.clone();
         return read_run(&dir, name).map(|r| Input::Run(Box::new(r)));
     }
     anyhow::bail!(
-        "{} holds no {SUMMARY_FILE}, {SWEEP_FILE} or {COMPARISON_FILE}: give a run directory, a \
-         sweep directory or a strategy comparison directory",
+        "{} holds no {SUMMARY_FILE}, {TRIALS_FILE}, {SWEEP_FILE}, {COMPARISON_FILE} or {TUNE_FILE}: \
+         give a run directory, a trial set, a sweep, a strategy comparison or a tune directory",
         dir.display()
     )
 }

@@ -24,8 +24,9 @@ pub const REPORT_FILE: &str = "report.html";
 /// `cargo xtask report PATH`.
 #[derive(Debug, Args)]
 pub struct ReportCmd {
-    /// Relative to the repository root: a run directory (summary.json), a sweep directory (sweep.json) or a strategy comparison
-    /// directory (comparison.json), or one of those files.
+    /// Relative to the repository root: a run directory (summary.json), a trial set (trials.json),
+    /// a sweep directory (sweep.json), a strategy comparison directory (comparison.json) or a tune
+    /// directory (tune.json), or one of those files.
     pub path: PathBuf,
     /// Thresholds file, relative to the repository root, whose limits are drawn on the latency CDFs (skipped when the file is absent).
     #[arg(long, value_name = "FILE", default_value = thresholds::GATE_FILE)]

@@ -36,6 +36,54 @@ pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> String {
             overlaid(&mut p, stages, thresholds);
             p.notes(notes.iter().chain(&sweep.notes));
         }
+        Input::Tune { tune, notes, .. } => {
+            p.title = format!("Tune: profile {}", tune.profile);
+            p.meta = format!(
+                "{} configurations of {} on {}, {} search; winner {}",
+                tune.rows.len(),
+                tune.engine_config,
+                tune.engine,
+                tune.search,
+                tune.winner
+                    .as_deref()
+                    .unwrap_or("none (no measured configuration meets every SLO)")
+            );
+            p.html.push_str("<h2>Configurations</h2>\n");
+            p.html.push_str(&tune_table(tune));
+            p.section("Fronts");
+            let points = tune.pareto_points();
+            p.figure(&figures::pareto(
+                "pareto-throughput",
+                "Output throughput against TTFT P99",
+                "output throughput (tokens/s)",
+                &points,
+                |q| q.throughput,
+                |q| q.pareto,
+            ));
+            p.figure(&figures::pareto(
+                "pareto-goodput",
+                "Goodput against TTFT P99",
+                "goodput (requests/s)",
+                &points,
+                |q| q.goodput,
+                |q| q.goodput_pareto,
+            ));
+            p.notes(notes.iter());
+        }
+        Input::TrialSet { index, trials, notes, .. } => {
+            p.title = format!("Trial set {}", index.run_id);
+            p.meta = format!(
+                "profile {}, {} of {} trials measured, {:.0}% intervals",
+                index.profile,
+                index.trials.len(),
+                index.planned,
+                index.confidence * 100.0
+            );
+            p.html.push_str("<h2>Estimates</h2>\n");
+            p.html.push_str(&estimates_table(index));
+            overlaid(&mut p, trials, thresholds);
+            p.notes(notes.iter());
+        }
         Input::Comparison { comparison, runs, notes, .. } => {
             p.title = format!("Batching strategies: profile {}", comparison.profile);
             p.meta = format!("engine config {}", comparison.engine_config);
@@ -360,6 +408,93 @@ fn sweep_table(s: &bench::sweep::SweepSummary) -> String {
             td(&fmt_opt(r.tpot_p99_ms, 1)),
             td(&fmt_opt(r.e2e_p99_ms, 1)),
             esc(&if r.meets_slo { "met".to_string() } else { r.violations.join("; ") })
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// A trial set's estimates: metric, estimate [interval], trials and method, each trial's value.
+fn estimates_table(index: &bench::trials::TrialsFile) -> String {
+    let mut h = String::from(
+        "<table class=\"estimates\"><tr><th class=\"l\">metric</th><th>estimate</th><th>interval</th>\
+         <th class=\"l\">n, method</th><th class=\"l\">per trial</th></tr>\n",
+    );
+    for (metric, m) in &index.metrics {
+        let per_trial: Vec<String> = m.per_trial.iter().map(|v| fmt_opt(*v, 3)).collect();
+        let (value, interval, how) = match &m.estimate {
+            Some(e) => (
+                fmt_opt(Some(e.value), 3),
+                format!("[{}, {}]", fmt_opt(Some(e.lo), 3), fmt_opt(Some(e.hi), 3)),
+                format!(
+                    "{} trials, {} requests, {}{}",
+                    e.trials,
+                    e.requests,
+                    e.method.as_str(),
+                    if e.undersampled { ", UNDERSAMPLED" } else { "" }
+                ),
+            ),
+            None => (BLANK.to_string(), BLANK.to_string(), m.blank.clone().unwrap_or_default()),
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td>{}{}<td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            esc(metric),
+            td(&value),
+            td(&interval.replace(&format!("[{BLANK}, {BLANK}]"), BLANK)),
+            esc(&how),
+            esc(&per_trial.join(", "))
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
+/// A tune's rows: configuration, status, trials, goodput, throughput, the P99s, SLO, fronts.
+fn tune_table(t: &crate::tune::model::TuneFile) -> String {
+    let mut h = String::from(
+        "<table class=\"tune\"><tr><th class=\"l\">configuration</th><th class=\"l\">status</th><th>trials</th>\
+         <th>goodput req/s</th><th>output tok/s</th><th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>E2E p99 ms</th>\
+         <th class=\"l\">SLO</th><th class=\"l\">front</th></tr>\n",
+    );
+    for r in &t.rows {
+        let winner = t.winner.as_deref() == Some(r.name.as_str());
+        let status = match &r.error {
+            Some(e) => format!("{:?}: {e}", r.status).to_lowercase(),
+            None => format!("{:?}", r.status).to_lowercase(),
+        };
+        let slo = if r.slo_misses.is_empty() && r.slo_undecided.is_empty() {
+            if r.status == crate::tune::model::RowStatus::Measured {
+                "met".to_string()
+            } else {
+                BLANK.to_string()
+            }
+        } else {
+            let mut v = r.slo_misses.iter().map(|m| format!("misses {m}")).collect::<Vec<_>>();
+            v.extend(r.slo_undecided.iter().map(|m| format!("undecided {m}")));
+            v.join("; ")
+        };
+        let front = match (r.pareto, r.goodput_pareto) {
+            (true, true) => "throughput, goodput",
+            (true, false) => "throughput",
+            (false, true) => "goodput",
+            (false, false) => "",
+        };
+        let _ = writeln!(
+            h,
+            "<tr{}><td class=\"l\">{}{}</td><td class=\"l\">{}</td><td>{}</td>{}{}{}{}{}<td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            if r.status == crate::tune::model::RowStatus::Failed { " class=\"fail\"" } else { "" },
+            esc(&r.name),
+            if winner { " (winner)" } else { "" },
+            esc(&status),
+            r.trials,
+            td(&fmt_opt(r.goodput_rps, 3)),
+            td(&fmt_opt(r.output_tokens_per_s, 1)),
+            td(&fmt_opt(r.ttft_p99_ms, 1)),
+            td(&fmt_opt(r.tpot_p99_ms, 1)),
+            td(&fmt_opt(r.e2e_p99_ms, 1)),
+            esc(&slo),
+            esc(front)
         );
     }
     h.push_str("</table>\n");

@@ -179,6 +179,41 @@ fn a_comparison_report_overlays_its_strategies() {
     assert!(html.contains("<td class=\"l\">serial</td>"));
 }
 
+/// `bench --trials N --report` and `report SET`: the set's estimates with their intervals and
+/// each trial's value, the trials' CDFs overlaid, their failures.
+#[test]
+fn a_trial_set_report_shows_its_estimates_and_overlays_its_trials() {
+    let r = repo("");
+    let o = xtask(
+        r.path(),
+        &["bench", "-q", "--trials", "3", "--cooldown", "0", "--report", "--out", "runs/t"],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("report: "), "{}", o.stdout);
+    let html = std::fs::read_to_string(r.path().join("runs/t/report.html")).unwrap();
+    assert!(html.contains("<title>Trial set "), "{html}");
+    assert!(html.contains("profile default, 3 of 3 trials measured, 95% intervals"), "{html}");
+    let set: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(r.path().join("runs/t/trials.json")).unwrap(),
+    )
+    .unwrap();
+    let ttft = &set["metrics"]["metrics.ttft_ms.p99"]["estimate"];
+    let row = html
+        .split("<tr>")
+        .find(|row| row.contains(">metrics.ttft_ms.p99<"))
+        .expect("a row per metric");
+    assert!(row.contains("3 trials, 36 requests"), "{row}");
+    let lo = ttft["lo"].as_f64().unwrap();
+    assert!(row.contains(&format!("[{lo:.3}")), "{row} {ttft}");
+    let names: Vec<String> = series(chart(&html, "ttft-cdf")).into_iter().map(|s| s.0).collect();
+    assert_eq!(names, ["trial-01", "trial-02", "trial-03"]);
+    // The same page from `report`, by the set's directory or its trials.json.
+    std::fs::remove_file(r.path().join("runs/t/report.html")).unwrap();
+    let o = xtask(r.path(), &["report", "runs/t/trials.json"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(r.path().join("runs/t/report.html").is_file());
+}
+
 #[test]
 fn a_path_without_results_is_refused_with_what_is_valid() {
     let r = repo("");
@@ -186,7 +221,9 @@ fn a_path_without_results_is_refused_with_what_is_valid() {
     let o = xtask(r.path(), &["report", "empty"]);
     assert_eq!(o.code, 2);
     assert!(
-        o.stderr.contains("holds no summary.json, sweep.json or comparison.json"),
+        o.stderr.contains(
+            "holds no summary.json, trials.json, sweep.json, comparison.json or tune.json"
+        ),
         "{}",
         o.stderr
     );

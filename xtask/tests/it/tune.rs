@@ -591,3 +591,27 @@ fn a_huge_grid_with_max_configs_measures_one_configuration_in_bounded_memory() {
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(!xtask(root.path(), &["tune", "--help"]).stdout.contains("\n  merge"));
 }
+
+/// `report DIR` of a tune: a row per configuration (the winner marked), both fronts drawn.
+#[test]
+fn a_tune_report_lists_its_configurations_and_draws_both_fronts() {
+    let root = copy_of_configs();
+    let mut args = tune_args("runs/t", &["scheduler.max_num_seqs=2,8"]);
+    args.extend(["--set", "slo.ttft_ms=60000"]);
+    let o = xtask(root.path(), &args);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let o = xtask(root.path(), &["report", "runs/t"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let html = std::fs::read_to_string(root.path().join("runs/t/report.html")).unwrap();
+    let tune = TuneFile::read(&root.path().join("runs/t")).unwrap();
+    assert!(html.contains("<title>Tune: profile default</title>"), "{html}");
+    for r in &tune.rows {
+        assert!(html.contains(&format!(">{}", r.name)), "{} missing: {html}", r.name);
+    }
+    let winner = tune.winner.as_deref().expect("a winner under a loose SLO");
+    assert!(html.contains(&format!(">{winner} (winner)</td>")), "{html}");
+    assert!(
+        html.contains("data-chart=\"pareto-throughput\"")
+            && html.contains("data-chart=\"pareto-goodput\"")
+    );
+}
