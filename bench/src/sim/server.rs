@@ -226,6 +226,7 @@ pub async fn start(
         .fallback(|| async {
             error_response(StatusCode::NOT_FOUND, "NotFoundError", "no such route on this server")
         })
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state.clone());
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -644,6 +645,13 @@ fn prompt_tokens(req: &Value, kind: Kind) -> Result<Vec<u32>, Refusal> {
         },
     }
 }
+
+/// The largest request body the simulator reads (128 MiB). An engine reads a request whole
+/// before it refuses a prompt beyond its context (400), so the simulator does too: with the
+/// server library's 2 MB default it answered a 100 MB prompt with 413 before reading it and
+/// closed the connection, which a client still uploading saw as a reset before any response
+/// (`connect_error`) or as the 413, by timing. Above this limit: 413.
+pub const MAX_BODY_BYTES: usize = 128 << 20;
 
 /// The context a backend without an engine model (timing mode) accepts: a request asking for
 /// more is refused with 400, as an engine refuses one beyond its `max_model_len`, so no request

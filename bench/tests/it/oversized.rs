@@ -106,3 +106,31 @@ async fn endless_bodies_and_lines_are_cut_where_documented_and_classified() {
         );
     }
 }
+
+/// A 100 MB prompt reaches the simulator whole and is refused as an engine refuses a prompt
+/// beyond its context (400, JSON), not dropped while it is still being sent: the bench's
+/// client (the same HTTP stack) gets an answer, so the request is `http_400`, not
+/// `connect_error`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_megabyte_prompt_is_answered_with_400_not_dropped() {
+    let opts = bench::sim::SimOptions::default();
+    let model = opts.model.clone();
+    let handle = start_timing_sim(Default::default(), opts).await;
+    let body = serde_json::json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "x ".repeat(50 << 20)}],
+        "max_tokens": 4,
+    })
+    .to_string();
+    assert!(body.len() > 100 << 20);
+    let r = http()
+        .post(format!("{}/v1/chat/completions", handle.base_url()))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("an answer, not a connection reset");
+    assert_eq!(r.status().as_u16(), 400);
+    let text = r.text().await.unwrap();
+    assert!(text.contains("maximum context length"), "{text}");
+}
