@@ -297,10 +297,10 @@ fn point(line: &Line, pos: usize, es: &[&Entry], metric: &str, positive: bool) -
     }
     let scaled: Vec<f64> = trials.iter().map(|v| if positive { v.ln() } else { *v }).collect();
     let back = |x: f64| if positive { x.exp() } else { x };
-    let mean = scaled.iter().sum::<f64>() / scaled.len() as f64;
-    let (lo, hi) = match bench::stats::interval::t_interval(&scaled, 0.95) {
-        Ok((_, lo, hi)) => (Some(back(lo)), Some(back(hi))),
-        Err(_) => (None, None),
+    // One trial has no interval: its value stands alone.
+    let (mean, lo, hi) = match bench::stats::interval::t_interval(&scaled, 0.95) {
+        Ok((mean, lo, hi)) => (mean, Some(back(lo)), Some(back(hi))),
+        Err(_) => (scaled[0], None, None),
     };
     Some(Point {
         position: pos,
@@ -358,15 +358,22 @@ pub fn detect(repo: &Repository, built: &mut Built, settings: &Settings) -> anyh
 struct Lookups<'r> {
     repo: &'r Repository,
     patterns: Vec<String>,
-    /// Per tree of `docs/adr`, the record in force.
+    /// Per tree of `docs/adr`, the record in force; and per position of the line (each series
+    /// asks for the same commits).
     in_force: BTreeMap<Oid, Option<String>>,
+    at_position: BTreeMap<usize, Option<String>>,
 }
 
 impl<'r> Lookups<'r> {
     /// The governed patterns are the settings' at the line's last commit.
     fn new(repo: &'r Repository, line: &Line) -> anyhow::Result<Lookups<'r>> {
         use crate::settings::{SETTINGS_FILE, Settings};
-        let mut l = Lookups { repo, patterns: vec![], in_force: BTreeMap::new() };
+        let mut l = Lookups {
+            repo,
+            patterns: vec![],
+            in_force: BTreeMap::new(),
+            at_position: BTreeMap::new(),
+        };
         let text = match line.commits.len() {
             0 => None,
             n => git::read_text(repo, &l.tree(line, n - 1)?, SETTINGS_FILE)?,
@@ -384,6 +391,15 @@ impl<'r> Lookups<'r> {
     }
 
     fn record_in_force(&mut self, pos: usize, line: &Line) -> anyhow::Result<Option<String>> {
+        if let Some(r) = self.at_position.get(&pos) {
+            return Ok(r.clone());
+        }
+        let r = self.record_at(pos, line)?;
+        self.at_position.insert(pos, r.clone());
+        Ok(r)
+    }
+
+    fn record_at(&mut self, pos: usize, line: &Line) -> anyhow::Result<Option<String>> {
         let tree = self.tree(line, pos)?;
         let Ok(dir) = tree.get_path(Path::new(crate::adr::records::ADR_DIR)) else {
             return Ok(None);

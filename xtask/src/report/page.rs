@@ -463,16 +463,18 @@ fn tune_table(t: &crate::tune::model::TuneFile) -> String {
             Some(e) => format!("{:?}: {e}", r.status).to_lowercase(),
             None => format!("{:?}", r.status).to_lowercase(),
         };
-        let slo = if r.slo_misses.is_empty() && r.slo_undecided.is_empty() {
-            if r.status == crate::tune::model::RowStatus::Measured {
-                "met".to_string()
-            } else {
-                BLANK.to_string()
+        // The row's own verdict on its SLOs, with the objectives it misses or cannot decide.
+        let slo = match r.slo {
+            None => BLANK.to_string(),
+            Some(c) => {
+                let which: Vec<&str> =
+                    r.slo_misses.iter().chain(&r.slo_undecided).map(String::as_str).collect();
+                if which.is_empty() {
+                    c.as_str().to_string()
+                } else {
+                    format!("{}: {}", c.as_str(), which.join("; "))
+                }
             }
-        } else {
-            let mut v = r.slo_misses.iter().map(|m| format!("misses {m}")).collect::<Vec<_>>();
-            v.extend(r.slo_undecided.iter().map(|m| format!("undecided {m}")));
-            v.join("; ")
         };
         let front = match (r.pareto, r.goodput_pareto) {
             (true, true) => "throughput, goodput",
