@@ -22,6 +22,10 @@
 //! exactly 0, so the expected ITL and TPOT means are unchanged, and its spread is known, so the
 //! ITL distribution is checked beyond its mean). Without it the 32 streams of a perfectly
 //! deterministic server would end, and restart, in lockstep.
+//!
+//! A machine that stalls both processes breaks timing bounds that are no fault of the bench's:
+//! the server's own lateness shows it, and such an attempt is measured again
+//! ([`crate::until_quiet`]); a bound broken while the server kept its schedule fails at once.
 
 use std::collections::HashMap;
 
@@ -111,8 +115,15 @@ const GAP_ERROR_P50_MS: f64 = 0.1;
 const GAP_ERROR_P99_MS: f64 = 5.0;
 
 async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
+    crate::until_quiet(|| attempt(&timing, usage, &expect)).await;
+}
+
+/// One measurement: the structure (every request answered, every gap paired, the schedule the
+/// configured one, the token counts) is asserted; the timing bounds are returned to
+/// [`crate::until_quiet`] with whether the server kept its schedule meanwhile.
+async fn attempt(timing: &TimingConfig, usage: UsageMode, expect: &Expect) -> crate::Attempt {
     let dir = tempfile::tempdir().unwrap();
-    let server = start_timing_sim_apart(&timing, usage);
+    let server = start_timing_sim_apart(timing, usage);
     let out =
         run_against_url(server.base_url(), server.model(), profile(PROFILE, &[]), dir.path()).await;
     let sim_records = server.finish().await;
@@ -205,37 +216,47 @@ async fn check(timing: TimingConfig, usage: UsageMode, expect: Expect) {
         tpot.mean,
         rank(&handed_gaps, 0.99),
     );
-    eprintln!("known answer: {diag}");
-    assert!(
+    let mut failures = Vec::new();
+    let mut bound = |holds: bool, what: &str| {
+        if !holds {
+            failures.push(what.to_string());
+        }
+    };
+    bound(
         rank(&late_all, 0.5) <= SERVER_LATE_P50_MS && rank(&late_all, 0.99) <= SERVER_LATE_P99_MS,
-        "the known-answer server was late against its own schedule (the machine delayed it; this is not the bench's error): {diag}"
+        "the known-answer server was late against its own schedule (the machine delayed it; this is not the bench's error)",
     );
-    assert!(
+    bound(
         rank(&ttft_error, 0.5) <= TTFT_ERROR_P50_MS && rank(&ttft_error, 0.99) <= TTFT_ERROR_P99_MS,
-        "the bench's TTFT, request by request: {diag}"
+        "the bench's TTFT, request by request",
     );
-    assert!(ttft_error[0] >= -0.5, "a TTFT shorter than the server's: {diag}");
-    assert!(
+    bound(ttft_error[0] >= -0.5, "a TTFT shorter than the server's");
+    bound(
         rank(&gap_error, 0.5) <= GAP_ERROR_P50_MS && rank(&gap_error, 0.99) <= GAP_ERROR_P99_MS,
-        "the bench's inter-token gaps, gap by gap: {diag}"
+        "the bench's inter-token gaps, gap by gap",
     );
     // The summary's ITL distribution is the handed-over one: spread, tail and jitter.
     // Measured on a quiet run: stdev within 0.05 ms, p99 within 0.15 ms (the histogram keeps
     // 3 significant digits), jitter within 0.002; the bounds leave room for the gap errors'
     // tail above.
-    assert!((itl.stdev - handed_sd).abs() <= 0.5, "ITL stdev: {diag}");
-    assert!((itl.p99 - rank(&handed_gaps, 0.99)).abs() <= 2.0, "ITL p99: {diag}");
+    bound((itl.stdev - handed_sd).abs() <= 0.5, "ITL stdev");
+    bound((itl.p99 - rank(&handed_gaps, 0.99)).abs() <= 2.0, "ITL p99");
     let jitter = s.metrics.itl_jitter.unwrap();
-    assert!((jitter - handed_sd / handed_mean).abs() <= 0.5 / handed_mean, "ITL jitter: {diag}");
+    bound((jitter - handed_sd / handed_mean).abs() <= 0.5 / handed_mean, "ITL jitter");
 
     // 3. The configured answer.
-    assert!((ttft.p50 - expect.ttft).abs() <= 2.0, "TTFT p50: {diag}");
-    assert!((itl.mean - expect.itl).abs() <= 0.5, "ITL mean: {diag}");
-    assert!((tpot.mean - expect.tpot).abs() <= 0.5, "TPOT mean: {diag}");
+    bound((ttft.p50 - expect.ttft).abs() <= 2.0, "TTFT p50");
+    bound((itl.mean - expect.itl).abs() <= 0.5, "ITL mean");
+    bound((tpot.mean - expect.tpot).abs() <= 0.5, "TPOT mean");
     assert_eq!(s.tokens.output_total, Some(320 * expect.tokens));
     for r in read.records.iter().filter(|r| !r.warmup) {
         assert_eq!(r.output_tokens, Some(expect.tokens), "request {}", r.id);
         assert_eq!(r.token_source, Some(expect.source));
+    }
+    crate::Attempt {
+        quiet: rank(&late_all, 0.99) <= crate::QUIET_SERVER_LATE_P99_MS,
+        diag,
+        failures,
     }
 }
 

@@ -22,3 +22,51 @@ pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     LOCK.lock().await
 }
+
+/// What one attempt at a timing test measured: whether the machine was quiet while it ran (the
+/// known-answer server, a process of its own, kept its schedule), what it saw, and the timing
+/// bounds it broke.
+pub struct Attempt {
+    pub quiet: bool,
+    pub diag: String,
+    pub failures: Vec<String>,
+}
+
+/// The server's lateness against its own schedule (every chunk, p99, ms) under which the machine
+/// counts as quiet. Measured: 0.13-0.16 ms on the idle 2-core machine, 1.3-4.5 ms with two builds
+/// running beside the test, 1.9-5.4 ms on a busy CI host (docs/performance.md).
+pub const QUIET_SERVER_LATE_P99_MS: f64 = 1.0;
+
+/// How many times a timing test measures before it gives up on a machine that stalls.
+pub const ATTEMPTS: usize = 4;
+
+/// Run a timing test's measurement until one attempt holds its bounds. A broken bound on a quiet
+/// machine fails at once (that is the bench's error); one broken while the machine stalled both
+/// processes is measured again, up to [`ATTEMPTS`] times, and the test fails when every attempt
+/// stalled, naming each: a machine this busy cannot check these bounds, and the test says so
+/// rather than pass.
+pub async fn until_quiet<F, Fut>(mut attempt: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Attempt>,
+{
+    let mut stalled = Vec::new();
+    for n in 1..=ATTEMPTS {
+        let a = attempt().await;
+        eprintln!("attempt {n} (quiet: {}): {}", a.quiet, a.diag);
+        if a.failures.is_empty() {
+            return;
+        }
+        assert!(
+            !a.quiet,
+            "on a quiet machine (the known-answer server kept its schedule): {}\n{}",
+            a.failures.join("; "),
+            a.diag
+        );
+        stalled.push(format!("attempt {n}: {} ({})", a.failures.join("; "), a.diag));
+    }
+    panic!(
+        "the machine stalled the known-answer server (its lateness p99 over {QUIET_SERVER_LATE_P99_MS} ms) in every one of {ATTEMPTS} attempts, and each broke a bound:\n{}",
+        stalled.join("\n")
+    );
+}

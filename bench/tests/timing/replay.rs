@@ -7,6 +7,8 @@
 //! timer until 2 ms before the send and on the pacer thread for the rest
 //! (`bench/src/runner/pace.rs`); the request is stamped when its task hands it to a connection.
 //! Measured on the idle 2-core reference machine: p50 0.1 ms, p99 0.16-0.28 ms (docs/performance.md).
+//! A machine that stalls the server too (its lateness against its schedule) is measured again
+//! ([`crate::until_quiet`]); a lag over the bound while the server kept its schedule fails at once.
 
 use crate::apart::start_timing_sim_apart;
 use crate::support::*;
@@ -16,6 +18,10 @@ use bench::rundir;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_at_200_requests_per_second_sends_within_1_ms_p99() {
     let _alone = crate::one_at_a_time().await;
+    crate::until_quiet(replay).await;
+}
+
+async fn replay() -> crate::Attempt {
     let dir = tempfile::tempdir().unwrap();
     // 600 records, uneven gaps averaging 5 ms (200 requests/s), replayed at half speed from a
     // trace written at 100 requests/s.
@@ -45,7 +51,7 @@ async fn a_replay_at_200_requests_per_second_sends_within_1_ms_p99() {
         &[],
     );
     let out = run_against_url(server.base_url(), server.model(), p, dir.path()).await;
-    server.finish().await;
+    let sim = server.finish().await;
     assert_eq!(out.summary.requests.ok, 600, "{:?}", out.summary.requests.by_class);
     let mut records = rundir::read_records(&out.dir).unwrap().records;
     records.sort_by_key(|r| r.id);
@@ -53,14 +59,23 @@ async fn a_replay_at_200_requests_per_second_sends_within_1_ms_p99() {
     let mut lags: Vec<f64> = records.iter().map(|r| r.lag_ms().unwrap()).collect();
     lags.sort_by(f64::total_cmp);
     let p99 = lags[(lags.len() * 99).div_ceil(100) - 1];
-    eprintln!(
-        "send lag p50 {:.3} p99 {p99:.3} max {:.3} ms",
+    // The server's lateness against its schedule, every chunk of every request it served.
+    let mut late: Vec<f64> = sim
+        .iter()
+        .flat_map(|r| r.chunk_ms.iter().zip(&r.chunk_due_ms).map(|(h, d)| h - d))
+        .collect();
+    late.sort_by(f64::total_cmp);
+    let late_p99 = late[(late.len() * 99).div_ceil(100) - 1];
+    let diag = format!(
+        "send lag p50 {:.3} p99 {p99:.3} max {:.3} ms | server late p99 {late_p99:.3} ms",
         lags[lags.len() / 2],
         lags[lags.len() - 1]
     );
-    assert!(p99 <= 1.0, "send lag p99 {p99} ms (max {})", lags[lags.len() - 1]);
     let span = records[599].intended_ms - first;
     assert!((span - last as f64 * 0.5).abs() <= 0.002, "intended span {span} ms");
     let achieved = 599.0 / (span / 1000.0);
     assert!((achieved - 200.0).abs() < 20.0, "{achieved} requests/s");
+    let failures =
+        if p99 <= 1.0 { vec![] } else { vec![format!("send lag p99 {p99:.3} ms over 1 ms")] };
+    crate::Attempt { quiet: late_p99 <= crate::QUIET_SERVER_LATE_P99_MS, diag, failures }
 }
