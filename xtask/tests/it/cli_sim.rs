@@ -87,9 +87,11 @@ fn the_oracle_profile_is_measured_back() {
     let s = bench::Summary::read(&r.path().join("runs/o")).unwrap();
     let (ttft, tpot) = (s.metrics.ttft_ms.unwrap(), s.metrics.tpot_ms.unwrap());
     // Loose bounds: the precise known answer is bench/tests/timing/known_answer.rs; this checks
-    // the profile the README names is that oracle.
+    // the profile the README names is that oracle. A TPOT can come out a little under the 10 ms
+    // gap: a first token read late (a busy machine) shortens the span it divides (measured
+    // once: p50 9.999 ms, min 9.986 ms).
     assert!((50.0..60.0).contains(&ttft.p50), "{ttft:?}");
-    assert!((10.0..11.0).contains(&tpot.p50), "{tpot:?}");
+    assert!((9.5..11.0).contains(&tpot.p50), "{tpot:?}");
 }
 
 /// Killed outright mid-run (no signal handler runs), the run directory still holds every
