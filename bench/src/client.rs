@@ -531,6 +531,52 @@ pub struct Call<'a> {
     pub clock: Instant,
     /// Keep the generated text.
     pub capture_text: bool,
+    /// Close the request on purpose (`[profile.*.cancel]`): `None` for most requests.
+    pub cancel: Option<Cancel>,
+}
+
+/// When the client closes one request on purpose, as a client that gives up does.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel {
+    /// Once this many content events arrived.
+    pub after_tokens: Option<u64>,
+    /// At this instant (the intended send time plus the planned ms).
+    pub at: Option<Instant>,
+    /// The planned ms, for the record's message.
+    pub after_ms: Option<f64>,
+    /// A header sent with the request carrying the deadline, and its value (seconds).
+    pub header: Option<(String, String)>,
+}
+
+impl Cancel {
+    /// The plan of a request intended at `intended`.
+    pub fn of(plan: &crate::config::CancelPlan, intended: Instant) -> Cancel {
+        let at = plan.after_ms.map(|ms| intended + Duration::from_secs_f64(ms / 1000.0));
+        let header = match (&plan.header, plan.after_ms) {
+            (Some(h), Some(ms)) => Some((h.clone(), format!("{:.3}", ms / 1000.0))),
+            _ => None,
+        };
+        Cancel { after_tokens: plan.after_tokens, at, after_ms: plan.after_ms, header }
+    }
+
+    fn why_time(&self) -> String {
+        format!(
+            "cancelled on purpose {} ms after its intended send (cancel)",
+            crate::config::limits::number(self.after_ms.unwrap_or_default())
+        )
+    }
+
+    fn why_tokens(n: u64) -> String {
+        format!("cancelled on purpose after {n} output tokens (cancel.after_tokens)")
+    }
+}
+
+/// Sleep until `at`, or forever without it.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Signals from the runner to requests in flight.
@@ -539,7 +585,7 @@ pub enum Phase {
     Running,
     /// No new requests; in-flight ones may finish.
     Draining,
-    /// Abort everything in flight now (`cancelled`).
+    /// Abort everything in flight now (`interrupted`).
     Abort,
 }
 
@@ -1257,16 +1303,17 @@ impl Client {
     /// Execute one request. Latencies are computed later from `intended`; here every event is
     /// timestamped on arrival (before JSON parsing) on the run clock.
     pub async fn execute(&self, call: Call<'_>, mut phase: watch::Receiver<Phase>) -> Exchange {
-        let Call { url, body, stream, request_id, clock, capture_text } = call;
+        let Call { url, body, stream, request_id, clock, capture_text, cancel } = call;
+        let cancel = cancel.unwrap_or_default();
         let sent_body = body.clone();
         let deadline = Instant::now() + self.opts.request_timeout;
         let sent = Instant::now();
-        let req = self
-            .http
-            .post(url)
-            .headers(self.headers.clone())
-            .header("x-request-id", request_id)
-            .body(body);
+        let mut req =
+            self.http.post(url).headers(self.headers.clone()).header("x-request-id", request_id);
+        if let Some((name, value)) = &cancel.header {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        let req = req.body(body);
         let abort = async move {
             let _ = phase.wait_for(|p| *p == Phase::Abort).await;
         };
@@ -1285,7 +1332,8 @@ impl Client {
             if stream { self.next_wait(deadline) } else { (deadline, Wait::Request) };
         let resp = tokio::select! {
             r = tokio::time::timeout_at(until, req.send()) => r,
-            _ = &mut abort => return failed(Outcome::Cancelled, "in flight when the run was interrupted".into(), Some(sent)),
+            _ = &mut abort => return failed(Outcome::Interrupted, "in flight when the run was interrupted".into(), Some(sent)),
+            _ = self::until(cancel.at) => return failed(Outcome::Cancelled, cancel.why_time(), Some(sent)),
         };
         let mut resp = match resp {
             Err(_) => {
@@ -1333,11 +1381,12 @@ impl Client {
             return ex;
         }
         let (mut result, end) = if stream {
-            let result =
-                self.read_stream(&mut resp, deadline, &mut abort, clock, capture_text).await;
+            let result = self
+                .read_stream(&mut resp, deadline, &mut abort, clock, capture_text, &cancel)
+                .await;
             (result, Instant::now())
         } else {
-            self.read_body(&mut resp, deadline, &mut abort, clock, capture_text).await
+            self.read_body(&mut resp, deadline, &mut abort, clock, capture_text, &cancel).await
         };
         // After the response: the body is parsed again outside every measured time.
         result.check_usage(stream, sent_max_tokens(&sent_body));
@@ -1352,10 +1401,11 @@ impl Client {
         abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         clock: Instant,
         capture_text: bool,
+        cancel: &Cancel,
     ) -> (ResponseResult, Instant) {
         let mut buf = Vec::new();
         let end = loop {
-            match self.next_chunk(resp, deadline, abort).await {
+            match self.next_chunk(resp, deadline, abort, cancel).await {
                 Ok(b) if buf.len() + b.len() > self.opts.max_event_bytes => {
                     break StreamEnd::Oversized(format!(
                         "the body went past {} bytes (client.max_event_kib)",
@@ -1374,10 +1424,11 @@ impl Client {
                 capture_text,
                 &self.redactor,
             ),
-            StreamEnd::Cancelled => ResponseResult::failed(
-                Outcome::Cancelled,
+            StreamEnd::Interrupted => ResponseResult::failed(
+                Outcome::Interrupted,
                 "in flight when the run was interrupted".into(),
             ),
+            StreamEnd::CancelledOnPurpose(why) => ResponseResult::failed(Outcome::Cancelled, why),
             StreamEnd::Timeout(m) => ResponseResult::failed(Outcome::Timeout, m),
             StreamEnd::ReadError(m) => ResponseResult::failed(
                 Outcome::Truncated,
@@ -1402,6 +1453,7 @@ impl Client {
         abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
         clock: Instant,
         capture_text: bool,
+        cancel: &Cancel,
     ) -> ResponseResult {
         let header =
             |name| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -1413,7 +1465,7 @@ impl Client {
         let mut tracker = StreamTracker::new(capture_text).with_redactor(self.redactor.clone());
         let mut items = Vec::with_capacity(8);
         let end = 'read: loop {
-            match self.next_chunk(resp, deadline, abort).await {
+            match self.next_chunk(resp, deadline, abort, cancel).await {
                 Err(end) => break end,
                 Ok(bytes) => {
                     // The arrival time of these bytes stamps every event they complete.
@@ -1433,6 +1485,14 @@ impl Client {
                         if flow == Flow::Stop {
                             break 'read StreamEnd::Stopped;
                         }
+                    }
+                    // A planned cancel closes the stream once its tokens arrived (the events
+                    // of these bytes are all counted: a client reads what it was handed).
+                    if let Some(n) = cancel.after_tokens
+                        && tracker.content_events() >= n
+                        && !tracker.completed()
+                    {
+                        break 'read StreamEnd::CancelledOnPurpose(Cancel::why_tokens(n));
                     }
                     if parser.overflowed() {
                         break 'read StreamEnd::Oversized(format!(
@@ -1479,10 +1539,12 @@ impl Client {
         resp: &mut reqwest::Response,
         deadline: Instant,
         abort: &mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>,
+        cancel: &Cancel,
     ) -> Result<bytes::Bytes, StreamEnd> {
         let next = tokio::select! {
             c = tokio::time::timeout_at(deadline.min(Instant::now() + self.opts.stall_timeout), resp.chunk()) => c,
-            _ = abort.as_mut() => return Err(StreamEnd::Cancelled),
+            _ = abort.as_mut() => return Err(StreamEnd::Interrupted),
+            _ = until(cancel.at) => return Err(StreamEnd::CancelledOnPurpose(cancel.why_time())),
         };
         match next {
             Err(_) => Err(StreamEnd::Timeout(self.timeout_msg(deadline))),

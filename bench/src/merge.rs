@@ -426,6 +426,8 @@ fn merged_summary(
     s.invocation = invocation;
     s.schedule.fell_behind = shards.iter().any(|x| x.summary.schedule.fell_behind);
     s.server = None;
+    // It came from one shard's server counters: the merged run has none.
+    s.goodput.token_ratio = None;
     s.extra = BTreeMap::new();
     s.extra.insert(MERGE_KEY.into(), serde_json::to_value(report).expect("serializes"));
     s.cost = crate::cost::for_summary(&s);

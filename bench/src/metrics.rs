@@ -192,7 +192,15 @@ pub struct RequestCounts {
     /// Measured requests (warmup excluded).
     pub total: u64,
     pub ok: u64,
+    /// Measured requests that did not end `ok`, those cancelled on purpose apart.
     pub failed: u64,
+    /// Measured requests the bench cancelled on purpose (`[profile.*.cancel]`): neither ok nor
+    /// failed, never in a latency histogram.
+    #[serde(default)]
+    pub cancelled: u64,
+    /// How the cancelled requests went (absent when none was cancelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancellation: Option<Cancellation>,
     /// Warmup requests (recorded, excluded from every metric).
     pub warmup: u64,
     /// Measured requests by outcome class.
@@ -208,6 +216,17 @@ pub struct RequestCounts {
     /// (`gzip`, `html`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub unexpected_bodies: BTreeMap<String, u64>,
+}
+
+/// The requests cancelled on purpose: when they were closed and what they had received.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cancellation {
+    /// Cancelled before their first token arrived (their prefill, if computed, is all waste).
+    pub before_first_token: u64,
+    /// Output tokens (content events) the cancelled requests received before they were closed.
+    pub tokens_received: u64,
+    /// When they were closed: ms from the intended send time.
+    pub after_ms: Option<Stats>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -230,7 +249,23 @@ pub struct TokenCounts {
     /// are blank rather than wrapped.
     #[serde(default)]
     pub overflows: u64,
+    /// Over the ok streamed requests that reported usage (two content events or more; a whole
+    /// body is one): the sum of their `usage.completion_tokens`, those set aside as
+    /// contradicting the response included...
+    #[serde(default)]
+    pub usage_total: Option<u64>,
+    /// ... and the sum of the content events the client received for them.
+    #[serde(default)]
+    pub streamed_total: Option<u64>,
+    /// |usage_total - streamed_total| / streamed_total: what the server says it sent against
+    /// what the client counted (0 for an honest server streaming one token per event; blank when
+    /// no such request). A server or client that drops or invents tokens moves it.
+    #[serde(default)]
+    pub server_mismatch: Option<f64>,
 }
+
+/// Above this `tokens.server_mismatch` the summary says so in a note.
+pub const TOKEN_MISMATCH_TOLERANCE: f64 = 0.01;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencyMetrics {
@@ -259,8 +294,14 @@ pub struct Goodput {
     pub requests: Option<u64>,
     /// Those requests per second of the measured window.
     pub requests_per_s: Option<f64>,
-    /// Share of the measured requests that met every objective (failures count as misses).
+    /// Share of the measured requests that met every objective (failures count as misses;
+    /// requests cancelled on purpose are left out).
     pub ratio: Option<f64>,
+    /// Output tokens delivered to ok requests over the output tokens the server computed, from
+    /// its counters over the run (blank when the server exposes none; never estimated): the
+    /// share of the engine's decode work that reached a client that wanted it.
+    #[serde(default)]
+    pub token_ratio: Option<f64>,
 }
 
 /// The measured window: from the earliest intended send of a measured request to the latest end
@@ -334,6 +375,9 @@ pub struct MetricsAccumulator {
     pub e2e: LatencyHist,
     pub queue: LatencyHist,
     pub lag: LatencyHist,
+    /// When the requests cancelled on purpose were closed (ms from their intended send).
+    cancel_after: LatencyHist,
+    cancellation: Cancellation,
     /// Prompt and output lengths (tokens) the server reported for the measured ok requests.
     pub input_len: LatencyHist,
     pub output_len: LatencyHist,
@@ -375,6 +419,8 @@ impl MetricsAccumulator {
             e2e: LatencyHist::new(),
             queue: LatencyHist::new(),
             lag: LatencyHist::new(),
+            cancel_after: LatencyHist::new(),
+            cancellation: Cancellation::default(),
             input_len: LatencyHist::new(),
             output_len: LatencyHist::new(),
             counts: RequestCounts::default(),
@@ -429,6 +475,14 @@ impl MetricsAccumulator {
         }
         self.count_stream(r);
         self.count_turn(r);
+        if r.class == Outcome::Cancelled {
+            self.counts.cancelled += 1;
+            let c = &mut self.cancellation;
+            c.before_first_token += u64::from(r.first_token_ms.is_none());
+            c.tokens_received = c.tokens_received.saturating_add(r.content_events);
+            self.cancel_after.record(r.end_ms - r.intended_ms);
+            return;
+        }
         if r.class != Outcome::Ok {
             self.counts.failed += 1;
             return;
@@ -469,6 +523,19 @@ impl MetricsAccumulator {
         }
         if r.count_mismatch {
             self.tokens.count_mismatches += 1;
+        }
+        // The usage the server reported: the one used, or the one set aside as contradicting
+        // the response (more than max_tokens, say), which is a mismatch too.
+        let reported = match (r.token_source, r.output_tokens) {
+            (Some(TokenSource::Usage), Some(n)) => Some(n),
+            _ => r.rejected_usage,
+        };
+        if let Some(n) = reported
+            && r.content_events >= 2
+        {
+            let add = |s: Option<u64>, n: u64| Some(s.unwrap_or(0).saturating_add(n));
+            self.tokens.usage_total = add(self.tokens.usage_total, n);
+            self.tokens.streamed_total = add(self.tokens.streamed_total, r.content_events);
         }
         match self.slo.met_by(r) {
             Some(true) => self.slo_met += 1,
@@ -548,6 +615,10 @@ impl MetricsAccumulator {
         let input_total = self.input_total.filter(|_| has_ok && self.input_seen);
         let output_total = self.output_total.filter(|_| has_ok && self.output_seen);
         let mut tokens = TokenCounts { input_total, output_total, ..self.tokens.clone() };
+        tokens.server_mismatch = match (tokens.usage_total, tokens.streamed_total) {
+            (Some(u), Some(s)) if s > 0 => Some(round6((u as f64 - s as f64).abs() / s as f64)),
+            _ => None,
+        };
         let all_tokens = match (input_total, output_total) {
             (Some(i), Some(o)) => {
                 let sum = i.checked_add(o);
@@ -561,16 +632,25 @@ impl MetricsAccumulator {
             output_tokens_per_s: output_total.and_then(per_s),
             total_tokens_per_s: all_tokens.and_then(per_s),
         };
-        let goodput = if self.slo.is_empty() || self.slo_unknown || self.counts.total == 0 {
+        let answered = self.counts.total - self.counts.cancelled;
+        let goodput = if self.slo.is_empty() || self.slo_unknown || answered == 0 {
             Goodput { slo: self.slo.clone(), ..Goodput::default() }
         } else {
             Goodput {
                 slo: self.slo.clone(),
                 requests: Some(self.slo_met),
                 requests_per_s: per_s(self.slo_met),
-                ratio: Some(round6(self.slo_met as f64 / self.counts.total as f64)),
+                ratio: Some(round6(self.slo_met as f64 / answered as f64)),
+                token_ratio: None,
             }
         };
+        let mut requests = self.counts.clone();
+        if requests.cancelled > 0 {
+            requests.cancellation = Some(Cancellation {
+                after_ms: self.cancel_after.stats(),
+                ..self.cancellation.clone()
+            });
+        }
         let itl_jitter = match (self.itl.mean(), self.itl.stdev()) {
             (Some(m), Some(s)) if m > 0.0 && self.itl.len() >= 2 => Some(round6(s / m)),
             _ => None,
@@ -582,7 +662,7 @@ impl MetricsAccumulator {
             _ => None,
         };
         RunMetrics {
-            requests: self.counts.clone(),
+            requests,
             tokens,
             latency: LatencyMetrics {
                 ttft_ms: self.ttft.stats(),

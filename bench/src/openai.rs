@@ -159,7 +159,9 @@ pub enum StreamEnd {
     /// The request or stall timeout fired.
     Timeout(String),
     /// The run was interrupted and the grace period ran out.
-    Cancelled,
+    Interrupted,
+    /// The bench closed the stream on purpose (`[profile.*.cancel]`): why.
+    CancelledOnPurpose(String),
     /// The tracker itself asked to stop.
     Stopped,
     /// A line or an event's data went past `client.max_event_kib`: reading stopped there.
@@ -359,6 +361,16 @@ impl StreamTracker {
         self
     }
 
+    /// Content events received so far (the client's own count of output tokens).
+    pub fn content_events(&self) -> u64 {
+        self.content_events
+    }
+
+    /// Whether the stream already said it is complete (a finish reason or `[DONE]`).
+    pub fn completed(&self) -> bool {
+        self.done || self.finish_reason.is_some()
+    }
+
     pub fn on_comment(&mut self) {
         self.integrity.comments += 1;
     }
@@ -497,9 +509,10 @@ impl StreamTracker {
         } else {
             match end {
                 StreamEnd::Timeout(m) => (Outcome::Timeout, Some(m)),
-                StreamEnd::Cancelled => {
-                    (Outcome::Cancelled, Some("in flight when the run was interrupted".into()))
+                StreamEnd::Interrupted => {
+                    (Outcome::Interrupted, Some("in flight when the run was interrupted".into()))
                 }
+                StreamEnd::CancelledOnPurpose(why) => (Outcome::Cancelled, Some(why)),
                 StreamEnd::ReadError(m) => (
                     Outcome::Truncated,
                     Some(format!("connection failed before finish_reason or [DONE]: {m}")),
@@ -718,7 +731,10 @@ mod tests {
             run(&[("message", &a, 1.0)], StreamEnd::Timeout("stall".into())).class,
             Outcome::Timeout
         );
-        assert_eq!(run(&[("message", &a, 1.0)], StreamEnd::Cancelled).class, Outcome::Cancelled);
+        assert_eq!(
+            run(&[("message", &a, 1.0)], StreamEnd::Interrupted).class,
+            Outcome::Interrupted
+        );
         // No content.
         assert_eq!(
             run(&[("message", ROLE, 1.0), ("message", FINISH, 2.0)], EOF).class,

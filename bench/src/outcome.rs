@@ -24,8 +24,11 @@ pub enum Outcome {
     Malformed,
     /// The response completed without any content, reasoning or tool-call token.
     Empty,
-    /// Still in flight when the run was interrupted and the grace period ran out.
+    /// Cancelled by the bench on purpose (`[profile.*.cancel]`): the stream was closed after the
+    /// planned tokens or time, the way a client that gives up closes it.
     Cancelled,
+    /// Still in flight when the run was interrupted and the grace period ran out.
+    Interrupted,
 }
 
 impl Outcome {
@@ -34,7 +37,7 @@ impl Outcome {
     }
 
     /// All class names except the open-ended `http_<status>` family.
-    pub const FIXED_CLASSES: [&'static str; 8] = [
+    pub const FIXED_CLASSES: [&'static str; 9] = [
         "ok",
         "connect_error",
         "timeout",
@@ -43,6 +46,7 @@ impl Outcome {
         "malformed",
         "empty",
         "cancelled",
+        "interrupted",
     ];
 }
 
@@ -58,13 +62,14 @@ impl fmt::Display for Outcome {
             Outcome::Malformed => f.write_str("malformed"),
             Outcome::Empty => f.write_str("empty"),
             Outcome::Cancelled => f.write_str("cancelled"),
+            Outcome::Interrupted => f.write_str("interrupted"),
         }
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "unknown outcome class `{0}`: expected one of ok, http_<status>, connect_error, timeout, stream_error, truncated, malformed, empty, cancelled"
+    "unknown outcome class `{0}`: expected one of ok, http_<status>, connect_error, timeout, stream_error, truncated, malformed, empty, cancelled, interrupted"
 )]
 pub struct UnknownOutcome(String);
 
@@ -80,6 +85,7 @@ impl FromStr for Outcome {
             "malformed" => Outcome::Malformed,
             "empty" => Outcome::Empty,
             "cancelled" => Outcome::Cancelled,
+            "interrupted" => Outcome::Interrupted,
             other => match other.strip_prefix("http_").and_then(|c| c.parse::<u16>().ok()) {
                 Some(code) if (100..=999).contains(&code) => Outcome::Http(code),
                 _ => return Err(UnknownOutcome(other.to_string())),
@@ -106,7 +112,7 @@ mod tests {
     use super::*;
 
     /// The class names, written out: what requests.jsonl, summary.json and the docs say.
-    const NAMES: [(Outcome, &str); 11] = [
+    const NAMES: [(Outcome, &str); 12] = [
         (Outcome::Ok, "ok"),
         (Outcome::Http(429), "http_429"),
         (Outcome::Http(503), "http_503"),
@@ -117,6 +123,7 @@ mod tests {
         (Outcome::Malformed, "malformed"),
         (Outcome::Empty, "empty"),
         (Outcome::Cancelled, "cancelled"),
+        (Outcome::Interrupted, "interrupted"),
         (Outcome::Http(500), "http_500"),
     ];
 

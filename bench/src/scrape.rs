@@ -199,17 +199,52 @@ impl Scraper {
 
     /// Take the final scrape, stop, and compute the section: gauges over the measured `window`,
     /// counters over the whole `run` (ms on the run clock that started at `clock`).
+    ///
+    /// With `drain` (a run that cancelled requests on purpose), the final scrape waits until the
+    /// engine runs and queues nothing, at most `drain`: the counters then hold what it computed
+    /// for the cancelled requests after their clients left, and the section says how long that
+    /// took and whether the engine stopped at all.
     pub async fn finish(
         self,
         clock: Instant,
         window: Option<(f64, f64)>,
         run: crate::metrics::RunTotals,
+        drain: Option<Duration>,
     ) -> ServerSection {
         let _ = self.stop.send(true);
         let _ = self.task.await;
-        let t = Instant::now();
-        let last =
+        let ended = Instant::now();
+        let mut t = ended;
+        let mut last =
             scrape_once(&self.http, &self.url).await.ok().map(|e| Reading::from_exposition(&e));
+        let idle = |r: &Option<Reading>| {
+            r.as_ref().and_then(|r| Some(r.running? + r.waiting.unwrap_or(0.0) == 0.0))
+        };
+        let mut drained = None;
+        if let Some(bound) = drain {
+            let step = self.interval.min(Duration::from_millis(50));
+            loop {
+                match idle(&last) {
+                    // The gauges are not exposed: nothing to wait for.
+                    None => break,
+                    Some(true) => {
+                        drained = Some(((t - ended).as_secs_f64() * 1000.0, true));
+                        break;
+                    }
+                    Some(false) if t - ended >= bound => {
+                        drained = Some(((t - ended).as_secs_f64() * 1000.0, false));
+                        break;
+                    }
+                    Some(false) => {}
+                }
+                tokio::time::sleep(step).await;
+                t = Instant::now();
+                last = scrape_once(&self.http, &self.url)
+                    .await
+                    .ok()
+                    .map(|e| Reading::from_exposition(&e));
+            }
+        }
         let gpu_last = if self.gpu {
             tokio::task::spawn_blocking(move || sample_gpu(t)).await.ok().flatten()
         } else {
@@ -233,7 +268,15 @@ impl Scraper {
                 .filter_map(|(i, text)| server_metrics::parse_nvidia_smi(text, ms(*i)))
                 .collect::<Vec<GpuSample>>()
         });
-        server_metrics::summarize(
+        // After a drain the counters run to the scrape that found the engine idle: what it
+        // computed for nobody after the last request is counted too.
+        let mut run = run;
+        if drained.is_some()
+            && let Some((start, end)) = run.span
+        {
+            run.span = Some((start, end.max(ms(t))));
+        }
+        let mut section = server_metrics::summarize(
             &self.url,
             d.engine.unwrap_or("unknown"),
             self.interval.as_secs_f64(),
@@ -241,6 +284,14 @@ impl Scraper {
             window,
             run,
             gpu,
-        )
+        );
+        if let Some((ms, stopped)) = drained {
+            section.after_run = Some(server_metrics::AfterRun {
+                busy_ms: (ms * 1000.0).round() / 1000.0,
+                idle: stopped,
+                waited_s: drain.unwrap_or_default().as_secs_f64(),
+            });
+        }
+        section
     }
 }

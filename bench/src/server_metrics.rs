@@ -232,10 +232,28 @@ pub struct ServerSection {
     pub kv_fragmentation_stats: Option<GaugeStats>,
     /// `nvidia-smi` samples (null when the command is absent).
     pub gpu: Option<GpuSection>,
+    /// With requests cancelled on purpose: how the engine went on after the run's last request
+    /// ended (absent for other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_run: Option<AfterRun>,
     /// The gauges of every scrape of the run, in time order (also those outside the window; a
     /// failed scrape is a sample with every gauge null): what reports draw over time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub samples: Vec<GaugeSample>,
+}
+
+/// What the engine did after the run's last request ended, in a run that cancelled requests: an
+/// engine that stops cancelled requests is idle at once; one that ignores cancels computes
+/// them to their end.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AfterRun {
+    /// How long after the last request's end the engine still ran or queued requests, ms (until
+    /// the scrape that found it idle, or until the wait ran out).
+    pub busy_ms: f64,
+    /// Whether it became idle within the wait.
+    pub idle: bool,
+    /// The longest wait, s (`cancel.drain_s`).
+    pub waited_s: f64,
 }
 
 /// The gauges of one scrape (`None`: not exposed, or the scrape failed).
@@ -294,6 +312,7 @@ pub fn summarize(
         prefix_cache_hits: None,
         prefix_cache_hit_rate: None,
         goodput_ratio: None,
+        after_run: None,
         running: None,
         waiting: None,
         kv_cache_usage: None,

@@ -519,12 +519,15 @@ impl Summary {
     }
 
     /// Place the computed metrics into the summary.
+    /// The token ratio comes from the server section, not from the records: it is kept.
     pub fn set_metrics(&mut self, m: RunMetrics) {
         self.requests = m.requests;
         self.tokens = m.tokens;
         self.metrics = m.latency;
         self.throughput = m.throughput;
+        let token_ratio = self.goodput.token_ratio;
         self.goodput = m.goodput;
+        self.goodput.token_ratio = token_ratio;
         self.timing.window = m.window;
         self.schedule.stats = m.schedule;
         self.turns = m.turns;
@@ -627,6 +630,8 @@ pub struct MetricDef {
 fn scale_of(path: &str, unit: &str) -> Scale {
     const SHARES: &[&str] = &[
         "goodput.ratio",
+        "goodput.token_ratio",
+        "tokens.server_mismatch",
         "error_rate",
         "server.goodput_ratio",
         "server.kv_fragmentation",
@@ -675,13 +680,16 @@ fn build_known_metrics() -> Vec<MetricDef> {
             });
         }
     }
-    let fixed: [(&'static str, &'static str, Better, &'static str); 17] = [
+    let fixed: [(&'static str, &'static str, Better, &'static str); 20] = [
         ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter"),
         ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)"),
         ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s"),
         ("throughput.total_tokens_per_s", "tok/s", Better::Higher, "Total tok/s"),
         ("goodput.requests_per_s", "req/s", Better::Higher, "Goodput (req/s)"),
         ("goodput.ratio", "ratio", Better::Higher, "Goodput ratio"),
+        ("goodput.token_ratio", "ratio", Better::Higher, "Goodput (token ratio)"),
+        ("tokens.server_mismatch", "ratio", Better::Lower, "Server token mismatch"),
+        ("requests.cancelled", "count", Better::Lower, "Cancelled requests"),
         ("requests.failed", "count", Better::Lower, "Failed requests"),
         ("requests.ok", "count", Better::Higher, "Ok requests"),
         ("error_rate", "ratio", Better::Lower, "Error rate"),
@@ -720,8 +728,12 @@ impl Summary {
     /// Value of a known metric, including derived ones (`error_rate`). `None` when not measured.
     pub fn metric(&self, path: &str) -> Option<f64> {
         match path {
-            "error_rate" => (self.requests.total > 0)
-                .then(|| self.requests.failed as f64 / self.requests.total as f64),
+            "error_rate" => {
+                // Of the requests the server was left to answer (cancelled ones are not its
+                // failures).
+                let answered = self.requests.total.saturating_sub(self.requests.cancelled);
+                (answered > 0).then(|| self.requests.failed as f64 / answered as f64)
+            }
             _ => self.lookup(path),
         }
     }

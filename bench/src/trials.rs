@@ -78,9 +78,11 @@ impl MetricKind {
         if def.unit == "count" {
             return Some(MetricKind::Count);
         }
+        // The token ratio is the server's counters over the delivered tokens: a summary value.
         let from_records = ["metrics.", "throughput.", "goodput.", "schedule."]
             .iter()
             .any(|p| metric.starts_with(p))
+            && metric != "goodput.token_ratio"
             || metric == "error_rate";
         if !from_records {
             return Some(MetricKind::Summary);

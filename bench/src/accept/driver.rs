@@ -544,6 +544,7 @@ async fn stream_pass(
                 request_id: &request_id,
                 clock,
                 capture_text: true,
+                cancel: None,
             };
             client.execute(call, phase).await
         }

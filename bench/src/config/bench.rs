@@ -271,6 +271,9 @@ pub struct Profile {
     pub sim: SimConfig,
     /// Scraping the target's Prometheus metrics (and `nvidia-smi`) during the run.
     pub scrape: ScrapeConfig,
+    /// Requests cancelled on purpose (`[profile.*.cancel]`; none by default).
+    #[serde(skip_serializing_if = "super::CancelConfig::is_default")]
+    pub cancel: super::CancelConfig,
     /// Trials `cargo xtask bench` measures the profile (`--trials`): a trial set of this many
     /// runs ([`crate::trials`]); absent = one run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -295,6 +298,7 @@ impl Default for Profile {
             client: ClientConfig::default(),
             sim: SimConfig::default(),
             scrape: ScrapeConfig::default(),
+            cancel: super::CancelConfig::default(),
             trials: None,
             cooldown_s: None,
         }
@@ -642,6 +646,28 @@ pub struct SimConfig {
     /// drill a gate with (`--candidate-set sim.slowdown=1.1`).
     #[serde(skip_serializing_if = "is_one")]
     pub slowdown: f64,
+    /// Engine mode: what the engine does when a client closes its stream: `stop` frees the
+    /// request at the next step (vLLM, SGLang), `ignore` computes it to its end, every token
+    /// of it waste (an engine or proxy that does not notice).
+    #[serde(skip_serializing_if = "OnCancel::is_stop")]
+    pub on_cancel: OnCancel,
+}
+
+/// `sim.on_cancel`: the simulated engine's answer to a client that went away.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnCancel {
+    /// Free the request (its slot and KV blocks) when the next step starts.
+    #[default]
+    Stop,
+    /// Keep computing it to its end; its tokens count as waste.
+    Ignore,
+}
+
+impl OnCancel {
+    fn is_stop(&self) -> bool {
+        *self == OnCancel::Stop
+    }
 }
 
 fn is_one(v: &f64) -> bool {
@@ -661,6 +687,7 @@ impl Default for SimConfig {
             faults: FaultConfig::default(),
             noise: super::NoiseConfig::default(),
             slowdown: 1.0,
+            on_cancel: OnCancel::Stop,
         }
     }
 }
@@ -738,7 +765,15 @@ pub struct FaultConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub freeze_at_ms: Option<f64>,
     pub freeze_ms: f64,
+    /// Every `usage.completion_tokens` reported this share above the tokens sent (0.2: 20%
+    /// more), within [0, 10]: a server whose accounting invents tokens.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub usage_overcount: f64,
     pub seed: u64,
+}
+
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl Default for FaultConfig {
@@ -757,6 +792,7 @@ impl Default for FaultConfig {
             stall_ms: 5000.0,
             freeze_at_ms: None,
             freeze_ms: 1000.0,
+            usage_overcount: 0.0,
             seed: 11,
         }
     }
@@ -1116,6 +1152,7 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     if let Some(c) = p.cooldown_s {
         at("cooldown_s", limits::seconds(c, true))?;
     }
+    p.cancel.validate("cancel", p.stream)?;
     validate_sim(&p.sim)
 }
 
@@ -1375,6 +1412,10 @@ fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
     }
     at("sim.faults.stall_ms", limits::millis(f.stall_ms, true))?;
     at("sim.faults.freeze_ms", limits::millis(f.freeze_ms, true))?;
+    at(
+        "sim.faults.usage_overcount",
+        limits::check_f64(f.usage_overcount, Low::Closed, 0.0, 10.0, "share"),
+    )?;
     if let Some(v) = f.freeze_at_ms {
         at("sim.faults.freeze_at_ms", limits::millis(v, true))?;
     }

@@ -2,6 +2,7 @@
 //! `configs/engine.toml` (the governed inference parameters).
 
 pub mod bench;
+pub mod cancel;
 pub mod engine;
 pub mod lengths;
 pub mod limits;
@@ -9,6 +10,7 @@ pub mod noise;
 pub mod source;
 
 pub use bench::*;
+pub use cancel::{CancelConfig, CancelPlan};
 pub use engine::{
     BatchSection, BatchStrategy, DeviceSection, Dtype, EngineConfig, EngineSection, Quantization,
     SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection,

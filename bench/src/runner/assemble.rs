@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::{LoadMode, Profile};
+use crate::server_metrics::ServerSection;
 use crate::sim::engine::SchedulerReport;
 use crate::summary::{EngineParams, Invocation, RunHeader, RunStatus, ScheduleSummary, Summary};
 
@@ -69,6 +70,10 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         .server
         .as_ref()
         .map(|s| serde_json::to_value(s).expect("the server section serializes"));
+    // The server's own count of the output tokens it computed, against those delivered.
+    summary.goodput.token_ratio = driven.server.as_ref().and_then(|s| s.goodput_ratio);
+    summary.notes.extend(cancellation_note(&summary, profile, driven.server.as_ref()));
+    summary.notes.extend(token_mismatch_note(&summary.tokens));
     if let Some(report) = scheduler {
         summary.notes.extend(report.notes());
         summary.extra.insert("scheduler".into(), serde_json::to_value(report).unwrap_or_default());
@@ -104,6 +109,50 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     // Notes quote server text and URLs (the scraper's among them): none keeps a secret.
     summary.notes = summary.notes.iter().map(|n| redactor.redact(n)).collect();
     summary
+}
+
+/// What a run that cancelled requests on purpose could not measure, or what it found.
+fn cancellation_note(
+    summary: &Summary,
+    profile: &Profile,
+    server: Option<&ServerSection>,
+) -> Option<String> {
+    if !profile.cancel.is_on() {
+        return None;
+    }
+    let wasted = server.and_then(|s| s.wasted_tokens);
+    match (summary.goodput.token_ratio, wasted) {
+        (None, _) => Some(format!(
+            "{} request(s) cancelled on purpose; goodput.token_ratio is blank: the server's \
+             counters gave no output-token count over the run (scrape.enabled, and an engine \
+             that exposes one)",
+            summary.requests.cancelled
+        )),
+        (Some(r), Some(w)) => Some(format!(
+            "{} request(s) cancelled on purpose: the server computed {} output tokens no client \
+             received; goodput.token_ratio {r}",
+            summary.requests.cancelled, w
+        )),
+        (Some(r), None) => Some(format!(
+            "{} request(s) cancelled on purpose: goodput.token_ratio {r}",
+            summary.requests.cancelled
+        )),
+    }
+}
+
+/// A note when the server's usage disagrees with the streamed count beyond the tolerance.
+fn token_mismatch_note(tokens: &crate::metrics::TokenCounts) -> Option<String> {
+    let m = tokens.server_mismatch?;
+    (m > crate::metrics::TOKEN_MISMATCH_TOLERANCE).then(|| {
+        format!(
+            "the server's usage counted {} output tokens where the client received {} content \
+             events (tokens.server_mismatch {m}, tolerance {}): a server or client that drops \
+             or invents tokens, or one that sends several tokens per event",
+            tokens.usage_total.unwrap_or(0),
+            tokens.streamed_total.unwrap_or(0),
+            crate::metrics::TOKEN_MISMATCH_TOLERANCE
+        )
+    })
 }
 
 /// The measured window's length (for the histogram file's header).

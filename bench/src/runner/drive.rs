@@ -82,6 +82,8 @@ struct Shared {
     run_id: String,
     clock: Instant,
     records: std::sync::mpsc::Sender<RequestRecord>,
+    /// Requests cancelled on purpose (`[profile.*.cancel]`).
+    cancel: crate::config::CancelConfig,
 }
 
 impl Shared {
@@ -136,6 +138,11 @@ impl Shared {
             request_id: &request_id,
             clock: self.clock,
             capture_text: turn.is_some(),
+            // Warmup requests are never cancelled: they prepare the engine for the window.
+            cancel: (!warmup)
+                .then(|| self.cancel.plan(id))
+                .flatten()
+                .map(|plan| crate::client::Cancel::of(&plan, intended)),
         };
         let ex = self.conn.client.execute(call, phase).await;
         let slot = RequestSlot {
@@ -331,6 +338,7 @@ pub async fn drive(
         run_id: spec.run_id.clone(),
         clock,
         records: rec_tx,
+        cancel: profile.cancel.clone(),
     });
     let total_hint =
         measured_requests(load, workload.items as usize).map(|n| n + load.warmup_requests);
@@ -380,7 +388,9 @@ pub async fn drive(
         Some(scraper) => {
             let m = acc.finish(None);
             let window = m.window.start_ms.zip(m.window.end_ms);
-            Some(scraper.finish(clock, window, acc.run_totals()).await)
+            let drain =
+                profile.cancel.is_on().then(|| Duration::from_secs_f64(profile.cancel.drain_s));
+            Some(scraper.finish(clock, window, acc.run_totals(), drain).await)
         }
         None => None,
     };

@@ -385,6 +385,9 @@ struct Plan {
     logprobs: Option<usize>,
     fault: Option<Fault>,
     stall: bool,
+    /// `usage.completion_tokens` reported as the tokens sent times (1 + this)
+    /// (`sim.faults.usage_overcount`: a server that counts tokens it never sent).
+    usage_overcount: f64,
 }
 
 impl Plan {
@@ -457,6 +460,7 @@ impl Plan {
     }
 
     fn usage(&self, completion: u32) -> Value {
+        let completion = (f64::from(completion) * (1.0 + self.usage_overcount)).round() as u32;
         json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
@@ -542,6 +546,7 @@ async fn completions(
         fault,
         stall,
         doc_tokens: structured_answer(&st, &req, seed, id),
+        usage_overcount: st.opts.faults.usage_overcount,
     };
     let record = SimRecord {
         id,
@@ -1100,6 +1105,7 @@ mod tests {
             logprobs: None,
             fault: None,
             stall: false,
+            usage_overcount: 0.0,
         }
     }
 

@@ -278,7 +278,7 @@ async fn interrupt_cancels_in_flight_after_the_grace_period_and_keeps_what_was_m
     handle.shutdown().await;
     let s = &out.summary;
     assert_eq!(s.status, RunStatus::Interrupted);
-    assert_eq!(s.requests.by_class.get("cancelled"), Some(&4), "{:?}", s.requests.by_class);
+    assert_eq!(s.requests.by_class.get("interrupted"), Some(&4), "{:?}", s.requests.by_class);
     assert!(s.metrics.ttft_ms.is_none());
     // The records and the summary are on disk.
     let records = rundir::read_records(&out.dir).unwrap().records;

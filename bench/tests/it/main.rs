@@ -9,6 +9,7 @@ mod ab_gate;
 #[cfg(feature = "acceptance")]
 mod accept;
 mod access;
+mod cancellation;
 mod cold_start;
 mod config_props;
 mod diagnose;

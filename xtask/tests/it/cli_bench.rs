@@ -126,7 +126,7 @@ fn ctrl_c_and_sigterm_write_what_was_measured_and_exit_130() {
         let s = bench::Summary::read(&r.path().join("runs/i")).unwrap();
         assert_eq!(s.status, bench::summary::RunStatus::Interrupted, "{signal}");
         assert_eq!(
-            s.requests.by_class.get("cancelled"),
+            s.requests.by_class.get("interrupted"),
             Some(&2),
             "{signal}: {:?}",
             s.requests.by_class

@@ -142,3 +142,52 @@ fn a_crash_loses_no_request_already_written() {
     assert_eq!(read.records.len(), n);
     assert!(!r.path().join("runs/k/summary.json").exists(), "no summary was written");
 }
+
+/// A server whose `usage` counts 20% more output tokens than it streamed fails a gate on
+/// `tokens.server_mismatch`; an honest one passes the same gate. Two trials each (a single
+/// run cannot decide a summary metric).
+#[test]
+fn a_server_that_reports_more_tokens_than_it_streamed_fails_the_token_gate() {
+    let r = copy_of_configs();
+    std::fs::create_dir_all(r.path().join("thresholds")).unwrap();
+    std::fs::write(
+        r.path().join("thresholds/gate.toml"),
+        "version = 1\n\n[[threshold]]\nmetric = \"tokens.server_mismatch\"\ncomparator = \"<=\"\n\
+         limit = 0.01\nunit = \"ratio\"\naction = \"block\"\nadr = 3\n\
+         file = \"docs/adr/0003-x.md\"\nline = 40\n",
+    )
+    .unwrap();
+    let measure = |name: &str, overcount: &str| {
+        let o = xtask(
+            r.path(),
+            &[
+                "bench",
+                "-q",
+                "--profile",
+                "oracle",
+                "--trials",
+                "2",
+                "--concurrency",
+                "4",
+                "--requests",
+                "8",
+                "--max-tokens",
+                "20",
+                "--set",
+                &format!("sim.faults.usage_overcount={overcount}"),
+                "--out",
+                &format!("sets/{name}"),
+            ],
+        );
+        assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+        xtask(r.path(), &["gate", &format!("sets/{name}"), "--allow-busy-host"])
+    };
+    let honest = measure("honest", "0");
+    assert_eq!(honest.code, 0, "{}{}", honest.stdout, honest.stderr);
+    let inflated = measure("inflated", "0.2");
+    assert_eq!(inflated.code, 1, "{}{}", inflated.stdout, inflated.stderr);
+    assert!(inflated.stdout.contains("tokens.server_mismatch"), "{}", inflated.stdout);
+    // 20 tokens streamed, 24 reported: 20% over.
+    let s = bench::Summary::read(&r.path().join("sets/inflated/trial-01")).unwrap();
+    assert_eq!(s.metric("tokens.server_mismatch"), Some(0.2));
+}

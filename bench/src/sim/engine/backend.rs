@@ -40,6 +40,8 @@ struct Shared {
     wake: Notify,
     stop: AtomicBool,
     start: Instant,
+    /// Keep computing requests whose client went away (`sim.on_cancel = "ignore"`).
+    ignore_cancels: AtomicBool,
     describe: String,
     max_model_len: u32,
     log: Option<Mutex<DecisionLog>>,
@@ -114,12 +116,20 @@ impl EngineBackend {
         Ok(EngineBackend::start(spec, engine, Some(log)))
     }
 
+    /// The same engine computing requests whose client went away to their end
+    /// (`sim.on_cancel = "ignore"`) instead of freeing them at the next step.
+    pub fn ignoring_cancels(self, ignore: bool) -> EngineBackend {
+        self.shared.ignore_cancels.store(ignore, Ordering::Relaxed);
+        self
+    }
+
     fn start(spec: &EngineSpec, engine: Engine, log: Option<DecisionLog>) -> EngineBackend {
         let shared = Arc::new(Shared {
             state: Mutex::new(State { engine, senders: Vec::new() }),
             wake: Notify::new(),
             stop: AtomicBool::new(false),
             start: Instant::now(),
+            ignore_cancels: AtomicBool::new(false),
             describe: spec.describe(),
             max_model_len: spec.max_model_len,
             log: log.map(Mutex::new),
@@ -228,9 +238,11 @@ async fn drive(shared: Arc<Shared>) {
         let next = {
             let mut guard = shared.lock();
             let st = &mut *guard;
-            // Clients that went away are freed at this step.
+            // Clients that went away are freed at this step (unless the engine ignores them:
+            // then they run to their end, and every token they get is waste).
+            let ignore = shared.ignore_cancels.load(Ordering::Relaxed);
             for (slot, tx) in st.senders.iter_mut().enumerate() {
-                if tx.as_ref().is_some_and(|t| t.is_closed()) {
+                if !ignore && tx.as_ref().is_some_and(|t| t.is_closed()) {
                     *tx = None;
                     st.engine.abort(ReqKey(slot as u32));
                 }

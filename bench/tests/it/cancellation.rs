@@ -1,0 +1,177 @@
+//! Requests cancelled on purpose (`[profile.*.cancel]`) against the engine simulator: their own
+//! outcome class, never in a latency histogram, and the engine's compute for them measured from
+//! its counters. The truth is the simulator's own: its records of what each request was sent and
+//! its counters read directly after the run, not the bench's scrapes or the client's counts.
+
+use std::sync::Arc;
+
+use bench::Outcome;
+use bench::record::RequestRecord;
+use bench::server_metrics::ServerSection;
+use bench::sim::{self, SimHandle, SimOptions};
+
+use crate::support::*;
+
+const PROFILE: &str = r#"
+[profile.default]
+endpoint = "chat"
+[profile.default.load]
+concurrency = 8
+warmup_requests = 0
+[profile.default.workload]
+input_lengths = [64, 128]
+repeats = 30
+max_tokens = 32
+ignore_eos = true
+[profile.default.scrape]
+interval_s = 0.05
+[profile.default.cancel]
+share = 0.3
+after_tokens = 8
+seed = 5
+"#;
+
+/// The engine simulator of `SMALL_ENGINE`, freeing cancelled requests at the next step or, with
+/// `ignore`, computing them to their end.
+async fn engine(ignore: bool) -> SimHandle {
+    let spec = engine_spec(SMALL_ENGINE);
+    let opts = SimOptions { model: spec.served_model_name.clone(), ..SimOptions::default() };
+    let backend = bench::sim::engine::EngineBackend::new(&spec).ignoring_cancels(ignore);
+    sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into()).await.expect("a simulator")
+}
+
+fn records(dir: &std::path::Path) -> Vec<RequestRecord> {
+    std::fs::read_to_string(dir.join("run/requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// What the simulator itself says: the output tokens it sent to requests whose client stayed,
+/// and its counters (generation tokens, waste) after the run, less the preflight's probe.
+struct Truth {
+    delivered_to_ok: f64,
+    generated: f64,
+    wasted: f64,
+}
+
+async fn truth(handle: &SimHandle) -> Truth {
+    let sim_records = handle.records();
+    let probe: f64 =
+        sim_records.iter().filter(|r| r.request_id.is_none()).map(|r| r.output_tokens as f64).sum();
+    let delivered_to_ok = sim_records
+        .iter()
+        .filter(|r| r.request_id.is_some() && !r.disconnected)
+        .map(|r| r.output_tokens as f64)
+        .sum();
+    let text = scrape(&http(), handle).await;
+    let e = bench::promtext::parse(&text);
+    Truth {
+        delivered_to_ok,
+        generated: e.sum("vllm:generation_tokens_total").unwrap() - probe,
+        wasted: e.sum("infergate_sim:wasted_tokens_total").unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engines() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = engine(false).await;
+    let p = profile(PROFILE, &[]);
+    let planned: Vec<u64> = (0..60).filter(|&id| p.cancel.plan(id).is_some()).collect();
+    let out = run_against(&handle, p, dir.path()).await;
+    // The engine frees them at the next step: idle when the run ends.
+    let truth = truth(&handle).await;
+    handle.shutdown().await;
+    let s = &out.summary;
+    let recs = records(dir.path());
+
+    // The requests drawn, and only they, were cancelled, each after its 8th token.
+    let cancelled: Vec<u64> =
+        recs.iter().filter(|r| r.class == Outcome::Cancelled).map(|r| r.id).collect();
+    let mut sorted = cancelled.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, planned);
+    assert!((12..=24).contains(&planned.len()), "{} of 60 drawn", planned.len());
+    for r in recs.iter().filter(|r| r.class == Outcome::Cancelled) {
+        assert_eq!(r.content_events, 8, "{r:?}");
+        assert!(r.error.as_deref().unwrap().contains("cancel.after_tokens"), "{r:?}");
+    }
+    // Cancelled requests are neither ok nor failed, and in no latency histogram.
+    let n = planned.len() as u64;
+    assert_eq!((s.requests.cancelled, s.requests.ok, s.requests.failed), (n, 60 - n, 0));
+    assert_eq!(s.metrics.ttft_ms.as_ref().unwrap().count, 60 - n);
+    assert_eq!(s.metrics.e2e_ms.as_ref().unwrap().count, 60 - n);
+    assert_eq!(s.metric("error_rate"), Some(0.0));
+    let c = s.requests.cancellation.as_ref().expect("cancellation stats");
+    assert_eq!((c.tokens_received, c.before_first_token), (8 * n, 0));
+    assert_eq!(c.after_ms.as_ref().unwrap().count, n);
+
+    // The token ratio against the simulator's own counts, within a point.
+    let ratio = s.goodput.token_ratio.expect("the simulator exposes its counters");
+    let known = truth.delivered_to_ok / truth.generated;
+    assert!((ratio - known).abs() <= 0.01, "token ratio {ratio}, the simulator's {known}");
+    assert_eq!(s.metric("goodput.token_ratio"), Some(ratio));
+    // It stops at the next step: at most a step's token per cancelled request is waste.
+    let server: ServerSection = serde_json::from_value(s.server.clone().unwrap()).unwrap();
+    assert_eq!(server.wasted_tokens, Some(truth.wasted));
+    assert!(truth.wasted <= n as f64, "{} tokens wasted for {n} cancels", truth.wasted);
+    let after = server.after_run.expect("the engine was watched after the run");
+    assert!(after.idle, "{after:?}");
+    // An honest server: usage equals what was streamed.
+    assert_eq!(s.metric("tokens.server_mismatch"), Some(0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_ignores_cancels_wastes_what_the_simulator_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = engine(true).await;
+    let p = profile(PROFILE, &[]);
+    let n = (0..60).filter(|&id| p.cancel.plan(id).is_some()).count() as f64;
+    let out = run_against(&handle, p, dir.path()).await;
+    let truth = truth(&handle).await;
+    handle.shutdown().await;
+    let s = &out.summary;
+    let server: ServerSection = serde_json::from_value(s.server.clone().unwrap()).unwrap();
+    // Every cancelled request was computed to its 32nd token; those after the 8th it handed
+    // over (and the ones in the socket) reached nobody.
+    assert_eq!(truth.generated, 60.0 * 32.0);
+    assert_eq!(server.generation_tokens, Some(truth.generated));
+    assert_eq!(server.wasted_tokens, Some(truth.wasted));
+    assert!(truth.wasted >= n * (32.0 - 8.0 - 2.0), "{} wasted for {n} cancels", truth.wasted);
+    let ratio = s.goodput.token_ratio.unwrap();
+    let known = truth.delivered_to_ok / truth.generated;
+    assert!((ratio - known).abs() <= 0.01, "token ratio {ratio}, the simulator's {known}");
+    assert!(server.after_run.unwrap().idle);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_above_the_streamed_tokens_is_a_mismatch_and_an_honest_server_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out = Vec::new();
+    for overcount in [0.0, 0.2] {
+        let mut opts = SimOptions::default();
+        opts.faults.usage_overcount = overcount;
+        let handle = start_engine_sim(SMALL_ENGINE, opts).await;
+        let run_dir = dir.path().join(format!("{overcount}"));
+        let p = profile(PROFILE, &["cancel.share=0"]);
+        out.push(run_against(&handle, p, &run_dir).await.summary);
+        handle.shutdown().await;
+    }
+    assert_eq!(out[0].metric("tokens.server_mismatch"), Some(0.0));
+    assert!(
+        !out[0].notes.iter().any(|n| n.contains("tokens.server_mismatch")),
+        "{:?}",
+        out[0].notes
+    );
+    // 32 tokens reported as round(32 x 1.2) = 38.
+    let m = out[1].metric("tokens.server_mismatch").unwrap();
+    assert!((m - 6.0 / 32.0).abs() < 1e-6, "{m}");
+    assert!(
+        out[1].notes.iter().any(|n| n.contains("tokens.server_mismatch")),
+        "{:?}",
+        out[1].notes
+    );
+    // The gate on it is xtask's: xtask/tests/it/cli_sim.rs.
+}
