@@ -141,6 +141,46 @@ fn a_short_bench_against_llama_cpp() {
         let client_ms = r.last_token_ms.unwrap() - r.sent_ms.unwrap();
         assert!(t.predicted_ms.unwrap() <= client_ms + 5.0, "{t:?} vs {client_ms}");
     }
+    // Cancelled after 4 tokens: llama.cpp's own counters say whether it stopped generating
+    // for the client that went away (the final scrape waits for its slots to be idle).
+    let o = xtask(
+        root.path(),
+        &[
+            "bench",
+            "-q",
+            "--max-tokens",
+            "64",
+            "--set",
+            "cancel.share=0.5",
+            "--set",
+            "cancel.after_tokens=4",
+            "--out",
+            "runs/c",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = bench::Summary::read(&root.path().join("runs/c")).unwrap();
+    // Warmup requests (ids 0 and 1) are never cancelled; of the four measured, the seeded draw.
+    let plan =
+        bench::config::CancelConfig { share: 0.5, after_tokens: Some(4), ..Default::default() };
+    let n = (2..6).filter(|&id| plan.plan(id).is_some()).count() as u64;
+    assert!((1..4).contains(&n), "the seed cancels {n} of 4: pick another");
+    assert_eq!((s.requests.cancelled, s.requests.ok), (n, 4 - n), "{:?}", s.requests.by_class);
+    let c = s.requests.cancellation.as_ref().unwrap();
+    assert_eq!(c.tokens_received, 4 * n);
+    let server = s.server.as_ref().expect("the server section is filled");
+    let after = &server["after_run"];
+    assert_eq!(after["idle"], true, "llama.cpp's slots emptied after the run: {server}");
+    let generated = server["generation_tokens"].as_f64().expect("generation counter delta");
+    // Two warmup and the ok requests of 64 tokens each, then what the cancelled ones cost.
+    let delivered = ((2 + 4 - n) * 64) as f64;
+    let per_cancel = (generated - delivered) / n as f64;
+    eprintln!("llama.cpp computed {per_cancel} tokens per request cancelled after 4 ({server})");
+    // llama.cpp stops a slot whose client went away (measured: 4.67 tokens per request
+    // cancelled after 4, three cancelled); one that ran on would compute all 64.
+    assert!(per_cancel < 8.0, "llama.cpp went on generating: {per_cancel} tokens per cancel");
+    let ratio = s.goodput.token_ratio.expect("llama.cpp exposes its generation counter");
+    assert_eq!(ratio, (delivered / generated * 1e6).round() / 1e6);
     e.stop();
 }
 
