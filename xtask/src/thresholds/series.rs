@@ -287,7 +287,11 @@ pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
             "the engine counts finished requests, not the ones the client saw fail (HTTP errors, \
              broken streams)",
         ),
-        (m, _) if m.starts_with("goodput.") || m == "server.goodput_ratio" => {
+        ("goodput.token_ratio" | "server.goodput_ratio" | "tokens.server_mismatch", _) => why(
+            "it compares the engine's token counter with the tokens the client received, which \
+             no engine series holds",
+        ),
+        (m, _) if m.starts_with("goodput.") => {
             why("goodput is each request judged against the client's SLO")
         }
         (m, _) if m.starts_with("throughput.") => {
