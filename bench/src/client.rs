@@ -514,6 +514,9 @@ impl Exchange {
             queue_ms: self.queue_ms,
             server_timings: r.server_timings,
             finish_reason: r.finish_reason,
+            reasoning_events: r.reasoning_events,
+            first_reasoning_ms: r.first_reasoning_ms.map(round_us),
+            first_answer_ms: r.first_answer_ms.filter(|_| r.reasoning_events > 0).map(round_us),
         };
         (record, r.text)
     }

@@ -339,6 +339,8 @@ fn shift(r: &RequestRecord, by: f64) -> RequestRecord {
     r.sent_ms = r.sent_ms.map(at);
     r.first_token_ms = r.first_token_ms.map(at);
     r.last_token_ms = r.last_token_ms.map(at);
+    r.first_reasoning_ms = r.first_reasoning_ms.map(at);
+    r.first_answer_ms = r.first_answer_ms.map(at);
     r
 }
 

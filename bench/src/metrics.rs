@@ -262,6 +262,12 @@ pub struct TokenCounts {
     /// no such request). A server or client that drops or invents tokens moves it.
     #[serde(default)]
     pub server_mismatch: Option<f64>,
+    /// Reasoning streams: content events of the ok requests' reasoning sections, and of their
+    /// answers (absent when no ok request reasoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_total: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_total: Option<u64>,
 }
 
 /// Above this `tokens.server_mismatch` the summary says so in a note.
@@ -277,6 +283,13 @@ pub struct LatencyMetrics {
     pub itl_jitter: Option<f64>,
     /// Server-reported queue time (when the server reports it).
     pub queue_ms: Option<Stats>,
+    /// Reasoning streams only: time to the first reasoning token and to the first answer
+    /// token, from the intended send (absent for runs without reasoning; TTFT is the first of
+    /// either, as always).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfrt_ms: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfat_ms: Option<Stats>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -375,6 +388,8 @@ pub struct MetricsAccumulator {
     pub e2e: LatencyHist,
     pub queue: LatencyHist,
     pub lag: LatencyHist,
+    pub ttfrt: LatencyHist,
+    pub ttfat: LatencyHist,
     /// When the requests cancelled on purpose were closed (ms from their intended send).
     cancel_after: LatencyHist,
     cancellation: Cancellation,
@@ -419,6 +434,8 @@ impl MetricsAccumulator {
             e2e: LatencyHist::new(),
             queue: LatencyHist::new(),
             lag: LatencyHist::new(),
+            ttfrt: LatencyHist::new(),
+            ttfat: LatencyHist::new(),
             cancel_after: LatencyHist::new(),
             cancellation: Cancellation::default(),
             input_len: LatencyHist::new(),
@@ -502,6 +519,18 @@ impl MetricsAccumulator {
         }
         if let Some(q) = r.queue_ms {
             self.queue.record(q);
+        }
+        if r.reasoning_events > 0 {
+            if let Some(v) = r.ttfrt_ms() {
+                self.ttfrt.record(v);
+            }
+            if let Some(v) = r.ttfat_ms() {
+                self.ttfat.record(v);
+            }
+            let add = |s: Option<u64>, n: u64| Some(s.unwrap_or(0).saturating_add(n));
+            self.tokens.reasoning_total = add(self.tokens.reasoning_total, r.reasoning_events);
+            let answer = r.content_events.saturating_sub(r.reasoning_events);
+            self.tokens.answer_total = add(self.tokens.answer_total, answer);
         }
         if let Some(n) = r.input_tokens {
             self.input_len.record(n as f64);
@@ -671,6 +700,8 @@ impl MetricsAccumulator {
                 e2e_ms: self.e2e.stats(),
                 itl_jitter,
                 queue_ms: self.queue.stats(),
+                ttfrt_ms: self.ttfrt.stats(),
+                ttfat_ms: self.ttfat.stats(),
             },
             throughput,
             goodput,
@@ -765,6 +796,9 @@ mod tests {
             queue_ms: None,
             server_timings: None,
             finish_reason: Some("length".into()),
+            reasoning_events: 0,
+            first_reasoning_ms: None,
+            first_answer_ms: None,
         }
     }
 

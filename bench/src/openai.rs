@@ -74,7 +74,23 @@ struct Delta<'a> {
     tool_calls: Option<Vec<IgnoredAny>>,
 }
 
+/// What one content event carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Reasoning,
+    Answer,
+}
+
 impl Delta<'_> {
+    /// Reasoning when it carries only reasoning text; the answer when it carries content or a
+    /// tool call (content inside `<think>` is told apart by the tracker).
+    fn part(&self) -> Part {
+        let nonempty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
+        let answer =
+            nonempty(&self.content) || self.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
+        if answer { Part::Answer } else { Part::Reasoning }
+    }
+
     fn has_output(&self) -> bool {
         let nonempty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
         nonempty(&self.content)
@@ -192,6 +208,11 @@ pub struct ResponseResult {
     pub text: Option<String>,
     /// What came instead of an event stream, when it was recognised (gzip, HTML).
     pub unexpected_body: Option<UnexpectedBody>,
+    /// Content events of reasoning sections, and when the first reasoning and the first
+    /// answer event arrived (streams only).
+    pub reasoning_events: u64,
+    pub first_reasoning_ms: Option<f64>,
+    pub first_answer_ms: Option<f64>,
 }
 
 impl ResponseResult {
@@ -220,6 +241,9 @@ impl ResponseResult {
             done_seen: false,
             text: None,
             unexpected_body: None,
+            reasoning_events: 0,
+            first_reasoning_ms: None,
+            first_answer_ms: None,
         }
     }
 
@@ -324,6 +348,15 @@ pub struct StreamTracker {
     last_cumulative: Option<u64>,
     /// Removes secrets from server text before it is cut to length.
     redactor: Redactor,
+    /// Reasoning: content events of a reasoning section (`reasoning_content`, `reasoning`, or
+    /// content inside `<think>`...`</think>`), the first one's time, and whether a `<think>`
+    /// section is open.
+    reasoning_events: u64,
+    first_reasoning: Option<f64>,
+    /// The first content event of the answer (content outside a reasoning section, a tool call,
+    /// a completion's text).
+    first_answer: Option<f64>,
+    in_think: bool,
 }
 
 /// The message of an error object, whole (cut after redaction by the caller).
@@ -359,6 +392,34 @@ impl StreamTracker {
     pub fn with_redactor(mut self, redactor: Redactor) -> Self {
         self.redactor = redactor;
         self
+    }
+
+    /// Whether content text belongs to a `<think>` section (the model's reasoning written
+    /// inline): from a `<think>` before any answer to its `</think>`; an event that closes the
+    /// section and carries more text is the answer's first.
+    fn think_part(&mut self, text: &str) -> Part {
+        if !self.in_think {
+            if self.first_answer.is_none()
+                && let Some(open) = text.find("<think>")
+                && text[..open].trim().is_empty()
+            {
+                self.in_think = true;
+                return self.think_part_open(&text[open + "<think>".len()..]);
+            }
+            return Part::Answer;
+        }
+        self.think_part_open(text)
+    }
+
+    fn think_part_open(&mut self, text: &str) -> Part {
+        match text.find("</think>") {
+            Some(close) => {
+                self.in_think = false;
+                let rest = &text[close + "</think>".len()..];
+                if rest.trim().is_empty() { Part::Reasoning } else { Part::Answer }
+            }
+            None => Part::Reasoning,
+        }
     }
 
     /// Content events received so far (the client's own count of output tokens).
@@ -456,6 +517,21 @@ impl StreamTracker {
                     self.integrity.content_after_finish += 1;
                 }
                 has_output = true;
+                let delta = choice.delta.as_ref().or(choice.message.as_ref());
+                let part = match delta {
+                    Some(d) if d.part() == Part::Reasoning => Part::Reasoning,
+                    Some(d) => self.think_part(d.content.as_deref().unwrap_or_default()),
+                    None => self.think_part(choice.text.as_deref().unwrap_or_default()),
+                };
+                match part {
+                    Part::Reasoning => {
+                        self.reasoning_events += 1;
+                        self.first_reasoning.get_or_insert(t_ms);
+                    }
+                    Part::Answer => {
+                        self.first_answer.get_or_insert(t_ms);
+                    }
+                }
                 if let Some(buf) = &mut self.text {
                     if let Some(c) = choice.delta.as_ref().and_then(|d| d.content.as_deref()) {
                         buf.push_str(c);
@@ -555,6 +631,9 @@ impl StreamTracker {
             done_seen: self.done,
             text: self.text,
             unexpected_body: None,
+            reasoning_events: self.reasoning_events,
+            first_reasoning_ms: self.first_reasoning,
+            first_answer_ms: self.first_answer,
         };
         // The request's max_tokens is the caller's to add (`check_usage` again).
         result.check_usage(true, None);
@@ -945,6 +1024,52 @@ mod tests {
         );
         let empty = br#"{"choices":[{"index":0,"message":{"content":""},"finish_reason":"stop"}]}"#;
         assert_eq!(read_body(empty, 1.0, false, &Redactor::default()).class, Outcome::Empty);
+    }
+
+    #[test]
+    fn reasoning_is_told_from_the_answer_by_field_and_by_think_tags() {
+        let end = StreamEnd::Eof { partial_event: false };
+        let done = [("message", "[DONE]", 9.0)];
+        let r_field = |at: f64| {
+            let d = serde_json::json!({"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]});
+            ("message", d.to_string(), at)
+        };
+        let fin = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+        // reasoning_content twice, then content: the answer starts at the third event.
+        let (a, b) = (r_field(1.0), r_field(2.0));
+        let c = content(0, "Hi", None);
+        let events = [
+            (a.0, a.1.as_str(), a.2),
+            (b.0, b.1.as_str(), b.2),
+            ("message", c.as_str(), 3.0),
+            ("message", fin, 4.0),
+            done[0],
+        ];
+        let r = run(&events, end.clone());
+        assert_eq!(r.class, Outcome::Ok);
+        assert_eq!((r.reasoning_events, r.content_events), (2, 3));
+        assert_eq!(
+            (r.first_reasoning_ms, r.first_answer_ms, r.first_token_ms),
+            (Some(1.0), Some(3.0), Some(1.0))
+        );
+        // Inline <think> sections: the closing event with more text is the answer's first.
+        for (texts, reasoning, answer_at) in [
+            (vec!["<think>", "hmm", "</think>", "Hi"], 3, Some(4.0)),
+            (vec!["<think>hmm", "</think>Hi"], 1, Some(2.0)),
+            (vec!["Hi", "<think>not a section"], 0, Some(1.0)),
+        ] {
+            let chunks: Vec<String> = texts.iter().map(|t| content(0, t, None)).collect();
+            let mut events: Vec<(&str, &str, f64)> = chunks
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ("message", c.as_str(), i as f64 + 1.0))
+                .collect();
+            events.push(("message", fin, 8.0));
+            events.push(done[0]);
+            let r = run(&events, end.clone());
+            assert_eq!(r.reasoning_events, reasoning, "{texts:?}");
+            assert_eq!(r.first_answer_ms, answer_at, "{texts:?}");
+        }
     }
 
     fn content(i: u64, text: &str, cumulative: Option<u64>) -> String {

@@ -176,12 +176,33 @@ pub struct RequestRecord {
     /// Finish reason reported by the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// A reasoning model's stream: content events of its reasoning sections
+    /// (`reasoning_content`, `reasoning`, `<think>`...`</think>`), and when the first reasoning
+    /// and the first answer event arrived (ms on the run clock; absent without reasoning).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_events: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_reasoning_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_answer_ms: Option<f64>,
 }
 
 impl RequestRecord {
     /// Time to first token: first content event minus intended send.
     pub fn ttft_ms(&self) -> Option<f64> {
         self.first_token_ms.map(|t| t - self.intended_ms)
+    }
+
+    /// Time to the first reasoning token: first reasoning event minus intended send.
+    pub fn ttfrt_ms(&self) -> Option<f64> {
+        self.first_reasoning_ms.map(|t| t - self.intended_ms)
+    }
+
+    /// Time to the first answer token of a reasoning stream: first answer event minus
+    /// intended send (a stream without reasoning has no separate answer time: its TTFT).
+    pub fn ttfat_ms(&self) -> Option<f64> {
+        self.first_reasoning_ms?;
+        self.first_answer_ms.map(|t| t - self.intended_ms)
     }
 
     /// End-to-end latency: last content event minus intended send.

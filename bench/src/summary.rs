@@ -660,12 +660,14 @@ pub fn known_metrics() -> &'static [MetricDef] {
 
 fn build_known_metrics() -> Vec<MetricDef> {
     let mut out = Vec::new();
-    let latency: [(&'static str, &'static str); 5] = [
+    let latency: [(&'static str, &'static str); 7] = [
         ("ttft_ms", "TTFT"),
         ("tpot_ms", "TPOT"),
         ("itl_ms", "ITL"),
         ("e2e_ms", "E2E"),
         ("queue_ms", "Queue time"),
+        ("ttfrt_ms", "Time to first reasoning token"),
+        ("ttfat_ms", "Time to first answer token"),
     ];
     for (metric, label) in latency {
         for stat in LATENCY_STATS {

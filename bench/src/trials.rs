@@ -902,6 +902,9 @@ mod tests {
             queue_ms: None,
             server_timings: None,
             finish_reason: None,
+            reasoning_events: 0,
+            first_reasoning_ms: None,
+            first_answer_ms: None,
         }
     }
 

@@ -722,6 +722,11 @@ pub struct TimingConfig {
     /// Each gap is drawn uniformly from [gap - jitter, gap + jitter] (seeded).
     pub jitter_ms: f64,
     pub tokens_per_chunk: u32,
+    /// The first this many tokens of every streamed chat answer are reasoning, sent as
+    /// `reasoning_content` deltas (vLLM's and SGLang's reasoning parsers); the answer follows
+    /// from the first chunk whose first token lies past them. 0: no reasoning.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub reasoning_tokens: u32,
     pub seed: u64,
 }
 
@@ -733,6 +738,7 @@ impl Default for TimingConfig {
             output_tokens: None,
             jitter_ms: 0.0,
             tokens_per_chunk: 1,
+            reasoning_tokens: 0,
             seed: 7,
         }
     }

@@ -99,6 +99,11 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Leading tokens of every streamed chat answer sent as reasoning (`reasoning_content`).
+    fn reasoning_tokens(&self) -> u32 {
+        0
+    }
+
     /// What the backend's scheduler did so far (engine backends; `None` otherwise).
     fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {
         None

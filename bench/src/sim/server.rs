@@ -385,6 +385,8 @@ struct Plan {
     logprobs: Option<usize>,
     fault: Option<Fault>,
     stall: bool,
+    /// Leading output tokens sent as `reasoning_content` (chat streams only).
+    reasoning_tokens: u32,
     /// `usage.completion_tokens` reported as the tokens sent times (1 + this)
     /// (`sim.faults.usage_overcount`: a server that counts tokens it never sent).
     usage_overcount: f64,
@@ -457,6 +459,17 @@ impl Plan {
             self.created,
             serde_json::to_string(&self.model).expect("strings serialize"),
         ))
+    }
+
+    /// A chat chunk whose tokens are reasoning: `delta.reasoning_content` instead of content.
+    fn reasoning_sse(&self, text: &str, logprobs: Value, usage: Option<Value>) -> Bytes {
+        let mut c = self.chunk(Some(text), logprobs, None, usage, false);
+        if let Some(delta) = c.pointer_mut("/choices/0/delta").and_then(Value::as_object_mut)
+            && let Some(content) = delta.remove("content")
+        {
+            delta.insert("reasoning_content".into(), content);
+        }
+        sse(&c)
     }
 
     fn usage(&self, completion: u32) -> Value {
@@ -547,6 +560,7 @@ async fn completions(
         stall,
         doc_tokens: structured_answer(&st, &req, seed, id),
         usage_overcount: st.opts.faults.usage_overcount,
+        reasoning_tokens: if kind == Kind::Chat { st.backend.reasoning_tokens() } else { 0 },
     };
     let record = SimRecord {
         id,
@@ -884,7 +898,9 @@ async fn deliver_tokens(
                 if plan.stream {
                     let usage = (include_usage && usage_mode == UsageMode::Every)
                         .then(|| plan.usage(delivered + count));
-                    let bytes = if usage.is_none() && lp.is_null() {
+                    let bytes = if delivered < plan.reasoning_tokens {
+                        plan.reasoning_sse(&text, lp, usage)
+                    } else if usage.is_none() && lp.is_null() {
                         plan.content_sse(&text)
                     } else {
                         sse(&plan.chunk(Some(&text), lp, None, usage, false))
@@ -1106,6 +1122,7 @@ mod tests {
             fault: None,
             stall: false,
             usage_overcount: 0.0,
+            reasoning_tokens: 0,
         }
     }
 

@@ -221,6 +221,10 @@ impl Iterator for Chunks {
 }
 
 impl Backend for TimingBackend {
+    fn reasoning_tokens(&self) -> u32 {
+        self.cfg.reasoning_tokens
+    }
+
     fn submit(&self, req: GenRequest) -> mpsc::UnboundedReceiver<GenEvent> {
         let (tx, rx) = mpsc::unbounded_channel();
         let len = if req.ignore_eos || req.natural_len.is_some() {

@@ -308,3 +308,89 @@ async fn no_usage_counts_chunks() {
     let e = Expect { ttft: 50.0, itl: 40.0, tpot: 40.0, tokens: 16, source: TokenSource::Chunks };
     check(t, UsageMode::None, e).await;
 }
+
+/// A reasoning stream: 50 tokens of `reasoning_content`, then 20 of the answer, one token per
+/// chunk at the oracle's times. Time to the first reasoning token and to the first answer
+/// token are measured back against the server's hand-overs of chunk 1 and chunk 51, request
+/// by request, within the TTFT bounds above, and the configured answer end to end: the first
+/// answer token 50 + 50 x 10 = 550 ms after the send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_then_answer() {
+    let timing = TimingConfig { reasoning_tokens: 50, ..oracle(1) };
+    crate::until_quiet(|| reasoning_attempt(&timing)).await;
+}
+
+async fn reasoning_attempt(timing: &TimingConfig) -> crate::Attempt {
+    const REASONING: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_timing_sim_apart(timing, UsageMode::Final);
+    let p = profile(
+        PROFILE,
+        &[
+            "load.concurrency=8",
+            "load.requests=80",
+            "load.warmup_requests=8",
+            "workload.max_tokens=70",
+        ],
+    );
+    let out = run_against_url(server.base_url(), server.model(), p, dir.path()).await;
+    let sim_records = server.finish().await;
+    let s = &out.summary;
+    assert_eq!(s.requests.ok, 80, "{:?}", s.requests.by_class);
+    let by_id: HashMap<&str, &SimRecord> =
+        sim_records.iter().filter_map(|r| Some((r.request_id.as_deref()?, r))).collect();
+    let read = rundir::read_records(&out.dir).unwrap();
+    let mut reasoning_error = Vec::new();
+    let mut answer_error = Vec::new();
+    let mut late = Vec::new();
+    for r in read.records.iter().filter(|r| !r.warmup) {
+        let sim = by_id[format!("{}-{}", s.run_id, r.id).as_str()];
+        assert_eq!(sim.chunk_ms.len(), 70);
+        assert_eq!((r.reasoning_events, r.content_events), (50, 70), "request {}", r.id);
+        reasoning_error.push(r.ttfrt_ms().unwrap() - (sim.chunk_ms[0] - sim.arrival_ms));
+        answer_error.push(r.ttfat_ms().unwrap() - (sim.chunk_ms[REASONING] - sim.arrival_ms));
+        // TTFT keeps its definition: the first token of either kind.
+        assert_eq!(r.ttft_ms(), r.ttfrt_ms());
+        late.extend(sim.chunk_ms.iter().zip(&sim.chunk_due_ms).map(|(h, d)| h - d));
+    }
+    assert_eq!((s.tokens.reasoning_total, s.tokens.answer_total), (Some(80 * 50), Some(80 * 20)));
+    let (reasoning_error, answer_error, late) =
+        (sorted(reasoning_error), sorted(answer_error), sorted(late));
+    let ttfrt = s.metrics.ttfrt_ms.as_ref().unwrap();
+    let ttfat = s.metrics.ttfat_ms.as_ref().unwrap();
+    let diag = format!(
+        "server late p50 {:.3} p99 {:.3} | reasoning error p50 {:.3} p99 {:.3} min {:.3} | answer error p50 {:.3} p99 {:.3} min {:.3} | ttfrt p50 {} ttfat p50 {}",
+        rank(&late, 0.5),
+        rank(&late, 0.99),
+        rank(&reasoning_error, 0.5),
+        rank(&reasoning_error, 0.99),
+        reasoning_error[0],
+        rank(&answer_error, 0.5),
+        rank(&answer_error, 0.99),
+        answer_error[0],
+        ttfrt.p50,
+        ttfat.p50,
+    );
+    let mut failures = Vec::new();
+    let mut bound = |holds: bool, what: &str| {
+        if !holds {
+            failures.push(what.to_string());
+        }
+    };
+    bound(
+        rank(&late, 0.5) <= SERVER_LATE_P50_MS && rank(&late, 0.99) <= SERVER_LATE_P99_MS,
+        "the known-answer server was late against its own schedule (the machine delayed it; this is not the bench's error)",
+    );
+    for (e, what) in
+        [(&reasoning_error, "first reasoning token"), (&answer_error, "first answer token")]
+    {
+        bound(
+            rank(e, 0.5) <= TTFT_ERROR_P50_MS && rank(e, 0.99) <= TTFT_ERROR_P99_MS,
+            &format!("the bench's time to the {what}, request by request"),
+        );
+        bound(e[0] >= -0.5, &format!("a time to the {what} shorter than the server's"));
+    }
+    bound((ttfrt.p50 - 50.0).abs() <= 2.0, "time to the first reasoning token p50");
+    bound((ttfat.p50 - 550.0).abs() <= 2.0, "time to the first answer token p50");
+    crate::Attempt { quiet: rank(&late, 0.99) <= crate::QUIET_SERVER_LATE_P99_MS, diag, failures }
+}
