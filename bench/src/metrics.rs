@@ -422,6 +422,9 @@ pub struct RunTotals {
     pub span: Option<(f64, f64)>,
     /// Output tokens of the ok requests (None when some ok request's count is unknown).
     pub ok_output_tokens: Option<u64>,
+    /// Output tokens of the measured ok requests (warmup left out): what the window's energy
+    /// is divided by (None when some count is unknown).
+    pub measured_ok_output_tokens: Option<u64>,
 }
 
 impl MetricsAccumulator {
@@ -453,7 +456,11 @@ impl MetricsAccumulator {
             first_sent: None,
             last_sent: None,
             sent: 0,
-            run: RunTotals { span: None, ok_output_tokens: Some(0) },
+            run: RunTotals {
+                span: None,
+                ok_output_tokens: Some(0),
+                measured_ok_output_tokens: Some(0),
+            },
             turns: BTreeMap::new(),
         }
     }
@@ -477,6 +484,13 @@ impl MetricsAccumulator {
         if r.warmup {
             self.counts.warmup += 1;
             return;
+        }
+        if r.class == Outcome::Ok {
+            self.run.measured_ok_output_tokens =
+                match (self.run.measured_ok_output_tokens, r.output_tokens) {
+                    (Some(t), Some(n)) => t.checked_add(n),
+                    _ => None,
+                };
         }
         self.counts.total += 1;
         *self.counts.by_class.entry(r.class.to_string()).or_default() += 1;

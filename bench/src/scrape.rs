@@ -43,7 +43,7 @@ fn is_executable(p: &Path) -> bool {
 
 /// The `nvidia-smi` query the scraper runs.
 pub const NVIDIA_SMI_ARGS: [&str; 2] =
-    ["--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"];
+    ["--query-gpu=utilization.gpu,memory.used,power.draw", "--format=csv,noheader,nounits"];
 
 fn sample_gpu(t: Instant) -> Option<(Instant, String)> {
     let out = std::process::Command::new("nvidia-smi").args(NVIDIA_SMI_ARGS).output().ok()?;

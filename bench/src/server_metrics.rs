@@ -118,27 +118,57 @@ pub struct Scrape {
     pub reading: Option<Reading>,
 }
 
-/// One `nvidia-smi` sample: per GPU, utilisation in percent and memory used in MiB.
+/// One `nvidia-smi` sample: per GPU, utilisation in percent and memory used in MiB; and the
+/// power drawn by all of them, W (absent when a GPU reported none).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuSample {
     pub t_ms: f64,
     pub utilization_pct: Vec<f64>,
     pub memory_used_mib: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_w: Option<f64>,
 }
 
-/// Parse `nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits`
-/// (one `util, mem` line per GPU). Lines that are not two numbers (`[N/A]`) are skipped.
+/// Parse `nvidia-smi --query-gpu=utilization.gpu,memory.used,power.draw
+/// --format=csv,noheader,nounits` (one `util, mem, power` line per GPU). Lines whose first two
+/// values are not numbers (`[N/A]`) are skipped; the power is the sum over the GPUs kept, blank
+/// when one of them gave none.
 pub fn parse_nvidia_smi(text: &str, t_ms: f64) -> Option<GpuSample> {
-    let mut s = GpuSample { t_ms, utilization_pct: Vec::new(), memory_used_mib: Vec::new() };
+    let mut s = GpuSample {
+        t_ms,
+        utilization_pct: Vec::new(),
+        memory_used_mib: Vec::new(),
+        power_w: Some(0.0),
+    };
     for line in text.lines() {
         let mut parts = line.split(',').map(str::trim);
         let (Some(u), Some(m)) = (parts.next(), parts.next()) else { continue };
         if let (Ok(u), Ok(m)) = (u.parse::<f64>(), m.parse::<f64>()) {
             s.utilization_pct.push(u);
             s.memory_used_mib.push(m);
+            let power = parts.next().and_then(|p| p.parse::<f64>().ok()).filter(|p| p.is_finite());
+            s.power_w = s.power_w.zip(power).map(|(a, b)| a + b);
         }
     }
     (!s.utilization_pct.is_empty()).then_some(s)
+}
+
+/// Energy over the window `(start, end)` (ms) from power samples taken inside it: the
+/// time-weighted mean power of consecutive samples (trapezoids) times the window's length, J.
+/// Blank with fewer than two samples or a sample without power: never estimated from one.
+pub fn energy_j(samples: &[&GpuSample], (start, end): (f64, f64)) -> Option<f64> {
+    let points: Vec<(f64, f64)> =
+        samples.iter().map(|s| Some((s.t_ms, s.power_w?))).collect::<Option<Vec<_>>>()?;
+    if points.len() < 2 || end <= start {
+        return None;
+    }
+    let (mut area, mut span) = (0.0, 0.0);
+    for w in points.windows(2) {
+        let dt = w[1].0 - w[0].0;
+        area += (w[0].1 + w[1].1) / 2.0 * dt;
+        span += dt;
+    }
+    (span > 0.0).then(|| round6(area / span * (end - start) / 1000.0))
 }
 
 /// p50 / p99 / max / mean of a gauge over the window (nearest-rank percentiles).
@@ -191,6 +221,16 @@ pub struct GpuSection {
     pub utilization_pct: Option<GaugeStats>,
     /// Sum over GPUs of each sample, in MiB.
     pub memory_used_mib: Option<GaugeStats>,
+    /// Sum over GPUs of each sample's power draw, W (absent when not reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_w: Option<GaugeStats>,
+    /// Energy over the measured window, J ([`energy_j`]; absent when not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
+    /// `energy_j` per million output tokens of the measured ok requests, J (absent when either
+    /// is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joules_per_1m_output_tokens: Option<f64>,
     /// Every sample of the run, in time order (also those outside the window).
     pub samples: Vec<GpuSample>,
 }
@@ -337,9 +377,18 @@ pub fn summarize(
             .map(|s| s.utilization_pct.iter().sum::<f64>() / s.utilization_pct.len() as f64)
             .collect();
         let mem: Vec<f64> = inside.iter().map(|s| s.memory_used_mib.iter().sum()).collect();
+        let power: Vec<f64> = inside.iter().filter_map(|s| s.power_w).collect();
+        let energy = window.and_then(|w| energy_j(&inside, w));
+        let per_1m = match (energy, run.measured_ok_output_tokens) {
+            (Some(e), Some(n)) if n > 0 => Some(round6(e / n as f64 * 1e6)),
+            _ => None,
+        };
         section.gpu = Some(GpuSection {
             utilization_pct: GaugeStats::of(&util),
             memory_used_mib: GaugeStats::of(&mem),
+            power_w: GaugeStats::of(&power),
+            energy_j: energy,
+            joules_per_1m_output_tokens: per_1m,
             samples,
         });
     }
@@ -450,7 +499,7 @@ mod tests {
             Scrape { t_ms: 3000.0, reading: reading(999.0, 0.0) },
         ];
         // Warmup from 0 ms, the measured window from 600 ms to 2000 ms.
-        let run = RunTotals { span: Some((0.0, 2000.0)), ok_output_tokens: Some(180) };
+        let run = RunTotals { span: Some((0.0, 2000.0)), ok_output_tokens: Some(180), ..RunTotals::default() };
         let s = summarize("u", "vllm", 0.5, &scrapes, Some((600.0, 2000.0)), run, None);
         let b = s.bracket.as_ref().unwrap();
         assert_eq!((b.from_ms, b.to_ms, b.encloses_window), (-5.0, 2100.0, true));
@@ -487,6 +536,11 @@ mod tests {
         let s = parse_nvidia_smi("45, 1024\n 50 , 2048\n[N/A], [N/A]\n", 10.0).unwrap();
         assert_eq!(s.utilization_pct, vec![45.0, 50.0]);
         assert_eq!(s.memory_used_mib, vec![1024.0, 2048.0]);
+        assert_eq!(s.power_w, None, "no power column");
+        let p = parse_nvidia_smi("45, 1024, 250.5\n50, 2048, 300\n", 10.0).unwrap();
+        assert_eq!(p.power_w, Some(550.5));
+        let na = parse_nvidia_smi("45, 1024, 250.5\n50, 2048, [N/A]\n", 10.0).unwrap();
+        assert_eq!(na.power_w, None, "one GPU without power: blank, not a partial sum");
         assert!(parse_nvidia_smi("", 0.0).is_none());
         let sec = summarize(
             "u",
@@ -500,5 +554,45 @@ mod tests {
         let gpu = sec.gpu.unwrap();
         assert_eq!(gpu.utilization_pct.unwrap().max, 47.5);
         assert_eq!(gpu.samples.len(), 2);
+        assert_eq!((gpu.energy_j, gpu.joules_per_1m_output_tokens), (None, None));
+    }
+
+    /// Power stepping from 200 W to 400 W halfway through a 10 s window, sampled every second:
+    /// the trapezoids' mean is 300 W, so 3000 J, and per million of 2000 tokens 1.5e6 J.
+    #[test]
+    fn energy_is_the_mean_power_of_the_samples_times_the_window() {
+        let sample = |t_ms: f64, w: f64| GpuSample {
+            t_ms,
+            utilization_pct: vec![50.0],
+            memory_used_mib: vec![1.0],
+            power_w: Some(w),
+        };
+        let samples: Vec<GpuSample> = (0..=10)
+            .map(|i| {
+                sample(
+                    i as f64 * 1000.0,
+                    if i < 5 {
+                        200.0
+                    } else if i == 5 {
+                        300.0
+                    } else {
+                        400.0
+                    },
+                )
+            })
+            .collect();
+        let refs: Vec<&GpuSample> = samples.iter().collect();
+        assert_eq!(energy_j(&refs, (0.0, 10_000.0)), Some(3000.0));
+        assert_eq!(energy_j(&refs[..1], (0.0, 10_000.0)), None, "one sample is no integral");
+        let mut gap = samples.clone();
+        gap[3].power_w = None;
+        let refs: Vec<&GpuSample> = gap.iter().collect();
+        assert_eq!(energy_j(&refs, (0.0, 10_000.0)), None, "a sample without power");
+        let run = RunTotals { measured_ok_output_tokens: Some(2000), ..RunTotals::default() };
+        let sec = summarize("u", "x", 1.0, &[], Some((0.0, 10_000.0)), run, Some(samples));
+        let gpu = sec.gpu.unwrap();
+        assert_eq!(gpu.energy_j, Some(3000.0));
+        assert_eq!(gpu.joules_per_1m_output_tokens, Some(1.5e6));
+        assert_eq!(gpu.power_w.unwrap().max, 400.0);
     }
 }

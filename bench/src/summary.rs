@@ -708,13 +708,19 @@ fn build_known_metrics() -> Vec<MetricDef> {
         out.push(MetricDef { path, unit, better, label, scale: scale_of(path, unit) });
     }
     // Sections written by acceptance runs and sweeps (docs/acceptance.md), and the GPU samples.
-    let sections: [(&'static str, &'static str, Better, &'static str); 6] = [
+    let sections: [(&'static str, &'static str, Better, &'static str); 7] = [
         ("extra.acceptance.numeric.cos_min", "ratio", Better::Higher, "Logit cosine (min)"),
         ("extra.acceptance.numeric.rtol_max", "ratio", Better::Lower, "Logit max rel. error"),
         ("extra.acceptance.engine.stream_violations", "count", Better::Lower, "Stream violations"),
         ("extra.acceptance.business.schema_pass_rate", "ratio", Better::Higher, "Schema pass rate"),
         ("extra.sweep.knee", "load", Better::Higher, "Knee"),
         ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation"),
+        (
+            "server.gpu.joules_per_1m_output_tokens",
+            "J",
+            Better::Lower,
+            "Energy per 1M output tokens",
+        ),
     ];
     for (path, unit, better, label) in sections {
         out.push(MetricDef { path, unit, better, label, scale: scale_of(path, unit) });
