@@ -499,7 +499,11 @@ mod tests {
             Scrape { t_ms: 3000.0, reading: reading(999.0, 0.0) },
         ];
         // Warmup from 0 ms, the measured window from 600 ms to 2000 ms.
-        let run = RunTotals { span: Some((0.0, 2000.0)), ok_output_tokens: Some(180), ..RunTotals::default() };
+        let run = RunTotals {
+            span: Some((0.0, 2000.0)),
+            ok_output_tokens: Some(180),
+            ..RunTotals::default()
+        };
         let s = summarize("u", "vllm", 0.5, &scrapes, Some((600.0, 2000.0)), run, None);
         let b = s.bracket.as_ref().unwrap();
         assert_eq!((b.from_ms, b.to_ms, b.encloses_window), (-5.0, 2100.0, true));
