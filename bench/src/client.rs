@@ -1705,6 +1705,15 @@ pub fn request_body(
     if let Some(rf) = &item.response_format {
         body["response_format"] = rf.clone();
     }
+    // Tools are a chat-completions field: a completions request has no place for them.
+    if endpoint == Endpoint::Chat {
+        if let Some(tools) = &item.tools {
+            body["tools"] = tools.clone();
+        }
+        if let Some(choice) = &item.tool_choice {
+            body["tool_choice"] = choice.clone();
+        }
+    }
     body
 }
 

@@ -53,6 +53,8 @@ pub fn import(
         target_tokens: None,
         max_tokens: cfg.max_tokens,
         response_format: None,
+        tools: None,
+        tool_choice: None,
     };
     let mut items = Vec::new();
     let mut answers = Vec::new();

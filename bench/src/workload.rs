@@ -40,6 +40,10 @@ pub struct WorkItem {
     pub max_tokens: u32,
     /// JSON Schema or response_format the item asks for (datasets), passed through.
     pub response_format: Option<serde_json::Value>,
+    /// The item's `tools` (an array of tool definitions) and `tool_choice` (datasets), passed
+    /// through to chat requests as they are; tool-call deltas in the answer count as output.
+    pub tools: Option<serde_json::Value>,
+    pub tool_choice: Option<serde_json::Value>,
 }
 
 /// A file the workload was read from, as the profile names it, with a hash of its content
@@ -223,7 +227,22 @@ impl WorkItem {
                 serde_json::json!({"type": "json_schema", "json_schema": {"name": "item", "schema": s}})
             })
         });
-        Ok(WorkItem { payload, target_tokens: None, max_tokens, response_format })
+        let tools = match obj.get("tools") {
+            None => None,
+            Some(v @ serde_json::Value::Array(a)) if a.iter().all(|x| x.is_object()) => {
+                Some(v.clone())
+            }
+            Some(_) => return Err(err("`tools` must be an array of tool objects".into())),
+        };
+        let tool_choice = obj.get("tool_choice").cloned();
+        Ok(WorkItem {
+            payload,
+            target_tokens: None,
+            max_tokens,
+            response_format,
+            tools,
+            tool_choice,
+        })
     }
 }
 
@@ -288,6 +307,8 @@ impl Workload {
                 target_tokens: Some(n),
                 max_tokens: output.as_mut().map_or(cfg.max_tokens, |s| s.sample()),
                 response_format: None,
+                tools: None,
+                tool_choice: None,
             })
             .collect();
         Workload { items, basis: LengthBasis::Approximate }
@@ -301,7 +322,8 @@ impl Workload {
     }
 
     /// Items from a JSONL dataset. Each line is an object with `messages` (chat messages) or
-    /// `prompt` (text), and optionally `max_tokens` and `response_format` / `schema`. Other keys
+    /// `prompt` (text), and optionally `max_tokens`, `response_format` / `schema`, `tools` and
+    /// `tool_choice`. Other keys
     /// (ids, categories, expected answers) are allowed and ignored here.
     pub fn from_jsonl(
         path: &Path,
@@ -530,5 +552,33 @@ mod tests {
         let e = Workload::from_jsonl(Path::new("d.jsonl"), "{\"prompt\": 3}", &cfg).unwrap_err();
         assert!(e.message.contains("string"));
         assert!(Workload::from_jsonl(Path::new("d.jsonl"), "", &cfg).is_err());
+    }
+
+    #[test]
+    fn tools_and_tool_choice_pass_through_to_chat_requests_only() {
+        let cfg = WorkloadConfig { shuffle: false, ..WorkloadConfig::default() };
+        let line = r#"{"messages":[{"role":"user","content":"weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],"tool_choice":"auto"}"#;
+        let w = Workload::from_jsonl(Path::new("d.jsonl"), line, &cfg).unwrap();
+        let item = &w.items[0];
+        let sampling = crate::client::Sampling {
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 1,
+            ignore_eos: false,
+            logprobs: None,
+        };
+        let body = |endpoint| {
+            crate::client::request_body(endpoint, "m", true, "max_tokens", item, "", &sampling)
+        };
+        let chat = body(crate::config::Endpoint::Chat);
+        assert_eq!(chat["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(chat["tool_choice"], "auto");
+        let completions = body(crate::config::Endpoint::Completions);
+        assert!(completions.get("tools").is_none() && completions.get("tool_choice").is_none());
+        // A dataset's tools that are not tool objects are refused with the file and line.
+        let bad = "{\"prompt\":\"x\"}\n{\"prompt\":\"y\",\"tools\":\"get_weather\"}\n";
+        let e = Workload::from_jsonl(Path::new("d.jsonl"), bad, &cfg).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("`tools` must be an array"), "{e}");
     }
 }

@@ -262,6 +262,8 @@ fn load_trace(
             target_tokens: Some(r.input_tokens),
             max_tokens: r.output_tokens,
             response_format: None,
+            tools: None,
+            tool_choice: None,
         })
         .collect();
     let prompts = TracePrompts::new(&trace, wl.trace_block_tokens, wl.seed);
