@@ -290,6 +290,12 @@ pub struct LatencyMetrics {
     pub ttfrt_ms: Option<Stats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfat_ms: Option<Stats>,
+    /// Reasoning streams only: time per reasoning token and per answer token (each request's
+    /// from its own events; see docs/metrics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_reasoning_ms: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_answer_ms: Option<Stats>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -390,6 +396,8 @@ pub struct MetricsAccumulator {
     pub lag: LatencyHist,
     pub ttfrt: LatencyHist,
     pub ttfat: LatencyHist,
+    pub tpot_reasoning: LatencyHist,
+    pub tpot_answer: LatencyHist,
     /// When the requests cancelled on purpose were closed (ms from their intended send).
     cancel_after: LatencyHist,
     cancellation: Cancellation,
@@ -439,6 +447,8 @@ impl MetricsAccumulator {
             lag: LatencyHist::new(),
             ttfrt: LatencyHist::new(),
             ttfat: LatencyHist::new(),
+            tpot_reasoning: LatencyHist::new(),
+            tpot_answer: LatencyHist::new(),
             cancel_after: LatencyHist::new(),
             cancellation: Cancellation::default(),
             input_len: LatencyHist::new(),
@@ -540,6 +550,12 @@ impl MetricsAccumulator {
             }
             if let Some(v) = r.ttfat_ms() {
                 self.ttfat.record(v);
+            }
+            if let Some(v) = r.tpot_reasoning_ms() {
+                self.tpot_reasoning.record(v);
+            }
+            if let Some(v) = r.tpot_answer_ms() {
+                self.tpot_answer.record(v);
             }
             let add = |s: Option<u64>, n: u64| Some(s.unwrap_or(0).saturating_add(n));
             self.tokens.reasoning_total = add(self.tokens.reasoning_total, r.reasoning_events);
@@ -716,6 +732,8 @@ impl MetricsAccumulator {
                 queue_ms: self.queue.stats(),
                 ttfrt_ms: self.ttfrt.stats(),
                 ttfat_ms: self.ttfat.stats(),
+                tpot_reasoning_ms: self.tpot_reasoning.stats(),
+                tpot_answer_ms: self.tpot_answer.stats(),
             },
             throughput,
             goodput,

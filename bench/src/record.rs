@@ -205,6 +205,22 @@ impl RequestRecord {
         self.first_answer_ms.map(|t| t - self.intended_ms)
     }
 
+    /// A reasoning stream's time per reasoning token: from the first reasoning event to the
+    /// first answer event, over the reasoning events (the gaps that span holds).
+    pub fn tpot_reasoning_ms(&self) -> Option<f64> {
+        let (first, answer) = (self.first_reasoning_ms?, self.first_answer_ms?);
+        (self.reasoning_events > 0).then(|| (answer - first) / self.reasoning_events as f64)
+    }
+
+    /// A reasoning stream's time per answer token after the answer's first: from the first
+    /// answer event to the last event, over the answer events less one (two or more).
+    pub fn tpot_answer_ms(&self) -> Option<f64> {
+        self.first_reasoning_ms?;
+        let (answer, last) = (self.first_answer_ms?, self.last_token_ms?);
+        let n = self.content_events.checked_sub(self.reasoning_events)?;
+        (n >= 2).then(|| (last - answer) / (n - 1) as f64)
+    }
+
     /// End-to-end latency: last content event minus intended send.
     pub fn e2e_ms(&self) -> Option<f64> {
         self.last_token_ms.map(|t| t - self.intended_ms)

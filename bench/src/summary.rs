@@ -660,7 +660,7 @@ pub fn known_metrics() -> &'static [MetricDef] {
 
 fn build_known_metrics() -> Vec<MetricDef> {
     let mut out = Vec::new();
-    let latency: [(&'static str, &'static str); 7] = [
+    let latency: [(&'static str, &'static str); 9] = [
         ("ttft_ms", "TTFT"),
         ("tpot_ms", "TPOT"),
         ("itl_ms", "ITL"),
@@ -668,6 +668,8 @@ fn build_known_metrics() -> Vec<MetricDef> {
         ("queue_ms", "Queue time"),
         ("ttfrt_ms", "Time to first reasoning token"),
         ("ttfat_ms", "Time to first answer token"),
+        ("tpot_reasoning_ms", "TPOT (reasoning)"),
+        ("tpot_answer_ms", "TPOT (answer)"),
     ];
     for (metric, label) in latency {
         for stat in LATENCY_STATS {

@@ -359,7 +359,7 @@ async fn reasoning_attempt(timing: &TimingConfig) -> crate::Attempt {
     let ttfrt = s.metrics.ttfrt_ms.as_ref().unwrap();
     let ttfat = s.metrics.ttfat_ms.as_ref().unwrap();
     let diag = format!(
-        "server late p50 {:.3} p99 {:.3} | reasoning error p50 {:.3} p99 {:.3} min {:.3} | answer error p50 {:.3} p99 {:.3} min {:.3} | ttfrt p50 {} ttfat p50 {}",
+        "server late p50 {:.3} p99 {:.3} | reasoning error p50 {:.3} p99 {:.3} min {:.3} | answer error p50 {:.3} p99 {:.3} min {:.3} | ttfrt p50 {} ttfat p50 {} | tpot reasoning mean {:?} answer mean {:?}",
         rank(&late, 0.5),
         rank(&late, 0.99),
         rank(&reasoning_error, 0.5),
@@ -370,6 +370,8 @@ async fn reasoning_attempt(timing: &TimingConfig) -> crate::Attempt {
         answer_error[0],
         ttfrt.p50,
         ttfat.p50,
+        s.metrics.tpot_reasoning_ms.as_ref().map(|x| x.mean),
+        s.metrics.tpot_answer_ms.as_ref().map(|x| x.mean),
     );
     let mut failures = Vec::new();
     let mut bound = |holds: bool, what: &str| {
@@ -392,5 +394,10 @@ async fn reasoning_attempt(timing: &TimingConfig) -> crate::Attempt {
     }
     bound((ttfrt.p50 - 50.0).abs() <= 2.0, "time to the first reasoning token p50");
     bound((ttfat.p50 - 550.0).abs() <= 2.0, "time to the first answer token p50");
+    // Time per token over each part: the 10 ms gaps (+-1 ms jitter of mean 0).
+    let tpot_r = s.metrics.tpot_reasoning_ms.as_ref().unwrap();
+    let tpot_a = s.metrics.tpot_answer_ms.as_ref().unwrap();
+    bound((tpot_r.mean - 10.0).abs() <= 0.5, "TPOT over the reasoning, mean");
+    bound((tpot_a.mean - 10.0).abs() <= 0.5, "TPOT over the answer, mean");
     crate::Attempt { quiet: rank(&late, 0.99) <= crate::QUIET_SERVER_LATE_P99_MS, diag, failures }
 }
