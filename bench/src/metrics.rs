@@ -469,15 +469,17 @@ impl MetricsAccumulator {
             run: RunTotals {
                 span: None,
                 ok_output_tokens: Some(0),
-                measured_ok_output_tokens: Some(0),
+                measured_ok_output_tokens: None,
             },
             turns: BTreeMap::new(),
         }
     }
 
-    /// The whole run's span and delivered tokens, warmup included.
+    /// The whole run's span and delivered tokens, warmup included, and the measured ok
+    /// requests' output tokens (the summary's `tokens.output_total`).
     pub fn run_totals(&self) -> RunTotals {
-        self.run
+        let measured = self.output_total.filter(|_| self.counts.ok > 0 && self.output_seen);
+        RunTotals { measured_ok_output_tokens: measured, ..self.run }
     }
 
     pub fn add(&mut self, r: &RequestRecord) {
@@ -494,13 +496,6 @@ impl MetricsAccumulator {
         if r.warmup {
             self.counts.warmup += 1;
             return;
-        }
-        if r.class == Outcome::Ok {
-            self.run.measured_ok_output_tokens =
-                match (self.run.measured_ok_output_tokens, r.output_tokens) {
-                    (Some(t), Some(n)) => t.checked_add(n),
-                    _ => None,
-                };
         }
         self.counts.total += 1;
         *self.counts.by_class.entry(r.class.to_string()).or_default() += 1;
@@ -557,10 +552,11 @@ impl MetricsAccumulator {
             if let Some(v) = r.tpot_answer_ms() {
                 self.tpot_answer.record(v);
             }
-            let add = |s: Option<u64>, n: u64| Some(s.unwrap_or(0).saturating_add(n));
-            self.tokens.reasoning_total = add(self.tokens.reasoning_total, r.reasoning_events);
-            let answer = r.content_events.saturating_sub(r.reasoning_events);
-            self.tokens.answer_total = add(self.tokens.answer_total, answer);
+            add_to(&mut self.tokens.reasoning_total, r.reasoning_events);
+            add_to(
+                &mut self.tokens.answer_total,
+                r.content_events.saturating_sub(r.reasoning_events),
+            );
         }
         if let Some(n) = r.input_tokens {
             self.input_len.record(n as f64);
@@ -592,9 +588,8 @@ impl MetricsAccumulator {
         if let Some(n) = reported
             && r.content_events >= 2
         {
-            let add = |s: Option<u64>, n: u64| Some(s.unwrap_or(0).saturating_add(n));
-            self.tokens.usage_total = add(self.tokens.usage_total, n);
-            self.tokens.streamed_total = add(self.tokens.streamed_total, r.content_events);
+            add_to(&mut self.tokens.usage_total, n);
+            add_to(&mut self.tokens.streamed_total, r.content_events);
         }
         match self.slo.met_by(r) {
             Some(true) => self.slo_met += 1,
@@ -791,6 +786,11 @@ pub fn stream_notes(requests: &RequestCounts, tokens: &TokenCounts) -> Vec<Strin
 
 fn round6(v: f64) -> f64 {
     (v * 1e6).round() / 1e6
+}
+
+/// Add `n` to a sum that is blank until its first term.
+fn add_to(sum: &mut Option<u64>, n: u64) {
+    *sum = Some(sum.unwrap_or(0).saturating_add(n));
 }
 
 #[cfg(test)]

@@ -81,22 +81,24 @@ enum Part {
     Answer,
 }
 
+fn nonempty(s: &Option<Cow<'_, str>>) -> bool {
+    s.as_deref().is_some_and(|s| !s.is_empty())
+}
+
 impl Delta<'_> {
+    /// Content or a tool call: the answer's part of a delta.
+    fn has_answer(&self) -> bool {
+        nonempty(&self.content) || self.tool_calls.as_ref().is_some_and(|t| !t.is_empty())
+    }
+
     /// Reasoning when it carries only reasoning text; the answer when it carries content or a
     /// tool call (content inside `<think>` is told apart by the tracker).
     fn part(&self) -> Part {
-        let nonempty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
-        let answer =
-            nonempty(&self.content) || self.tool_calls.as_ref().is_some_and(|t| !t.is_empty());
-        if answer { Part::Answer } else { Part::Reasoning }
+        if self.has_answer() { Part::Answer } else { Part::Reasoning }
     }
 
     fn has_output(&self) -> bool {
-        let nonempty = |s: &Option<Cow<'_, str>>| s.as_deref().is_some_and(|s| !s.is_empty());
-        nonempty(&self.content)
-            || nonempty(&self.reasoning_content)
-            || nonempty(&self.reasoning)
-            || self.tool_calls.as_ref().is_some_and(|t| !t.is_empty())
+        self.has_answer() || nonempty(&self.reasoning_content) || nonempty(&self.reasoning)
     }
 }
 

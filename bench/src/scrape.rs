@@ -223,19 +223,11 @@ impl Scraper {
         let mut drained = None;
         if let Some(bound) = drain {
             let step = self.interval.min(Duration::from_millis(50));
-            loop {
-                match idle(&last) {
-                    // The gauges are not exposed: nothing to wait for.
-                    None => break,
-                    Some(true) => {
-                        drained = Some(((t - ended).as_secs_f64() * 1000.0, true));
-                        break;
-                    }
-                    Some(false) if t - ended >= bound => {
-                        drained = Some(((t - ended).as_secs_f64() * 1000.0, false));
-                        break;
-                    }
-                    Some(false) => {}
+            // Without the gauges there is nothing to wait for.
+            while let Some(is_idle) = idle(&last) {
+                if is_idle || t - ended >= bound {
+                    drained = Some(((t - ended).as_secs_f64() * 1000.0, is_idle));
+                    break;
                 }
                 tokio::time::sleep(step).await;
                 t = Instant::now();
