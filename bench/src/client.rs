@@ -517,6 +517,7 @@ impl Exchange {
             reasoning_events: r.reasoning_events,
             first_reasoning_ms: r.first_reasoning_ms.map(round_us),
             first_answer_ms: r.first_answer_ms.filter(|_| r.reasoning_events > 0).map(round_us),
+            max_tokens: None,
         };
         (record, r.text)
     }

@@ -433,6 +433,15 @@ pub struct RunTotals {
     /// Output tokens of the measured ok requests (warmup left out): what the window's energy
     /// is divided by (None when some count is unknown).
     pub measured_ok_output_tokens: Option<u64>,
+    /// Output tokens every request of the run received, whatever its class: the ok requests'
+    /// counts, the content (and reasoning) events of the others (None when some ok request's
+    /// count is unknown).
+    pub received_tokens: Option<u64>,
+    /// Requests cancelled on purpose, warmup included (warmup requests are never cancelled).
+    pub cancelled: u64,
+    /// Tokens the cancelled requests had left to their `max_tokens` when they were closed (None
+    /// when one's max_tokens is unknown).
+    pub cancelled_left: Option<u64>,
 }
 
 impl MetricsAccumulator {
@@ -470,6 +479,9 @@ impl MetricsAccumulator {
                 span: None,
                 ok_output_tokens: Some(0),
                 measured_ok_output_tokens: None,
+                received_tokens: Some(0),
+                cancelled: 0,
+                cancelled_left: Some(0),
             },
             turns: BTreeMap::new(),
         }
@@ -492,6 +504,19 @@ impl MetricsAccumulator {
                 (Some(t), Some(n)) => t.checked_add(n),
                 _ => None,
             };
+        }
+        let received = match r.class {
+            Outcome::Ok => r.output_tokens,
+            _ => r.content_events.checked_add(r.reasoning_events),
+        };
+        self.run.received_tokens =
+            self.run.received_tokens.zip(received).and_then(|(t, n)| t.checked_add(n));
+        if r.class == Outcome::Cancelled {
+            self.run.cancelled += 1;
+            let streamed = r.content_events.saturating_add(r.reasoning_events);
+            let left = r.max_tokens.map(|m| m.saturating_sub(streamed));
+            self.run.cancelled_left =
+                self.run.cancelled_left.zip(left).and_then(|(t, n)| t.checked_add(n));
         }
         if r.warmup {
             self.counts.warmup += 1;
@@ -831,6 +856,7 @@ mod tests {
             reasoning_events: 0,
             first_reasoning_ms: None,
             first_answer_ms: None,
+            max_tokens: None,
         }
     }
 

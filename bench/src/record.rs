@@ -185,6 +185,10 @@ pub struct RequestRecord {
     pub first_reasoning_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_answer_ms: Option<f64>,
+    /// The `max_tokens` a request cancelled on purpose had asked for (absent for the others):
+    /// what an engine that ignores the cancel computes for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
 }
 
 impl RequestRecord {

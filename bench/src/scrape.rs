@@ -284,6 +284,7 @@ impl Scraper {
                 waited_s: drain.unwrap_or_default().as_secs_f64(),
             });
         }
+        section.cancelled = server_metrics::cancel_waste(&section, &run);
         section
     }
 }

@@ -17,8 +17,18 @@
 //! | prefix cache queries, hits | counter | `vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total` (or `vllm:gpu_prefix_cache_*`) | — | — |
 //! | KV cache usage (0..1) | gauge | `vllm:kv_cache_usage_perc`, `vllm:gpu_cache_usage_perc` | `llamacpp:kv_cache_usage_ratio` | `sglang:token_usage` |
 //!
-//! and the simulator's own `infergate_sim:kv_fragmentation_ratio` (gauge) and
-//! `infergate_sim:wasted_tokens_total` (counter).
+//! and the simulator's own `infergate_sim:kv_fragmentation_ratio` (gauge),
+//! `infergate_sim:wasted_tokens_total`, `infergate_sim:wasted_prefill_tokens_total`,
+//! `infergate_sim:abandoned_requests_total` and `infergate_sim:abandoned_hold_seconds_total`
+//! (counters).
+//!
+//! **Cancelled requests.** In a run that cancelled requests on purpose, [`cancel_waste`] sets
+//! what the engine computed for them beside what the clients received (`server.cancelled`):
+//! the output tokens it generated that no client received (its generation counter less every
+//! request's received tokens, once the engine was found idle after the run), their share of
+//! what the cancelled requests had left to their `max_tokens`, and, from engines that count
+//! them, the prefill of requests that left before their first token and how long a request
+//! whose client left kept its slot.
 //!
 //! **Window.** Counter deltas are taken between the two scrapes that bracket the measured window:
 //! the last one at or before its start and the first one at or after its end (the runner scrapes
@@ -57,6 +67,9 @@ pub const PREFIX_CACHE_HITS: &[&str] =
     &["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"];
 pub const KV_FRAGMENTATION: &[&str] = &["infergate_sim:kv_fragmentation_ratio"];
 pub const WASTED_TOKENS: &[&str] = &["infergate_sim:wasted_tokens_total"];
+pub const WASTED_PREFILL_TOKENS: &[&str] = &["infergate_sim:wasted_prefill_tokens_total"];
+pub const ABANDONED_REQUESTS: &[&str] = &["infergate_sim:abandoned_requests_total"];
+pub const ABANDONED_HOLD_SECONDS: &[&str] = &["infergate_sim:abandoned_hold_seconds_total"];
 
 /// The canonical values of one scrape (`None`: the metric is not exposed).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -65,6 +78,9 @@ pub struct Reading {
     pub prompt_tokens: Option<f64>,
     pub preemptions: Option<f64>,
     pub wasted_tokens: Option<f64>,
+    pub wasted_prefill_tokens: Option<f64>,
+    pub abandoned_requests: Option<f64>,
+    pub abandoned_hold_s: Option<f64>,
     pub running: Option<f64>,
     pub waiting: Option<f64>,
     pub kv_cache_usage: Option<f64>,
@@ -84,6 +100,9 @@ impl Reading {
             prompt_tokens: first_of(e, PROMPT_TOKENS),
             preemptions: first_of(e, PREEMPTIONS),
             wasted_tokens: first_of(e, WASTED_TOKENS),
+            wasted_prefill_tokens: first_of(e, WASTED_PREFILL_TOKENS),
+            abandoned_requests: first_of(e, ABANDONED_REQUESTS),
+            abandoned_hold_s: first_of(e, ABANDONED_HOLD_SECONDS),
             running: first_of(e, RUNNING),
             waiting: first_of(e, WAITING),
             kv_cache_usage: first_of(e, KV_USAGE),
@@ -252,6 +271,15 @@ pub struct ServerSection {
     pub preemptions: Option<f64>,
     /// Tokens generated for clients that had gone (simulator only).
     pub wasted_tokens: Option<f64>,
+    /// Prompt tokens prefilled for requests whose client left before their first token, requests
+    /// whose client left before they ended, and the seconds those kept their slot after the
+    /// client left (simulator only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasted_prefill_tokens: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abandoned_requests: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abandoned_hold_s: Option<f64>,
     /// Prompt tokens looked up in the prefix cache over the bracket, and those it served.
     #[serde(default)]
     pub prefix_cache_queries: Option<f64>,
@@ -276,6 +304,10 @@ pub struct ServerSection {
     /// ended (absent for other runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_run: Option<AfterRun>,
+    /// With requests cancelled on purpose: what the engine computed for them ([`cancel_waste`];
+    /// absent for other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<CancelWaste>,
     /// The gauges of every scrape of the run, in time order (also those outside the window; a
     /// failed scrape is a sample with every gauge null): what reports draw over time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -294,6 +326,75 @@ pub struct AfterRun {
     pub idle: bool,
     /// The longest wait, s (`cancel.drain_s`).
     pub waited_s: f64,
+}
+
+/// What the engine computed for the requests cancelled on purpose, against what their clients
+/// received. Blank fields were not measured: never estimated.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CancelWaste {
+    /// Requests cancelled on purpose.
+    pub requests: u64,
+    /// Output tokens the server generated that no client received: the generation counter's
+    /// increase over the bracket (to the scrape that found the engine idle after the run) less
+    /// the tokens every request of the run received. Blank unless the bracket encloses the run,
+    /// the engine was found idle after it, and every count is known. Negative: the server
+    /// counted fewer tokens than the clients received.
+    pub decode_tokens: Option<f64>,
+    /// decode_tokens per cancelled request.
+    pub decode_tokens_per_cancel: Option<f64>,
+    /// Tokens the cancelled requests had left to their max_tokens when they were closed.
+    pub tokens_left: Option<u64>,
+    /// decode_tokens / tokens_left: 0 for an engine that stopped at once, 1 for one that
+    /// computed every cancelled request to its max_tokens (less with requests that would have
+    /// ended by themselves).
+    pub decode_share: Option<f64>,
+    /// Whether the engine stopped generating for the clients that left: decode_share below
+    /// [`STOPPED_BELOW`].
+    pub stopped: Option<bool>,
+    /// Prompt tokens prefilled for requests whose client left before their first token
+    /// (engines that count it: the simulator).
+    pub prefill_tokens: Option<f64>,
+    /// How long a request whose client left kept its slot and KV blocks afterwards, mean over
+    /// those requests, ms (engines that count it: the simulator).
+    pub hold_ms_mean: Option<f64>,
+}
+
+/// `decode_share` below which an engine is said to have stopped for the clients that left.
+pub const STOPPED_BELOW: f64 = 0.5;
+
+/// What the engine computed for a run's cancelled requests (None when the run cancelled none),
+/// from a section whose counters and `after_run` are set.
+pub fn cancel_waste(
+    section: &ServerSection,
+    run: &crate::metrics::RunTotals,
+) -> Option<CancelWaste> {
+    if run.cancelled == 0 {
+        return None;
+    }
+    let encloses = section.bracket.as_ref().is_some_and(|b| b.encloses_window);
+    let idle = section.after_run.as_ref().is_some_and(|a| a.idle);
+    let decode = match (section.generation_tokens, run.received_tokens) {
+        (Some(g), Some(r)) if encloses && idle => Some(g - r as f64),
+        _ => None,
+    };
+    let share = match (decode, run.cancelled_left) {
+        (Some(d), Some(left)) if left > 0 => Some(round6(d / left as f64)),
+        _ => None,
+    };
+    let hold = match (section.abandoned_hold_s, section.abandoned_requests) {
+        (Some(h), Some(n)) if n > 0.0 => Some(round6(h / n * 1000.0)),
+        _ => None,
+    };
+    Some(CancelWaste {
+        requests: run.cancelled,
+        decode_tokens: decode,
+        decode_tokens_per_cancel: decode.map(|d| round6(d / run.cancelled as f64)),
+        tokens_left: run.cancelled_left,
+        decode_share: share,
+        stopped: share.map(|s| s < STOPPED_BELOW),
+        prefill_tokens: section.wasted_prefill_tokens,
+        hold_ms_mean: hold,
+    })
 }
 
 /// The gauges of one scrape (`None`: not exposed, or the scrape failed).
@@ -348,11 +449,15 @@ pub fn summarize(
         prompt_tokens: None,
         preemptions: None,
         wasted_tokens: None,
+        wasted_prefill_tokens: None,
+        abandoned_requests: None,
+        abandoned_hold_s: None,
         prefix_cache_queries: None,
         prefix_cache_hits: None,
         prefix_cache_hit_rate: None,
         goodput_ratio: None,
         after_run: None,
+        cancelled: None,
         running: None,
         waiting: None,
         kv_cache_usage: None,
@@ -414,6 +519,9 @@ pub fn summarize(
         section.prompt_tokens = delta(|r| r.prompt_tokens);
         section.preemptions = delta(|r| r.preemptions);
         section.wasted_tokens = delta(|r| r.wasted_tokens);
+        section.wasted_prefill_tokens = delta(|r| r.wasted_prefill_tokens);
+        section.abandoned_requests = delta(|r| r.abandoned_requests);
+        section.abandoned_hold_s = delta(|r| r.abandoned_hold_s).map(round6);
         section.prefix_cache_queries = delta(|r| r.prefix_cache_queries);
         section.prefix_cache_hits = delta(|r| r.prefix_cache_hits);
         section.prefix_cache_hit_rate =

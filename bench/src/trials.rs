@@ -905,6 +905,7 @@ mod tests {
             reasoning_events: 0,
             first_reasoning_ms: None,
             first_answer_ms: None,
+            max_tokens: None,
         }
     }
 

@@ -120,24 +120,29 @@ fn cancellation_note(
     if !profile.cancel.is_on() {
         return None;
     }
-    let wasted = server.and_then(|s| s.wasted_tokens);
-    match (summary.goodput.token_ratio, wasted) {
-        (None, _) => Some(format!(
-            "{} request(s) cancelled on purpose; goodput.token_ratio is blank: the server's \
-             counters gave no output-token count over the run (scrape.enabled, and an engine \
-             that exposes one)",
-            summary.requests.cancelled
-        )),
-        (Some(r), Some(w)) => Some(format!(
-            "{} request(s) cancelled on purpose: the server computed {} output tokens no client \
-             received; goodput.token_ratio {r}",
-            summary.requests.cancelled, w
-        )),
-        (Some(r), None) => Some(format!(
-            "{} request(s) cancelled on purpose: goodput.token_ratio {r}",
-            summary.requests.cancelled
-        )),
-    }
+    let n = summary.requests.cancelled;
+    let waste = server.and_then(|s| s.cancelled.as_ref());
+    let ratio = summary.goodput.token_ratio.map(|r| format!("; goodput.token_ratio {r}"));
+    let ratio = ratio.unwrap_or_else(|| {
+        "; goodput.token_ratio is blank: the server's counters gave no output-token count over \
+         the run (scrape.enabled, and an engine that exposes one)"
+            .into()
+    });
+    let found = match waste.map(|w| (w.decode_tokens, w.decode_share, w.stopped)) {
+        Some((Some(d), Some(share), Some(stopped))) => format!(
+            ": the server generated {d} output tokens no client received, {:.1}% of what the \
+             cancelled requests had left to max_tokens ({})",
+            share * 100.0,
+            if stopped { "it stopped for clients that left" } else { "it went on computing them" }
+        ),
+        Some((Some(d), _, _)) => {
+            format!(": the server generated {d} output tokens no client received")
+        }
+        _ => ": what the server computed for them is blank (no counters, or the engine was not \
+               found idle after the run: cancel.drain_s)"
+            .into(),
+    };
+    Some(format!("{n} request(s) cancelled on purpose{found}{ratio}"))
 }
 
 /// A note when the server's usage disagrees with the streamed count beyond the tolerance.

@@ -153,6 +153,9 @@ impl Shared {
             counted_input_tokens: self.prompts().and_then(|p| p.counted_tokens(item_idx)),
         };
         let (mut record, text) = ex.into_record(slot, self.clock);
+        if record.class == crate::Outcome::Cancelled {
+            record.max_tokens = Some(item.max_tokens.into());
+        }
         if let Some(t) = &turn {
             (record.session, record.turn) = (Some(t.session), Some(t.turn));
         }

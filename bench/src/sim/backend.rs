@@ -78,7 +78,8 @@ pub enum GenEvent {
 ///
 /// `submit` returns the channel on which the request's events arrive. When the server drops the
 /// receiver (the client disconnected), the backend must free the request at its next step and
-/// count the tokens it computed but never delivered as waste.
+/// count the tokens it computed but never delivered as waste. The server says when the client
+/// left with [`Backend::client_gone`] as it notices, before it drops the receiver.
 pub trait Backend: Send + Sync + 'static {
     fn submit(&self, req: GenRequest) -> mpsc::UnboundedReceiver<GenEvent>;
 
@@ -103,6 +104,9 @@ pub trait Backend: Send + Sync + 'static {
     fn reasoning_tokens(&self) -> u32 {
         0
     }
+
+    /// The client of request `id` (a [`GenRequest::id`]) disconnected now.
+    fn client_gone(&self, _id: u64) {}
 
     /// What the backend's scheduler did so far (engine backends; `None` otherwise).
     fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {

@@ -881,7 +881,16 @@ async fn deliver_tokens(
     while !out.disconnected {
         let ev = match pending.take() {
             Some(e) => Some(e),
-            None => rx.recv().await,
+            // A client that closes the stream is noticed at once, as an engine's API server
+            // does, not at the next token.
+            None => tokio::select! {
+                ev = rx.recv() => ev,
+                () = tx.closed() => {
+                    out.disconnected = true;
+                    st.backend.client_gone(plan.id);
+                    break;
+                }
+            },
         };
         match ev {
             Some(GenEvent::Scheduled { .. }) => continue,
@@ -907,6 +916,7 @@ async fn deliver_tokens(
                     };
                     if !send(tx, bytes).await {
                         out.disconnected = true;
+                        st.backend.client_gone(plan.id);
                     }
                 } else {
                     out.text.push_str(&text);

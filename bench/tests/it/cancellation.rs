@@ -117,8 +117,23 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     let server: ServerSection = serde_json::from_value(s.server.clone().unwrap()).unwrap();
     assert_eq!(server.wasted_tokens, Some(truth.wasted));
     assert!(truth.wasted <= n as f64, "{} tokens wasted for {n} cancels", truth.wasted);
-    let after = server.after_run.expect("the engine was watched after the run");
+    let after = server.after_run.clone().expect("the engine was watched after the run");
     assert!(after.idle, "{after:?}");
+    // What it computed for the clients that left: its counter less what every client received
+    // (the simulator's own records of the ok answers, 8 tokens for each cancelled request).
+    let waste = server.cancelled.as_ref().expect("what the engine computed for them");
+    let nobody = truth.generated - truth.delivered_to_ok - 8.0 * n as f64;
+    assert_eq!(waste.decode_tokens, Some(nobody), "{waste:?}");
+    assert!(nobody >= truth.wasted && nobody <= 2.0 * n as f64, "{nobody} for {n} cancels");
+    assert_eq!(waste.tokens_left, Some(24 * n));
+    assert!(waste.decode_share.unwrap() < 0.1, "{waste:?}");
+    assert_eq!(waste.stopped, Some(true));
+    assert_eq!(waste.prefill_tokens, Some(0.0), "every client left after its 8th token");
+    assert_eq!(server.abandoned_requests, Some(n as f64));
+    // Freed at the step after the server noticed: within about one step (an ITL).
+    let itl_p99 = s.metrics.itl_ms.as_ref().unwrap().p99;
+    let hold = waste.hold_ms_mean.unwrap();
+    assert!(hold <= 2.0 * itl_p99 + 2.0, "held {hold} ms after the cancel, ITL P99 {itl_p99}");
     // An honest server: usage equals what was streamed.
     assert_eq!(s.metric("tokens.server_mismatch"), Some(0.0));
 }
@@ -140,10 +155,20 @@ async fn an_engine_that_ignores_cancels_wastes_what_the_simulator_counts() {
     assert_eq!(server.generation_tokens, Some(truth.generated));
     assert_eq!(server.wasted_tokens, Some(truth.wasted));
     assert!(truth.wasted >= n * (32.0 - 8.0 - 2.0), "{} wasted for {n} cancels", truth.wasted);
+    // Measured from the counters: every token after the 8th went to nobody, and the engine
+    // did not stop.
+    let waste = server.cancelled.as_ref().expect("what the engine computed for them");
+    assert_eq!(waste.decode_tokens, Some(truth.generated - truth.delivered_to_ok - 8.0 * n));
+    assert_eq!(waste.decode_tokens, Some(24.0 * n));
+    assert_eq!((waste.decode_share, waste.stopped), (Some(1.0), Some(false)));
+    // Each kept its slot for the rest of its answer: about 24 steps.
+    let itl_p50 = s.metrics.itl_ms.as_ref().unwrap().p50;
+    let hold = waste.hold_ms_mean.unwrap();
+    assert!(hold >= 10.0 * itl_p50, "held {hold} ms after the cancel, ITL P50 {itl_p50}");
     let ratio = s.goodput.token_ratio.unwrap();
     let known = truth.delivered_to_ok / truth.generated;
     assert!((ratio - known).abs() <= 0.01, "token ratio {ratio}, the simulator's {known}");
-    assert!(server.after_run.unwrap().idle);
+    assert!(server.after_run.as_ref().unwrap().idle);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,20 @@ pub const MATRIX: [(&str, &str, Action); 7] = [
     ("Cost / 1M output tokens", "cost.per_1m_output_tokens", Action::Warn),
 ];
 
+/// Columns after [`MATRIX`]'s that a record shows only when one of its runs measured them: the
+/// engine's token goodput (output tokens delivered to clients that stayed over those it
+/// computed; runs that cancel requests on purpose) and energy per 1M output tokens (runs with
+/// GPU power samples).
+pub const MEASURED_ONLY: [(&str, &str, Action); 2] = [
+    ("Token goodput", "goodput.token_ratio", Action::Warn),
+    ("Energy (J / 1M output tokens)", "server.gpu.joules_per_1m_output_tokens", Action::Warn),
+];
+
+/// Every column a record may have: [`MATRIX`] then [`MEASURED_ONLY`].
+fn all_columns() -> impl Iterator<Item = (&'static str, &'static str, Action)> {
+    MATRIX.into_iter().chain(MEASURED_ONLY)
+}
+
 /// Why `adr new` cannot write a record from what it was given (usage errors, exit 2).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum NewAdrError {
@@ -103,7 +117,7 @@ pub struct RowStats {
 
 /// Each row's [`RowStats`] from its trials, at `confidence`.
 pub fn row_stats(sets: &[bench::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
-    let metrics: Vec<&str> = MATRIX.iter().map(|(_, m, _)| *m).collect();
+    let metrics: Vec<&str> = all_columns().map(|(_, m, _)| m).collect();
     // The gate's estimation, so the record's intervals are the ones its gate will compute.
     let opts =
         crate::thresholds::evaluate::GateOptions { confidence, ..Default::default() }.estimation();
@@ -480,6 +494,12 @@ struct Runs<'a> {
 }
 
 impl Runs<'_> {
+    /// The record's columns: [`MATRIX`], then those of [`MEASURED_ONLY`] some row measured.
+    fn columns(&self) -> Vec<(&'static str, &'static str, Action)> {
+        let measured = |m: &str| (0..self.all.len()).any(|i| self.value(i, m).is_some());
+        MATRIX.into_iter().chain(MEASURED_ONLY.into_iter().filter(|c| measured(c.1))).collect()
+    }
+
     fn stats(&self, i: usize) -> Option<&RowStats> {
         self.input.stats.get(i)
     }
@@ -679,7 +699,7 @@ const NOISE: f64 = 0.01;
 /// each `TTFT P99 (ms) -38.2%`.
 fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
     let (mut better, mut worse) = (Vec::new(), Vec::new());
-    for (header, metric, _) in MATRIX {
+    for (header, metric, _) in ctx.columns() {
         let (Some(vb), Some(vr), Some(def)) =
             (ctx.value(0, metric), ctx.value(i, metric), bench::summary::metric_def(metric))
         else {
@@ -715,8 +735,9 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
 /// and the acceptance verdicts when a run has them), and its legend.
 fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
+    let columns = ctx.columns();
     o.push_str("## Metrics matrix\n\n| Config | Requests |");
-    for (h, _, _) in MATRIX {
+    for (h, _, _) in &columns {
         write!(o, " {h} |").unwrap();
     }
     // Sweeps and acceptance runs add their columns (docs/acceptance.md).
@@ -729,7 +750,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
         o.push_str(" Acceptance |");
     }
     o.push_str(" Conclusion |\n|---|---:|");
-    o.push_str(&"---:|".repeat(MATRIX.len() + has_knee as usize));
+    o.push_str(&"---:|".repeat(columns.len() + has_knee as usize));
     o.push_str(&"---|".repeat(has_acceptance as usize));
     o.push_str("---|\n");
     for (i, r) in runs.iter().enumerate() {
@@ -739,7 +760,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
             _ => r.requests.total.to_string(),
         };
         write!(o, "| {}{sim} | {requests} |", ctx.labels[i]).unwrap();
-        for (_, metric, _) in MATRIX {
+        for (_, metric, _) in &columns {
             write!(o, " {} |", matrix_cell(ctx, i, metric)).unwrap();
         }
         if has_knee {
@@ -800,6 +821,19 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
          tokens from the configured device price.",
     )
     .unwrap();
+    if columns.iter().any(|c| c.1 == "goodput.token_ratio") {
+        o.push_str(
+            "Token goodput is the output tokens delivered to clients that stayed over those the \
+             engine computed, from its counters (`goodput.token_ratio`; requests cancelled on \
+             purpose count in the denominator only).\n",
+        );
+    }
+    if columns.iter().any(|c| c.1 == "server.gpu.joules_per_1m_output_tokens") {
+        o.push_str(
+            "Energy is the GPUs' sampled power integrated over the measured window, per 1M \
+             output tokens (`server.gpu.joules_per_1m_output_tokens`).\n",
+        );
+    }
     if ctx.has_stats() {
         stats_legend(o, ctx);
     }
@@ -861,7 +895,7 @@ fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
     let mut blanks: Vec<String> = Vec::new();
     for (i, label) in ctx.labels.iter().enumerate() {
         let mut by_reason: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (header, metric, _) in MATRIX {
+        for (header, metric, _) in ctx.columns() {
             let Some(me) = ctx.stats(i).and_then(|st| st.estimates.get(metric)) else { continue };
             if let Some(why) = me.blank.as_deref().filter(|w| *w != "not measured") {
                 by_reason.entry(why).or_default().push(header.split(" (").next().unwrap_or(header));
@@ -1271,7 +1305,7 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
     let mut unbreakable = Vec::new();
-    for (header, metric, action) in MATRIX {
+    for (header, metric, action) in ctx.columns() {
         let p = match ctx.estimate(chosen_i, metric) {
             Some(e) => propose_from_estimate(metric, e, action, input.headroom),
             // A trial set's metric without an estimate: its trials are not pooled.
@@ -1319,10 +1353,10 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
 fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::ProposedBudget> {
     let i = ctx.input.choose;
     let Some(st) = ctx.stats(i).filter(|st| st.trials > 1) else { return Vec::new() };
-    MATRIX
-        .iter()
+    ctx.columns()
+        .into_iter()
         .filter_map(|(_, metric, action)| {
-            let per_trial = &st.estimates.get(*metric)?.per_trial;
+            let per_trial = &st.estimates.get(metric)?.per_trial;
             let measured = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
                 (Some(a), Some(b)) if i != 0 && a.value != 0.0 => {
                     bench::stats::difference(a, b, ctx.confidence()).ok().map(|d| {
@@ -1332,7 +1366,7 @@ fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::Prop
                 }
                 _ => None,
             };
-            super::budgets::propose(metric, *action, per_trial, blocking, measured)
+            super::budgets::propose(metric, action, per_trial, blocking, measured)
         })
         .collect()
 }
@@ -1455,8 +1489,7 @@ fn detects_statement(o: &mut String, proposed: &[Proposed]) {
         .filter(|p| p.action == Action::Block)
         .filter_map(|p| {
             let d = p.detects.as_ref()?;
-            let label = MATRIX
-                .iter()
+            let label = all_columns()
                 .find(|(_, m, _)| *m == p.metric)
                 .map_or(p.metric, |m| m.0.split(" (").next().unwrap_or(m.0));
             Some(if d.relative.is_finite() {
@@ -1753,7 +1786,7 @@ mod tests {
     #[test]
     fn every_matrix_metric_is_in_the_registry() {
         // `propose` reads an unknown metric as not measured: the matrix must name known ones.
-        for (header, metric, _) in MATRIX {
+        for (header, metric, _) in all_columns() {
             assert!(bench::summary::metric_def(metric).is_some(), "{header}: {metric}");
         }
     }

@@ -145,8 +145,53 @@ pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
     if let Some(c) = s.cost.per_1m_output_tokens {
         rows.push(("cost per 1M output tokens".into(), format!("{c:.4}")));
     }
+    rows.extend(cancellation_rows(s));
+    let gpu = s.server.as_ref().and_then(|v| v.get("gpu"));
+    let energy = gpu.and_then(|g| g.get("energy_j")).and_then(|v| v.as_f64());
+    if let Some(j) = energy {
+        let per_1m =
+            gpu.and_then(|g| g.get("joules_per_1m_output_tokens")).and_then(|v| v.as_f64());
+        rows.push((
+            "energy (GPU)".into(),
+            format!("{j:.1} J over the window, {} J per 1M output tokens", fmt_opt(per_1m, 1)),
+        ));
+    }
     rows.extend(server_rows(s));
     rows
+}
+
+/// Rows of a run that cancelled requests on purpose: how many, the engine's token goodput,
+/// and what it computed for nobody (`server.cancelled`). None for other runs.
+fn cancellation_rows(s: &Summary) -> Vec<(String, String)> {
+    let Some(c) = &s.requests.cancellation else { return Vec::new() };
+    let waste = s.server.as_ref().and_then(|v| v.get("cancelled"));
+    let num = |key: &str| waste.and_then(|w| w.get(key)).and_then(|v| v.as_f64());
+    let stopped = match waste.and_then(|w| w.get("stopped")).and_then(|v| v.as_bool()) {
+        Some(true) => "stopped",
+        Some(false) => "went on",
+        None => BLANK,
+    };
+    vec![
+        (
+            "cancelled on purpose".into(),
+            format!(
+                "{} ({} before their first token, {} tokens received)",
+                s.requests.cancelled, c.before_first_token, c.tokens_received
+            ),
+        ),
+        ("token goodput".into(), fmt_opt(s.goodput.token_ratio, 3)),
+        (
+            "engine after cancels".into(),
+            format!(
+                "{stopped}: {} decode tokens for nobody ({} of what was left), prefill {}, \
+                 slot held {} ms",
+                fmt_opt(num("decode_tokens"), 0),
+                fmt_opt(num("decode_share"), 3),
+                fmt_opt(num("prefill_tokens"), 0),
+                fmt_opt(num("hold_ms_mean"), 1)
+            ),
+        ),
+    ]
 }
 
 /// Rows for the server-side metrics (`summary.server`), when they were scraped.

@@ -179,6 +179,13 @@ fn a_short_bench_against_llama_cpp() {
     // llama.cpp stops a slot whose client went away (measured: 4.67 tokens per request
     // cancelled after 4, three cancelled); one that ran on would compute all 64.
     assert!(per_cancel < 8.0, "llama.cpp went on generating: {per_cancel} tokens per cancel");
+    // The summary says so from the same counters: beyond the 4 tokens each client received,
+    // what llama.cpp computed for nobody, a small share of the 60 each had left.
+    let waste = &server["cancelled"];
+    let nobody = generated - delivered - (4 * n) as f64;
+    assert_eq!(waste["decode_tokens"].as_f64(), Some(nobody), "{waste}");
+    assert_eq!(waste["tokens_left"], 60 * n, "{waste}");
+    assert_eq!(waste["stopped"], true, "{waste}");
     let ratio = s.goodput.token_ratio.expect("llama.cpp exposes its generation counter");
     assert_eq!(ratio, (delivered / generated * 1e6).round() / 1e6);
     e.stop();

@@ -76,6 +76,8 @@ struct State {
     engine: Engine,
     /// Indexed by the engine's request slot.
     senders: Vec<Option<mpsc::UnboundedSender<GenEvent>>>,
+    /// The server's id of the request in each slot.
+    ids: Vec<u64>,
 }
 
 impl EngineBackend {
@@ -125,7 +127,7 @@ impl EngineBackend {
 
     fn start(spec: &EngineSpec, engine: Engine, log: Option<DecisionLog>) -> EngineBackend {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { engine, senders: Vec::new() }),
+            state: Mutex::new(State { engine, senders: Vec::new(), ids: Vec::new() }),
             wake: Notify::new(),
             stop: AtomicBool::new(false),
             start: Instant::now(),
@@ -181,8 +183,10 @@ impl Backend for EngineBackend {
                 let slot = slot as usize;
                 if st.senders.len() <= slot {
                     st.senders.resize_with(slot + 1, || None);
+                    st.ids.resize(slot + 1, 0);
                 }
                 st.senders[slot] = Some(tx);
+                st.ids[slot] = req.id;
                 drop(st);
                 self.shared.wake.notify_one();
             }
@@ -195,6 +199,16 @@ impl Backend for EngineBackend {
 
     fn render_metrics(&self, out: &mut String) {
         self.shared.lock().engine.render_metrics(out);
+    }
+
+    fn client_gone(&self, id: u64) {
+        let now = self.shared.since_start(Instant::now());
+        let mut guard = self.shared.lock();
+        let st = &mut *guard;
+        let live = |slot: &usize| st.senders[*slot].is_some() && st.ids[*slot] == id;
+        if let Some(slot) = (0..st.senders.len()).find(live) {
+            st.engine.client_gone(ReqKey(slot as u32), now);
+        }
     }
 
     fn describe(&self) -> String {
@@ -241,13 +255,18 @@ async fn drive(shared: Arc<Shared>) {
             // Clients that went away are freed at this step (unless the engine ignores them:
             // then they run to their end, and every token they get is waste).
             let ignore = shared.ignore_cancels.load(Ordering::Relaxed);
+            let now = shared.since_start(Instant::now());
             for (slot, tx) in st.senders.iter_mut().enumerate() {
-                if !ignore && tx.as_ref().is_some_and(|t| t.is_closed()) {
-                    *tx = None;
-                    st.engine.abort(ReqKey(slot as u32));
+                let key = ReqKey(slot as u32);
+                if tx.as_ref().is_some_and(|t| t.is_closed()) || st.engine.is_gone(key) {
+                    if ignore {
+                        st.engine.client_gone(key, now);
+                    } else {
+                        *tx = None;
+                        st.engine.abort(key, now);
+                    }
                 }
             }
-            let now = shared.since_start(Instant::now());
             let step = st.engine.step(now);
             // Requests whose batch failed get their error now.
             for f in st.engine.failed() {

@@ -53,6 +53,9 @@ pub struct Req {
     pub cached_tokens: u32,
     /// Tokens scheduled in the step being built.
     pub scheduled: u32,
+    /// When its client went away (it is then freed at the next step, or computed to its end by
+    /// an engine that ignores cancels).
+    pub gone_at: Option<Nanos>,
 }
 
 impl Req {
@@ -278,6 +281,15 @@ impl Core {
         &mut self.reqs[key.0 as usize]
     }
 
+    /// The request of a slot, None for a slot never used.
+    pub fn try_req(&self, key: ReqKey) -> Option<&Req> {
+        self.reqs.get(key.0 as usize)
+    }
+
+    pub fn try_req_mut(&mut self, key: ReqKey) -> Option<&mut Req> {
+        self.reqs.get_mut(key.0 as usize)
+    }
+
     /// A request slot with the given contents, reusing the buffers of a free slot.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn insert(
@@ -314,6 +326,7 @@ impl Core {
             last_token: 0,
             preemptions: 0,
             cached_tokens: 0,
+            gone_at: None,
             scheduled: 0,
         };
         let key = match self.free_slots.pop() {
@@ -361,6 +374,20 @@ impl Core {
             self.pending_free.push(key.0);
         } else {
             self.free_slots.push(key.0);
+        }
+    }
+
+    /// The waste of a request whose client went away, as it is freed at `at` (aborted, or at its
+    /// end): the time it kept its slot after the client left, and its prefill when its first
+    /// token was sampled after that (or never). Nothing for a request whose client stayed.
+    pub(super) fn count_abandoned(&mut self, key: ReqKey, at: Nanos) {
+        let r = &self.reqs[key.0 as usize];
+        let Some(gone) = r.gone_at else { return };
+        let prefill_wasted = r.first_token.is_none_or(|t| t > gone);
+        let prefilled = r.computed.min(r.prompt_len).saturating_sub(r.cached_tokens);
+        self.stats.abandoned_hold_ns += at.saturating_sub(gone);
+        if prefill_wasted {
+            self.stats.wasted_prefill_tokens += prefilled as u64;
         }
     }
 

@@ -49,7 +49,8 @@ pub use spec::{CostModel, EngineSpec, MemoryPlan, SpecError};
 pub use stats::{EngineStats, Gauges};
 pub use strategies::{BatchFormer, OOM_STATUS, Strategy};
 pub use virtual_time::{
-    Load, SimOutcome, SimRecord, SimReport, SimRequest, Simulation, quantile, simulate,
+    CLIENT_REACTION_NS, Load, SimOutcome, SimRecord, SimReport, SimRequest, Simulation, quantile,
+    simulate,
 };
 
 /// Engine time in nanoseconds (virtual time, or since the backend started).
@@ -305,10 +306,33 @@ impl Engine {
         ))
     }
 
-    /// The client of a request went away: free it now. Returns false when the request already
+    /// The client of a request went away at `at`: from then on the request's slot, its KV
+    /// blocks and any prefill whose first token reaches nobody are waste (counted when it is
+    /// freed, by [`Engine::abort`], or when it ends). A second call, or one for a request that
+    /// already ended, changes nothing.
+    pub fn client_gone(&mut self, key: ReqKey, at: Nanos) {
+        let Some(r) = self.core.try_req_mut(key) else { return };
+        if r.status == Status::Done || r.gone_at.is_some() {
+            return;
+        }
+        r.gone_at = Some(at);
+        self.core.stats.abandoned += 1;
+    }
+
+    /// Whether the client of a live request went away ([`Engine::client_gone`]).
+    pub fn is_gone(&self, key: ReqKey) -> bool {
+        self.core.try_req(key).is_some_and(|r| r.status != Status::Done && r.gone_at.is_some())
+    }
+
+    /// Free a request whose client went away, at `now` (at or after [`Engine::client_gone`];
+    /// without it, the client counts as gone now). Returns false when the request already
     /// ended. Tokens it produced after the client left are reported with
     /// [`Engine::record_undelivered`].
-    pub fn abort(&mut self, key: ReqKey) -> bool {
+    pub fn abort(&mut self, key: ReqKey, now: Nanos) -> bool {
+        self.client_gone(key, now);
+        if self.core.try_req(key).is_some_and(|r| r.status != Status::Done) {
+            self.core.count_abandoned(key, now);
+        }
         let aborted = self.core.abort(key);
         if aborted {
             self.core.stats.cancelled += 1;
@@ -449,6 +473,7 @@ impl Engine {
                 }
                 s.request_prompt_tokens.observe(prompt_len as f64);
                 s.request_generation_tokens.observe(generated as f64);
+                core.count_abandoned(key, end);
                 core.retire(key, true);
             }
             self.outputs.push(Output { key, id, tokens: 1, first, finished });

@@ -89,6 +89,13 @@ pub struct EngineStats {
     pub oom_batches: u64,
     /// Output tokens computed after the client had gone and never delivered.
     pub wasted_tokens: u64,
+    /// Prompt tokens prefilled (not found in the prefix cache) for requests whose client went
+    /// away before their first token was sampled.
+    pub wasted_prefill_tokens: u64,
+    /// Requests whose client went away before they ended, and the time those kept their slot
+    /// and KV blocks after it (until freed at a step, or until their end), ns.
+    pub abandoned: u64,
+    pub abandoned_hold_ns: u64,
     /// Tokens computed again after a preemption.
     pub recomputed_tokens: u64,
     pub prefix_cache_queries: u64,
@@ -128,6 +135,9 @@ impl Default for EngineStats {
             batches: 0,
             oom_batches: 0,
             wasted_tokens: 0,
+            wasted_prefill_tokens: 0,
+            abandoned: 0,
+            abandoned_hold_ns: 0,
             recomputed_tokens: 0,
             prefix_cache_queries: 0,
             prefix_cache_hits: 0,
@@ -357,6 +367,21 @@ pub fn render(out: &mut String, s: &EngineStats, g: &Gauges, info: &CacheInfo<'_
         "infergate_sim:wasted_tokens_total",
         "Output tokens computed for requests whose client had disconnected, never delivered.",
         s.wasted_tokens as f64,
+    );
+    o.counter(
+        "infergate_sim:wasted_prefill_tokens_total",
+        "Prompt tokens prefilled for requests whose client disconnected before their first token.",
+        s.wasted_prefill_tokens as f64,
+    );
+    o.counter(
+        "infergate_sim:abandoned_requests_total",
+        "Requests whose client disconnected before they ended.",
+        s.abandoned as f64,
+    );
+    o.counter(
+        "infergate_sim:abandoned_hold_seconds_total",
+        "Seconds the requests whose client disconnected kept their slot and KV blocks after it.",
+        s.abandoned_hold_ns as f64 / 1e9,
     );
     o.counter(
         "infergate_sim:cancelled_requests_total",

@@ -401,6 +401,87 @@ fn a_disconnect_frees_the_request_at_the_next_step_and_counts_waste() {
     assert_eq!(report.gauges.kv_blocks_used, 0);
 }
 
+/// One slot and one closed-loop client; 30% of the requests (the bench's seeded draw) close
+/// their stream just after their 8th token. The request after a cancelled one waits for the
+/// slot: at the next step for an engine that stops, until the cancelled request's 50th token
+/// for one that ignores the cancel. The cost model says exactly how long that is.
+#[test]
+fn an_engine_that_ignores_cancels_delays_the_next_request_by_what_the_model_predicts() {
+    let s = h100("max_num_seqs = 1");
+    let c = &s.cost;
+    let step = |prefill: u64, decode: u64, kv: u64| {
+        (c.step_ns(c.forward_ns(prefill, decode, kv), c.interval_ns(1))).round() / 1e9
+    };
+    let (prompt, max) = (100u64, 50u64);
+    let cancel =
+        crate::config::CancelConfig { share: 0.3, after_tokens: Some(8), ..Default::default() };
+    let n = 100u64;
+    let planned: Vec<bool> = (0..n).map(|id| cancel.plan(id).is_some()).collect();
+    let requests: Vec<SimRequest> = planned
+        .iter()
+        .map(|&p| {
+            let r = SimRequest::new(0.0, prompt as u32, max as u32);
+            if p { r.cancel_after_tokens(8) } else { r }
+        })
+        .collect();
+    let cancelled = planned.iter().filter(|&&p| p).count() as u64;
+    assert!((15..=45).contains(&cancelled), "{cancelled} of {n} drawn");
+    let run = |ignore: bool| {
+        let load = Load::Closed { concurrency: 1, requests: requests.clone() };
+        Simulation::new(&s, load).ignoring_cancels(ignore).run()
+    };
+    let (stop, ignore) = (run(false), run(true));
+    let p99 = |r: &SimReport| q(r.records.iter().filter_map(SimRecord::ttft), 0.99);
+    // Stop: the slot is free after the step running at the cancel (token 9). Ignore: after the
+    // cancelled request's last token, 41 decode steps later.
+    let predicted: f64 = (10..=max).map(|j| step(0, 1, prompt + j - 1)).sum();
+    let worse = p99(&ignore) - p99(&stop);
+    assert!((worse - predicted).abs() < 1e-6, "TTFT P99 {worse} s worse, the model's {predicted}");
+    assert!(predicted > 0.1, "{predicted}");
+    for (r, ignored) in [(&stop, false), (&ignore, true)] {
+        let cancelled_records =
+            r.records.iter().filter(|r| r.outcome == SimOutcome::Cancelled).count() as u64;
+        assert_eq!(cancelled_records, cancelled);
+        assert_eq!(r.stats.abandoned, cancelled);
+        // Every client left after its first token: no prefill wasted.
+        assert_eq!(r.stats.wasted_prefill_tokens, 0);
+        // The simulator's own count: the 9th token, or tokens 9 to 50.
+        let per_cancel = if ignored { max - 8 } else { 1 };
+        assert_eq!(r.stats.wasted_tokens, cancelled * per_cancel);
+        assert_eq!(r.stats.generation_tokens, (n - cancelled) * max + cancelled * (8 + per_cancel));
+        // The slot was held from the cancel to the step that freed it, or to the last token.
+        let reaction = CLIENT_REACTION_NS as f64 / 1e9;
+        let held = (if ignored { predicted } else { 0.0 }) + step(0, 1, prompt + 8) - reaction;
+        let hold = r.stats.abandoned_hold_ns as f64 / 1e9 / cancelled as f64;
+        assert!((hold - held).abs() < 1e-6, "held {hold} s, expected {held}");
+        assert_eq!(r.stats.cancelled, if ignored { 0 } else { cancelled });
+    }
+}
+
+#[test]
+fn prefill_for_a_client_that_left_before_its_first_token_is_waste() {
+    // Chunks of 256 prompt tokens: a 4000-token prompt takes 16 steps before its first token.
+    let s = h100("max_num_batched_tokens = 256\nenable_chunked_prefill = true");
+    let c = &s.cost;
+    let first_chunk = c.step_ns(c.forward_ns(256, 0, 256), c.interval_ns(1)).round() / 1e9;
+    // The client leaves during the second chunk.
+    let reqs = vec![SimRequest::new(0.0, 4000, 10).cancel_after(first_chunk * 1.5)];
+    let stop = simulate(&s, Load::Open(reqs.clone()));
+    assert_eq!(stop.records[0].outcome, SimOutcome::Cancelled);
+    assert_eq!(stop.records[0].first_token, None);
+    // Freed at the end of the second chunk: both chunks were computed for nobody.
+    assert_eq!(stop.stats.wasted_prefill_tokens, 512);
+    assert_eq!((stop.stats.abandoned, stop.stats.cancelled), (1, 1));
+    assert_eq!(stop.stats.prompt_tokens, 0, "the prompt counter counts at the first token");
+    let ignore = Simulation::new(&s, Load::Open(reqs)).ignoring_cancels(true).run();
+    // Computed to its end: the whole prompt, then 10 tokens no client received.
+    assert_eq!(ignore.stats.wasted_prefill_tokens, 4000);
+    assert_eq!(ignore.stats.wasted_tokens, 10);
+    assert_eq!((ignore.stats.abandoned, ignore.stats.cancelled), (1, 0));
+    assert!(ignore.stats.abandoned_hold_ns > stop.stats.abandoned_hold_ns);
+    assert_eq!(ignore.gauges.kv_blocks_used, 0, "its blocks are freed at its end");
+}
+
 #[test]
 fn a_waiting_request_cancelled_before_scheduling_wastes_nothing() {
     let s = h100("max_num_seqs = 1");

@@ -27,7 +27,15 @@ pub struct SimRequest {
     pub priority: i64,
     /// The client disconnects this many seconds after the request arrives.
     pub cancel_after: Option<f64>,
+    /// The client disconnects once it has received this many tokens ([`CLIENT_REACTION_NS`]
+    /// after the step that delivered the last of them ended), as the bench's
+    /// `cancel.after_tokens` does.
+    pub cancel_after_tokens: Option<u32>,
 }
+
+/// How long after a token arrives a client that closes on it is gone: the step that started
+/// meanwhile runs to its end for it.
+pub const CLIENT_REACTION_NS: Nanos = 1_000;
 
 impl SimRequest {
     /// A request with a prompt of unique tokens.
@@ -39,6 +47,7 @@ impl SimRequest {
             output_len: None,
             priority: 0,
             cancel_after: None,
+            cancel_after_tokens: None,
         }
     }
 
@@ -67,6 +76,11 @@ impl SimRequest {
 
     pub fn cancel_after(mut self, seconds: f64) -> SimRequest {
         self.cancel_after = Some(seconds);
+        self
+    }
+
+    pub fn cancel_after_tokens(mut self, n: u32) -> SimRequest {
+        self.cancel_after_tokens = Some(n);
         self
     }
 }
@@ -228,6 +242,8 @@ pub struct Simulation {
     closed_next: Option<usize>,
     now: Nanos,
     wasted: u32,
+    /// Compute requests whose client went away to their end (`sim.on_cancel = "ignore"`).
+    ignore_cancels: bool,
 }
 
 impl Simulation {
@@ -287,7 +303,16 @@ impl Simulation {
             closed_next,
             now: 0,
             wasted: 0,
+            ignore_cancels: false,
         }
+    }
+
+    /// An engine that computes requests whose client went away to their end instead of freeing
+    /// them at the next step (`sim.on_cancel = "ignore"`): the client still ends at its cancel
+    /// time (a closed-loop client sends its next request then), the engine's slot does not.
+    pub fn ignoring_cancels(mut self, ignore: bool) -> Simulation {
+        self.ignore_cancels = ignore;
+        self
     }
 
     pub fn engine(&self) -> &Engine {
@@ -398,8 +423,12 @@ impl Simulation {
             if self.track[i].done {
                 continue;
             }
-            if let Some(key) = self.track[i].key.take() {
-                self.engine.abort(key);
+            if let Some(key) = self.track[i].key {
+                self.engine.client_gone(key, t);
+                if !self.ignore_cancels {
+                    self.track[i].key = None;
+                    self.engine.abort(key, self.now);
+                }
             }
             self.records[i].outcome = SimOutcome::Cancelled;
             self.end(i, t);
@@ -474,10 +503,21 @@ impl Simulation {
                 }
                 rec.delivered_tokens += o.tokens;
                 rec.last_token = Some(end_s);
+                let closes_at = self.requests[i].cancel_after_tokens;
+                if closes_at.is_some_and(|n| rec.delivered_tokens >= n)
+                    && track.cancel_at.is_none()
+                    && o.finished.is_none()
+                {
+                    let c = end + CLIENT_REACTION_NS;
+                    track.cancel_at = Some(c);
+                    self.cancels.push(Reverse((c, i as u32)));
+                }
             }
             if let Some(f) = o.finished {
                 track.key = None;
                 match gone {
+                    // An ignored cancel ended its client at the cancel time already.
+                    Some(_) if track.done => {}
                     Some(c) => {
                         rec.outcome = SimOutcome::Cancelled;
                         ended.push((i, c));
