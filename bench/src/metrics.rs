@@ -434,8 +434,8 @@ pub struct RunTotals {
     /// is divided by (None when some count is unknown).
     pub measured_ok_output_tokens: Option<u64>,
     /// Output tokens every request of the run received, whatever its class: the ok requests'
-    /// counts, the content (and reasoning) events of the others (None when some ok request's
-    /// count is unknown).
+    /// counts, the content events (reasoning ones included) of the others (None when some ok
+    /// request's count is unknown).
     pub received_tokens: Option<u64>,
     /// Requests cancelled on purpose, warmup included (warmup requests are never cancelled).
     pub cancelled: u64,
@@ -507,14 +507,13 @@ impl MetricsAccumulator {
         }
         let received = match r.class {
             Outcome::Ok => r.output_tokens,
-            _ => r.content_events.checked_add(r.reasoning_events),
+            _ => Some(r.content_events),
         };
         self.run.received_tokens =
             self.run.received_tokens.zip(received).and_then(|(t, n)| t.checked_add(n));
         if r.class == Outcome::Cancelled {
             self.run.cancelled += 1;
-            let streamed = r.content_events.saturating_add(r.reasoning_events);
-            let left = r.max_tokens.map(|m| m.saturating_sub(streamed));
+            let left = r.max_tokens.map(|m| m.saturating_sub(r.content_events));
             self.run.cancelled_left =
                 self.run.cancelled_left.zip(left).and_then(|(t, n)| t.checked_add(n));
         }
@@ -858,6 +857,28 @@ mod tests {
             first_answer_ms: None,
             max_tokens: None,
         }
+    }
+
+    #[test]
+    fn the_run_totals_count_every_received_token_once_and_what_cancelled_requests_had_left() {
+        let mut acc = MetricsAccumulator::new(Slo::default());
+        acc.add(&ok_record(0, 0.0, 5.0, &[1.0, 1.0], 3));
+        // Cancelled after 4 events, the first 2 of them reasoning, of the 10 it asked for.
+        let cancelled = RequestRecord {
+            class: Outcome::Cancelled,
+            output_tokens: None,
+            content_events: 4,
+            reasoning_events: 2,
+            max_tokens: Some(10),
+            ..ok_record(1, 1.0, 6.0, &[1.0, 1.0, 1.0], 4)
+        };
+        acc.add(&cancelled);
+        let run = acc.run_totals();
+        assert_eq!((run.received_tokens, run.cancelled, run.cancelled_left), (Some(7), 1, Some(6)));
+        // A cancelled record without its max_tokens leaves what was left unknown.
+        acc.add(&RequestRecord { max_tokens: None, ..cancelled });
+        let run = acc.run_totals();
+        assert_eq!((run.received_tokens, run.cancelled, run.cancelled_left), (Some(11), 2, None));
     }
 
     #[test]

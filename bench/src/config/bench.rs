@@ -651,6 +651,11 @@ pub struct SimConfig {
     /// of it waste (an engine or proxy that does not notice).
     #[serde(skip_serializing_if = "OnCancel::is_stop")]
     pub on_cancel: OnCancel,
+    /// Engine mode: the first this many tokens of every streamed chat answer are reasoning,
+    /// sent as `reasoning_content` deltas as they are computed (timing mode:
+    /// `sim.timing.reasoning_tokens`). 0: no reasoning.
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub reasoning_tokens: u32,
 }
 
 /// `sim.on_cancel`: the simulated engine's answer to a client that went away.
@@ -688,6 +693,7 @@ impl Default for SimConfig {
             noise: super::NoiseConfig::default(),
             slowdown: 1.0,
             on_cancel: OnCancel::Stop,
+            reasoning_tokens: 0,
         }
     }
 }

@@ -100,7 +100,8 @@ mod runtime {
                     None => super::engine::EngineBackend::with_engine(&spec, engine),
                 };
                 let ignore = cfg.on_cancel == crate::config::OnCancel::Ignore;
-                let backend = backend.ignoring_cancels(ignore);
+                let backend =
+                    backend.ignoring_cancels(ignore).with_reasoning_tokens(cfg.reasoning_tokens);
                 Ok(Embedded {
                     backend: Arc::new(backend),
                     options: options(model),

@@ -1,7 +1,9 @@
-//! Requests cancelled on purpose (`[profile.*.cancel]`) against the engine simulator: their own
-//! outcome class, never in a latency histogram, and the engine's compute for them measured from
-//! its counters. The truth is the simulator's own: its records of what each request was sent and
-//! its counters read directly after the run, not the bench's scrapes or the client's counts.
+//! What the engine computes beside the answers, against the engine simulator: requests
+//! cancelled on purpose (`[profile.*.cancel]`: their own outcome class, never in a latency
+//! histogram, and the engine's compute for them measured from its counters) and reasoning
+//! tokens (`sim.reasoning_tokens`). The truth is the simulator's own: its records of what each
+//! request was sent and its counters read directly after the run, not the bench's scrapes or the
+//! client's counts.
 
 use std::sync::Arc;
 
@@ -199,4 +201,42 @@ async fn usage_above_the_streamed_tokens_is_a_mismatch_and_an_honest_server_none
         out[1].notes
     );
     // The gate on it is xtask's: xtask/tests/it/cli_sim.rs.
+}
+
+/// An engine that reasons first (`sim.reasoning_tokens`): the first 12 of every answer's 32
+/// tokens are computed and streamed as `reasoning_content`, the rest as the answer; the bench
+/// counts and times the two apart, and every token reaches the client once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_that_reasons_first_is_counted_and_timed_in_two_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = engine_spec(SMALL_ENGINE);
+    let opts = SimOptions { model: spec.served_model_name.clone(), ..SimOptions::default() };
+    let backend = bench::sim::engine::EngineBackend::new(&spec).with_reasoning_tokens(12);
+    let handle = sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into()).await.unwrap();
+    let out = run_against(&handle, profile(PROFILE, &["cancel.share=0"]), dir.path()).await;
+    let truth = truth(&handle).await;
+    handle.shutdown().await;
+    let s = &out.summary;
+    assert_eq!((s.requests.ok, s.requests.cancelled), (60, 0));
+    assert_eq!((s.tokens.reasoning_total, s.tokens.answer_total), (Some(60 * 12), Some(60 * 20)));
+    // Every token the engine computed reached a client, reasoning included.
+    assert_eq!(truth.generated, 60.0 * 32.0);
+    assert_eq!(s.goodput.token_ratio, Some(1.0));
+    for r in records(dir.path()) {
+        assert_eq!((r.reasoning_events, r.content_events), (12, 32), "{r:?}");
+        // The first token is reasoning; the answer starts 12 tokens later, after the gaps
+        // between them.
+        assert_eq!(r.first_reasoning_ms, r.first_token_ms, "{r:?}");
+        let gaps: f64 = r.itl_ms[..12].iter().sum();
+        let answer_after = r.first_answer_ms.unwrap() - r.first_reasoning_ms.unwrap();
+        assert!((answer_after - gaps).abs() < 0.01, "{answer_after} ms against {gaps} ms of gaps");
+    }
+    let (ttfrt, ttfat) =
+        (s.metrics.ttfrt_ms.as_ref().unwrap(), s.metrics.ttfat_ms.as_ref().unwrap());
+    assert_eq!(
+        ttfrt.p50,
+        s.metrics.ttft_ms.as_ref().unwrap().p50,
+        "TTFT is the first reasoning token"
+    );
+    assert!(ttfat.p50 > ttfrt.p50 + 11.0 * s.metrics.itl_ms.as_ref().unwrap().p50 * 0.5);
 }

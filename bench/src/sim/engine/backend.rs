@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -42,6 +42,8 @@ struct Shared {
     start: Instant,
     /// Keep computing requests whose client went away (`sim.on_cancel = "ignore"`).
     ignore_cancels: AtomicBool,
+    /// Leading tokens of every streamed chat answer sent as reasoning (`sim.reasoning_tokens`).
+    reasoning_tokens: AtomicU32,
     describe: String,
     max_model_len: u32,
     log: Option<Mutex<DecisionLog>>,
@@ -125,6 +127,13 @@ impl EngineBackend {
         self
     }
 
+    /// The same engine answering every streamed chat request with `n` reasoning tokens first
+    /// (`sim.reasoning_tokens`): they are computed and timed like any other token.
+    pub fn with_reasoning_tokens(self, n: u32) -> EngineBackend {
+        self.shared.reasoning_tokens.store(n, Ordering::Relaxed);
+        self
+    }
+
     fn start(spec: &EngineSpec, engine: Engine, log: Option<DecisionLog>) -> EngineBackend {
         let shared = Arc::new(Shared {
             state: Mutex::new(State { engine, senders: Vec::new(), ids: Vec::new() }),
@@ -132,6 +141,7 @@ impl EngineBackend {
             stop: AtomicBool::new(false),
             start: Instant::now(),
             ignore_cancels: AtomicBool::new(false),
+            reasoning_tokens: AtomicU32::new(0),
             describe: spec.describe(),
             max_model_len: spec.max_model_len,
             log: log.map(Mutex::new),
@@ -217,6 +227,10 @@ impl Backend for EngineBackend {
 
     fn max_model_len(&self) -> Option<u32> {
         Some(self.shared.max_model_len)
+    }
+
+    fn reasoning_tokens(&self) -> u32 {
+        self.shared.reasoning_tokens.load(Ordering::Relaxed)
     }
 
     fn reset_prefix_cache(&self) -> Option<u64> {
