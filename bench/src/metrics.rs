@@ -500,22 +500,17 @@ impl MetricsAccumulator {
             Some((a, b)) => (a.min(r.intended_ms), b.max(r.end_ms)),
         });
         if r.class == Outcome::Ok {
-            self.run.ok_output_tokens = match (self.run.ok_output_tokens, r.output_tokens) {
-                (Some(t), Some(n)) => t.checked_add(n),
-                _ => None,
-            };
+            add_known(&mut self.run.ok_output_tokens, r.output_tokens);
         }
         let received = match r.class {
             Outcome::Ok => r.output_tokens,
             _ => Some(r.content_events),
         };
-        self.run.received_tokens =
-            self.run.received_tokens.zip(received).and_then(|(t, n)| t.checked_add(n));
+        add_known(&mut self.run.received_tokens, received);
         if r.class == Outcome::Cancelled {
             self.run.cancelled += 1;
             let left = r.max_tokens.map(|m| m.saturating_sub(r.content_events));
-            self.run.cancelled_left =
-                self.run.cancelled_left.zip(left).and_then(|(t, n)| t.checked_add(n));
+            add_known(&mut self.run.cancelled_left, left);
         }
         if r.warmup {
             self.counts.warmup += 1;
@@ -815,6 +810,12 @@ fn round6(v: f64) -> f64 {
 /// Add `n` to a sum that is blank until its first term.
 fn add_to(sum: &mut Option<u64>, n: u64) {
     *sum = Some(sum.unwrap_or(0).saturating_add(n));
+}
+
+/// Add a term to a sum of known terms: an unknown term, or one past the largest count, leaves
+/// the sum unknown for good.
+fn add_known(sum: &mut Option<u64>, n: Option<u64>) {
+    *sum = sum.zip(n).and_then(|(t, n)| t.checked_add(n));
 }
 
 #[cfg(test)]

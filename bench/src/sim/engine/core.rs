@@ -391,12 +391,13 @@ impl Core {
         }
     }
 
-    /// Remove a request wherever it is (client disconnect). Returns false for an unknown or
-    /// finished request.
-    pub(super) fn abort(&mut self, key: ReqKey) -> bool {
+    /// Remove a request wherever it is (client disconnect) at `now`, counting its waste
+    /// ([`Core::count_abandoned`]). Returns false for an unknown or finished request.
+    pub(super) fn abort(&mut self, key: ReqKey, now: Nanos) -> bool {
         if self.detach(key).is_none() {
             return false;
         }
+        self.count_abandoned(key, now);
         self.retire(key, false);
         true
     }

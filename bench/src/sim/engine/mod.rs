@@ -330,10 +330,7 @@ impl Engine {
     /// [`Engine::record_undelivered`].
     pub fn abort(&mut self, key: ReqKey, now: Nanos) -> bool {
         self.client_gone(key, now);
-        if self.core.try_req(key).is_some_and(|r| r.status != Status::Done) {
-            self.core.count_abandoned(key, now);
-        }
-        let aborted = self.core.abort(key);
+        let aborted = self.core.abort(key, now);
         if aborted {
             self.core.stats.cancelled += 1;
         }
