@@ -72,11 +72,11 @@ fn oracle(tokens_per_chunk: u32) -> TimingConfig {
 
 /// Nearest-rank percentile of sorted values (the order statistic a histogram's p50 / p99
 /// approximates).
-fn rank(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn rank(sorted: &[f64], p: f64) -> f64 {
     sorted[((p * sorted.len() as f64).ceil() as usize).max(1) - 1]
 }
 
-fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+pub(crate) fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(f64::total_cmp);
     v
 }

@@ -34,17 +34,27 @@ pub struct Attempt {
 
 /// The server's lateness against its own schedule (every chunk, p99, ms) under which the machine
 /// counts as quiet. Measured: 0.13-0.16 ms on the idle 2-core machine, 1.3-4.5 ms with two builds
-/// running beside the test, 1.9-5.4 ms on a busy CI host (docs/performance.md).
+/// running beside the test, 1.9-6.2 ms on a busy CI host, 1.0-4.3 ms on the idle 2-core machine
+/// while its host was busy (docs/performance.md).
 pub const QUIET_SERVER_LATE_P99_MS: f64 = 1.0;
 
 /// How many times a timing test measures before it gives up on a machine that stalls.
-pub const ATTEMPTS: usize = 4;
+pub const ATTEMPTS: usize = 6;
+
+/// What a stalled machine adds to a wall-clock bound of the bench's own (a send lag, a latency
+/// compared between two runs): the lateness p99 the same machine imposed, during the same
+/// attempt, on the known-answer server, a process that does nothing but keep a schedule. On a
+/// quiet machine nothing is added. A bench that adds time of its own still breaks the widened
+/// bound by that much: the machine's share is allowed, never the bench's.
+pub fn stall_allowance(server_late_p99_ms: f64) -> f64 {
+    if server_late_p99_ms <= QUIET_SERVER_LATE_P99_MS { 0.0 } else { server_late_p99_ms }
+}
 
 /// Run a timing test's measurement until one attempt holds its bounds. A broken bound on a quiet
 /// machine fails at once (that is the bench's error); one broken while the machine stalled both
 /// processes is measured again, up to [`ATTEMPTS`] times, and the test fails when every attempt
-/// stalled, naming each: a machine this busy cannot check these bounds, and the test says so
-/// rather than pass.
+/// stalled and broke a bound, naming each. (Tests whose bounds are the bench's own wall-clock
+/// error widen them by [`stall_allowance`] first, so a stalled attempt can hold them too.)
 pub async fn until_quiet<F, Fut>(mut attempt: F)
 where
     F: FnMut() -> Fut,

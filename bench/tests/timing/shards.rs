@@ -6,18 +6,28 @@
 //! p50), TPOT and ITL means within 0.5 ms of the configured 10 ms (that of the means): at
 //! concurrency 32, 16 output tokens, 320 measured requests after 32 warmup requests, +-1 ms
 //! seeded jitter on each gap (see `known_answer.rs` for why).
+//!
+//! The counts are asserted in every attempt. The TTFT bounds are wall-clock ones of the bench's
+//! own, between two runs at different times: a machine that stalled the server meanwhile (its
+//! lateness against its schedule over both runs, p99 over 1 ms) widens them by that lateness
+//! ([`crate::stall_allowance`]), and an attempt over the widened bounds is measured again
+//! ([`crate::until_quiet`]). The TPOT and ITL means keep their 0.5 ms.
 
 use bench::config::{TimingConfig, UsageMode};
 use bench::runner::{self, RunControl, RunSpec};
 use bench::shard::{Shard, ShardRun, ShardTotal};
 
 use crate::apart::start_timing_sim_apart;
-use crate::known_answer::PROFILE;
+use crate::known_answer::{PROFILE, rank, sorted};
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_merged_shards_are_measured_to_the_known_answer_as_one_process_is() {
     let _one = crate::one_at_a_time().await;
+    crate::until_quiet(attempt).await;
+}
+
+async fn attempt() -> crate::Attempt {
     let dir = tempfile::tempdir().unwrap();
     let timing =
         TimingConfig { ttft_ms: 50.0, itl_ms: 10.0, jitter_ms: 1.0, ..TimingConfig::default() };
@@ -41,18 +51,40 @@ async fn two_merged_shards_are_measured_to_the_known_answer_as_one_process_is() 
         runner::run(spec, RunControl::default())
     });
     let outcomes = futures_util::future::join_all(runs).await;
-    sim.finish().await;
+    let served = sim.finish().await;
     let dirs: Vec<_> = outcomes.into_iter().map(|o| o.expect("the shard runs").dir).collect();
     let merged = bench::merge::merge(&dirs, &dir.path().join("merged"), None).unwrap().summary;
     assert_eq!((merged.requests.ok, merged.requests.warmup), (320, 32));
     assert_eq!((single.requests.ok, single.requests.warmup), (320, 32));
+    let late = sorted(
+        served
+            .iter()
+            .flat_map(|r| r.chunk_ms.iter().zip(&r.chunk_due_ms).map(|(h, d)| h - d))
+            .collect(),
+    );
+    let late_p99 = rank(&late, 0.99);
+    let slack = crate::stall_allowance(late_p99);
     let (t, t1) = (merged.metrics.ttft_ms.unwrap(), single.metrics.ttft_ms.unwrap());
-    for (name, m, s) in [("p50", t.p50, t1.p50), ("p90", t.p90, t1.p90)] {
-        assert!((m - s).abs() <= 2.0, "TTFT {name}: merged {m} ms, one process {s} ms");
-    }
-    assert!((t.p50 - 50.0).abs() <= 2.0, "merged TTFT p50 {} ms against 50", t.p50);
     let tpot = merged.metrics.tpot_ms.unwrap().mean;
     let itl = merged.metrics.itl_ms.unwrap().mean;
-    assert!((tpot - 10.0).abs() <= 0.5, "merged TPOT mean {tpot} ms against 10");
-    assert!((itl - 10.0).abs() <= 0.5, "merged ITL mean {itl} ms against 10");
+    let diag = format!(
+        "TTFT p50 merged {:.3} one process {:.3}, p90 merged {:.3} one process {:.3} ms | TPOT mean {tpot:.3} ITL mean {itl:.3} ms | server late p99 {late_p99:.3} ms (bounds widened by {slack:.3} ms)",
+        t.p50, t1.p50, t.p90, t1.p90
+    );
+    let mut failures = Vec::new();
+    if (tpot - 10.0).abs() > 0.5 {
+        failures.push(format!("merged TPOT mean {tpot:.3} ms against 10"));
+    }
+    if (itl - 10.0).abs() > 0.5 {
+        failures.push(format!("merged ITL mean {itl:.3} ms against 10"));
+    }
+    for (name, m, s) in [("p50", t.p50, t1.p50), ("p90", t.p90, t1.p90)] {
+        if (m - s).abs() > 2.0 + slack {
+            failures.push(format!("TTFT {name}: merged {m:.3} ms, one process {s:.3} ms"));
+        }
+    }
+    if (t.p50 - 50.0).abs() > 2.0 + slack {
+        failures.push(format!("merged TTFT p50 {:.3} ms against 50", t.p50));
+    }
+    crate::Attempt { quiet: late_p99 <= crate::QUIET_SERVER_LATE_P99_MS, diag, failures }
 }
