@@ -12,7 +12,7 @@
 //! measured requests), not on the gate's short trials: "TTFT P99 10% worse" means the P99 of
 //! a profile run is 10% higher on average.
 //!
-//! The figures are printed (`cargo test -p infergate-bench --test it ab_gate --
+//! The figures are printed (`cargo test -p infergate-bench-tests --test it ab_gate --
 //! --nocapture`) and reported in docs/statistics.md.
 
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ fn noise() -> NoiseConfig {
 fn base_spec() -> &'static EngineSpec {
     static SPEC: OnceLock<EngineSpec> = OnceLock::new();
     SPEC.get_or_init(|| {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         EngineSpec::load(&root.join("configs/engine.toml")).expect("configs/engine.toml")
     })
 }

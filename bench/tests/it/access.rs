@@ -122,8 +122,7 @@ async fn start_http(mode: Mode) -> (u16, Arc<Mutex<Vec<String>>>, tokio::task::J
 }
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/tls").join(name))
-        .unwrap()
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("it/fixtures/tls").join(name)).unwrap()
 }
 
 #[cfg(feature = "tls")]

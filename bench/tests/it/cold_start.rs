@@ -6,7 +6,7 @@
 //! One run is the load of `noise_statistics`: a closed loop of 8 clients sending 100 requests
 //! (256 prompt tokens, 16 output tokens) to an 8B model on one H100, every step x a lognormal
 //! factor (CV 10%), the whole run x a lognormal factor (CV 5%), a 20 ms stall in 0.2% of the
-//! steps. The rates are printed (`cargo test -p infergate-bench --test it cold_start --
+//! steps. The rates are printed (`cargo test -p infergate-bench-tests --test it cold_start --
 //! --nocapture`) and reported in docs/statistics.md.
 
 use crate::support::*;

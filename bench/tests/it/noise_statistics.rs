@@ -11,7 +11,7 @@
 //! over 2000 further runs with seeds no trial set uses: its standard error is under 1/20 of a
 //! trial set's interval half-width.
 //!
-//! The rates are printed (`cargo test -p infergate-bench --test it noise_statistics --
+//! The rates are printed (`cargo test -p infergate-bench-tests --test it noise_statistics --
 //! --nocapture`) and reported in docs/statistics.md.
 
 use std::sync::OnceLock;

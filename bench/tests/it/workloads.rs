@@ -237,7 +237,7 @@ async fn a_trace_with_a_known_share_of_reused_blocks_gets_that_prefix_cache_hit_
 
 #[test]
 fn every_shipped_profile_resolves_and_its_workload_files_load() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let cfg = bench::config::BenchConfig::load_in(root, std::path::Path::new("configs/bench.toml"))
         .unwrap_or_else(|e| panic!("{e}"));
     let (mut traces, mut conversations) = (0, 0);
