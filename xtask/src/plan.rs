@@ -232,6 +232,7 @@ impl BenchPlan {
             shard: self.shard.clone(),
             slice: None,
             isolation: None,
+            preflight: None,
         }
     }
 

@@ -136,9 +136,10 @@ async fn connect(
 ) -> Result<Side, AcceptError> {
     let wants = Wants { model: None, endpoint, stream: true };
     // A CA bundle of an acceptance target is named by its full path (the CLI resolves it).
-    let conn = runner::connect::connect(&t.name, &t.target, cfg, wants, std::path::Path::new(""))
-        .await
-        .map_err(|source| AcceptError::Connect { name: t.name.clone(), source })?;
+    let conn =
+        runner::connect::connect(&t.name, &t.target, cfg, wants, std::path::Path::new(""), None)
+            .await
+            .map_err(|source| AcceptError::Connect { name: t.name.clone(), source })?;
     Ok(Side { conn, engine: t.engine.clone() })
 }
 

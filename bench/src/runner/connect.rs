@@ -77,14 +77,16 @@ pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
 }
 
 /// Connect to a target: read its API key and headers, build the client (trusting its CA bundle,
-/// a file under `root`), run the preflight, and drop connection reuse when the server closes
-/// connections after each response.
+/// a file under `root`), run the preflight (or take `known`, an earlier preflight's of a
+/// target at the same address), and drop connection reuse when the server closes connections
+/// after each response.
 pub async fn connect(
     name: &str,
     target: &Target,
     cfg: &ClientConfig,
     wants: Wants<'_>,
     root: &Path,
+    known: Option<&Resolved>,
 ) -> Result<Connection, ConnectError> {
     let api_key_env = target.api_key_env.as_deref();
     let key = match api_key_env {
@@ -95,10 +97,20 @@ pub async fn connect(
         .map_err(|message| ConnectError::Access { target: name.to_string(), message })?;
     let (client, mut notes) =
         Client::new(client_options(cfg), key.as_deref(), &target.base_url, &access)?;
-    let resolved = client
-        .preflight(name, target, wants.model, wants.endpoint, wants.stream, api_key_env)
-        .await
-        .map_err(|e| e.redacted(&client.redactor))?;
+    let (root_url, _) = crate::client::split_base_url(&target.base_url);
+    let known = known.filter(|k| {
+        k.root == root_url
+            && k.endpoint == wants.endpoint
+            && k.stream == wants.stream
+            && wants.model.is_none_or(|m| m == k.model)
+    });
+    let resolved = match known {
+        Some(k) => k.clone(),
+        None => client
+            .preflight(name, target, wants.model, wants.endpoint, wants.stream, api_key_env)
+            .await
+            .map_err(|e| e.redacted(&client.redactor))?,
+    };
     let client = if resolved.reuse_connections { client } else { client.without_reuse()? };
     notes.extend(resolved.notes.iter().cloned());
     let notes = notes.iter().map(|n| client.redactor.redact(n)).collect();
@@ -147,7 +159,9 @@ pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, Ru
         endpoint: profile.endpoint,
         stream: profile.stream,
     };
-    let connection = connect(&name, &target, &profile.client, wants, &spec.root).await?;
+    // A simulator started for this run is a server no earlier run has seen.
+    let known = spec.preflight.as_ref().filter(|_| simulator.is_none());
+    let connection = connect(&name, &target, &profile.client, wants, &spec.root, known).await?;
     console.info(&format!(
         "target: {} (model {})",
         connection.client.redactor.redact(&connection.resolved.url),

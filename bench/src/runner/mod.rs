@@ -66,6 +66,12 @@ pub struct RunSpec {
     /// What was done to keep the last run's state out of this one (a trial of a set or an A/B
     /// gate), recorded as `summary.isolation`.
     pub isolation: Option<crate::summary::Isolation>,
+    /// What an earlier run of this job found out about the same target in its preflight
+    /// ([`RunOutcome::preflight`]): given, and for a target at the same address, this run sends
+    /// no preflight of its own and records those facts and notes. For runs of one job against
+    /// one server that lives through them (the trials of an A/B gate's arm), where each
+    /// preflight would ask the same questions and get the same answers.
+    pub preflight: Option<crate::client::Resolved>,
 }
 
 impl RunSpec {
@@ -97,6 +103,7 @@ impl RunSpec {
             shard: None,
             slice: None,
             isolation: None,
+            preflight: None,
         }
     }
 }
@@ -296,6 +303,9 @@ pub struct RunOutcome {
     pub dir: PathBuf,
     /// The embedded engine simulator's scheduler report (also in `summary.extra.scheduler`).
     pub scheduler: Option<SchedulerReport>,
+    /// What the run's preflight found out about its target (or the one it was given), for a
+    /// later run of the same job against the same server ([`RunSpec::preflight`]).
+    pub preflight: crate::client::Resolved,
 }
 
 impl RunOutcome {
@@ -433,7 +443,7 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         summary.notes.push(format!("{e}{why}; the latency histograms are only in this summary"));
     }
     rundir::write_summary(&dir, &summary)?;
-    Ok(RunOutcome { summary, dir, scheduler })
+    Ok(RunOutcome { summary, dir, scheduler, preflight: connection.resolved })
 }
 
 /// A shard's part of the loaded workload: the items (and a trace's records) at its positions

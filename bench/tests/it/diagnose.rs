@@ -343,3 +343,39 @@ async fn a_server_refusing_max_tokens_gets_max_completion_tokens() {
     assert!(measured.len() >= 4);
     assert!(measured.iter().all(|r| r.output_tokens == 4), "{measured:?}");
 }
+
+/// A run given an earlier run's preflight of the same server (the trials of an A/B gate's arm)
+/// sends only its measured requests and records the same target; one given the preflight of a
+/// server at another address asks its own server again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_run_of_a_job_takes_the_first_runs_preflight_and_sends_only_its_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = start_timing_sim(fast(), SimOptions::default()).await;
+    let run = |n: &str, known: Option<bench::client::Resolved>| {
+        let mut spec = RunSpec::quiet(
+            profile(PROFILE, &[]),
+            ("t".into(), target(&h.base_url(), None, None)),
+            dir.path().join(n),
+            n,
+        );
+        spec.preflight = known;
+        runner::run(spec, RunControl::default())
+    };
+    let first = run("first", None).await.unwrap();
+    let served_first = h.records().len();
+    assert!(served_first > 4, "the preflight's probes reach the server: {served_first}");
+    let second = run("second", Some(first.preflight.clone())).await.unwrap();
+    assert_eq!(second.summary.requests.ok, 4);
+    assert_eq!(h.records().len() - served_first, 4, "only the measured requests were sent");
+    assert_eq!(
+        serde_json::to_value(&second.summary.target).unwrap(),
+        serde_json::to_value(&first.summary.target).unwrap()
+    );
+    let mut elsewhere = first.preflight.clone();
+    elsewhere.root = "http://127.0.0.1:1".into();
+    let before = h.records().len();
+    let third = run("third", Some(elsewhere)).await.unwrap();
+    assert_eq!(third.summary.requests.ok, 4);
+    assert_eq!(h.records().len() - before, served_first, "another address: asked again");
+    h.shutdown().await;
+}

@@ -127,6 +127,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
         shard: None,
         slice: None,
         isolation: None,
+        preflight: None,
     };
     let out = bench::runner::run(spec, Default::default()).await.unwrap();
     let s = &out.summary;

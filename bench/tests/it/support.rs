@@ -99,6 +99,7 @@ pub async fn run_embedded(mut profile: Profile, dir: &Path) -> RunOutcome {
         shard: None,
         slice: None,
         isolation: None,
+        preflight: None,
     };
     runner::run(spec, RunControl::default()).await.expect("the run completes")
 }

@@ -108,6 +108,7 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
                 shard: None,
                 slice: None,
                 isolation: None,
+                preflight: None,
             })
         },
         |_, _| {},

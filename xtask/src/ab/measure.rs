@@ -52,6 +52,9 @@ pub struct CliMeasure<'a> {
     /// from it once a baseline trial names the scenario.
     pub history: Option<crate::history::store::History>,
     priors: Option<BTreeMap<String, bench::ab::Prior>>,
+    /// Each arm's preflight, from its first run: the later runs against the same engine take
+    /// it instead of asking again (an embedded simulator, new for every run, is asked anew).
+    preflights: [Option<bench::client::Resolved>; 2],
 }
 
 /// Why a trial could not run (an error, not a verdict).
@@ -83,6 +86,7 @@ impl<'a> CliMeasure<'a> {
             summaries: [Vec::new(), Vec::new()],
             history: None,
             priors: None,
+            preflights: [None, None],
         }
     }
 
@@ -124,7 +128,7 @@ impl<'a> CliMeasure<'a> {
 
     /// One run of `arm` into `name`: `None` when interrupted before or during its load.
     fn run_one(
-        &self,
+        &mut self,
         arm: Arm,
         name: &str,
         (requests, trial): (u32, u64),
@@ -137,6 +141,7 @@ impl<'a> CliMeasure<'a> {
         spec.engine = Some(self.arm(arm).params.clone());
         spec.slice = slice;
         spec.isolation = isolation;
+        spec.preflight = self.preflights[(arm == Arm::Candidate) as usize].clone();
         spec.quiet = true;
         spec.invocation = self.plan.invocation(Some(format!("A/B {name}")));
         let rt = crate::measure::runtime()?;
@@ -150,6 +155,7 @@ impl<'a> CliMeasure<'a> {
         if outcome.summary.status == RunStatus::Interrupted {
             return Ok(None);
         }
+        self.preflights[(arm == Arm::Candidate) as usize] = Some(outcome.preflight.clone());
         Ok(Some(outcome))
     }
 
