@@ -23,6 +23,9 @@ pub trait Artifact: Serialize + DeserializeOwned {
     const VERSION_FIELD: &'static str = "format_version";
     /// What the file is, for messages (`an A/B gate's result`).
     const WHAT: &'static str;
+    /// The format of a file without the version field, when the type's first format had none
+    /// (it is then upgraded like any older format); by default such a file is refused.
+    const UNVERSIONED: Option<u64> = None;
 
     /// A document of format `found` (older than [`Artifact::VERSION`]) turned into the current
     /// format, or why that cannot be done. By default no older format is read.
@@ -94,7 +97,10 @@ pub fn parse<A: Artifact>(file: &Path, text: &str) -> Result<A, ArtifactError> {
         column: e.column(),
         message: e.to_string(),
     })?;
-    let found = doc.get(A::VERSION_FIELD).and_then(|v| v.as_u64());
+    let found = match doc.get(A::VERSION_FIELD) {
+        None => A::UNVERSIONED,
+        Some(v) => v.as_u64(),
+    };
     let version_error = |why: Option<String>| ArtifactError::Version {
         path: file.to_path_buf(),
         what: A::WHAT,
@@ -121,10 +127,15 @@ pub fn parse<A: Artifact>(file: &Path, text: &str) -> Result<A, ArtifactError> {
 /// Write an artifact into `dir` atomically (pretty JSON and a final newline); its path.
 pub fn write<A: Artifact>(dir: &Path, value: &A) -> Result<PathBuf, ArtifactError> {
     let path = dir.join(A::FILE);
+    write_at(&path, value)?;
+    Ok(path)
+}
+
+/// Write an artifact atomically to a file the user named (`compare --out FILE`).
+pub fn write_at<A: Artifact>(path: &Path, value: &A) -> Result<(), ArtifactError> {
     let mut bytes = serde_json::to_vec_pretty(value).expect("artifacts serialise");
     bytes.push(b'\n');
-    rundir::write_atomic(&path, &bytes)?;
-    Ok(path)
+    Ok(rundir::write_atomic(path, &bytes)?)
 }
 
 #[cfg(test)]
@@ -191,6 +202,28 @@ mod tests {
         assert!(e.contains("of format (none: no version field)"), "{e}");
         let e = at(r#"{"format_version": 0, "items": []}"#);
         assert!(e.ends_with("reads format 2: format 0 predates format 1"), "{e}");
+        // A type whose first format had no version field reads such a file as that format.
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Late {
+            format_version: u32,
+        }
+        impl Artifact for Late {
+            const FILE: &'static str = "late.json";
+            const VERSION: u32 = 1;
+            const WHAT: &'static str = "a late-versioned document";
+            const UNVERSIONED: Option<u64> = Some(0);
+            fn upgrade(
+                found: u64,
+                mut doc: serde_json::Value,
+            ) -> Result<serde_json::Value, String> {
+                assert_eq!(found, 0);
+                doc["format_version"] = 1.into();
+                Ok(doc)
+            }
+        }
+        assert_eq!(parse::<Late>(Path::new("l"), "{}").unwrap(), Late { format_version: 1 });
+        let e = parse::<Late>(Path::new("l"), r#"{"format_version": "one"}"#).unwrap_err();
+        assert!(e.to_string().contains("of format (none: no version field)"), "{e}");
         // An older format the type knows is upgraded.
         let old = parse::<Doc>(Path::new("x"), r#"{"format_version": 1, "entries": []}"#).unwrap();
         assert_eq!(old, Doc { format_version: 2, items: vec![] });

@@ -72,6 +72,12 @@ pub struct MetricComparison {
     pub change: Change,
 }
 
+impl crate::artifact::Artifact for Comparison {
+    const FILE: &'static str = "compare.json";
+    const VERSION: u32 = FORMAT_VERSION;
+    const WHAT: &'static str = "a comparison of two trial sets";
+}
+
 /// `compare.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {

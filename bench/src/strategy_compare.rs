@@ -24,6 +24,27 @@ use crate::summary::{RunStatus, Summary};
 
 /// File name of the comparison in the comparison directory.
 pub const COMPARISON_FILE: &str = "comparison.json";
+/// The format of `comparison.json` this tool writes.
+pub const COMPARISON_FORMAT: u32 = 1;
+
+impl crate::artifact::Artifact for StrategyComparison {
+    const FILE: &'static str = COMPARISON_FILE;
+    const VERSION: u32 = COMPARISON_FORMAT;
+    const WHAT: &'static str = "a strategy comparison";
+    const UNVERSIONED: Option<u64> = Some(0);
+
+    /// Format 0 is format 1 without its version field.
+    fn upgrade(found: u64, mut doc: serde_json::Value) -> Result<serde_json::Value, String> {
+        match (found, doc.as_object_mut()) {
+            (0, Some(o)) => {
+                o.insert("format_version".into(), COMPARISON_FORMAT.into());
+                Ok(doc)
+            }
+            (0, None) => Err("not a JSON object".into()),
+            _ => Err(format!("format {found} was never written")),
+        }
+    }
+}
 
 /// Parse `serial,fixed,token_budget,continuous` (order kept, duplicates refused).
 pub fn parse_strategies(list: &str) -> Result<Vec<BatchStrategy>, String> {
@@ -183,6 +204,8 @@ impl StrategyRow {
 /// The whole comparison (`comparison.json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StrategyComparison {
+    /// [`COMPARISON_FORMAT`]; files written before it had the field are format 0, read alike.
+    pub format_version: u32,
     /// Bench profile every strategy ran.
     pub profile: String,
     /// The base engine config the variants were derived from.
@@ -193,12 +216,10 @@ pub struct StrategyComparison {
 
 impl StrategyComparison {
     /// Read `comparison.json` of a comparison directory (or the file itself).
-    pub fn read(path: &std::path::Path) -> Result<StrategyComparison, String> {
-        let file = if path.is_dir() { path.join(COMPARISON_FILE) } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a strategy comparison: {e}", file.display()))
+    pub fn read(
+        path: &std::path::Path,
+    ) -> Result<StrategyComparison, crate::artifact::ArtifactError> {
+        crate::artifact::read(path)
     }
 
     /// The run directory of each strategy in the comparison directory `dir`, in the

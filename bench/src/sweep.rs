@@ -364,20 +364,24 @@ impl SweepSummary {
         })
     }
 
-    pub fn read(path: &std::path::Path) -> Result<SweepSummary, String> {
-        let file = if path.is_dir() { path.join(SWEEP_FILE) } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not a sweep summary: {e}", file.display()))
+    /// Read `sweep.json` of a sweep directory (or the file itself).
+    pub fn read(path: &std::path::Path) -> Result<SweepSummary, crate::artifact::ArtifactError> {
+        crate::artifact::read(path)
     }
+}
+
+impl crate::artifact::Artifact for SweepSummary {
+    const FILE: &'static str = SWEEP_FILE;
+    const VERSION: u32 = SWEEP_SCHEMA_VERSION;
+    const VERSION_FIELD: &'static str = "schema_version";
+    const WHAT: &'static str = "a sweep summary";
 }
 
 /// Write `sweep.json` and add `extra.sweep` to every stage's summary.json (atomically).
 pub fn write(
     dir: &std::path::Path,
     sweep: &SweepSummary,
-) -> Result<(), crate::rundir::RunDirError> {
+) -> Result<(), crate::artifact::ArtifactError> {
     for st in &sweep.stages {
         let stage_dir = dir.join(&st.dir);
         if let Ok(mut s) = Summary::read(&stage_dir) {
@@ -385,9 +389,7 @@ pub fn write(
             crate::rundir::write_summary(&stage_dir, &s)?;
         }
     }
-    let mut text = serde_json::to_vec_pretty(sweep).expect("sweep summaries serialize");
-    text.push(b'\n');
-    crate::rundir::write_atomic(&dir.join(SWEEP_FILE), &text)
+    crate::artifact::write(dir, sweep).map(|_| ())
 }
 
 /// The engine model's prediction of one closed-loop stage in virtual time (for checking a sweep

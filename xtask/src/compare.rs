@@ -78,11 +78,9 @@ impl CompareCmd {
         println!("{}", render(&cmp));
         let out = match &self.out {
             Some(o) => join_clean(&root, o),
-            None => b.dir.join("compare.json"),
+            None => b.dir.join(<bench::compare::Comparison as bench::artifact::Artifact>::FILE),
         };
-        let mut bytes = serde_json::to_vec_pretty(&cmp).context("cannot serialise")?;
-        bytes.push(b'\n');
-        bench::rundir::write_atomic(&out, &bytes)
+        bench::artifact::write_at(&out, &cmp)
             .with_context(|| format!("cannot write {}", out.display()))?;
         println!("wrote {}", out.display());
         Ok(Status::Success)

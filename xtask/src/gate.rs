@@ -317,12 +317,12 @@ type DirRuns = (GateVerdicts, Vec<(String, PathBuf)>);
 
 fn runs_of(path: &Path) -> anyhow::Result<Option<DirRuns>> {
     if path.join(COMPARISON_FILE).is_file() {
-        let cmp = StrategyComparison::read(path).map_err(anyhow::Error::msg)?;
+        let cmp = StrategyComparison::read(path)?;
         let runs = cmp.run_dirs(path).into_iter().map(|(s, d)| (format!("strategy {s}"), d));
         return Ok(Some((GateVerdicts::default(), runs.collect())));
     }
     if path.join(SWEEP_FILE).is_file() {
-        let sweep = SweepSummary::read(path).map_err(anyhow::Error::msg)?;
+        let sweep = SweepSummary::read(path)?;
         let n = sweep.stages.len();
         let runs = sweep.stages.iter().map(|s| {
             let label = format!("stage {}/{n} {}={}", s.stage, sweep.dimension.name(), s.load);

@@ -76,14 +76,13 @@ pub fn run(plan: &BenchPlan, strategies: &StrategyList) -> anyhow::Result<Status
     }
 
     let comparison = StrategyComparison {
+        format_version: bench::strategy_compare::COMPARISON_FORMAT,
         profile: plan.profile.name.clone(),
         engine_config: engine_file,
         rows,
         notes,
     };
-    let mut json = serde_json::to_vec_pretty(&comparison).expect("comparisons serialize");
-    json.push(b'\n');
-    bench::rundir::write_atomic(&dir.join(COMPARISON_FILE), &json)?;
+    bench::artifact::write(dir, &comparison)?;
     print_comparison(&comparison, dir);
     let gate = match &plan.gate {
         Some(g) => verdicts.print(g.github),

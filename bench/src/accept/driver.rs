@@ -112,6 +112,8 @@ pub enum AcceptError {
     },
     #[error(transparent)]
     RunDir(#[from] rundir::RunDirError),
+    #[error(transparent)]
+    Report(#[from] crate::artifact::ArtifactError),
 }
 
 /// One target of the acceptance, connected.
@@ -225,9 +227,7 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             rundir::write_summary(&sub, &s)?;
         }
     }
-    let mut text = serde_json::to_vec_pretty(&report).expect("reports serialize");
-    text.push(b'\n');
-    rundir::write_atomic(&dir.join(REPORT_FILE), &text)?;
+    crate::artifact::write(&dir, &report)?;
     Ok(report)
 }
 

@@ -197,6 +197,13 @@ pub struct TargetRef {
     pub engine_config: Option<String>,
 }
 
+impl crate::artifact::Artifact for AcceptanceReport {
+    const FILE: &'static str = REPORT_FILE;
+    const VERSION: u32 = REPORT_SCHEMA_VERSION;
+    const VERSION_FIELD: &'static str = "schema_version";
+    const WHAT: &'static str = "an acceptance report";
+}
+
 /// `acceptance.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AcceptanceReport {

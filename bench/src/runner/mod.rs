@@ -280,6 +280,9 @@ pub enum RunError {
     EngineConfig(#[from] crate::config::ConfigError),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// A file beside the runs (a sweep's `sweep.json`) cannot be written.
+    #[error(transparent)]
+    Artifact(#[from] crate::artifact::ArtifactError),
     /// The process may not open the files the run's concurrency needs.
     #[error(transparent)]
     OpenFiles(#[from] crate::fdlimit::FdLimitError),

@@ -218,7 +218,7 @@ struct TuneInputs {
 fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
     use crate::tune::model::RowStatus;
     let full = join_clean(root, tune_dir);
-    let tune = crate::tune::TuneFile::read(&full).map_err(anyhow::Error::msg)?;
+    let tune = crate::tune::TuneFile::read(&full)?;
     let Some(winner) = tune.winner.clone() else {
         bail!(
             "the tune {} has no winner (no measured configuration meets every SLO of its \
@@ -499,7 +499,7 @@ fn write_assets(
     for p in inputs {
         let d = join_clean(root, p);
         if d.join(bench::sweep::SWEEP_FILE).is_file() {
-            sweeps.push(bench::sweep::SweepSummary::read(&d).map_err(anyhow::Error::msg)?);
+            sweeps.push(bench::sweep::SweepSummary::read(&d)?);
         }
     }
     let mut drawn = assets::render(number, &refs, &sweeps);

@@ -65,18 +65,18 @@ pub enum NewAdrError {
 }
 
 /// Why a path does not stand for one run (see [`resolve_run_dir`]).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum RunPathError {
-    /// The sweep summary could not be read (the bench crate's message).
-    #[error("{0}")]
-    Sweep(String),
+    /// The sweep summary could not be read.
+    #[error(transparent)]
+    Sweep(bench::artifact::ArtifactError),
     #[error("the sweep {} has no stage", .0.display())]
     EmptySweep(PathBuf),
     #[error("the acceptance {} has no {side} run (only the numeric layer ran)", .path.display())]
     NoAcceptanceRun { path: PathBuf, side: &'static str },
-    /// The comparison summary could not be read (the bench crate's message).
-    #[error("{0}")]
-    Comparison(String),
+    /// The comparison summary could not be read.
+    #[error(transparent)]
+    Comparison(bench::artifact::ArtifactError),
     #[error("the strategy comparison {} has no run", .0.display())]
     EmptyComparison(PathBuf),
 }

@@ -96,7 +96,7 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
         );
     }
     if dir.join(SWEEP_FILE).is_file() {
-        let sweep = SweepSummary::read(&dir).map_err(anyhow::Error::msg)?;
+        let sweep = SweepSummary::read(&dir)?;
         let mut notes = Vec::new();
         let mut stages = Vec::new();
         for st in &sweep.stages {
@@ -109,7 +109,7 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
         return Ok(Input::Sweep { dir, sweep, stages, notes });
     }
     if dir.join(COMPARISON_FILE).is_file() {
-        let comparison = StrategyComparison::read(&dir).map_err(anyhow::Error::msg)?;
+        let comparison = StrategyComparison::read(&dir)?;
         let mut notes = Vec::new();
         let mut runs = Vec::new();
         for (strategy, run_dir) in comparison.run_dirs(&dir) {
@@ -121,7 +121,7 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
         return Ok(Input::Comparison { dir, comparison, runs, notes });
     }
     if dir.join(TUNE_FILE).is_file() {
-        let tune = TuneFile::read(&dir).map_err(anyhow::Error::msg)?;
+        let tune = TuneFile::read(&dir)?;
         let notes = tune.warnings.clone();
         return Ok(Input::Tune { dir, tune: Box::new(tune), notes });
     }

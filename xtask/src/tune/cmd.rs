@@ -27,7 +27,7 @@ use xshell::Shell;
 use super::grid::{self, Axis, TuneSpec, Variant};
 use super::model::{
     AxisRecord, FORMAT_VERSION, GOODPUT, PARETO_FILE, RowEstimates, RowStatus, Search,
-    SloCompliance, TUNE_FILE, TuneFile, TuneRow, estimate_text, slo_check,
+    SloCompliance, TuneFile, TuneRow, estimate_text, slo_check,
 };
 use crate::bench::BenchCmd;
 use crate::exit::Status;
@@ -395,9 +395,7 @@ impl Tune<'_> {
 
     /// `tune.json` and `pareto.svg`, atomically.
     fn write(&self, file: &TuneFile) -> anyhow::Result<()> {
-        let mut json = serde_json::to_vec_pretty(file).expect("tunes serialize");
-        json.push(b'\n');
-        bench::rundir::write_atomic(&self.dir.join(TUNE_FILE), &json)?;
+        bench::artifact::write(&self.dir, file)?;
         let svg = crate::chart::figures::pareto_svg(&file.pareto_points());
         bench::rundir::write_atomic(&self.dir.join(PARETO_FILE), svg.as_bytes())?;
         Ok(())
@@ -641,7 +639,7 @@ fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
     if !dir.join(bench::sweep::SWEEP_FILE).is_file() {
         return Ok(None);
     }
-    let sweep = bench::sweep::SweepSummary::read(dir)?;
+    let sweep = bench::sweep::SweepSummary::read(dir).map_err(|e| e.to_string())?;
     let (stage, which) = match &sweep.knee {
         Some(k) => (sweep.stages.iter().find(|s| s.stage == k.stage), "knee"),
         None => (sweep.stages.last(), "last stage, no knee"),

@@ -318,17 +318,21 @@ pub struct TuneFile {
     pub warnings: Vec<String>,
 }
 
+impl bench::artifact::Artifact for TuneFile {
+    const FILE: &'static str = TUNE_FILE;
+    const VERSION: u32 = FORMAT_VERSION;
+    const VERSION_FIELD: &'static str = "format";
+    const WHAT: &'static str = "a tune";
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
 impl TuneFile {
     /// Read `tune.json` of a tune directory (or the file itself).
-    pub fn read(path: &Path) -> Result<TuneFile, String> {
-        let file = if path.is_dir() { path.join(TUNE_FILE) } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{} is not a tune: {e}", file.display()))
+    pub fn read(path: &Path) -> Result<TuneFile, bench::artifact::ArtifactError> {
+        bench::artifact::read(path)
     }
 
     /// The winner's row.

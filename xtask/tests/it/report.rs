@@ -234,3 +234,32 @@ fn a_path_without_results_is_refused_with_what_is_valid() {
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("nowhere does not exist"), "{}", o.stderr);
 }
+
+/// A sweep, comparison or tune file that cannot be read is named with what is wrong in it: the
+/// field and the format, or both versions.
+#[test]
+fn a_damaged_result_file_is_refused_naming_its_field_or_format() {
+    let r = repo("");
+    let write = |dir: &str, file: &str, text: &str| {
+        std::fs::create_dir_all(r.path().join(dir)).unwrap();
+        std::fs::write(r.path().join(dir).join(file), text).unwrap();
+    };
+    write("sw", "sweep.json", r#"{"schema_version": 1, "sweep_id": 7}"#);
+    write("cmp", "comparison.json", r#"{"profile": "default", "engine_config": 3}"#);
+    write("tune", "tune.json", r#"{"format": 9}"#);
+    write("notjson", "tune.json", "{\n  \"format\": 1,\n");
+    let cases = [
+        ("sw", "sw/sweep.json is not a sweep summary of format 1: field `sweep_id`: invalid type"),
+        (
+            "cmp",
+            "cmp/comparison.json is not a strategy comparison of format 0: field `engine_config`: invalid type",
+        ),
+        ("tune", "tune/tune.json is a tune of format 9, this tool reads format 1"),
+        ("notjson", "notjson/tune.json:3:0: not valid JSON"),
+    ];
+    for (dir, says) in cases {
+        let o = xtask(r.path(), &["report", dir]);
+        assert_eq!(o.code, 2, "{dir}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{dir}: {}", o.stderr);
+    }
+}
