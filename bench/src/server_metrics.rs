@@ -254,8 +254,8 @@ pub struct GpuSection {
     pub samples: Vec<GpuSample>,
 }
 
-/// The `server` section of summary.json.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The `server` section of summary.json. (`Default` is an empty section: a scrape of nothing.)
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerSection {
     /// The metrics URL scraped.
     pub source: String,

@@ -316,7 +316,7 @@ pub struct Summary {
     pub cost: Cost,
     /// Server-side metrics scraped during the window (null when not scraped).
     #[serde(default)]
-    pub server: Option<serde_json::Value>,
+    pub server: Option<crate::server_metrics::ServerSection>,
     /// What was reset on the engine before this run, when the run is a trial of a set or an
     /// A/B gate (absent for other runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -212,8 +212,7 @@ pub struct StageResult {
 
 impl StageResult {
     pub fn from_summary(stage: usize, load: f64, dir: String, s: &Summary) -> StageResult {
-        let server: Option<ServerSection> =
-            s.server.clone().and_then(|v| serde_json::from_value(v).ok());
+        let server: Option<&ServerSection> = s.server.as_ref();
         let p99 = |m: &Option<crate::metrics::Stats>| m.as_ref().map(|x| x.p99);
         let mut r = StageResult {
             stage,

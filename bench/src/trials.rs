@@ -1036,7 +1036,10 @@ mod tests {
             (0..300).map(|i| rec(i, 100.0 + (i % 10) as f64, i % 10 != 9)).collect();
         let dir = tmp.path().join("run");
         let mut summary = run(&dir, "default", &records);
-        summary.server = Some(serde_json::json!({ "goodput_ratio": 0.9 }));
+        summary.server = Some(crate::server_metrics::ServerSection {
+            goodput_ratio: Some(0.9),
+            ..Default::default()
+        });
         rundir::write_summary(&dir, &summary).unwrap();
         let set = TrialSet::load(&dir).unwrap();
         assert!(set.index.is_none() && set.trials.len() == 1);

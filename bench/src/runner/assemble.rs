@@ -66,10 +66,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         part: i.part.as_ref().map(|p| redactor.redact(p)),
     });
     summary.cost = crate::cost::for_summary(&summary);
-    summary.server = driven
-        .server
-        .as_ref()
-        .map(|s| serde_json::to_value(s).expect("the server section serializes"));
+    summary.server = driven.server.clone();
     // The server's own count of the output tokens it computed, against those delivered.
     summary.goodput.token_ratio = driven.server.as_ref().and_then(|s| s.goodput_ratio);
     summary.notes.extend(cancellation_note(&summary, profile, driven.server.as_ref()));

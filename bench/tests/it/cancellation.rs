@@ -116,7 +116,7 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     assert!((ratio - known).abs() <= 0.01, "token ratio {ratio}, the simulator's {known}");
     assert_eq!(s.metric("goodput.token_ratio"), Some(ratio));
     // It stops at the next step: at most a step's token per cancelled request is waste.
-    let server: ServerSection = serde_json::from_value(s.server.clone().unwrap()).unwrap();
+    let server: ServerSection = s.server.clone().unwrap();
     assert_eq!(server.wasted_tokens, Some(truth.wasted));
     assert!(truth.wasted <= n as f64, "{} tokens wasted for {n} cancels", truth.wasted);
     let after = server.after_run.clone().expect("the engine was watched after the run");
@@ -150,7 +150,7 @@ async fn an_engine_that_ignores_cancels_wastes_what_the_simulator_counts() {
     let truth = truth(&handle).await;
     handle.shutdown().await;
     let s = &out.summary;
-    let server: ServerSection = serde_json::from_value(s.server.clone().unwrap()).unwrap();
+    let server: ServerSection = s.server.clone().unwrap();
     // Every cancelled request was computed to its 32nd token; those after the 8th it handed
     // over (and the ones in the socket) reached nobody.
     assert_eq!(truth.generated, 60.0 * 32.0);

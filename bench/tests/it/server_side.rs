@@ -32,7 +32,7 @@ async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
 
     let s = &out.summary;
     assert_eq!(s.requests.ok, 24, "{:?}", s.requests.by_class);
-    let server: ServerSection = serde_json::from_value(s.server.clone().expect("scraped")).unwrap();
+    let server: ServerSection = s.server.clone().expect("scraped");
     assert_eq!(server.engine, "infergate-sim");
     assert!(server.bracket.as_ref().unwrap().encloses_window);
     // The bench's one-token probe (before the load, outside the window) carries no request id.
@@ -75,7 +75,7 @@ async fn with_warmup_the_counters_and_the_ratio_cover_the_whole_run() {
     handle.shutdown().await;
     let s = &out.summary;
     assert_eq!((s.requests.ok, s.requests.warmup), (24, 6), "{:?}", s.requests.by_class);
-    let server: ServerSection = serde_json::from_value(s.server.clone().expect("scraped")).unwrap();
+    let server: ServerSection = s.server.clone().expect("scraped");
     assert!(server.bracket.as_ref().unwrap().encloses_window);
     let sim_generated: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
     assert_eq!(sim_generated, 30 * 24, "warmup and measured requests");

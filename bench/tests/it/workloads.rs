@@ -224,7 +224,7 @@ async fn a_trace_with_a_known_share_of_reused_blocks_gets_that_prefix_cache_hit_
     let info = out.summary.workload.trace.as_ref().unwrap();
     assert_eq!((info.blocks, info.reused_blocks), (480, 228));
     let server = out.summary.server.as_ref().expect("the simulator was scraped");
-    let rate = server["prefix_cache_hit_rate"].as_f64().expect("a hit rate");
+    let rate = server.prefix_cache_hit_rate.expect("a hit rate");
     assert!((rate - expected).abs() <= 0.02, "hit rate {rate}, expected {expected}");
     assert_eq!(out.summary.metric("server.prefix_cache_hit_rate"), Some(rate));
     // The simulator's own counters agree.

@@ -2,6 +2,7 @@
 
 use bench::Summary;
 use bench::metrics::Stats;
+use bench::server_metrics::GaugeStats;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 
@@ -146,11 +147,9 @@ pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
         rows.push(("cost per 1M output tokens".into(), format!("{c:.4}")));
     }
     rows.extend(cancellation_rows(s));
-    let gpu = s.server.as_ref().and_then(|v| v.get("gpu"));
-    let energy = gpu.and_then(|g| g.get("energy_j")).and_then(|v| v.as_f64());
-    if let Some(j) = energy {
-        let per_1m =
-            gpu.and_then(|g| g.get("joules_per_1m_output_tokens")).and_then(|v| v.as_f64());
+    let gpu = s.server.as_ref().and_then(|v| v.gpu.as_ref());
+    if let Some(j) = gpu.and_then(|g| g.energy_j) {
+        let per_1m = gpu.and_then(|g| g.joules_per_1m_output_tokens);
         rows.push((
             "energy (GPU)".into(),
             format!("{j:.1} J over the window, {} J per 1M output tokens", fmt_opt(per_1m, 1)),
@@ -164,9 +163,8 @@ pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
 /// and what it computed for nobody (`server.cancelled`). None for other runs.
 fn cancellation_rows(s: &Summary) -> Vec<(String, String)> {
     let Some(c) = &s.requests.cancellation else { return Vec::new() };
-    let waste = s.server.as_ref().and_then(|v| v.get("cancelled"));
-    let num = |key: &str| waste.and_then(|w| w.get(key)).and_then(|v| v.as_f64());
-    let stopped = match waste.and_then(|w| w.get("stopped")).and_then(|v| v.as_bool()) {
+    let waste = s.server.as_ref().and_then(|v| v.cancelled.as_ref());
+    let stopped = match waste.and_then(|w| w.stopped) {
         Some(true) => "stopped",
         Some(false) => "went on",
         None => BLANK,
@@ -185,10 +183,10 @@ fn cancellation_rows(s: &Summary) -> Vec<(String, String)> {
             format!(
                 "{stopped}: {} decode tokens for nobody ({} of what was left), prefill {}, \
                  slot held {} ms",
-                fmt_opt(num("decode_tokens"), 0),
-                fmt_opt(num("decode_share"), 3),
-                fmt_opt(num("prefill_tokens"), 0),
-                fmt_opt(num("hold_ms_mean"), 1)
+                fmt_opt(waste.and_then(|w| w.decode_tokens), 0),
+                fmt_opt(waste.and_then(|w| w.decode_share), 3),
+                fmt_opt(waste.and_then(|w| w.prefill_tokens), 0),
+                fmt_opt(waste.and_then(|w| w.hold_ms_mean), 1)
             ),
         ),
     ]
@@ -197,13 +195,12 @@ fn cancellation_rows(s: &Summary) -> Vec<(String, String)> {
 /// Rows for the server-side metrics (`summary.server`), when they were scraped.
 fn server_rows(s: &Summary) -> Vec<(String, String)> {
     let Some(server) = &s.server else { return Vec::new() };
-    let num = |path: &str| server.pointer(path).and_then(|v| v.as_f64());
-    let gauge = |name: &str, decimals: usize| {
+    let gauge = |g: &Option<GaugeStats>, decimals: usize| {
         format!(
             "p50 {} / p99 {} / max {}",
-            fmt_opt(num(&format!("/{name}/p50")), decimals),
-            fmt_opt(num(&format!("/{name}/p99")), decimals),
-            fmt_opt(num(&format!("/{name}/max")), decimals)
+            fmt_opt(g.as_ref().map(|g| g.p50), decimals),
+            fmt_opt(g.as_ref().map(|g| g.p99), decimals),
+            fmt_opt(g.as_ref().map(|g| g.max), decimals)
         )
     };
     vec![
@@ -211,14 +208,14 @@ fn server_rows(s: &Summary) -> Vec<(String, String)> {
             "server tokens (whole run)".into(),
             format!(
                 "{} (goodput ratio {}, preemptions {})",
-                fmt_opt(num("/generation_tokens"), 0),
-                fmt_opt(num("/goodput_ratio"), 3),
-                fmt_opt(num("/preemptions"), 0)
+                fmt_opt(server.generation_tokens, 0),
+                fmt_opt(server.goodput_ratio, 3),
+                fmt_opt(server.preemptions, 0)
             ),
         ),
-        ("server running".into(), gauge("running", 1)),
-        ("server waiting".into(), gauge("waiting", 1)),
-        ("server KV cache usage".into(), gauge("kv_cache_usage", 3)),
+        ("server running".into(), gauge(&server.running, 1)),
+        ("server waiting".into(), gauge(&server.waiting, 1)),
+        ("server KV cache usage".into(), gauge(&server.kv_cache_usage, 3)),
     ]
 }
 

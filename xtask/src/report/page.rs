@@ -1,6 +1,7 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no script, no network: its
 //! Content-Security-Policy forbids every fetch) per run, sweep or strategy comparison.
 
+use bench::server_metrics::GaugeStats;
 use std::fmt::Write;
 
 use bench::Summary;
@@ -287,26 +288,22 @@ fn server_section(s: &Summary) -> String {
         return "<p class=\"note\">Not scraped: the run has no server metrics (blank).</p>\n"
             .into();
     };
-    let num = |path: &str| server.pointer(path).and_then(|v| v.as_f64());
     let mut h = String::from(
         "<table class=\"server\"><tr><th class=\"l\">gauge</th><th>p50</th><th>p99</th><th>max</th></tr>\n",
     );
-    for (name, label, decimals) in [
-        ("running", "running requests", 1),
-        ("waiting", "waiting requests", 1),
-        ("kv_cache_usage", "KV cache usage (ratio)", 3),
+    for (gauge, label, decimals) in [
+        (&server.running, "running requests", 1),
+        (&server.waiting, "waiting requests", 1),
+        (&server.kv_cache_usage, "KV cache usage (ratio)", 3),
     ] {
         let _ = write!(h, "<tr><td class=\"l\">{label}</td>");
-        for stat in ["p50", "p99", "max"] {
-            h.push_str(&td(&fmt_opt(num(&format!("/{name}/{stat}")), decimals)));
+        let stats: [fn(&GaugeStats) -> f64; 3] = [|g| g.p50, |g| g.p99, |g| g.max];
+        for stat in stats {
+            h.push_str(&td(&fmt_opt(gauge.as_ref().map(stat), decimals)));
         }
         h.push_str("</tr>\n");
     }
-    let gpu = s
-        .server
-        .as_ref()
-        .and_then(|v| v.pointer("/gpu/utilization_pct/mean"))
-        .and_then(|v| v.as_f64());
+    let gpu = server.gpu.as_ref().and_then(|g| g.utilization_pct.as_ref()).map(|u| u.mean);
     let _ = writeln!(
         h,
         "<tr><td class=\"l\">GPU utilisation mean (%)</td>{}{}{}</tr>",
@@ -324,31 +321,19 @@ fn server_section(s: &Summary) -> String {
 /// The server's scrapes (`summary.server.samples`): time (ms on the run clock) and running,
 /// waiting and KV cache usage (null: blank).
 fn gauge_samples(s: &Summary) -> Vec<(f64, [Option<f64>; 3])> {
-    let samples = s.server.as_ref().and_then(|v| v.pointer("/samples")).and_then(|v| v.as_array());
-    samples
-        .into_iter()
-        .flatten()
-        .filter_map(|v| {
-            let g = |k: &str| v.get(k).and_then(|x| x.as_f64());
-            Some((v.get("t_ms")?.as_f64()?, [g("running"), g("waiting"), g("kv_cache_usage")]))
-        })
-        .collect()
+    let samples = s.server.as_ref().map(|v| v.samples.as_slice()).unwrap_or_default();
+    samples.iter().map(|v| (v.t_ms, [v.running, v.waiting, v.kv_cache_usage])).collect()
 }
 
 /// `nvidia-smi` samples of the run (`summary.server.gpu.samples`): time (ms on the run clock)
 /// and the mean utilisation over the GPUs.
 fn gpu_samples(s: &Summary) -> Vec<(f64, f64)> {
-    let samples =
-        s.server.as_ref().and_then(|v| v.pointer("/gpu/samples")).and_then(|v| v.as_array());
+    let samples = s.server.as_ref().and_then(|v| v.gpu.as_ref()).map(|g| g.samples.as_slice());
     samples
-        .into_iter()
-        .flatten()
-        .filter_map(|v| {
-            let t = v.get("t_ms")?.as_f64()?;
-            let u: Vec<f64> =
-                v.get("utilization_pct")?.as_array()?.iter().filter_map(|x| x.as_f64()).collect();
-            (!u.is_empty()).then(|| (t, u.iter().sum::<f64>() / u.len() as f64))
-        })
+        .unwrap_or_default()
+        .iter()
+        .filter(|v| !v.utilization_pct.is_empty())
+        .map(|v| (v.t_ms, v.utilization_pct.iter().sum::<f64>() / v.utilization_pct.len() as f64))
         .collect()
 }
 

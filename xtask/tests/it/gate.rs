@@ -649,7 +649,10 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
         acc.add(r);
     }
     s.set_metrics(acc.finish(None));
-    s.server = Some(serde_json::json!({"kv_fragmentation": 0.01}));
+    s.server = Some(bench::server_metrics::ServerSection {
+        kv_fragmentation: Some(0.01),
+        ..Default::default()
+    });
     s.cost.per_request = None;
     std::fs::write(run.join("summary.json"), serde_json::to_string(&s).unwrap()).unwrap();
     let t = gate(vec![

@@ -125,12 +125,16 @@ fn a_short_bench_against_llama_cpp() {
     assert_eq!(s.engine.as_ref().map(|e| e.file.as_str()), Some("configs/engine-llamacpp.toml"));
     // llama.cpp's /metrics (started with --metrics) is scraped over the measured window.
     let server = s.server.as_ref().expect("the server section is filled");
-    assert_eq!(server["engine"], "llamacpp", "{server}");
-    assert!(server["scrapes"].as_u64().unwrap() >= 2, "{server}");
-    assert_eq!(server["failed_scrapes"], 0, "{server}");
-    let generated = server["generation_tokens"].as_f64().expect("generation counter delta");
-    assert_eq!(generated, (6 * 16) as f64, "two warmup and four measured requests: {server}");
-    assert_eq!(server["goodput_ratio"], 1.0, "every generated token reached the client: {server}");
+    assert_eq!(server.engine, "llamacpp", "{server:?}");
+    assert!(server.scrapes >= 2, "{server:?}");
+    assert_eq!(server.failed_scrapes, 0, "{server:?}");
+    let generated = server.generation_tokens.expect("generation counter delta");
+    assert_eq!(generated, (6 * 16) as f64, "two warmup and four measured requests: {server:?}");
+    assert_eq!(
+        server.goodput_ratio,
+        Some(1.0),
+        "every generated token reached the client: {server:?}"
+    );
     // llama.cpp's own timings are kept beside the client's measurements.
     let records = bench::rundir::read_records(&root.path().join("runs/a")).unwrap().records;
     for r in records.iter().filter(|r| !r.warmup) {
@@ -169,23 +173,23 @@ fn a_short_bench_against_llama_cpp() {
     let c = s.requests.cancellation.as_ref().unwrap();
     assert_eq!(c.tokens_received, 4 * n);
     let server = s.server.as_ref().expect("the server section is filled");
-    let after = &server["after_run"];
-    assert_eq!(after["idle"], true, "llama.cpp's slots emptied after the run: {server}");
-    let generated = server["generation_tokens"].as_f64().expect("generation counter delta");
+    let after = server.after_run.as_ref().expect("the engine watched after the run");
+    assert!(after.idle, "llama.cpp's slots emptied after the run: {server:?}");
+    let generated = server.generation_tokens.expect("generation counter delta");
     // Two warmup and the ok requests of 64 tokens each, then what the cancelled ones cost.
     let delivered = ((2 + 4 - n) * 64) as f64;
     let per_cancel = (generated - delivered) / n as f64;
-    eprintln!("llama.cpp computed {per_cancel} tokens per request cancelled after 4 ({server})");
+    eprintln!("llama.cpp computed {per_cancel} tokens per request cancelled after 4 ({server:?})");
     // llama.cpp stops a slot whose client went away (measured: 4.67 tokens per request
     // cancelled after 4, three cancelled); one that ran on would compute all 64.
     assert!(per_cancel < 8.0, "llama.cpp went on generating: {per_cancel} tokens per cancel");
     // The summary says so from the same counters: beyond the 4 tokens each client received,
     // what llama.cpp computed for nobody, a small share of the 60 each had left.
-    let waste = &server["cancelled"];
+    let waste = server.cancelled.as_ref().expect("the cancels' waste");
     let nobody = generated - delivered - (4 * n) as f64;
-    assert_eq!(waste["decode_tokens"].as_f64(), Some(nobody), "{waste}");
-    assert_eq!(waste["tokens_left"], 60 * n, "{waste}");
-    assert_eq!(waste["stopped"], true, "{waste}");
+    assert_eq!(waste.decode_tokens, Some(nobody), "{waste:?}");
+    assert_eq!(waste.tokens_left, Some(60 * n as u64), "{waste:?}");
+    assert_eq!(waste.stopped, Some(true), "{waste:?}");
     let ratio = s.goodput.token_ratio.expect("llama.cpp exposes its generation counter");
     assert_eq!(ratio, (delivered / generated * 1e6).round() / 1e6);
     e.stop();

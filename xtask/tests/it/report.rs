@@ -109,7 +109,7 @@ fn a_run_with_failures_shows_them_with_its_cdfs_timeline_and_the_gate_line() {
     assert_eq!(tl[0].1 as u64, s.requests.total);
     assert_eq!(tl[3].1 as u64, failed);
     // The server's gauges over time, one point per scrape of the simulator's /metrics.
-    let scrapes = s.server.as_ref().unwrap()["scrapes"].as_u64().unwrap() as usize;
+    let scrapes = s.server.as_ref().unwrap().scrapes as usize;
     let queue = series(chart(&html, "server-queue"));
     assert_eq!(queue.iter().map(|q| q.0.as_str()).collect::<Vec<_>>(), ["running", "waiting"]);
     assert!(scrapes > 0 && queue.iter().all(|q| q.1 + q.2 == scrapes), "{queue:?} of {scrapes}");

@@ -92,7 +92,14 @@ pub fn summary(
             "per_1m_output_tokens": 0.5167,
             "basis": "estimated",
         },
-        "server": {"kv_fragmentation": 0.042},
+        "server": {
+            "source": "http://127.0.0.1:8000/metrics",
+            "engine": "vllm",
+            "interval_s": 1.0,
+            "scrapes": 60,
+            "failed_scrapes": 0,
+            "kv_fragmentation": 0.042,
+        },
         "notes": [],
     });
     serde_json::from_value(v).expect("a valid summary")
