@@ -108,13 +108,9 @@ pub struct ShardRun {
 /// Read a shard's run directory.
 pub fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
     let summary = Summary::read(dir)?;
-    let section = summary
-        .extra
-        .get(SUMMARY_KEY)
+    let shard: ShardRecord = (summary.extra.shard.clone())
         .ok_or_else(|| MergeError::NotAShard { dir: dir.to_path_buf() })?;
     let bad = |message: String| MergeError::BadShard { dir: dir.to_path_buf(), message };
-    let shard: ShardRecord =
-        serde_json::from_value(section.clone()).map_err(|e| bad(e.to_string()))?;
     let load_started = chrono::DateTime::parse_from_rfc3339(&shard.load_started_at)
         .map_err(|e| bad(format!("load_started_at `{}`: {e}", shard.load_started_at)))?
         .to_utc();
@@ -430,8 +426,8 @@ fn merged_summary(
     s.server = None;
     // It came from one shard's server counters: the merged run has none.
     s.goodput.token_ratio = None;
-    s.extra = BTreeMap::new();
-    s.extra.insert(MERGE_KEY.into(), serde_json::to_value(report).expect("serializes"));
+    s.extra = Default::default();
+    s.extra.other.insert(MERGE_KEY.into(), serde_json::to_value(report).expect("serializes"));
     s.cost = crate::cost::for_summary(&s);
     s.status = merged_status(shards, report, s.requests.ok);
     s.notes = merge_notes(shards, report);

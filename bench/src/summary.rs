@@ -276,6 +276,53 @@ pub struct Cost {
     pub basis: Option<String>,
 }
 
+/// The sections of `summary.json`'s `extra`: each written by the step that knows it, each absent
+/// when the run was not such a run. The metric paths that reach into them (`extra.sweep.knee`,
+/// `extra.acceptance.numeric.cos_min`) are their JSON paths.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sections {
+    /// A stage of a sweep (`bench --sweep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepStage>,
+    /// A shard of a sharded run (`bench --shard I/N`): what the merge aligns and checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::ShardRecord>,
+    /// What the engine model's scheduler did (runs on the simulator's engine mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<crate::sim::engine::SchedulerReport>,
+    /// The sections whose producers live in the runtime build (`acceptance`, `connections`)
+    /// or above this module (`merge`), by name.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Sections {
+    pub fn is_empty(&self) -> bool {
+        self.sweep.is_none()
+            && self.shard.is_none()
+            && self.scheduler.is_none()
+            && self.other.is_empty()
+    }
+}
+
+/// A sweep's stage, as its summary says it (`extra.sweep`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepStage {
+    pub sweep_id: String,
+    /// The sweep's own file, relative to the stage's directory (`../sweep.json`).
+    pub file: String,
+    /// What the sweep varies, as `--sweep` names it (`concurrency`, `rate`).
+    pub dimension: String,
+    /// This stage's number (from 1) and how many the sweep ran.
+    pub stage: usize,
+    pub stages: usize,
+    /// This stage's load (concurrency or requests/s).
+    pub load: Option<f64>,
+    /// The sweep's knee (its load), when a stage met the SLOs.
+    pub knee: Option<f64>,
+    pub is_knee: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub schema_version: u32,
@@ -321,9 +368,10 @@ pub struct Summary {
     /// A/B gate (absent for other runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub isolation: Option<Isolation>,
-    /// Extra sections written by other tools (sweeps, acceptance, strategy comparisons).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub extra: BTreeMap<String, serde_json::Value>,
+    /// The sections the steps around a run add to it (a sweep's stage, a shard, the engine
+    /// model's scheduler, an acceptance's verdicts, the connections, a merge).
+    #[serde(default, skip_serializing_if = "Sections::is_empty")]
+    pub extra: Sections,
     /// Warnings and notes for the reader (approximations, skipped measurements).
     #[serde(default)]
     pub notes: Vec<String>,

@@ -349,18 +349,17 @@ impl SweepSummary {
     }
 
     /// The `extra.sweep` section written into each stage's summary.json.
-    pub fn stage_section(&self, stage: usize) -> serde_json::Value {
-        let load = self.stages.iter().find(|s| s.stage == stage).map(|s| s.load);
-        serde_json::json!({
-            "sweep_id": self.sweep_id,
-            "file": format!("../{SWEEP_FILE}"),
-            "dimension": self.dimension,
-            "stage": stage,
-            "stages": self.stages.len(),
-            "load": load,
-            "knee": self.knee.as_ref().map(|k| k.load),
-            "is_knee": self.knee.as_ref().is_some_and(|k| k.stage == stage),
-        })
+    pub fn stage_section(&self, stage: usize) -> crate::summary::SweepStage {
+        crate::summary::SweepStage {
+            sweep_id: self.sweep_id.clone(),
+            file: format!("../{SWEEP_FILE}"),
+            dimension: self.dimension.name().to_string(),
+            stage,
+            stages: self.stages.len(),
+            load: self.stages.iter().find(|s| s.stage == stage).map(|s| s.load),
+            knee: self.knee.as_ref().map(|k| k.load),
+            is_knee: self.knee.as_ref().is_some_and(|k| k.stage == stage),
+        }
     }
 
     /// Read `sweep.json` of a sweep directory (or the file itself).
@@ -384,7 +383,7 @@ pub fn write(
     for st in &sweep.stages {
         let stage_dir = dir.join(&st.dir);
         if let Ok(mut s) = Summary::read(&stage_dir) {
-            s.extra.insert("sweep".into(), sweep.stage_section(st.stage));
+            s.extra.sweep = Some(sweep.stage_section(st.stage));
             crate::rundir::write_summary(&stage_dir, &s)?;
         }
     }

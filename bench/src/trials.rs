@@ -708,7 +708,7 @@ fn bootstrap_replicates<'m>(
 ) -> BTreeMap<&'m str, Vec<f64>> {
     let mut slim = summary.clone();
     slim.config = serde_json::Value::Null;
-    slim.extra.clear();
+    slim.extra = Default::default();
     slim.notes.clear();
     slim.server = None;
     let chunk = |c: u32| {

@@ -871,7 +871,7 @@ mod tests {
             assert!(row.mean_ttft_ms.is_some() && row.mean_queue_ms.is_some());
             assert!(row.device_seconds.unwrap() > 0.0 && row.cost.unwrap() > 0.0);
             assert_eq!(row.total_tokens, Some(s.tokens.input_total.unwrap() + 64));
-            assert_eq!(s.extra["scheduler"]["strategy"], row.strategy.as_str());
+            assert_eq!(s.extra.scheduler.as_ref().unwrap().strategy, row.strategy.as_str());
         }
         // The parameter that defines each strategy is in its params.
         let params = |i: usize| {

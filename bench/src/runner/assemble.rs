@@ -73,7 +73,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.notes.extend(token_mismatch_note(&summary.tokens));
     if let Some(report) = scheduler {
         summary.notes.extend(report.notes());
-        summary.extra.insert("scheduler".into(), serde_json::to_value(report).unwrap_or_default());
+        summary.extra.scheduler = Some(report.clone());
     }
     if matches!(load.mode, LoadMode::Open | LoadMode::Trace) {
         let note = fell_behind_note(
@@ -93,7 +93,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.notes.extend(driven.host_noise.note());
     summary.environment.noise = Some(driven.host_noise.clone());
     let connections = serde_json::to_value(driven.connections).unwrap_or_default();
-    summary.extra.insert("connections".into(), connections);
+    summary.extra.other.insert("connections".into(), connections);
     summary.status = run_status(driven.interrupted, summary.requests.ok);
     if let Some(e) = &driven.write_error {
         summary.status = RunStatus::Aborted;

@@ -437,7 +437,7 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         scheduler: scheduler.as_ref(),
     });
     if let Some(s) = &spec.shard {
-        summary.extra.insert(crate::shard::SUMMARY_KEY.into(), shard_section(s, &driven));
+        summary.extra.shard = Some(shard_section(s, &driven));
     }
     // A failed histogram log (a full disk) still leaves the summary a try.
     let window = assemble::window(&summary);
@@ -485,16 +485,15 @@ async fn wait_until(at: chrono::DateTime<chrono::Utc>) -> Option<String> {
 
 /// The summary's `shard` section: the shard, the whole load and the wall-clock time of the
 /// load clock's origin (now, less the time the clock has run).
-fn shard_section(run: &ShardRun, driven: &drive::Driven) -> serde_json::Value {
+fn shard_section(run: &ShardRun, driven: &drive::Driven) -> ShardRecord {
     let elapsed = chrono::Duration::from_std(driven.clock.elapsed()).unwrap_or_default();
-    let record = ShardRecord {
+    ShardRecord {
         index: run.shard.index,
         count: run.shard.count,
         total: run.total.clone(),
         start_at: run.start_at.map(crate::shard::timestamp),
         load_started_at: crate::shard::timestamp(chrono::Utc::now() - elapsed),
-    };
-    serde_json::to_value(record).expect("the shard section serializes")
+    }
 }
 
 #[cfg(test)]

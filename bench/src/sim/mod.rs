@@ -23,10 +23,10 @@ mod runtime {
     use std::path::Path;
     use std::sync::Arc;
 
-    pub use super::backend::{Backend, FinishReason, GenEvent, GenRequest};
-    pub use super::server::{SimHandle, SimOptions, SimRecord, start};
-    pub use super::timing::TimingBackend;
     use crate::config::{ConfigError, SimConfig, SimMode};
+    pub use crate::sim::backend::{Backend, FinishReason, GenEvent, GenRequest};
+    pub use crate::sim::server::{SimHandle, SimOptions, SimRecord, start};
+    pub use crate::sim::timing::TimingBackend;
 
     /// An embedded simulator ready to start: its backend and server options, and the engine
     /// config it models (relative to the root it was built with), whose parameters a run records.
@@ -85,19 +85,19 @@ mod runtime {
             }),
             SimMode::Engine => {
                 let path = root.join(&cfg.engine_config);
-                let mut spec = super::engine::EngineSpec::load(&path)?;
+                let mut spec = crate::sim::engine::EngineSpec::load(&path)?;
                 if cfg.slowdown != 1.0 {
                     spec = spec.slower(cfg.slowdown);
                 }
                 let model = format!("sim/{}", spec.config.engine.model);
-                let engine = super::engine::Engine::new(&spec).with_noise(&cfg.noise);
+                let engine = crate::sim::engine::Engine::new(&spec).with_noise(&cfg.noise);
                 let backend = match log_dir {
                     Some(dir) => {
-                        let path = dir.join(super::engine::DECISION_LOG_FILE);
-                        super::engine::EngineBackend::with_engine_and_log(&spec, engine, &path)
+                        let path = dir.join(crate::sim::engine::DECISION_LOG_FILE);
+                        crate::sim::engine::EngineBackend::with_engine_and_log(&spec, engine, &path)
                             .map_err(|source| EmbedError::DecisionLog { path, source })?
                     }
-                    None => super::engine::EngineBackend::with_engine(&spec, engine),
+                    None => crate::sim::engine::EngineBackend::with_engine(&spec, engine),
                 };
                 let ignore = cfg.on_cancel == crate::config::OnCancel::Ignore;
                 let backend =

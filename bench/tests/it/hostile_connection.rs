@@ -402,7 +402,7 @@ async fn every_connection_of_the_load_is_opened_before_the_window() {
     let sets = ["load.concurrency=260", "load.requests=260"];
     let out = try_run(Target::at(&url).with_model("m"), dir.path(), &sets).await.unwrap();
     assert!(at_first.load(Ordering::SeqCst) >= 260, "{}", at_first.load(Ordering::SeqCst));
-    let c = &out.summary.extra["connections"];
+    let c = &out.summary.extra.other["connections"];
     assert_eq!(c["wanted"], 260, "{c}");
     assert_eq!(c["opened_before_window"], 260, "{c}");
     assert_eq!(c["cold_requests"], 0, "{c}");

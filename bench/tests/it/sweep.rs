@@ -165,7 +165,8 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
     let read = sweep::SweepSummary::read(&sweep_dir).unwrap();
     assert_eq!(read, result);
     let knee_stage = bench::Summary::read(&sweep_dir.join(&result.stages[1].dir)).unwrap();
-    assert_eq!(knee_stage.extra["sweep"]["is_knee"], true);
-    assert_eq!(knee_stage.extra["sweep"]["knee"], 4.0);
+    let section = knee_stage.extra.sweep.as_ref().expect("the stage's sweep section");
+    assert!(section.is_knee);
+    assert_eq!(section.knee, Some(4.0));
     assert_eq!(knee_stage.requests.total, result.stages[1].requests);
 }

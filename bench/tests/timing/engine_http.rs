@@ -338,11 +338,11 @@ save_scheduler_decision = true
     assert!(decisions.iter().any(|d| d.formed.is_some() && d.decision == DecisionKind::Step));
 
     // The summary names them.
-    let sched = &s.extra["scheduler"];
-    assert_eq!(sched["strategy"], "fixed");
-    assert_eq!(sched["oom_batches"], 2);
-    assert_eq!(sched["failed_requests"], 8);
-    assert_eq!(sched["decision_log"], DECISION_LOG_FILE);
+    let sched = s.extra.scheduler.as_ref().expect("the scheduler's section");
+    assert_eq!(sched.strategy, "fixed");
+    assert_eq!(sched.oom_batches, 2);
+    assert_eq!(sched.failed_requests, 8);
+    assert_eq!(sched.decision_log.as_deref(), Some(DECISION_LOG_FILE));
     let notes: Vec<&String> = s.notes.iter().filter(|n| n.starts_with("out of memory")).collect();
     assert_eq!(notes.len(), 2, "{:?}", s.notes);
     assert!(notes[0].contains("test-0") && notes[0].contains(DECISION_LOG_FILE), "{}", notes[0]);
@@ -365,8 +365,12 @@ async fn the_decision_log_is_only_written_when_asked_for() {
     let out = run_embedded(profile(text, &[]), dir.path()).await;
     assert_eq!(out.summary.requests.ok, 4);
     assert!(!out.dir.join(DECISION_LOG_FILE).exists());
-    assert_eq!(out.summary.extra["scheduler"]["strategy"], "continuous");
-    assert!(out.summary.extra["scheduler"].get("decision_log").is_none());
+    let sched = out.summary.extra.scheduler.as_ref().expect("the scheduler's section");
+    assert_eq!(sched.strategy, "continuous");
+    assert!(sched.decision_log.is_none());
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.dir.join("summary.json")).unwrap()).unwrap();
+    assert!(on_disk["extra"]["scheduler"].get("decision_log").is_none(), "{on_disk}");
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("engine.toml"), ENGINE_H100).unwrap();
     let out = run_embedded(profile(text, &["sim.save_scheduler_decision=true"]), dir.path()).await;
@@ -376,7 +380,7 @@ async fn the_decision_log_is_only_written_when_asked_for() {
         .map(|l| serde_json::from_str::<Decision>(l).unwrap())
         .filter(|d| d.decision == DecisionKind::Step)
         .count();
-    assert_eq!(steps as u64, out.summary.extra["scheduler"]["steps"].as_u64().unwrap());
+    assert_eq!(steps as u64, out.summary.extra.scheduler.as_ref().unwrap().steps);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

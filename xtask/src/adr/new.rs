@@ -265,10 +265,8 @@ pub fn run_part(r: &Summary) -> Option<String> {
     if let Some(part) = r.invocation.as_ref().and_then(|i| i.part.clone()) {
         return Some(part);
     }
-    let sw = r.extra.get("sweep")?;
-    let dimension = sw.get("dimension")?.as_str()?;
-    let load = sw.get("load")?.as_f64()?;
-    Some(format!("{dimension} {}", fmt_measured(load)))
+    let sw = r.extra.sweep.as_ref()?;
+    Some(format!("{} {}", sw.dimension, fmt_measured(sw.load?)))
 }
 
 /// The rows' labels, baseline first: a row is named by what distinguishes its run
@@ -348,19 +346,16 @@ pub fn resolve_run_dir(path: &Path, as_baseline: bool) -> Result<PathBuf, RunPat
 
 /// The knee of the sweep a run belongs to (`extra.sweep`): `concurrency 128`.
 pub fn knee_cell(r: &Summary) -> String {
-    let Some(sw) = r.extra.get("sweep") else { return BLANK.to_string() };
-    match sw.get("knee").and_then(|k| k.as_f64()) {
-        Some(k) => {
-            let dim = sw.get("dimension").and_then(|d| d.as_str()).unwrap_or("load");
-            format!("{dim} {}", fmt_measured(k))
-        }
+    let Some(sw) = &r.extra.sweep else { return BLANK.to_string() };
+    match sw.knee {
+        Some(k) => format!("{} {}", sw.dimension, fmt_measured(k)),
         None => "none met the SLOs".to_string(),
     }
 }
 
 /// The layer verdicts of the acceptance a run belongs to (`extra.acceptance`).
 pub fn acceptance_cell(r: &Summary) -> String {
-    let Some(a) = r.extra.get("acceptance") else { return BLANK.to_string() };
+    let Some(a) = r.extra.other.get("acceptance") else { return BLANK.to_string() };
     let layers: Vec<String> = ["numeric", "engine", "business"]
         .iter()
         .map(|l| {
@@ -741,8 +736,8 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
         write!(o, " {h} |").unwrap();
     }
     // Sweeps and acceptance runs add their columns (docs/acceptance.md).
-    let has_knee = runs.iter().any(|r| r.extra.contains_key("sweep"));
-    let has_acceptance = runs.iter().any(|r| r.extra.contains_key("acceptance"));
+    let has_knee = runs.iter().any(|r| r.extra.sweep.is_some());
+    let has_acceptance = runs.iter().any(|r| r.extra.other.contains_key("acceptance"));
     if has_knee {
         o.push_str(" Knee |");
     }

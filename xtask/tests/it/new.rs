@@ -207,8 +207,8 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
         serde_json::json!({"role": role, "passed": false,
             "numeric": {"verdict": "pass"}, "engine": {"verdict": "fail"}, "business": {"verdict": "skipped"}})
     };
-    b.extra.insert("acceptance".into(), section("baseline"));
-    c.extra.insert("acceptance".into(), section("candidate"));
+    b.extra.other.insert("acceptance".into(), section("baseline"));
+    c.extra.other.insert("acceptance".into(), section("candidate"));
     write_run(&acc.join("baseline"), &b);
     write_run(&acc.join("candidate"), &c);
     std::fs::write(acc.join("acceptance.json"), "{}").unwrap();
