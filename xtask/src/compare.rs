@@ -4,6 +4,7 @@
 //! ([`bench::compare::Comparison`]). Informational: it exits 0 whatever changed (the gate is
 //! what enforces).
 
+use bench::stats::{sig_text, signed_sig_text};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -87,39 +88,28 @@ impl CompareCmd {
     }
 }
 
-/// `value [lo, hi]` with marks: `~` request-level only, `*` undersampled; observed counts as
-/// they are; the blank's reason is in the notes.
+/// `value [lo, hi]` with its marks ([`Estimate::marks`]: `*` undersampled, `~` request-level
+/// only); observed counts as they are; the blank's reason is in the notes.
 fn estimate_cell(e: Option<&Estimate>) -> String {
     let Some(e) = e else { return BLANK.to_string() };
     if e.method == Method::Observed {
         return if e.lo == e.hi { num(e.value) } else { format!("{} to {}", num(e.lo), num(e.hi)) };
     }
-    let mut s = format!("{} [{}, {}]", num(sig4(e.value)), num(sig4(e.lo)), num(sig4(e.hi)));
-    if !e.method.counts_run_to_run() {
-        s.push('~');
-    }
-    if e.undersampled {
-        s.push('*');
-    }
-    s
-}
-
-/// Four significant digits.
-fn sig4(v: f64) -> f64 {
-    if v == 0.0 || !v.is_finite() {
-        return v;
-    }
-    let scale = 10f64.powi(3 - v.abs().log10().floor() as i32);
-    (v * scale).round() / scale
+    format!("{} [{}, {}]{}", sig_text(e.value), sig_text(e.lo), sig_text(e.hi), e.marks())
 }
 
 fn difference_cell(m: &MetricComparison) -> (String, String) {
     let Some(d) = &m.difference else { return (BLANK.into(), BLANK.into()) };
     let abs = match (d.lo, d.hi) {
         (Some(lo), Some(hi)) => {
-            format!("{:+} [{:+}, {:+}]", sig4(d.absolute), sig4(lo), sig4(hi))
+            format!(
+                "{} [{}, {}]",
+                signed_sig_text(d.absolute),
+                signed_sig_text(lo),
+                signed_sig_text(hi)
+            )
         }
-        _ => format!("{:+}", sig4(d.absolute)),
+        _ => signed_sig_text(d.absolute),
     };
     let rel = d.relative.map_or(BLANK.to_string(), |r| format!("{:+.1}%", r * 100.0));
     (abs, rel)
@@ -219,7 +209,7 @@ mod tests {
             method: Method::RequestBootstrap,
             undersampled: true,
         };
-        assert_eq!(estimate_cell(Some(&e)), "182.3 [170, 190.9]~*");
+        assert_eq!(estimate_cell(Some(&e)), "182.3 [170, 190.9]*~");
         let counts = Estimate { method: Method::Observed, lo: 0.0, hi: 2.0, value: 1.0, ..e };
         assert_eq!(estimate_cell(Some(&counts)), "0 to 2");
         assert_eq!(estimate_cell(None), BLANK);

@@ -110,6 +110,18 @@ impl Estimate {
     pub fn contains(&self, x: f64) -> bool {
         self.lo <= x && x <= self.hi
     }
+
+    /// The marks a shown estimate carries, in this order: `*` when undersampled, `~` when its
+    /// interval counts request-to-request variance only (one run). Every table that shows an
+    /// estimate in short form appends these.
+    pub fn marks(&self) -> &'static str {
+        match (self.undersampled, self.method.counts_run_to_run()) {
+            (false, true) => "",
+            (true, true) => "*",
+            (false, false) => "~",
+            (true, false) => "*~",
+        }
+    }
 }
 
 /// `12.3 [11.9, 12.8] (95%, 3 trials, 450 requests, t_interval)`, with `UNDERSAMPLED` when
@@ -136,6 +148,12 @@ impl fmt::Display for Estimate {
         }
         Ok(())
     }
+}
+
+/// [`sig_text`] with its sign always shown (`+1.5`, `-0.25`, `0`): a difference.
+pub fn signed_sig_text(v: f64) -> String {
+    let s = sig_text(v);
+    if v > 0.0 && s != "0" { format!("+{s}") } else { s }
 }
 
 /// Four significant digits, without trailing zeros: the one number format of estimates.
@@ -237,6 +255,9 @@ mod tests {
         assert_eq!(sig_text(-2.18234), "-2.182");
         assert_eq!(sig_text(0.0), "0");
         assert_eq!(sig_text(-0.0), "0");
+        assert_eq!(signed_sig_text(2.18234), "+2.182");
+        assert_eq!(signed_sig_text(-2.18234), "-2.182");
+        assert_eq!(signed_sig_text(0.0), "0");
     }
 
     #[test]

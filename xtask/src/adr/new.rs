@@ -7,6 +7,7 @@
 //! given) is left as a `<...>` placeholder: `adr lint` reports each one and `adr accept` refuses
 //! the record until they are replaced. A value a run did not measure is `—`, never an estimate.
 
+use bench::stats::sig_text;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -163,17 +164,6 @@ pub struct NewAdr<'a> {
     pub considered: &'a [String],
 }
 
-/// A number for the matrix: 4 significant digits, no trailing zeros.
-pub fn fmt_measured(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let mag = v.abs().log10().floor() as i32;
-    let decimals = (3 - mag).max(0) as usize;
-    let s = format!("{:.*}", decimals, v);
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
-}
-
 /// A file-name slug: lowercase ASCII letters and digits joined by `-`, at most 60 characters.
 pub fn slug(title: &str) -> Result<String, NewAdrError> {
     let mut words: Vec<String> = Vec::new();
@@ -266,7 +256,7 @@ pub fn run_part(r: &Summary) -> Option<String> {
         return Some(part);
     }
     let sw = r.extra.sweep.as_ref()?;
-    Some(format!("{} {}", sw.dimension, fmt_measured(sw.load?)))
+    Some(format!("{} {}", sw.dimension, sig_text(sw.load?)))
 }
 
 /// The rows' labels, baseline first: a row is named by what distinguishes its run
@@ -348,7 +338,7 @@ pub fn resolve_run_dir(path: &Path, as_baseline: bool) -> Result<PathBuf, RunPat
 pub fn knee_cell(r: &Summary) -> String {
     let Some(sw) = &r.extra.sweep else { return BLANK.to_string() };
     match sw.knee {
-        Some(k) => format!("{} {}", sw.dimension, fmt_measured(k)),
+        Some(k) => format!("{} {}", sw.dimension, sig_text(k)),
         None => "none met the SLOs".to_string(),
     }
 }
@@ -372,7 +362,7 @@ pub fn acceptance_cell(r: &Summary) -> String {
 }
 
 fn cell(v: Option<f64>) -> String {
-    v.map_or_else(|| BLANK.to_string(), fmt_measured)
+    v.map_or_else(|| BLANK.to_string(), sig_text)
 }
 
 fn code(s: &str) -> String {
@@ -398,15 +388,13 @@ fn scenario(s: &Summary) -> String {
             }
         }
         Some("open") => {
-            let rate =
-                get("load.rate").and_then(Json::as_f64).map_or(BLANK.to_string(), fmt_measured);
+            let rate = get("load.rate").and_then(Json::as_f64).map_or(BLANK.to_string(), sig_text);
             let arrival = get("load.arrival").and_then(Json::as_str).unwrap_or("");
             parts.push(format!("open loop at {rate} req/s ({arrival} arrivals)"));
         }
         Some("trace") => {
-            let scale = get("load.time_scale")
-                .and_then(Json::as_f64)
-                .map_or(BLANK.to_string(), fmt_measured);
+            let scale =
+                get("load.time_scale").and_then(Json::as_f64).map_or(BLANK.to_string(), sig_text);
             parts.push(format!("trace replay at time scale {scale}"));
         }
         _ => {}
@@ -428,13 +416,13 @@ fn scenario(s: &Summary) -> String {
     let slo = &s.goodput.slo;
     let mut objectives = Vec::new();
     if let Some(v) = slo.ttft_ms {
-        objectives.push(format!("TTFT <= {} ms", fmt_measured(v)));
+        objectives.push(format!("TTFT <= {} ms", sig_text(v)));
     }
     if let Some(v) = slo.tpot_ms {
-        objectives.push(format!("TPOT <= {} ms", fmt_measured(v)));
+        objectives.push(format!("TPOT <= {} ms", sig_text(v)));
     }
     if let Some(v) = slo.e2e_ms {
-        objectives.push(format!("E2E <= {} ms", fmt_measured(v)));
+        objectives.push(format!("E2E <= {} ms", sig_text(v)));
     }
     if !objectives.is_empty() {
         parts.push(format!("goodput SLO {}", objectives.join(", ")));
@@ -532,22 +520,15 @@ impl Runs<'_> {
 fn estimate_text(e: &Estimate) -> String {
     if e.method == Method::Observed {
         return if e.lo == e.hi {
-            fmt_measured(e.value)
+            sig_text(e.value)
         } else {
-            format!("{} to {}", fmt_measured(e.lo), fmt_measured(e.hi))
+            format!("{} to {}", sig_text(e.lo), sig_text(e.hi))
         };
     }
     // A spread below a billionth of the value is floating-point noise of identical trials.
     let half = e.half_width();
     let half = if half <= e.value.abs() * 1e-9 { 0.0 } else { half };
-    let mut out = format!("{} ± {}", fmt_measured(e.value), fmt_measured(half));
-    if e.undersampled {
-        out.push('*');
-    }
-    if !e.method.counts_run_to_run() {
-        out.push('~');
-    }
-    out
+    format!("{} ± {}{}", sig_text(e.value), sig_text(half), e.marks())
 }
 
 /// A matrix cell: the row's value (with its interval when it has one), then for an experiment
@@ -569,7 +550,7 @@ fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
         Change::NotSignificant => ", not significant",
         Change::NotTested | Change::Blank => "",
     };
-    format!("{shown} ({sign}{}{pct}{word})", fmt_measured(d))
+    format!("{shown} ({sign}{}{pct}{word})", sig_text(d))
 }
 
 /// The title and the status block.
@@ -670,17 +651,12 @@ pub fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
 /// row or when either side was not measured.
 fn change_cell(v: Option<f64>, base: Option<f64>, is_baseline: bool) -> String {
     match (v, base) {
-        (Some(v), Some(b)) if !is_baseline && v == b => format!("{} (=)", fmt_measured(v)),
+        (Some(v), Some(b)) if !is_baseline && v == b => format!("{} (=)", sig_text(v)),
         (Some(v), Some(b)) if !is_baseline => {
             let d = v - b;
             let pct =
                 if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
-            format!(
-                "{} ({}{}{pct})",
-                fmt_measured(v),
-                if d >= 0.0 { "+" } else { "" },
-                fmt_measured(d)
-            )
+            format!("{} ({}{}{pct})", sig_text(v), if d >= 0.0 { "+" } else { "" }, sig_text(d))
         }
         _ => cell(v),
     }
@@ -718,7 +694,7 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
             format!("{name} {:+.1}%", (vr - vb) / vb.abs() * 100.0)
         } else {
             let sign = if vr > vb { "+" } else { "" };
-            format!("{name} {sign}{} (from 0)", fmt_measured(vr - vb))
+            format!("{name} {sign}{} (from 0)", sig_text(vr - vb))
         };
         let lower_is_better = matches!(def.better, bench::summary::Better::Lower);
         if (vr < vb) == lower_is_better { better.push(text) } else { worse.push(text) }
@@ -784,10 +760,10 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
             if why.is_empty() && ctx.has_stats() {
                 format!(
                     "{verdict}: no significant change at {}%",
-                    fmt_measured(ctx.confidence() * 100.0)
+                    sig_text(ctx.confidence() * 100.0)
                 )
             } else if why.is_empty() {
-                format!("{verdict}: within {}% of the baseline", fmt_measured(NOISE * 100.0))
+                format!("{verdict}: within {}% of the baseline", sig_text(NOISE * 100.0))
             } else {
                 format!("{verdict}: {}", why.join("; "))
             }
@@ -798,12 +774,12 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
         format!(
             "the conclusion names the metrics significantly better or worse (a metric without \
              an interval: more than {}%)",
-            fmt_measured(NOISE * 100.0)
+            sig_text(NOISE * 100.0)
         )
     } else {
         format!(
             "the conclusion names the metrics more than {}% better or worse",
-            fmt_measured(NOISE * 100.0)
+            sig_text(NOISE * 100.0)
         )
     };
     writeln!(
@@ -850,7 +826,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
 /// Under the matrix of rows with estimates: what `±`, `*` and `~` mean, how the changes were
 /// tested, and why a value is blank.
 fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
-    let pct = fmt_measured(ctx.confidence() * 100.0);
+    let pct = sig_text(ctx.confidence() * 100.0);
     writeln!(
         o,
         "\nEach value is an estimate `value ± half-width` of its {pct}% confidence interval: \
@@ -1069,11 +1045,7 @@ fn slo_misses_of(r: &Summary, value: impl Fn(&str) -> Option<f64>) -> Vec<String
         if let (Some(limit), Some(v)) = (limit, value(metric))
             && v > limit
         {
-            out.push(format!(
-                "{name} {} ms above the SLO's {} ms",
-                fmt_measured(v),
-                fmt_measured(limit)
-            ));
+            out.push(format!("{name} {} ms above the SLO's {} ms", sig_text(v), sig_text(limit)));
         }
     }
     out
@@ -1095,7 +1067,7 @@ fn slo_flag_for(o: &mut String, ctx: &Runs<'_>, i: usize, who: &str) {
     }
     let goodput = ctx
         .value(i, "goodput.ratio")
-        .map_or(String::new(), |g| format!(" (goodput {})", fmt_measured(g)));
+        .map_or(String::new(), |g| format!(" (goodput {})", sig_text(g)));
     writeln!(
         o,
         "\n{SLO_MISSED} {who} measured {}{goodput}.\n\n{SLO_EXCEPTION} <why this configuration \
@@ -1370,10 +1342,10 @@ fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::Prop
 /// values alone.
 fn thresholds_rule(o: &mut String, ctx: &Runs<'_>) {
     let (input, chosen_label) = (ctx.input, &ctx.chosen_label);
-    let h = fmt_measured(input.headroom * 100.0);
+    let h = sig_text(input.headroom * 100.0);
     let chosen_i = input.choose;
     if ctx.has_stats() {
-        let pct = fmt_measured(ctx.confidence() * 100.0);
+        let pct = sig_text(ctx.confidence() * 100.0);
         writeln!(
             o,
             "Proposed from {chosen_label}'s estimates ({pct}% intervals): lower is better: the \
@@ -1384,7 +1356,7 @@ fn thresholds_rule(o: &mut String, ctx: &Runs<'_>) {
              headroom; a value without an interval the value with {h}% headroom. Detects: the \
              smallest regression a gate of as many trials fails with {}% power at the measured \
              noise (docs/statistics.md); a larger change is caught, a smaller one may pass.",
-            fmt_measured(DETECT_POWER * 100.0)
+            sig_text(DETECT_POWER * 100.0)
         )
         .unwrap();
         if ctx.stats(chosen_i).is_some_and(|st| st.trials == 1) {
@@ -1431,13 +1403,13 @@ fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
     }
     for p in proposed {
         let slo_cell = match slo_of(p.metric) {
-            Some(s) if p.limit > s => format!("{} ms (the limit is above it)", fmt_measured(s)),
-            Some(s) => format!("{} ms", fmt_measured(s)),
+            Some(s) if p.limit > s => format!("{} ms (the limit is above it)", sig_text(s)),
+            Some(s) => format!("{} ms", sig_text(s)),
             None => BLANK.to_string(),
         };
         let evidence = if ctx.has_stats() {
             let est = p.estimate.as_ref().map_or_else(
-                || format!("{} (no interval)", fmt_measured(p.measured)),
+                || format!("{} (no interval)", sig_text(p.measured)),
                 |e| {
                     let n = if e.trials == 1 {
                         format!("1 run, {} requests", e.requests)
@@ -1450,7 +1422,7 @@ fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
             let detects = match &p.detects {
                 Some(d) if d.relative.is_finite() => {
                     let sign = if p.comparator.breaking_side() == "above" { "+" } else { "-" };
-                    format!("{sign}{}%", fmt_measured((d.relative * 100.0).max(0.0)))
+                    format!("{sign}{}%", sig_text((d.relative * 100.0).max(0.0)))
                 }
                 Some(_) => "no regression (noise too large)".to_string(),
                 None if p.estimate.as_ref().is_some_and(|e| e.method.is_interval())
@@ -1488,7 +1460,7 @@ fn detects_statement(o: &mut String, proposed: &[Proposed]) {
                 .find(|(_, m, _)| *m == p.metric)
                 .map_or(p.metric, |m| m.0.split(" (").next().unwrap_or(m.0));
             Some(if d.relative.is_finite() {
-                format!("{label} {}% worse", fmt_measured((d.relative * 100.0).max(0.0)))
+                format!("{label} {}% worse", sig_text((d.relative * 100.0).max(0.0)))
             } else {
                 format!("{label}: none (the noise is as large as the value)")
             })
@@ -1499,7 +1471,7 @@ fn detects_statement(o: &mut String, proposed: &[Proposed]) {
             o,
             "\nAt the measured noise the blocking thresholds catch, with {}% power, a regression \
              of at least: {}. Smaller regressions may pass; more trials narrow the intervals.",
-            fmt_measured(DETECT_POWER * 100.0),
+            sig_text(DETECT_POWER * 100.0),
             detects.join(", ")
         )
         .unwrap();
@@ -1514,13 +1486,13 @@ fn on_engine_buckets(c: &mut RollbackCondition) -> Option<String> {
     match resolvable_limit(c, Engine::Vllm)? {
         Ok((bound, _)) if (bound - c.limit).abs() < 1e-9 => None,
         Ok((bound, family)) => {
-            let gate = fmt_measured(c.limit);
+            let gate = sig_text(c.limit);
             c.limit = bound;
             Some(format!(
                 "the gate's {gate} {} lies inside a bucket of {family}: {} is the lowest limit \
                  the engine's histogram decides",
                 c.unit,
-                fmt_measured(bound)
+                sig_text(bound)
             ))
         }
         Err(why) => Some(format!("not decidable on the engine's buckets: {why}")),
@@ -1547,7 +1519,7 @@ fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
         let on: Vec<String> = [Engine::Vllm, Engine::Sglang]
             .into_iter()
             .filter_map(|e| match resolvable_limit(&c, e)? {
-                Ok((b, _)) => Some(format!("{} {} on {}", fmt_measured(b), p.unit, e.as_str())),
+                Ok((b, _)) => Some(format!("{} {} on {}", sig_text(b), p.unit, e.as_str())),
                 Err(_) => Some(format!("not at all on {}", e.as_str())),
             })
             .collect();
@@ -1590,11 +1562,7 @@ fn rollback_section(
         };
         let bucket = ctx.chosen.simulated.then(|| on_engine_buckets(&mut c)).flatten();
         let bucket = bucket.map(|b| format!("; {b}")).unwrap_or_default();
-        format!(
-            "- {} (measured {} in {chosen_label}{bucket})\n",
-            c.render(),
-            fmt_measured(p.measured)
-        )
+        format!("- {} (measured {} in {chosen_label}{bucket})\n", c.render(), sig_text(p.measured))
     };
     let blocks: Vec<_> = proposed.iter().filter(|p| p.action == Action::Block).collect();
     let warns: Vec<_> = proposed.iter().filter(|p| p.action == Action::Warn).collect();
@@ -1798,11 +1766,11 @@ mod tests {
 
     #[test]
     fn measured_values_keep_four_significant_digits() {
-        assert_eq!(fmt_measured(182.3456), "182.3");
-        assert_eq!(fmt_measured(0.034215), "0.03422");
-        assert_eq!(fmt_measured(12345.6), "12346");
-        assert_eq!(fmt_measured(1.0), "1");
-        assert_eq!(fmt_measured(0.0), "0");
+        assert_eq!(sig_text(182.3456), "182.3");
+        assert_eq!(sig_text(0.034215), "0.03422");
+        assert_eq!(sig_text(12345.6), "12346");
+        assert_eq!(sig_text(1.0), "1");
+        assert_eq!(sig_text(0.0), "0");
     }
 
     #[test]

@@ -492,12 +492,7 @@ pub fn estimate_text(e: &Estimate) -> String {
     } else {
         format!("{} ± 0", crate::text::num(e.value))
     };
-    if e.undersampled {
-        out.push('*');
-    }
-    if !e.method.counts_run_to_run() {
-        out.push('~');
-    }
+    out.push_str(e.marks());
     out
 }
 
