@@ -512,13 +512,5 @@ pub fn to_yaml(v: &Value) -> String {
             }
         }
     }
-    let mut out = String::new();
-    let mut emitter = yaml_rust2::YamlEmitter::new(&mut out);
-    emitter.multiline_strings(true);
-    emitter.dump(&conv(v)).expect("writing YAML into a string cannot fail");
-    // The emitter starts the document with `---`, indents the blank lines of a literal block
-    // and ends without a newline.
-    let body = out.strip_prefix("---\n").unwrap_or(&out);
-    let lines: Vec<&str> = body.lines().map(|l| if l.trim().is_empty() { "" } else { l }).collect();
-    format!("{}\n", lines.join("\n"))
+    crate::text::yaml(&conv(v))
 }

@@ -40,6 +40,20 @@ pub fn join_clean(root: &std::path::Path, rel: &std::path::Path) -> std::path::P
     root.join(rel).components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }
 
+/// A YAML document in block style (multi-line strings as literal blocks), without the `---`
+/// the emitter starts it with, ending in a newline: the generated YAML files' one writer.
+pub fn yaml(doc: &yaml_rust2::Yaml) -> String {
+    let mut out = String::new();
+    let mut emitter = yaml_rust2::YamlEmitter::new(&mut out);
+    emitter.multiline_strings(true);
+    emitter.dump(doc).expect("writing YAML into a string cannot fail");
+    // The emitter starts the document with `---`, indents the blank lines of a literal block
+    // and ends without a newline.
+    let body = out.strip_prefix("---\n").unwrap_or(&out);
+    let lines: Vec<&str> = body.lines().map(|l| if l.trim().is_empty() { "" } else { l }).collect();
+    format!("{}\n", lines.join("\n"))
+}
+
 /// `1 record`, `2 records`.
 pub fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }

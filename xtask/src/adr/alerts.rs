@@ -14,7 +14,10 @@
 
 use std::fmt::Write as _;
 
+use yaml_rust2::Yaml;
+
 use super::live::LiveCondition;
+use crate::text::yaml;
 use crate::thresholds::series::{
     Engine, NotExportable, Source, absent_promql, decided_as, default_bounds, promql, resolve,
     source,
@@ -34,11 +37,6 @@ pub struct Rendered {
     pub not_exportable: Vec<String>,
     /// The live regression budgets, which no alert can evaluate (one line each).
     pub budgets: Vec<String>,
-}
-
-/// A YAML single-quoted scalar.
-fn q(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
 }
 
 /// `metrics.ttft_ms.p99` -> `MetricsTtftMsP99`.
@@ -72,8 +70,18 @@ pub fn engine_source(c: &LiveCondition, engine: Engine) -> Result<Source, NotExp
     }
 }
 
-fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, src: &Source) {
-    let expr = promql(src, &c.condition);
+/// A YAML string.
+fn st(v: impl Into<String>) -> Yaml {
+    Yaml::String(v.into())
+}
+
+/// A YAML mapping in the order given.
+fn map<const N: usize>(pairs: [(&str, Yaml); N]) -> Yaml {
+    Yaml::Hash(pairs.into_iter().map(|(k, v)| (st(k), v)).collect())
+}
+
+/// The alert of a condition on an engine, and its absent-data alert.
+fn rule(c: &LiveCondition, engine: Engine, src: &Source) -> [Yaml; 2] {
     let cond = &c.condition;
     let label = format!("ADR-{:04}", c.adr);
     let at = format!("{}:{}", c.file, cond.line);
@@ -87,89 +95,87 @@ fn rule(o: &mut String, pad: &str, c: &LiveCondition, engine: Engine, src: &Sour
     } else {
         format!("investigate without rolling back ({label}, {at})")
     };
-    let lines = [
-        format!("- alert: {}", alert_name(c)),
-        format!("  expr: {}", q(&expr)),
-        format!("  for: {}", cond.window),
-        "  labels:".to_string(),
-        format!("    severity: {}", cond.action.severity()),
-        format!("    engine: {}", engine.as_str()),
-        format!("    adr: {}", q(&format!("{:04}", c.adr))),
-        format!("    metric: {}", q(&cond.metric)),
-        format!("    action: {}", q(cond.action.as_str())),
-        "  annotations:".to_string(),
-        format!("    summary: {}", q(&format!("{label}: {what} ({})", engine.as_str()))),
-        format!("    record: {}", q(&at)),
-        format!("    baseline: {}", q(cond.note.as_deref().unwrap_or("not stated in the record"))),
-        format!("    rollback: {}", q(&instruction)),
-    ];
-    for l in lines {
-        writeln!(o, "{pad}{l}").unwrap();
+    let labels = |severity: &str, action: &str| {
+        map([
+            ("severity", st(severity)),
+            ("engine", st(engine.as_str())),
+            ("adr", st(format!("{:04}", c.adr))),
+            ("metric", st(&cond.metric)),
+            ("action", st(action)),
+        ])
+    };
+    let mut annotations = yaml_rust2::yaml::Hash::new();
+    for (k, v) in [
+        ("summary", format!("{label}: {what} ({})", engine.as_str())),
+        ("record", at.clone()),
+        ("baseline", cond.note.clone().unwrap_or_else(|| "not stated in the record".into())),
+        ("rollback", instruction),
+    ] {
+        annotations.insert(st(k), st(v));
     }
     let value = match (src, decided_as(src, cond)) {
         (Source::ShareOver { .. }, Some(how)) => {
-            writeln!(o, "{pad}    decided: {}", q(&how)).unwrap();
+            annotations.insert(st("decided"), st(how));
             "{{ $value | humanizePercentage }} of requests over the bucket bound".to_string()
         }
         _ => format!("{{{{ $value }}}} {}", cond.unit),
     };
-    writeln!(o, "{pad}    value: {}", q(&value)).unwrap();
+    annotations.insert(st("value"), st(value));
+    let alert = map([
+        ("alert", st(alert_name(c))),
+        ("expr", st(promql(src, cond))),
+        ("for", st(cond.window.to_string())),
+        ("labels", labels(cond.action.severity(), cond.action.as_str())),
+        ("annotations", Yaml::Hash(annotations)),
+    ]);
     // No data is not good news: the window held no observation.
-    let lines = [
-        format!("- alert: {}NoData", alert_name(c)),
-        format!("  expr: {}", q(&absent_promql(src, cond))),
-        "  labels:".to_string(),
-        "    severity: warning".to_string(),
-        format!("    engine: {}", engine.as_str()),
-        format!("    adr: {}", q(&format!("{:04}", c.adr))),
-        format!("    metric: {}", q(&cond.metric)),
-        "    action: 'no data'".to_string(),
-        "  annotations:".to_string(),
-        format!(
-            "    summary: {}",
-            q(&format!(
-                "{label}: {} cannot be evaluated: no observation in {} ({})",
-                cond.metric,
-                cond.window,
-                engine.as_str()
-            ))
+    let no_data = map([
+        ("alert", st(format!("{}NoData", alert_name(c)))),
+        ("expr", st(absent_promql(src, cond))),
+        ("labels", labels("warning", "no data")),
+        (
+            "annotations",
+            map([
+                (
+                    "summary",
+                    st(format!(
+                        "{label}: {} cannot be evaluated: no observation in {} ({})",
+                        cond.metric,
+                        cond.window,
+                        engine.as_str()
+                    )),
+                ),
+                ("record", st(at)),
+                (
+                    "rollback",
+                    st(
+                        "no data is not good news: check that the engine serves requests and exports its metrics",
+                    ),
+                ),
+            ]),
         ),
-        format!("    record: {}", q(&at)),
-        format!(
-            "    rollback: {}",
-            q(
-                "no data is not good news: check that the engine serves requests and exports its metrics"
-            )
-        ),
-    ];
-    for l in lines {
-        writeln!(o, "{pad}{l}").unwrap();
-    }
+    ]);
+    [alert, no_data]
 }
 
-/// The `groups:` list at `indent` spaces, and how many alerts it holds.
-fn groups(conds: &[LiveCondition], indent: usize) -> (String, usize) {
-    let pad = " ".repeat(indent);
-    let mut o = String::new();
+/// The `groups:` list, one group per engine, and how many alerts it holds.
+fn groups(conds: &[LiveCondition]) -> (Yaml, usize) {
     let mut alerts = 0;
-    writeln!(o, "{pad}groups:").unwrap();
+    let mut groups = Vec::new();
     for engine in Engine::ALL {
-        writeln!(o, "{pad}  - name: infergate-rollback-{}", engine.as_str()).unwrap();
-        let mut body = String::new();
+        let mut rules = Vec::new();
         for c in conds {
             if let Ok(src) = engine_source(c, engine) {
-                rule(&mut body, &format!("{pad}      "), c, engine, &src);
+                rules.extend(rule(c, engine, &src));
                 alerts += 1;
             }
         }
-        if body.is_empty() {
-            writeln!(o, "{pad}    rules: []").unwrap();
-        } else {
-            writeln!(o, "{pad}    rules:\n{body}").unwrap();
-            o.pop();
-        }
+        groups.push(map([
+            ("name", st(format!("infergate-rollback-{}", engine.as_str()))),
+            ("rules", Yaml::Array(rules)),
+        ]));
     }
-    (o, alerts)
+    (Yaml::Array(groups), alerts)
 }
 
 /// Which conditions have no series on which engines, and why.
@@ -230,17 +236,34 @@ pub fn render(conds: &[LiveCondition], budgets: &[crate::thresholds::Budget]) ->
     let missing = not_exportable(conds);
     let budgets: Vec<String> =
         budgets.iter().map(|b| format!("{} ({}:{})", b.text(), b.file, b.line)).collect();
-    let (g, alerts) = groups(conds, 0);
+    let (g, alerts) = groups(conds);
     let rules = format!(
-        "{}{g}",
-        header("Prometheus alerting rules (`rule_files:` of prometheus.yml)", &missing, &budgets)
+        "{}{}",
+        header("Prometheus alerting rules (`rule_files:` of prometheus.yml)", &missing, &budgets),
+        yaml(&map([("groups", g.clone())]))
     );
-    let (g, _) = groups(conds, 2);
+    let k8s = map([
+        ("apiVersion", st("monitoring.coreos.com/v1")),
+        ("kind", st("PrometheusRule")),
+        (
+            "metadata",
+            map([
+                ("name", st("infergate-rollback")),
+                (
+                    "labels",
+                    map([
+                        ("app.kubernetes.io/name", st("infergate")),
+                        ("app.kubernetes.io/component", st("rollback-alerts")),
+                    ]),
+                ),
+            ]),
+        ),
+        ("spec", map([("groups", g)])),
+    ]);
     let k8s = format!(
-        "{}apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: \
-         infergate-rollback\n  labels:\n    app.kubernetes.io/name: infergate\n    \
-         app.kubernetes.io/component: rollback-alerts\nspec:\n{g}",
-        header("the Prometheus Operator's PrometheusRule", &missing, &budgets)
+        "{}{}",
+        header("the Prometheus Operator's PrometheusRule", &missing, &budgets),
+        yaml(&k8s)
     );
     Rendered { rules, k8s, alerts, not_exportable: missing, budgets }
 }
@@ -270,29 +293,55 @@ mod tests {
         let r = render(&conds, &[]);
         // TTFT: vLLM and SGLang; KV usage: all three; goodput: none.
         assert_eq!(r.alerts, 5, "{}", r.rules);
-        assert!(r.rules.contains("- alert: InfergateAdr0002MetricsTtftMsP99RollBack\n"));
+        // Read back as YAML: the values are the conditions', whatever the quoting.
+        let doc = &yaml_rust2::YamlLoader::load_from_str(&r.rules).unwrap()[0];
+        let groups = doc["groups"].as_vec().unwrap();
+        let names: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["infergate-rollback-vllm", "infergate-rollback-sglang", "infergate-rollback-llamacpp"]
+        );
+        let alert = |group: usize, name: &str| {
+            let rules = groups[group]["rules"].as_vec().unwrap();
+            rules
+                .iter()
+                .find(|a| a["alert"].as_str() == Some(name))
+                .unwrap_or_else(|| panic!("no {name} in group {group}:\n{}", r.rules))
+                .clone()
+        };
+        let ttft = alert(0, "InfergateAdr0002MetricsTtftMsP99RollBack");
         // 250 ms is a vLLM bucket bound (the condition exactly); SGLang's next bound is 400 ms.
-        assert!(r.rules.contains(
-            "expr: '(sum(rate(vllm:time_to_first_token_seconds_count[5m])) - sum(rate(vllm:time_to_first_token_seconds_bucket{le=~\"0\\\\.25\"}[5m]))) / sum(rate(vllm:time_to_first_token_seconds_count[5m])) > 0.01'"
-        ), "{}", r.rules);
-        assert!(r.rules.contains("le=~\"0\\\\.4\"}"), "{}", r.rules);
-        assert!(r.rules.contains("the record''s 250 ms lies inside a bucket of sglang:time_to_first_token_seconds, whose bound 400 ms is the effective limit"), "{}", r.rules);
-        assert!(r.rules.contains("- alert: InfergateAdr0002MetricsTtftMsP99RollBackNoData\n"));
-        assert!(r.rules.contains("expr: 'sum(increase(vllm:time_to_first_token_seconds_count[5m])) == 0 or (absent_over_time(vllm:time_to_first_token_seconds_count[5m]) and on() count(present_over_time(vllm:time_to_first_token_seconds_count[1d])))'"), "{}", r.rules);
-        assert!(r.rules.contains("for: 1m\n"));
-        assert!(r.rules.contains("severity: warning\n"));
-        assert!(r.rules.contains("baseline: 'measured 201 in Exp-1'\n"));
-        assert!(r.rules.contains("record: 'docs/adr/0002-x.md:40'\n"));
-        assert!(r.rules.contains("(X''s)"), "quotes doubled in single-quoted YAML");
+        assert_eq!(
+            ttft["expr"].as_str().unwrap(),
+            "(sum(rate(vllm:time_to_first_token_seconds_count[5m])) - sum(rate(vllm:time_to_first_token_seconds_bucket{le=~\"0\\\\.25\"}[5m]))) / sum(rate(vllm:time_to_first_token_seconds_count[5m])) > 0.01"
+        );
+        assert_eq!(ttft["for"].as_str(), Some("5m"));
+        assert_eq!(ttft["labels"]["severity"].as_str(), Some("critical"));
+        assert_eq!(ttft["labels"]["adr"].as_str(), Some("0002"), "the record number stays text");
+        assert_eq!(ttft["annotations"]["baseline"].as_str(), Some("measured 201 in Exp-1"));
+        assert_eq!(ttft["annotations"]["record"].as_str(), Some("docs/adr/0002-x.md:40"));
+        assert!(ttft["annotations"]["rollback"].as_str().unwrap().contains("(X's)"));
+        let sglang = alert(1, "InfergateAdr0002MetricsTtftMsP99RollBack");
+        assert!(sglang["expr"].as_str().unwrap().contains("le=~\"0\\\\.4\"}"));
+        assert!(sglang["annotations"]["decided"].as_str().unwrap().contains("the record's 250 ms lies inside a bucket of sglang:time_to_first_token_seconds, whose bound 400 ms is the effective limit"));
+        let no_data = alert(0, "InfergateAdr0002MetricsTtftMsP99RollBackNoData");
+        assert_eq!(
+            no_data["expr"].as_str().unwrap(),
+            "sum(increase(vllm:time_to_first_token_seconds_count[5m])) == 0 or (absent_over_time(vllm:time_to_first_token_seconds_count[5m]) and on() count(present_over_time(vllm:time_to_first_token_seconds_count[1d])))"
+        );
+        assert_eq!(no_data["labels"]["severity"].as_str(), Some("warning"));
+        assert!(no_data["for"].is_badvalue(), "no data fires at once");
+        let kv = alert(2, "InfergateAdr0002ServerKvCacheUsageMaxInvestigate");
+        assert_eq!(kv["for"].as_str(), Some("1m"));
+        assert_eq!(kv["labels"]["severity"].as_str(), Some("warning"));
         assert_eq!(r.not_exportable.len(), 2, "{:#?}", r.not_exportable);
         assert!(r.not_exportable[0].contains(
             "metrics.ttft_ms.p99 above 250 ms for 5m: roll back (docs/adr/0002-x.md:40) on llamacpp"
         ));
         assert!(r.not_exportable[1].contains("on vllm, sglang, llamacpp: goodput"));
-        assert!(r.k8s.contains("kind: PrometheusRule\n"));
-        assert!(r.k8s.contains(
-            "\n  groups:\n    - name: infergate-rollback-vllm\n      rules:\n        - alert: "
-        ));
+        let k8s = &yaml_rust2::YamlLoader::load_from_str(&r.k8s).unwrap()[0];
+        assert_eq!(k8s["kind"].as_str(), Some("PrometheusRule"));
+        assert_eq!(&k8s["spec"]["groups"], &doc["groups"], "the same rules in both files");
         // A regression budget is listed as what no alert evaluates, in both files.
         let budget = crate::thresholds::Budget {
             metric: "metrics.ttft_ms.p99".into(),
