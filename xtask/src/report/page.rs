@@ -144,10 +144,15 @@ impl Page {
 
 /// A cell: blank cells are marked so that they read as not measured.
 fn td(v: &str) -> String {
-    if v == BLANK || v.is_empty() {
-        format!("<td class=\"blank\">{BLANK}</td>")
-    } else {
-        format!("<td>{}</td>", esc(v))
+    td_class(v, None)
+}
+
+/// A cell of class `class` (`l`: left-aligned), or the blank cell when there is no value.
+fn td_class(v: &str, class: Option<&str>) -> String {
+    match class {
+        _ if v == BLANK || v.is_empty() => format!("<td class=\"blank\">{BLANK}</td>"),
+        Some(c) => format!("<td class=\"{c}\">{}</td>", esc(v)),
+        None => format!("<td>{}</td>", esc(v)),
     }
 }
 
@@ -168,7 +173,7 @@ fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
             p.html,
             "<tr><th class=\"l\">{}</th>{}</tr>",
             esc(&k),
-            td(&v).replace("<td>", "<td class=\"l\">")
+            td_class(&v, Some("l"))
         );
     }
     p.html.push_str("</table>\n");
