@@ -290,8 +290,11 @@ pub struct Sections {
     /// What the engine model's scheduler did (runs on the simulator's engine mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler: Option<crate::sim::engine::SchedulerReport>,
-    /// The sections whose producers live in the runtime build (`acceptance`, `connections`)
-    /// or above this module (`merge`), by name.
+    /// The connections opened before the window (every measured run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
+    /// The sections whose producers live in the runtime build (`acceptance`) or above this
+    /// module (`merge`), by name.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
@@ -301,7 +304,39 @@ impl Sections {
         self.sweep.is_none()
             && self.shard.is_none()
             && self.scheduler.is_none()
+            && self.connections.is_none()
             && self.other.is_empty()
+    }
+}
+
+/// The connections a run opened before its window, against those its load needs at once
+/// (`extra.connections`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connections {
+    /// Connections the load keeps busy at once (closed loop: its concurrency; open loop: its
+    /// `max_concurrency`, else 16).
+    pub wanted: u64,
+    /// Connections open before the window (0 when the server closes them after each response:
+    /// then every request opens its own).
+    #[serde(rename = "opened_before_window")]
+    pub opened: u64,
+    /// Whether connections are reused between requests.
+    pub reused: bool,
+    /// Connections opened once the load started: each one's setup is in the TTFT of the request
+    /// that waited for it (with reuse off, one per request).
+    pub cold_requests: u64,
+}
+
+impl Connections {
+    /// The note when connections could not all be opened before the window.
+    pub fn note(&self) -> Option<String> {
+        (self.reused && self.opened < self.wanted).then(|| {
+            format!(
+                "{} of {} connections could be opened before the window; {} requests opened \
+                 theirs during the load (connection setup is in their TTFT)",
+                self.opened, self.wanted, self.cold_requests
+            )
+        })
     }
 }
 

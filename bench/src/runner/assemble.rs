@@ -92,8 +92,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.notes.extend(driven.connections.note());
     summary.notes.extend(driven.host_noise.note());
     summary.environment.noise = Some(driven.host_noise.clone());
-    let connections = serde_json::to_value(driven.connections).unwrap_or_default();
-    summary.extra.other.insert("connections".into(), connections);
+    summary.extra.connections = Some(driven.connections);
     summary.status = run_status(driven.interrupted, summary.requests.ok);
     if let Some(e) = &driven.write_error {
         summary.status = RunStatus::Aborted;

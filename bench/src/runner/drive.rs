@@ -2,6 +2,7 @@
 //! thread that streams each record to disk as it arrives, Ctrl-C and the grace period, and the
 //! open or closed loop that admits requests.
 
+use crate::summary::Connections;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,39 +40,9 @@ pub struct Driven {
     /// The first write of `requests.jsonl` that failed: the run stopped there.
     pub write_error: Option<String>,
     /// The connections opened before the window.
-    pub connections: Preconnected,
+    pub connections: Connections,
     /// How busy the client host was while the load ran (`environment.noise`).
     pub host_noise: crate::hostnoise::HostNoise,
-}
-
-/// The connections a run opened before its window, against those its load needs at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Preconnected {
-    /// Connections the load keeps busy at once (closed loop: its concurrency; open loop: its
-    /// `max_concurrency`, else 16).
-    pub wanted: u64,
-    /// Connections open before the window (0 when the server closes them after each response:
-    /// then every request opens its own).
-    #[serde(rename = "opened_before_window")]
-    pub opened: u64,
-    /// Whether connections are reused between requests.
-    pub reused: bool,
-    /// Connections opened once the load started: each one's setup is in the TTFT of the request
-    /// that waited for it (with reuse off, one per request).
-    pub cold_requests: u64,
-}
-
-impl Preconnected {
-    /// The note when connections could not all be opened before the window.
-    pub fn note(&self) -> Option<String> {
-        (self.reused && self.opened < self.wanted).then(|| {
-            format!(
-                "{} of {} connections could be opened before the window; {} requests opened \
-                 theirs during the load (connection setup is in their TTFT)",
-                self.opened, self.wanted, self.cold_requests
-            )
-        })
-    }
 }
 
 /// What the load loop needs to build and send one request.
@@ -403,13 +374,13 @@ pub async fn drive(
 
 /// Connections are opened first, so connection setup stays out of the window (a stop ends the
 /// wait).
-async fn preconnect(conn: &Connection, load: &LoadConfig, control: &RunControl) -> Preconnected {
+async fn preconnect(conn: &Connection, load: &LoadConfig, control: &RunControl) -> Connections {
     let resolved = &conn.resolved;
     let wanted = match load.mode {
         LoadMode::Closed => load.concurrency,
         LoadMode::Open | LoadMode::Trace => load.max_concurrency.unwrap_or(16),
     };
-    let mut connections = Preconnected {
+    let mut connections = Connections {
         wanted: wanted.into(),
         opened: 0,
         reused: resolved.reuse_connections,
