@@ -22,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::metrics::{MetricsAccumulator, Window};
@@ -30,9 +29,7 @@ use crate::record::{RequestRecord, round_us};
 use crate::rundir::{self, HISTOGRAMS_FILE, REQUESTS_FILE, RunDirError};
 use crate::shard::{SUMMARY_KEY, ShardRecord};
 use crate::summary::{Invocation, RunStatus, Summary, SummaryError};
-
-/// The key of the merge's section in the merged `summary.extra`.
-pub const MERGE_KEY: &str = "merge";
+pub use crate::summary::{MergeReport, MergedShard};
 
 /// Load starts further apart than this (ms) get a note on the shards' clocks and start.
 pub const SPREAD_NOTE_MS: f64 = 1000.0;
@@ -124,52 +121,6 @@ pub fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
 }
 
 pub use crate::rundir::decode_hlog;
-
-/// How the shards merged: each shard, the missing ones, the spread of their windows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MergeReport {
-    /// N, the shards the run was split into.
-    pub shard_count: u32,
-    pub shards: Vec<MergedShard>,
-    /// Indexes of the shards no directory was given for.
-    pub missing: Vec<u32>,
-    /// Every shard is here and ended complete.
-    pub complete: bool,
-    /// Earliest to latest load start (ms, wall clock).
-    pub start_spread_ms: f64,
-    /// Earliest to latest end of a shard's measured window (ms, aligned).
-    pub end_spread_ms: Option<f64>,
-    /// The window every shard was measuring in (latest start to earliest end, aligned ms).
-    pub common_window: Window,
-    /// Ok measured requests that ended inside the common window, per second of it: the
-    /// shards' throughput summed over the time they all ran (blank without a common window).
-    #[serde(default)]
-    pub common_requests_per_s: Option<f64>,
-    /// The shards' histogram logs added together equal the merged histograms (`null`: some
-    /// shard's log is missing or unreadable).
-    pub histograms_agree: Option<bool>,
-}
-
-/// One shard as merged.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MergedShard {
-    pub index: u32,
-    pub dir: String,
-    pub status: RunStatus,
-    /// The host it ran on (a pod's name on Kubernetes), when known.
-    #[serde(default)]
-    pub hostname: Option<String>,
-    pub load_started_at: String,
-    /// Its load clock's origin on the merged timeline (ms after the earliest shard's).
-    pub offset_ms: f64,
-    pub requests: u64,
-    /// Its measured window on the merged timeline.
-    pub window: Window,
-    /// Where its files disagree with its summary (count, last record, histogram log): the
-    /// shard, and so the merge, is incomplete.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-}
 
 /// The merged run: its summary, its records (each with its shard) and the accumulator.
 pub struct Merged {
@@ -427,7 +378,7 @@ fn merged_summary(
     // It came from one shard's server counters: the merged run has none.
     s.goodput.token_ratio = None;
     s.extra = Default::default();
-    s.extra.other.insert(MERGE_KEY.into(), serde_json::to_value(report).expect("serializes"));
+    s.extra.merge = Some(report.clone());
     s.cost = crate::cost::for_summary(&s);
     s.status = merged_status(shards, report, s.requests.ok);
     s.notes = merge_notes(shards, report);

@@ -293,8 +293,10 @@ pub struct Sections {
     /// The connections opened before the window (every measured run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<Connections>,
-    /// The sections whose producers live in the runtime build (`acceptance`) or above this
-    /// module (`merge`), by name.
+    /// A merge of a sharded run's shards (`bench merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeReport>,
+    /// The sections whose producers live in the runtime build (`acceptance`), by name.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
@@ -305,6 +307,7 @@ impl Sections {
             && self.shard.is_none()
             && self.scheduler.is_none()
             && self.connections.is_none()
+            && self.merge.is_none()
             && self.other.is_empty()
     }
 }
@@ -338,6 +341,53 @@ impl Connections {
             )
         })
     }
+}
+
+/// How the shards merged (`extra.merge` of the merged run): each shard, the missing ones, the
+/// spread of their windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergeReport {
+    /// N, the shards the run was split into.
+    pub shard_count: u32,
+    pub shards: Vec<MergedShard>,
+    /// Indexes of the shards no directory was given for.
+    pub missing: Vec<u32>,
+    /// Every shard is here and ended complete.
+    pub complete: bool,
+    /// Earliest to latest load start (ms, wall clock).
+    pub start_spread_ms: f64,
+    /// Earliest to latest end of a shard's measured window (ms, aligned).
+    pub end_spread_ms: Option<f64>,
+    /// The window every shard was measuring in (latest start to earliest end, aligned ms).
+    pub common_window: crate::metrics::Window,
+    /// Ok measured requests that ended inside the common window, per second of it: the
+    /// shards' throughput summed over the time they all ran (blank without a common window).
+    #[serde(default)]
+    pub common_requests_per_s: Option<f64>,
+    /// The shards' histogram logs added together equal the merged histograms (`null`: some
+    /// shard's log is missing or unreadable).
+    pub histograms_agree: Option<bool>,
+}
+
+/// One shard as merged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    pub index: u32,
+    pub dir: String,
+    pub status: RunStatus,
+    /// The host it ran on (a pod's name on Kubernetes), when known.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    pub load_started_at: String,
+    /// Its load clock's origin on the merged timeline (ms after the earliest shard's).
+    pub offset_ms: f64,
+    pub requests: u64,
+    /// Its measured window on the merged timeline.
+    pub window: crate::metrics::Window,
+    /// Where its files disagree with its summary (count, last record, histogram log): the
+    /// shard, and so the merge, is incomplete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 /// A sweep's stage, as its summary says it (`extra.sweep`).
