@@ -296,7 +296,11 @@ pub struct Sections {
     /// A merge of a sharded run's shards (`bench merge`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeReport>,
-    /// The sections whose producers live in the runtime build (`acceptance`), by name.
+    /// One of an acceptance's two runs (`accept`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<AcceptanceSection>,
+    /// Sections this version does not know (a newer tool's), kept as they are when the
+    /// summary is written again.
     #[serde(flatten)]
     pub other: BTreeMap<String, serde_json::Value>,
 }
@@ -308,6 +312,7 @@ impl Sections {
             && self.scheduler.is_none()
             && self.connections.is_none()
             && self.merge.is_none()
+            && self.acceptance.is_none()
             && self.other.is_empty()
     }
 }
@@ -388,6 +393,68 @@ pub struct MergedShard {
     /// shard, and so the merge, is incomplete.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+}
+
+/// An acceptance's verdicts as each of its two runs' summaries carries them (`extra.acceptance`;
+/// the whole report is `acceptance.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcceptanceSection {
+    /// `baseline` or `candidate`: which of the two runs this summary is.
+    pub role: String,
+    /// The report, relative to the run's directory (`../acceptance.json`).
+    pub file: String,
+    pub run_id: String,
+    /// Every layer that ran passed, and one did.
+    pub passed: bool,
+    pub baseline: Option<String>,
+    pub candidate: Option<String>,
+    pub numeric: NumericVerdict,
+    pub engine: EngineVerdict,
+    pub business: BusinessVerdict,
+    /// What the failed layers tell the team to do.
+    pub actions: Vec<String>,
+}
+
+/// The numeric layer of an acceptance, in short: its verdict (null when it did not run) and
+/// its checks' values.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NumericVerdict {
+    pub verdict: Option<String>,
+    pub cos_min: Option<f64>,
+    pub rtol_max: Option<f64>,
+    pub first_divergence: Option<Divergence>,
+}
+
+/// The engine layer of an acceptance, in short.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineVerdict {
+    pub verdict: Option<String>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_jitter: Option<f64>,
+    pub stream_violations: Option<f64>,
+}
+
+/// The business layer of an acceptance, in short.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BusinessVerdict {
+    pub verdict: Option<String>,
+    pub schema_pass_rate: Option<f64>,
+    pub judge_mean: Option<f64>,
+}
+
+/// Where and why two runs first diverge.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    /// Item (prompt, or `.npy` row group) index.
+    pub item: usize,
+    /// Output position (row) within it.
+    pub position: usize,
+    /// `token` (the chosen tokens differ), `cos` or `rtol`.
+    pub reason: String,
+    pub baseline_token: Option<String>,
+    pub candidate_token: Option<String>,
+    pub cos: Option<f64>,
+    pub rtol: Option<f64>,
 }
 
 /// A sweep's stage, as its summary says it (`extra.sweep`).

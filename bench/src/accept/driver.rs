@@ -216,7 +216,7 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     if let (Some(pass), Some((b, c))) = (pass, &sides) {
         for (i, (side, role)) in [(b, "baseline"), (c, "candidate")].into_iter().enumerate() {
             let mut s = side_summary(&spec, side, &items, &pass, i, started_at);
-            s.extra.other.insert("acceptance".into(), report.summary_section(role));
+            s.extra.acceptance = Some(report.summary_section(role));
             let sub = dir.join(role);
             rundir::write_histograms(
                 &sub,

@@ -31,6 +31,10 @@ pub mod numeric;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::summary::{
+    AcceptanceSection, BusinessVerdict, Divergence, EngineVerdict, NumericVerdict,
+};
+
 pub const REPORT_FILE: &str = "acceptance.json";
 pub const NUMERIC_FILE: &str = "numeric.jsonl";
 pub const FAILURES_FILE: &str = "business-failures.jsonl";
@@ -244,36 +248,44 @@ impl AcceptanceReport {
 
     /// The compact `extra.acceptance` section written into the baseline's and the candidate's
     /// summary.json (`role` says which one it is in).
-    pub fn summary_section(&self, role: &str) -> Value {
-        let verdict = |n: &str| self.layer(n).map(|l| l.verdict.as_str());
+    pub fn summary_section(&self, role: &str) -> AcceptanceSection {
+        let verdict = |n: &str| self.layer(n).map(|l| l.verdict.as_str().to_string());
         let value = |n: &str, c: &str| self.layer(n).and_then(|l| l.check_value(c));
-        let detail = |n: &str, p: &str| self.layer(n).and_then(|l| l.details.pointer(p).cloned());
-        json!({
-            "role": role,
-            "file": format!("../{REPORT_FILE}"),
-            "run_id": self.run_id,
-            "passed": self.passed,
-            "baseline": self.baseline.as_ref().map(|t| &t.name),
-            "candidate": self.candidate.as_ref().map(|t| &t.name),
-            "numeric": {
-                "verdict": verdict("numeric"),
-                "cos_min": value("numeric", "cosine similarity"),
-                "rtol_max": value("numeric", "max relative error"),
-                "first_divergence": detail("numeric", "/first_divergence"),
+        // The numeric layer's details are its statistics, written from `NumericStats`.
+        let first_divergence = self
+            .layer("numeric")
+            .and_then(|l| l.details.get("first_divergence"))
+            .map(|d| {
+                serde_json::from_value::<Option<Divergence>>(d.clone())
+                    .expect("the numeric layer's details hold its first divergence")
+            })
+            .unwrap_or_default();
+        AcceptanceSection {
+            role: role.to_string(),
+            file: format!("../{REPORT_FILE}"),
+            run_id: self.run_id.clone(),
+            passed: self.passed,
+            baseline: self.baseline.as_ref().map(|t| t.name.clone()),
+            candidate: self.candidate.as_ref().map(|t| t.name.clone()),
+            numeric: NumericVerdict {
+                verdict: verdict("numeric"),
+                cos_min: value("numeric", "cosine similarity"),
+                rtol_max: value("numeric", "max relative error"),
+                first_divergence,
             },
-            "engine": {
-                "verdict": verdict("engine"),
-                "ttft_p99_ms": value("engine", "TTFT p99 (ms)"),
-                "itl_jitter": value("engine", "ITL jitter"),
-                "stream_violations": value("engine", "stream integrity violations"),
+            engine: EngineVerdict {
+                verdict: verdict("engine"),
+                ttft_p99_ms: value("engine", "TTFT p99 (ms)"),
+                itl_jitter: value("engine", "ITL jitter"),
+                stream_violations: value("engine", "stream integrity violations"),
             },
-            "business": {
-                "verdict": verdict("business"),
-                "schema_pass_rate": value("business", "JSON Schema pass rate"),
-                "judge_mean": value("business", "judge similarity (mean)"),
+            business: BusinessVerdict {
+                verdict: verdict("business"),
+                schema_pass_rate: value("business", "JSON Schema pass rate"),
+                judge_mean: value("business", "judge similarity (mean)"),
             },
-            "actions": self.actions,
-        })
+            actions: self.actions.clone(),
+        }
     }
 }
 
@@ -404,9 +416,17 @@ mod tests {
             vec!["cosine similarity: stop the build", "max relative error: flag operator overflow"]
         );
         let s = r.summary_section("candidate");
-        assert_eq!(s["numeric"]["verdict"], "fail");
-        assert_eq!(s["engine"]["verdict"], "skipped");
-        assert_eq!(s["business"]["verdict"], Value::Null);
+        assert_eq!(s.numeric.verdict.as_deref(), Some("fail"));
+        assert_eq!(s.engine.verdict.as_deref(), Some("skipped"));
+        assert_eq!(s.business.verdict, None);
+        // As summary.json holds it: the same JSON paths the metric registry reads.
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["numeric"]["verdict"], "fail");
+        assert_eq!(v["business"]["verdict"], Value::Null);
+        assert_eq!(
+            (v["role"].as_str(), v["file"].as_str()),
+            (Some("candidate"), Some("../acceptance.json"))
+        );
     }
 
     #[test]

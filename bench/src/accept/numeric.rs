@@ -230,20 +230,7 @@ pub fn position_drift(
     out
 }
 
-/// Where and why two runs first diverge.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Divergence {
-    /// Item (prompt, or `.npy` row group) index.
-    pub item: usize,
-    /// Output position (row) within it.
-    pub position: usize,
-    /// `token` (the chosen tokens differ), `cos` or `rtol`.
-    pub reason: String,
-    pub baseline_token: Option<String>,
-    pub candidate_token: Option<String>,
-    pub cos: Option<f64>,
-    pub rtol: Option<f64>,
-}
+pub use crate::summary::Divergence;
 
 /// Accumulates position comparisons into the layer's numbers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

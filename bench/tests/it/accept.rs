@@ -97,8 +97,9 @@ async fn identical_engines_pass_every_layer() {
         let s = bench::Summary::read(&out.join(role)).unwrap();
         assert_eq!(s.requests.ok, 20, "{role}");
         assert!(s.simulated, "{role}: the simulator announced itself on /v1/models");
-        assert_eq!(s.extra.other["acceptance"]["role"], role);
-        assert_eq!(s.extra.other["acceptance"]["passed"], true);
+        let section = s.extra.acceptance.as_ref().expect("the acceptance section");
+        assert_eq!(section.role, role);
+        assert!(section.passed);
         assert_eq!(s.metric("extra.acceptance.numeric.cos_min"), Some(1.0));
         assert_eq!(s.metric("extra.acceptance.business.schema_pass_rate"), Some(1.0));
         assert_eq!(bench::rundir::read_records(&out.join(role)).unwrap().records.len(), 20);

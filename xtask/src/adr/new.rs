@@ -345,19 +345,16 @@ pub fn knee_cell(r: &Summary) -> String {
 
 /// The layer verdicts of the acceptance a run belongs to (`extra.acceptance`).
 pub fn acceptance_cell(r: &Summary) -> String {
-    let Some(a) = r.extra.other.get("acceptance") else { return BLANK.to_string() };
-    let layers: Vec<String> = ["numeric", "engine", "business"]
-        .iter()
-        .map(|l| {
-            let v = a.pointer(&format!("/{l}/verdict")).and_then(|v| v.as_str()).unwrap_or(BLANK);
-            format!("{l} {v}")
-        })
-        .collect();
-    let passed = if a.get("passed").and_then(|p| p.as_bool()) == Some(true) {
-        "accepted"
-    } else {
-        "not accepted"
-    };
+    let Some(a) = &r.extra.acceptance else { return BLANK.to_string() };
+    let layers: Vec<String> = [
+        ("numeric", &a.numeric.verdict),
+        ("engine", &a.engine.verdict),
+        ("business", &a.business.verdict),
+    ]
+    .iter()
+    .map(|(l, v)| format!("{l} {}", v.as_deref().unwrap_or(BLANK)))
+    .collect();
+    let passed = if a.passed { "accepted" } else { "not accepted" };
     format!("{passed}: {}", layers.join(", "))
 }
 
@@ -713,7 +710,7 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     }
     // Sweeps and acceptance runs add their columns (docs/acceptance.md).
     let has_knee = runs.iter().any(|r| r.extra.sweep.is_some());
-    let has_acceptance = runs.iter().any(|r| r.extra.other.contains_key("acceptance"));
+    let has_acceptance = runs.iter().any(|r| r.extra.acceptance.is_some());
     if has_knee {
         o.push_str(" Knee |");
     }

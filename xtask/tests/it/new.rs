@@ -204,11 +204,27 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     let mut b = base.clone();
     let mut c = exps[0].clone();
     let section = |role: &str| {
-        serde_json::json!({"role": role, "passed": false,
-            "numeric": {"verdict": "pass"}, "engine": {"verdict": "fail"}, "business": {"verdict": "skipped"}})
+        let verdict = |v: &str| Some(v.to_string());
+        Some(bench::summary::AcceptanceSection {
+            role: role.into(),
+            passed: false,
+            numeric: bench::summary::NumericVerdict {
+                verdict: verdict("pass"),
+                ..Default::default()
+            },
+            engine: bench::summary::EngineVerdict {
+                verdict: verdict("fail"),
+                ..Default::default()
+            },
+            business: bench::summary::BusinessVerdict {
+                verdict: verdict("skipped"),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
     };
-    b.extra.other.insert("acceptance".into(), section("baseline"));
-    c.extra.other.insert("acceptance".into(), section("candidate"));
+    b.extra.acceptance = section("baseline");
+    c.extra.acceptance = section("candidate");
     write_run(&acc.join("baseline"), &b);
     write_run(&acc.join("candidate"), &c);
     std::fs::write(acc.join("acceptance.json"), "{}").unwrap();
