@@ -105,7 +105,10 @@ pub struct ShardRun {
 /// Read a shard's run directory.
 pub fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
     let summary = Summary::read(dir)?;
-    let shard: ShardRecord = (summary.extra.shard.clone())
+    let shard: ShardRecord = summary
+        .extra
+        .shard
+        .clone()
         .ok_or_else(|| MergeError::NotAShard { dir: dir.to_path_buf() })?;
     let bad = |message: String| MergeError::BadShard { dir: dir.to_path_buf(), message };
     let load_started = chrono::DateTime::parse_from_rfc3339(&shard.load_started_at)

@@ -2,7 +2,6 @@
 //! thread that streams each record to disk as it arrives, Ctrl-C and the grace period, and the
 //! open or closed loop that admits requests.
 
-use crate::summary::Connections;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,7 +19,7 @@ use crate::rundir::{RecordWriter, RunDirError};
 use crate::schedule::ArrivalSchedule;
 use crate::server_metrics::ServerSection;
 use crate::session::History;
-use crate::summary::WorkloadInfo;
+use crate::summary::{Connections, WorkloadInfo};
 use crate::workload::{Payload, WorkItem};
 
 use super::connect::Connection;

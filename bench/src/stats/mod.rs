@@ -150,10 +150,9 @@ impl fmt::Display for Estimate {
     }
 }
 
-/// [`sig_text`] with its sign always shown (`+1.5`, `-0.25`, `0`): a difference.
+/// [`sig_text`] with its sign always shown (`+1.5`, `-0.25`, `+0`): a difference.
 pub fn signed_sig_text(v: f64) -> String {
-    let s = sig_text(v);
-    if v > 0.0 && s != "0" { format!("+{s}") } else { s }
+    if v >= 0.0 { format!("+{}", sig_text(v)) } else { sig_text(v) }
 }
 
 /// Four significant digits, without trailing zeros: the one number format of estimates.
@@ -257,7 +256,7 @@ mod tests {
         assert_eq!(sig_text(-0.0), "0");
         assert_eq!(signed_sig_text(2.18234), "+2.182");
         assert_eq!(signed_sig_text(-2.18234), "-2.182");
-        assert_eq!(signed_sig_text(0.0), "0");
+        assert_eq!(signed_sig_text(0.0), "+0");
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! given) is left as a `<...>` placeholder: `adr lint` reports each one and `adr accept` refuses
 //! the record until they are replaced. A value a run did not measure is `—`, never an estimate.
 
-use bench::stats::sig_text;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -17,7 +16,7 @@ use chrono::NaiveDate;
 use serde_json::Value as Json;
 
 use bench::compare::{Change, compare_estimates};
-use bench::stats::{Estimate, Method};
+use bench::stats::{Estimate, Method, sig_text, signed_sig_text};
 use bench::trials::MetricEstimate;
 
 use super::model::{SLO_EXCEPTION, SLO_MISSED};
@@ -540,14 +539,13 @@ fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
     }
     let d = v - b;
     let pct = if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
-    let sign = if d >= 0.0 { "+" } else { "" };
     let (_, change) = compare_estimates(metric, ctx.estimate(0, metric), Some(e), ctx.confidence());
     let word = match change {
         Change::Better | Change::Worse => ", significant",
         Change::NotSignificant => ", not significant",
         Change::NotTested | Change::Blank => "",
     };
-    format!("{shown} ({sign}{}{pct}{word})", sig_text(d))
+    format!("{shown} ({}{pct}{word})", signed_sig_text(d))
 }
 
 /// The title and the status block.
@@ -653,7 +651,7 @@ fn change_cell(v: Option<f64>, base: Option<f64>, is_baseline: bool) -> String {
             let d = v - b;
             let pct =
                 if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
-            format!("{} ({}{}{pct})", sig_text(v), if d >= 0.0 { "+" } else { "" }, sig_text(d))
+            format!("{} ({}{pct})", sig_text(v), signed_sig_text(d))
         }
         _ => cell(v),
     }
