@@ -149,8 +149,8 @@ struct Seen {
     bench_p99: (Option<f64>, Option<f64>),
     /// How late Prometheus' own loops ran on this machine meanwhile (s): [`lateness`].
     prom_late_s: f64,
-    /// By Prometheus' own clock, from the first evaluation that saw a request over the TTFT
-    /// limit to the first in which the rollback alert was firing ([`prom_fired_s`]).
+    /// By Prometheus' own clock, from the first evaluation whose window held a request over the
+    /// TTFT limit to the first in which the rollback alert was firing ([`prom_fired_s`]).
     prom_fired_s: Option<f64>,
 }
 
@@ -170,8 +170,8 @@ fn first_true(port: u16, query: &str, span_s: u64) -> Option<f64> {
         .min_by(f64::total_cmp)
 }
 
-/// Seconds from the first observation of a request over the record's TTFT limit to the
-/// rollback alert's firing, both as Prometheus recorded them (its `ALERTS` series is written by
+/// Seconds from the first evaluation whose rule window ([`WINDOW`]) holds a request over the
+/// record's TTFT limit to the rollback alert's firing, both as Prometheus recorded them (its `ALERTS` series is written by
 /// the evaluation that fires it), so neither this test's polling nor a slow HTTP answer on a
 /// loaded machine moves them. (The slow engine's first requests meet no queue and come in under
 /// the limit: the condition cannot hold before one is over it.)
