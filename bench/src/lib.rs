@@ -16,6 +16,7 @@ pub mod client;
 pub mod compare;
 pub mod config;
 pub mod cost;
+pub mod engine_series;
 pub mod fdlimit;
 pub mod hash;
 pub mod history;

@@ -37,39 +37,40 @@
 //! the value after the reset counts as the increase. Gauge statistics use the scrapes taken
 //! inside the window (the bracketing scrapes when none was).
 
+use crate::engine_series::{infergate_sim, llamacpp, sglang, vllm};
 use serde::{Deserialize, Serialize};
 
 use crate::promtext::Exposition;
 
 /// Names per canonical metric, in order of preference.
 pub const GENERATION_TOKENS: &[&str] = &[
-    "vllm:generation_tokens_total",
-    "llamacpp:tokens_predicted_total",
-    "sglang:generation_tokens_total",
+    vllm::GENERATION_TOKENS_TOTAL,
+    llamacpp::TOKENS_PREDICTED_TOTAL,
+    sglang::GENERATION_TOKENS_TOTAL,
 ];
 pub const PROMPT_TOKENS: &[&str] =
-    &["vllm:prompt_tokens_total", "llamacpp:prompt_tokens_total", "sglang:prompt_tokens_total"];
-pub const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total"];
+    &[vllm::PROMPT_TOKENS_TOTAL, llamacpp::PROMPT_TOKENS_TOTAL, sglang::PROMPT_TOKENS_TOTAL];
+pub const PREEMPTIONS: &[&str] = &[vllm::NUM_PREEMPTIONS_TOTAL];
 pub const RUNNING: &[&str] =
-    &["vllm:num_requests_running", "llamacpp:requests_processing", "sglang:num_running_reqs"];
+    &[vllm::NUM_REQUESTS_RUNNING, llamacpp::REQUESTS_PROCESSING, sglang::NUM_RUNNING_REQS];
 pub const WAITING: &[&str] =
-    &["vllm:num_requests_waiting", "llamacpp:requests_deferred", "sglang:num_queue_reqs"];
+    &[vllm::NUM_REQUESTS_WAITING, llamacpp::REQUESTS_DEFERRED, sglang::NUM_QUEUE_REQS];
 pub const KV_USAGE: &[&str] = &[
-    "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc",
-    "llamacpp:kv_cache_usage_ratio",
-    "sglang:token_usage",
+    vllm::KV_CACHE_USAGE_PERC,
+    vllm::GPU_CACHE_USAGE_PERC,
+    llamacpp::KV_CACHE_USAGE_RATIO,
+    sglang::TOKEN_USAGE,
 ];
 /// Prompt tokens looked up in the prefix cache, and those found (vLLM v1 and its older names).
 pub const PREFIX_CACHE_QUERIES: &[&str] =
-    &["vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"];
+    &[vllm::PREFIX_CACHE_QUERIES_TOTAL, vllm::GPU_PREFIX_CACHE_QUERIES_TOTAL];
 pub const PREFIX_CACHE_HITS: &[&str] =
-    &["vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"];
-pub const KV_FRAGMENTATION: &[&str] = &["infergate_sim:kv_fragmentation_ratio"];
-pub const WASTED_TOKENS: &[&str] = &["infergate_sim:wasted_tokens_total"];
-pub const WASTED_PREFILL_TOKENS: &[&str] = &["infergate_sim:wasted_prefill_tokens_total"];
-pub const ABANDONED_REQUESTS: &[&str] = &["infergate_sim:abandoned_requests_total"];
-pub const ABANDONED_HOLD_SECONDS: &[&str] = &["infergate_sim:abandoned_hold_seconds_total"];
+    &[vllm::PREFIX_CACHE_HITS_TOTAL, vllm::GPU_PREFIX_CACHE_HITS_TOTAL];
+pub const KV_FRAGMENTATION: &[&str] = &[infergate_sim::KV_FRAGMENTATION_RATIO];
+pub const WASTED_TOKENS: &[&str] = &[infergate_sim::WASTED_TOKENS_TOTAL];
+pub const WASTED_PREFILL_TOKENS: &[&str] = &[infergate_sim::WASTED_PREFILL_TOKENS_TOTAL];
+pub const ABANDONED_REQUESTS: &[&str] = &[infergate_sim::ABANDONED_REQUESTS_TOTAL];
+pub const ABANDONED_HOLD_SECONDS: &[&str] = &[infergate_sim::ABANDONED_HOLD_SECONDS_TOTAL];
 
 /// The canonical values of one scrape (`None`: the metric is not exposed).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -116,13 +117,13 @@ impl Reading {
 /// Which engine's names an exposition uses.
 pub fn detect_engine(e: &Exposition) -> &'static str {
     let any = |prefix: &str| e.samples.iter().any(|s| s.name.starts_with(prefix));
-    if any("infergate_sim:") {
+    if any(infergate_sim::PREFIX) {
         "infergate-sim"
-    } else if any("vllm:") {
+    } else if any(vllm::PREFIX) {
         "vllm"
-    } else if any("llamacpp:") {
+    } else if any(llamacpp::PREFIX) {
         "llamacpp"
-    } else if any("sglang:") {
+    } else if any(sglang::PREFIX) {
         "sglang"
     } else {
         "unknown"

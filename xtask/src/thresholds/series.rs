@@ -17,6 +17,7 @@
 //! commands say so. The bounds are read from `/metrics` by `watch` and are each engine's
 //! defaults ([`default_bounds`]) in the rules `adr alerts` writes.
 
+use bench::engine_series::{llamacpp, sglang, vllm};
 use bench::promtext::Exposition;
 
 use super::rollback::{RollbackCondition, Window};
@@ -119,14 +120,14 @@ pub fn default_bounds(family: &str) -> Option<&'static [f64]> {
         0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0,
     ];
     Some(match family {
-        "vllm:time_to_first_token_seconds" => VLLM_TTFT,
-        "vllm:request_time_per_output_token_seconds" | "vllm:inter_token_latency_seconds" => {
+        vllm::TIME_TO_FIRST_TOKEN_SECONDS => VLLM_TTFT,
+        vllm::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS | vllm::INTER_TOKEN_LATENCY_SECONDS => {
             VLLM_TOKEN
         }
-        "vllm:e2e_request_latency_seconds" | "vllm:request_queue_time_seconds" => VLLM_REQUEST,
-        "sglang:time_to_first_token_seconds" => SGLANG_TTFT,
-        "sglang:e2e_request_latency_seconds" => SGLANG_E2E,
-        "sglang:inter_token_latency_seconds" => SGLANG_ITL,
+        vllm::E2E_REQUEST_LATENCY_SECONDS | vllm::REQUEST_QUEUE_TIME_SECONDS => VLLM_REQUEST,
+        sglang::TIME_TO_FIRST_TOKEN_SECONDS => SGLANG_TTFT,
+        sglang::E2E_REQUEST_LATENCY_SECONDS => SGLANG_E2E,
+        sglang::INTER_TOKEN_LATENCY_SECONDS => SGLANG_ITL,
         _ => return None,
     })
 }
@@ -226,14 +227,14 @@ pub struct NotExportable(pub String);
 fn latency_family(engine: Engine, metric: &str) -> Result<&'static str, NotExportable> {
     let none = |why: &str| Err(NotExportable(why.to_string()));
     match (engine, metric) {
-        (Engine::Vllm, "ttft_ms") => Ok("vllm:time_to_first_token_seconds"),
-        (Engine::Vllm, "tpot_ms") => Ok("vllm:request_time_per_output_token_seconds"),
-        (Engine::Vllm, "itl_ms") => Ok("vllm:inter_token_latency_seconds"),
-        (Engine::Vllm, "e2e_ms") => Ok("vllm:e2e_request_latency_seconds"),
-        (Engine::Vllm, "queue_ms") => Ok("vllm:request_queue_time_seconds"),
-        (Engine::Sglang, "ttft_ms") => Ok("sglang:time_to_first_token_seconds"),
-        (Engine::Sglang, "itl_ms") => Ok("sglang:inter_token_latency_seconds"),
-        (Engine::Sglang, "e2e_ms") => Ok("sglang:e2e_request_latency_seconds"),
+        (Engine::Vllm, "ttft_ms") => Ok(vllm::TIME_TO_FIRST_TOKEN_SECONDS),
+        (Engine::Vllm, "tpot_ms") => Ok(vllm::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS),
+        (Engine::Vllm, "itl_ms") => Ok(vllm::INTER_TOKEN_LATENCY_SECONDS),
+        (Engine::Vllm, "e2e_ms") => Ok(vllm::E2E_REQUEST_LATENCY_SECONDS),
+        (Engine::Vllm, "queue_ms") => Ok(vllm::REQUEST_QUEUE_TIME_SECONDS),
+        (Engine::Sglang, "ttft_ms") => Ok(sglang::TIME_TO_FIRST_TOKEN_SECONDS),
+        (Engine::Sglang, "itl_ms") => Ok(sglang::INTER_TOKEN_LATENCY_SECONDS),
+        (Engine::Sglang, "e2e_ms") => Ok(sglang::E2E_REQUEST_LATENCY_SECONDS),
         (Engine::Sglang, "tpot_ms") => {
             none("SGLang has no per-request time-per-output-token histogram (its ITL is per token)")
         }
@@ -269,17 +270,17 @@ pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
     }
     let why = |s: &str| Err(NotExportable(s.to_string()));
     match (metric, engine) {
-        ("server.kv_cache_usage.max", Engine::Vllm) => Ok(Source::GaugeMax {
-            names: &["vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"],
-        }),
+        ("server.kv_cache_usage.max", Engine::Vllm) => {
+            Ok(Source::GaugeMax { names: &[vllm::KV_CACHE_USAGE_PERC, vllm::GPU_CACHE_USAGE_PERC] })
+        }
         ("server.kv_cache_usage.max", Engine::Sglang) => {
-            Ok(Source::GaugeMax { names: &["sglang:token_usage"] })
+            Ok(Source::GaugeMax { names: &[sglang::TOKEN_USAGE] })
         }
         ("server.kv_cache_usage.max", Engine::LlamaCpp) => {
-            Ok(Source::GaugeMax { names: &["llamacpp:kv_cache_usage_ratio"] })
+            Ok(Source::GaugeMax { names: &[llamacpp::KV_CACHE_USAGE_RATIO] })
         }
         ("server.preemptions", Engine::Vllm) => {
-            Ok(Source::Increase { name: "vllm:num_preemptions_total" })
+            Ok(Source::Increase { name: vllm::NUM_PREEMPTIONS_TOTAL })
         }
         ("server.preemptions", _) => why("the engine exports no preemption counter"),
         ("metrics.itl_jitter", _) => why("a histogram gives no standard deviation of ITL"),

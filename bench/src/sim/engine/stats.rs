@@ -3,6 +3,7 @@
 //! Names follow vLLM's where vLLM has the metric; the simulator's own are `infergate_sim:*`.
 //! Counters only increase.
 
+use crate::engine_series::{infergate_sim, vllm};
 use std::fmt::Write as _;
 
 /// A Prometheus histogram with fixed upper bounds (the last bucket is +Inf).
@@ -239,19 +240,19 @@ const NS: f64 = 1e9;
 pub fn render(out: &mut String, s: &EngineStats, g: &Gauges, info: &CacheInfo<'_>) {
     let mut o = Out { out, label: format!("model_name=\"{}\"", escape(info.model_name)) };
     o.gauge(
-        "vllm:num_requests_running",
+        vllm::NUM_REQUESTS_RUNNING,
         "Number of requests in model execution batches.",
         g.running as f64,
     );
     o.gauge(
-        "vllm:num_requests_waiting",
+        vllm::NUM_REQUESTS_WAITING,
         "Number of requests waiting to be processed.",
         g.waiting as f64,
     );
-    o.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", g.kv_usage());
-    o.header("vllm:cache_config_info", "gauge", "Information of the KV cache configuration.");
+    o.gauge(vllm::KV_CACHE_USAGE_PERC, "KV-cache usage. 1 means 100 percent usage.", g.kv_usage());
+    o.header(vllm::CACHE_CONFIG_INFO, "gauge", "Information of the KV cache configuration.");
     o.value(
-        "vllm:cache_config_info",
+        vllm::CACHE_CONFIG_INFO,
         &format!(
             ",block_size=\"{}\",num_gpu_blocks=\"{}\",enable_prefix_caching=\"{}\",gpu_memory_utilization=\"{}\"",
             info.block_size, info.num_gpu_blocks, info.enable_prefix_caching, info.gpu_memory_utilization
@@ -259,188 +260,188 @@ pub fn render(out: &mut String, s: &EngineStats, g: &Gauges, info: &CacheInfo<'_
         1.0,
     );
     o.counter(
-        "vllm:num_preemptions_total",
+        vllm::NUM_PREEMPTIONS_TOTAL,
         "Cumulative number of preemptions from the engine.",
         s.preemptions as f64,
     );
     o.counter(
-        "vllm:prompt_tokens_total",
+        vllm::PROMPT_TOKENS_TOTAL,
         "Number of prefill tokens processed.",
         s.prompt_tokens as f64,
     );
     o.counter(
-        "vllm:generation_tokens_total",
+        vllm::GENERATION_TOKENS_TOTAL,
         "Number of generation tokens processed.",
         s.generation_tokens as f64,
     );
     o.header(
-        "vllm:request_success_total",
+        vllm::REQUEST_SUCCESS_TOTAL,
         "counter",
         "Count of finished requests, by finish reason.",
     );
     for (reason, v) in
         [("stop", s.finished_stop), ("length", s.finished_length), ("abort", s.cancelled)]
     {
-        o.value("vllm:request_success_total", &format!(",finished_reason=\"{reason}\""), v as f64);
+        o.value(vllm::REQUEST_SUCCESS_TOTAL, &format!(",finished_reason=\"{reason}\""), v as f64);
     }
     o.counter(
-        "vllm:prefix_cache_queries_total",
+        vllm::PREFIX_CACHE_QUERIES_TOTAL,
         "Prefix cache queries, in terms of number of queried tokens.",
         s.prefix_cache_queries as f64,
     );
     o.counter(
-        "vllm:prefix_cache_hits_total",
+        vllm::PREFIX_CACHE_HITS_TOTAL,
         "Prefix cache hits, in terms of number of cached tokens.",
         s.prefix_cache_hits as f64,
     );
     o.histogram(
-        "vllm:time_to_first_token_seconds",
+        vllm::TIME_TO_FIRST_TOKEN_SECONDS,
         "Histogram of time to first token in seconds.",
         &s.ttft,
     );
     o.histogram(
-        "vllm:inter_token_latency_seconds",
+        vllm::INTER_TOKEN_LATENCY_SECONDS,
         "Histogram of inter-token latency in seconds.",
         &s.itl,
     );
     o.histogram(
-        "vllm:request_time_per_output_token_seconds",
+        vllm::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS,
         "Histogram of time_per_output_token_seconds per request.",
         &s.tpot,
     );
     o.histogram(
-        "vllm:e2e_request_latency_seconds",
+        vllm::E2E_REQUEST_LATENCY_SECONDS,
         "Histogram of e2e request latency in seconds.",
         &s.e2e,
     );
     o.histogram(
-        "vllm:request_queue_time_seconds",
+        vllm::REQUEST_QUEUE_TIME_SECONDS,
         "Histogram of time spent in WAITING phase for request.",
         &s.queue,
     );
     o.histogram(
-        "vllm:request_prefill_time_seconds",
+        vllm::REQUEST_PREFILL_TIME_SECONDS,
         "Histogram of time spent in PREFILL phase for request.",
         &s.prefill_time,
     );
     o.histogram(
-        "vllm:request_decode_time_seconds",
+        vllm::REQUEST_DECODE_TIME_SECONDS,
         "Histogram of time spent in DECODE phase for request.",
         &s.decode_time,
     );
     o.histogram(
-        "vllm:request_prompt_tokens",
+        vllm::REQUEST_PROMPT_TOKENS,
         "Number of prefill tokens processed.",
         &s.request_prompt_tokens,
     );
     o.histogram(
-        "vllm:request_generation_tokens",
+        vllm::REQUEST_GENERATION_TOKENS,
         "Number of generation tokens processed.",
         &s.request_generation_tokens,
     );
     o.histogram(
-        "vllm:iteration_tokens_total",
+        vllm::ITERATION_TOKENS_TOTAL,
         "Histogram of number of tokens per engine_step.",
         &s.iteration_tokens,
     );
     o.gauge(
-        "infergate_sim:kv_fragmentation_ratio",
+        infergate_sim::KV_FRAGMENTATION_RATIO,
         "Share of allocated KV cache slots (blocks in use x block_size) not holding a token.",
         g.kv_fragmentation,
     );
     o.gauge(
-        "infergate_sim:kv_blocks_total",
+        infergate_sim::KV_BLOCKS_TOTAL,
         "KV cache blocks of the device budget.",
         g.kv_blocks_total as f64,
     );
     o.gauge(
-        "infergate_sim:kv_blocks_in_use",
+        infergate_sim::KV_BLOCKS_IN_USE,
         "KV cache blocks held by requests.",
         g.kv_blocks_used as f64,
     );
     o.gauge(
-        "infergate_sim:kv_blocks_cached",
+        infergate_sim::KV_BLOCKS_CACHED,
         "KV cache blocks whose content prefix caching can reuse.",
         g.kv_blocks_cached as f64,
     );
     o.counter(
-        "infergate_sim:wasted_tokens_total",
+        infergate_sim::WASTED_TOKENS_TOTAL,
         "Output tokens computed for requests whose client had disconnected, never delivered.",
         s.wasted_tokens as f64,
     );
     o.counter(
-        "infergate_sim:wasted_prefill_tokens_total",
+        infergate_sim::WASTED_PREFILL_TOKENS_TOTAL,
         "Prompt tokens prefilled for requests whose client disconnected before their first token.",
         s.wasted_prefill_tokens as f64,
     );
     o.counter(
-        "infergate_sim:abandoned_requests_total",
+        infergate_sim::ABANDONED_REQUESTS_TOTAL,
         "Requests whose client disconnected before they ended.",
         s.abandoned as f64,
     );
     o.counter(
-        "infergate_sim:abandoned_hold_seconds_total",
+        infergate_sim::ABANDONED_HOLD_SECONDS_TOTAL,
         "Seconds the requests whose client disconnected kept their slot and KV blocks after it.",
         s.abandoned_hold_ns as f64 / 1e9,
     );
     o.counter(
-        "infergate_sim:cancelled_requests_total",
+        infergate_sim::CANCELLED_REQUESTS_TOTAL,
         "Requests freed because their client disconnected.",
         s.cancelled as f64,
     );
     o.counter(
-        "infergate_sim:rejected_requests_total",
+        infergate_sim::REJECTED_REQUESTS_TOTAL,
         "Requests refused at admission (longer than max_model_len).",
         s.rejected as f64,
     );
     o.counter(
-        "infergate_sim:failed_requests_total",
+        infergate_sim::FAILED_REQUESTS_TOTAL,
         "Requests the engine failed after admission (their batch ran out of KV cache memory).",
         s.failed_requests as f64,
     );
     o.counter(
-        "infergate_sim:oom_batches_total",
+        infergate_sim::OOM_BATCHES_TOTAL,
         "Batches that needed more KV cache than the device holds (their requests failed).",
         s.oom_batches as f64,
     );
     o.counter(
-        "infergate_sim:batches_total",
+        infergate_sim::BATCHES_TOTAL,
         "Batches formed by a batch-forming strategy (0 under continuous batching).",
         s.batches as f64,
     );
     o.header(
-        "infergate_sim:batch_strategy_info",
+        infergate_sim::BATCH_STRATEGY_INFO,
         "gauge",
         "The batching strategy ([batch] strategy in the engine config).",
     );
     o.value(
-        "infergate_sim:batch_strategy_info",
+        infergate_sim::BATCH_STRATEGY_INFO,
         &format!(",strategy=\"{}\"", escape(info.strategy)),
         1.0,
     );
     o.counter(
-        "infergate_sim:recomputed_tokens_total",
+        infergate_sim::RECOMPUTED_TOKENS_TOTAL,
         "Tokens computed again after a preemption (recompute mode).",
         s.recomputed_tokens as f64,
     );
     o.counter(
-        "infergate_sim:computed_tokens_total",
+        infergate_sim::COMPUTED_TOKENS_TOTAL,
         "Tokens run through the model: prefill (including recomputation) and decode.",
         (s.prefill_tokens_computed + s.decode_tokens_computed) as f64,
     );
-    o.counter("infergate_sim:steps_total", "Engine steps run.", s.steps as f64);
+    o.counter(infergate_sim::STEPS_TOTAL, "Engine steps run.", s.steps as f64);
     o.counter(
-        "infergate_sim:forward_seconds_total",
+        infergate_sim::FORWARD_SECONDS_TOTAL,
         "Modelled GPU forward-pass time (busy time of the device).",
         s.forward_ns as f64 / NS,
     );
     o.counter(
-        "infergate_sim:token_interval_seconds_total",
+        infergate_sim::TOKEN_INTERVAL_SECONDS_TOTAL,
         "Modelled CPU token-interval time (scheduling, detokenization, streaming).",
         s.interval_ns as f64 / NS,
     );
     o.counter(
-        "infergate_sim:step_seconds_total",
+        infergate_sim::STEP_SECONDS_TOTAL,
         "Wall time of all steps; forward / step = GPU utilisation while busy.",
         s.step_ns as f64 / NS,
     );
