@@ -812,8 +812,29 @@ pub enum Scale {
     Count,
 }
 
+/// Where a metric's samples come from, which decides how a trial set's interval of it is
+/// computed (`bench::trials`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MetricKind {
+    /// A count (`unit = "count"`): observed in each trial, no interval.
+    Count,
+    /// Computed from the request records; `tail` is the share of samples beyond the
+    /// statistic for a percentile (P99: 0.01, the maximum and minimum: 0), `None` for means,
+    /// rates and ratios.
+    Records { tail: Option<f64> },
+    /// Not computed from the records (server-side metrics, cost, acceptance sections).
+    Summary,
+}
+
+impl MetricKind {
+    /// The kind of a known metric, from the registry (`None` for a name it does not know).
+    pub fn of(metric: &str) -> Option<MetricKind> {
+        metric_def(metric).map(|d| d.kind)
+    }
+}
+
 /// A metric that decision records and gates may name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MetricDef {
     /// Dotted path in summary.json.
     pub path: &'static str,
@@ -823,6 +844,11 @@ pub struct MetricDef {
     /// Column label in decision records.
     pub label: &'static str,
     pub scale: Scale,
+    /// Where its samples come from.
+    pub kind: MetricKind,
+    /// The summary path of the number of samples a statistic of the records rests on (the
+    /// latency histogram's count: `metrics.ttft_ms.count` for `metrics.ttft_ms.p99`).
+    pub samples: Option<&'static str>,
 }
 
 /// The scale of a metric of the registry: counts by their unit, the shares by name, the rest
@@ -872,8 +898,9 @@ fn build_known_metrics() -> Vec<MetricDef> {
         ("tpot_answer_ms", "TPOT (answer)"),
     ];
     for (metric, label) in latency {
+        // Built once per process (see `known_metrics`).
+        let samples: &'static str = Box::leak(format!("metrics.{metric}.count").into_boxed_str());
         for stat in LATENCY_STATS {
-            // Built once per process (see `known_metrics`).
             let path: &'static str = Box::leak(format!("metrics.{metric}.{stat}").into_boxed_str());
             out.push(MetricDef {
                 path,
@@ -881,53 +908,109 @@ fn build_known_metrics() -> Vec<MetricDef> {
                 better: Better::Lower,
                 label,
                 scale: Scale::Positive,
+                kind: MetricKind::Records { tail: tail_of(stat) },
+                samples: Some(samples),
             });
         }
     }
-    let fixed: [(&'static str, &'static str, Better, &'static str); 20] = [
-        ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter"),
-        ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)"),
-        ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s"),
-        ("throughput.total_tokens_per_s", "tok/s", Better::Higher, "Total tok/s"),
-        ("goodput.requests_per_s", "req/s", Better::Higher, "Goodput (req/s)"),
-        ("goodput.ratio", "ratio", Better::Higher, "Goodput ratio"),
-        ("goodput.token_ratio", "ratio", Better::Higher, "Goodput (token ratio)"),
-        ("tokens.server_mismatch", "ratio", Better::Lower, "Server token mismatch"),
-        ("requests.cancelled", "count", Better::Lower, "Cancelled requests"),
-        ("requests.failed", "count", Better::Lower, "Failed requests"),
-        ("requests.ok", "count", Better::Higher, "Ok requests"),
-        ("error_rate", "ratio", Better::Lower, "Error rate"),
-        ("cost.per_1m_output_tokens", "currency", Better::Lower, "Cost per 1M output tokens"),
-        ("cost.per_request", "currency", Better::Lower, "Cost per request"),
-        ("server.goodput_ratio", "ratio", Better::Higher, "Server goodput ratio"),
-        ("server.kv_fragmentation", "ratio", Better::Lower, "KV fragmentation"),
-        ("server.preemptions", "count", Better::Lower, "Preemptions"),
-        ("server.kv_cache_usage.max", "ratio", Better::Lower, "KV cache usage max"),
-        ("server.prefix_cache_hit_rate", "ratio", Better::Higher, "Prefix cache hit rate"),
-        ("schedule.lag_ms.p99", "ms", Better::Lower, "Schedule lag p99"),
+    // From the records: means, rates and ratios (no tail), or the schedule's own percentile.
+    let records = MetricKind::Records { tail: None };
+    let (count, summary) = (MetricKind::Count, MetricKind::Summary);
+    let fixed: [(&'static str, &'static str, Better, &'static str, MetricKind); 20] = [
+        ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter", records),
+        ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)", records),
+        ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s", records),
+        ("throughput.total_tokens_per_s", "tok/s", Better::Higher, "Total tok/s", records),
+        ("goodput.requests_per_s", "req/s", Better::Higher, "Goodput (req/s)", records),
+        ("goodput.ratio", "ratio", Better::Higher, "Goodput ratio", records),
+        // The server's counters over the delivered tokens: a summary value.
+        ("goodput.token_ratio", "ratio", Better::Higher, "Goodput (token ratio)", summary),
+        ("tokens.server_mismatch", "ratio", Better::Lower, "Server token mismatch", summary),
+        ("requests.cancelled", "count", Better::Lower, "Cancelled requests", count),
+        ("requests.failed", "count", Better::Lower, "Failed requests", count),
+        ("requests.ok", "count", Better::Higher, "Ok requests", count),
+        ("error_rate", "ratio", Better::Lower, "Error rate", records),
+        (
+            "cost.per_1m_output_tokens",
+            "currency",
+            Better::Lower,
+            "Cost per 1M output tokens",
+            summary,
+        ),
+        ("cost.per_request", "currency", Better::Lower, "Cost per request", summary),
+        ("server.goodput_ratio", "ratio", Better::Higher, "Server goodput ratio", summary),
+        ("server.kv_fragmentation", "ratio", Better::Lower, "KV fragmentation", summary),
+        ("server.preemptions", "count", Better::Lower, "Preemptions", count),
+        ("server.kv_cache_usage.max", "ratio", Better::Lower, "KV cache usage max", summary),
+        ("server.prefix_cache_hit_rate", "ratio", Better::Higher, "Prefix cache hit rate", summary),
+        (
+            "schedule.lag_ms.p99",
+            "ms",
+            Better::Lower,
+            "Schedule lag p99",
+            MetricKind::Records { tail: tail_of("p99") },
+        ),
     ];
-    for (path, unit, better, label) in fixed {
-        out.push(MetricDef { path, unit, better, label, scale: scale_of(path, unit) });
-    }
     // Sections written by acceptance runs and sweeps (docs/acceptance.md), and the GPU samples.
-    let sections: [(&'static str, &'static str, Better, &'static str); 7] = [
-        ("extra.acceptance.numeric.cos_min", "ratio", Better::Higher, "Logit cosine (min)"),
-        ("extra.acceptance.numeric.rtol_max", "ratio", Better::Lower, "Logit max rel. error"),
-        ("extra.acceptance.engine.stream_violations", "count", Better::Lower, "Stream violations"),
-        ("extra.acceptance.business.schema_pass_rate", "ratio", Better::Higher, "Schema pass rate"),
-        ("extra.sweep.knee", "load", Better::Higher, "Knee"),
-        ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation"),
+    let sections: [(&'static str, &'static str, Better, &'static str, MetricKind); 7] = [
+        (
+            "extra.acceptance.numeric.cos_min",
+            "ratio",
+            Better::Higher,
+            "Logit cosine (min)",
+            summary,
+        ),
+        (
+            "extra.acceptance.numeric.rtol_max",
+            "ratio",
+            Better::Lower,
+            "Logit max rel. error",
+            summary,
+        ),
+        (
+            "extra.acceptance.engine.stream_violations",
+            "count",
+            Better::Lower,
+            "Stream violations",
+            count,
+        ),
+        (
+            "extra.acceptance.business.schema_pass_rate",
+            "ratio",
+            Better::Higher,
+            "Schema pass rate",
+            summary,
+        ),
+        ("extra.sweep.knee", "load", Better::Higher, "Knee", summary),
+        ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation", summary),
         (
             "server.gpu.joules_per_1m_output_tokens",
             "J",
             Better::Lower,
             "Energy per 1M output tokens",
+            summary,
         ),
     ];
-    for (path, unit, better, label) in sections {
-        out.push(MetricDef { path, unit, better, label, scale: scale_of(path, unit) });
+    for (path, unit, better, label, kind) in fixed.into_iter().chain(sections) {
+        debug_assert_eq!(unit == "count", kind == MetricKind::Count, "{path}");
+        let scale = scale_of(path, unit);
+        out.push(MetricDef { path, unit, better, label, scale, kind, samples: None });
     }
     out
+}
+
+/// The share of samples beyond a latency statistic (P99: 0.01; the maximum and minimum: 0);
+/// `None` for the mean and the standard deviation.
+fn tail_of(stat: &str) -> Option<f64> {
+    match stat {
+        "max" | "min" => Some(0.0),
+        "p50" => Some(0.5),
+        "p90" => Some(0.1),
+        "p95" => Some(0.05),
+        "p99" => Some(0.01),
+        "p999" => Some(0.001),
+        _ => None,
+    }
 }
 
 pub fn metric_def(path: &str) -> Option<MetricDef> {

@@ -33,6 +33,8 @@ use crate::metrics::{MetricsAccumulator, Slo};
 use crate::record::RequestRecord;
 use crate::rundir::{self, REQUESTS_FILE};
 use crate::stats::{self, Estimate, Method, Options};
+/// How a metric's interval is computed: where its samples come from, as the registry says.
+pub use crate::summary::MetricKind;
 use crate::summary::{RunStatus, Summary, metric_def};
 
 /// The trial set's index, in the set's directory.
@@ -58,54 +60,9 @@ pub const DEFAULT_METRICS: &[&str] = &[
     "error_rate",
 ];
 
-/// How a metric's interval is computed.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum MetricKind {
-    /// A count (`unit = "count"`): observed in each trial, no interval.
-    Count,
-    /// Computed from the request records; `tail` is the share of samples beyond the
-    /// statistic for a percentile (P99: 0.01, the maximum and minimum: 0), `None` for means,
-    /// rates and ratios.
-    Records { tail: Option<f64> },
-    /// Not computed from the records (server-side metrics, cost, acceptance sections).
-    Summary,
-}
-
-impl MetricKind {
-    /// The kind of a known metric (`None` for a name the registry does not know).
-    pub fn of(metric: &str) -> Option<MetricKind> {
-        let def = metric_def(metric)?;
-        if def.unit == "count" {
-            return Some(MetricKind::Count);
-        }
-        // The token ratio is the server's counters over the delivered tokens: a summary value.
-        let from_records = ["metrics.", "throughput.", "goodput.", "schedule."]
-            .iter()
-            .any(|p| metric.starts_with(p))
-            && metric != "goodput.token_ratio"
-            || metric == "error_rate";
-        if !from_records {
-            return Some(MetricKind::Summary);
-        }
-        let stat = metric.rsplit('.').next().unwrap_or("");
-        let tail = match stat {
-            "max" | "min" => Some(0.0),
-            "p50" => Some(0.5),
-            "p90" => Some(0.1),
-            "p95" => Some(0.05),
-            "p99" => Some(0.01),
-            "p999" => Some(0.001),
-            _ => None,
-        };
-        Some(MetricKind::Records { tail })
-    }
-
-    /// Samples a trial has for this metric's statistic: the latency histogram's count
-    /// (`metrics.ttft_ms.count` for `metrics.ttft_ms.p99`).
-    fn samples_path(metric: &str) -> Option<String> {
-        let (base, _) = metric.rsplit_once('.')?;
-        base.starts_with("metrics.").then(|| format!("{base}.count"))
-    }
+/// The summary path of the sample count behind `metric`'s statistic, from the registry.
+fn samples_path(metric: &str) -> Option<&'static str> {
+    metric_def(metric)?.samples
 }
 
 /// Whether `n` samples are too few for a statistic with `tail` share beyond it.
@@ -656,9 +613,9 @@ impl TrialSet {
         };
         let undersampled = match kind {
             MetricKind::Records { tail: Some(tail) } => {
-                let fewest = MetricKind::samples_path(metric)
+                let fewest = samples_path(metric)
                     .and_then(|p| {
-                        self.trials.iter().map(|t| t.summary.metric(&p).map(|n| n as u64)).min()?
+                        self.trials.iter().map(|t| t.summary.metric(p).map(|n| n as u64)).min()?
                     })
                     .unwrap_or(0);
                 tail_undersampled(tail, fewest)
@@ -842,9 +799,8 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
         let hi = stats::quantile_in_place(&mut reps, 1.0 - tail).unwrap_or(f64::NAN);
         let undersampled = match MetricKind::of(m) {
             Some(MetricKind::Records { tail: Some(t) }) => {
-                let samples = MetricKind::samples_path(m)
-                    .and_then(|p| trial.summary.metric(&p))
-                    .map_or(0, |c| c as u64);
+                let samples =
+                    samples_path(m).and_then(|p| trial.summary.metric(p)).map_or(0, |c| c as u64);
                 tail_undersampled(t, samples)
             }
             _ => false,
