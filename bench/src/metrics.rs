@@ -823,40 +823,15 @@ mod tests {
     use super::*;
 
     fn ok_record(id: u64, intended: f64, first: f64, gaps: &[f64], n: u64) -> RequestRecord {
-        let mut t = first;
-        for g in gaps {
-            t += g;
-        }
+        let r = RequestRecord::ok(id, intended, first, gaps.to_vec());
         RequestRecord {
-            id,
-            warmup: false,
-            class: Outcome::Ok,
-            error: None,
-            status: Some(200),
-            item: id,
-            session: None,
-            turn: None,
-            intended_ms: intended,
             sent_ms: Some(intended + 0.1),
-            first_token_ms: Some(first),
-            last_token_ms: Some(t),
-            end_ms: t + 0.5,
+            end_ms: r.last_token_ms.unwrap() + 0.5,
             input_tokens: Some(10),
             output_tokens: Some(n),
             token_source: Some(TokenSource::Usage),
-            content_events: gaps.len() as u64 + 1,
-            count_mismatch: false,
-            rejected_usage: None,
-            stream_violations: Default::default(),
-            unexpected_body: None,
-            itl_ms: gaps.to_vec(),
-            queue_ms: None,
-            server_timings: None,
             finish_reason: Some("length".into()),
-            reasoning_events: 0,
-            first_reasoning_ms: None,
-            first_answer_ms: None,
-            max_tokens: None,
+            ..r
         }
     }
 

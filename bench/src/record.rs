@@ -192,6 +192,67 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
+    /// A request that streamed an answer: scheduled and sent at `intended_ms`, its first
+    /// content event at `first_token_ms`, then one event per gap of `itl_ms`, ending 1 ms
+    /// after its last event; one output token per event, counted by the stream. What a
+    /// client (or an importer of another tool's per-request data) knows of a request that
+    /// went well, and the base the tests build their records from (`..RequestRecord::ok(..)`).
+    pub fn ok(id: u64, intended_ms: f64, first_token_ms: f64, itl_ms: Vec<f64>) -> RequestRecord {
+        let last = itl_ms.iter().fold(first_token_ms, |t, g| t + g);
+        let events = itl_ms.len() as u64 + 1;
+        RequestRecord {
+            first_token_ms: Some(first_token_ms),
+            last_token_ms: Some(last),
+            end_ms: last + 1.0,
+            output_tokens: Some(events),
+            content_events: events,
+            itl_ms,
+            ..RequestRecord::failed(id, intended_ms, Outcome::Ok, Some(200), first_token_ms)
+        }
+    }
+
+    /// A request of class `class` that ended at `end_ms` without an answer: sent at
+    /// `intended_ms`, `status` when a response arrived.
+    pub fn failed(
+        id: u64,
+        intended_ms: f64,
+        class: Outcome,
+        status: Option<u16>,
+        end_ms: f64,
+    ) -> RequestRecord {
+        RequestRecord {
+            id,
+            warmup: false,
+            class,
+            error: None,
+            status,
+            item: id,
+            session: None,
+            turn: None,
+            intended_ms,
+            sent_ms: Some(intended_ms),
+            first_token_ms: None,
+            last_token_ms: None,
+            end_ms,
+            input_tokens: None,
+            output_tokens: None,
+            token_source: None,
+            content_events: 0,
+            count_mismatch: false,
+            rejected_usage: None,
+            stream_violations: StreamViolations::default(),
+            unexpected_body: None,
+            itl_ms: Vec::new(),
+            queue_ms: None,
+            server_timings: None,
+            finish_reason: None,
+            reasoning_events: 0,
+            first_reasoning_ms: None,
+            first_answer_ms: None,
+            max_tokens: None,
+        }
+    }
+
     /// Time to first token: first content event minus intended send.
     pub fn ttft_ms(&self) -> Option<f64> {
         self.first_token_ms.map(|t| t - self.intended_ms)

@@ -404,39 +404,12 @@ pub fn recompute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Outcome;
 
     fn rec(id: u64) -> RequestRecord {
+        let t = id as f64;
         RequestRecord {
-            id,
-            warmup: false,
-            class: Outcome::Ok,
-            error: None,
-            status: Some(200),
-            item: id,
-            session: None,
-            turn: None,
-            intended_ms: id as f64,
-            sent_ms: Some(id as f64),
-            first_token_ms: Some(id as f64 + 50.0),
-            last_token_ms: Some(id as f64 + 80.0),
-            end_ms: id as f64 + 81.0,
             input_tokens: Some(3),
-            output_tokens: Some(4),
-            token_source: None,
-            content_events: 4,
-            count_mismatch: false,
-            rejected_usage: None,
-            stream_violations: Default::default(),
-            unexpected_body: None,
-            itl_ms: vec![10.0, 10.0, 10.0],
-            queue_ms: None,
-            server_timings: None,
-            finish_reason: None,
-            reasoning_events: 0,
-            first_reasoning_ms: None,
-            first_answer_ms: None,
-            max_tokens: None,
+            ..RequestRecord::ok(id, t, t + 50.0, vec![10.0, 10.0, 10.0])
         }
     }
 

@@ -832,37 +832,12 @@ mod tests {
     /// A request whose TTFT is `ttft` ms, with 4 output tokens 10 ms apart.
     fn rec(id: u64, ttft: f64, ok: bool) -> RequestRecord {
         let t0 = id as f64 * 100.0;
-        RequestRecord {
-            id,
-            warmup: false,
-            class: if ok { Outcome::Ok } else { Outcome::Http(500) },
-            error: None,
-            status: Some(if ok { 200 } else { 500 }),
-            item: id,
-            session: None,
-            turn: None,
-            intended_ms: t0,
-            sent_ms: Some(t0),
-            first_token_ms: ok.then_some(t0 + ttft),
-            last_token_ms: ok.then_some(t0 + ttft + 30.0),
-            end_ms: t0 + ttft + 31.0,
-            input_tokens: Some(3),
-            output_tokens: ok.then_some(4),
-            token_source: None,
-            content_events: if ok { 4 } else { 0 },
-            count_mismatch: false,
-            rejected_usage: None,
-            stream_violations: Default::default(),
-            unexpected_body: None,
-            itl_ms: if ok { vec![10.0; 3] } else { vec![] },
-            queue_ms: None,
-            server_timings: None,
-            finish_reason: None,
-            reasoning_events: 0,
-            first_reasoning_ms: None,
-            first_answer_ms: None,
-            max_tokens: None,
-        }
+        let r = if ok {
+            RequestRecord::ok(id, t0, t0 + ttft, vec![10.0; 3])
+        } else {
+            RequestRecord::failed(id, t0, Outcome::Http(500), Some(500), t0 + ttft + 31.0)
+        };
+        RequestRecord { input_tokens: Some(3), ..r }
     }
 
     /// A run directory holding `records` and their summary.

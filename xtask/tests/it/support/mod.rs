@@ -238,14 +238,8 @@ pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
 /// One ok request record: TTFT `ttft_ms`, then 4 output tokens 10 ms apart.
 pub fn record(id: u64, ttft_ms: f64) -> bench::record::RequestRecord {
     let t0 = id as f64 * 100.0;
-    serde_json::from_value(json!({
-        "id": id, "warmup": false, "class": "ok", "status": 200, "item": id,
-        "intended_ms": t0, "sent_ms": t0, "first_token_ms": t0 + ttft_ms,
-        "last_token_ms": t0 + ttft_ms + 30.0, "end_ms": t0 + ttft_ms + 31.0,
-        "input_tokens": 3, "output_tokens": 4, "content_events": 4,
-        "itl_ms": [10.0, 10.0, 10.0],
-    }))
-    .expect("a valid record")
+    let r = bench::record::RequestRecord::ok(id, t0, t0 + ttft_ms, vec![10.0; 3]);
+    bench::record::RequestRecord { input_tokens: Some(3), ..r }
 }
 
 /// Write `requests.jsonl` into the run directory `dir`: `n` ok requests with the TTFTs
