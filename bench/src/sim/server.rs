@@ -176,6 +176,12 @@ impl SimHandle {
         self.state.records.lock().unwrap().clone()
     }
 
+    /// Completion requests accepted so far (authorised and well-formed), finished or not: the
+    /// event a test waits for instead of a fixed sleep ("every stream is in flight").
+    pub fn accepted(&self) -> u64 {
+        self.state.next_id.load(Ordering::Relaxed)
+    }
+
     /// What the engine's scheduler did so far (engine mode; `None` in timing mode).
     pub fn scheduler_report(&self) -> Option<crate::sim::engine::SchedulerReport> {
         self.state.backend.scheduler_report()

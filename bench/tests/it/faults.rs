@@ -269,7 +269,13 @@ async fn interrupt_cancels_in_flight_after_the_grace_period_and_keeps_what_was_m
         let model = handle.model().to_string();
         tokio::spawn(async move { run_url_with_control(&base, &model, p, &dir, control).await })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Interrupt once the preflight's probe and all 4 streams have arrived (each lasts 4 s),
+    // however long the run took to start.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while handle.accepted() < 5 {
+        assert!(std::time::Instant::now() < deadline, "4 streams not in flight in 60 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     control.interrupt();
     let out = tokio::time::timeout(Duration::from_secs(10), run)
         .await

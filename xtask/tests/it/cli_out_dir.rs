@@ -31,8 +31,12 @@ fn a_second_run_into_a_directory_in_use_exits_2_and_the_first_stays_whole() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(out.join(".lock").exists(), "the first run locks its directory");
-    // The file exists a moment before it is locked; the run itself lasts seconds.
-    std::thread::sleep(Duration::from_millis(300));
+    // The lock file exists a moment before it is locked; the records file is created after
+    // the lock is taken, so once it is there the directory is held (the run lasts seconds).
+    while !out.join("requests.jsonl").exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(out.join("requests.jsonl").exists(), "the first run writes its records");
     let second = xtask(dir.path(), &["bench", "-q", "--out", "runs/same"]).output().unwrap();
     let e = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(2), "{e}");
