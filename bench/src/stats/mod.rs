@@ -150,6 +150,46 @@ impl fmt::Display for Estimate {
     }
 }
 
+/// An estimate in the short form every table shows ([`Estimate::short`]).
+pub struct ShortEstimate<'a>(&'a Estimate);
+
+impl Estimate {
+    /// `182.3 ± 4.1`: the value to the precision of its half-width (the half-width to its
+    /// second significant digit), then [`Estimate::marks`]; a spread a rounding error wide is
+    /// `± 0`; an observed count as it is (`0`, `0 to 2`). The one short form of an estimate:
+    /// the record's matrix and thresholds, tune's table and its winner statement.
+    pub fn short(&self) -> ShortEstimate<'_> {
+        ShortEstimate(self)
+    }
+}
+
+impl fmt::Display for ShortEstimate<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.0;
+        if e.method == Method::Observed {
+            return if e.lo == e.hi {
+                f.write_str(&sig_text(e.value))
+            } else {
+                write!(f, "{} to {}", sig_text(e.lo), sig_text(e.hi))
+            };
+        }
+        // A spread below a billionth of the value is floating-point noise of identical trials.
+        let half = e.half_width();
+        if half > e.value.abs() * 1e-9 && half.is_finite() {
+            let d = decimals_for(half);
+            write!(f, "{:.d$} ± {half:.d$}{}", e.value, e.marks())
+        } else {
+            write!(f, "{} ± 0{}", sig_text(e.value), e.marks())
+        }
+    }
+}
+
+/// Decimals that show a half-width to its second significant digit (0.41, 4.1, 41); a
+/// half-width a rounding error short of a power of ten (0.00999...) counts as that power.
+pub fn decimals_for(half: f64) -> usize {
+    (1 - (half.log10() + 1e-9).floor() as i32).clamp(0, 9) as usize
+}
+
 /// [`sig_text`] with its sign always shown (`+1.5`, `-0.25`, `+0`): a difference.
 pub fn signed_sig_text(v: f64) -> String {
     if v >= 0.0 { format!("+{}", sig_text(v)) } else { sig_text(v) }

@@ -480,26 +480,9 @@ impl TuneFile {
     }
 }
 
-/// `9.99 ± 0.41`: the value to the half-width's second significant digit, `*` when
-/// undersampled, `~` when the interval counts request-to-request variance only (one run).
+/// An estimate in its one short form ([`Estimate::short`]: `9.99 ± 0.41`, marks after).
 pub fn estimate_text(e: &Estimate) -> String {
-    // A spread below a billionth of the value is floating-point noise of identical trials.
-    let half = e.half_width();
-    let half = if half <= e.value.abs() * 1e-9 { 0.0 } else { half };
-    let mut out = if half > 0.0 && half.is_finite() {
-        let decimals = decimals_for(half);
-        format!("{:.decimals$} ± {half:.decimals$}", e.value)
-    } else {
-        format!("{} ± 0", crate::text::num(e.value))
-    };
-    out.push_str(e.marks());
-    out
-}
-
-/// Decimals that show a half-width to its second significant digit (0.41, 4.1, 41); a
-/// half-width a rounding error short of a power of ten (0.00999...) counts as that power.
-fn decimals_for(half: f64) -> usize {
-    (1 - (half.log10() + 1e-9).floor() as i32).clamp(0, 9) as usize
+    e.short().to_string()
 }
 
 /// A difference's interval `[-0.3, 0.5]` (`~` when request-level only); blank without one.
@@ -507,7 +490,7 @@ fn difference_text(d: Option<&Difference>) -> String {
     let Some(d) = d else { return crate::text::BLANK.to_string() };
     let (Some(lo), Some(hi)) = (d.lo, d.hi) else { return format!("{:+}", d.absolute) };
     let width = (hi - lo).abs();
-    let decimals = if width > 0.0 { decimals_for(width / 2.0) } else { 2 };
+    let decimals = if width > 0.0 { bench::stats::decimals_for(width / 2.0) } else { 2 };
     let tilde = if d.request_level_only { "~" } else { "" };
     format!("[{lo:.decimals$}, {hi:.decimals$}]{tilde}")
 }
