@@ -45,6 +45,7 @@ pub mod sim;
 pub mod strategies;
 #[cfg(feature = "runtime")]
 pub mod sweep;
+pub mod template;
 pub mod test_cmd;
 pub mod text;
 pub mod thresholds;

@@ -14,11 +14,10 @@
 //!   can see. A budget at least as large as the measured gain's lower end is said to be: a
 //!   regression that undoes the change could pass it.
 
-use std::fmt::Write as _;
-
 use bench::stats::noise::{normal_quantile, run_noise};
 use bench::summary::Scale;
 
+use super::draft::{Body, LEFT, Table};
 use crate::thresholds::Action;
 
 /// A proposed budget.
@@ -81,24 +80,22 @@ fn pct(v: f64) -> String {
 }
 
 /// The record's budgets paragraph and table.
-pub fn render(o: &mut String, proposed: &[ProposedBudget], chosen_label: &str) {
+pub fn render(o: &mut Body, proposed: &[ProposedBudget], chosen_label: &str) {
     if proposed.is_empty() {
         return;
     }
-    writeln!(
-        o,
+    o.line(format_args!(
         "\nRegression budgets (`cargo xtask gate --ab`: the candidate measured beside the baseline \
          in one job, decided on the paired difference; an absolute gate and the alerts do not \
          evaluate them). Proposed from {chosen_label}'s run-to-run noise: the default {} worse, \
          or half of what the A/B gate's default design resolves at that noise when that is \
          larger; the gate must catch twice the budget (Detects).",
         pct(bench::ab::DEFAULT_BUDGET)
-    )
-    .unwrap();
-    o.push_str(
-        "\n| Metric | Budget | Detects | Action | Run CV | A/B resolves | Measured change |\n\
-         |---|---|---|---|---|---|---|\n",
-    );
+    ));
+    o.push('\n');
+    let head =
+        ["Metric", "Budget", "Detects", "Action", "Run CV", "A/B resolves", "Measured change"];
+    let mut table = Table::new(head.map(|h| (h, LEFT)));
     let mut undoes = Vec::new();
     for p in proposed {
         let measured = match p.measured {
@@ -108,32 +105,29 @@ pub fn render(o: &mut String, proposed: &[ProposedBudget], chosen_label: &str) {
             Some((v, _, _)) => format!("{} (no interval)", signed(v)),
             None => crate::text::BLANK.to_string(),
         };
-        writeln!(
-            o,
-            "| `{}` | {} | {} | {} | {} | {} | {measured} |",
-            p.metric,
+        table.row(vec![
+            format!("`{}`", p.metric),
             pct(p.worse_by),
             pct(2.0 * p.worse_by),
-            p.action,
+            p.action.to_string(),
             pct(p.run_cv),
-            pct(p.resolves)
-        )
-        .unwrap();
+            pct(p.resolves),
+            measured,
+        ]);
         if let Some(gain) = gain_floor(p) {
             if p.worse_by >= gain {
                 undoes.push(format!("`{}` (gain at least {})", p.metric, pct(gain)));
             }
         }
     }
+    o.table(table);
     if !undoes.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "\nA budget as large as the measured gain lets a regression undo the change and \
              pass: {}. Narrow it by hand (more trials per arm) if the gain is the point of this \
              record.",
             undoes.join(", ")
-        )
-        .unwrap();
+        ));
     }
 }
 
@@ -187,8 +181,9 @@ mod tests {
             2,
             Some((-0.04, Some(-0.06), Some(-0.02))),
         );
-        let mut o = String::new();
-        render(&mut o, &[p.unwrap()], "Exp-1");
+        let mut body = Body::default();
+        render(&mut body, &[p.unwrap()], "Exp-1");
+        let o = body.markdown();
         assert!(o.contains("| `metrics.ttft_ms.p99` | 5% | 10% | block |"), "{o}");
         assert!(o.contains("-4% [-6%, -2%]"), "{o}");
         assert!(o.contains("`metrics.ttft_ms.p99` (gain at least 2%)"), "{o}");
@@ -200,8 +195,9 @@ mod tests {
             2,
             Some((-0.3, Some(-0.35), Some(-0.25))),
         );
-        let mut o = String::new();
-        render(&mut o, &[p.unwrap()], "Exp-1");
+        let mut body = Body::default();
+        render(&mut body, &[p.unwrap()], "Exp-1");
+        let o = body.markdown();
         assert!(!o.contains("gain at least"), "{o}");
     }
 }

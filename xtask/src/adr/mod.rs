@@ -21,6 +21,7 @@ pub mod alerts;
 pub mod assets;
 pub mod budgets;
 pub mod check;
+pub mod draft;
 pub mod edit;
 pub mod history;
 pub mod lint;

@@ -250,6 +250,17 @@ pub const REQUIRED_SECTIONS: [(SectionKind, &str); 7] = [
 ];
 
 impl SectionKind {
+    /// The canonical heading: a required section's from [`REQUIRED_SECTIONS`], else its own.
+    pub fn heading(self) -> &'static str {
+        if let Some((_, h)) = REQUIRED_SECTIONS.iter().find(|(k, _)| *k == self) {
+            return h;
+        }
+        match self {
+            SectionKind::Reproduction => "Reproduction",
+            _ => "Status",
+        }
+    }
+
     /// Recognise a heading: case-insensitive, a leading `1.` style number is ignored, and a few
     /// common spellings are accepted (`Solidified rules`, `Thresholds`, `Rollback`).
     pub fn from_heading(heading: &str) -> Option<SectionKind> {

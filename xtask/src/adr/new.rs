@@ -8,7 +8,6 @@
 //! the record until they are replaced. A value a run did not measure is `—`, never an estimate.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use bench::Summary;
@@ -16,10 +15,11 @@ use chrono::NaiveDate;
 use serde_json::Value as Json;
 
 use bench::compare::{Change, compare_estimates};
-use bench::stats::{Estimate, Method, sig_text, signed_sig_text};
+use bench::stats::{Estimate, sig_text, signed_sig_text};
 use bench::trials::MetricEstimate;
 
-use super::model::{SLO_EXCEPTION, SLO_MISSED};
+use super::draft::{Body, Draft, LEFT, RIGHT, Section, Table};
+use super::model::{SLO_EXCEPTION, SLO_MISSED, SectionKind};
 use crate::text::BLANK;
 use crate::thresholds::Action;
 use crate::thresholds::propose::{
@@ -62,6 +62,9 @@ pub enum NewAdrError {
     NoSuchExperiment { choose: usize, experiments: usize },
     #[error("title `{0}` has no ASCII letters or digits to name the file with")]
     TitleWithoutName(String),
+    /// The draft's template failed: a bug of the tool, not of its input.
+    #[error("cannot render the record: {0}")]
+    Render(String),
 }
 
 /// Why a path does not stand for one run (see [`resolve_run_dir`]).
@@ -446,20 +449,45 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
         labels,
         all,
     };
-    let mut o = String::new();
-    title_block(&mut o, input);
-    context_section(&mut o, &ctx);
-    matrix_section(&mut o, &ctx);
-    run_notes(&mut o, &ctx);
-    param_changes(&mut o, &ctx);
-    o.push('\n');
-    let rollback_values = decision_section(&mut o, &ctx);
-    let proposed = thresholds_section(&mut o, &ctx);
-    rollback_section(&mut o, &ctx, &proposed, &rollback_values);
-    o.push_str("## Consequences\n\n<what changes for operators, capacity and cost; what this decision gives up>\n\n");
-    reproduction_section(&mut o, &ctx);
-    o.push_str("## Links\n\nNone.\n");
-    Ok(o)
+    let mut sections = Vec::new();
+    let mut section = |kind: SectionKind, write: &mut dyn FnMut(&mut Body)| {
+        let mut body = Body::default();
+        write(&mut body);
+        sections.push(Section::new(kind, body));
+    };
+    section(SectionKind::Context, &mut |o| context_section(o, &ctx));
+    section(SectionKind::MetricsMatrix, &mut |o| {
+        matrix_section(o, &ctx);
+        run_notes(o, &ctx);
+        param_changes(o, &ctx);
+        o.push('\n');
+    });
+    let mut rollback_values = Vec::new();
+    section(SectionKind::Decision, &mut |o| rollback_values = decision_section(o, &ctx));
+    let mut proposed = Vec::new();
+    section(SectionKind::Thresholds, &mut |o| proposed = thresholds_section(o, &ctx));
+    section(SectionKind::Rollback, &mut |o| rollback_section(o, &ctx, &proposed, &rollback_values));
+    section(SectionKind::Consequences, &mut |o| {
+        o.push_str(
+            "<what changes for operators, capacity and cost; what this decision gives up>\n\n",
+        )
+    });
+    section(SectionKind::Reproduction, &mut |o| reproduction_section(o, &ctx));
+    section(SectionKind::Links, &mut |o| o.push_str("None.\n"));
+    let draft = Draft {
+        number: format!("{:04}", input.number),
+        title: input.title.trim().to_string(),
+        status: "Proposed",
+        date: input.date.format("%Y-%m-%d").to_string(),
+        deciders: input
+            .deciders
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .unwrap_or("<names>")
+            .to_string(),
+        sections,
+    };
+    draft.render().map_err(|e| NewAdrError::Render(format!("{e:#}")))
 }
 
 /// A record's runs: the baseline first, then the experiments, and the one it adopts.
@@ -511,20 +539,11 @@ impl Runs<'_> {
     }
 }
 
-/// An estimate for the matrix: `182.3 ± 4.1`, `*` when undersampled, `~` when it counts
-/// request-to-request variance only (one run); observed counts as measured (`0`, `0 to 2`).
+/// An estimate for the matrix and the thresholds table: its one short form
+/// ([`Estimate::short`]: `182.3 ± 4.1`, `*` when undersampled, `~` when it counts
+/// request-to-request variance only; observed counts as measured: `0`, `0 to 2`).
 fn estimate_text(e: &Estimate) -> String {
-    if e.method == Method::Observed {
-        return if e.lo == e.hi {
-            sig_text(e.value)
-        } else {
-            format!("{} to {}", sig_text(e.lo), sig_text(e.hi))
-        };
-    }
-    // A spread below a billionth of the value is floating-point noise of identical trials.
-    let half = e.half_width();
-    let half = if half <= e.value.abs() * 1e-9 { 0.0 } else { half };
-    format!("{} ± {}{}", sig_text(e.value), sig_text(half), e.marks())
+    e.short().to_string()
 }
 
 /// A matrix cell: the row's value (with its interval when it has one), then for an experiment
@@ -548,29 +567,15 @@ fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
     format!("{shown} ({}{pct}{word})", signed_sig_text(d))
 }
 
-/// The title and the status block.
-fn title_block(o: &mut String, input: &NewAdr<'_>) {
-    writeln!(o, "# ADR-{:04}: {}\n", input.number, input.title.trim()).unwrap();
-    writeln!(o, "- Status: Proposed").unwrap();
-    writeln!(o, "- Date: {}", input.date.format("%Y-%m-%d")).unwrap();
-    writeln!(
-        o,
-        "- Deciders: {}\n",
-        input.deciders.map(str::trim).filter(|d| !d.is_empty()).unwrap_or("<names>")
-    )
-    .unwrap();
-}
-
 /// Context: a placeholder for the story, the measured scenario, and a warning for each run that
 /// is not comparable with the baseline.
-fn context_section(o: &mut String, ctx: &Runs<'_>) {
+fn context_section(o: &mut Body, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
-    o.push_str("## Context\n\n");
     o.push_str(
         "<the scenario in words: who is affected, the symptom (P99, goodput, cost) and what \
          triggered this tuning>\n\n",
     );
-    writeln!(o, "Measured scenario: {}.", scenario(input.baseline)).unwrap();
+    o.line(format_args!("Measured scenario: {}.", scenario(input.baseline)));
     let _ = runs;
     o.push('\n');
 }
@@ -699,42 +704,30 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
 
 /// The metrics matrix: one row per run, one column per [`MATRIX`] metric (plus the sweep's knee
 /// and the acceptance verdicts when a run has them), and its legend.
-fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
+fn matrix_section(o: &mut Body, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
     let columns = ctx.columns();
-    o.push_str("## Metrics matrix\n\n| Config | Requests |");
-    for (h, _, _) in &columns {
-        write!(o, " {h} |").unwrap();
-    }
     // Sweeps and acceptance runs add their columns (docs/acceptance.md).
     let has_knee = runs.iter().any(|r| r.extra.sweep.is_some());
     let has_acceptance = runs.iter().any(|r| r.extra.acceptance.is_some());
-    if has_knee {
-        o.push_str(" Knee |");
-    }
-    if has_acceptance {
-        o.push_str(" Acceptance |");
-    }
-    o.push_str(" Conclusion |\n|---|---:|");
-    o.push_str(&"---:|".repeat(columns.len() + has_knee as usize));
-    o.push_str(&"---|".repeat(has_acceptance as usize));
-    o.push_str("---|\n");
+    let mut table = Table::new(
+        [("Config", LEFT), ("Requests", RIGHT)]
+            .into_iter()
+            .chain(columns.iter().map(|(h, _, _)| (*h, RIGHT)))
+            .chain(has_knee.then_some(("Knee", RIGHT)))
+            .chain(has_acceptance.then_some(("Acceptance", LEFT)))
+            .chain([("Conclusion", LEFT)]),
+    );
     for (i, r) in runs.iter().enumerate() {
         let sim = if r.simulated { " (simulated)" } else { "" };
         let requests = match ctx.stats(i) {
             Some(st) if st.trials > 1 => format!("{} ({} trials)", st.requests, st.trials),
             _ => r.requests.total.to_string(),
         };
-        write!(o, "| {}{sim} | {requests} |", ctx.labels[i]).unwrap();
-        for (_, metric, _) in &columns {
-            write!(o, " {} |", matrix_cell(ctx, i, metric)).unwrap();
-        }
-        if has_knee {
-            write!(o, " {} |", knee_cell(r)).unwrap();
-        }
-        if has_acceptance {
-            write!(o, " {} |", acceptance_cell(r)).unwrap();
-        }
+        let mut cells = vec![format!("{}{sim}", ctx.labels[i]), requests];
+        cells.extend(columns.iter().map(|(_, metric, _)| matrix_cell(ctx, i, metric)));
+        cells.extend(has_knee.then(|| knee_cell(r)));
+        cells.extend(has_acceptance.then(|| acceptance_cell(r)));
         let verdict = match (i, input.choose) {
             (i, c) if i == c && i == 0 => "chosen: keep the baseline",
             (0, _) => "reference",
@@ -763,8 +756,10 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
                 format!("{verdict}: {}", why.join("; "))
             }
         };
-        writeln!(o, " {conclusion} |").unwrap();
+        cells.push(conclusion);
+        table.row(cells);
     }
+    o.table(table);
     let conclusion_rule = if ctx.has_stats() {
         format!(
             "the conclusion names the metrics significantly better or worse (a metric without \
@@ -777,16 +772,14 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
             sig_text(NOISE * 100.0)
         )
     };
-    writeln!(
-        o,
+    o.line(format_args!(
         "\n`{BLANK}` = not measured. Each experiment's cell is its value, then its change against \
          the baseline (absolute, %; `=` unchanged); {conclusion_rule}. Requests are the measured \
          requests of the run, or of all its trials (warmup excluded). Goodput is the \
          share of measured requests that met the SLO (`goodput.ratio`); throughput is output \
          tokens per second; KV fragmentation is reported by the server; cost is per 1M output \
-         tokens from the configured device price.",
-    )
-    .unwrap();
+         tokens from the configured device price."
+    ));
     if columns.iter().any(|c| c.1 == "goodput.token_ratio") {
         o.push_str(
             "Token goodput is the output tokens delivered to clients that stayed over those the \
@@ -806,24 +799,21 @@ fn matrix_section(o: &mut String, ctx: &Runs<'_>) {
     for (i, r) in runs.iter().enumerate().skip(1) {
         let diffs = scenario_differences(input.baseline, r);
         if !diffs.is_empty() {
-            writeln!(
-                o,
+            o.line(format_args!(
                 "\n> **Not like for like:** {} differs from the baseline in {}: its row is not a \
                  comparison of the engine parameters alone.",
                 ctx.labels[i],
                 diffs.join(", ")
-            )
-            .unwrap();
+            ));
         }
     }
 }
 
 /// Under the matrix of rows with estimates: what `±`, `*` and `~` mean, how the changes were
 /// tested, and why a value is blank.
-fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
+fn stats_legend(o: &mut Body, ctx: &Runs<'_>) {
     let pct = sig_text(ctx.confidence() * 100.0);
-    writeln!(
-        o,
+    o.line(format_args!(
         "\nEach value is an estimate `value ± half-width` of its {pct}% confidence interval: \
          for a trial set the Student t interval across its trials (run-to-run variance \
          counted); for one run the bootstrap of its requests (`~`: run-to-run variance not \
@@ -832,8 +822,7 @@ fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
          *significant* when Welch's {pct}% interval of the difference leaves 0 out; then, and \
          only then, the conclusion counts it. Counts are shown as measured. Methods: \
          docs/statistics.md."
-    )
-    .unwrap();
+    ));
     let trials: Vec<String> = (0..ctx.all.len())
         .filter_map(|i| {
             let st = ctx.stats(i)?;
@@ -845,16 +834,14 @@ fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
             ))
         })
         .collect();
-    writeln!(o, "\nTrials behind each row: {}.", trials.join(", ")).unwrap();
+    o.line(format_args!("\nTrials behind each row: {}.", trials.join(", ")));
     for (i, label) in ctx.labels.iter().enumerate() {
         if let Some(note) = ctx.stats(i).and_then(|st| st.cold_start.as_deref()) {
-            writeln!(
-                o,
+            o.line(format_args!(
                 "\n> **Cold start:** {label}: {note}. Its estimates include that trial, so its \
                  intervals and the limits proposed from them are wider than the engine's warm \
                  behaviour."
-            )
-            .unwrap();
+            ));
         }
     }
     // Per row, the metrics without an interval grouped by the reason.
@@ -874,13 +861,13 @@ fn stats_legend(o: &mut String, ctx: &Runs<'_>) {
     if !blanks.is_empty() {
         o.push_str("\nWithout an interval:\n\n");
         for b in blanks {
-            writeln!(o, "{b}").unwrap();
+            o.line(format_args!("{b}"));
         }
     }
 }
 
 /// Notes under the matrix: simulated runs, runs that did not complete, cost bases.
-fn run_notes(o: &mut String, ctx: &Runs<'_>) {
+fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
     let runs = &ctx.all;
     let simulated: Vec<String> = runs
         .iter()
@@ -889,13 +876,9 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
         .map(|(i, _)| ctx.labels[i].clone())
         .collect();
     if !simulated.is_empty() {
-        writeln!(
-            o,
-            "\n> **Simulated:** {} ran against the built-in engine simulator, a model of an engine: \
+        o.line(format_args!("\n> **Simulated:** {} ran against the built-in engine simulator, a model of an engine: \
              the numbers describe the simulator, not real hardware.",
-            simulated.join(", ")
-        )
-        .unwrap();
+            simulated.join(", ")));
     }
     for (i, r) in runs.iter().enumerate() {
         if r.status != bench::summary::RunStatus::Complete {
@@ -908,11 +891,11 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
                 }
                 _ => "failed: no measured request succeeded",
             };
-            writeln!(o, "\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)).unwrap();
+            o.line(format_args!("\n> {} ({}) {what}.", ctx.labels[i], code(&r.run_id)));
         }
     }
     for line in ctx.input.considered {
-        writeln!(o, "\n> {line}").unwrap();
+        o.line(format_args!("\n> {line}"));
     }
     let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {
@@ -921,14 +904,14 @@ fn run_notes(o: &mut String, ctx: &Runs<'_>) {
         }
     }
     for (basis, labels) in &bases {
-        writeln!(o, "\nCost basis {basis}: {}.", labels.join(", ")).unwrap();
+        o.line(format_args!("\nCost basis {basis}: {}.", labels.join(", ")));
     }
 }
 
 /// Each experiment's engine parameter changes against the baseline; a run of a generated
 /// variant (a strategy comparison's) shows its changes against the governed file it derives
 /// from instead, each key added there or changed, and so does the baseline when it is one.
-fn param_changes(o: &mut String, ctx: &Runs<'_>) {
+fn param_changes(o: &mut Body, ctx: &Runs<'_>) {
     let input = ctx.input;
     if input.experiments.is_empty() {
         return;
@@ -940,7 +923,7 @@ fn param_changes(o: &mut String, ctx: &Runs<'_>) {
     } else {
         "\nParameter changes against the baseline:\n\n"
     });
-    o.push_str("| Config | Changes |\n|---|---|\n");
+    let mut table = Table::new([("Config", LEFT), ("Changes", LEFT)]);
     let mut file_to_file = Vec::new();
     for (i, r) in ctx.all.iter().enumerate() {
         let label = &ctx.labels[i];
@@ -948,8 +931,8 @@ fn param_changes(o: &mut String, ctx: &Runs<'_>) {
             let ran = r.engine.as_ref().map_or(String::new(), |e| e.file.clone());
             let items: Vec<String> = changes.iter().map(derived_change_text).collect();
             let what = if items.is_empty() { "none".to_string() } else { items.join("<br>") };
-            writeln!(o, "| {label} | in {} (ran {}): {what} |", code(governed), code(&ran))
-                .unwrap();
+            let text = format!("in {} (ran {}): {what}", code(governed), code(&ran));
+            table.row(vec![label.clone(), text]);
             continue;
         }
         if i == 0 {
@@ -995,23 +978,21 @@ fn param_changes(o: &mut String, ctx: &Runs<'_>) {
                 items.join("<br>")
             }
         };
-        writeln!(o, "| {label} | {text} |").unwrap();
+        table.row(vec![label.clone(), text]);
     }
+    o.table(table);
     for (l, base_file, file) in file_to_file {
-        writeln!(
-            o,
+        o.line(format_args!(
             "\n> {l} ran with {}, the baseline with {}: its changes are file to file, each \
              value with the file it is in.",
             code(&file),
             code(&base_file)
-        )
-        .unwrap();
+        ));
     }
 }
 
 /// The Decision section; returns the baseline values that rolling back restores.
-fn decision_section(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
-    o.push_str("## Decision\n\n");
+fn decision_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<String> {
     let rollback_values = match derivation(ctx.chosen) {
         Some((governed, changes)) => adopt_derived(o, ctx, governed, changes),
         None if ctx.input.choose == 0 => keep_baseline(o, ctx),
@@ -1046,7 +1027,7 @@ fn slo_misses_of(r: &Summary, value: impl Fn(&str) -> Option<f64>) -> Vec<String
     out
 }
 
-fn slo_flag(o: &mut String, ctx: &Runs<'_>) {
+fn slo_flag(o: &mut Body, ctx: &Runs<'_>) {
     let who = format!("{}, the chosen configuration,", ctx.chosen_label);
     slo_flag_for(o, ctx, ctx.input.choose, &who);
 }
@@ -1054,7 +1035,7 @@ fn slo_flag(o: &mut String, ctx: &Runs<'_>) {
 /// Under the decision: the flag and a placeholder for the reason when row `i` misses its SLO
 /// (its estimates, when it has them; lint keeps the record from acceptance until a person has
 /// written the reason).
-fn slo_flag_for(o: &mut String, ctx: &Runs<'_>, i: usize, who: &str) {
+fn slo_flag_for(o: &mut Body, ctx: &Runs<'_>, i: usize, who: &str) {
     let r = ctx.all[i];
     let misses = slo_misses_of(r, |m| ctx.value(i, m));
     if misses.is_empty() {
@@ -1063,37 +1044,33 @@ fn slo_flag_for(o: &mut String, ctx: &Runs<'_>, i: usize, who: &str) {
     let goodput = ctx
         .value(i, "goodput.ratio")
         .map_or(String::new(), |g| format!(" (goodput {})", sig_text(g)));
-    writeln!(
-        o,
+    o.line(format_args!(
         "\n{SLO_MISSED} {who} measured {}{goodput}.\n\n{SLO_EXCEPTION} <why this configuration \
          is adopted although it misses the SLO>\n",
         misses.join(", ")
-    )
-    .unwrap();
+    ));
 }
 
 /// The decision to keep the baseline: every recorded parameter becomes mandatory.
-fn keep_baseline(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
+fn keep_baseline(o: &mut Body, ctx: &Runs<'_>) -> Vec<String> {
     let input = ctx.input;
     let fill_in = FILL_IN_DECISION;
-    writeln!(o, "Keep the baseline configuration (run {}).", code(&input.baseline.run_id)).unwrap();
+    o.line(format_args!("Keep the baseline configuration (run {}).", code(&input.baseline.run_id)));
     slo_flag_for(o, ctx, 0, "the baseline");
     match &input.baseline.engine {
         Some(e) => {
             o.push_str("These values are now mandatory:\n\n");
             for (k, v) in flatten_params(&e.params) {
                 match json_to_toml(&v) {
-                    Some(t) => writeln!(o, "- {}: {k} = {t}", e.file).unwrap(),
-                    None => writeln!(
-                        o,
+                    Some(t) => o.line(format_args!("- {}: {k} = {t}", e.file)),
+                    None => o.line(format_args!(
                         "- {} (null in the run, not a TOML value)",
                         code(&format!("{}: {k}", e.file))
-                    )
-                    .unwrap(),
+                    )),
                 }
             }
         }
-        None => writeln!(o, "\nThe run recorded no engine parameters.\n\n{fill_in}").unwrap(),
+        None => o.line(format_args!("\nThe run recorded no engine parameters.\n\n{fill_in}")),
     }
     Vec::new()
 }
@@ -1103,7 +1080,7 @@ fn keep_baseline(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
 /// to be added there (the file does not set it yet) or changed; returns what rolling back
 /// restores in the governed file.
 fn adopt_derived(
-    o: &mut String,
+    o: &mut Body,
     ctx: &Runs<'_>,
     governed: &str,
     changes: &[bench::summary::ParamChange],
@@ -1111,42 +1088,38 @@ fn adopt_derived(
     let (chosen, label) = (ctx.chosen, &ctx.chosen_label);
     let ran = chosen.engine.as_ref().map_or(String::new(), |e| e.file.clone());
     if ctx.input.choose == 0 {
-        writeln!(o, "Keep the baseline configuration, {label} (run {}).", code(&chosen.run_id))
-            .unwrap();
+        o.line(format_args!(
+            "Keep the baseline configuration, {label} (run {}).",
+            code(&chosen.run_id)
+        ));
     } else {
-        writeln!(o, "Adopt {label} (run {}).", code(&chosen.run_id)).unwrap();
+        o.line(format_args!("Adopt {label} (run {}).", code(&chosen.run_id)));
     }
     slo_flag(o, ctx);
     if changes.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "\n{label} ran {}, generated from {} with the same values: nothing changes in the \
              governed file.\n\n{FILL_IN_DECISION}",
             code(&ran),
             code(governed)
-        )
-        .unwrap();
+        ));
         return Vec::new();
     }
-    writeln!(
-        o,
+    o.line(format_args!(
         "{label} ran {}, generated from {}: the change is made in {}. These values are now \
          mandatory:\n",
         code(&ran),
         code(governed),
         code(governed)
-    )
-    .unwrap();
+    ));
     let mut rollback = Vec::new();
     for c in changes {
         match json_to_toml(&c.to) {
-            Some(t) => writeln!(o, "- {governed}: {} = {t}", c.key).unwrap(),
-            None => writeln!(
-                o,
+            Some(t) => o.line(format_args!("- {governed}: {} = {t}", c.key)),
+            None => o.line(format_args!(
                 "- {} (null in the run, not a TOML value)",
                 code(&format!("{governed}: {}", c.key))
-            )
-            .unwrap(),
+            )),
         }
         rollback.push(match &c.from {
             None => format!("remove {} from {}", code(&c.key), code(governed)),
@@ -1158,53 +1131,47 @@ fn adopt_derived(
     };
     let (added, changed) = (keys(true), keys(false));
     if !added.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "\nAdded to {}, which does not set {} yet: {}.",
             code(governed),
             if added.len() == 1 { "it" } else { "them" },
             added.join(", ")
-        )
-        .unwrap();
+        ));
     }
     if !changed.is_empty() {
         let sep = if added.is_empty() { "\n" } else { "" };
-        writeln!(o, "{sep}Changed in {}: {}.", code(governed), changed.join(", ")).unwrap();
+        o.line(format_args!("{sep}Changed in {}: {}.", code(governed), changed.join(", ")));
     }
     rollback
 }
 
 /// The decision to adopt the chosen experiment: its changes against the baseline become
 /// mandatory; returns the baseline values that rolling back restores.
-fn adopt_chosen(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
+fn adopt_chosen(o: &mut Body, ctx: &Runs<'_>) -> Vec<String> {
     let (input, chosen, chosen_label) = (ctx.input, ctx.chosen, &ctx.chosen_label);
     let fill_in = FILL_IN_DECISION;
     let mut rollback_values: Vec<String> = Vec::new();
-    writeln!(o, "Adopt {chosen_label} (run {}).", code(&chosen.run_id)).unwrap();
+    o.line(format_args!("Adopt {chosen_label} (run {}).", code(&chosen.run_id)));
     slo_flag(o, ctx);
     match param_diff(input.baseline, chosen) {
         Some((file, d)) if !(d.changed.is_empty() && d.removed.is_empty()) => {
             let base_file = param_files(input.baseline, chosen).map_or(file.clone(), |(b, _)| b);
             if base_file != file {
-                writeln!(
-                    o,
+                o.line(format_args!(
                     "The change is made in {}, the engine config {chosen_label} ran with (the \
                      baseline ran with {}).",
                     code(&file),
                     code(&base_file)
-                )
-                .unwrap();
+                ));
             }
             o.push_str("These values are now mandatory:\n\n");
             for (k, old, new) in &d.changed {
                 match json_to_toml(new) {
-                    Some(t) => writeln!(o, "- {file}: {k} = {t}").unwrap(),
-                    None => writeln!(
-                        o,
+                    Some(t) => o.line(format_args!("- {file}: {k} = {t}")),
+                    None => o.line(format_args!(
                         "- {} (null in the run, not a TOML value)",
                         code(&format!("{file}: {k}"))
-                    )
-                    .unwrap(),
+                    )),
                 }
                 // The value to restore is the baseline's, in the baseline's file.
                 rollback_values.push(match old {
@@ -1219,41 +1186,35 @@ fn adopt_chosen(o: &mut String, ctx: &Runs<'_>) -> Vec<String> {
                 });
             }
             for (k, old) in &d.removed {
-                writeln!(o, "- {file}: {k} removed").unwrap();
+                o.line(format_args!("- {file}: {k} removed"));
                 rollback_values.push(code(&format!("{base_file}: {k} = {}", toml_text(old))));
             }
             if !d.removed.is_empty() {
                 o.push_str("\nA removed key takes the engine's default.\n");
             }
         }
-        Some(_) => writeln!(
-            o,
+        Some(_) => o.line(format_args!(
             "\n{chosen_label} recorded the same engine parameters as the baseline.\n\n{fill_in}"
-        )
-        .unwrap(),
-        None => writeln!(o, "\nA run recorded no engine parameters.\n\n{fill_in}").unwrap(),
+        )),
+        None => o.line(format_args!("\nA run recorded no engine parameters.\n\n{fill_in}")),
     }
     rollback_values
 }
 
 /// The CI gate thresholds proposed from the chosen run; returns them.
-fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
+fn thresholds_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<Proposed> {
     let (input, chosen, chosen_label) = (ctx.input, ctx.chosen, &ctx.chosen_label);
-    o.push_str("## CI gate thresholds\n\n");
     thresholds_rule(o, ctx);
     let chosen_i = input.choose;
-    writeln!(
-        o,
+    o.line(format_args!(
         "They gate runs of bench profile {}, the profile {chosen_label} was measured with \
          (`cargo xtask bench --profile {} --gate`).",
         code(&chosen.profile),
         chosen.profile
-    )
-    .unwrap();
+    ));
     let scenario = scenario_settings(chosen);
     if !scenario.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "Scenario: {} (a run of the profile with other values is not this scenario: the gate \
              names the settings that differ and fails it).",
             scenario
@@ -1261,8 +1222,7 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
                 .map(|(k, v)| code(&format!("{k} = {v}")))
                 .collect::<Vec<_>>()
                 .join(", ")
-        )
-        .unwrap();
+        ));
     }
     let mut proposed = Vec::new();
     let mut unmeasured = Vec::new();
@@ -1285,21 +1245,17 @@ fn thresholds_section(o: &mut String, ctx: &Runs<'_>) -> Vec<Proposed> {
         }
     }
     if !unmeasured.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "No threshold for what {chosen_label} did not measure: {}.",
             unmeasured.join(", ")
-        )
-        .unwrap();
+        ));
     }
     if !unbreakable.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "No threshold where the interval leaves no limit a run could break: {}. Measure more \
              trials (a narrower interval) or set a limit by hand with its reason.",
             unbreakable.join("; ")
-        )
-        .unwrap();
+        ));
     }
     thresholds_table(o, ctx, &proposed);
     detects_statement(o, &proposed);
@@ -1335,14 +1291,13 @@ fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::Prop
 
 /// How the limits were proposed: from estimates (and a warning for a single run), or from
 /// values alone.
-fn thresholds_rule(o: &mut String, ctx: &Runs<'_>) {
+fn thresholds_rule(o: &mut Body, ctx: &Runs<'_>) {
     let (input, chosen_label) = (ctx.input, &ctx.chosen_label);
     let h = sig_text(input.headroom * 100.0);
     let chosen_i = input.choose;
     if ctx.has_stats() {
         let pct = sig_text(ctx.confidence() * 100.0);
-        writeln!(
-            o,
+        o.line(format_args!(
             "Proposed from {chosen_label}'s estimates ({pct}% intervals): lower is better: the \
              interval's upper end + {h}% of the estimate, `<=`; higher is better: its lower end \
              - {h}% of the estimate, `>=`; rounded away from the estimate to {LIMIT_DIGITS} \
@@ -1352,32 +1307,25 @@ fn thresholds_rule(o: &mut String, ctx: &Runs<'_>) {
              smallest regression a gate of as many trials fails with {}% power at the measured \
              noise (docs/statistics.md); a larger change is caught, a smaller one may pass.",
             sig_text(DETECT_POWER * 100.0)
-        )
-        .unwrap();
+        ));
         if ctx.stats(chosen_i).is_some_and(|st| st.trials == 1) {
-            writeln!(
-                o,
+            o.line(format_args!(
                 "\n> **One run:** {chosen_label} is a single run, so its intervals count only the \
                  spread between its requests: the run-to-run noise is not in these limits, and \
                  an unchanged configuration may fail them. Measure trials (`cargo xtask bench \
                  --trials 3`) and write the record from the trial set.\n"
-            )
-            .unwrap();
+            ));
         }
     } else {
-        writeln!(
-            o,
-            "Proposed from {chosen_label}'s measured values with {h}% headroom in each metric's worse \
+        o.line(format_args!("Proposed from {chosen_label}'s measured values with {h}% headroom in each metric's worse \
              direction (lower is better: value x (1 + {h}%), `<=`; higher is better: value x (1 - {h}%), \
-             `>=`), rounded away from the measured value to {LIMIT_DIGITS} significant digits."
-        )
-        .unwrap();
+             `>=`), rounded away from the measured value to {LIMIT_DIGITS} significant digits."));
     }
 }
 
 /// The thresholds table: each proposed limit with its evidence (the estimate and what it
 /// detects, when the rows have estimates) and the SLO beside it.
-fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
+fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
     let chosen = ctx.chosen;
     let slo = &chosen.goodput.slo;
     let slo_of = |metric: &str| match metric {
@@ -1386,16 +1334,10 @@ fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
         "metrics.e2e_ms.p99" => slo.e2e_ms,
         _ => None,
     };
-    if ctx.has_stats() {
-        o.push_str(
-            "\n| Metric | Comparator | Limit | Unit | Action | Estimate | Detects | SLO |\n\
-             |---|---|---|---|---|---|---|---|\n",
-        );
-    } else {
-        o.push_str(
-            "\n| Metric | Comparator | Limit | Unit | Action | SLO |\n|---|---|---|---|---|---|\n",
-        );
-    }
+    let evidence: &[&str] = if ctx.has_stats() { &["Estimate", "Detects"] } else { &[] };
+    let head = ["Metric", "Comparator", "Limit", "Unit", "Action"].iter().chain(evidence);
+    let mut table = Table::new(head.chain(&["SLO"]).map(|h| (*h, LEFT)));
+    o.push('\n');
     for p in proposed {
         let slo_cell = match slo_of(p.metric) {
             Some(s) if p.limit > s => format!("{} ms (the limit is above it)", sig_text(s)),
@@ -1427,25 +1369,26 @@ fn thresholds_table(o: &mut String, ctx: &Runs<'_>, proposed: &[Proposed]) {
                 }
                 None => BLANK.to_string(),
             };
-            format!(" {est} | {detects} |")
+            vec![est, detects]
         } else {
-            String::new()
+            Vec::new()
         };
-        writeln!(
-            o,
-            "| {} | {} | {} | {} | {} |{evidence} {slo_cell} |",
+        let mut cells = vec![
             code(p.metric),
-            p.comparator,
-            p.limit,
-            p.unit,
-            p.action
-        )
-        .unwrap();
+            p.comparator.to_string(),
+            p.limit.to_string(),
+            p.unit.to_string(),
+            p.action.to_string(),
+        ];
+        cells.extend(evidence);
+        cells.push(slo_cell);
+        table.row(cells);
     }
+    o.table(table);
 }
 
 /// The smallest regressions the blocking thresholds catch at the measured noise.
-fn detects_statement(o: &mut String, proposed: &[Proposed]) {
+fn detects_statement(o: &mut Body, proposed: &[Proposed]) {
     let detects: Vec<String> = proposed
         .iter()
         .filter(|p| p.action == Action::Block)
@@ -1462,14 +1405,12 @@ fn detects_statement(o: &mut String, proposed: &[Proposed]) {
         })
         .collect();
     if !detects.is_empty() {
-        writeln!(
-            o,
+        o.line(format_args!(
             "\nAt the measured noise the blocking thresholds catch, with {}% power, a regression \
              of at least: {}. Smaller regressions may pass; more trials narrow the intervals.",
             sig_text(DETECT_POWER * 100.0),
             detects.join(", ")
-        )
-        .unwrap();
+        ));
     }
 }
 
@@ -1534,13 +1475,12 @@ fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
 
 /// Rollback conditions: the proposed thresholds as conditions, and the values to restore.
 fn rollback_section(
-    o: &mut String,
+    o: &mut Body,
     ctx: &Runs<'_>,
     proposed: &[Proposed],
     rollback_values: &[String],
 ) {
     let chosen_label = &ctx.chosen_label;
-    o.push_str("## Rollback conditions\n\n");
     // Each threshold as a rollback condition on its breaking side (`<=` 302 -> above 302),
     // held for the default window; `adr alerts` and `watch` read them back.
     let condition = |p: &&Proposed, action: RollbackAction| {
@@ -1576,7 +1516,7 @@ fn rollback_section(
         if !ctx.chosen.simulated
             && let Some(sentence) = bucket_sentence(proposed)
         {
-            writeln!(o, "\n{sentence}").unwrap();
+            o.line(format_args!("\n{sentence}"));
         }
     }
     if !warns.is_empty() {
@@ -1587,16 +1527,14 @@ fn rollback_section(
         o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");
     } else {
         match derivation(ctx.chosen) {
-            Some((governed, _)) => writeln!(
-                o,
+            Some((governed, _)) => o.line(format_args!(
                 "\nRolling back restores {} as it was before this record:\n",
                 code(governed)
-            )
-            .unwrap(),
+            )),
             None => o.push_str("\nRolling back restores the baseline values:\n\n"),
         }
         for v in rollback_values {
-            writeln!(o, "- {v}").unwrap();
+            o.line(format_args!("- {v}"));
         }
         o.push('\n');
     }
@@ -1626,18 +1564,19 @@ fn command_cell(r: &Summary) -> String {
 
 /// Reproduction: what each run was measured with, the command that made it, where its run
 /// directory and charts are, and the notes the runs recorded.
-fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
+fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
     let (runs, input) = (&ctx.all, ctx.input);
     let dirs = input.run_dirs.len() == runs.len();
-    o.push_str("## Reproduction\n\n| Config | Run id |");
-    if dirs {
-        o.push_str(" Run directory |");
-    }
-    o.push_str(" Profile | Status | Simulated | Git commit | Tool | Environment | Engine config |\n|---|---|");
-    if dirs {
-        o.push_str("---|");
-    }
-    o.push_str("---|---|---|---|---|---|---|\n");
+    let head = ["Config", "Run id"].into_iter().chain(dirs.then_some("Run directory")).chain([
+        "Profile",
+        "Status",
+        "Simulated",
+        "Git commit",
+        "Tool",
+        "Environment",
+        "Engine config",
+    ]);
+    let mut table = Table::new(head.map(|h| (h, LEFT)));
     for (i, r) in runs.iter().enumerate() {
         let git = r.git.as_ref().map_or(BLANK.to_string(), |g| {
             format!("{}{}", code(&g.commit), if g.dirty { " (dirty)" } else { "" })
@@ -1661,34 +1600,32 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
             bench::summary::RunStatus::Failed => "failed",
             bench::summary::RunStatus::Aborted => "aborted",
         };
-        let dir = if dirs {
-            format!(" {} |", repo_link(&input.run_dirs[i], input.record_dir))
-        } else {
-            String::new()
-        };
+        let dir = dirs.then(|| repo_link(&input.run_dirs[i], input.record_dir));
         let engine = r.engine.as_ref().map_or(BLANK.to_string(), |e| match &e.derived_from {
             Some(from) => format!("{} (generated from {})", code(&e.file), code(from)),
             None => code(&e.file),
         });
-        writeln!(
-            o,
-            "| {} | {} |{dir} {} | {status} | {} | {git} | {} {} | {env_text} | {engine} |",
-            ctx.labels[i],
-            code(&r.run_id),
+        let mut cells = vec![ctx.labels[i].clone(), code(&r.run_id)];
+        cells.extend(dir);
+        cells.extend([
             code(&r.profile),
-            if r.simulated { "yes" } else { "no" },
-            r.tool.name,
-            r.tool.version,
-        )
-        .unwrap();
+            status.to_string(),
+            if r.simulated { "yes" } else { "no" }.to_string(),
+            git,
+            format!("{} {}", r.tool.name, r.tool.version),
+            env_text,
+            engine,
+        ]);
+        table.row(cells);
     }
+    o.table(table);
     if runs.iter().any(|r| r.invocation.is_some()) {
         o.push_str(
             "\nThe command that made each run (run it from the repository root to measure it \
              again; `—`: the run did not record it):\n\n",
         );
         for (i, r) in runs.iter().enumerate() {
-            writeln!(o, "- {}: {}", ctx.labels[i], command_cell(r)).unwrap();
+            o.line(format_args!("- {}: {}", ctx.labels[i], command_cell(r)));
         }
     } else {
         o.push_str("\nNo run recorded the command that made it.\n");
@@ -1698,23 +1635,21 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
     } else {
         "with the bench profile of its row".to_string()
     };
-    writeln!(
-        o,
+    o.line(format_args!(
         "\nEach run was measured {how} by `cargo xtask bench`; its run directory holds \
          summary.json (every number above) and requests.jsonl."
-    )
-    .unwrap();
+    ));
     if !input.charts.is_empty() {
         let list: Vec<String> =
             input.charts.iter().map(|c| repo_link(c, input.record_dir)).collect();
-        writeln!(o, "Charts the runs wrote: {}.", list.join(", ")).unwrap();
+        o.line(format_args!("Charts the runs wrote: {}.", list.join(", ")));
     }
     if !input.assets.is_empty() {
         o.push_str(
             "\nCharts of this record (drawn from the runs by `adr new`, committed with it):\n\n",
         );
         for (target, caption) in input.assets {
-            writeln!(o, "![{caption}]({target})\n").unwrap();
+            o.line(format_args!("![{caption}]({target})\n"));
         }
     }
     if dirs {
@@ -1731,7 +1666,7 @@ fn reproduction_section(o: &mut String, ctx: &Runs<'_>) {
     if !notes.is_empty() {
         o.push_str("\nNotes recorded by the runs:\n\n");
         for n in notes {
-            writeln!(o, "{n}").unwrap();
+            o.line(format_args!("{n}"));
         }
     }
     o.push('\n');

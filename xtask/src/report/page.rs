@@ -1,28 +1,30 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no script, no network: its
-//! Content-Security-Policy forbids every fetch) per run, sweep or strategy comparison.
-
-use bench::server_metrics::GaugeStats;
-use std::fmt::Write;
+//! Content-Security-Policy forbids every fetch) per run, trial set, sweep, strategy comparison
+//! or tune. This module builds the page's view (`Page`: headings, tables of rows and cells,
+//! figures, paragraphs, notes) from what the run directory holds; `page.html` renders it
+//! (`crate::template`).
 
 use bench::Summary;
+use bench::server_metrics::GaugeStats;
+use serde::Serialize;
 
 use super::console::{latency_rows, overview_rows};
 use super::input::{Input, RunInput};
 use crate::chart::figures::{self, CDFS, Samples, cdf, latency_samples};
-use crate::chart::{Chart, Mark, MarkAxis, esc, render};
+use crate::chart::{Chart, Mark, MarkAxis, render};
 use crate::text::{BLANK, fmt_opt};
 use crate::thresholds::Thresholds;
 
 /// The page for `input`; `thresholds` (gate.toml) draws the limits that gate its runs.
-pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> String {
+pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> anyhow::Result<String> {
     let mut p = Page::default();
     match input {
         Input::Run(run) => run_page(&mut p, run, thresholds),
         Input::Sweep { sweep, stages, notes, .. } => {
             p.title = format!("Sweep {}", sweep.sweep_id);
             p.meta = format!("{} stages of {}", sweep.stages.len(), sweep.dimension.name());
-            p.html.push_str("<h2>Stages</h2>\n");
-            p.html.push_str(&sweep_table(sweep));
+            p.section("Stages");
+            p.table("stages", sweep_table(sweep));
             p.section("Latency and throughput against load");
             for chart in [
                 Some(figures::sweep_throughput(sweep)),
@@ -49,8 +51,8 @@ pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> String {
                     .as_deref()
                     .unwrap_or("none (no measured configuration meets every SLO)")
             );
-            p.html.push_str("<h2>Configurations</h2>\n");
-            p.html.push_str(&tune_table(tune));
+            p.section("Configurations");
+            p.table("tune", tune_table(tune));
             p.section("Fronts");
             let points = tune.pareto_points();
             p.figure(&figures::pareto(
@@ -80,16 +82,16 @@ pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> String {
                 index.planned,
                 index.confidence * 100.0
             );
-            p.html.push_str("<h2>Estimates</h2>\n");
-            p.html.push_str(&estimates_table(index));
+            p.section("Estimates");
+            p.table("estimates", estimates_table(index));
             overlaid(&mut p, trials, thresholds);
             p.notes(notes.iter());
         }
         Input::Comparison { comparison, runs, notes, .. } => {
             p.title = format!("Batching strategies: profile {}", comparison.profile);
             p.meta = format!("engine config {}", comparison.engine_config);
-            p.html.push_str("<h2>Strategies</h2>\n");
-            p.html.push_str(&comparison_table(comparison));
+            p.section("Strategies");
+            p.table("strategies", comparison_table(comparison));
             overlaid(&mut p, runs, thresholds);
             p.notes(notes.iter().chain(&comparison.notes));
         }
@@ -97,62 +99,173 @@ pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> String {
     p.finish()
 }
 
-#[derive(Default)]
+/// The page's view: what `page.html` renders. Every value in it is text already formatted
+/// (numbers to their decimals, blanks as the blank mark); the template adds only markup.
+#[derive(Default, Serialize)]
 struct Page {
     title: String,
     meta: String,
-    html: String,
+    blocks: Vec<Block>,
+}
+
+/// One part of the page's body, in order.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Block {
+    Heading {
+        text: String,
+    },
+    Table {
+        class: &'static str,
+        rows: Vec<Row>,
+    },
+    /// A chart's SVG, which the project drew itself (its texts escaped by the chart).
+    Figure {
+        svg: String,
+    },
+    Paragraph {
+        class: &'static str,
+        spans: Vec<Span>,
+    },
+    Notes {
+        items: Vec<String>,
+    },
+}
+
+#[derive(Serialize)]
+struct Row {
+    fail: bool,
+    cells: Vec<Cell>,
+}
+
+impl Row {
+    fn new(cells: Vec<Cell>) -> Row {
+        Row { fail: false, cells }
+    }
+
+    /// A header row: every cell a `th`, left-aligned where `left` says.
+    fn head(cells: &[(&str, bool)]) -> Row {
+        let cells = cells
+            .iter()
+            .map(|(t, left)| Cell {
+                tag: "th",
+                class: if *left { "l" } else { "" },
+                text: t.to_string(),
+            })
+            .collect();
+        Row::new(cells)
+    }
+
+    fn failed(mut self, fail: bool) -> Row {
+        self.fail = fail;
+        self
+    }
+}
+
+#[derive(Serialize)]
+struct Cell {
+    tag: &'static str,
+    class: &'static str,
+    text: String,
+}
+
+impl Cell {
+    /// A measured value (right-aligned); a value not measured is the blank cell.
+    fn value(v: &str) -> Cell {
+        Cell::measured(v, "")
+    }
+
+    /// A measured value, left-aligned; blank as [`Cell::value`].
+    fn value_left(v: &str) -> Cell {
+        Cell::measured(v, "l")
+    }
+
+    fn measured(v: &str, class: &'static str) -> Cell {
+        if v == BLANK || v.is_empty() {
+            Cell { tag: "td", class: "blank", text: BLANK.to_string() }
+        } else {
+            Cell { tag: "td", class, text: v.to_string() }
+        }
+    }
+
+    /// Text that is never a measurement (a name, a list that may be empty), left-aligned.
+    fn text(v: impl Into<String>) -> Cell {
+        Cell { tag: "td", class: "l", text: v.into() }
+    }
+
+    /// Text that is never a measurement, right-aligned.
+    fn plain(v: impl Into<String>) -> Cell {
+        Cell { tag: "td", class: "", text: v.into() }
+    }
+
+    /// A row's own header cell, left-aligned.
+    fn row_head(v: impl Into<String>) -> Cell {
+        Cell { tag: "th", class: "l", text: v.into() }
+    }
+}
+
+#[derive(Serialize)]
+struct Span {
+    text: String,
+    code: bool,
+}
+
+impl Span {
+    fn text(t: impl Into<String>) -> Span {
+        Span { text: t.into(), code: false }
+    }
+
+    fn code(t: impl Into<String>) -> Span {
+        Span { text: t.into(), code: true }
+    }
+}
+
+/// What the template receives: the page and the facts every page states.
+#[derive(Serialize)]
+struct PageView<'a> {
+    #[serde(flatten)]
+    page: &'a Page,
+    tool: &'static str,
+    version: &'static str,
+    blank: &'static str,
+    css: &'static str,
 }
 
 impl Page {
     fn section(&mut self, title: &str) {
-        let _ = writeln!(self.html, "<h2>{}</h2>", esc(title));
+        self.blocks.push(Block::Heading { text: title.to_string() });
+    }
+
+    fn table(&mut self, class: &'static str, rows: Vec<Row>) {
+        self.blocks.push(Block::Table { class, rows });
+    }
+
+    fn paragraph(&mut self, class: &'static str, spans: Vec<Span>) {
+        self.blocks.push(Block::Paragraph { class, spans });
     }
 
     fn figure(&mut self, chart: &Chart) {
-        let _ = writeln!(self.html, "<figure>{}</figure>", render(chart));
+        self.blocks.push(Block::Figure { svg: render(chart) });
     }
 
     fn notes<'a>(&mut self, notes: impl Iterator<Item = &'a String>) {
-        let notes: Vec<&String> = notes.collect();
-        if notes.is_empty() {
+        let items: Vec<String> = notes.cloned().collect();
+        if items.is_empty() {
             return;
         }
         self.section("Notes");
-        self.html.push_str("<ul class=\"note\">\n");
-        for n in notes {
-            let _ = writeln!(self.html, "<li>{}</li>", esc(n));
-        }
-        self.html.push_str("</ul>\n");
+        self.blocks.push(Block::Notes { items });
     }
 
-    fn finish(self) -> String {
-        format!(
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
-             <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
-             <title>{t}</title>\n<style>{css}</style></head>\n<body>\n<h1>{t}</h1>\n<p class=\"meta\">{m}; written by {tool} {ver}. \
-             Blank ({BLANK}) marks a value that was not measured, never zero.</p>\n{body}</body></html>\n",
-            t = esc(&self.title),
-            css = crate::chart::style::PAGE_CSS,
-            m = esc(&self.meta),
-            tool = bench::TOOL_NAME,
-            ver = bench::TOOL_VERSION,
-            body = self.html
-        )
-    }
-}
-
-/// A cell: blank cells are marked so that they read as not measured.
-fn td(v: &str) -> String {
-    td_class(v, None)
-}
-
-/// A cell of class `class` (`l`: left-aligned), or the blank cell when there is no value.
-fn td_class(v: &str, class: Option<&str>) -> String {
-    match class {
-        _ if v == BLANK || v.is_empty() => format!("<td class=\"blank\">{BLANK}</td>"),
-        Some(c) => format!("<td class=\"{c}\">{}</td>", esc(v)),
-        None => format!("<td>{}</td>", esc(v)),
+    fn finish(self) -> anyhow::Result<String> {
+        let view = PageView {
+            page: &self,
+            tool: bench::TOOL_NAME,
+            version: bench::TOOL_VERSION,
+            blank: BLANK,
+            css: crate::chart::style::PAGE_CSS,
+        };
+        crate::template::render(crate::template::PAGE, &view)
     }
 }
 
@@ -167,17 +280,11 @@ fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
         s.timing.started_at
     );
     p.section("Summary");
-    p.html.push_str("<table class=\"overview\">\n");
-    for (k, v) in overview_rows(s) {
-        let _ = writeln!(
-            p.html,
-            "<tr><th class=\"l\">{}</th>{}</tr>",
-            esc(&k),
-            td_class(&v, Some("l"))
-        );
-    }
-    p.html.push_str("</table>\n");
-    p.html.push_str(&latency_table(s));
+    let overview = overview_rows(s)
+        .into_iter()
+        .map(|(k, v)| Row::new(vec![Cell::row_head(k), Cell::value_left(&v)]));
+    p.table("overview", overview.collect());
+    p.table("latency", latency_table(s));
     failures(p, run);
     let measured = run.measured();
     p.section("Latency distributions");
@@ -189,7 +296,7 @@ fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
     p.figure(&figures::timeline(&measured));
     p.figure(&figures::errors_over_time(&measured));
     p.section("Server gauges");
-    p.html.push_str(&server_section(s));
+    server_section(p, s);
     for chart in figures::server_over_time(&gauge_samples(s)) {
         p.figure(&chart);
     }
@@ -198,28 +305,26 @@ fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
 }
 
 /// The latency table of a run (ms), blanks as blanks.
-fn latency_table(s: &Summary) -> String {
-    let mut h = String::from(
-        "<table class=\"latency\"><tr><th class=\"l\">metric (ms)</th><th>count</th><th>mean</th><th>stdev</th>\
-         <th>p50</th><th>p90</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>\n",
-    );
+fn latency_table(s: &Summary) -> Vec<Row> {
+    let head =
+        ["metric (ms)", "count", "mean", "stdev", "p50", "p90", "p95", "p99", "p99.9", "max"];
+    let head: Vec<(&str, bool)> = head.iter().enumerate().map(|(i, h)| (*h, i == 0)).collect();
+    let mut rows = vec![Row::head(&head)];
     for (name, stats, blank_row) in latency_rows(s) {
+        let mut cells = vec![Cell::text(name)];
         match stats {
             Some(st) => {
-                let _ = write!(h, "<tr><td class=\"l\">{name}</td><td>{}</td>", st.count);
+                cells.push(Cell::plain(st.count.to_string()));
                 for v in [st.mean, st.stdev, st.p50, st.p90, st.p95, st.p99, st.p999, st.max] {
-                    let _ = write!(h, "<td>{v:.2}</td>");
+                    cells.push(Cell::value(&format!("{v:.2}")));
                 }
-                h.push_str("</tr>\n");
             }
-            None if blank_row => {
-                let _ = writeln!(h, "<tr><td class=\"l\">{name}</td>{}</tr>", td(BLANK).repeat(9));
-            }
-            None => {}
+            None if blank_row => cells.extend((0..9).map(|_| Cell::value(BLANK))),
+            None => continue,
         }
+        rows.push(Row::new(cells));
     }
-    h.push_str("</table>\n");
-    h
+    rows
 }
 
 /// Failed requests by class with a few of their errors; a run without failures says so.
@@ -227,10 +332,11 @@ fn failures(p: &mut Page, run: &RunInput) {
     let s = &run.summary;
     p.section("Failures");
     if s.requests.failed == 0 {
-        let _ = writeln!(p.html, "<p>No failed request among {} measured.</p>", s.requests.total);
+        let text = format!("No failed request among {} measured.", s.requests.total);
+        p.paragraph("", vec![Span::text(text)]);
         return;
     }
-    p.html.push_str("<table class=\"failures\"><tr><th class=\"l\">class</th><th>requests</th><th class=\"l\">first error</th></tr>\n");
+    let mut rows = vec![Row::head(&[("class", true), ("requests", false), ("first error", true)])];
     for (class, n) in s.requests.by_class.iter().filter(|(c, _)| c.as_str() != "ok") {
         let first = run
             .records
@@ -238,14 +344,10 @@ fn failures(p: &mut Page, run: &RunInput) {
             .find(|r| !r.warmup && r.class.to_string() == *class)
             .and_then(|r| r.error.clone())
             .unwrap_or_else(|| BLANK.to_string());
-        let _ = writeln!(
-            p.html,
-            "<tr class=\"fail\"><td class=\"l\">{}</td><td>{n}</td><td class=\"l\">{}</td></tr>",
-            esc(class),
-            esc(&first)
-        );
+        let cells = vec![Cell::text(class), Cell::plain(n.to_string()), Cell::value_left(&first)];
+        rows.push(Row::new(cells).failed(true));
     }
-    p.html.push_str("</table>\n");
+    p.table("failures", rows);
 }
 
 /// Lines on a CDF: the run's SLO for the metric, and the gate's thresholds on it that apply
@@ -288,39 +390,43 @@ fn marks(s: &Summary, metric: &str, thresholds: Option<&Thresholds>) -> Vec<Mark
 
 /// The server's gauges as the run directory keeps them (`summary.server`): their statistics
 /// over the window. Their time series are not kept, so no chart over time is drawn.
-fn server_section(s: &Summary) -> String {
+fn server_section(p: &mut Page, s: &Summary) {
     let Some(server) = &s.server else {
-        return "<p class=\"note\">Not scraped: the run has no server metrics (blank).</p>\n"
-            .into();
+        let text = "Not scraped: the run has no server metrics (blank).";
+        p.paragraph("note", vec![Span::text(text)]);
+        return;
     };
-    let mut h = String::from(
-        "<table class=\"server\"><tr><th class=\"l\">gauge</th><th>p50</th><th>p99</th><th>max</th></tr>\n",
-    );
+    let head = [("gauge", true), ("p50", false), ("p99", false), ("max", false)];
+    let mut rows = vec![Row::head(&head)];
     for (gauge, label, decimals) in [
         (&server.running, "running requests", 1),
         (&server.waiting, "waiting requests", 1),
         (&server.kv_cache_usage, "KV cache usage (ratio)", 3),
     ] {
-        let _ = write!(h, "<tr><td class=\"l\">{label}</td>");
+        let mut cells = vec![Cell::text(label)];
         let stats: [fn(&GaugeStats) -> f64; 3] = [|g| g.p50, |g| g.p99, |g| g.max];
         for stat in stats {
-            h.push_str(&td(&fmt_opt(gauge.as_ref().map(stat), decimals)));
+            cells.push(Cell::value(&fmt_opt(gauge.as_ref().map(stat), decimals)));
         }
-        h.push_str("</tr>\n");
+        rows.push(Row::new(cells));
     }
     let gpu = server.gpu.as_ref().and_then(|g| g.utilization_pct.as_ref()).map(|u| u.mean);
-    let _ = writeln!(
-        h,
-        "<tr><td class=\"l\">GPU utilisation mean (%)</td>{}{}{}</tr>",
-        td(&fmt_opt(gpu, 0)),
-        td(BLANK),
-        td(BLANK)
-    );
-    h.push_str(
-        "</table>\n<p class=\"note\">Statistics over the measured window; the charts below show \
-         every scrape of the run (summary.json, <code>server.samples</code>).</p>\n",
-    );
-    h
+    rows.push(Row::new(vec![
+        Cell::text("GPU utilisation mean (%)"),
+        Cell::value(&fmt_opt(gpu, 0)),
+        Cell::value(BLANK),
+        Cell::value(BLANK),
+    ]));
+    p.table("server", rows);
+    let spans = vec![
+        Span::text(
+            "Statistics over the measured window; the charts below show every scrape of the run \
+             (summary.json, ",
+        ),
+        Span::code("server.samples"),
+        Span::text(")."),
+    ];
+    p.paragraph("note", spans);
 }
 
 /// The server's scrapes (`summary.server.samples`): time (ms on the run clock) and running,
@@ -354,7 +460,8 @@ fn overlaid(p: &mut Page, runs: &[RunInput], thresholds: Option<&Thresholds>) {
         p.figure(&cdf(id, metric, &series, m));
     }
     p.section("Failures");
-    p.html.push_str("<table class=\"failures\"><tr><th class=\"l\">run</th><th>measured</th><th>failed</th><th class=\"l\">by class</th></tr>\n");
+    let head = [("run", true), ("measured", false), ("failed", false), ("by class", true)];
+    let mut rows = vec![Row::head(&head)];
     for r in runs {
         let s = &r.summary.requests;
         let classes: Vec<String> = s
@@ -363,53 +470,58 @@ fn overlaid(p: &mut Page, runs: &[RunInput], thresholds: Option<&Thresholds>) {
             .filter(|(c, _)| c.as_str() != "ok")
             .map(|(c, n)| format!("{c} {n}"))
             .collect();
-        let _ = writeln!(
-            p.html,
-            "<tr{}><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
-            if s.failed > 0 { " class=\"fail\"" } else { "" },
-            esc(&r.name),
-            s.total,
-            s.failed,
-            esc(&classes.join(", "))
-        );
+        let cells = vec![
+            Cell::text(r.name.clone()),
+            Cell::plain(s.total.to_string()),
+            Cell::plain(s.failed.to_string()),
+            Cell::text(classes.join(", ")),
+        ];
+        rows.push(Row::new(cells).failed(s.failed > 0));
     }
-    p.html.push_str("</table>\n");
+    p.table("failures", rows);
 }
 
-fn sweep_table(s: &bench::sweep::SweepSummary) -> String {
-    let mut h = format!(
-        "<table class=\"stages\"><tr><th>{}</th><th>ok/total</th><th>req/s</th><th>output tok/s</th><th>TTFT p99 ms</th>\
-         <th>TPOT p99 ms</th><th>E2E p99 ms</th><th class=\"l\">SLO</th></tr>\n",
-        s.dimension.name()
-    );
+fn sweep_table(s: &bench::sweep::SweepSummary) -> Vec<Row> {
+    let head = [
+        (s.dimension.name(), false),
+        ("ok/total", false),
+        ("req/s", false),
+        ("output tok/s", false),
+        ("TTFT p99 ms", false),
+        ("TPOT p99 ms", false),
+        ("E2E p99 ms", false),
+        ("SLO", true),
+    ];
+    let mut rows = vec![Row::head(&head)];
     for r in &s.stages {
         let knee = s.knee.as_ref().is_some_and(|k| k.stage == r.stage);
-        let _ = writeln!(
-            h,
-            "<tr{}><td>{}{}</td><td>{}/{}</td>{}{}{}{}{}<td class=\"l\">{}</td></tr>",
-            if r.failed > 0 { " class=\"fail\"" } else { "" },
-            crate::chart::axis::label(r.load),
-            if knee { " (knee)" } else { "" },
-            r.ok,
-            r.requests,
-            td(&fmt_opt(r.requests_per_s, 2)),
-            td(&fmt_opt(r.output_tokens_per_s, 1)),
-            td(&fmt_opt(r.ttft_p99_ms, 1)),
-            td(&fmt_opt(r.tpot_p99_ms, 1)),
-            td(&fmt_opt(r.e2e_p99_ms, 1)),
-            esc(&if r.meets_slo { "met".to_string() } else { r.violations.join("; ") })
-        );
+        let load = crate::chart::axis::label(r.load);
+        let slo = if r.meets_slo { "met".to_string() } else { r.violations.join("; ") };
+        let cells = vec![
+            Cell::plain(format!("{load}{}", if knee { " (knee)" } else { "" })),
+            Cell::plain(format!("{}/{}", r.ok, r.requests)),
+            Cell::value(&fmt_opt(r.requests_per_s, 2)),
+            Cell::value(&fmt_opt(r.output_tokens_per_s, 1)),
+            Cell::value(&fmt_opt(r.ttft_p99_ms, 1)),
+            Cell::value(&fmt_opt(r.tpot_p99_ms, 1)),
+            Cell::value(&fmt_opt(r.e2e_p99_ms, 1)),
+            Cell::text(slo),
+        ];
+        rows.push(Row::new(cells).failed(r.failed > 0));
     }
-    h.push_str("</table>\n");
-    h
+    rows
 }
 
 /// A trial set's estimates: metric, estimate [interval], trials and method, each trial's value.
-fn estimates_table(index: &bench::trials::TrialsFile) -> String {
-    let mut h = String::from(
-        "<table class=\"estimates\"><tr><th class=\"l\">metric</th><th>estimate</th><th>interval</th>\
-         <th class=\"l\">n, method</th><th class=\"l\">per trial</th></tr>\n",
-    );
+fn estimates_table(index: &bench::trials::TrialsFile) -> Vec<Row> {
+    let head = [
+        ("metric", true),
+        ("estimate", false),
+        ("interval", false),
+        ("n, method", true),
+        ("per trial", true),
+    ];
+    let mut rows = vec![Row::head(&head)];
     for (metric, m) in &index.metrics {
         let per_trial: Vec<String> = m.per_trial.iter().map(|v| fmt_opt(*v, 3)).collect();
         let (value, interval, how) = match &m.estimate {
@@ -426,27 +538,33 @@ fn estimates_table(index: &bench::trials::TrialsFile) -> String {
             ),
             None => (BLANK.to_string(), BLANK.to_string(), m.blank.clone().unwrap_or_default()),
         };
-        let _ = writeln!(
-            h,
-            "<tr><td class=\"l\">{}</td>{}{}<td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
-            esc(metric),
-            td(&value),
-            td(&interval.replace(&format!("[{BLANK}, {BLANK}]"), BLANK)),
-            esc(&how),
-            esc(&per_trial.join(", "))
-        );
+        let interval = interval.replace(&format!("[{BLANK}, {BLANK}]"), BLANK);
+        rows.push(Row::new(vec![
+            Cell::text(metric.clone()),
+            Cell::value(&value),
+            Cell::value(&interval),
+            Cell::text(how),
+            Cell::text(per_trial.join(", ")),
+        ]));
     }
-    h.push_str("</table>\n");
-    h
+    rows
 }
 
 /// A tune's rows: configuration, status, trials, goodput, throughput, the P99s, SLO, fronts.
-fn tune_table(t: &crate::tune::model::TuneFile) -> String {
-    let mut h = String::from(
-        "<table class=\"tune\"><tr><th class=\"l\">configuration</th><th class=\"l\">status</th><th>trials</th>\
-         <th>goodput req/s</th><th>output tok/s</th><th>TTFT p99 ms</th><th>TPOT p99 ms</th><th>E2E p99 ms</th>\
-         <th class=\"l\">SLO</th><th class=\"l\">front</th></tr>\n",
-    );
+fn tune_table(t: &crate::tune::model::TuneFile) -> Vec<Row> {
+    let head = [
+        ("configuration", true),
+        ("status", true),
+        ("trials", false),
+        ("goodput req/s", false),
+        ("output tok/s", false),
+        ("TTFT p99 ms", false),
+        ("TPOT p99 ms", false),
+        ("E2E p99 ms", false),
+        ("SLO", true),
+        ("front", true),
+    ];
+    let mut rows = vec![Row::head(&head)];
     for r in &t.rows {
         let winner = t.winner.as_deref() == Some(r.name.as_str());
         let status = match &r.error {
@@ -472,48 +590,49 @@ fn tune_table(t: &crate::tune::model::TuneFile) -> String {
             (false, true) => "goodput",
             (false, false) => "",
         };
-        let _ = writeln!(
-            h,
-            "<tr{}><td class=\"l\">{}{}</td><td class=\"l\">{}</td><td>{}</td>{}{}{}{}{}<td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
-            if r.status == crate::tune::model::RowStatus::Failed { " class=\"fail\"" } else { "" },
-            esc(&r.name),
-            if winner { " (winner)" } else { "" },
-            esc(&status),
-            r.trials,
-            td(&fmt_opt(r.goodput_rps, 3)),
-            td(&fmt_opt(r.output_tokens_per_s, 1)),
-            td(&fmt_opt(r.ttft_p99_ms, 1)),
-            td(&fmt_opt(r.tpot_p99_ms, 1)),
-            td(&fmt_opt(r.e2e_p99_ms, 1)),
-            esc(&slo),
-            esc(front)
-        );
+        let cells = vec![
+            Cell::text(format!("{}{}", r.name, if winner { " (winner)" } else { "" })),
+            Cell::text(status),
+            Cell::plain(r.trials.to_string()),
+            Cell::value(&fmt_opt(r.goodput_rps, 3)),
+            Cell::value(&fmt_opt(r.output_tokens_per_s, 1)),
+            Cell::value(&fmt_opt(r.ttft_p99_ms, 1)),
+            Cell::value(&fmt_opt(r.tpot_p99_ms, 1)),
+            Cell::value(&fmt_opt(r.e2e_p99_ms, 1)),
+            Cell::value_left(&slo),
+            Cell::text(front),
+        ];
+        rows.push(Row::new(cells).failed(r.status == crate::tune::model::RowStatus::Failed));
     }
-    h.push_str("</table>\n");
-    h
+    rows
 }
 
-fn comparison_table(c: &bench::strategy_compare::StrategyComparison) -> String {
-    let mut h = String::from(
-        "<table class=\"strategies\"><tr><th class=\"l\">strategy</th><th class=\"l\">batching</th><th>ok</th><th>failed</th>\
-         <th>mean TTFT ms</th><th>mean E2E ms</th><th>mean queue ms</th><th>output tok/s</th><th>cost/1M tok</th></tr>\n",
-    );
+fn comparison_table(c: &bench::strategy_compare::StrategyComparison) -> Vec<Row> {
+    let head = [
+        ("strategy", true),
+        ("batching", true),
+        ("ok", false),
+        ("failed", false),
+        ("mean TTFT ms", false),
+        ("mean E2E ms", false),
+        ("mean queue ms", false),
+        ("output tok/s", false),
+        ("cost/1M tok", false),
+    ];
+    let mut rows = vec![Row::head(&head)];
     for r in &c.rows {
-        let _ = writeln!(
-            h,
-            "<tr{}><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{}{}{}{}{}</tr>",
-            if r.failed > 0 { " class=\"fail\"" } else { "" },
-            r.strategy.as_str(),
-            esc(&r.batching),
-            r.ok,
-            r.failed,
-            td(&fmt_opt(r.mean_ttft_ms, 1)),
-            td(&fmt_opt(r.mean_e2e_ms, 1)),
-            td(&fmt_opt(r.mean_queue_ms, 1)),
-            td(&fmt_opt(r.output_tokens_per_s, 1)),
-            td(&fmt_opt(r.cost_per_1m_output_tokens, 4))
-        );
+        let cells = vec![
+            Cell::text(r.strategy.as_str()),
+            Cell::text(r.batching.clone()),
+            Cell::plain(r.ok.to_string()),
+            Cell::plain(r.failed.to_string()),
+            Cell::value(&fmt_opt(r.mean_ttft_ms, 1)),
+            Cell::value(&fmt_opt(r.mean_e2e_ms, 1)),
+            Cell::value(&fmt_opt(r.mean_queue_ms, 1)),
+            Cell::value(&fmt_opt(r.output_tokens_per_s, 1)),
+            Cell::value(&fmt_opt(r.cost_per_1m_output_tokens, 4)),
+        ];
+        rows.push(Row::new(cells).failed(r.failed > 0));
     }
-    h.push_str("</table>\n");
-    h
+    rows
 }

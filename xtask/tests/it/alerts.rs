@@ -58,6 +58,8 @@ fn the_rules_pass_promtool_and_a_stale_file_fails_the_check() {
     let rules = r.path().join("deploy/prometheus/infergate-rules.yml");
     let k8s = r.path().join("deploy/k8s/infergate-prometheusrule.yml");
     assert_eq!(xtask(r.path(), &["adr", "alerts", "--check"]).code, 0);
+    // The whole file, as a reviewer reads it in a pull request.
+    insta::assert_snapshot!("alert_rules", std::fs::read_to_string(&rules).unwrap());
 
     // The manifest holds the same groups as the rules file.
     let load = |p: &Path| {

@@ -16,6 +16,9 @@ fn two_trial_sets_are_compared_with_welch_s_interval() {
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("A: a (profile `default`, 3 trials, 240 measured requests)"));
     assert!(out.stdout.contains("0 better, 1 worse, 0 without a significant change"));
+    // The whole console output: the table, the marks' legend, the counts.
+    let shown = out.stdout.replace(&tmp.path().display().to_string(), "[TMP]");
+    insta::assert_snapshot!("compare_console", shown);
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(b.join("compare.json")).unwrap()).unwrap();
     let m = metric(&json, "metrics.ttft_ms.p99");

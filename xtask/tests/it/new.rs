@@ -628,11 +628,12 @@ fn trial_sets_give_estimates_significance_and_limits_beyond_the_interval() {
     let text = std::fs::read_to_string(tmp.path().join("docs/adr/0001-trials.md")).unwrap();
     // TTFT P99: base 200, s = 10, half width t(0.975, 2) x 10 / sqrt(3) = 24.84;
     // exp 100, s = 2, half width 4.968. TPOT P99 is 40 in every trial: no spread. 80 requests
-    // a trial are too few for a P99 (`*`).
-    assert!(text.contains("| Baseline | 240 (3 trials) | 200 ± 24.84* | 40 ± 0* |"), "{text}");
+    // a trial are too few for a P99 (`*`). Each value is shown to the precision of its
+    // half-width, the half-width to two significant digits.
+    assert!(text.contains("| Baseline | 240 (3 trials) | 200 ± 25* | 40 ± 0* |"), "{text}");
     assert!(
         text.contains(
-            "| Exp-1 | 240 (3 trials) | 100 ± 4.968* (-100, -50.0%, significant) | 40 ± 0* (=) |"
+            "| Exp-1 | 240 (3 trials) | 100.0 ± 5.0* (-100, -50.0%, significant) | 40 ± 0* (=) |"
         ),
         "{text}"
     );
@@ -644,7 +645,7 @@ fn trial_sets_give_estimates_significance_and_limits_beyond_the_interval() {
         .expect("a TTFT threshold");
     assert!(
         row.starts_with(
-            "| `metrics.ttft_ms.p99` | <= | 115 | ms | block | 100 ± 4.968* (3 trials) | +"
+            "| `metrics.ttft_ms.p99` | <= | 115 | ms | block | 100.0 ± 5.0* (3 trials) | +"
         ),
         "{row}"
     );

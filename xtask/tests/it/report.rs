@@ -263,3 +263,59 @@ fn a_damaged_result_file_is_refused_naming_its_field_or_format() {
         assert!(o.stderr.contains(says), "{dir}: {}", o.stderr);
     }
 }
+
+/// A tune's page, whole but for its charts and style (their own tests cover them): the
+/// headings, the table of configurations with a failed row, blanks and a winner, escaped
+/// text and the notes. Read from a tune.json written here, so every value is known.
+#[test]
+fn a_tune_page_renders_its_sections_from_the_tune_file() {
+    let r = repo("");
+    let dir = r.path().join("runs/tune");
+    std::fs::create_dir_all(&dir).unwrap();
+    let row = |name: &str, status: &str, goodput: Option<f64>, error: Option<&str>| {
+        serde_json::json!({
+            "name": name, "settings": [["scheduler.max_num_seqs", 8]], "key": name,
+            "config": format!("runs/tune/{name}/engine.toml"), "dir": name, "status": status,
+            "error": error, "trials": 3, "requests": 36, "goodput_rps": goodput,
+            "goodput_ratio": goodput.map(|_| 0.9), "output_tokens_per_s": goodput.map(|g| g * 10.0),
+            "ttft_p99_ms": goodput.map(|_| 120.5), "tpot_p99_ms": goodput.map(|_| 12.25),
+            "e2e_p99_ms": None::<f64>, "slo": goodput.map(|_| "meets"), "slo_misses": [],
+            "pareto": goodput.is_some(), "goodput_pareto": goodput == Some(4.5),
+            "elapsed_s": 1.5
+        })
+    };
+    let tune = serde_json::json!({
+        "format": 1, "profile": "default", "engine_config": "configs/engine.toml",
+        "engine": "sim", "search": "grid",
+        "axes": [{"key": "scheduler.max_num_seqs", "values": [8, 16, 32]}],
+        "rows": [
+            row("max_num_seqs=8", "measured", Some(4.5), None),
+            row("max_num_seqs=16", "measured", Some(3.25), None),
+            row("max_num_seqs=<32>", "failed", None, Some("the engine did not start: \"x\" & y")),
+        ],
+        "winner": "max_num_seqs=8",
+        "warnings": ["the winner is at the edge of the grid (scheduler.max_num_seqs = 8)"]
+    });
+    std::fs::write(dir.join("tune.json"), serde_json::to_string_pretty(&tune).unwrap()).unwrap();
+    let o = xtask(r.path(), &["report", "runs/tune"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // Charts and CSS collapsed; the tool's version is not the page's content.
+    let page = collapse(&collapse(&html, "<style>", "</style>"), "<figure>", "</figure>");
+    let page = page.replace(bench::TOOL_VERSION, "VERSION");
+    insta::assert_snapshot!("report_tune_page", page);
+}
+
+/// `text` with what lies between each `open` and its `close` replaced by `…`.
+fn collapse(text: &str, open: &str, close: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(open) {
+        let end = at + rest[at..].find(close).expect("closed");
+        out.push_str(&rest[..at + open.len()]);
+        out.push('…');
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
