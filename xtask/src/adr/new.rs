@@ -539,19 +539,12 @@ impl Runs<'_> {
     }
 }
 
-/// An estimate for the matrix and the thresholds table: its one short form
-/// ([`Estimate::short`]: `182.3 ± 4.1`, `*` when undersampled, `~` when it counts
-/// request-to-request variance only; observed counts as measured: `0`, `0 to 2`).
-fn estimate_text(e: &Estimate) -> String {
-    e.short().to_string()
-}
-
 /// A matrix cell: the row's value (with its interval when it has one), then for an experiment
 /// its change against the baseline and, when both have intervals, whether it is significant.
 fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
     let (v, base) = (ctx.value(i, metric), ctx.value(0, metric));
     let Some(e) = ctx.estimate(i, metric) else { return change_cell(v, base, i == 0) };
-    let shown = estimate_text(e);
+    let shown = e.short().to_string();
     let (Some(v), Some(b), false) = (v, base, i == 0) else { return shown };
     if v == b {
         return format!("{shown} (=)");
@@ -1353,7 +1346,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
                     } else {
                         format!("{} trials", e.trials)
                     };
-                    format!("{} ({n})", estimate_text(e))
+                    format!("{} ({n})", e.short())
                 },
             );
             let detects = match &p.detects {

@@ -27,7 +27,7 @@ use xshell::Shell;
 use super::grid::{self, Axis, TuneSpec, Variant};
 use super::model::{
     AxisRecord, FORMAT_VERSION, GOODPUT, PARETO_FILE, RowEstimates, RowStatus, Search,
-    SloCompliance, TuneFile, TuneRow, estimate_text, slo_check,
+    SloCompliance, TuneFile, TuneRow, slo_check,
 };
 use crate::bench::BenchCmd;
 use crate::exit::Status;
@@ -687,7 +687,7 @@ fn progress_line(r: &TuneRow) -> String {
 
 /// An estimate as `value ± half-width` (marks: `~` one run, `*` undersampled), else the value.
 fn shown(e: Option<&bench::stats::Estimate>, v: Option<f64>, decimals: usize) -> String {
-    e.map_or_else(|| fmt_opt(v, decimals), estimate_text)
+    e.map_or_else(|| fmt_opt(v, decimals), |e| e.short().to_string())
 }
 
 /// What the table's intervals are, under it.

@@ -415,7 +415,7 @@ impl TuneFile {
             .estimates
             .goodput_rps
             .as_ref()
-            .map_or_else(|| crate::text::fmt_opt(w.goodput_rps, 2), estimate_text);
+            .map_or_else(|| crate::text::fmt_opt(w.goodput_rps, 2), |e| e.short().to_string());
         let head = format!("{} (goodput {goodput} req/s)", w.name);
         let request_level = w.estimates.goodput_rps.as_ref().is_some()
             && self
@@ -478,11 +478,6 @@ impl TuneFile {
         }
         s
     }
-}
-
-/// An estimate in its one short form ([`Estimate::short`]: `9.99 ± 0.41`, marks after).
-pub fn estimate_text(e: &Estimate) -> String {
-    e.short().to_string()
 }
 
 /// A difference's interval `[-0.3, 0.5]` (`~` when request-level only); blank without one.
