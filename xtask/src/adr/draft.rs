@@ -5,7 +5,7 @@
 //! `adr new` (`new.rs`) fills the sections; a table is a [`Table`] of rows, rendered with its
 //! header and alignment row by the template, never a string of pipes.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use serde::Serialize;
 
@@ -98,10 +98,8 @@ impl Body {
 
     /// Text.
     pub fn put(&mut self, args: fmt::Arguments<'_>) {
-        match args.as_str() {
-            Some(s) => self.text.push_str(s),
-            None => self.text.push_str(&args.to_string()),
-        }
+        // Formatted in place; writing to a `String` cannot fail.
+        let _ = self.text.write_fmt(args);
     }
 
     pub fn push_str(&mut self, s: &str) {

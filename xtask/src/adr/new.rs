@@ -449,31 +449,40 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
         labels,
         all,
     };
-    let mut sections = Vec::new();
-    let mut section = |kind: SectionKind, write: &mut dyn FnMut(&mut Body)| {
-        let mut body = Body::default();
-        write(&mut body);
-        sections.push(Section::new(kind, body));
-    };
-    section(SectionKind::Context, &mut |o| context_section(o, &ctx));
-    section(SectionKind::MetricsMatrix, &mut |o| {
-        matrix_section(o, &ctx);
-        run_notes(o, &ctx);
-        param_changes(o, &ctx);
-        o.push('\n');
-    });
-    let mut rollback_values = Vec::new();
-    section(SectionKind::Decision, &mut |o| rollback_values = decision_section(o, &ctx));
-    let mut proposed = Vec::new();
-    section(SectionKind::Thresholds, &mut |o| proposed = thresholds_section(o, &ctx));
-    section(SectionKind::Rollback, &mut |o| rollback_section(o, &ctx, &proposed, &rollback_values));
-    section(SectionKind::Consequences, &mut |o| {
-        o.push_str(
-            "<what changes for operators, capacity and cost; what this decision gives up>\n\n",
-        )
-    });
-    section(SectionKind::Reproduction, &mut |o| reproduction_section(o, &ctx));
-    section(SectionKind::Links, &mut |o| o.push_str("None.\n"));
+    // Each section's writer fills a body; the decision's and the thresholds' return what the
+    // rollback conditions are made of.
+    let mut decision = Body::default();
+    let rollback_values = decision_section(&mut decision, &ctx);
+    let mut thresholds = Body::default();
+    let proposed = thresholds_section(&mut thresholds, &ctx);
+    let sections = vec![
+        Section::new(SectionKind::Context, written(|o| context_section(o, &ctx))),
+        Section::new(
+            SectionKind::MetricsMatrix,
+            written(|o| {
+                matrix_section(o, &ctx);
+                run_notes(o, &ctx);
+                param_changes(o, &ctx);
+                o.push('\n');
+            }),
+        ),
+        Section::new(SectionKind::Decision, decision),
+        Section::new(SectionKind::Thresholds, thresholds),
+        Section::new(
+            SectionKind::Rollback,
+            written(|o| rollback_section(o, &ctx, &proposed, &rollback_values)),
+        ),
+        Section::new(
+            SectionKind::Consequences,
+            written(|o| {
+                o.push_str(
+                    "<what changes for operators, capacity and cost; what this decision gives up>\n\n",
+                )
+            }),
+        ),
+        Section::new(SectionKind::Reproduction, written(|o| reproduction_section(o, &ctx))),
+        Section::new(SectionKind::Links, written(|o| o.push_str("None.\n"))),
+    ];
     let draft = Draft {
         number: format!("{:04}", input.number),
         title: input.title.trim().to_string(),
@@ -488,6 +497,13 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
         sections,
     };
     draft.render().map_err(|e| NewAdrError::Render(format!("{e:#}")))
+}
+
+/// The body one section's writer fills.
+fn written(write: impl FnOnce(&mut Body)) -> Body {
+    let mut o = Body::default();
+    write(&mut o);
+    o
 }
 
 /// A record's runs: the baseline first, then the experiments, and the one it adopts.
