@@ -1,7 +1,9 @@
 //! A run sharded over processes: shard `I` of `N` measures its share of a profile's load, and
 //! `bench::merge` joins the N run directories into one run.
 //!
-//! The split (docs/sharding.md), applied to the profile before the runner sees it:
+//! The split (docs/sharding.md), applied to the run's input before the target is contacted
+//! (`runner::RunInput::shard`, one transform of the load, the items, the prompts' salt and the
+//! arrival stream):
 //!
 //! - **closed loop**: the concurrency is divided, the remainder going to the first shards
 //!   (10 over 4 shards: 3, 3, 2, 2);
@@ -205,12 +207,12 @@ impl ShardTotal {
     }
 }
 
-/// What a sharded run is asked for besides its profile: which shard, the profile's whole load,
-/// and when the load starts (shared by every shard).
+/// What a sharded run is asked for besides its profile (which holds the whole load): which
+/// shard, and when the load starts (shared by every shard). The runner makes the shard's part
+/// of the run's input in one transform (`runner::RunInput::shard`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShardRun {
     pub shard: Shard,
-    pub total: ShardTotal,
     /// Wall-clock time the load starts at (`--start-at`); `None`: at once.
     pub start_at: Option<chrono::DateTime<chrono::Utc>>,
 }

@@ -454,11 +454,11 @@ impl BenchCmd {
         })
     }
 
-    /// A shard's profile (its part of the load) and what its run records, or why the profile
-    /// cannot be sharded: only a single run of a target (one server the shards share).
+    /// What a shard's run is asked for, or why the profile cannot be sharded: only a single
+    /// run of a target (one server the shards share), with enough load for every shard.
     fn shard_plan(
         &self,
-        mut profile: bench::config::ResolvedProfile,
+        profile: bench::config::ResolvedProfile,
         shard: bench::shard::Shard,
         mode: &BenchMode,
     ) -> anyhow::Result<(bench::config::ResolvedProfile, Option<bench::shard::ShardRun>)> {
@@ -473,10 +473,10 @@ impl BenchCmd {
             let at = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             return Err(PlanError::StartTooFar(at).into());
         }
-        let load = &profile.profile.load;
-        let total = bench::shard::ShardTotal::of(load);
-        profile.profile.load = shard.split(load)?;
-        let run = bench::shard::ShardRun { shard, total, start_at: self.start_at };
+        // Refused here, before a run directory is made, when a shard would get nothing to do;
+        // the runner makes the shard's part of the load and the workload.
+        shard.split(&profile.profile.load)?;
+        let run = bench::shard::ShardRun { shard, start_at: self.start_at };
         Ok((profile, Some(run)))
     }
 
@@ -736,19 +736,23 @@ mod tests {
     }
 
     #[test]
-    fn a_shard_plan_holds_its_part_of_the_load_and_the_whole() {
+    fn a_shard_plan_holds_the_whole_load_and_its_run_input_its_part() {
         let ws = workspace(ENGINE);
         let args = ["--base-url", "http://h:1", "--shard", "1/2", "--concurrency", "5"];
         let plan = plan_in(ws.path(), &args).unwrap();
-        assert_eq!(plan.profile.profile.load.concurrency, 2, "5 over 2: 3 then 2");
+        assert_eq!(plan.profile.profile.load.concurrency, 5, "the plan holds the whole load");
         let shard = plan.shard.as_ref().unwrap();
         assert_eq!(shard.shard.to_string(), "1/2");
-        assert_eq!(shard.total.concurrency, 5);
         assert_eq!(plan.out_dir, ws.path().join("target/bench").join(format!("{RUN_ID}-shard-1")));
-        assert_eq!(
-            plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), RUN_ID.into()).shard,
-            plan.shard
-        );
+        let spec = plan.run_spec(plan.profile.clone(), plan.out_dir.clone(), RUN_ID.into());
+        assert_eq!(spec.shard, plan.shard);
+        let input = bench::runner::RunInput::settle(&spec).unwrap();
+        assert_eq!(input.profile.load.concurrency, 2, "5 over 2: 3 then 2");
+        assert_eq!(input.shard_total.unwrap().concurrency, 5);
+        // Too little load for the shards is refused by the plan, before anything runs.
+        let args = ["--base-url", "http://h:1", "--shard", "1/8", "--concurrency", "5"];
+        let err = plan_in(ws.path(), &args).unwrap_err().to_string();
+        assert!(err.contains("load.concurrency = 5 cannot be split over 8 shards"), "{err}");
         // The run id: --run-id, else made of --start-at; without either a shard is refused.
         let cmd = bench_cmd(&["--shard", "0/2", "--start-at", "2026-12-01T10:00:00+01:00"]);
         assert_eq!(cmd.run_id().unwrap(), "20261201T090000Z-shards");

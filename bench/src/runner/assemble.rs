@@ -8,9 +8,11 @@ use serde_json::Value;
 use crate::config::{LoadMode, Profile};
 use crate::server_metrics::ServerSection;
 use crate::sim::engine::SchedulerReport;
-use crate::summary::{EngineParams, Invocation, RunHeader, RunStatus, ScheduleSummary, Summary};
+use crate::summary::{
+    EngineParams, GitInfo, Invocation, Isolation, RunHeader, RunStatus, ScheduleSummary, Summary,
+};
+use crate::workload::WorkloadSlice;
 
-use super::RunSpec;
 use super::connect::Connection;
 use super::drive::Driven;
 
@@ -23,7 +25,16 @@ const MIN_REQUESTS_FOR_RATE: u64 = 20;
 
 /// Everything the summary of a bench run is made from.
 pub struct RunParts<'a> {
-    pub spec: &'a RunSpec,
+    pub run_id: &'a str,
+    /// The profile measured (a shard's holds its part of the load) and its name.
+    pub profile: &'a Profile,
+    pub profile_name: &'a str,
+    pub git: Option<GitInfo>,
+    /// The command that started the run ([`super::RunSpec::invocation`]).
+    pub invocation: Option<&'a Invocation>,
+    /// The trial's slice of the workload and what kept the last run's state out of it.
+    pub slice: Option<WorkloadSlice>,
+    pub isolation: Option<Isolation>,
     pub connection: &'a Connection,
     pub engine: Option<EngineParams>,
     pub started_at: chrono::DateTime<chrono::Utc>,
@@ -35,21 +46,34 @@ pub struct RunParts<'a> {
 
 /// The summary of a bench run.
 pub fn assemble(parts: RunParts<'_>) -> Summary {
-    let RunParts { spec, connection, engine, started_at, mut notes, driven, scheduler } = parts;
-    if let Some(iso) = spec.isolation.as_ref().filter(|i| !i.done()) {
+    let RunParts {
+        run_id,
+        profile,
+        profile_name,
+        git,
+        invocation,
+        slice,
+        isolation,
+        connection,
+        engine,
+        started_at,
+        mut notes,
+        driven,
+        scheduler,
+    } = parts;
+    if let Some(iso) = isolation.as_ref().filter(|i| !i.done()) {
         notes.push(format!("trial isolation: {}", iso.text()));
     }
-    let profile: &Profile = &spec.profile.profile;
     let load = &profile.load;
     let requested_rate = (load.mode == LoadMode::Open).then_some(load.rate).flatten();
     let redactor = &connection.client.redactor;
     let header = RunHeader {
-        run_id: spec.run_id.clone(),
+        run_id: run_id.to_string(),
         simulated: connection.simulated(),
-        git: spec.git.clone(),
+        git,
         target: connection.target_info(),
         config: redactor.redact_json(&serde_json::to_value(profile).unwrap_or(Value::Null)),
-        profile: spec.profile.name.clone(),
+        profile: profile_name.to_string(),
         engine,
         started_at,
         workload: driven.workload.clone(),
@@ -58,10 +82,10 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     let mut summary = Summary::of_run(header, driven.acc.finish(requested_rate));
     summary.workload.input_length.realised = driven.acc.input_len.stats();
     summary.workload.output_length.realised = driven.acc.output_len.stats();
-    summary.workload.slice = spec.slice;
-    summary.isolation = spec.isolation.clone();
+    summary.workload.slice = slice;
+    summary.isolation = isolation;
     // The command line is the caller's text: a header value or a key pasted into it is removed.
-    summary.invocation = spec.invocation.as_ref().map(|i| Invocation {
+    summary.invocation = invocation.map(|i| Invocation {
         command: redactor.redact(&i.command),
         part: i.part.as_ref().map(|p| redactor.redact(p)),
     });

@@ -8,11 +8,11 @@ use std::time::Duration;
 use crate::client::{
     Access, ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
 };
-use crate::config::{ClientConfig, Endpoint, Target};
+use crate::config::{ClientConfig, Endpoint, Profile, Target};
 use crate::sim::{self, SimHandle};
 use crate::summary::{EngineParams, TargetInfo};
 
-use super::{Console, RunError, RunSpec};
+use super::{Console, RunError};
 
 /// What the requests to a target ask for (the rest comes from the target's config).
 #[derive(Clone, Copy, Debug)]
@@ -127,19 +127,33 @@ pub struct Connected {
     pub engine: Option<EngineParams>,
 }
 
+/// What connecting a run needs: its profile (the client, the model and endpoint it asks for,
+/// the simulator it describes), its target, and what the caller already knows.
+pub struct RunTarget<'a> {
+    pub profile: &'a Profile,
+    /// The configured server (`None`: the embedded simulator the profile describes).
+    pub target: Option<&'a (String, Target)>,
+    /// The engine parameters to record, when the caller knows them.
+    pub engine: Option<EngineParams>,
+    /// Repository root, for the simulator's engine config and the client's files.
+    pub root: &'a Path,
+    /// An earlier run's preflight of the same target ([`super::RunSpec::preflight`]).
+    pub preflight: Option<&'a Resolved>,
+    pub quiet: bool,
+}
+
 /// Connect a run to its target: the configured server, or the embedded simulator its profile
 /// describes (decision log in `run_dir`).
-pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, RunError> {
-    let console = Console { quiet: spec.quiet };
-    let profile = &spec.profile.profile;
-    let mut engine = spec.engine.clone();
-    let (name, target, simulator) = match &spec.profile.target {
+pub async fn connect_run(run: RunTarget<'_>, run_dir: &Path) -> Result<Connected, RunError> {
+    let RunTarget { profile, target, mut engine, root, preflight, quiet } = run;
+    let console = Console { quiet };
+    let (name, target, simulator) = match target {
         Some((name, t)) => (name.clone(), t.clone(), None),
         None => {
-            let embedded = sim::embedded_for_run(&profile.sim, &spec.root, run_dir)?;
+            let embedded = sim::embedded_for_run(&profile.sim, root, run_dir)?;
             if engine.is_none() {
                 if let Some(file) = &embedded.engine_config {
-                    engine = Some(EngineParams::read(&spec.root, file)?);
+                    engine = Some(EngineParams::read(root, file)?);
                 }
             }
             let handle = sim::start(embedded.options, embedded.backend, ([127, 0, 0, 1], 0).into())
@@ -160,8 +174,8 @@ pub async fn connect_run(spec: &RunSpec, run_dir: &Path) -> Result<Connected, Ru
         stream: profile.stream,
     };
     // A simulator started for this run is a server no earlier run has seen.
-    let known = spec.preflight.as_ref().filter(|_| simulator.is_none());
-    let connection = connect(&name, &target, &profile.client, wants, &spec.root, known).await?;
+    let known = preflight.filter(|_| simulator.is_none());
+    let connection = connect(&name, &target, &profile.client, wants, root, known).await?;
     console.info(&format!(
         "target: {} (model {})",
         connection.client.redactor.redact(&connection.resolved.url),

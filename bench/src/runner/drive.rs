@@ -25,7 +25,7 @@ use crate::workload::{Payload, WorkItem};
 use super::connect::Connection;
 use super::pace::Pacer;
 use super::prepare::{Prepared, Prompts};
-use super::{RunControl, RunError, RunSpec};
+use super::{RunControl, RunError};
 
 /// Step 3's result: every request's record accumulated, and what the load saw.
 pub struct Driven {
@@ -257,17 +257,30 @@ fn measured_requests(load: &LoadConfig, items: usize) -> Option<u64> {
     }
 }
 
+/// What driving a run's load needs besides the connection and the prepared workload.
+pub struct Load<'a> {
+    /// The profile measured (a shard's holds its part of the load).
+    pub profile: &'a Profile,
+    pub run_id: &'a str,
+    /// The seed of an open loop's arrival stream (a shard's own, [`super::input::RunInput`]).
+    pub arrival_seed: u64,
+    /// The target is the embedded simulator in this process (its CPU is not host noise).
+    pub embedded: bool,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
 /// Drive the load a run's profile describes against `conn`. Notes (the scraper's) go to
 /// `notes`; records stream into the run directory `dir`.
 pub async fn drive(
-    spec: &RunSpec,
+    run: Load<'_>,
     conn: &Connection,
     prepared: Prepared,
     dir: &Path,
     control: &RunControl,
     notes: &mut Vec<String>,
 ) -> Result<Driven, RunError> {
-    let profile: &Profile = &spec.profile.profile;
+    let profile = run.profile;
     let load = &profile.load;
     let resolved = &conn.resolved;
     let mut connections = preconnect(conn, load, control).await;
@@ -289,8 +302,7 @@ pub async fn drive(
     )
     .await;
     // A local target's own CPU is not host noise (bench::hostnoise).
-    let target_proc =
-        crate::hostnoise::TargetWatch::find(&resolved.api_base, spec.profile.target.is_none());
+    let target_proc = crate::hostnoise::TargetWatch::find(&resolved.api_base, run.embedded);
     let noise_start = crate::hostnoise::ProcSample::read_with(&target_proc);
     let clock = Instant::now();
     let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
@@ -308,14 +320,14 @@ pub async fn drive(
             ignore_eos: wl.ignore_eos,
             logprobs: None,
         },
-        run_id: spec.run_id.clone(),
+        run_id: run.run_id.to_string(),
         clock,
         records: rec_tx,
         cancel: profile.cancel.clone(),
     });
     let total_hint =
         measured_requests(load, workload.items as usize).map(|n| n + load.warmup_requests);
-    let progress = make_progress(spec.quiet, total_hint);
+    let progress = make_progress(run.quiet, total_hint);
     let writer = match &control.record_sink {
         Some(sink) => RecordWriter::create_through(dir, |f| sink(f))?,
         None => RecordWriter::create(dir)?,
@@ -330,9 +342,8 @@ pub async fn drive(
         LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
         LoadMode::Open => {
             let rate = load.rate.expect("validated: open loop has a rate");
-            // A shard's arrival stream has a seed of its own (bench::shard).
-            let seed = spec.shard.as_ref().map_or(wl.seed, |s| s.shard.arrival_seed(wl.seed));
-            let schedule = ArrivalSchedule::new(load.arrival, rate, load.burstiness, seed);
+            let schedule =
+                ArrivalSchedule::new(load.arrival, rate, load.burstiness, run.arrival_seed);
             open_loop(load, schedule, clock, &shared, &admission, control).await
         }
         LoadMode::Trace => {

@@ -1,4 +1,6 @@
-//! One bench run, in four steps with typed values between them:
+//! One bench run, in four steps with typed values between them, after its input is settled
+//! ([`input::RunInput`]: the workload read from its files, then a shard's or a slice's part of
+//! it, in one transform each). Each step is given only what it uses:
 //!
 //! 1. [`connect::connect_run`]: the target (or the embedded simulator, started here), its API
 //!    key, client and preflight -> [`connect::Connected`];
@@ -14,6 +16,7 @@
 pub mod assemble;
 pub mod connect;
 pub mod drive;
+pub mod input;
 pub mod isolation;
 pub mod pace;
 pub mod prepare;
@@ -28,11 +31,12 @@ use tokio::sync::watch;
 use crate::client::Phase;
 use crate::config::{Profile, ResolvedProfile, Target};
 use crate::rundir::{self, RunDirError};
-use crate::shard::{ShardError, ShardRecord, ShardRun};
+use crate::shard::{ShardError, ShardRecord, ShardRun, ShardTotal};
 use crate::sim::engine::SchedulerReport;
 use crate::summary::{EngineParams, GitInfo, Invocation, RunStatus, Summary};
 
 pub use connect::{ConnectError, Connection};
+pub use input::RunInput;
 pub use prepare::PrepareError;
 
 /// Everything one run needs.
@@ -55,9 +59,10 @@ pub struct RunSpec {
     /// library knows no command line, so callers that have one set it (`None`: recorded as
     /// null).
     pub invocation: Option<Invocation>,
-    /// This run is one shard of a sharded run (`bench --shard I/N`): its profile holds the
-    /// shard's part of the load already; the workload's items are dealt here, the load waits
-    /// for the shared start time, and the summary records the shard (`bench::shard`).
+    /// This run is one shard of a sharded run (`bench --shard I/N`): the profile holds the
+    /// whole load, and [`RunInput::shard`] makes the shard's part of it (load, items, prompts'
+    /// salt, arrival stream) before the target is contacted; the load waits for the shared
+    /// start time, and the summary records the shard (`bench::shard`).
     pub shard: Option<ShardRun>,
     /// This run measures one slice of the workload (a trial of an A/B gate): its items from
     /// the slice's first on, its prompts salted so an engine that lives through several such
@@ -349,12 +354,16 @@ impl Console {
 /// Returns an error only when nothing could be measured (bad target, bad config, unwritable
 /// directory); request failures are part of the outcome.
 pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunError> {
-    let (concurrency, in_process_server) = open_files_need(&spec.profile);
+    // The workload's files are read and checked before anything else: a malformed trace or
+    // dataset ends the run before a directory is made or anything is sent.
+    let input = RunInput::settle(&spec)?;
+    let (concurrency, in_process_server) =
+        open_files_need(&input.profile.load, spec.profile.target.is_none());
     crate::fdlimit::ensure_open_files(concurrency, in_process_server)?;
     let dir = rundir::create(&spec.out_dir)?;
     let grace = std::time::Duration::from_secs_f64(spec.profile.profile.client.grace_s);
     let signals = spec.handle_signals.then(|| spawn_signal_handler(&control, grace, spec.quiet));
-    let result = run_in(&spec, control, &dir).await;
+    let result = run_in(&spec, input, control, &dir).await;
     if let Some(t) = signals {
         t.abort();
     }
@@ -362,40 +371,43 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
     result
 }
 
-/// What a run's open files depend on: its most concurrent connections, and whether the
-/// embedded simulator serves them in this process.
-pub fn open_files_need(profile: &ResolvedProfile) -> (u32, bool) {
-    let load = &profile.profile.load;
+/// What a run's open files depend on: its most concurrent connections under `load`, and
+/// whether the embedded simulator serves them in this process.
+pub fn open_files_need(load: &crate::config::LoadConfig, embedded: bool) -> (u32, bool) {
     let concurrency = match load.mode {
         crate::config::LoadMode::Closed => load.concurrency,
         crate::config::LoadMode::Open | crate::config::LoadMode::Trace => {
             load.max_concurrency.unwrap_or(load.concurrency)
         }
     };
-    (concurrency, profile.target.is_none())
+    (concurrency, embedded)
 }
 
 /// The run, in the directory `run` created and locked.
-async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOutcome, RunError> {
+async fn run_in(
+    spec: &RunSpec,
+    input: RunInput,
+    control: RunControl,
+    dir: &Path,
+) -> Result<RunOutcome, RunError> {
     let dir = dir.to_path_buf();
     let started_at = chrono::Utc::now();
     let started_sys = SystemTime::now();
-    let profile: &Profile = &spec.profile.profile;
     // The pre-run checks end at once when the run is stopped: nothing is measured yet.
-    // The workload's files are read and checked before the target is contacted: a malformed
-    // trace or dataset ends the run before anything is sent.
-    let loaded = prepare::load_workload(&profile.workload, &profile.load, &spec.root)?;
-    let mut loaded = match &spec.shard {
-        Some(s) => deal_workload(loaded, s)?,
-        None => loaded,
-    };
-    if let Some(slice) = &spec.slice {
-        slice.apply(&mut loaded.workload);
-    }
+    let RunInput { profile, loaded, prompt_salt, arrival_seed, shard_total } = input;
     let before_load = async {
-        let connected = connect::connect_run(spec, &dir).await?;
+        let target = connect::RunTarget {
+            profile: &profile,
+            target: spec.profile.target.as_ref(),
+            engine: spec.engine.clone(),
+            root: &spec.root,
+            preflight: spec.preflight.as_ref(),
+            quiet: spec.quiet,
+        };
+        let connected = connect::connect_run(target, &dir).await?;
         let prepared = prepare::prepare_workload(
             loaded,
+            prompt_salt,
             &profile.workload,
             profile.endpoint,
             &connected.connection,
@@ -403,16 +415,10 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         .await?;
         Ok::<_, RunError>((connected, prepared))
     };
-    let (connect::Connected { connection, simulator, engine }, mut prepared) = tokio::select! {
+    let (connect::Connected { connection, simulator, engine }, prepared) = tokio::select! {
         r = before_load => r?,
         _ = control.stopped() => return Err(RunError::Interrupted { dir }),
     };
-    if let Some(s) = &spec.shard {
-        prepared.prompts = prepared.prompts.map(|p| p.with_unique_salt(s.shard.prompt_salt()));
-    }
-    if let Some(slice) = spec.slice.filter(|s| s.salt != 0) {
-        prepared.prompts = prepared.prompts.map(|p| p.with_unique_salt(slice.salt));
-    }
     let mut notes = connection.notes.clone();
     notes.extend(prepared.notes.iter().cloned());
     if let Some(at) = spec.shard.as_ref().and_then(|s| s.start_at) {
@@ -421,14 +427,27 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
             _ = control.stopped() => return Err(RunError::Interrupted { dir }),
         }
     }
-    let driven = drive::drive(spec, &connection, prepared, &dir, &control, &mut notes).await?;
+    let load = drive::Load {
+        profile: &profile,
+        run_id: &spec.run_id,
+        arrival_seed,
+        embedded: simulator.is_some(),
+        quiet: spec.quiet,
+    };
+    let driven = drive::drive(load, &connection, prepared, &dir, &control, &mut notes).await?;
     let mut scheduler = None;
     if let Some(h) = simulator {
         scheduler = h.scheduler_report();
         h.shutdown().await;
     }
     let mut summary = assemble::assemble(assemble::RunParts {
-        spec,
+        run_id: &spec.run_id,
+        profile: &profile,
+        profile_name: &spec.profile.name,
+        git: spec.git.clone(),
+        invocation: spec.invocation.as_ref(),
+        slice: spec.slice,
+        isolation: spec.isolation.clone(),
         connection: &connection,
         engine,
         started_at,
@@ -436,8 +455,8 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
         driven: &driven,
         scheduler: scheduler.as_ref(),
     });
-    if let Some(s) = &spec.shard {
-        summary.extra.shard = Some(shard_section(s, &driven));
+    if let (Some(s), Some(total)) = (&spec.shard, shard_total) {
+        summary.extra.shard = Some(shard_section(s, total, &driven));
     }
     // A failed histogram log (a full disk) still leaves the summary a try.
     let window = assemble::window(&summary);
@@ -447,24 +466,6 @@ async fn run_in(spec: &RunSpec, control: RunControl, dir: &Path) -> Result<RunOu
     }
     rundir::write_summary(&dir, &summary)?;
     Ok(RunOutcome { summary, dir, scheduler, preflight: connection.resolved })
-}
-
-/// A shard's part of the loaded workload: the items (and a trace's records) at its positions
-/// modulo the shard count.
-fn deal_workload(loaded: prepare::Loaded, run: &ShardRun) -> Result<prepare::Loaded, ShardError> {
-    let shard = run.shard;
-    let items = loaded.workload.items.len();
-    if items < shard.count as usize {
-        return Err(ShardError::TooFewItems { items, count: shard.count });
-    }
-    let mut loaded = loaded;
-    loaded.workload.items = shard.select(std::mem::take(&mut loaded.workload.items));
-    if let Some((prompts, replay)) = &mut loaded.trace {
-        *prompts = prompts.select(|i| shard.owns(i));
-        replay.offsets = shard.select(std::mem::take(&mut replay.offsets));
-        replay.info.records = replay.offsets.len() as u64;
-    }
-    Ok(loaded)
 }
 
 /// Sleep until the wall-clock time `at`; a note when it had passed already.
@@ -485,12 +486,12 @@ async fn wait_until(at: chrono::DateTime<chrono::Utc>) -> Option<String> {
 
 /// The summary's `shard` section: the shard, the whole load and the wall-clock time of the
 /// load clock's origin (now, less the time the clock has run).
-fn shard_section(run: &ShardRun, driven: &drive::Driven) -> ShardRecord {
+fn shard_section(run: &ShardRun, total: ShardTotal, driven: &drive::Driven) -> ShardRecord {
     let elapsed = chrono::Duration::from_std(driven.clock.elapsed()).unwrap_or_default();
     ShardRecord {
         index: run.shard.index,
         count: run.shard.count,
-        total: run.total.clone(),
+        total,
         start_at: run.start_at.map(crate::shard::timestamp),
         load_started_at: crate::shard::timestamp(chrono::Utc::now() - elapsed),
     }
@@ -525,13 +526,14 @@ mod tests {
 
     #[test]
     fn the_open_files_a_run_needs_come_from_its_load_and_its_server() {
+        let need = |p: &ResolvedProfile| open_files_need(&p.profile.load, p.target.is_none());
         let closed = resolved("[profile.default.load]\nconcurrency = 300\n");
-        assert_eq!(open_files_need(&closed), (300, true), "the embedded simulator");
+        assert_eq!(need(&closed), (300, true), "the embedded simulator");
         let open = resolved(
             "[targets.t]\nbase_url = \"http://h\"\n[profile.default]\ntarget = \"t\"\n\
              [profile.default.load]\nmode = \"open\"\nrate = 5.0\nmax_concurrency = 40\n",
         );
-        assert_eq!(open_files_need(&open), (40, false));
+        assert_eq!(need(&open), (40, false));
     }
 
     #[test]
@@ -540,7 +542,7 @@ mod tests {
             "[targets.t]\nbase_url = \"http://h\"\n[profile.default]\ntarget = \"t\"\n\
              [profile.default.load]\nconcurrency = 300\n",
         );
-        let (concurrency, in_process) = open_files_need(&p);
+        let (concurrency, in_process) = open_files_need(&p.profile.load, p.target.is_none());
         let limits = Limits { soft: Some(256), hard: Some(256) };
         let Plan::Short { error, .. } = plan(FdNeed::new(concurrency, in_process), limits) else {
             panic!("300 connections do not fit 256 files");

@@ -39,7 +39,7 @@ impl Prompts {
     }
 
     /// The same prompts with the words unique to each request salted by `salt` (a shard's,
-    /// so that no two shards send the same text).
+    /// so that no two shards send the same text, or a slice's).
     pub fn with_unique_salt(self, salt: u64) -> Prompts {
         let kind = match self.kind {
             PromptKind::Synthetic { builder, words, counted } => {
@@ -294,7 +294,23 @@ pub fn workload_notes(basis: LengthBasis, endpoint: Endpoint) -> Vec<String> {
 /// Prepare what a run sends to `conn` from the loaded workload: for synthetic items, fit each
 /// prompt to its token target with the target's tokenizer. A trace's prompts are one word per
 /// token as they are (fitting could break the identity of shared blocks).
+/// The words unique to each request are salted by `prompt_salt` (0: none; a shard's or a
+/// slice's, [`super::input::RunInput`]).
 pub async fn prepare_workload(
+    loaded: Loaded,
+    prompt_salt: u64,
+    wl: &WorkloadConfig,
+    endpoint: Endpoint,
+    conn: &Connection,
+) -> Result<Prepared, RunError> {
+    let mut prepared = prepare_unsalted(loaded, wl, endpoint, conn).await?;
+    if prompt_salt != 0 {
+        prepared.prompts = prepared.prompts.map(|p| p.with_unique_salt(prompt_salt));
+    }
+    Ok(prepared)
+}
+
+async fn prepare_unsalted(
     loaded: Loaded,
     wl: &WorkloadConfig,
     endpoint: Endpoint,

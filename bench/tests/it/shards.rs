@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use bench::config::{Profile, Target, TimingConfig};
 use bench::merge::{self, MergeError};
 use bench::runner::{self, RunControl, RunOutcome, RunSpec};
-use bench::shard::{Shard, ShardRun, ShardTotal};
+use bench::shard::{Shard, ShardRun};
 use bench::sim::{SimHandle, SimOptions};
 use bench::summary::RunStatus;
 
@@ -46,11 +46,9 @@ async fn run_shard(
     start_at: Option<chrono::DateTime<chrono::Utc>>,
     dir: PathBuf,
 ) -> RunOutcome {
-    let mut part = profile.clone();
-    part.load = shard.split(&profile.load).expect("the profile splits");
     let target = Target::at(sim.base_url()).with_model(sim.model());
-    let mut spec = RunSpec::quiet(part, ("sim".into(), target), dir, RUN_ID);
-    spec.shard = Some(ShardRun { shard, total: ShardTotal::of(&profile.load), start_at });
+    let mut spec = RunSpec::quiet(profile.clone(), ("sim".into(), target), dir, RUN_ID);
+    spec.shard = Some(ShardRun { shard, start_at });
     runner::run(spec, RunControl::default()).await.expect("the shard runs")
 }
 

@@ -15,7 +15,7 @@
 
 use bench::config::{TimingConfig, UsageMode};
 use bench::runner::{self, RunControl, RunSpec};
-use bench::shard::{Shard, ShardRun, ShardTotal};
+use bench::shard::{Shard, ShardRun};
 
 use crate::apart::start_timing_sim_apart;
 use crate::known_answer::{PROFILE, rank, sorted};
@@ -41,13 +41,10 @@ async fn attempt() -> crate::Attempt {
     let start = chrono::Utc::now() + chrono::Duration::milliseconds(300);
     let runs = (0..2u32).map(|i| {
         let shard = Shard::new(i, 2).unwrap();
-        let mut part = whole.clone();
-        part.load = shard.split(&whole.load).unwrap();
         let target = bench::config::Target::at(sim.base_url()).with_model(sim.model());
         let out = dir.path().join(format!("shard-{i}"));
-        let mut spec = RunSpec::quiet(part, ("sim".into(), target), out, "known-shards");
-        let total = ShardTotal::of(&whole.load);
-        spec.shard = Some(ShardRun { shard, total, start_at: Some(start) });
+        let mut spec = RunSpec::quiet(whole.clone(), ("sim".into(), target), out, "known-shards");
+        spec.shard = Some(ShardRun { shard, start_at: Some(start) });
         runner::run(spec, RunControl::default())
     });
     let outcomes = futures_util::future::join_all(runs).await;
