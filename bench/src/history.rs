@@ -173,7 +173,7 @@ impl Entry {
 
 /// The resolved settings that decide noise, without the simulator's per-trial noise seed.
 fn settings_hash(s: &Summary) -> String {
-    let mut config = s.config.clone();
+    let mut config = s.config.to_json();
     if let Some(noise) = config.pointer_mut("/sim/noise").and_then(|n| n.as_object_mut()) {
         noise.remove("seed");
     }

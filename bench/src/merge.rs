@@ -161,7 +161,7 @@ fn check_same_run(shards: &[ShardRun]) -> Result<(), MergeError> {
         MergeError::Mismatch { dir: s.dir.clone(), diff: Box::new(diff) }
     };
     let comparable = |s: &ShardRun| {
-        let mut config = s.summary.config.clone();
+        let mut config = s.summary.config.to_json();
         if let Some(load) = config.get_mut("load").and_then(Value::as_object_mut) {
             for k in SPLIT_KEYS {
                 load.remove(k);
@@ -355,11 +355,11 @@ fn merged_summary(
     let first = &shards[0];
     let total = &first.shard.total;
     let mut s = first.summary.clone();
-    let open = s.config.pointer("/load/mode").and_then(Value::as_str) == Some("open");
+    let open = s.config.profile().is_some_and(|p| p.load.mode == crate::config::LoadMode::Open);
     let requested_rate = if open { total.rate } else { None };
     s.set_metrics(acc.finish(requested_rate));
-    if let Some(load) = s.config.get_mut("load") {
-        total.restore(load);
+    if let Some(p) = s.config.profile_mut() {
+        total.restore(&mut p.load);
     }
     s.workload.items = shards.iter().map(|x| x.summary.workload.items).sum();
     if let Some(trace) = &mut s.workload.trace {

@@ -316,7 +316,7 @@ mod tests {
             environment: Environment::default(),
             environment_fingerprint: String::new(),
             target: TargetInfo::default(),
-            config: serde_json::Value::Null,
+            config: crate::summary::RunConfig::Profile(Box::default()),
             profile: "default".into(),
             engine: None,
             invocation: None,

@@ -488,8 +488,9 @@ pub struct Summary {
     pub environment: Environment,
     pub environment_fingerprint: String,
     pub target: TargetInfo,
-    /// The fully resolved bench profile.
-    pub config: serde_json::Value,
+    /// The settings the run was made with: the fully resolved bench profile, or an acceptance
+    /// side's.
+    pub config: RunConfig,
     /// Profile name the config was resolved from.
     pub profile: String,
     /// Engine parameters (the governed configs/engine*.toml) when known, with the file it came from.
@@ -640,6 +641,83 @@ fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
+/// The settings a run was made with (`summary.config`): a bench run's resolved profile, or the
+/// settings of one side of an acceptance run (an object with `"acceptance": true`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RunConfig {
+    Profile(Box<crate::config::Profile>),
+    Acceptance(AcceptanceConfig),
+}
+
+/// What one side of an acceptance run was sent with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptanceConfig {
+    /// Always true: what tells this object from a profile.
+    pub acceptance: bool,
+    pub concurrency: u32,
+    pub temperature: f64,
+    pub seed: u64,
+    /// The dataset file (None: the default one).
+    pub dataset: Option<String>,
+    /// The side's metrics page, when scraped.
+    pub metrics_url: Option<String>,
+}
+
+impl RunConfig {
+    /// The resolved profile of a bench run (None for an acceptance side).
+    pub fn profile(&self) -> Option<&crate::config::Profile> {
+        match self {
+            RunConfig::Profile(p) => Some(p),
+            RunConfig::Acceptance(_) => None,
+        }
+    }
+
+    pub fn profile_mut(&mut self) -> Option<&mut crate::config::Profile> {
+        match self {
+            RunConfig::Profile(p) => Some(p),
+            RunConfig::Acceptance(_) => None,
+        }
+    }
+
+    /// The settings as JSON, as `summary.json` holds them: for a setting looked up by its
+    /// dotted path (`load.concurrency`, a record's scenario key) and for diffs of every setting.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("settings serialise")
+    }
+
+    /// The same settings with every secret `redactor` knows removed from their text. A profile
+    /// whose secret sits where its text cannot change (a name a type checks) is kept as the
+    /// default profile, which the caller notes.
+    pub fn redacted(self, redactor: &crate::redact::Redactor) -> (RunConfig, bool) {
+        let json = self.to_json();
+        if redactor.is_clean(&json.to_string()) {
+            return (self, false);
+        }
+        match serde_json::from_value(redactor.redact_json(&json)) {
+            Ok(config) => (config, false),
+            Err(_) => (RunConfig::Profile(Box::default()), true),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RunConfig {
+    /// An object with `"acceptance"` is an acceptance side's settings, any other a profile:
+    /// each read strictly, so an error names the field that is wrong.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RunConfig, D::Error> {
+        use serde::de::Error;
+        let v = serde_json::Value::deserialize(d)?;
+        if v.get("acceptance").is_some() {
+            serde_json::from_value(v).map(RunConfig::Acceptance).map_err(D::Error::custom)
+        } else {
+            serde_json::from_value(v).map(|p| RunConfig::Profile(Box::new(p))).map_err(|e| {
+                D::Error::custom(format!("not a bench profile ({e}); see docs/configuration.md"))
+            })
+        }
+    }
+}
+
 /// Parameters flattened to dotted keys (`scheduler.max_num_seqs`), in key order.
 pub fn flatten_params(params: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
     fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
@@ -669,7 +747,7 @@ pub struct RunHeader {
     pub git: Option<GitInfo>,
     pub target: TargetInfo,
     /// The resolved configuration the run was made with.
-    pub config: serde_json::Value,
+    pub config: RunConfig,
     pub profile: String,
     pub engine: Option<EngineParams>,
     pub started_at: chrono::DateTime<chrono::Utc>,

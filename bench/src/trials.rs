@@ -368,7 +368,7 @@ pub fn measurement_keys(s: &Summary) -> BTreeMap<String, serde_json::Value> {
     let mut out = BTreeMap::new();
     out.insert("profile".to_string(), Value::String(s.profile.clone()));
     let per_trial = ["load.warmup_trials", "sim.noise.seed"];
-    for (k, v) in crate::summary::flatten_params(&s.config) {
+    for (k, v) in crate::summary::flatten_params(&s.config.to_json()) {
         if !per_trial.contains(&k.as_str()) {
             out.insert(format!("config {k}"), v);
         }
@@ -664,7 +664,7 @@ fn bootstrap_replicates<'m>(
     opts: Options,
 ) -> BTreeMap<&'m str, Vec<f64>> {
     let mut slim = summary.clone();
-    slim.config = serde_json::Value::Null;
+    slim.config = crate::summary::RunConfig::Profile(Box::default());
     slim.extra = Default::default();
     slim.notes.clear();
     slim.server = None;
@@ -764,12 +764,7 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
     if records.is_empty() {
         return Err("one trial with no measured request".to_string());
     }
-    let slo: Slo = trial
-        .summary
-        .config
-        .get("slo")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
+    let slo: Slo = trial.summary.config.profile().map(|p| p.slo.clone()).unwrap_or_default();
     let replicates = bootstrap_replicates(&trial.summary, &records, &slo, metrics, opts);
     let n = records.len() as u64;
     let mut out = BTreeMap::new();
@@ -855,7 +850,7 @@ mod tests {
             simulated: true,
             git: None,
             target: TargetInfo::default(),
-            config: serde_json::json!({}),
+            config: crate::summary::RunConfig::Profile(Box::default()),
             profile: profile.into(),
             engine: None,
             started_at: chrono::Utc::now(),

@@ -869,7 +869,7 @@ mod tests {
                 format!("cargo xtask bench --quiet --out cmp --compare-strategies {list}")
             );
             assert_eq!(invocation.part.as_deref(), Some(row.strategy.as_str()));
-            assert_eq!(s.config["sim"]["engine_config"], ran.as_str());
+            assert_eq!(s.config.profile().unwrap().sim.engine_config, ran);
             let on_disk = EngineConfig::read(&ws.path().join(&ran)).unwrap();
             assert_eq!(on_disk.batch.strategy, row.strategy);
             assert!(row.mean_ttft_ms.is_some() && row.mean_queue_ms.is_some());

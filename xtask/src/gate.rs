@@ -271,7 +271,7 @@ fn refuse_changed(
     let profile = &plan.profile.profile;
     let mut planned = first.summary.clone();
     planned.profile = plan.profile.name.clone();
-    planned.config = serde_json::to_value(profile).context("the planned profile serializes")?;
+    planned.config = bench::summary::RunConfig::Profile(Box::new(profile.clone()));
     planned.engine = match (&plan.engine, &plan.profile.target, profile.sim.mode) {
         (Some(e), _, _) => Some(e.clone()),
         (None, None, bench::config::SimMode::Engine) => Some(

@@ -21,7 +21,9 @@ use crate::metrics::{MetricsAccumulator, RunMetrics, Slo};
 use crate::openai::StreamIntegrity;
 use crate::rundir::{self, RecordWriter};
 use crate::runner::{self, ConnectError, Connection, connect::Wants};
-use crate::summary::{EngineParams, GitInfo, RunHeader, Summary, WorkloadInfo};
+use crate::summary::{
+    AcceptanceConfig, EngineParams, GitInfo, RunConfig, RunHeader, Summary, WorkloadInfo,
+};
 use crate::workload::{LengthBasis, Payload};
 
 /// A target of the acceptance.
@@ -735,13 +737,13 @@ fn side_summary(
         simulated: side.simulated(),
         git: spec.git.clone(),
         target: side.target_info(),
-        config: json!({
-            "acceptance": true,
-            "concurrency": spec.concurrency,
-            "temperature": spec.temperature,
-            "seed": spec.seed,
-            "dataset": spec.dataset.as_ref().map(|p| p.display().to_string()),
-            "metrics_url": side.target.metrics_url,
+        config: RunConfig::Acceptance(AcceptanceConfig {
+            acceptance: true,
+            concurrency: spec.concurrency,
+            temperature: spec.temperature,
+            seed: spec.seed,
+            dataset: spec.dataset.as_ref().map(|p| p.display().to_string()),
+            metrics_url: side.target.metrics_url.clone(),
         }),
         profile: "acceptance".into(),
         engine: side.engine.clone(),

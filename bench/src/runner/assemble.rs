@@ -3,13 +3,12 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::config::{LoadMode, Profile};
 use crate::server_metrics::ServerSection;
 use crate::sim::engine::SchedulerReport;
 use crate::summary::{
-    EngineParams, GitInfo, Invocation, Isolation, RunHeader, RunStatus, ScheduleSummary, Summary,
+    EngineParams, GitInfo, Invocation, Isolation, RunConfig, RunHeader, RunStatus, ScheduleSummary,
+    Summary,
 };
 use crate::workload::WorkloadSlice;
 
@@ -67,12 +66,20 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     let load = &profile.load;
     let requested_rate = (load.mode == LoadMode::Open).then_some(load.rate).flatten();
     let redactor = &connection.client.redactor;
+    let (config, withheld) = RunConfig::Profile(Box::new(profile.clone())).redacted(redactor);
+    if withheld {
+        notes.push(
+            "summary.config is the default profile: the resolved profile held a secret where \
+             its text cannot be redacted"
+                .into(),
+        );
+    }
     let header = RunHeader {
         run_id: run_id.to_string(),
         simulated: connection.simulated(),
         git,
         target: connection.target_info(),
-        config: redactor.redact_json(&serde_json::to_value(profile).unwrap_or(Value::Null)),
+        config,
         profile: profile_name.to_string(),
         engine,
         started_at,

@@ -85,7 +85,7 @@ async fn two_shards_merged_measure_what_one_process_measures() {
     assert_eq!(merged.report.histograms_agree, Some(true));
     assert_eq!(merged.report.shards.iter().map(|x| x.requests).collect::<Vec<_>>(), [24, 24]);
     // The merged run is the profile's whole load, and a normal run directory.
-    assert_eq!(s.config["load"]["concurrency"], 4);
+    assert_eq!(s.config.profile().unwrap().load.concurrency, 4);
     assert_eq!(s.run_id, RUN_ID);
     let (again, read) = bench::rundir::recompute(&out, s.goodput.slo.clone(), None).unwrap();
     assert_eq!(read.records.len(), 48);
@@ -200,7 +200,7 @@ async fn open_loop_shards_send_independent_streams_at_their_share_of_the_rate() 
     let merged = merge::merge(&shards, &dir.path().join("merged"), None).unwrap();
     let s = &merged.summary;
     assert_eq!(s.requests.ok, 20);
-    assert_eq!(s.config["load"]["rate"], 40.0);
+    assert_eq!(s.config.profile().unwrap().load.rate, Some(40.0));
     assert_eq!(s.schedule.stats.requested_rate, Some(40.0));
     let starts = |d: &Path| -> Vec<f64> {
         let read = bench::rundir::read_records(d).unwrap().records;
@@ -213,7 +213,7 @@ async fn open_loop_shards_send_independent_streams_at_their_share_of_the_rate() 
     assert_ne!(a[1..], b[1..], "each shard draws its own arrival stream");
     for d in &shards {
         let one = bench::Summary::read(d).unwrap();
-        assert_eq!(one.config["load"]["rate"], 20.0);
+        assert_eq!(one.config.profile().unwrap().load.rate, Some(20.0));
     }
 }
 

@@ -370,8 +370,8 @@ fn code(s: &str) -> String {
 
 /// The scenario as the runs describe it (profile, target, load, workload, SLO).
 fn scenario(s: &Summary) -> String {
-    let c = &s.config;
-    let get = |path: &str| path.split('.').try_fold(c, |v, k| v.get(k));
+    let c = s.config.to_json();
+    let get = |path: &str| path.split('.').try_fold(&c, |v, k| v.get(k));
     let mut parts = vec![format!(
         "profile {}, target {} (model {}, {} endpoint, {})",
         code(&s.profile),
@@ -594,7 +594,8 @@ fn context_section(o: &mut Body, ctx: &Runs<'_>) {
 pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     for section in ["load", "workload", "slo"] {
-        let flat = |s: &Summary| s.config.get(section).map(flatten_params).unwrap_or_default();
+        let flat =
+            |s: &Summary| s.config.to_json().get(section).map(flatten_params).unwrap_or_default();
         let (fb, fr) = (flat(b), flat(r));
         let keys: std::collections::BTreeSet<&String> = fb.keys().chain(fr.keys()).collect();
         for k in keys {
@@ -647,10 +648,11 @@ pub const SCENARIO_KEYS: [&str; 7] = [
 
 /// The [`SCENARIO_KEYS`] a run's resolved profile sets, with their TOML values.
 pub fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
+    let config = s.config.to_json();
     SCENARIO_KEYS
         .iter()
         .filter_map(|k| {
-            let v = k.split('.').try_fold(&s.config, |v, seg| v.get(seg))?;
+            let v = k.split('.').try_fold(&config, |v, seg| v.get(seg))?;
             Some((k.to_string(), json_to_toml(v)?))
         })
         .collect()

@@ -222,8 +222,9 @@ impl GateReport {
 /// threshold's scenario, each `key value (set for value)`; `(unset)` when the run lacks one.
 pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
     let mut out = Vec::new();
+    let config = summary.config.to_json();
     for (key, want) in &t.scenario {
-        let got = key.split('.').try_fold(&summary.config, |v, k| v.get(k));
+        let got = key.split('.').try_fold(&config, |v, k| v.get(k));
         let want_json = serde_json::to_value(want).ok();
         let same = match (got, &want_json) {
             (Some(g), Some(w)) if g.is_number() && w.is_number() => g.as_f64() == w.as_f64(),

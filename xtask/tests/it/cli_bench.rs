@@ -342,7 +342,7 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
         let s = bench::Summary::read(&dir.join(&t.dir)).unwrap();
         assert_eq!((s.requests.ok, s.run_id.as_str()), (8, t.run_id.as_str()));
         assert!(s.environment.noise.is_some(), "every run records the host's noise");
-        seeds.push(s.config["sim"]["noise"]["seed"].as_u64().unwrap());
+        seeds.push(s.config.profile().unwrap().sim.noise.seed);
     }
     seeds.dedup();
     assert_eq!(seeds.len(), 3, "each trial draws its own seed: {seeds:?}");

@@ -242,7 +242,7 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
         0.97,
         crate::support::engine_params(true, 2048),
     );
-    assert_eq!(s.config["load"]["concurrency"], 64);
+    assert_eq!(s.config.profile().unwrap().load.concurrency, 64);
     let at = |concurrency: i64, action: Action| {
         let mut t = threshold("metrics.ttft_ms.p99", Comparator::Le, 200.0, "ms", action, 9);
         t.scenario.insert("load.concurrency".into(), toml::Value::Integer(concurrency));
@@ -350,7 +350,7 @@ fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
                 0.97,
                 crate::support::engine_params(true, 2048),
             );
-            s.config["load"]["concurrency"] = serde_json::json!(load as u64);
+            s.config.profile_mut().unwrap().load.concurrency = load as u32;
             let stage_dir = format!("stage-0{}-concurrency-{load}", i + 1);
             std::fs::create_dir_all(sw.join(&stage_dir)).unwrap();
             std::fs::write(

@@ -84,8 +84,8 @@ fn a_slower_candidate_fails_early_and_every_trial_is_a_run_directory() {
         assert_eq!(s.requests.total, 2, "{}", t.dir);
         assert_eq!(s.workload.slice.map(|s| s.first_item), Some(t.slot.first_item));
         assert_eq!(s.isolation, Some(bench::summary::Isolation::FreshEngine));
-        let slowdown = s.config["sim"]["slowdown"].as_f64();
-        assert_eq!(slowdown, (t.slot.arm == Arm::Candidate).then_some(2.0), "{}", t.dir);
+        let slowdown = s.config.profile().unwrap().sim.slowdown;
+        assert_eq!(slowdown, if t.slot.arm == Arm::Candidate { 2.0 } else { 1.0 }, "{}", t.dir);
     }
     // Both arms ran, interleaved, as many trials each.
     assert_eq!(f.trials_of(Arm::Baseline), f.trials_of(Arm::Candidate));

@@ -387,7 +387,7 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
     // Exp-2 ran with another engine file, at another concurrency, on another host.
     let e = exps[1].engine.as_mut().unwrap();
     e.file = "configs/engine-tuned.toml".into();
-    exps[1].config["load"]["concurrency"] = serde_json::json!(32);
+    exps[1].config.profile_mut().unwrap().load.concurrency = 32;
     exps[1].environment.hostname = Some("other-host".into());
     exps[1].environment_fingerprint = "ffff".into();
     let dirs = ["runs/base".to_string(), "runs/exp1".into(), "runs/exp2".into()];
@@ -447,7 +447,8 @@ fn the_scenario_names_the_workload_files_and_a_changed_content_is_not_like_for_l
     let (mut base, mut exps) = runs();
     let trace = "configs/workloads/mooncake-sample.jsonl";
     for s in std::iter::once(&mut base).chain(exps.iter_mut()) {
-        s.config["load"] = serde_json::json!({"mode": "trace", "time_scale": 0.5});
+        let load = &mut s.config.profile_mut().unwrap().load;
+        (load.mode, load.time_scale) = (bench::config::LoadMode::Trace, 0.5);
         s.workload.files = vec![WorkloadFile::of(trace, b"{\"timestamp\": 0}")];
     }
     exps[1].workload.files = vec![WorkloadFile::of(trace, b"{\"timestamp\": 1}")];

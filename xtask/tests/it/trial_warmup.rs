@@ -80,7 +80,7 @@ fn noisy_repo() -> tempfile::TempDir {
 #[cfg(feature = "runtime")]
 fn seed(dir: &Path) -> u64 {
     let s = bench::Summary::read(dir).unwrap();
-    s.config["sim"]["noise"]["seed"].as_u64().unwrap()
+    s.config.profile().unwrap().sim.noise.seed
 }
 
 #[cfg(feature = "runtime")]
@@ -112,7 +112,7 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     );
     assert_eq!(w.headline["metrics.ttft_ms.p99"], ws.metric("metrics.ttft_ms.p99"));
     // Each run's scenario is that of a plain trial: the set, not the run, has warmup trials.
-    assert_eq!(ws.config["load"].get("warmup_trials"), None);
+    assert_eq!(ws.config.profile().unwrap().load.warmup_trials, 0);
     assert!(o.stderr.contains("warmup trial 1: 8 requests, 8 ok, TTFT P99 "), "{}", o.stderr);
     assert!(o.stderr.contains("(not part of the estimates)"), "{}", o.stderr);
     // The estimates are the two trials' values alone.
