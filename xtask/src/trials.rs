@@ -63,11 +63,12 @@ fn entry_of(dir: String, s: &bench::summary::Summary) -> TrialEntry {
 }
 
 /// The metrics a set estimates: the documented defaults, then every metric a threshold for
-/// `profile` names.
+/// `profile` names, whatever environment it holds for (the set's is known once it ran; the
+/// gate then selects by it).
 pub fn gated_metrics(thresholds: Option<&Thresholds>, profile: &str) -> Vec<String> {
     let mut out: Vec<String> = DEFAULT_METRICS.iter().map(|m| m.to_string()).collect();
     if let Some(t) = thresholds {
-        for th in thresholds::evaluate::applying(t, profile).0 {
+        for th in thresholds::evaluate::select(t, profile, None).applying {
             if !out.contains(&th.metric) {
                 out.push(th.metric.clone());
             }

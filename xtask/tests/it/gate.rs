@@ -38,6 +38,7 @@ fn threshold(
         action,
         profile: None,
         scenario: Default::default(),
+        environment: None,
         adr: 1,
         file: "docs/adr/0001-govern.md".into(),
         line,
