@@ -440,7 +440,12 @@ pub fn until_decided(
             println!(
                 "until decided: {} after {n} trials ({look} of at most {looks} looks, each at \
                  {}% confidence, Bonferroni)",
-                if status == Status::Inconclusive { "still inconclusive" } else { "decided" },
+                match status {
+                    Status::Inconclusive => "still inconclusive",
+                    // More trials cannot help: no record covers the set's environment.
+                    Status::NoRecord => "not decided (no record for this environment)",
+                    _ => "decided",
+                },
                 num(confidence * 100.0)
             );
             return Ok((status, Some(report)));

@@ -794,6 +794,13 @@ fn a_record_keyed_to_one_gpu_gates_only_that_gpu_and_two_gpus_records_coexist() 
     );
     assert!(!o.stdout.contains("ADR-0001 ("), "no H100 limit judged the A100 run: {}", o.stdout);
     assert!(!o.stdout.contains("gate passed"), "{}", o.stdout);
+    // `bench --gate` selects the same way: a new A100 run is not decided either.
+    let mut args = vec!["bench", "-q", "--gate", "--allow-busy-host", "--out", "runs/a100-gated"];
+    args.extend(["--set", "sim.engine_config=configs/engine-a100.toml"]);
+    args.extend(SHORT_RUN);
+    let o = crate::support::xtask(root, &args);
+    assert_eq!(o.code, 5, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("gate NOT DECIDED (no record for this environment)"), "{}", o.stdout);
     // The H100 run: gated by the H100 record, and it holds.
     let o = gate("runs/h100");
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
