@@ -56,7 +56,12 @@ pub struct EnvironmentKey {
 /// The simulated device of a simulator run: `[device]` `name` and `count` (1 when unset) of
 /// the engine config it ran; `None` when the run has no `[device]` (the timing simulator).
 pub fn simulated_device(s: &Summary) -> Option<(String, u32)> {
-    let device = s.engine.as_ref()?.params.get("device")?;
+    device_of(&s.engine.as_ref()?.params)
+}
+
+/// `[device]` `name` and `count` (1 when unset) of an engine config's parameters.
+fn device_of(params: &serde_json::Value) -> Option<(String, u32)> {
+    let device = params.get("device")?;
     let name = device.get("name")?.as_str()?.to_string();
     let count = device.get("count").and_then(|c| c.as_u64()).unwrap_or(1) as u32;
     Some((name, count))
@@ -68,41 +73,37 @@ pub fn served_by(s: &Summary) -> Option<&str> {
     s.target.models.as_ref()?.pointer("/data/0/owned_by")?.as_str()
 }
 
+/// A text setting of an engine config's parameters (`/engine/dtype`).
+fn text_at(params: &serde_json::Value, pointer: &str) -> Option<String> {
+    params.pointer(pointer).and_then(|v| v.as_str()).map(str::to_string)
+}
+
 impl EnvironmentKey {
     /// The environment a run measured.
     pub fn of(s: &Summary) -> EnvironmentKey {
-        let (gpu, gpu_count) = if s.simulated {
-            simulated_device(s).unwrap_or_else(|| ("none".into(), 0))
-        } else {
-            match &s.environment.gpu {
-                Some(g) => (g.name.clone(), g.count),
-                None => ("none".into(), 0),
-            }
-        };
-        let engine = if s.simulated {
-            SIM_ENGINE.to_string()
-        } else {
-            served_by(s).unwrap_or(&s.target.name).to_string()
-        };
         let params = s.engine.as_ref().map(|e| &e.params);
-        let text = |key: &str| {
-            params.and_then(|p| p.pointer(key)).and_then(|v| v.as_str()).map(str::to_string)
+        if let (true, Some(params)) = (s.simulated, params) {
+            return EnvironmentKey::simulated(params);
+        }
+        let (gpu, gpu_count) = match (&s.environment.gpu, s.simulated) {
+            (Some(g), false) => (g.name.clone(), g.count),
+            // The timing simulator models no device.
+            _ => ("none".into(), 0),
         };
-        let model = match (s.simulated, text("/engine/model")) {
-            (true, Some(m)) => m,
-            _ => s.target.model.clone(),
-        };
-        let dtype = match params {
-            Some(_) => text("/engine/dtype").unwrap_or_else(|| "auto".into()),
-            None => "unknown".into(),
+        let engine = match s.simulated {
+            true => SIM_ENGINE,
+            false => served_by(s).unwrap_or(&s.target.name),
         };
         EnvironmentKey {
             gpu,
             gpu_count,
-            engine,
-            model,
-            dtype,
-            quantization: text("/engine/quantization"),
+            engine: engine.to_string(),
+            model: s.target.model.clone(),
+            dtype: params.map_or_else(
+                || "unknown".into(),
+                |p| text_at(p, "/engine/dtype").unwrap_or_else(|| "auto".into()),
+            ),
+            quantization: params.and_then(|p| text_at(p, "/engine/quantization")),
         }
         .cleaned()
     }
@@ -110,20 +111,14 @@ impl EnvironmentKey {
     /// The simulated environment of an engine config's parameters (as a summary records them),
     /// before any run: what [`EnvironmentKey::of`] gives a simulator run of that config.
     pub fn simulated(params: &serde_json::Value) -> EnvironmentKey {
-        let get = |key: &str| params.pointer(key).and_then(|v| v.as_str()).map(str::to_string);
-        let (gpu, gpu_count) = match get("/device/name") {
-            Some(name) => {
-                (name, params.pointer("/device/count").and_then(|c| c.as_u64()).unwrap_or(1) as u32)
-            }
-            None => ("none".into(), 0),
-        };
+        let (gpu, gpu_count) = device_of(params).unwrap_or_else(|| ("none".into(), 0));
         EnvironmentKey {
             gpu,
             gpu_count,
             engine: SIM_ENGINE.into(),
-            model: get("/engine/model").unwrap_or_default(),
-            dtype: get("/engine/dtype").unwrap_or_else(|| "auto".into()),
-            quantization: get("/engine/quantization"),
+            model: text_at(params, "/engine/model").unwrap_or_default(),
+            dtype: text_at(params, "/engine/dtype").unwrap_or_else(|| "auto".into()),
+            quantization: text_at(params, "/engine/quantization"),
         }
         .cleaned()
     }
