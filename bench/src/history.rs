@@ -199,14 +199,10 @@ pub fn scenario_of(s: &Summary) -> Scenario {
 
 /// The machine and engine a summary was measured on.
 pub fn fingerprint_of(s: &Summary) -> Fingerprint {
+    use crate::envkey::{served_by, simulated_device};
     let gpu = match (&s.environment.gpu, s.simulated) {
         (_, true) => {
-            let device = s
-                .engine
-                .as_ref()
-                .and_then(|e| e.params.pointer("/device/name"))
-                .and_then(|d| d.as_str())
-                .unwrap_or("default device");
+            let device = simulated_device(s).map_or("default device".into(), |(name, _)| name);
             format!("simulated {device}")
         }
         (Some(g), false) => format!("{} / {}", g.name, g.driver),
@@ -215,11 +211,7 @@ pub fn fingerprint_of(s: &Summary) -> Fingerprint {
     let engine = if s.simulated {
         format!("infergate simulator {}", s.tool.version)
     } else {
-        s.target
-            .models
-            .as_ref()
-            .and_then(|m| m.pointer("/data/0/owned_by"))
-            .and_then(|o| o.as_str())
+        served_by(s)
             .map_or_else(|| format!("{} at {}", s.target.model, s.target.name), str::to_string)
     };
     Fingerprint { host: s.environment_fingerprint.clone(), gpu, engine }

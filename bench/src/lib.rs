@@ -17,6 +17,7 @@ pub mod compare;
 pub mod config;
 pub mod cost;
 pub mod engine_series;
+pub mod envkey;
 pub mod fdlimit;
 pub mod hash;
 pub mod history;

@@ -52,6 +52,14 @@ pub const NO_DATA: Exit = Exit {
               failed or no request finished) and none held; never an all-clear",
 };
 
+pub const NO_RECORD: Exit = Exit {
+    code: 5,
+    name: "no-record",
+    meaning: "a gate found no live record for the run's environment: the thresholds of its \
+              profile are keyed to other GPUs, engines, models or dtypes and none to the one it \
+              measured; not decided, never a pass (write its record with `adr new`)",
+};
+
 pub const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
@@ -60,7 +68,7 @@ pub const INTERRUPTED: Exit = Exit {
 
 /// Every exit code, in increasing order.
 pub const EXIT_CODES: &[Exit] =
-    &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INCONCLUSIVE, NO_DATA, INTERRUPTED];
+    &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INCONCLUSIVE, NO_DATA, NO_RECORD, INTERRUPTED];
 
 /// How a command that ran to completion ended. A command that could not run returns an error
 /// instead, which exits with [`USAGE_ERROR`].
@@ -74,6 +82,8 @@ pub enum Status {
     Inconclusive,
     /// [`NO_DATA`].
     NoData,
+    /// [`NO_RECORD`].
+    NoRecord,
     /// [`INTERRUPTED`].
     Interrupted,
 }
@@ -85,6 +95,7 @@ impl Status {
         Status::PolicyViolated,
         Status::Inconclusive,
         Status::NoData,
+        Status::NoRecord,
         Status::Interrupted,
     ];
 
@@ -94,6 +105,7 @@ impl Status {
             Status::PolicyViolated => POLICY_VIOLATED,
             Status::Inconclusive => INCONCLUSIVE,
             Status::NoData => NO_DATA,
+            Status::NoRecord => NO_RECORD,
             Status::Interrupted => INTERRUPTED,
         }
     }
@@ -111,13 +123,15 @@ impl Status {
     }
 
     /// The status of several outcomes together: an interruption outranks a violation, which
-    /// outranks an undecided gate, which outranks success.
+    /// outranks a run no record covers, which outranks an undecided gate, which outranks
+    /// success.
     pub fn worst(self, other: Status) -> Status {
         let rank = |s: Status| match s {
             Status::Success => 0,
             Status::Inconclusive | Status::NoData => 1,
-            Status::PolicyViolated => 2,
-            Status::Interrupted => 3,
+            Status::NoRecord => 2,
+            Status::PolicyViolated => 3,
+            Status::Interrupted => 4,
         };
         if rank(other) > rank(self) { other } else { self }
     }

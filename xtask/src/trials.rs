@@ -63,11 +63,12 @@ fn entry_of(dir: String, s: &bench::summary::Summary) -> TrialEntry {
 }
 
 /// The metrics a set estimates: the documented defaults, then every metric a threshold for
-/// `profile` names.
+/// `profile` names, whatever environment it holds for (the set's is known once it ran; the
+/// gate then selects by it).
 pub fn gated_metrics(thresholds: Option<&Thresholds>, profile: &str) -> Vec<String> {
     let mut out: Vec<String> = DEFAULT_METRICS.iter().map(|m| m.to_string()).collect();
     if let Some(t) = thresholds {
-        for th in thresholds::evaluate::applying(t, profile).0 {
+        for th in thresholds::evaluate::select(t, profile, None).applying {
             if !out.contains(&th.metric) {
                 out.push(th.metric.clone());
             }
@@ -439,7 +440,12 @@ pub fn until_decided(
             println!(
                 "until decided: {} after {n} trials ({look} of at most {looks} looks, each at \
                  {}% confidence, Bonferroni)",
-                if status == Status::Inconclusive { "still inconclusive" } else { "decided" },
+                match status {
+                    Status::Inconclusive => "still inconclusive",
+                    // More trials cannot help: no record covers the set's environment.
+                    Status::NoRecord => "not decided (no record for this environment)",
+                    _ => "decided",
+                },
                 num(confidence * 100.0)
             );
             return Ok((status, Some(report)));

@@ -99,10 +99,13 @@ pub fn candidate_text(
 /// The checks of the gate: each metric a live threshold of the profile names (blocking as the
 /// threshold's action; counts left out, they are observed, not compared), with its record's
 /// budget when it states one, else `budget`; without any live threshold for the profile, the
-/// default metrics, blocking.
+/// default metrics, blocking. The thresholds are selected for the candidate's `environment`
+/// (the simulated device of its engine config; `None` for a real engine, whose GPU is known
+/// once it runs: every environment's metrics of the profile).
 pub fn checks(
     thresholds: Option<&Thresholds>,
     profile: &str,
+    environment: Option<&bench::envkey::EnvironmentKey>,
     budget: (f64, &str),
 ) -> anyhow::Result<Vec<BudgetCheck>> {
     let mut out: Vec<BudgetCheck> = Vec::new();
@@ -119,7 +122,7 @@ pub fn checks(
             .with_context(|| format!("the budget of {} in {}:{}", b.metric, b.file, b.line))?;
             out.push(check);
         }
-        for th in evaluate::applying(t, profile).0 {
+        for th in evaluate::select(t, profile, environment).applying {
             let def = bench::summary::metric_def(&th.metric);
             if out.iter().any(|c| c.metric == th.metric)
                 || def.is_none_or(|d| d.scale == Scale::Count)
@@ -179,7 +182,7 @@ mod tests {
 
     #[test]
     fn without_live_thresholds_the_default_metrics_are_gated() {
-        let c = checks(None, "default", (0.05, "--budget 5%")).unwrap();
+        let c = checks(None, "default", None, (0.05, "--budget 5%")).unwrap();
         let metrics: Vec<&str> = c.iter().map(|c| c.metric.as_str()).collect();
         assert_eq!(metrics, bench::ab::DEFAULT_METRICS);
         assert!(c.iter().all(|c| c.blocking && c.budget == 0.05));

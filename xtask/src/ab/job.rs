@@ -153,7 +153,21 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     let thresholds =
         thresholds_file.exists().then(|| Thresholds::load(thresholds_file)).transpose()?;
     let (budget, budget_source) = args.budget();
-    let checks = arms::checks(thresholds.as_ref(), &plan.profile.name, (budget, &budget_source))?;
+    // The candidate's environment, for the simulator the device of its engine config; a real
+    // engine's GPU is known once it runs.
+    let environment = match args.engine {
+        AbEngine::Sim => toml::from_str::<toml::Table>(&cand_text)
+            .ok()
+            .and_then(|t| serde_json::to_value(t).ok())
+            .map(|p| bench::envkey::EnvironmentKey::simulated(&p)),
+        _ => None,
+    };
+    let checks = arms::checks(
+        thresholds.as_ref(),
+        &plan.profile.name,
+        environment.as_ref(),
+        (budget, &budget_source),
+    )?;
     let design = design(root, args, &plan)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(Setup {

@@ -29,6 +29,19 @@ fn supersedes_text(adr: &Adr) -> String {
     if texts.is_empty() { BLANK.to_string() } else { texts.join(", ") }
 }
 
+/// The environments a record's thresholds hold for, each once in table order: a key's text
+/// form, `any` for thresholds without one.
+fn environments(adr: &Adr) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in &adr.thresholds {
+        let text = crate::thresholds::file::environment_text(t.environment.as_ref());
+        if !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    out
+}
+
 /// The `adr list` table.
 pub fn list_table(adrs: &[Adr]) -> String {
     let mut table = Table::new();
@@ -39,6 +52,7 @@ pub fn list_table(adrs: &[Adr]) -> String {
         "Status",
         "Date",
         "Thresholds",
+        "Environment",
         "Live",
         "Supersedes",
         "File",
@@ -50,6 +64,10 @@ pub fn list_table(adrs: &[Adr]) -> String {
             adr.status_value().map_or("(invalid)".into(), |s| s.to_string()),
             adr.date.as_ref().map_or(BLANK.into(), |d| d.value.format("%Y-%m-%d").to_string()),
             adr.thresholds.len().to_string(),
+            match environments(adr) {
+                e if e.is_empty() => BLANK.to_string(),
+                e => e.join(", "),
+            },
             if is_live(adr, adrs) { "yes" } else { "no" }.to_string(),
             supersedes_text(adr),
             adr.path.display().to_string(),
@@ -97,6 +115,7 @@ pub fn list_json(adrs: &[Adr]) -> serde_json::Value {
                 "date": adr.date.as_ref().map(|d| d.value.format("%Y-%m-%d").to_string()),
                 "profile": adr.profile.as_ref().map(|p| p.value.clone()),
                 "thresholds": adr.thresholds.len(),
+                "environments": environments(adr),
                 "decisions": adr.decisions.iter().map(|d| d.to_string()).collect::<Vec<_>>(),
                 "live": is_live(adr, adrs),
                 "superseded_by": superseded_by,

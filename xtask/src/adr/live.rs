@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::model::{Adr, AdrStatus, Decided, DecisionLine, LinkKind, Part, Problem};
-use crate::thresholds::file::{Budget, FORMAT_VERSION, Threshold, Thresholds, render_file};
+use crate::thresholds::file::{
+    Budget, EnvironmentKey, FORMAT_VERSION, Threshold, Thresholds, render_file,
+};
 use crate::thresholds::rollback::RollbackCondition;
 
 /// Whether a record is live: Accepted, and no Accepted record lists it under `Supersedes`.
@@ -65,6 +67,7 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
                 action: row.action,
                 profile: adr.profile.as_ref().map(|p| p.value.clone()),
                 scenario: adr.scenario.iter().cloned().collect(),
+                environment: row.environment.clone(),
                 adr: number,
                 file: file.clone(),
                 line: row.line,
@@ -162,12 +165,14 @@ pub fn live_rollback(adrs: &[Adr]) -> Vec<LiveCondition> {
 /// profile, or one of them unscoped) and set a metric `me` sets, with the command that resolves
 /// it. Accepting `me` is refused while such a record is live.
 pub fn live_in_scope_of(me: &Adr, all: &[Adr]) -> Vec<String> {
-    let mine = |m: &str| me.thresholds.iter().any(|t| t.metric == m);
+    let mine = |m: &str, env: &Option<EnvironmentKey>| {
+        me.thresholds.iter().any(|t| t.metric == m && environments_overlap(&t.environment, env))
+    };
     let scope = me.profile.as_ref().map(|p| p.value.clone());
     let mut out = Vec::new();
     for other in all.iter().filter(|a| a.path != me.path && is_live(a, all)) {
         let other_scope = other.profile.as_ref().map(|p| p.value.clone());
-        let shared = other.thresholds.iter().filter(|t| mine(&t.metric)).count();
+        let shared = other.thresholds.iter().filter(|t| mine(&t.metric, &t.environment)).count();
         if shared == 0 || !scopes_overlap(&scope, &other_scope) {
             continue;
         }
@@ -195,12 +200,27 @@ fn scopes_overlap(a: &Option<String>, b: &Option<String>) -> bool {
     }
 }
 
+/// Whether two thresholds' environments can gate the same run: the same key, or one of them
+/// unkeyed (it holds for any environment).
+fn environments_overlap(a: &Option<EnvironmentKey>, b: &Option<EnvironmentKey>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    }
+}
+
 fn scope_text(p: &Option<String>) -> String {
     p.as_ref().map_or("every profile".into(), |p| format!("profile `{p}`"))
 }
 
+fn environment_scope(e: &Option<EnvironmentKey>) -> String {
+    e.as_ref().map_or("any environment".into(), |e| format!("`{e}`"))
+}
+
 /// For one scenario a metric may be set by one live record only: one problem per extra record,
-/// naming both. Records that measured different bench profiles set their own thresholds.
+/// naming both. Records that measured different bench profiles, or keyed their thresholds to
+/// different environments, set their own thresholds; an unkeyed threshold holds for every
+/// environment, so it conflicts with a keyed one of the same profile and metric.
 pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
     let mut by_metric: BTreeMap<&str, Vec<&Threshold>> = BTreeMap::new();
     for t in thresholds {
@@ -210,13 +230,27 @@ pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
     for (metric, ts) in by_metric {
         for (i, t) in ts.iter().enumerate() {
             let earlier = ts[..i].iter().find(|f| {
-                (f.adr != t.adr || f.file != t.file) && scopes_overlap(&f.profile, &t.profile)
+                (f.adr != t.adr || f.file != t.file)
+                    && scopes_overlap(&f.profile, &t.profile)
+                    && environments_overlap(&f.environment, &t.environment)
             });
             let Some(first) = earlier else { continue };
             let scope = if first.profile == t.profile {
                 format!("for {}", scope_text(&t.profile))
             } else {
                 format!("for {} and {}", scope_text(&first.profile), scope_text(&t.profile))
+            };
+            let scope = if first.environment == t.environment {
+                match &t.environment {
+                    Some(env) => format!("{scope} on `{env}`"),
+                    None => scope,
+                }
+            } else {
+                format!(
+                    "{scope} on {} and {}",
+                    environment_scope(&first.environment),
+                    environment_scope(&t.environment)
+                )
             };
             problems.push(Problem::new(
                 &t.file,
@@ -299,13 +333,14 @@ impl std::fmt::Display for ThresholdChange {
         let t = &self.threshold;
         write!(
             f,
-            "{} {} {} {} ({}, {}, ADR-{:04} {}:{})",
+            "{} {} {} {} ({}, {}{}, ADR-{:04} {}:{})",
             if self.enters { "+" } else { "-" },
             t.metric,
             t.comparator,
             crate::text::with_unit(t.limit, &t.unit),
             t.action,
             scope_text(&t.profile),
+            t.environment.as_ref().map_or(String::new(), |e| format!(" on `{e}`")),
             t.adr,
             t.file,
             t.line
@@ -314,14 +349,15 @@ impl std::fmt::Display for ThresholdChange {
 }
 
 /// What leaves and what enters the live thresholds from `before` to `after`: a threshold is the
-/// same when its metric, comparator, limit, unit, action, profile, scenario and record are (its
-/// line may move). Those that leave come first, each group in the given order.
+/// same when its metric, comparator, limit, unit, action, profile, scenario, environment and
+/// record are (its line may move). Those that leave come first, each group in the given order.
 pub fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
     let same = |a: &Threshold, b: &Threshold| {
         (&a.metric, a.comparator, &a.unit, a.action, &a.profile, a.adr)
             == (&b.metric, b.comparator, &b.unit, b.action, &b.profile, b.adr)
             && a.limit.to_bits() == b.limit.to_bits()
             && a.scenario == b.scenario
+            && a.environment == b.environment
     };
     let leave = before.iter().filter(|b| !after.iter().any(|a| same(a, b)));
     let enter = after.iter().filter(|a| !before.iter().any(|b| same(a, b)));
@@ -487,6 +523,43 @@ mod tests {
                 && p.contains("ADR-0004 (docs/adr/0004-t.md:11)"),
             "{p}"
         );
+    }
+
+    /// Records keyed to two environments stand side by side; an unkeyed one holds for both,
+    /// and two keyed to the same environment are a conflict naming it.
+    #[test]
+    fn thresholds_keyed_to_other_environments_do_not_conflict() {
+        let keyed = |n: u32, gpu: &str| {
+            let text = format!(
+                "# ADR-{n:04}: T\n\n- Status: Accepted\n- Date: 2025-01-01\n- Deciders: a\n\n\
+                 ## CI gate thresholds\n\n\
+                 | Metric | Comparator | Limit | Unit | Action | Environment |\n|---|---|---|---|---|---|\n\
+                 | goodput.ratio | >= | 0.9 | ratio | block | `gpu={gpu} x1; engine=vllm; model=m; dtype=bfloat16` |\n\n\
+                 ## Links\n\nNone.\n"
+            );
+            parse_adr(Path::new(&format!("docs/adr/{n:04}-t.md")), &text)
+        };
+        let (h100, a100) = (keyed(1, "H100-SXM-80GB"), keyed(2, "A100-80GB"));
+        assert!(h100.problems.is_empty(), "{:?}", h100.problems);
+        let t = generate(&[h100.clone(), a100.clone()]).unwrap();
+        let envs: Vec<String> = t.thresholds.iter().map(|t| t.environment_text()).collect();
+        assert_eq!(
+            envs,
+            [
+                "gpu=H100-SXM-80GB x1; engine=vllm; model=m; dtype=bfloat16",
+                "gpu=A100-80GB x1; engine=vllm; model=m; dtype=bfloat16"
+            ]
+        );
+        let text = render_file(&t, "docs/adr");
+        assert!(text.contains("environment = \"gpu=A100-80GB x1; engine=vllm"), "{text}");
+        assert_eq!(parse(&Source::new("gate.toml", text)).unwrap(), t);
+        let p = generate(&[h100.clone(), keyed(3, "H100-SXM-80GB")]).unwrap_err();
+        assert_eq!(p.len(), 1);
+        assert!(p[0].message.contains("on `gpu=H100-SXM-80GB x1; engine=vllm"), "{}", p[0]);
+        let any = record(4, "Accepted", "| goodput.ratio | >= | 0.95 | ratio | block |", "None.");
+        let p = generate(&[h100, a100, any]).unwrap_err();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].message.contains("and any environment"), "{}", p[0]);
     }
 
     #[test]

@@ -375,6 +375,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         }
     }
     let choose = chosen_row(args.choose, &baseline, &experiments)?;
+    measured_environment(&run_dirs, &sets, choose)?;
     let slug = new::slug(&args.title)?;
     let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
@@ -456,6 +457,49 @@ fn chosen_row(
             )
         }
     })
+}
+
+/// The environment the proposed thresholds are keyed to: the one every run of the chosen row
+/// measured (a trial set's trials, a sweep's knee). Trials of the chosen row measured on
+/// different environments are refused, each named with its environment: no one key holds for
+/// their values. Another row measured elsewhere is a warning naming both environments (a row
+/// that changes the model, dtype or quantization can be the decision itself).
+fn measured_environment(
+    run_dirs: &[String],
+    sets: &[TrialSet],
+    choose: usize,
+) -> anyhow::Result<Option<bench::envkey::EnvironmentKey>> {
+    use bench::envkey::EnvironmentKey;
+    let Some(chosen) = sets.get(choose) else { return Ok(None) };
+    let keys: Vec<(String, EnvironmentKey)> = chosen
+        .trials
+        .iter()
+        .map(|t| (t.dir.display().to_string(), EnvironmentKey::of(&t.summary)))
+        .collect();
+    let Some((_, key)) = keys.first() else { return Ok(None) };
+    if keys.iter().any(|(_, k)| k != key) {
+        let listed: Vec<String> = keys.iter().map(|(d, k)| format!("  {d}: {k}")).collect();
+        bail!(
+            "the runs of the chosen row ({}) were measured on different environments, and the \
+             thresholds a record proposes hold for one (GPU model and count, engine, model, \
+             dtype):\n{}\nmeasure them on one environment",
+            run_dirs.get(choose).map_or("?", String::as_str),
+            listed.join("\n")
+        );
+    }
+    for (i, set) in sets.iter().enumerate().filter(|(i, _)| *i != choose) {
+        let Some(first) = set.trials.first() else { continue };
+        let other = EnvironmentKey::of(&first.summary);
+        if other != *key {
+            eprintln!(
+                "warning: {} was measured on `{other}`, the chosen row {} on `{key}`: the \
+                 proposed thresholds are keyed to the chosen row's environment only",
+                run_dirs.get(i).map_or("a run", String::as_str),
+                run_dirs.get(choose).map_or("", String::as_str),
+            );
+        }
+    }
+    Ok(Some(key.clone()))
 }
 
 /// After `adr new`: the live records whose scope the new one shares, and what lint still finds

@@ -164,6 +164,9 @@ pub struct ThresholdRow {
     /// The registry's unit for the metric.
     pub unit: String,
     pub action: Action,
+    /// The environment the limit holds for (the table's optional `Environment` column); `None`
+    /// (blank, `any`, or no such column): any environment.
+    pub environment: Option<bench::envkey::EnvironmentKey>,
     /// 1-based line of the table row.
     pub line: usize,
 }

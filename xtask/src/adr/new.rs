@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bench::Summary;
+use bench::envkey::EnvironmentKey;
 use chrono::NaiveDate;
 use serde_json::Value as Json;
 
@@ -625,6 +626,7 @@ pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
     if b.target.model != r.target.model {
         out.push(format!("model {} -> {}", code(&b.target.model), code(&r.target.model)));
     }
+
     let host = |s: &Summary| {
         s.environment.hostname.clone().unwrap_or_else(|| s.environment_fingerprint.clone())
     };
@@ -1223,6 +1225,13 @@ fn thresholds_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<Proposed> {
         code(&chosen.profile),
         chosen.profile
     ));
+    let environment = EnvironmentKey::of(chosen);
+    o.line(format_args!(
+        "They hold for the environment {chosen_label} was measured on, {} (the Environment \
+         column): a run on another GPU, engine, model or dtype is not gated by them (`gate` \
+         says `no record for this environment` until a record for its environment is accepted).",
+        code(&environment.to_string())
+    ));
     let scenario = scenario_settings(chosen);
     if !scenario.is_empty() {
         o.line(format_args!(
@@ -1347,7 +1356,8 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
     };
     let evidence: &[&str] = if ctx.has_stats() { &["Estimate", "Detects"] } else { &[] };
     let head = ["Metric", "Comparator", "Limit", "Unit", "Action"].iter().chain(evidence);
-    let mut table = Table::new(head.chain(&["SLO"]).map(|h| (*h, LEFT)));
+    let environment = code(&EnvironmentKey::of(chosen).to_string());
+    let mut table = Table::new(head.chain(&["SLO", "Environment"]).map(|h| (*h, LEFT)));
     o.push('\n');
     for p in proposed {
         let slo_cell = match slo_of(p.metric) {
@@ -1393,6 +1403,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
         ];
         cells.extend(evidence);
         cells.push(slo_cell);
+        cells.push(environment.clone());
         table.row(cells);
     }
     o.table(table);

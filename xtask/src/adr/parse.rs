@@ -308,23 +308,39 @@ fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<ThresholdRo
             continue;
         }
         let idx: Vec<usize> = THRESHOLD_COLUMNS.iter().map(|c| col(c).unwrap_or(0)).collect();
+        let env_col = col(ENVIRONMENT_COLUMN);
         for (line, cells) in &table.rows {
             let cell = |i: usize| cells.get(idx[i]).map(|s| s.trim()).unwrap_or("");
+            let env_cell = env_col.and_then(|i| cells.get(i)).map_or("", |s| s.trim());
+            let environment = match parse_environment_cell(env_cell) {
+                Ok(env) => env,
+                Err(e) => {
+                    problems.add(*line, e);
+                    continue;
+                }
+            };
             match parse_threshold_row([cell(0), cell(1), cell(2), cell(3), cell(4)]) {
                 Ok(row) => {
-                    if let Some(prev) =
-                        thresholds.iter().find(|t| t.metric == row.metric && t.action == row.action)
-                    {
+                    let row = ThresholdRow { line: *line, environment, ..row };
+                    if let Some(prev) = thresholds.iter().find(|t| {
+                        t.metric == row.metric
+                            && t.action == row.action
+                            && t.environment == row.environment
+                    }) {
+                        let env = row
+                            .environment
+                            .as_ref()
+                            .map_or(String::new(), |e| format!(" for environment `{e}`"));
                         problems.add(
                             *line,
                             format!(
-                                "metric `{}` already has a `{}` threshold at line {}",
+                                "metric `{}` already has a `{}` threshold{env} at line {}",
                                 row.metric, row.action, prev.line
                             ),
                         );
                         continue;
                     }
-                    thresholds.push(ThresholdRow { line: *line, ..row });
+                    thresholds.push(row);
                 }
                 Err(errors) => {
                     for e in errors {
@@ -836,6 +852,24 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
     Ok(parts)
 }
 
+/// The optional column of a thresholds table that keys a row to the environment it holds for.
+pub const ENVIRONMENT_COLUMN: &str = "environment";
+
+/// An `Environment` cell: blank, `any` or `—` for any environment, else an environment key
+/// (`bench::envkey`), backticks optional.
+pub fn parse_environment_cell(cell: &str) -> Result<Option<bench::envkey::EnvironmentKey>, String> {
+    let t = cell.trim().trim_matches('`').trim();
+    if t.is_empty()
+        || t.eq_ignore_ascii_case(crate::thresholds::file::ANY_ENVIRONMENT)
+        || t == BLANK_CELL
+    {
+        return Ok(None);
+    }
+    t.parse()
+        .map(Some)
+        .map_err(|e: bench::envkey::KeyError| format!("{e}, or `any` for any environment"))
+}
+
 /// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).
 pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>> {
     let [metric, comparator, limit, unit, action] = cells.map(|c| c.trim().trim_matches('`'));
@@ -882,6 +916,7 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
                 limit,
                 unit: def.unit.to_string(),
                 action,
+                environment: None,
                 line: 0,
             })
         }
@@ -1344,6 +1379,53 @@ mod tests {
         assert_eq!(adr.profile.map(|p| (p.value, p.line)), Some(("a".to_string(), 5)));
         assert!(
             adr.problems.iter().any(|p| p.line == 6 && p.message.contains("first is at line 5")),
+            "{:?}",
+            adr.problems
+        );
+    }
+
+    /// The Environment column keys a row; blank, `any` and a dash hold for any environment;
+    /// a bad key is a problem at its row naming what is valid; one metric may have a threshold
+    /// per environment.
+    #[test]
+    fn the_environment_column_keys_rows_and_names_bad_keys() {
+        let h100 = "gpu=H100-SXM-80GB x1; engine=infergate-sim; model=m; dtype=bfloat16";
+        let a100 = h100.replace("H100-SXM-80GB", "A100-80GB");
+        let adr = parse_adr(
+            Path::new("docs/adr/0001-x.md"),
+            &format!(
+                "# T\n\n## CI gate thresholds\n\n\
+                 | Metric | Comparator | Limit | Unit | Action | Environment |\n|---|---|---|---|---|---|\n\
+                 | `metrics.ttft_ms.p99` | <= | 100 | ms | block | `{h100}` |\n\
+                 | `metrics.ttft_ms.p99` | <= | 200 | ms | block | {a100} |\n\
+                 | `goodput.ratio` | >= | 0.9 | ratio | block | any |\n\
+                 | `error_rate` | <= | 0.01 | ratio | block | \u{2014} |\n\
+                 | `requests.failed` | == | 0 | count | block | gpu=H100 |\n\
+                 | `metrics.ttft_ms.p99` | <= | 150 | ms | block | {h100} |\n"
+            ),
+        );
+        let envs: Vec<(usize, Option<String>)> = adr
+            .thresholds
+            .iter()
+            .map(|t| (t.line, t.environment.as_ref().map(|e| e.to_string())))
+            .collect();
+        assert_eq!(
+            envs,
+            vec![(7, Some(h100.to_string())), (8, Some(a100.clone())), (9, None), (10, None)]
+        );
+        let at = |line: usize| -> Vec<&str> {
+            adr.problems.iter().filter(|p| p.line == line).map(|p| p.message.as_str()).collect()
+        };
+        assert!(
+            at(11).iter().any(|m| m.contains("environment `gpu=H100` is not valid")
+                && m.contains("gpu=NAME xCOUNT; engine=ENGINE")
+                && m.contains("or `any`")),
+            "{:?}",
+            adr.problems
+        );
+        assert!(
+            at(12).iter().any(|m| m.contains("already has a `block` threshold for environment")
+                && m.contains("at line 7")),
             "{:?}",
             adr.problems
         );

@@ -351,7 +351,7 @@ fn failures(p: &mut Page, run: &RunInput) {
 }
 
 /// Lines on a CDF: the run's SLO for the metric, and the gate's thresholds on it that apply
-/// to the run's profile.
+/// to the run's profile and environment.
 fn marks(s: &Summary, metric: &str, thresholds: Option<&Thresholds>) -> Vec<Mark> {
     let key = format!("{}_ms", metric.to_lowercase());
     let mut out = Vec::new();
@@ -369,9 +369,12 @@ fn marks(s: &Summary, metric: &str, thresholds: Option<&Thresholds>) -> Vec<Mark
             format!("SLO {metric} <= {} ms", crate::chart::axis::label(v)),
         ));
     }
-    for t in thresholds.map(|t| t.thresholds.as_slice()).unwrap_or_default() {
+    let env = bench::envkey::EnvironmentKey::of(s);
+    let applying =
+        thresholds.map(|t| crate::thresholds::evaluate::select(t, &s.profile, Some(&env)).applying);
+    for t in applying.unwrap_or_default() {
         let Some(stat) = t.metric.strip_prefix(&format!("metrics.{key}.")) else { continue };
-        if stat == "stdev" || !t.applies_to(&s.profile) || t.unit != "ms" {
+        if stat == "stdev" || t.unit != "ms" {
             continue;
         }
         out.push(Mark::limit(

@@ -16,7 +16,7 @@ use bench::stats::{self, Estimate, Options};
 use bench::summary::RunStatus;
 use bench::trials::TrialSet;
 
-use super::file::{Threshold, Thresholds};
+use super::file::{EnvironmentKey, Threshold, Thresholds};
 use super::rule::Action;
 use crate::exit::Status;
 
@@ -136,6 +136,11 @@ pub struct GateReport {
     pub checks: Vec<Check>,
     /// Profiles of the thresholds that did not apply (sorted, unique).
     pub other_profiles: Vec<String>,
+    /// The environment the run measured (`None` in reports built without a run).
+    pub environment: Option<EnvironmentKey>,
+    /// Environments other than the run's that thresholds of its profile are keyed to (sorted,
+    /// unique): they were not applied.
+    pub other_environments: Vec<EnvironmentKey>,
     /// How the noise history was used, one line per metric (empty: not consulted).
     pub pooling: Vec<String>,
 }
@@ -165,9 +170,19 @@ impl GateReport {
         self.checks.iter().filter(|c| c.verdict.passed()).count()
     }
 
-    /// Thresholds exist, but none for this run's scenario: nothing vouches for it.
+    /// Thresholds exist, but none for this run's profile: nothing vouches for it.
     pub fn ungoverned(&self) -> bool {
-        self.checks.is_empty() && !self.other_profiles.is_empty()
+        self.checks.is_empty()
+            && self.other_environments.is_empty()
+            && !self.other_profiles.is_empty()
+    }
+
+    /// The run's profile has thresholds, keyed to other environments than the run's, and none
+    /// for its own: no live record covers the environment it measured. Not decided
+    /// ([`Status::NoRecord`]), never a pass.
+    pub fn no_record(&self) -> bool {
+        !self.other_environments.is_empty()
+            && !self.checks.iter().any(|c| c.threshold.environment.is_some())
     }
 
     /// An interrupted run measured only part of its planned load: it cannot pass thresholds set
@@ -182,17 +197,21 @@ impl GateReport {
         self.blocking_failures() == 0 && !self.ungoverned() && !self.partial()
     }
 
-    /// Every blocking threshold was decided and held.
+    /// Every blocking threshold was decided and held, for a run of an environment a record
+    /// covers.
     pub fn passed(&self) -> bool {
-        self.nothing_blocks() && self.undecided() == 0
+        self.nothing_blocks() && self.undecided() == 0 && !self.no_record()
     }
 
     /// Exit status: policy violated when a `block` threshold failed, when no threshold applies
-    /// to the run while other profiles have some, or when the run was interrupted; else
+    /// to the run while other profiles have some, or when the run was interrupted; else no
+    /// record when the profile's thresholds are keyed to other environments only; else
     /// inconclusive when a `block` threshold is undecided; else success.
     pub fn status(&self) -> Status {
         if !self.nothing_blocks() {
             Status::PolicyViolated
+        } else if self.no_record() {
+            Status::NoRecord
         } else if self.undecided() > 0 {
             Status::Inconclusive
         } else {
@@ -306,18 +325,53 @@ fn busy_trials(set: &TrialSet) -> Vec<String> {
         .collect()
 }
 
-/// The thresholds that apply to `profile`, and the profiles of those that do not (sorted,
-/// unique).
-pub fn applying<'a>(
+/// The thresholds that gate a run: those of its bench profile (or of none) that hold for its
+/// environment (they name it, or none).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Selection<'a> {
+    pub applying: Vec<&'a Threshold>,
+    /// Profiles of the thresholds that do not apply (sorted, unique).
+    pub other_profiles: Vec<String>,
+    /// Environments that thresholds of the run's profile are keyed to, other than the run's
+    /// (sorted, unique).
+    pub other_environments: Vec<EnvironmentKey>,
+}
+
+impl Selection<'_> {
+    /// The run's profile has thresholds keyed to environments, none of them the run's: no live
+    /// record covers the environment it measured. Its thresholds that name no environment still
+    /// apply, but the limits set for this profile on other machines do not, so the run is not
+    /// decided ([`Status::NoRecord`]).
+    pub fn no_record(&self) -> bool {
+        !self.other_environments.is_empty()
+            && !self.applying.iter().any(|t| t.environment.is_some())
+    }
+}
+
+/// The one selection of thresholds for a run of `profile` measured on `env` (`None`: the
+/// environment is not known yet, as before a trial set is measured; every environment's
+/// thresholds of the profile are selected). The absolute gate, `bench --gate`, trial sets, the
+/// noise-history gate, the A/B gate's metrics and the report's limits all select through it.
+pub fn select<'a>(
     thresholds: &'a Thresholds,
     profile: &str,
-) -> (Vec<&'a Threshold>, Vec<String>) {
-    let (applying, others): (Vec<&Threshold>, Vec<&Threshold>) =
-        thresholds.thresholds.iter().partition(|t| t.applies_to(profile));
-    let mut other_profiles: Vec<String> = others.iter().filter_map(|t| t.profile.clone()).collect();
-    other_profiles.sort();
-    other_profiles.dedup();
-    (applying, other_profiles)
+    env: Option<&EnvironmentKey>,
+) -> Selection<'a> {
+    let mut sel = Selection::default();
+    for t in &thresholds.thresholds {
+        if !t.applies_to(profile) {
+            sel.other_profiles.extend(t.profile.clone());
+        } else if t.holds_for(env) {
+            sel.applying.push(t);
+        } else {
+            sel.other_environments.extend(t.environment.clone());
+        }
+    }
+    sel.other_profiles.sort();
+    sel.other_profiles.dedup();
+    sel.other_environments.sort();
+    sel.other_environments.dedup();
+    sel
 }
 
 /// Check a run or a trial set against the thresholds that apply to its bench profile, each
@@ -335,7 +389,9 @@ pub fn evaluate_pooled(
     priors: Option<&crate::history::priors::SetPriors>,
 ) -> GateReport {
     let first: &Summary = &set.trials[0].summary;
-    let (applying, other_profiles) = applying(thresholds, &first.profile);
+    let environment = EnvironmentKey::of(first);
+    let Selection { applying, other_profiles, other_environments } =
+        select(thresholds, &first.profile, Some(&environment));
     let diffs: Vec<Vec<String>> = applying.iter().map(|t| scenario_diffs(first, t)).collect();
     let mut metrics: Vec<&str> = applying
         .iter()
@@ -407,6 +463,8 @@ pub fn evaluate_pooled(
         profile: first.profile.clone(),
         checks,
         other_profiles,
+        environment: Some(environment),
+        other_environments,
         pooling,
     }
 }
@@ -425,10 +483,43 @@ mod tests {
             action,
             profile: profile.map(str::to_string),
             scenario: Default::default(),
+            environment: None,
             adr: 1,
             file: "docs/adr/0001-x.md".into(),
             line: 9,
         }
+    }
+
+    #[test]
+    fn thresholds_are_selected_by_profile_and_environment() {
+        let key = |gpu: &str| -> EnvironmentKey {
+            format!("gpu={gpu} x1; engine=vllm; model=m; dtype=auto").parse().unwrap()
+        };
+        let keyed = |gpu: &str| Threshold {
+            environment: Some(key(gpu)),
+            ..threshold(Action::Block, Some("default"))
+        };
+        let t = Thresholds {
+            version: 1,
+            thresholds: vec![
+                keyed("H100"),
+                keyed("A100"),
+                threshold(Action::Warn, None),
+                threshold(Action::Block, Some("other")),
+            ],
+            budgets: vec![],
+        };
+        let sel = select(&t, "default", Some(&key("H100")));
+        assert_eq!(sel.applying, vec![&t.thresholds[0], &t.thresholds[2]]);
+        assert_eq!((sel.other_environments.clone(), sel.no_record()), (vec![key("A100")], false));
+        assert_eq!(sel.other_profiles, vec!["other".to_string()]);
+        // An environment no threshold names: the unkeyed one applies, and no record covers it.
+        let sel = select(&t, "default", Some(&key("L4")));
+        assert_eq!(sel.applying, vec![&t.thresholds[2]]);
+        assert_eq!(sel.other_environments, vec![key("A100"), key("H100")]);
+        assert!(sel.no_record());
+        // Not known yet: every environment's.
+        assert_eq!(select(&t, "default", None).applying.len(), 3);
     }
 
     #[test]
@@ -476,6 +567,8 @@ mod tests {
                 })
                 .collect(),
             other_profiles,
+            environment: None,
+            other_environments: Vec::new(),
             pooling: Vec::new(),
         }
     }

@@ -164,6 +164,15 @@ pub fn render_github(report: &GateReport) -> String {
         )
         .unwrap();
     }
+    if report.no_record() {
+        writeln!(
+            out,
+            "::error title={}::{}",
+            gh_escape("gate: no record for this environment", true),
+            gh_escape(&no_record_message(report), false)
+        )
+        .unwrap();
+    }
     if report.partial() {
         writeln!(
             out,
@@ -237,11 +246,14 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         }
         return out;
     }
-    if report.checks.is_empty() {
+    if report.checks.is_empty() && !report.no_record() {
         writeln!(out, "no thresholds: nothing to gate (are any records Accepted?)").unwrap();
         return out;
     }
-    writeln!(out, "{}", render_table(report)).unwrap();
+    if !report.checks.is_empty() {
+        writeln!(out, "{}", render_table(report)).unwrap();
+    }
+    environment_lines(&mut out, report);
     if !report.other_profiles.is_empty() {
         writeln!(
             out,
@@ -286,6 +298,7 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
     let outcome = match report.status() {
         crate::exit::Status::Success => "passed",
         crate::exit::Status::Inconclusive => "INCONCLUSIVE",
+        crate::exit::Status::NoRecord => "NOT DECIDED (no record for this environment)",
         _ => "FAILED",
     };
     writeln!(
@@ -300,6 +313,59 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         out.push_str(&render_github(report));
     }
     out
+}
+
+/// The environment lines of a report: which environment's thresholds applied, which were set
+/// for other environments, and, when none covers the run's, the verdict's reason and the record
+/// command to write. Nothing when no threshold of the profile names an environment.
+fn environment_lines(out: &mut String, report: &GateReport) {
+    let keyed = report.checks.iter().any(|c| c.threshold.environment.is_some());
+    if let (true, Some(env)) = (keyed, &report.environment) {
+        writeln!(out, "environment: {env} (the thresholds keyed to it apply)").unwrap();
+    }
+    if report.no_record() {
+        writeln!(out, "no record for this environment: {}", no_record_message(report)).unwrap();
+        let gpu = report.environment.as_ref().map_or("this environment".into(), |e| e.gpu_text());
+        writeln!(
+            out,
+            "  cargo xtask adr new 'Gate profile {} on {gpu}' --baseline RUN_BASE --exp RUN_HEAD",
+            report.profile
+        )
+        .unwrap();
+        writeln!(
+            out,
+            "  (RUN_BASE and RUN_HEAD: bench runs of profile `{}` on this environment, `cargo \
+             xtask bench --profile {} --out DIR`; this run can be one)",
+            report.profile, report.profile
+        )
+        .unwrap();
+    } else if !report.other_environments.is_empty() {
+        writeln!(
+            out,
+            "not applied: the thresholds set for {} (other environments)",
+            environments_text(&report.other_environments)
+        )
+        .unwrap();
+    }
+}
+
+/// `` `gpu=...; ...` and `gpu=...; ...` ``.
+fn environments_text(envs: &[super::file::EnvironmentKey]) -> String {
+    envs.iter().map(|e| format!("`{e}`")).collect::<Vec<_>>().join(" and ")
+}
+
+/// Why a run no record covers is not decided, naming its environment and those the profile's
+/// thresholds are keyed to.
+fn no_record_message(report: &GateReport) -> String {
+    let env = report.environment.as_ref().map_or("(unknown)".into(), |e| format!("`{e}`"));
+    format!(
+        "{} measured {env}; the live records set thresholds of profile `{}` for {} only. A \
+         limit set on another machine does not hold on this one: the run is not decided. \
+         Measure this environment and write its record",
+        subject(report),
+        report.profile,
+        environments_text(&report.other_environments)
+    )
 }
 
 /// Print the report to stdout (GitHub reads annotations from there).

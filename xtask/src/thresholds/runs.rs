@@ -70,11 +70,14 @@ impl GateVerdicts {
         out
     }
 
-    /// Failed when any run failed or a blocking threshold was no stage's scenario; else
-    /// inconclusive when any run was undecided.
+    /// Failed when any run failed or a blocking threshold was no stage's scenario; else no
+    /// record when no live record covers the environment of a run; else inconclusive when any
+    /// run was undecided.
     pub fn status(&self) -> Status {
         if !(self.failed().is_empty() && self.unjudged().is_empty()) {
             Status::PolicyViolated
+        } else if !self.ended(Status::NoRecord).is_empty() {
+            Status::NoRecord
         } else if !self.undecided().is_empty() {
             Status::Inconclusive
         } else {
@@ -100,6 +103,10 @@ impl GateVerdicts {
                  for it; include that load in the sweep, or gate a run of that scenario",
                 unjudged.join(", ")
             );
+        }
+        let uncovered = self.ended(Status::NoRecord);
+        if !uncovered.is_empty() {
+            eprintln!("error: no record for the environment of {}", uncovered.join("; "));
         }
         let undecided = self.undecided();
         if !undecided.is_empty() {
@@ -132,6 +139,8 @@ mod tests {
             checks: vec![],
             // Thresholds of another profile only: nothing vouches for this run, a failure.
             other_profiles: if governed { vec![] } else { vec!["other".into()] },
+            environment: None,
+            other_environments: vec![],
             pooling: vec![],
         }
     }
@@ -145,6 +154,16 @@ mod tests {
         v.record("stage 2/2 rate=2".into(), report("s-02", false));
         assert_eq!(v.failed(), vec!["stage 2/2 rate=2 (run s-02)".to_string()]);
         assert_eq!(v.status(), Status::PolicyViolated);
+        // A run no record covers is not decided; a failure outranks it.
+        let mut uncovered = report("s-03", true);
+        uncovered.other_environments = vec![
+            "gpu=H100-SXM-80GB x1; engine=infergate-sim; model=m; dtype=auto".parse().unwrap(),
+        ];
+        let mut v = GateVerdicts::default();
+        v.record("stage 1/1 rate=1".into(), uncovered);
+        assert_eq!(v.status(), Status::NoRecord);
+        v.record("stage 2/2 rate=2".into(), report("s-02", false));
+        assert_eq!(v.status(), Status::PolicyViolated);
     }
 
     /// A stage's report with one blocking TTFT check of the given verdict.
@@ -157,6 +176,7 @@ mod tests {
             action: Action::Block,
             profile: Some("default".into()),
             scenario: [("load.concurrency".to_string(), toml::Value::Integer(32))].into(),
+            environment: None,
             adr: 3,
             file: "docs/adr/0003-x.md".into(),
             line: 40,

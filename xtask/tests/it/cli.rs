@@ -214,7 +214,10 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
     let out = xtask(root, &["adr", "accept", "2"]);
     assert_eq!(out.code, 1);
     assert!(
-        out.stdout.contains("set by two live records for profile `default`: ADR-0001"),
+        out.stdout.contains(
+            "set by two live records for profile `default` on `gpu=none; engine=local-vllm; \
+             model=test-model; dtype=float16`: ADR-0001"
+        ),
         "{}",
         out.stdout
     );

@@ -38,6 +38,7 @@ fn threshold(
         action,
         profile: None,
         scenario: Default::default(),
+        environment: None,
         adr: 1,
         file: "docs/adr/0001-govern.md".into(),
         line,
@@ -697,4 +698,135 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
         "{text}"
     );
     assert!(text.contains("server.kv_fragmentation cannot be decided: one run"), "{text}");
+}
+
+/// The bench settings of every run of the environment-key test: a short load, an SLO every
+/// simulated GPU meets (so no record is flagged for a missed SLO).
+const SHORT_RUN: [&str; 8] = [
+    "--set",
+    "workload.repeats=5",
+    "--set",
+    "load.warmup_requests=4",
+    "--set",
+    "slo.ttft_ms=60000",
+    "--set",
+    "slo.tpot_ms=60000",
+];
+
+/// `bench -q --out runs/NAME` on the simulator, with the engine config `engine_config`.
+fn bench_on(root: &std::path::Path, name: &str, engine_config: &str) {
+    let out = format!("runs/{name}");
+    let config = format!("sim.engine_config={engine_config}");
+    let mut args = vec!["bench", "-q", "--out", &out, "--set", &config];
+    args.extend(SHORT_RUN);
+    let o = crate::support::xtask(root, &args);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+}
+
+/// `adr new TITLE --baseline runs/RUN` (its thresholds with 50% headroom), the placeholders
+/// filled in, accepted, gate.toml regenerated.
+fn record_of(root: &std::path::Path, n: u32, title: &str, run: &str) {
+    let baseline = format!("runs/{run}");
+    let o = crate::support::xtask(
+        root,
+        &["adr", "new", title, "--baseline", &baseline, "--headroom", "50%", "--deciders", "Ops"],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let path = std::fs::read_dir(root.join("docs/adr"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("{n:04}-")))
+        .expect("adr new wrote the record");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let filled: Vec<&str> = text
+        .lines()
+        .map(
+            |l| if l.starts_with('<') && l.ends_with('>') { "Written by the deciders." } else { l },
+        )
+        .collect();
+    std::fs::write(&path, filled.join("\n") + "\n").unwrap();
+    let o = crate::support::xtask(root, &["adr", "accept", &n.to_string()]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let o = crate::support::xtask(root, &["adr", "thresholds"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+}
+
+/// Thresholds follow the hardware: real simulator runs on an H100 and on an A100 (the engine
+/// config's `[device]`). A record keyed to the H100 gates the H100 run and leaves the A100 run
+/// not decided (exit 5, the record command named); a second record for the A100 stands beside
+/// it without a conflict, each gating only its own GPU's runs.
+#[test]
+fn a_record_keyed_to_one_gpu_gates_only_that_gpu_and_two_gpus_records_coexist() {
+    let r = crate::support::copy_of_configs();
+    let root = r.path();
+    let h100 = std::fs::read_to_string(root.join("configs/engine.toml")).unwrap();
+    assert!(h100.contains("name = \"H100-SXM-80GB\""), "the default engine config is an H100's");
+    let a100 = h100.replace("name = \"H100-SXM-80GB\"", "name = \"A100-80GB\"");
+    std::fs::write(root.join("configs/engine-a100.toml"), a100).unwrap();
+    bench_on(root, "h100", "configs/engine.toml");
+    bench_on(root, "a100", "configs/engine-a100.toml");
+    let key = |gpu: &str| {
+        format!(
+            "gpu={gpu} x1; engine=infergate-sim; model=meta-llama/Llama-3.1-8B-Instruct; dtype=bfloat16"
+        )
+    };
+    let gate = |run: &str| {
+        crate::support::xtask(root, &["gate", "--allow-busy-host", "--no-history", run])
+    };
+
+    record_of(root, 1, "H100 limits", "h100");
+    let record = std::fs::read_to_string(crate::support::new_record(root)).unwrap();
+    assert!(record.contains(&format!("| `{}` |", key("H100-SXM-80GB"))), "{record}");
+    let gate_toml = std::fs::read_to_string(root.join("thresholds/gate.toml")).unwrap();
+    assert!(gate_toml.contains(&format!("environment = \"{}\"", key("H100-SXM-80GB"))));
+
+    // The A100 run: no record for its environment, named, with the command to write one.
+    let o = gate("runs/a100");
+    assert_eq!(o.code, 5, "{}{}", o.stdout, o.stderr);
+    assert_eq!(xtask::exit::NO_RECORD.code, 5);
+    assert!(o.stdout.contains("no record for this environment"), "{}", o.stdout);
+    assert!(o.stdout.contains(&format!("measured `{}`", key("A100-80GB"))), "{}", o.stdout);
+    assert!(o.stdout.contains(&format!("for `{}` only", key("H100-SXM-80GB"))), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("cargo xtask adr new 'Gate profile default on A100-80GB x1' --baseline"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("ADR-0001 ("), "no H100 limit judged the A100 run: {}", o.stdout);
+    assert!(!o.stdout.contains("gate passed"), "{}", o.stdout);
+    // `bench --gate` selects the same way: a new A100 run is not decided either.
+    let mut args = vec!["bench", "-q", "--gate", "--allow-busy-host", "--out", "runs/a100-gated"];
+    args.extend(["--set", "sim.engine_config=configs/engine-a100.toml"]);
+    args.extend(SHORT_RUN);
+    let o = crate::support::xtask(root, &args);
+    assert_eq!(o.code, 5, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("gate NOT DECIDED (no record for this environment)"), "{}", o.stdout);
+    // The H100 run: gated by the H100 record, and it holds.
+    let o = gate("runs/h100");
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(o.stdout.contains("| ADR-0001 (docs/adr/0001-h100-limits.md:"), "{}", o.stdout);
+    assert!(o.stdout.contains(&format!("environment: {}", key("H100-SXM-80GB"))), "{}", o.stdout);
+
+    // A second live record for the same profile and metrics, keyed to the A100: accepted
+    // without a conflict, both in gate.toml, each gating its own GPU only.
+    record_of(root, 2, "A100 limits", "a100");
+    let o = crate::support::xtask(root, &["adr", "thresholds", "--check"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let o = crate::support::xtask(root, &["adr", "lint"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let gate_toml = std::fs::read_to_string(root.join("thresholds/gate.toml")).unwrap();
+    for gpu in ["H100-SXM-80GB", "A100-80GB"] {
+        assert!(gate_toml.contains(&format!("environment = \"{}\"", key(gpu))), "{gate_toml}");
+    }
+    let o = crate::support::xtask(root, &["adr", "list"]);
+    assert!(o.stdout.contains(&key("H100-SXM-80GB")) && o.stdout.contains(&key("A100-80GB")));
+    for (run, mine, other) in
+        [("runs/a100", "0002-a100", "0001-h100"), ("runs/h100", "0001-h100", "0002-a100")]
+    {
+        let o = gate(run);
+        assert_eq!(o.code, 0, "{run}: {}{}", o.stdout, o.stderr);
+        assert!(o.stdout.contains(&format!("(docs/adr/{mine}-limits.md:")), "{}", o.stdout);
+        assert!(!o.stdout.contains(&format!("(docs/adr/{other}-limits.md:")), "{}", o.stdout);
+        assert!(o.stdout.contains("not applied: the thresholds set for"), "{}", o.stdout);
+    }
 }

@@ -74,6 +74,7 @@ fn threshold(metric: &str, limit: f64, line: usize) -> Threshold {
         action: Action::Block,
         profile: None,
         scenario: Default::default(),
+        environment: None,
         adr: 1,
         file: "docs/adr/0001-x.md".into(),
         line,

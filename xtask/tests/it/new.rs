@@ -702,3 +702,52 @@ fn adr_new_writes_the_records_charts_and_lint_checks_them() {
         lint.stdout
     );
 }
+
+/// The thresholds `adr new` proposes hold for one environment: a chosen trial set whose trials
+/// recorded different GPUs is refused, naming each trial's environment; a baseline measured on
+/// another GPU than the chosen run is a warning, and the record is keyed to the chosen run's.
+#[test]
+fn the_chosen_runs_must_share_one_environment() {
+    use bench::summary::GpuInfo;
+    let on = |id: &str, gpu: &str| {
+        let mut s = crate::support::summary(
+            id,
+            180.0,
+            20.0,
+            0.97,
+            crate::support::engine_params(true, 2048),
+        );
+        s.environment.gpu = Some(GpuInfo { name: gpu.into(), driver: "550".into(), count: 1 });
+        s
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    crate::support::write_set(
+        &root.join("runs/mixed"),
+        &[on("t1", "NVIDIA H100 80GB HBM3"), on("t2", "NVIDIA A100-SXM4-80GB")],
+    );
+    let o = crate::support::xtask(root, &["adr", "new", "Mixed", "--baseline", "runs/mixed"]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("were measured on different environments"), "{}", o.stderr);
+    for gpu in ["gpu=NVIDIA H100 80GB HBM3 x1", "gpu=NVIDIA A100-SXM4-80GB x1"] {
+        assert!(o.stderr.contains(gpu), "{gpu}: {}", o.stderr);
+    }
+    assert!(!root.join("docs/adr").exists(), "no record is written");
+    // A baseline on another GPU: written, keyed to the chosen run's GPU, with a warning.
+    crate::support::write_run(&root.join("runs"), &on("a100", "NVIDIA A100-SXM4-80GB"));
+    crate::support::write_run(&root.join("runs"), &on("h100", "NVIDIA H100 80GB HBM3"));
+    let o = crate::support::xtask(
+        root,
+        &["adr", "new", "Move", "--baseline", "runs/a100", "--exp", "runs/h100"],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stderr.contains("warning: runs/a100 was measured on `gpu=NVIDIA A100"),
+        "{}",
+        o.stderr
+    );
+    let text = std::fs::read_to_string(crate::support::new_record(root)).unwrap();
+    let key = "`gpu=NVIDIA H100 80GB HBM3 x1; engine=local-vllm; model=test-model; dtype=float16`";
+    assert!(text.contains(&format!("| {key} |")), "{text}");
+    assert!(!text.contains("A100-SXM4-80GB x1;"), "{text}");
+}
