@@ -116,37 +116,46 @@ pub fn is_credential_header(name: &str) -> bool {
         .any(|w| n.contains(w))
 }
 
+/// Why a header name or value cannot be sent. A value is never echoed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("header `{}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)", .0.escape_debug())]
+    Name(String),
+    #[error("header `{0}` is set by the client itself; headers may not set any of {list}", list = RESERVED_HEADERS.join(", "))]
+    Reserved(String),
+    #[error("is empty")]
+    EmptyValue,
+    #[error("has surrounding whitespace")]
+    Whitespace,
+    #[error(
+        "holds a character a header cannot carry (a newline, a control or non-ASCII character)"
+    )]
+    Character,
+}
+
 /// A header name: an HTTP token (RFC 9110), not one the client manages.
-pub fn validate_header_name(name: &str) -> Result<(), String> {
+pub fn validate_header_name(name: &str) -> Result<(), HeaderError> {
     let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || !name.chars().all(tchar) {
-        return Err(format!(
-            "header `{}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)",
-            name.escape_debug()
-        ));
+        return Err(HeaderError::Name(name.to_string()));
     }
     if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-        return Err(format!(
-            "header `{name}` is set by the client itself; headers may not set any of {}",
-            RESERVED_HEADERS.join(", ")
-        ));
+        return Err(HeaderError::Reserved(name.to_string()));
     }
     Ok(())
 }
 
 /// A header value as it goes on the wire: visible ASCII and spaces, no surrounding spaces (an
 /// invisible character or a stray newline would corrupt the request). Never echoes the value.
-pub fn validate_header_value(value: &str) -> Result<(), String> {
+pub fn validate_header_value(value: &str) -> Result<(), HeaderError> {
     if value.is_empty() {
-        return Err("is empty".into());
+        return Err(HeaderError::EmptyValue);
     }
     if value.trim() != value {
-        return Err("has surrounding whitespace".into());
+        return Err(HeaderError::Whitespace);
     }
     if !value.chars().all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) {
-        return Err("holds a character a header cannot carry (a newline, a control or \
-                    non-ASCII character)"
-            .into());
+        return Err(HeaderError::Character);
     }
     Ok(())
 }
@@ -953,7 +962,7 @@ impl BenchConfig {
                 ));
             }
             if let Some(var) = &t.api_key_env {
-                validate_env_name(var).map_err(|m| at("api_key_env", m))?;
+                validate_env_name(var).map_err(|m| at("api_key_env", m.to_string()))?;
             }
             self.validate_headers(name, t)?;
             if let Some(ca) = &t.ca_bundle {
@@ -968,7 +977,7 @@ impl BenchConfig {
     fn validate_headers(&self, target: &str, t: &Target) -> Result<(), ConfigError> {
         for (name, value) in &t.headers {
             let at = |m: String| self.source.error_at(&["targets", target, "headers", name], m);
-            validate_header_name(name).map_err(at)?;
+            validate_header_name(name).map_err(|e| at(e.to_string()))?;
             if t.api_key_env.is_some() && name.eq_ignore_ascii_case("authorization") {
                 return Err(at(format!(
                     "header `{name}` conflicts with api_key_env, which sends `Authorization: \
@@ -1118,19 +1127,21 @@ impl BenchConfig {
     }
 }
 
+/// `api_key_env` (or a header's variable) is not a variable's name. The value is never echoed:
+/// it may be a key pasted in the wrong place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "api_key_env must be the NAME of an environment variable (letters, digits, underscores), not \
+     the key itself"
+)]
+pub struct NotAVariableName;
+
 /// An environment variable name: letters, digits and underscores, not starting with a digit.
-pub fn validate_env_name(var: &str) -> Result<(), String> {
+pub fn validate_env_name(var: &str) -> Result<(), NotAVariableName> {
     let valid = !var.is_empty()
         && !var.starts_with(|c: char| c.is_ascii_digit())
         && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if valid {
-        Ok(())
-    } else {
-        // Never echo the value: it may be a key pasted in the wrong place.
-        Err("api_key_env must be the NAME of an environment variable (letters, digits, \
-             underscores), not the key itself"
-            .to_string())
-    }
+    if valid { Ok(()) } else { Err(NotAVariableName) }
 }
 
 /// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem. Every
@@ -1169,8 +1180,8 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
 }
 
 /// The dotted key of a failed check.
-fn at(key: &str, r: Result<(), String>) -> Result<(), (String, String)> {
-    r.map_err(|m| (key.to_string(), m))
+fn at<E: std::fmt::Display>(key: &str, r: Result<(), E>) -> Result<(), (String, String)> {
+    r.map_err(|m| (key.to_string(), m.to_string()))
 }
 
 fn validate_trace(p: &Profile) -> Result<(), (String, String)> {
@@ -1179,19 +1190,20 @@ fn validate_trace(p: &Profile) -> Result<(), (String, String)> {
         (LoadMode::Trace, None) => {
             return at(
                 "workload.trace",
-                Err("a trace replay (load.mode = \"trace\") needs workload.trace = <file>".into()),
+                Err("a trace replay (load.mode = \"trace\") needs workload.trace = <file>"
+                    .to_string()),
             );
         }
         (LoadMode::Closed | LoadMode::Open, Some(_)) => {
             return at(
                 "load.mode",
-                Err("workload.trace is replayed by load.mode = \"trace\"".into()),
+                Err("workload.trace is replayed by load.mode = \"trace\"".to_string()),
             );
         }
         _ => {}
     }
     if w.trace.is_some() && w.dataset.is_some() {
-        return at("workload.dataset", Err("a trace and a dataset exclude each other".into()));
+        return at("workload.dataset", Err("a trace and a dataset exclude each other".to_string()));
     }
     at(
         "load.time_scale",
@@ -1222,13 +1234,13 @@ fn validate_conversations(p: &Profile) -> Result<(), (String, String)> {
             return at(
                 "workload.think_time_ms",
                 Err("think time is between the turns of sessions: set workload.conversations"
-                    .into()),
+                    .to_string()),
             );
         }
         if w.max_tokens_from_answer {
             return at(
                 "workload.max_tokens_from_answer",
-                Err("recorded answers come from workload.conversations".into()),
+                Err("recorded answers come from workload.conversations".to_string()),
             );
         }
         return Ok(());
@@ -1236,7 +1248,7 @@ fn validate_conversations(p: &Profile) -> Result<(), (String, String)> {
     if w.trace.is_some() || w.dataset.is_some() {
         return at(
             "workload.conversations",
-            Err("a conversation dataset excludes workload.trace and workload.dataset".into()),
+            Err("a conversation dataset excludes workload.trace and workload.dataset".to_string()),
         );
     }
     let sessions = w.conversation_turns == TurnMode::Sessions;
@@ -1245,14 +1257,14 @@ fn validate_conversations(p: &Profile) -> Result<(), (String, String)> {
             "load.mode",
             Err("sessions run in a closed loop (load.mode = \"closed\": concurrency counts \
                  sessions); conversation_turns = \"first\" sends single requests in any mode"
-                .into()),
+                .to_string()),
         );
     }
     if let Some(d) = &w.think_time_ms {
         if !sessions {
             return at(
                 "workload.think_time_ms",
-                Err("think time is between turns: conversation_turns = \"sessions\"".into()),
+                Err("think time is between turns: conversation_turns = \"sessions\"".to_string()),
             );
         }
         d.validate().map_err(|(field, m)| {
@@ -1269,7 +1281,8 @@ fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
         (LoadMode::Open, None) => {
             return at(
                 "load.rate",
-                Err("an open-loop load (mode = \"open\") needs rate = <requests per second>".into()),
+                Err("an open-loop load (mode = \"open\") needs rate = <requests per second>"
+                    .to_string()),
             );
         }
         (_, Some(r)) => at(
@@ -1325,7 +1338,7 @@ fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
         if w.input_lengths.is_empty() {
             return at(
                 "workload.input_lengths",
-                Err("needs at least one prompt length (or set workload.dataset)".into()),
+                Err("needs at least one prompt length (or set workload.dataset)".to_string()),
             );
         }
         if let Some(&n) = w.input_lengths.iter().find(|&&n| tokens(n).is_err()) {
@@ -1352,7 +1365,7 @@ fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
         {
             return at(
                 "workload.shared_prefix_tokens",
-                Err("must be shorter than every prompt length".into()),
+                Err("must be shorter than every prompt length".to_string()),
             );
         }
     }

@@ -120,7 +120,9 @@ impl CancelConfig {
     /// Range checks and the one-of rule: `(dotted key, message)` of the first failure, keys
     /// under `prefix` (`cancel`). `stream`: whether the profile streams (token counts need it).
     pub fn validate(&self, prefix: &str, stream: bool) -> Result<(), (String, String)> {
-        let at = |k: &str, r: Result<(), String>| r.map_err(|m| (format!("{prefix}.{k}"), m));
+        let at = |k: &str, r: Result<(), limits::OutOfRange>| {
+            r.map_err(|m| (format!("{prefix}.{k}"), m.to_string()))
+        };
         at("share", limits::check_f64(self.share, Low::Closed, 0.0, 1.0, "share"))?;
         if let Some(n) = self.after_tokens {
             at(
@@ -140,7 +142,8 @@ impl CancelConfig {
         )?;
         at("drain_s", limits::seconds(self.drain_s, true))?;
         if let Some(h) = &self.header {
-            at("header", super::bench::validate_header_name(h))?;
+            super::bench::validate_header_name(h)
+                .map_err(|m| (format!("{prefix}.header"), m.to_string()))?;
         }
         if !self.is_on() {
             return Ok(());

@@ -480,7 +480,7 @@ impl EngineConfig {
         }
         let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_ENGINE_TOKENS.into(), "tokens");
         if let Some(n) = e.max_model_len {
-            tokens(n).or_else(|m| err("engine.max_model_len", m))?;
+            tokens(n).or_else(|m| err("engine.max_model_len", m.to_string()))?;
         }
         if let Some(q) = e.quantization {
             if q.float16_only()
@@ -499,9 +499,9 @@ impl EngineConfig {
         }
         let s = &self.scheduler;
         limits::check_int(s.max_num_seqs.into(), 1, MAX_NUM_SEQS.into(), "sequences")
-            .or_else(|m| err("scheduler.max_num_seqs", m))?;
+            .or_else(|m| err("scheduler.max_num_seqs", m.to_string()))?;
         if let Some(n) = s.max_num_batched_tokens {
-            tokens(n).or_else(|m| err("scheduler.max_num_batched_tokens", m))?;
+            tokens(n).or_else(|m| err("scheduler.max_num_batched_tokens", m.to_string()))?;
         }
         if let Some(n) = self.max_num_batched_tokens() {
             if n < s.max_num_seqs {
@@ -551,10 +551,10 @@ impl EngineConfig {
             }
         }
         if let Some(w) = b.max_wait_ms {
-            limits::millis(w, true).or_else(|m| err("batch.max_wait_ms", m))?;
+            limits::millis(w, true).or_else(|m| err("batch.max_wait_ms", m.to_string()))?;
         }
         if let Some(n) = b.max_token_budget {
-            tokens(n).or_else(|m| err("batch.max_token_budget", m))?;
+            tokens(n).or_else(|m| err("batch.max_token_budget", m.to_string()))?;
             if let Some(len) = e.max_model_len {
                 if n < len {
                     return err(
@@ -577,15 +577,15 @@ impl EngineConfig {
             }
             if let Some(m) = d.memory_gib {
                 limits::check_f64(m, Low::Open, 0.0, MAX_MEMORY_GIB, "GiB")
-                    .or_else(|msg| err("device.memory_gib", msg))?;
+                    .or_else(|msg| err("device.memory_gib", msg.to_string()))?;
             }
             if let Some(p) = d.price_per_hour {
                 limits::check_f64(p, Low::Closed, 0.0, MAX_PRICE_PER_HOUR, "per hour")
-                    .or_else(|m| err("device.price_per_hour", m))?;
+                    .or_else(|m| err("device.price_per_hour", m.to_string()))?;
             }
             if let Some(c) = d.count {
                 limits::check_int(c.into(), 1, MAX_DEVICE_COUNT.into(), "GPUs")
-                    .or_else(|m| err("device.count", m))?;
+                    .or_else(|m| err("device.count", m.to_string()))?;
                 if c < e.tensor_parallel_size {
                     return err(
                         "device.count",
@@ -612,7 +612,7 @@ impl EngineConfig {
             ("sim.interval_per_seq_us", sim.interval_per_seq_us),
         ] {
             if let Some(v) = v {
-                limits::micros(v).or_else(|m| err(k, m))?;
+                limits::micros(v).or_else(|m| err(k, m.to_string()))?;
             }
         }
         Ok(())

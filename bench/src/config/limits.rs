@@ -68,9 +68,38 @@ pub enum Low {
     Open,
 }
 
-/// Check that `v` lies within `lo..=hi` (or `(lo, hi]`); the message gives the range with its
-/// unit (`within (0, 604800] seconds (a week), got 1e300`).
-pub fn check_f64(v: f64, low: Low, lo: f64, hi: f64, unit: &str) -> Result<(), String> {
+/// A number outside its documented bound: the value found and the range, with its unit. The
+/// message reads `must be within (0, 604800] seconds (a week), got 1e300`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutOfRange {
+    Float { got: f64, low: Low, lo: f64, hi: f64, unit: &'static str },
+    Int { got: u64, lo: u64, hi: u64, unit: &'static str },
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            OutOfRange::Float { got, low, lo, hi, unit } => {
+                let open = if low == Low::Closed { "[" } else { "(" };
+                let week = if hi == MAX_SECONDS || hi == MAX_MS || hi == MAX_US {
+                    " (a week)"
+                } else {
+                    ""
+                };
+                write!(f, "must be within {open}{lo}, {hi}] {unit}{week}, got {}", number(got))
+            }
+            OutOfRange::Int { got, lo, hi, unit } => {
+                let space = if unit.is_empty() { "" } else { " " };
+                write!(f, "must be within {lo}..={hi}{space}{unit}, got {got}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for OutOfRange {}
+
+/// Check that `v` lies within `lo..=hi` (or `(lo, hi]`).
+pub fn check_f64(v: f64, low: Low, lo: f64, hi: f64, unit: &'static str) -> Result<(), OutOfRange> {
     let above_low = match low {
         Low::Closed => v >= lo,
         Low::Open => v > lo,
@@ -78,9 +107,7 @@ pub fn check_f64(v: f64, low: Low, lo: f64, hi: f64, unit: &str) -> Result<(), S
     if v.is_finite() && above_low && v <= hi {
         return Ok(());
     }
-    let open = if low == Low::Closed { "[" } else { "(" };
-    let week = if hi == MAX_SECONDS || hi == MAX_MS || hi == MAX_US { " (a week)" } else { "" };
-    Err(format!("must be within {open}{lo}, {hi}] {unit}{week}, got {}", number(v)))
+    Err(OutOfRange::Float { got: v, low, lo, hi, unit })
 }
 
 /// A number as users would write it: `1e300` rather than 301 digits.
@@ -94,27 +121,22 @@ pub fn number(v: f64) -> String {
 }
 
 /// Check that `v` lies within `lo..=hi`.
-pub fn check_int(v: u64, lo: u64, hi: u64, unit: &str) -> Result<(), String> {
-    if (lo..=hi).contains(&v) {
-        Ok(())
-    } else {
-        let unit = if unit.is_empty() { String::new() } else { format!(" {unit}") };
-        Err(format!("must be within {lo}..={hi}{unit}, got {v}"))
-    }
+pub fn check_int(v: u64, lo: u64, hi: u64, unit: &'static str) -> Result<(), OutOfRange> {
+    if (lo..=hi).contains(&v) { Ok(()) } else { Err(OutOfRange::Int { got: v, lo, hi, unit }) }
 }
 
 /// A duration in seconds, at most a week; `zero` says whether 0 is allowed.
-pub fn seconds(v: f64, zero: bool) -> Result<(), String> {
+pub fn seconds(v: f64, zero: bool) -> Result<(), OutOfRange> {
     check_f64(v, if zero { Low::Closed } else { Low::Open }, 0.0, MAX_SECONDS, "seconds")
 }
 
 /// A duration in milliseconds, at most a week; `zero` says whether 0 is allowed.
-pub fn millis(v: f64, zero: bool) -> Result<(), String> {
+pub fn millis(v: f64, zero: bool) -> Result<(), OutOfRange> {
     check_f64(v, if zero { Low::Closed } else { Low::Open }, 0.0, MAX_MS, "ms")
 }
 
 /// A duration in microseconds (0 allowed), at most a week.
-pub fn micros(v: f64) -> Result<(), String> {
+pub fn micros(v: f64) -> Result<(), OutOfRange> {
     check_f64(v, Low::Closed, 0.0, MAX_US, "µs")
 }
 
@@ -127,9 +149,9 @@ mod tests {
         assert_eq!(seconds(1.0, false), Ok(()));
         assert_eq!(seconds(MAX_SECONDS, false), Ok(()));
         assert_eq!(seconds(0.0, true), Ok(()));
-        let e = seconds(0.0, false).unwrap_err();
+        let e = seconds(0.0, false).unwrap_err().to_string();
         assert_eq!(e, "must be within (0, 604800] seconds (a week), got 0");
-        let e = seconds(1e300, true).unwrap_err();
+        let e = seconds(1e300, true).unwrap_err().to_string();
         assert_eq!(e, "must be within [0, 604800] seconds (a week), got 1e300");
         for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, MAX_SECONDS + 1.0] {
             assert!(seconds(v, true).is_err(), "{v}");
@@ -138,10 +160,14 @@ mod tests {
         assert!(micros(MAX_US).is_ok() && micros(-0.5).is_err());
         let e = check_f64(1e-300, Low::Closed, MIN_RATE, MAX_RATE, "requests per second");
         assert_eq!(
-            e.unwrap_err(),
+            e.unwrap_err().to_string(),
             "must be within [0.001, 1000000] requests per second, got 1e-300"
         );
-        assert_eq!(check_int(0, 1, 5, "x").unwrap_err(), "must be within 1..=5 x, got 0");
+        assert_eq!(
+            check_int(0, 1, 5, "x").unwrap_err().to_string(),
+            "must be within 1..=5 x, got 0"
+        );
+        assert_eq!(check_int(9, 1, 5, "").unwrap_err().to_string(), "must be within 1..=5, got 9");
         assert!(check_int(5, 1, 5, "x").is_ok());
     }
 

@@ -66,7 +66,9 @@ impl NoiseConfig {
     /// Range checks: `(dotted key, message)` of the first value outside its bound, keys under
     /// `prefix` (`sim.noise`).
     pub fn validate(&self, prefix: &str) -> Result<(), (String, String)> {
-        let at = |k: &str, r: Result<(), String>| r.map_err(|m| (format!("{prefix}.{k}"), m));
+        let at = |k: &str, r: Result<(), limits::OutOfRange>| {
+            r.map_err(|m| (format!("{prefix}.{k}"), m.to_string()))
+        };
         at("step_cv", limits::check_f64(self.step_cv, Low::Closed, 0.0, MAX_NOISE_CV, "CV"))?;
         at("run_cv", limits::check_f64(self.run_cv, Low::Closed, 0.0, MAX_NOISE_CV, "CV"))?;
         at(
