@@ -172,6 +172,12 @@ pub fn json_error(e: &serde_json::Error) -> String {
     }
 }
 
+/// The JSON Schema a dataset item's output must follow, when it is structured: its `schema`, or
+/// `response_format.json_schema.schema`.
+pub fn item_schema(raw: &serde_json::Value) -> Option<&serde_json::Value> {
+    raw.get("schema").or_else(|| raw.pointer("/response_format/json_schema/schema"))
+}
+
 /// One dataset line as a JSON object.
 pub fn parse_dataset_line(
     path: &Path,
