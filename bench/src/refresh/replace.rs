@@ -111,7 +111,15 @@ pub enum RefreshError {
         "{file}: {malformed} of {lines} non-blank lines are malformed, more than the {share}% \
          allowed (--max-malformed-share); the first: {first}"
     )]
-    TooManyMalformed { file: String, malformed: u64, lines: u64, share: f64, first: String },
+    TooManyMalformed {
+        file: String,
+        malformed: u64,
+        lines: u64,
+        share: f64,
+        first: String,
+        /// `file:line: what is wrong`, the first [`MAX_NAMED_MALFORMED`].
+        named: Vec<String>,
+    },
     #[error("{0}")]
     Usage(String),
     #[error(
@@ -409,15 +417,16 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
     let scan = scan(opts)?;
     let non_blank = scan.lines - scan.blank;
     if scan.malformed_count as f64 > opts.max_malformed_share * non_blank as f64 {
-        let first = scan.malformed.first().map_or(String::new(), |m| {
-            format!("{}:{}: {}", opts.log_name, m.line, m.message)
-        });
+        let first = named_malformed(opts, &scan.malformed[..1.min(scan.malformed.len())])
+            .pop()
+            .unwrap_or_default();
         return Err(RefreshError::TooManyMalformed {
             file: opts.log_name.clone(),
             malformed: scan.malformed_count,
             lines: non_blank,
             share: opts.max_malformed_share * 100.0,
             first,
+            named: named_malformed(opts, &scan.malformed),
         });
     }
     let (since, until, chosen_by) = window(opts, &scan)?;
@@ -463,11 +472,7 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
             lines: scan.lines,
             blank: scan.blank,
             malformed: scan.malformed_count,
-            malformed_lines: scan
-                .malformed
-                .iter()
-                .map(|m| format!("{}:{}: {}", opts.log_name, m.line, m.message))
-                .collect(),
+            malformed_lines: named_malformed(opts, &scan.malformed),
         },
         window: Window {
             since: rfc3339(since),
@@ -506,6 +511,11 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
         replaced,
     };
     Ok(Refreshed { text: out, provenance, malformed: scan.malformed })
+}
+
+/// Malformed lines as `file:line: what is wrong`.
+fn named_malformed(opts: &Options, malformed: &[Malformed]) -> Vec<String> {
+    malformed.iter().map(|m| format!("{}:{}: {}", opts.log_name, m.line, m.message)).collect()
 }
 
 /// The selection rule in words.
