@@ -327,3 +327,50 @@ fn a_refresh_refuses_too_many_malformed_lines_and_a_missing_key() {
     assert!(stderr.contains("holds a user id") && stderr.contains("INFERGATE_TEST_NO_SUCH_KEY"));
     assert!(!root.join("out.jsonl").exists());
 }
+
+#[test]
+fn adr_new_cites_the_provenance_of_a_refreshed_dataset() {
+    use crate::support::{engine_params, new_record, summary, write_run, xtask};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_inputs(root);
+    let out = refresh(root, "42", "fresh.jsonl", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let prov: Provenance = read(&root.join("fresh.jsonl.provenance.json")).unwrap();
+    let mut run = summary("r", 100.0, 10.0, 0.9, engine_params(true, 2048));
+    run.workload.files = vec![bench::workload::WorkloadFile {
+        path: "fresh.jsonl".into(),
+        hash: prov.dataset.output_hash.clone(),
+    }];
+    write_run(&root.join("runs"), &run);
+    let o = xtask(root, &["adr", "new", "Refreshed prompts", "--baseline", "runs/r"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let record = std::fs::read_to_string(new_record(root)).unwrap();
+    let cited = record
+        .lines()
+        .find(|l| l.starts_with("- `fresh.jsonl`: "))
+        .unwrap_or_else(|| panic!("no citation in:\n{record}"));
+    assert!(cited.contains("20 of 200 items replaced by the slowest by latency_ms"), "{cited}");
+    assert!(cited.contains(&prov.log.sha256) && cited.contains("seed 42"), "{cited}");
+    assert!(cited.contains("from 2025-12-02T22:39:00.000Z to 2025-12-07T22:39:00.000Z"), "{cited}");
+    assert!(
+        cited.ends_with("provenance [fresh.jsonl.provenance.json](../../fresh.jsonl.provenance.json)."),
+        "{cited}"
+    );
+
+    // A run of the dataset edited since its refresh: the record says so.
+    std::fs::remove_dir_all(root.join("docs")).unwrap();
+    run.workload.files[0].hash = "fnv1a:0000000000000000".into();
+    write_run(&root.join("runs"), &run);
+    let o = xtask(root, &["adr", "new", "Refreshed prompts", "--baseline", "runs/r"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let record = std::fs::read_to_string(new_record(root)).unwrap();
+    assert!(record.contains("(`fnv1a:0000000000000000`) is not the one the refresh wrote"), "{record}");
+
+    // An unreadable provenance is named, not skipped.
+    std::fs::remove_dir_all(root.join("docs")).unwrap();
+    std::fs::write(root.join("fresh.jsonl.provenance.json"), "{\"format_version\": 1}").unwrap();
+    let o = xtask(root, &["adr", "new", "Refreshed prompts", "--baseline", "runs/r"]);
+    assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("cannot cite the provenance of fresh.jsonl"), "{}", o.stderr);
+}
