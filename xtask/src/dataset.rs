@@ -110,7 +110,11 @@ fn parse_time(flag: &str, text: &str) -> anyhow::Result<i64> {
 
 fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
     let share_flag = |name: &str, v: f64| {
-        if (0.0..=1.0).contains(&v) { Ok(()) } else { Err(anyhow::anyhow!("--{name} {v} is not in [0, 1]")) }
+        if (0.0..=1.0).contains(&v) {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!("--{name} {v} is not in [0, 1]"))
+        }
     };
     share_flag("failed-share", a.failed_share)?;
     share_flag("min-structured-share", a.min_structured_share)?;
@@ -191,11 +195,7 @@ fn refresh(root: &Path, a: RefreshArgs) -> anyhow::Result<Status> {
         .with_context(|| format!("cannot write {}", a.out.display()))?;
     bench::artifact::write_at(&prov_path, &done.provenance)?;
     report(&done.provenance, &opts);
-    println!(
-        "wrote {} and {}",
-        a.out.display(),
-        provenance_path(&a.out).display()
-    );
+    println!("wrote {} and {}", a.out.display(), provenance_path(&a.out).display());
     Ok(Status::Success)
 }
 

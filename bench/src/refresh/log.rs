@@ -85,11 +85,11 @@ pub fn parse_timestamp(v: &Value) -> Result<i64, String> {
             }
             Ok((s * 1000.0).round() as i64)
         }
-        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s.trim())
-            .map(|t| t.timestamp_millis())
-            .map_err(|e| {
-                format!("`timestamp` \"{s}\" is not RFC 3339 (2026-12-04T10:00:00Z): {e}")
-            }),
+        Value::String(s) => {
+            chrono::DateTime::parse_from_rfc3339(s.trim()).map(|t| t.timestamp_millis()).map_err(
+                |e| format!("`timestamp` \"{s}\" is not RFC 3339 (2026-12-04T10:00:00Z): {e}"),
+            )
+        }
         _ => Err("`timestamp` must be epoch seconds (a number) or an RFC 3339 string".into()),
     }
 }

@@ -7,8 +7,8 @@
 //! Which items are replaced depends only on the dataset and the seed; which requests replace
 //! them only on the log, the window and the rule: the same inputs give the same bytes.
 
-use std::collections::BinaryHeap;
 use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 use std::path::PathBuf;
 
 use chrono::{SecondsFormat, TimeZone, Utc};
@@ -18,8 +18,7 @@ use serde_json::{Map, Value};
 
 use super::log::{self, Entry, Line, Malformed};
 use super::provenance::{
-    DatasetSides, LogSource, MAX_NAMED_MALFORMED, Provenance, Replacement, Scrub, Selection,
-    Window,
+    DatasetSides, LogSource, MAX_NAMED_MALFORMED, Provenance, Replacement, Scrub, Selection, Window,
 };
 use super::scrub::{SECRET_PATTERNS, ScrubError, Scrubber};
 use crate::workload::{
@@ -372,10 +371,9 @@ fn category(req: &Map<String, Value>, structured: bool) -> &'static str {
         return "multi_turn";
     }
     let words: usize = match (messages, req.get("prompt").and_then(Value::as_str)) {
-        (Some(m), _) => m
-            .iter()
-            .map(|x| crate::wire::message_text(x).split_whitespace().count())
-            .sum(),
+        (Some(m), _) => {
+            m.iter().map(|x| crate::wire::message_text(x).split_whitespace().count()).sum()
+        }
         (None, Some(p)) => p.split_whitespace().count(),
         _ => 0,
     };

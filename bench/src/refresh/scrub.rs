@@ -77,7 +77,11 @@ pub struct Scrubber {
 impl Scrubber {
     /// A scrubber with [`DEFAULT_PII`] and these PII patterns, and the user-id key, whose
     /// variable `key_env` is named when a key is needed and missing.
-    pub fn new(pii: &[String], key: Option<Vec<u8>>, key_env: &str) -> Result<Scrubber, ScrubError> {
+    pub fn new(
+        pii: &[String],
+        key: Option<Vec<u8>>,
+        key_env: &str,
+    ) -> Result<Scrubber, ScrubError> {
         let mut sources: Vec<String> = DEFAULT_PII.iter().map(|s| s.to_string()).collect();
         sources.extend(pii.iter().filter(|p| !sources.contains(p)).cloned().collect::<Vec<_>>());
         let compile = |p: &str| {
@@ -106,8 +110,7 @@ impl Scrubber {
 
     /// A user id as its keyed hash.
     fn hash_id(&mut self, id: &str, line: u64) -> Result<String, ScrubError> {
-        let key =
-            self.key.as_ref().ok_or(ScrubError::NoKey { line, env: self.key_env.clone() })?;
+        let key = self.key.as_ref().ok_or(ScrubError::NoKey { line, env: self.key_env.clone() })?;
         self.counts.user_ids += 1;
         Ok(format!("u-{}", &hmac_hex(key, id.as_bytes())[..24]))
     }
@@ -219,15 +222,9 @@ mod tests {
                     abc.DEF-123_456=, mail Jane.Doe+x@mail.example.co.uk or ops@corp.io; \
                     api_key=\"q9w8e7r6t5\" and AKIAIOSFODNN7EXAMPLE, ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         let out = s.text(text, &none);
-        for leaked in [
-            "sk-proj",
-            "abc.DEF",
-            "Jane.Doe",
-            "@",
-            "q9w8e7r6t5",
-            "AKIAIOSFODNN7EXAMPLE",
-            "ghp_",
-        ] {
+        for leaked in
+            ["sk-proj", "abc.DEF", "Jane.Doe", "@", "q9w8e7r6t5", "AKIAIOSFODNN7EXAMPLE", "ghp_"]
+        {
             assert!(!out.contains(leaked), "{leaked} in {out}");
         }
         assert!(out.starts_with("my key is [redacted], header Authorization: [redacted]"), "{out}");
@@ -235,7 +232,10 @@ mod tests {
         assert_eq!(s.counts.pii, 2);
         assert_eq!(s.counts.secrets, 5);
         // Ordinary words stay.
-        assert_eq!(s.text("ask for a task-list of 16 items", &none), "ask for a task-list of 16 items");
+        assert_eq!(
+            s.text("ask for a task-list of 16 items", &none),
+            "ask for a task-list of 16 items"
+        );
     }
 
     #[test]

@@ -401,7 +401,6 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         .iter()
         .map(|a| (format!("{}{}", model::ASSETS_DIR, a.file), a.caption.clone()))
         .collect();
-    let refreshed = refreshed_datasets(root, &all)?;
     let input = new::NewAdr {
         number,
         title: &args.title,
@@ -417,7 +416,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         record_dir: &shown(dir),
         stats: &stats,
         considered: tune.as_ref().map_or(&[][..], |t| t.considered.as_slice()),
-        refreshed: &refreshed,
+        refreshed: &refreshed_datasets(root, &all)?,
     };
     let text = new::render(&input)?;
     write_file(&full, &text)?;

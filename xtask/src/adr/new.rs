@@ -1702,7 +1702,9 @@ fn refreshed_datasets(o: &mut Body, input: &NewAdr<'_>) {
     if input.refreshed.is_empty() {
         return;
     }
-    o.push_str("\nDatasets refreshed from production requests (`cargo xtask dataset refresh`):\n\n");
+    o.push_str(
+        "\nDatasets refreshed from production requests (`cargo xtask dataset refresh`):\n\n",
+    );
     for d in input.refreshed {
         let p = &d.provenance;
         o.line(format_args!(

@@ -1079,7 +1079,8 @@ fn provenance_of(file: &str, text: &str) -> String {
 fn a_refreshed_dataset_of_a_gated_profile_is_a_changed_scenario_and_names_its_refresh() {
     let mut g = setup_gated_workload();
     let file = "configs/workloads/chats.jsonl";
-    let refreshed = "{\"messages\": [{\"role\": \"user\", \"content\": \"slow one\"}], \"id\": \"log-3\"}\n";
+    let refreshed =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"slow one\"}], \"id\": \"log-3\"}\n";
     let prov = provenance_of(file, refreshed);
     g.commit_files(
         "Refresh the chats",
@@ -1096,7 +1097,9 @@ fn a_refreshed_dataset_of_a_gated_profile_is_a_changed_scenario_and_names_its_re
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("seed 7; provenance configs/workloads/chats.jsonl.provenance.json)"));
+    assert!(
+        out.stdout.contains("seed 7; provenance configs/workloads/chats.jsonl.provenance.json)")
+    );
     // Edited after the refresh: still a changed scenario, and the provenance is not taken for it.
     g.commit_files("Edit", &[(file, Some("{\"prompt\": \"edited\"}\n"))]);
     let out = check(&g, &["--base", "main"]);

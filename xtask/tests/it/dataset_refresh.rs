@@ -219,8 +219,10 @@ fn a_refresh_picks_the_expected_lines_scrubs_them_and_is_reproducible() {
     // The picks: each structured item took the next structured pick, each other item the
     // next other pick, in item order.
     let n_s = changed.iter().filter(|i| structured(&before[**i])).count();
-    let (mut want_s, mut want_o) =
-        (expected_picks(true, n_s).into_iter(), expected_picks(false, ITEMS / 10 - n_s).into_iter());
+    let (mut want_s, mut want_o) = (
+        expected_picks(true, n_s).into_iter(),
+        expected_picks(false, ITEMS / 10 - n_s).into_iter(),
+    );
     for r in &prov.replaced {
         let old_structured = structured(&before[r.item]);
         let want = if old_structured { want_s.next() } else { want_o.next() };
@@ -253,7 +255,10 @@ fn a_refresh_picks_the_expected_lines_scrubs_them_and_is_reproducible() {
     for r in &prov.replaced {
         let item = &after[r.item];
         let content = item["messages"][0]["content"].as_str().unwrap();
-        assert_eq!(content, "Customer [pii] (key [redacted], token [redacted]) reports: invoice 4711 is wrong");
+        assert_eq!(
+            content,
+            "Customer [pii] (key [redacted], token [redacted]) reports: invoice 4711 is wrong"
+        );
         assert!(item["user"].as_str().unwrap().starts_with("u-"), "{item}");
         assert!(item["metadata"]["user_id"].as_str().unwrap().starts_with("u-"), "{item}");
         assert_eq!(item["metadata"]["api_key"], json!("[redacted]"));
@@ -267,7 +272,10 @@ fn a_refresh_picks_the_expected_lines_scrubs_them_and_is_reproducible() {
     let s_after = after.iter().filter(|v| structured(v)).count();
     assert_eq!(s_after, s_before);
     assert!(s_after * 100 >= 40 * ITEMS, "{s_after}");
-    assert_eq!((prov.dataset.structured_before, prov.dataset.structured_after), (s_before, s_after));
+    assert_eq!(
+        (prov.dataset.structured_before, prov.dataset.structured_after),
+        (s_before, s_after)
+    );
 
     // Malformed lines counted and named, in the provenance and the report.
     assert_eq!(prov.log.lines, LINES as u64);
@@ -354,7 +362,9 @@ fn adr_new_cites_the_provenance_of_a_refreshed_dataset() {
     assert!(cited.contains(&prov.log.sha256) && cited.contains("seed 42"), "{cited}");
     assert!(cited.contains("from 2025-12-02T22:39:00.000Z to 2025-12-07T22:39:00.000Z"), "{cited}");
     assert!(
-        cited.ends_with("provenance [fresh.jsonl.provenance.json](../../fresh.jsonl.provenance.json)."),
+        cited.ends_with(
+            "provenance [fresh.jsonl.provenance.json](../../fresh.jsonl.provenance.json)."
+        ),
         "{cited}"
     );
 
@@ -365,7 +375,10 @@ fn adr_new_cites_the_provenance_of_a_refreshed_dataset() {
     let o = xtask(root, &["adr", "new", "Refreshed prompts", "--baseline", "runs/r"]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let record = std::fs::read_to_string(new_record(root)).unwrap();
-    assert!(record.contains("(`fnv1a:0000000000000000`) is not the one the refresh wrote"), "{record}");
+    assert!(
+        record.contains("(`fnv1a:0000000000000000`) is not the one the refresh wrote"),
+        "{record}"
+    );
 
     // An unreadable provenance is named, not skipped.
     std::fs::remove_dir_all(root.join("docs")).unwrap();
