@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+use bench::refresh::log::Format;
 use bench::refresh::provenance::{Provenance, provenance_path};
 use bench::refresh::replace::{self, Metric, Options, RefreshError, WindowSpec};
 use bench::refresh::scrub::MIN_KEY_BYTES;
@@ -29,6 +30,17 @@ pub enum DatasetCmd {
     Refresh(RefreshArgs),
 }
 
+/// The log's format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Told by the first JSON object: `startTime` without `timestamp` is LiteLLM's.
+    Auto,
+    /// `{"timestamp", "request", "latency_ms" / "ttft_ms", "status"}` (docs/workloads.md).
+    Infergate,
+    /// LiteLLM's `StandardLoggingPayload`, one a line.
+    Litellm,
+}
+
 /// What "slowest" ranks by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum By {
@@ -43,6 +55,9 @@ pub struct RefreshArgs {
     /// The production request log: JSONL, one request a line (docs/workloads.md).
     #[arg(long, value_name = "FILE")]
     pub log: PathBuf,
+    /// The log's format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Auto)]
+    pub format: LogFormat,
     /// The dataset to refresh (an acceptance or bench JSONL dataset).
     #[arg(long, value_name = "FILE")]
     pub dataset: PathBuf,
@@ -163,6 +178,11 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
         share: a.share,
         seed: a.seed,
         window,
+        format: match a.format {
+            LogFormat::Auto => Format::Auto,
+            LogFormat::Infergate => Format::Infergate,
+            LogFormat::Litellm => Format::LiteLlm,
+        },
         by: match a.by {
             By::Latency => Metric::LatencyMs,
             By::Ttft => Metric::TtftMs,
@@ -203,8 +223,8 @@ fn refresh(root: &Path, a: RefreshArgs) -> anyhow::Result<Status> {
 fn report(p: &Provenance, opts: &Options) {
     let log = &p.log;
     println!(
-        "log {}: {} lines ({} blank), {} malformed, {}",
-        log.file, log.lines, log.blank, log.malformed, log.sha256
+        "log {} ({}): {} lines ({} blank), {} malformed, {}",
+        log.file, log.format, log.lines, log.blank, log.malformed, log.sha256
     );
     for m in log.malformed_lines.iter().take(SHOWN_MALFORMED) {
         println!("  malformed {m}");

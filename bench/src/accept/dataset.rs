@@ -40,7 +40,7 @@ pub fn parse(path: &Path, text: &str, max_tokens: u32) -> Result<Vec<Item>, Data
     for (index, (line_no, line)) in dataset_lines(text).enumerate() {
         let raw = parse_dataset_line(path, line_no, line)?;
         let work = WorkItem::from_dataset_line(path, line_no, &raw, max_tokens)?;
-        let schema = item_schema(&raw).cloned();
+        let schema = raw.as_object().and_then(item_schema).cloned();
         items.push(Item {
             index,
             id: raw

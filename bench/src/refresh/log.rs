@@ -1,7 +1,7 @@
 //! Production request logs read for a dataset refresh: JSONL, one request a line,
 //! `{"timestamp": epoch seconds or RFC 3339, "request": an OpenAI chat or completions body,
 //! "latency_ms" and/or "ttft_ms", "status": HTTP code}` (other fields are kept only to find the
-//! secrets they hold). Lines are streamed ([`LineReader`]: a line longer than
+//! secrets they hold), or LiteLLM's documented `StandardLoggingPayload` ([`Format`]). Lines are streamed ([`LineReader`]: a line longer than
 //! [`MAX_LINE_BYTES`] is skipped whole and reported, never held); a line that is not a usable
 //! request is a [`Malformed`] with its line number and what is wrong, never dropped silently.
 
@@ -126,11 +126,59 @@ fn collect_secrets(v: &Value, under_secret: bool, out: &mut Vec<String>) {
     }
 }
 
-/// Parse one log line (already known not to be blank).
-pub fn parse_entry(line_no: u64, text: &str) -> Result<Entry, String> {
+/// The formats of a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Told by the first JSON object of the log: `startTime` without `timestamp` is LiteLLM's.
+    Auto,
+    /// `{"timestamp", "request", "latency_ms" / "ttft_ms", "status"}`.
+    Infergate,
+    /// LiteLLM's `StandardLoggingPayload`, one a line (what its logging integrations write):
+    /// `startTime`, `endTime`, `completionStartTime` (epoch seconds), `status` (`success` or
+    /// `failure`, with `error_information.error_code`), `messages`, `model_parameters`.
+    LiteLlm,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Infergate => "infergate",
+            Format::LiteLlm => "litellm",
+        }
+    }
+}
+
+/// Parse one log line (already known not to be blank) in `format`; `Auto` is settled by the
+/// first JSON object.
+pub fn parse_line(format: &mut Format, line_no: u64, text: &str) -> Result<Entry, String> {
     let v: Value =
         serde_json::from_str(text).map_err(|e| format!("not valid JSON: {}", json_error(&e)))?;
-    let Value::Object(mut o) = v else { return Err("expected a JSON object".into()) };
+    let Value::Object(o) = v else { return Err("expected a JSON object".into()) };
+    if *format == Format::Auto {
+        let litellm = o.contains_key("startTime") && !o.contains_key("timestamp");
+        *format = if litellm { Format::LiteLlm } else { Format::Infergate };
+    }
+    let mut e = match format {
+        Format::LiteLlm => litellm_entry(o)?,
+        _ => infergate_entry(o)?,
+    };
+    e.line = line_no;
+    // The request must be a dataset item: messages or a prompt string.
+    let as_item = Value::Object(std::mem::take(&mut e.request));
+    WorkItem::from_dataset_line(std::path::Path::new(""), 0, &as_item, 1)
+        .map_err(|err| format!("`request`: {}", err.message))?;
+    let Value::Object(request) = as_item else { unreachable!("built as an object") };
+    e.request = request;
+    Ok(e)
+}
+
+/// Parse one line of infergate's format (already known not to be blank).
+pub fn parse_entry(line_no: u64, text: &str) -> Result<Entry, String> {
+    parse_line(&mut Format::Infergate, line_no, text)
+}
+
+fn infergate_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
     let ts_ms = parse_timestamp(o.get("timestamp").ok_or("missing `timestamp`")?)?;
     let status = match o.get("status").ok_or("missing `status`")? {
         Value::Number(n) => n.as_u64().filter(|s| *s <= 599).map(|s| s as u16),
@@ -147,13 +195,62 @@ pub fn parse_entry(line_no: u64, text: &str) -> Result<Entry, String> {
         Some(_) => return Err("`request` must be a JSON object (the request body)".into()),
         None => return Err("missing `request`".into()),
     };
-    // The request must be a dataset item: messages or a prompt string.
-    let as_item = Value::Object(request.clone());
-    WorkItem::from_dataset_line(std::path::Path::new(""), 0, &as_item, 1)
-        .map_err(|e| format!("`request`: {}", e.message))?;
     let mut secrets = Vec::new();
     collect_secrets(&Value::Object(o), false, &mut secrets);
-    Ok(Entry { line: line_no, ts_ms, request, latency_ms, ttft_ms, status, secrets })
+    Ok(Entry { line: 0, ts_ms, request, latency_ms, ttft_ms, status, secrets })
+}
+
+/// Epoch seconds of a LiteLLM time field.
+fn epoch_s(o: &Map<String, Value>, key: &str) -> Result<Option<f64>, String> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|s| (0.0..=MAX_EPOCH_S).contains(s))
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be epoch seconds within 0..=1e11")),
+    }
+}
+
+/// One LiteLLM `StandardLoggingPayload`: the request is `model_parameters` with `messages` (a
+/// list: chat; a string: a completions prompt); a failure's status is its
+/// `error_information.error_code` when that is an HTTP code, else 0.
+fn litellm_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
+    let start = epoch_s(&o, "startTime")?.ok_or("missing `startTime`")?;
+    let end = epoch_s(&o, "endTime")?;
+    let first = epoch_s(&o, "completionStartTime")?;
+    let ms = |t: Option<f64>| t.filter(|t| *t >= start).map(|t| (t - start) * 1000.0);
+    let status = match o.get("status").and_then(Value::as_str) {
+        Some("success") => 200,
+        Some("failure") => o
+            .get("error_information")
+            .and_then(|i| i.get("error_code"))
+            .and_then(|c| {
+                c.as_str().map(str::to_string).or_else(|| c.as_u64().map(|n| n.to_string()))
+            })
+            .and_then(|c| c.parse::<u16>().ok())
+            .filter(|c| (100..=599).contains(c))
+            .unwrap_or(0),
+        _ => return Err("`status` must be \"success\" or \"failure\"".into()),
+    };
+    let (latency_ms, ttft_ms) = (ms(end), ms(first));
+    if latency_ms.is_none() && ttft_ms.is_none() && status == 200 {
+        return Err("a successful request needs `endTime` or `completionStartTime`".into());
+    }
+    let mut request = match o.remove("model_parameters") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(p)) => p,
+        Some(_) => return Err("`model_parameters` must be a JSON object".into()),
+    };
+    match o.remove("messages") {
+        Some(m @ Value::Array(_)) => request.insert("messages".into(), m),
+        Some(p @ Value::String(_)) => request.insert("prompt".into(), p),
+        _ => return Err("`messages` must be a list of messages or a prompt string".into()),
+    };
+    let mut secrets = Vec::new();
+    collect_secrets(&Value::Object(o), false, &mut secrets);
+    let ts_ms = (start * 1000.0).round() as i64;
+    Ok(Entry { line: 0, ts_ms, request, latency_ms, ttft_ms, status, secrets })
 }
 
 /// Reads a log line by line with 1-based numbers, hashing every byte it reads (SHA-256); a
@@ -163,11 +260,18 @@ pub struct LineReader<R> {
     hasher: Sha256,
     line: u64,
     buf: Vec<u8>,
+    format: Format,
 }
 
 impl<R: BufRead> LineReader<R> {
-    pub fn new(inner: R) -> LineReader<R> {
-        LineReader { inner, hasher: Sha256::new(), line: 0, buf: Vec::new() }
+    /// A reader of a log in `format` (`Auto`: told by its first JSON object).
+    pub fn new(inner: R, format: Format) -> LineReader<R> {
+        LineReader { inner, hasher: Sha256::new(), line: 0, buf: Vec::new(), format }
+    }
+
+    /// The log's format (still `Auto` before its first JSON object).
+    pub fn format(&self) -> Format {
+        self.format
     }
 
     /// Lines read so far.
@@ -224,7 +328,7 @@ impl<R: BufRead> LineReader<R> {
         if text.is_empty() {
             return Ok(Some(Line::Blank));
         }
-        Ok(Some(match parse_entry(line, text) {
+        Ok(Some(match parse_line(&mut self.format, line, text) {
             Ok(e) => Line::Request(Box::new(e)),
             Err(message) => Line::Malformed(Malformed { line, message }),
         }))
@@ -232,8 +336,12 @@ impl<R: BufRead> LineReader<R> {
 }
 
 /// A reader of a file for [`LineReader`].
-pub fn open(path: &std::path::Path) -> std::io::Result<LineReader<std::io::BufReader<impl Read>>> {
-    Ok(LineReader::new(std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(path)?)))
+pub fn open(
+    path: &std::path::Path,
+    format: Format,
+) -> std::io::Result<LineReader<std::io::BufReader<impl Read>>> {
+    let file = std::fs::File::open(path)?;
+    Ok(LineReader::new(std::io::BufReader::with_capacity(1 << 16, file), format))
 }
 
 #[cfg(test)]
@@ -269,12 +377,13 @@ mod tests {
             "\n",
             r#"{"timestamp": 1, "request": {"prompt": "x"}, "ttft_ms": -1, "status": 200}"#,
         );
-        let mut r = LineReader::new(std::io::Cursor::new(log.as_bytes()));
+        let mut r = LineReader::new(std::io::Cursor::new(log.as_bytes()), Format::Auto);
         let mut got = Vec::new();
         while let Some(l) = r.next_line().unwrap() {
             got.push(l);
         }
         assert_eq!(r.lines(), 7);
+        assert_eq!(r.format(), Format::Infergate);
         let Line::Request(first) = &got[0] else { panic!("{:?}", got[0]) };
         assert_eq!((first.line, first.status, first.latency_ms), (1, 200, Some(5.0)));
         assert_eq!(first.secrets, vec!["Bearer sk-abcdefgh12345678", "sk-abcdefgh12345678"]);
@@ -295,6 +404,34 @@ mod tests {
         let Line::Request(failed) = &got[5] else { panic!() };
         assert!(failed.failed());
         assert!(r.sha256().starts_with("sha256:"));
+    }
+
+    #[test]
+    fn litellm_payloads_are_requests_with_their_times_and_status() {
+        let ok = r#"{"id": "a", "startTime": 1764842400.0, "endTime": 1764842402.5, "completionStartTime": 1764842400.25, "status": "success", "messages": [{"role": "user", "content": "hi"}], "model_parameters": {"max_tokens": 10, "user": "u1"}, "metadata": {"user_api_key_hash": "h", "api_key": "sk-xyzxyzxyzxyzxyzxyz"}}"#;
+        let mut f = Format::Auto;
+        let e = parse_line(&mut f, 4, ok).unwrap();
+        assert_eq!(f, Format::LiteLlm);
+        assert_eq!((e.line, e.ts_ms, e.status), (4, 1_764_842_400_000, 200));
+        assert_eq!((e.latency_ms, e.ttft_ms), (Some(2500.0), Some(250.0)));
+        assert_eq!(e.request["max_tokens"], json!(10));
+        assert_eq!(e.request["messages"][0]["content"], json!("hi"));
+        assert_eq!(e.secrets, vec!["sk-xyzxyzxyzxyzxyzxyz"]);
+        let failed = r#"{"startTime": 1764842400, "endTime": 1764842401, "status": "failure", "messages": "a prompt", "error_information": {"error_code": "429"}}"#;
+        let e = parse_line(&mut f, 5, failed).unwrap();
+        assert_eq!((e.status, e.request["prompt"].clone()), (429, json!("a prompt")));
+        let no_code = r#"{"startTime": 1764842400, "status": "failure", "messages": "p"}"#;
+        assert_eq!(parse_line(&mut f, 6, no_code).unwrap().status, 0);
+        let bad =
+            r#"{"startTime": 1764842400, "endTime": 1764842401, "status": "ok", "messages": "p"}"#;
+        assert!(parse_line(&mut f, 7, bad).unwrap_err().contains("\"success\" or \"failure\""));
+        // A log of infergate's format stays one even when a later line looks like LiteLLM's.
+        let mut f = Format::Auto;
+        let first =
+            r#"{"timestamp": 1, "request": {"prompt": "x"}, "latency_ms": 5, "status": 200}"#;
+        parse_line(&mut f, 1, first).unwrap();
+        assert_eq!(f, Format::Infergate);
+        assert!(parse_line(&mut f, 2, ok).unwrap_err().contains("missing `timestamp`"));
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct Options {
     pub share: f64,
     pub seed: u64,
     pub window: WindowSpec,
+    /// The log's format (`Auto`: told by its first JSON object).
+    pub format: log::Format,
     pub by: Metric,
     /// At most this share of each kind's picks are failed requests (the rest the slowest).
     pub failed_share: f64,
@@ -148,7 +150,8 @@ fn read_items(opts: &Options) -> Result<(String, Vec<Item>), RefreshError> {
             .get("id")
             .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
             .unwrap_or_else(|| format!("line-{}", items.len() + 1));
-        items.push(Item { line: line_no, id, structured: item_schema(&raw).is_some() });
+        let structured = raw.as_object().and_then(item_schema).is_some();
+        items.push(Item { line: line_no, id, structured });
     }
     if items.is_empty() {
         return Err(DatasetError::empty(&opts.dataset).into());
@@ -222,6 +225,7 @@ impl TopK {
 /// What the first pass learns of the log.
 struct Scan {
     sha256: String,
+    format: log::Format,
     lines: u64,
     blank: u64,
     malformed: Vec<Malformed>,
@@ -231,7 +235,8 @@ struct Scan {
 }
 
 fn open(opts: &Options) -> Result<log::LineReader<impl std::io::BufRead>, RefreshError> {
-    log::open(&opts.log).map_err(|source| RefreshError::Log { file: opts.log_name.clone(), source })
+    log::open(&opts.log, opts.format)
+        .map_err(|source| RefreshError::Log { file: opts.log_name.clone(), source })
 }
 
 fn scan(opts: &Options) -> Result<Scan, RefreshError> {
@@ -255,7 +260,9 @@ fn scan(opts: &Options) -> Result<Scan, RefreshError> {
         }
     }
     let lines = r.lines();
+    let format = r.format();
     Ok(Scan {
+        format,
         sha256: r.sha256(),
         lines,
         blank,
@@ -300,8 +307,15 @@ struct Pools {
     structured: u64,
 }
 
-fn collect(opts: &Options, since: i64, until: i64, cap: usize) -> Result<Pools, RefreshError> {
-    let mut r = open(opts)?;
+fn collect(
+    opts: &Options,
+    format: log::Format,
+    since: i64,
+    until: i64,
+    cap: usize,
+) -> Result<Pools, RefreshError> {
+    let mut r = log::open(&opts.log, format)
+        .map_err(|source| RefreshError::Log { file: opts.log_name.clone(), source })?;
     let io = |source| RefreshError::Log { file: opts.log_name.clone(), source };
     let mut p = Pools {
         lists: [[TopK::new(cap), TopK::new(cap)], [TopK::new(cap), TopK::new(cap)]],
@@ -315,7 +329,7 @@ fn collect(opts: &Options, since: i64, until: i64, cap: usize) -> Result<Pools, 
             continue;
         }
         p.requests += 1;
-        let structured = item_schema(&Value::Object(e.request.clone())).is_some();
+        let structured = item_schema(&e.request).is_some();
         let failed = e.failed();
         p.structured += structured as u64;
         p.failed += failed as u64;
@@ -431,13 +445,13 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
     let mut slots =
         rand::seq::index::sample(&mut StdRng::seed_from_u64(opts.seed), n, k).into_vec();
     slots.sort_unstable();
-    let pools = collect(opts, since, until, k)?;
+    let pools = collect(opts, scan.format, since, until, k)?;
     let assigned = assign(opts, &items, &slots, pools.lists)?;
     let mut replaced = Vec::new();
     let mut new_lines = std::collections::BTreeMap::new();
     for (slot, pick) in slots.iter().zip(assigned) {
         let e = &pick.entry;
-        let structured = item_schema(&Value::Object(e.request.clone())).is_some();
+        let structured = item_schema(&e.request).is_some();
         let scrubbed = scrubber.request(&e.request, e.line, &e.secrets)?;
         let item = item_of(scrubbed, e.line, structured);
         let new_id = format!("log-{}", e.line);
@@ -466,7 +480,7 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
         log: LogSource {
             file: opts.log_name.clone(),
             sha256: scan.sha256,
-            format: "infergate".into(),
+            format: scan.format.name().into(),
             lines: scan.lines,
             blank: scan.blank,
             malformed: scan.malformed_count,

@@ -387,3 +387,70 @@ fn adr_new_cites_the_provenance_of_a_refreshed_dataset() {
     assert_eq!(o.code, 2, "{}{}", o.stdout, o.stderr);
     assert!(o.stderr.contains("cannot cite the provenance of fresh.jsonl"), "{}", o.stderr);
 }
+
+#[test]
+fn a_litellm_log_is_read_by_its_documented_payload() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // 40 payloads a minute apart: line 17 the slowest success, line 30 a failure (HTTP 429).
+    let log: Vec<String> = (1..=40)
+        .map(|n| {
+            let start = BASE as f64 + n as f64 * 60.0;
+            let took = if n == 17 { 9.5 } else { 0.5 + n as f64 / 100.0 };
+            let mut v = json!({
+                "id": format!("req-{n}"),
+                "startTime": start,
+                "endTime": start + took,
+                "completionStartTime": start + 0.1,
+                "status": "success",
+                "messages": [{"role": "user", "content": format!("question {n} from {}", email(n))}],
+                "model_parameters": {"max_tokens": 32, "temperature": 0.2},
+                "end_user": email(n),
+                "metadata": {"user_api_key_user_id": "owner", "user_api_key_hash": "88dc28"},
+            });
+            if n == 30 {
+                v["status"] = json!("failure");
+                v["error_information"] = json!({"error_code": "429", "error_class": "RateLimitError"});
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(root.join("litellm.jsonl"), log.join("\n") + "\n").unwrap();
+    let dataset: String =
+        (0..10).map(|i| format!("{{\"id\": \"d{i}\", \"prompt\": \"p{i}\"}}\n")).collect();
+    std::fs::write(root.join("d.jsonl"), dataset).unwrap();
+    let args = [
+        "dataset",
+        "refresh",
+        "--log",
+        "litellm.jsonl",
+        "--dataset",
+        "d.jsonl",
+        "--share",
+        "0.2",
+        "--seed",
+        "5",
+        "--out",
+        "d2.jsonl",
+        "--min-structured-share",
+        "0",
+    ];
+    // `end_user` and the key's metadata are not part of the request: no user id is copied, no
+    // key is needed.
+    let out = xtask_command(root, &args).env_remove("INFERGATE_USER_ID_KEY").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let prov: Provenance = read(&root.join("d2.jsonl.provenance.json")).unwrap();
+    assert_eq!(prov.log.format, "litellm");
+    assert_eq!(prov.log.malformed, 0);
+    let lines: Vec<u64> = prov.replaced.iter().map(|r| r.log_line).collect();
+    // One failed (half of two picks), then the slowest.
+    assert_eq!(lines, vec![30, 17]);
+    assert_eq!(prov.replaced[0].why, "failed (status 429)");
+    assert_eq!(prov.replaced[1].why, "slow (latency_ms 9500)");
+    let written = std::fs::read_to_string(root.join("d2.jsonl")).unwrap();
+    assert!(!written.contains('@') && !written.contains("corp-example"), "{written}");
+    assert!(
+        written.contains(r#""messages":[{"content":"question 30 from [pii]","role":"user"}]"#),
+        "{written}"
+    );
+}
