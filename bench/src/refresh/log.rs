@@ -435,6 +435,21 @@ mod tests {
     }
 
     #[test]
+    fn a_line_too_long_is_malformed_and_skipped_whole() {
+        let mut log = vec![b'x'; MAX_LINE_BYTES + 10];
+        log.extend_from_slice(b"\n{\"timestamp\": 2, \"request\": {\"prompt\": \"x\"}, \"latency_ms\": 1, \"status\": 200}\n");
+        let mut r = LineReader::new(std::io::Cursor::new(&log), Format::Auto);
+        let first = r.next_line().unwrap().unwrap();
+        assert_eq!(
+            first,
+            Line::Malformed(Malformed { line: 1, message: "longer than 16 MiB".into() })
+        );
+        let Some(Line::Request(e)) = r.next_line().unwrap() else { panic!() };
+        assert_eq!((e.line, e.ts_ms), (2, 2000));
+        assert_eq!(r.next_line().unwrap(), None);
+    }
+
+    #[test]
     fn secret_fields_are_named_by_their_keys() {
         for k in ["authorization", "Authorization", "api_key", "x-api-key", "openai_api_key"] {
             assert!(is_secret_field(k), "{k}");
