@@ -9,7 +9,7 @@ use anyhow::{Context, bail};
 use bench::refresh::log::Format;
 use bench::refresh::provenance::{Provenance, provenance_path};
 use bench::refresh::replace::{self, Metric, Options, RefreshError, WindowSpec};
-use bench::refresh::scrub::MIN_KEY_BYTES;
+use bench::refresh::scrub::{MIN_KEY_BYTES, Scrubber};
 use clap::{Args, Subcommand, ValueEnum};
 use xshell::Shell;
 
@@ -153,7 +153,15 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
         bail!("--since is after --until: the window is empty");
     }
     let settings = match std::fs::read_to_string(root.join(SETTINGS_FILE)) {
-        Ok(t) => Settings::parse(&bench::config::Source::new(SETTINGS_FILE, t))?,
+        Ok(t) => {
+            let source = bench::config::Source::new(SETTINGS_FILE, t);
+            let s = Settings::parse(&source)?;
+            for p in &s.dataset.pii_patterns {
+                Scrubber::check_pattern(p)
+                    .map_err(|e| source.error_at(&["dataset", "pii_patterns"], e.to_string()))?;
+            }
+            s
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Settings::default(),
         Err(e) => return Err(e).with_context(|| format!("cannot read {SETTINGS_FILE}")),
     };

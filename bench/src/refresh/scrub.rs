@@ -98,6 +98,14 @@ impl Scrubber {
         })
     }
 
+    /// Whether `pattern` is a valid PII pattern (a regular expression of the `regex` crate).
+    pub fn check_pattern(pattern: &str) -> Result<(), ScrubError> {
+        Regex::new(pattern).map(|_| ()).map_err(|e| ScrubError::Pattern {
+            pattern: pattern.to_string(),
+            message: e.to_string(),
+        })
+    }
+
     /// The PII patterns in force.
     pub fn pii_patterns(&self) -> &[String] {
         &self.pii_sources

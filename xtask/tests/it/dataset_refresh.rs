@@ -334,6 +334,15 @@ fn a_refresh_refuses_too_many_malformed_lines_and_a_missing_key() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("holds a user id") && stderr.contains("INFERGATE_TEST_NO_SUCH_KEY"));
     assert!(!root.join("out.jsonl").exists());
+    // A PII pattern of the settings that is no regular expression: named at its line.
+    std::fs::create_dir_all(root.join("configs")).unwrap();
+    std::fs::write(root.join("configs/xtask.toml"), "[dataset]\npii_patterns = [\"(\"]\n").unwrap();
+    let out = refresh(root, "1", "out.jsonl", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("configs/xtask.toml:2"), "{stderr}");
+    assert!(stderr.contains("PII pattern `(` is not a valid regular expression"), "{stderr}");
+    assert!(!root.join("out.jsonl").exists());
 }
 
 #[test]
