@@ -305,6 +305,8 @@ struct Pools {
     requests: u64,
     failed: u64,
     structured: u64,
+    /// The log's hash as this pass read it.
+    sha256: String,
 }
 
 fn collect(
@@ -322,6 +324,7 @@ fn collect(
         requests: 0,
         failed: 0,
         structured: 0,
+        sha256: String::new(),
     };
     while let Some(line) = r.next_line().map_err(io)? {
         let Line::Request(e) = line else { continue };
@@ -341,6 +344,7 @@ fn collect(
         };
         p.lists[structured as usize][failed as usize].push(Ranked { score, entry: e });
     }
+    p.sha256 = r.sha256();
     Ok(p)
 }
 
@@ -446,6 +450,13 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
         rand::seq::index::sample(&mut StdRng::seed_from_u64(opts.seed), n, k).into_vec();
     slots.sort_unstable();
     let pools = collect(opts, scan.format, since, until, k)?;
+    if pools.sha256 != scan.sha256 {
+        return Err(RefreshError::Usage(format!(
+            "{} changed while it was read (its SHA-256 differs between the two passes); refresh \
+             from a copy no one is writing",
+            opts.log_name
+        )));
+    }
     let assigned = assign(opts, &items, &slots, pools.lists)?;
     let mut replaced = Vec::new();
     let mut new_lines = std::collections::BTreeMap::new();
