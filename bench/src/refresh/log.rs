@@ -181,7 +181,9 @@ pub fn parse_entry(line_no: u64, text: &str) -> Result<Entry, String> {
 fn infergate_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
     let ts_ms = parse_timestamp(o.get("timestamp").ok_or("missing `timestamp`")?)?;
     let status = match o.get("status").ok_or("missing `status`")? {
-        Value::Number(n) => n.as_u64().filter(|s| *s <= 599).map(|s| s as u16),
+        Value::Number(n) => {
+            n.as_u64().filter(|s| *s == 0 || (100..=599).contains(s)).map(|s| s as u16)
+        }
         _ => None,
     }
     .ok_or("`status` must be an HTTP status code (0 for no response, else 100..=599)")?;
@@ -432,6 +434,24 @@ mod tests {
         parse_line(&mut f, 1, first).unwrap();
         assert_eq!(f, Format::Infergate);
         assert!(parse_line(&mut f, 2, ok).unwrap_err().contains("missing `timestamp`"));
+    }
+
+    #[test]
+    fn statuses_are_http_codes_or_zero() {
+        let line = |st: &str| {
+            format!(
+                r#"{{"timestamp": 1, "request": {{"prompt": "x"}}, "latency_ms": 5, "status": {st}}}"#
+            )
+        };
+        for (st, failed) in
+            [("0", true), ("200", false), ("399", false), ("400", true), ("599", true)]
+        {
+            assert_eq!(parse_entry(1, &line(st)).unwrap().failed(), failed, "{st}");
+        }
+        for st in ["42", "600", "-1", "\"200\"", "200.5"] {
+            let e = parse_entry(1, &line(st)).unwrap_err();
+            assert!(e.starts_with("`status` must be an HTTP status code"), "{st}: {e}");
+        }
     }
 
     #[test]
