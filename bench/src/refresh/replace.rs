@@ -655,6 +655,65 @@ mod tests {
         assert_eq!(lines(picks(f(), few, 4, 0.5).0), vec![10, 11, 12, 20]);
     }
 
+    fn options(min_structured_share: f64) -> Options {
+        Options {
+            log: PathBuf::from("log.jsonl"),
+            log_name: "log.jsonl".into(),
+            dataset: PathBuf::from("d.jsonl"),
+            dataset_name: "d.jsonl".into(),
+            out_name: "o.jsonl".into(),
+            share: 0.3,
+            seed: 1,
+            window: WindowSpec::Days(7.0),
+            format: log::Format::Auto,
+            by: Metric::LatencyMs,
+            failed_share: 0.5,
+            min_structured_share,
+            max_malformed_share: 0.01,
+            pii_patterns: Vec::new(),
+            key: None,
+            key_env: "K".into(),
+        }
+    }
+
+    /// `[structured][failed]` lists: `other` and `structured` slow requests with these lines
+    /// (the earlier line the slower).
+    fn lists(other: &[u64], structured: &[u64]) -> [[TopK; 2]; 2] {
+        let list = |lines: &[u64]| {
+            let mut t = TopK::new(10);
+            lines.iter().for_each(|l| t.push(ranked(*l, 1000.0 - *l as f64)));
+            t
+        };
+        [[list(other), TopK::new(10)], [list(structured), TopK::new(10)]]
+    }
+
+    #[test]
+    fn a_kind_short_of_requests_takes_the_other_kinds_while_the_share_holds() {
+        // Ten items, the first five structured (50%); items 0, 1 (structured) and 6 replaced.
+        let items: Vec<Item> =
+            (0..10).map(|i| Item { line: i + 1, id: format!("d{i}"), structured: i < 5 }).collect();
+        let slots = [0, 1, 6];
+        let got = |o: &Options, l| {
+            assign(o, &items, &slots, l).map(|v| v.iter().map(|r| r.entry.line).collect::<Vec<_>>())
+        };
+        // No structured request: two structured items lost would leave 30%, under 40%.
+        let e = got(&options(0.4), lists(&[1, 2, 3, 4], &[])).unwrap_err().to_string();
+        assert!(
+            e.contains("holds 0 structured candidate requests; replacing 2 structured items"),
+            "{e}"
+        );
+        assert!(e.contains("to keep the structured share at 40% or more"), "{e}");
+        // With a 30% floor they take the other kind's spare requests, after its own pick.
+        assert_eq!(got(&options(0.3), lists(&[1, 2, 3, 4], &[])).unwrap(), vec![2, 3, 1]);
+        // Too few of any kind: refused with the counts.
+        let e = got(&options(0.0), lists(&[1], &[])).unwrap_err().to_string();
+        assert!(e.contains("(or as many spare requests of the other kind, 0 left)"), "{e}");
+        // No other request: the other item takes a structured one (the share only grows).
+        assert_eq!(got(&options(0.4), lists(&[], &[7, 8, 9])).unwrap(), vec![7, 8, 9]);
+        // Each kind its own, best first in item order.
+        assert_eq!(got(&options(0.4), lists(&[1, 2], &[7, 8, 9])).unwrap(), vec![7, 8, 1]);
+    }
+
     #[test]
     fn categories_of_new_items() {
         let m = |v: serde_json::Value| v.as_object().unwrap().clone();
