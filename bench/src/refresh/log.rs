@@ -85,11 +85,14 @@ pub fn parse_timestamp(v: &Value) -> Result<i64, String> {
             }
             Ok((s * 1000.0).round() as i64)
         }
-        Value::String(s) => {
-            chrono::DateTime::parse_from_rfc3339(s.trim()).map(|t| t.timestamp_millis()).map_err(
-                |e| format!("`timestamp` \"{s}\" is not RFC 3339 (2026-12-04T10:00:00Z): {e}"),
-            )
-        }
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s.trim())
+            .map(|t| t.timestamp_millis())
+            .map_err(|e| {
+                // Quoted as far as a timestamp goes: the field may hold anything.
+                let shown: String = s.chars().take(40).collect();
+                let cut = if shown.len() < s.len() { "…" } else { "" };
+                format!("`timestamp` \"{shown}{cut}\" is not RFC 3339 (2026-12-04T10:00:00Z): {e}")
+            }),
         _ => Err("`timestamp` must be epoch seconds (a number) or an RFC 3339 string".into()),
     }
 }
@@ -359,6 +362,9 @@ mod tests {
         assert_eq!(parse_timestamp(&json!("2025-12-04T11:00:00.5+01:00")), Ok(1_764_842_400_500));
         let e = parse_timestamp(&json!(1_764_842_400_000u64)).unwrap_err();
         assert!(e.contains("milliseconds?"), "{e}");
+        let long = "x".repeat(100);
+        let e = parse_timestamp(&json!(long)).unwrap_err();
+        assert!(e.starts_with(&format!("`timestamp` \"{}…\" is not", "x".repeat(40))), "{e}");
         let e = parse_timestamp(&json!("2025-12-04 10:00")).unwrap_err();
         assert!(e.starts_with("`timestamp` \"2025-12-04 10:00\" is not RFC 3339"), "{e}");
         assert!(parse_timestamp(&json!(-1)).is_err());

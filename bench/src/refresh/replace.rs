@@ -536,9 +536,21 @@ pub fn refresh(opts: &Options) -> Result<Refreshed, RefreshError> {
     Ok(Refreshed { text: out, provenance, malformed: scan.malformed })
 }
 
-/// Malformed lines as `file:line: what is wrong`.
+/// Malformed lines as `file:line: what is wrong`, scrubbed like the requests (a message may
+/// quote a value of the line).
 fn named_malformed(opts: &Options, malformed: &[Malformed]) -> Vec<String> {
-    malformed.iter().map(|m| format!("{}:{}: {}", opts.log_name, m.line, m.message)).collect()
+    let mut scrubber = Scrubber::new(&opts.pii_patterns, None, &opts.key_env).ok();
+    let none = crate::redact::Redactor::default();
+    malformed
+        .iter()
+        .map(|m| {
+            let message = match scrubber.as_mut() {
+                Some(s) => s.text(&m.message, &none),
+                None => m.message.clone(),
+            };
+            format!("{}:{}: {}", opts.log_name, m.line, message)
+        })
+        .collect()
 }
 
 /// The selection rule in words.

@@ -42,7 +42,7 @@ fn kind(n: usize) -> Kind {
             r#"{"timestamp": 1764621180, "request": {"prompt": "x"}, "latency_ms": 5}"#,
         ),
         5555 => Kind::Malformed(
-            r#"{"timestamp": "yesterday", "request": {"prompt": "x"}, "latency_ms": 5, "status": 200}"#,
+            r#"{"timestamp": "yesterday ops@corp-example.com", "request": {"prompt": "x"}, "latency_ms": 5, "status": 200}"#,
         ),
         8000 => Kind::Malformed(
             r#"{"timestamp": 1765026000, "request": {"input": "x"}, "latency_ms": 5, "status": 200}"#,
@@ -287,7 +287,13 @@ fn a_refresh_picks_the_expected_lines_scrubs_them_and_is_reproducible() {
         ["log.jsonl:7", "log.jsonl:1234", "log.jsonl:5555", "log.jsonl:8000", "log.jsonl:9999"]
     );
     assert!(prov.log.malformed_lines[1].ends_with("missing `status`"), "{:?}", prov.log);
-    assert!(prov.log.malformed_lines[2].contains("is not RFC 3339"), "{:?}", prov.log);
+    // A malformed line's message quotes what it holds, scrubbed like the requests.
+    assert!(
+        prov.log.malformed_lines[2]
+            .starts_with("log.jsonl:5555: `timestamp` \"yesterday [pii]\" is not RFC 3339"),
+        "{:?}",
+        prov.log
+    );
     for n in named {
         assert!(stdout.contains(&format!("malformed {n}: ")), "{n} not in:\n{stdout}");
     }
