@@ -31,6 +31,7 @@ pub mod outcome;
 pub mod promtext;
 pub mod record;
 pub mod redact;
+pub mod refresh;
 pub mod rundir;
 #[cfg(feature = "runtime")]
 pub mod runner;

@@ -172,6 +172,15 @@ pub fn json_error(e: &serde_json::Error) -> String {
     }
 }
 
+/// The JSON Schema a dataset item's output must follow, when it is structured: its `schema`, or
+/// `response_format.json_schema.schema`.
+pub fn item_schema(
+    item: &serde_json::Map<String, serde_json::Value>,
+) -> Option<&serde_json::Value> {
+    item.get("schema")
+        .or_else(|| item.get("response_format").and_then(|r| r.pointer("/json_schema/schema")))
+}
+
 /// One dataset line as a JSON object.
 pub fn parse_dataset_line(
     path: &Path,

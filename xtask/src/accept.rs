@@ -190,6 +190,7 @@ impl AcceptCmd {
             spec.candidate = Some(c);
             spec.judge = j;
             spec.dataset = Some(root.join(&self.dataset));
+            spec.dataset_name = Some(self.dataset.to_string_lossy().replace('\\', "/"));
         }
         spec.concurrency = self.concurrency;
         spec.numeric_items = self.numeric_items;

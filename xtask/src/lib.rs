@@ -19,6 +19,8 @@ pub mod adr;
 pub mod bench;
 pub mod chart;
 pub mod compare;
+#[cfg(feature = "runtime")]
+pub mod dataset;
 pub mod deploy;
 pub mod engine;
 pub mod engine_flags;
@@ -95,6 +97,11 @@ pub enum Command {
     /// Deployment: `deploy render` writes the Kubernetes manifests of a sharded run.
     #[command(subcommand)]
     Deploy(deploy::DeployCmd),
+    /// Datasets: `dataset refresh` replaces a share of a dataset with the slowest or failed
+    /// requests of a production log, scrubbed, with their provenance.
+    #[cfg(feature = "runtime")]
+    #[command(subcommand)]
+    Dataset(dataset::DatasetCmd),
     /// Decision records: new, list, accept, supersede, lint, check, thresholds.
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
@@ -133,6 +140,8 @@ impl Command {
             Command::Accept(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
             Command::Deploy(cmd) => cmd.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Dataset(cmd) => cmd.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),

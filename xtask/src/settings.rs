@@ -4,6 +4,10 @@
 //! [adr]
 //! # Governed besides configs/engine*.toml (always governed).
 //! governed = ["configs/serving.toml", "configs/lora-*.toml"]
+//!
+//! [dataset]
+//! # PII removed from refreshed requests besides e-mail addresses (regular expressions).
+//! pii_patterns = ['\b\d{3}-\d{2}-\d{4}\b']
 //! ```
 //!
 //! A missing file means the defaults; unknown keys are refused with their line.
@@ -26,6 +30,18 @@ pub const ALWAYS_GOVERNED: &str = "configs/engine*.toml";
 pub struct Settings {
     #[serde(default)]
     pub adr: AdrSettings,
+    #[serde(default)]
+    pub dataset: DatasetSettings,
+}
+
+/// `[dataset]`: `cargo xtask dataset refresh`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSettings {
+    /// PII patterns (regular expressions, `regex` crate syntax) removed from refreshed
+    /// requests besides e-mail addresses, which always are.
+    #[serde(default)]
+    pub pii_patterns: Vec<String>,
 }
 
 /// `[adr]`: decision records.

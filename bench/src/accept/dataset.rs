@@ -14,7 +14,9 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use crate::wire::VOCABULARY;
-use crate::workload::{DatasetError, WorkItem, dataset_lines, parse_dataset_line, read_dataset};
+use crate::workload::{
+    DatasetError, WorkItem, dataset_lines, item_schema, parse_dataset_line, read_dataset,
+};
 
 /// Seed of the shipped sample.
 pub const SAMPLE_SEED: u64 = 20_251_129;
@@ -38,10 +40,7 @@ pub fn parse(path: &Path, text: &str, max_tokens: u32) -> Result<Vec<Item>, Data
     for (index, (line_no, line)) in dataset_lines(text).enumerate() {
         let raw = parse_dataset_line(path, line_no, line)?;
         let work = WorkItem::from_dataset_line(path, line_no, &raw, max_tokens)?;
-        let schema = raw
-            .get("schema")
-            .cloned()
-            .or_else(|| raw.pointer("/response_format/json_schema/schema").cloned());
+        let schema = raw.as_object().and_then(item_schema).cloned();
         items.push(Item {
             index,
             id: raw

@@ -45,6 +45,9 @@ pub struct AcceptSpec {
     /// An LLM that scores semantic similarity (reported, never gating).
     pub judge: Option<TargetSpec>,
     pub dataset: Option<PathBuf>,
+    /// The dataset as the user named it (relative to the repository root): the name of the
+    /// summaries' workload file, with the hash of its content. Default: the path.
+    pub dataset_name: Option<String>,
     pub endpoint: Endpoint,
     /// Pairs in flight (the production concurrency: batching amplifies numeric drift).
     pub concurrency: u32,
@@ -78,6 +81,7 @@ impl AcceptSpec {
             candidate: None,
             judge: None,
             dataset: None,
+            dataset_name: None,
             endpoint: Endpoint::Chat,
             concurrency: 8,
             numeric_items: 16,
@@ -171,9 +175,14 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             dir.display()
         )));
     }
-    let items = match &spec.dataset {
-        Some(p) => dataset::load(p, spec.max_tokens)?,
-        None => Vec::new(),
+    let (items, dataset_file) = match &spec.dataset {
+        Some(p) => {
+            let text = crate::workload::read_dataset(p)?;
+            let name = spec.dataset_name.clone().unwrap_or_else(|| p.display().to_string());
+            let file = crate::workload::WorkloadFile::of(&name, text.as_bytes());
+            (dataset::parse(p, &text, spec.max_tokens)?, Some(file))
+        }
+        None => (Vec::new(), None),
     };
     let sides = match (&spec.baseline, &spec.candidate) {
         (Some(b), Some(c)) => {
@@ -218,6 +227,7 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     if let (Some(pass), Some((b, c))) = (pass, &sides) {
         for (i, (side, role)) in [(b, "baseline"), (c, "candidate")].into_iter().enumerate() {
             let mut s = side_summary(&spec, side, &items, &pass, i, started_at);
+            s.workload.files.extend(dataset_file.clone());
             s.extra.acceptance = Some(report.summary_section(role));
             let sub = dir.join(role);
             rundir::write_histograms(

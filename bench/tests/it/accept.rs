@@ -44,6 +44,7 @@ fn spec(dir: &Path, b: &SimHandle, c: &SimHandle, items: usize) -> AcceptSpec {
     s.baseline = Some(TargetSpec { name: "fp16".into(), target: target(b), engine: None });
     s.candidate = Some(TargetSpec { name: "fp8".into(), target: target(c), engine: None });
     s.dataset = Some(data);
+    s.dataset_name = Some("configs/accept.jsonl".into());
     s.concurrency = 4;
     s.numeric_items = 6;
     s.numeric_max_tokens = 12;
@@ -103,6 +104,11 @@ async fn identical_engines_pass_every_layer() {
         assert_eq!(s.metric("extra.acceptance.numeric.cos_min"), Some(1.0));
         assert_eq!(s.metric("extra.acceptance.business.schema_pass_rate"), Some(1.0));
         assert_eq!(bench::rundir::read_records(&out.join(role)).unwrap().records.len(), 20);
+        // The dataset is the summary's workload file, with its content's hash (a record cites
+        // it, and its provenance when it was refreshed).
+        let text = std::fs::read(dir.path().join("dataset.jsonl")).unwrap();
+        let file = bench::workload::WorkloadFile::of("configs/accept.jsonl", &text);
+        assert_eq!(s.workload.files, vec![file], "{role}");
     }
     assert_eq!(std::fs::read_to_string(out.join("business-failures.jsonl")).unwrap(), "");
     assert_eq!(std::fs::read_to_string(out.join("numeric.jsonl")).unwrap().lines().count(), 6);

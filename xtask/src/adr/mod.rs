@@ -417,6 +417,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         record_dir: &shown(dir),
         stats: &stats,
         considered: tune.as_ref().map_or(&[][..], |t| t.considered.as_slice()),
+        refreshed: &refreshed_datasets(root, &all)?,
     };
     let text = new::render(&input)?;
     write_file(&full, &text)?;
@@ -430,6 +431,32 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     files.push((path.clone(), text));
     print_new_problems(root, &path, number, &files);
     Ok(Status::Success)
+}
+
+/// The runs' workload files that have a provenance file beside them (`dataset refresh`), each
+/// once; an unreadable provenance is an error naming it.
+fn refreshed_datasets(
+    root: &Path,
+    runs: &[&bench::Summary],
+) -> anyhow::Result<Vec<new::RefreshedDataset>> {
+    use bench::refresh::provenance::{self, provenance_name};
+    let mut out: Vec<new::RefreshedDataset> = Vec::new();
+    for f in runs.iter().flat_map(|r| &r.workload.files) {
+        let name = provenance_name(&f.path);
+        let path = join_clean(root, Path::new(&name));
+        if out.iter().any(|d| d.file == f.path) || !path.is_file() {
+            continue;
+        }
+        let provenance = provenance::read(&path)
+            .with_context(|| format!("cannot cite the provenance of {}", f.path))?;
+        out.push(new::RefreshedDataset {
+            file: f.path.clone(),
+            run_hash: f.hash.clone(),
+            provenance_file: name,
+            provenance,
+        });
+    }
+    Ok(out)
 }
 
 /// The row a record adopts: `--choose` as given, else the only experiment (or the baseline

@@ -165,6 +165,20 @@ pub struct NewAdr<'a> {
     /// Lines under the matrix about the configurations considered (a tune's failed starts,
     /// its winner at the edge of the grid), each a sentence.
     pub considered: &'a [String],
+    /// The runs' workload files refreshed from production (`dataset refresh`), with their
+    /// provenance: cited in the Reproduction section.
+    pub refreshed: &'a [RefreshedDataset],
+}
+
+/// A workload file of the runs that has a provenance file beside it (`dataset refresh`).
+#[derive(Clone, Debug)]
+pub struct RefreshedDataset {
+    /// The dataset as the runs name it, and the hash they recorded of it.
+    pub file: String,
+    pub run_hash: String,
+    /// The provenance file, relative to the repository root.
+    pub provenance_file: String,
+    pub provenance: bench::refresh::provenance::Provenance,
 }
 
 /// A file-name slug: lowercase ASCII letters and digits joined by `-`, at most 60 characters.
@@ -1680,6 +1694,7 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
              is ignored by git), so keep them where reviewers can read them.\n",
         );
     }
+    refreshed_datasets(o, input);
     let notes: Vec<String> = runs
         .iter()
         .enumerate()
@@ -1692,6 +1707,36 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
         }
     }
     o.push('\n');
+}
+
+/// The runs' datasets refreshed from production: what was replaced, from which log, window
+/// and seed, and the provenance; a dataset edited since its refresh says so.
+fn refreshed_datasets(o: &mut Body, input: &NewAdr<'_>) {
+    if input.refreshed.is_empty() {
+        return;
+    }
+    o.push_str(
+        "\nDatasets refreshed from production requests (`cargo xtask dataset refresh`):\n\n",
+    );
+    for d in input.refreshed {
+        let p = &d.provenance;
+        o.line(format_args!(
+            "- {}: {}; provenance {}.{}",
+            code(&d.file),
+            p.summary_line(),
+            repo_link(&d.provenance_file, input.record_dir),
+            if d.run_hash == p.dataset.output_hash {
+                String::new()
+            } else {
+                format!(
+                    " The runs' dataset ({}) is not the one the refresh wrote ({}): it was \
+                     edited since.",
+                    code(&d.run_hash),
+                    code(&p.dataset.output_hash)
+                )
+            }
+        ));
+    }
 }
 
 #[cfg(test)]

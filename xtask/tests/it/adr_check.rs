@@ -1013,3 +1013,111 @@ fn a_changed_workload_file_of_a_gated_profile_needs_a_record_measured_on_it() {
     let out = check(&g, &["--base", "main"]);
     assert_exit(&out, 0);
 }
+
+/// A provenance of `dataset refresh` for a dataset whose refreshed content is `text`.
+fn provenance_of(file: &str, text: &str) -> String {
+    use bench::refresh::provenance::*;
+    let p = Provenance {
+        format_version: 1,
+        tool: "infergate 0.1.0".into(),
+        log: LogSource {
+            file: "prod.jsonl".into(),
+            sha256: format!("sha256:{}", "ab".repeat(32)),
+            format: "infergate".into(),
+            lines: 10,
+            blank: 0,
+            malformed: 0,
+            malformed_lines: vec![],
+        },
+        window: Window {
+            since: "2025-12-01T00:00:00.000Z".into(),
+            until: "2025-12-08T00:00:00.000Z".into(),
+            chosen_by: "--since/--until".into(),
+            requests: 10,
+        },
+        selection: Selection {
+            rule: "slowest by latency_ms".into(),
+            by: "latency_ms".into(),
+            failed_share: 0.5,
+            failed: 0,
+            structured: 0,
+        },
+        scrub: Scrub {
+            secret_patterns: vec![],
+            pii_patterns: vec![],
+            secrets_removed: 0,
+            pii_removed: 0,
+            user_ids_hashed: 0,
+            user_id_hash: "hmac-sha256".into(),
+            key_env: "K".into(),
+            key_id: None,
+        },
+        seed: 7,
+        share: 1.0,
+        dataset: DatasetSides {
+            input: file.into(),
+            input_hash: "fnv1a:0000000000000000".into(),
+            output: file.into(),
+            output_hash: bench::workload::WorkloadFile::of(file, text.as_bytes()).hash,
+            items: 1,
+            structured_before: 0,
+            structured_after: 0,
+        },
+        replaced: vec![Replacement {
+            item: 0,
+            old_id: "line-1".into(),
+            new_id: "log-3".into(),
+            log_line: 3,
+            structured: false,
+            why: "slow (latency_ms 900)".into(),
+        }],
+    };
+    serde_json::to_string_pretty(&p).unwrap()
+}
+
+#[test]
+fn a_refreshed_dataset_of_a_gated_profile_is_a_changed_scenario_and_names_its_refresh() {
+    let mut g = setup_gated_workload();
+    let file = "configs/workloads/chats.jsonl";
+    let refreshed =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"slow one\"}], \"id\": \"log-3\"}\n";
+    let prov = provenance_of(file, refreshed);
+    g.commit_files(
+        "Refresh the chats",
+        &[(file, Some(refreshed)), ("configs/workloads/chats.jsonl.provenance.json", Some(&prov))],
+    );
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "configs/workloads/chats.jsonl of gated profile `chat` (workload.conversations) was \
+             modified (refreshed from production requests by `cargo xtask dataset refresh`: 1 of \
+             1 items replaced by the slowest by latency_ms of `prod.jsonl`"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("seed 7; provenance configs/workloads/chats.jsonl.provenance.json)")
+    );
+    // Edited after the refresh: still a changed scenario, and the provenance is not taken for it.
+    g.commit_files("Edit", &[(file, Some("{\"prompt\": \"edited\"}\n"))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "was modified (its provenance configs/workloads/chats.jsonl.provenance.json describes \
+             another version of it)"
+        ),
+        "{}",
+        out.stdout
+    );
+    // A record measured on the profile covers the refresh.
+    let a2 = record(2, "Measure the refreshed chats", "Proposed", "- configs/engine.toml: scheduler.max_num_seqs = 256", "None.")
+        .replace(
+            "Long prompts block decode at concurrency 64.",
+            "Long prompts block decode at concurrency 64.\n\nMeasured scenario: profile `chat`, 8 sessions.",
+        );
+    g.commit_files("Record the refreshed scenario", &[(ADR2, Some(&a2))]);
+    assert_exit(&check(&g, &["--base", "main"]), 0);
+}

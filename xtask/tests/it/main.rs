@@ -31,6 +31,9 @@ mod cli_secrets;
 #[cfg(feature = "runtime")]
 mod cli_sim;
 mod compare;
+// `dataset refresh` is a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod dataset_refresh;
 mod deploy;
 mod gate;
 // `gate --ab` measures the simulator: the runtime build only.

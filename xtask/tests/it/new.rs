@@ -60,6 +60,7 @@ fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize
         record_dir: "docs/adr",
         stats: &[],
         considered: &[],
+        refreshed: &[],
     }
 }
 

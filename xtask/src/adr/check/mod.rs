@@ -305,11 +305,34 @@ fn scenario_changes(
                 (None, None) => None,
             };
             if let Some((file, how)) = how {
+                let how = format!("{how}{}", refresh_note(sides, &file)?);
                 out.push(ScenarioChange { profile: profile.clone(), key: key.clone(), file, how });
             }
         }
     }
     Ok(out)
+}
+
+/// What the provenance beside a changed workload file at head says (`dataset refresh`): the
+/// refresh that wrote it, or that the provenance describes another version of it; empty
+/// without one. A refreshed dataset is a changed scenario like any other edit.
+fn refresh_note(sides: &Sides<'_>, file: &str) -> anyhow::Result<String> {
+    use bench::refresh::provenance::{Provenance, provenance_name};
+    let name = provenance_name(file);
+    let Some(text) = git::read_text(sides.repo, sides.head, &name)? else {
+        return Ok(String::new());
+    };
+    let content = git::read_text(sides.repo, sides.head, file)?.unwrap_or_default();
+    let hash = bench::workload::WorkloadFile::of(file, content.as_bytes()).hash;
+    Ok(match bench::artifact::parse::<Provenance>(Path::new(&name), &text) {
+        Ok(p) if p.dataset.output_hash == hash => format!(
+            " (refreshed from production requests by `cargo xtask dataset refresh`: {}; \
+             provenance {name})",
+            p.summary_line()
+        ),
+        Ok(_) => format!(" (its provenance {name} describes another version of it)"),
+        Err(e) => format!(" (its provenance is unreadable: {e})"),
+    })
 }
 
 /// The two trees `adr check` compares, with the words that name them in errors.
