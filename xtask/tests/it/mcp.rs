@@ -100,24 +100,26 @@ fn client_available() -> Result<(), String> {
     }
 }
 
-#[test]
-fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
-    if let Err(why) = client_available() {
-        let why = format!(
-            "MCP client test SKIPPED: the Python `mcp` SDK is not installed \
-             (python3 -m pip install mcp): {why}"
-        );
-        assert!(!std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"), "CI=true: {why}");
-        use std::io::Write;
-        let _ = writeln!(std::io::stderr(), "\n*** {why} ***\n");
-        return;
-    }
-    let g = repository();
+/// Skipped loudly without the SDK (a failure under `CI=true`): whether to go on.
+fn have_client() -> bool {
+    let Err(why) = client_available() else { return true };
+    let why = format!(
+        "MCP client test SKIPPED: the Python `mcp` SDK is not installed \
+         (python3 -m pip install mcp): {why}"
+    );
+    assert!(!std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"), "CI=true: {why}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\n*** {why} ***\n");
+    false
+}
+
+/// Run the client script with `args`; the report it prints last. Proxies are removed (the
+/// server is on loopback) and the test's API key is in its environment, and so in the server's.
+fn client(args: &[&std::ffi::OsStr]) -> serde_json::Value {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/mcp_client.py");
     let mut child = Command::new("python3")
         .arg(&script)
-        .arg(env!("CARGO_BIN_EXE_xtask"))
-        .arg(g.path())
+        .args(args)
         .env("INFERGATE_TEST_KEY", KEY)
         .env_remove("HTTP_PROXY")
         .env_remove("http_proxy")
@@ -139,8 +141,16 @@ fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the client failed:\n{stderr}\n{stdout}");
     assert!(!stdout.contains(KEY) && !stderr.contains(KEY), "the key leaked:\n{stderr}");
-    let report: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().expect("a report")).unwrap();
+    serde_json::from_str(stdout.lines().last().expect("a report")).unwrap()
+}
+
+#[test]
+fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
+    if !have_client() {
+        return;
+    }
+    let g = repository();
+    let report = client(&[env!("CARGO_BIN_EXE_xtask").as_ref(), g.path().as_os_str()]);
 
     // The files behind the results: the measured run, and the cancelled one as Ctrl-C leaves it.
     let run = bench::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
@@ -167,4 +177,33 @@ fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
     let record = std::fs::read_to_string(g.path().join(report["new_record"].as_str().unwrap()));
     assert!(record.unwrap().contains("- Status: Proposed"));
     assert!(report["progress_notifications"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn the_same_tools_answer_over_streamable_http() {
+    use std::io::BufRead;
+    if !have_client() {
+        return;
+    }
+    let g = repository();
+    let mut server = crate::support::Reaped(
+        crate::support::xtask_command(g.path(), &["mcp", "--http", "0"])
+            .env("INFERGATE_TEST_KEY", KEY)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stderr = std::io::BufReader::new(server.0.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    // Whatever else the server says goes on being read, so that it never writes to a closed pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let report = client(&["--http".as_ref(), url.as_ref(), g.path().as_os_str()]);
+    let run = bench::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
+    assert_eq!(run.requests.total, 6);
 }
