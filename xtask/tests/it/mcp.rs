@@ -207,3 +207,64 @@ fn the_same_tools_answer_over_streamable_http() {
     let run = bench::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
     assert_eq!(run.requests.total, 6);
 }
+
+/// Without any client library: the server's stdout holds nothing but JSON-RPC messages; a
+/// line that is not JSON is dropped, an unknown method and arguments off the schema get JSON-RPC
+/// errors, a record that does not exist an error result, and the server goes on answering and
+/// exits 0 when its stdin closes.
+#[test]
+fn stdout_holds_only_the_protocol_and_malformed_calls_get_errors() {
+    use std::io::{BufRead, Write};
+    let g = repository();
+    let mut server = crate::support::Reaped(
+        crate::support::xtask_command(g.path(), &["mcp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut stdin = server.0.stdin.take().unwrap();
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "this is not JSON",
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"adr_lint","arguments":{"x":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"no/such/method"}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"explain_record","arguments":{"record":"7"}}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"explain_record","arguments":{"record":"1"}}}"#,
+    ];
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut answers = std::collections::BTreeMap::new();
+    let stdout = std::io::BufReader::new(server.0.stdout.take().unwrap());
+    for line in stdout.lines() {
+        let line = line.unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not a JSON-RPC message on stdout: {line:?}: {e}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        let id = v["id"].as_u64().expect("only responses: no notification was asked for");
+        answers.insert(id, v);
+        if id == 5 {
+            break;
+        }
+    }
+    drop(stdin);
+    assert_eq!(answers[&1]["result"]["serverInfo"]["name"], "infergate");
+    assert_eq!(answers[&2]["error"]["code"], -32602);
+    assert!(answers[&2]["error"]["message"].as_str().unwrap().contains("unknown field `x`"));
+    assert_eq!(answers[&3]["error"]["code"], -32601);
+    assert_eq!(answers[&4]["result"]["isError"], true);
+    assert!(
+        answers[&4]["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no record numbered 7")
+    );
+    let explained = &answers[&5]["result"]["structuredContent"];
+    assert_eq!(explained["thresholds"][0]["limit"], 302.0);
+    assert_eq!(explained["rollback_conditions"].as_array().map(Vec::len), Some(0), "prose only");
+    let status = server.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
