@@ -268,3 +268,21 @@ fn stdout_holds_only_the_protocol_and_malformed_calls_get_errors() {
     let status = server.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+/// The A/B gate as a tool: this repository's configs at `main`, a candidate twice as slow
+/// (`sim.slowdown=2`): progress as its trials record, the verdict in the exit code, and
+/// `ab.json` as the result, the same document the file holds.
+#[test]
+fn an_ab_gate_reports_progress_and_returns_ab_json() {
+    if !have_client() {
+        return;
+    }
+    let g = crate::support::configs_repo();
+    let report =
+        client(&["--ab".as_ref(), env!("CARGO_BIN_EXE_xtask").as_ref(), g.path().as_os_str()]);
+    assert_eq!(report["exit_code"], 1, "a clear regression fails: {report}");
+    let file: bench::ab::AbFile =
+        bench::artifact::read(&g.path().join(report["wrote"].as_str().unwrap())).unwrap();
+    assert_eq!(file.status, Some(bench::ab::AbStatus::Fail));
+    assert_eq!(report["ab"], serde_json::to_value(&file).unwrap());
+}
