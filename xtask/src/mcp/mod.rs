@@ -435,7 +435,7 @@ fn secrets(root: &Path) -> Redactor {
         std::env::vars().map(|(k, _)| k).filter(|k| k.ends_with("API_KEY")).collect();
     let mut found = Vec::new();
     if let Ok(cfg) =
-        bench::config::BenchConfig::load_in(root, Path::new(crate::bench::DEFAULT_CONFIG))
+        bench::config::BenchConfig::load_in(root, Path::new(crate::settings::BENCH_FILE))
     {
         for t in cfg.file.targets.values() {
             vars.extend(t.api_key_env.clone());
