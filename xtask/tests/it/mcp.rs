@@ -90,12 +90,17 @@ fn repository() -> GitRepo {
     g
 }
 
-/// Whether `python3` imports the SDK and jsonschema; otherwise why not.
+/// The driver's imports, and the SDK's major version its API is written for (2.x).
+const CLIENT_CHECK: &str = "import importlib.metadata as m, jsonschema, mcp\n\
+    v = m.version('mcp')\n\
+    assert v.split('.')[0] == '2', f'mcp {v} is installed, the test drives mcp 2.x'";
+
+/// Whether `python3` imports the SDK 2.x and jsonschema; otherwise why not.
 fn client_available() -> Result<(), String> {
-    let o = Command::new("python3").args(["-c", "import mcp, jsonschema"]).output();
+    let o = Command::new("python3").args(["-c", CLIENT_CHECK]).output();
     match o {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").to_string()),
         Err(e) => Err(format!("python3: {e}")),
     }
 }
@@ -104,8 +109,8 @@ fn client_available() -> Result<(), String> {
 fn have_client() -> bool {
     let Err(why) = client_available() else { return true };
     let why = format!(
-        "MCP client test SKIPPED: the Python `mcp` SDK is not installed \
-         (python3 -m pip install mcp): {why}"
+        "MCP client test SKIPPED: the Python `mcp` SDK 2.x is not installed \
+         (python3 -m pip install 'mcp>=2.3,<3'): {why}"
     );
     assert!(!std::env::var("CI").is_ok_and(|v| v == "true" || v == "1"), "CI=true: {why}");
     use std::io::Write;
