@@ -149,7 +149,9 @@ pub fn tools() -> Vec<Tool> {
              (`run`), or run an A/B gate of the base revision's engine config against the \
              working tree's (`ab`), as `cargo xtask gate`. Writes the gate's report \
              (target/mcp/gate-*, JSON) or the A/B gate's directory (target/mcp/gate-ab-*, \
-             ab.json); returns it. The exit code says the verdict: 0 pass, 1 fail, 3 undecided.",
+             ab.json); returns it. The exit code says the verdict: 0 pass, 1 fail, 3 undecided. \
+             The gate of a trial set and the A/B gate also append to the noise history, the git \
+             ref refs/infergate/history, as the command does (`no_history`: not).",
             Writes::Target,
         ),
         tool::<CompareArgs, CommandOutput>(

@@ -54,6 +54,10 @@ pub struct GateArgs {
     /// decide each metric on the paired difference (`cargo xtask gate --ab`).
     #[serde(default)]
     pub ab: Option<AbArgs>,
+    /// Neither read nor append the noise history (the git ref `refs/infergate/history`), which
+    /// the gate of a trial set and the A/B gate otherwise pool with and append to.
+    #[serde(default)]
+    pub no_history: bool,
 }
 
 /// The A/B gate's settings (`cargo xtask gate --ab`).
@@ -270,9 +274,18 @@ impl GateArgs {
                 let mut args = vec!["gate".to_string(), run.clone()];
                 push_opt(&mut args, "--thresholds", self.thresholds.as_deref());
                 push_opt(&mut args, "--json", Some(&out.to_string_lossy()));
+                if self.no_history {
+                    args.push("--no-history".into());
+                }
                 Ok(Job { args, watch: None, total: None })
             }
-            (None, Some(ab)) if self.thresholds.is_none() => Ok(ab.job(out)),
+            (None, Some(ab)) if self.thresholds.is_none() => {
+                let mut job = ab.job(out);
+                if self.no_history {
+                    job.args.push("--no-history".into());
+                }
+                Ok(job)
+            }
             (None, Some(_)) => Err("`thresholds` goes with `run`; an A/B gate takes the \
                                     live records' budgets and thresholds"
                 .into()),
@@ -490,6 +503,7 @@ mod tests {
         let gate = |run: Option<&str>, ab: bool| GateArgs {
             run: run.map(String::from),
             thresholds: None,
+            no_history: false,
             ab: ab.then(|| AbArgs {
                 base: None,
                 profile: None,
@@ -516,6 +530,8 @@ mod tests {
             ]
         );
         assert!(gate(None, false).job(out).is_err());
+        let quiet = GateArgs { no_history: true, ..gate(Some("runs/a"), false) };
+        assert_eq!(quiet.job(out).unwrap().args.last().unwrap(), "--no-history");
         assert!(gate(Some("r"), true).job(out).is_err());
     }
 
