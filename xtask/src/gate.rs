@@ -24,6 +24,7 @@ use xshell::Shell;
 
 use crate::exit::Status;
 use crate::text::join_clean;
+use crate::thresholds::report_file::{GateFile, GateRun};
 use crate::thresholds::{GATE_FILE, GateOptions, GateVerdicts, Thresholds};
 use crate::thresholds::{evaluate, print_report};
 
@@ -61,6 +62,10 @@ pub struct GateCmd {
     /// With --until-decided: the most trials the set may hold.
     #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
     pub max_trials: Option<u32>,
+    /// Also write the verdicts as JSON to FILE (relative to the repository root): the exit
+    /// status and every run's checks (`gate.json`'s format, docs/mcp.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ab", "until_decided"])]
+    pub json: Option<PathBuf>,
     #[command(flatten)]
     pub ab: crate::ab::AbArgs,
 }
@@ -113,10 +118,10 @@ impl GateCmd {
                 &thresholds,
                 set.trials.iter().map(|t| t.summary.profile.as_str()),
             );
-            if incomplete(&set) {
-                return Ok(Status::PolicyViolated);
-            }
-            return Ok(report.status());
+            let status = if incomplete(&set) { Status::PolicyViolated } else { report.status() };
+            let runs = vec![GateRun { label: None, report }];
+            self.write_json(&root, status, &set, runs)?;
+            return Ok(status);
         };
         let mut sets = Vec::new();
         for (label, dir) in runs {
@@ -130,15 +135,46 @@ impl GateCmd {
         let thresholds = read_thresholds()?;
         let mut any_incomplete = false;
         let mut profiles = Vec::new();
+        let mut problems = Vec::new();
         for (label, set) in sets {
-            verdicts.record(label, evaluate(&set, &thresholds, &options));
+            verdicts.record(label.clone(), evaluate(&set, &thresholds, &options));
             any_incomplete |= incomplete(&set);
+            problems.extend(set.problems.iter().map(|p| format!("{label}: {p}")));
             profiles.extend(set.trials.iter().map(|t| t.summary.profile.clone()));
         }
         let status = verdicts.print(self.github);
         crate::thresholds::budgets_note(&thresholds, profiles.iter().map(String::as_str));
-        Ok(if any_incomplete { Status::PolicyViolated } else { status })
+        let status = if any_incomplete { Status::PolicyViolated } else { status };
+        if let Some(file) = &self.json {
+            let runs =
+                verdicts.runs.into_iter().map(|(l, report)| GateRun { label: Some(l), report });
+            write_gate_file(
+                &join_clean(&root, file),
+                GateFile::new(status, problems, runs.collect()),
+            )?;
+        }
+        Ok(status)
     }
+
+    /// `--json FILE` of a single run or trial set.
+    fn write_json(
+        &self,
+        root: &Path,
+        status: Status,
+        set: &TrialSet,
+        runs: Vec<GateRun>,
+    ) -> anyhow::Result<()> {
+        let Some(file) = &self.json else { return Ok(()) };
+        write_gate_file(&join_clean(root, file), GateFile::new(status, set.problems.clone(), runs))
+    }
+}
+
+fn write_gate_file(path: &Path, file: GateFile) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    bench::artifact::write_at(path, &file)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(feature = "runtime")]

@@ -28,6 +28,8 @@ pub mod exit;
 pub mod gate;
 pub mod gitinfo;
 pub mod history;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 #[cfg(feature = "runtime")]
 pub mod measure;
 #[cfg(feature = "runtime")]
@@ -127,6 +129,11 @@ pub enum Command {
     /// rollback condition holds for its window).
     #[cfg(feature = "runtime")]
     Watch(watch::WatchCmd),
+    /// A Model Context Protocol server for coding agents (stdio; `--http PORT` for streamable
+    /// HTTP on 127.0.0.1): bench, gate, compare, adr_new, adr_lint, adr_check, accept and
+    /// explain_record as tools (docs/mcp.md).
+    #[cfg(feature = "mcp")]
+    Mcp(mcp::McpCmd),
 }
 
 impl Command {
@@ -154,6 +161,8 @@ impl Command {
             Command::Test(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
             Command::Watch(cmd) => cmd.run(sh),
+            #[cfg(feature = "mcp")]
+            Command::Mcp(cmd) => cmd.run(sh),
         }
     }
 }

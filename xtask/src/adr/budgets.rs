@@ -114,10 +114,10 @@ pub fn render(o: &mut Body, proposed: &[ProposedBudget], chosen_label: &str) {
             pct(p.resolves),
             measured,
         ]);
-        if let Some(gain) = gain_floor(p) {
-            if p.worse_by >= gain {
-                undoes.push(format!("`{}` (gain at least {})", p.metric, pct(gain)));
-            }
+        if let Some(gain) = gain_floor(p)
+            && p.worse_by >= gain
+        {
+            undoes.push(format!("`{}` (gain at least {})", p.metric, pct(gain)));
         }
     }
     o.table(table);

@@ -15,13 +15,15 @@ use bench::Summary;
 use bench::stats::{self, Estimate, Options};
 use bench::summary::RunStatus;
 use bench::trials::TrialSet;
+use serde::{Deserialize, Serialize};
 
 use super::file::{EnvironmentKey, Threshold, Thresholds};
 use super::rule::Action;
 use crate::exit::Status;
 
 /// Outcome of one threshold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Pass,
     /// Measured, and `measured <comparator> limit` does not hold (the whole interval is on the
@@ -94,7 +96,8 @@ impl Verdict {
 }
 
 /// One threshold checked against one run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Check {
     pub threshold: Threshold,
     pub measured: Option<f64>,
@@ -121,7 +124,8 @@ impl Check {
 }
 
 /// Every threshold checked against a run or a trial set.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GateReport {
     /// The run's id, or the trial set's.
     pub run_id: String,

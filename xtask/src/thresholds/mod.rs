@@ -9,6 +9,7 @@
 //!   with intervals ([`GateReport`], [`Verdict`]: pass, fail, inconclusive);
 //! - [`render`]: the gate report as a table and as GitHub annotations;
 //! - [`runs`]: the gate over several runs (a sweep's stages, a comparison's strategies);
+//! - [`report_file`]: the gate's verdicts as JSON (`gate --json`, `gate.json`);
 //! - [`rollback`]: rollback conditions (metric, side, limit, window, action) and their grammar;
 //! - [`series`]: a condition over an engine's own Prometheus series: PromQL, and the same value
 //!   from two scrapes.
@@ -21,6 +22,7 @@ pub mod evaluate;
 pub mod file;
 pub mod propose;
 pub mod render;
+pub mod report_file;
 pub mod rollback;
 pub mod rule;
 pub mod runs;

@@ -115,9 +115,9 @@ impl fmt::Display for Window {
     /// The shortest exact spelling: `300` seconds is `5m`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.seconds;
-        if s % 3600 == 0 {
+        if s.is_multiple_of(3600) {
             write!(f, "{}h", s / 3600)
-        } else if s % 60 == 0 {
+        } else if s.is_multiple_of(60) {
             write!(f, "{}m", s / 60)
         } else {
             write!(f, "{s}s")

@@ -830,3 +830,41 @@ fn a_record_keyed_to_one_gpu_gates_only_that_gpu_and_two_gpus_records_coexist() 
         assert!(o.stdout.contains("not applied: the thresholds set for"), "{}", o.stdout);
     }
 }
+
+/// `--json FILE`: the verdicts the console shows, with the exit status, as a typed artifact
+/// (`gate.json`, the MCP `gate` tool's result); refused beside `--ab`, which writes `ab.json`.
+#[test]
+fn the_verdicts_are_written_as_json_with_the_exit_status() {
+    use xtask::thresholds::Verdict;
+    use xtask::thresholds::report_file::GateFile;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (vec![180.0; 100], vec![200.0; 100], vec![220.0; 100]);
+    write_set(&dir.path().join("set"), &[&a, &b, &c], &[]);
+    std::fs::create_dir_all(dir.path().join("thresholds")).unwrap();
+    let cases = [
+        (260.0, 0, "success", Verdict::Pass),
+        (140.0, 1, "policy-violated", Verdict::Fail),
+        (210.0, 3, "inconclusive", Verdict::Inconclusive),
+    ];
+    for (limit, code, status, verdict) in cases {
+        let text = format!(
+            "version = 1\n\n[[threshold]]\nmetric = \"metrics.ttft_ms.mean\"\ncomparator = \"<=\"\n\
+             limit = {limit:?}\nunit = \"ms\"\naction = \"block\"\nadr = 3\n\
+             file = \"docs/adr/0003-x.md\"\nline = 40\n"
+        );
+        std::fs::write(dir.path().join("thresholds/gate.toml"), text).unwrap();
+        let out =
+            crate::support::xtask(dir.path(), &["gate", "set", "--json", "target/g/gate.json"]);
+        assert_eq!(out.code, code, "{}{}", out.stdout, out.stderr);
+        let file: GateFile = bench::artifact::read(&dir.path().join("target/g/gate.json")).unwrap();
+        assert_eq!((i32::from(file.exit_code), file.status.as_str()), (code, status));
+        assert_eq!(file.runs.len(), 1);
+        assert!(file.runs[0].label.is_none() && file.problems.is_empty());
+        let check = &file.runs[0].report.checks[0];
+        assert_eq!((check.verdict, check.threshold.limit), (verdict, limit));
+        assert_eq!(check.estimate.as_ref().map(|e| e.trials), Some(3), "three trials");
+    }
+    let out = crate::support::xtask(dir.path(), &["gate", "--ab", "--json", "x.json"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("--json"), "{}", out.stderr);
+}

@@ -47,6 +47,9 @@ mod history_series;
 #[cfg(feature = "runtime")]
 mod host_target;
 mod lint;
+// `cargo xtask mcp`, a command of the `mcp` feature (in the default build).
+#[cfg(feature = "mcp")]
+mod mcp;
 mod new;
 // Measures trials on the simulator: the runtime build only.
 #[cfg(feature = "runtime")]

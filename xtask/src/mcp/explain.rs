@@ -1,0 +1,261 @@
+//! The `explain_record` tool: what a decision record fixes and why, read with the records'
+//! own parser (`crate::adr::parse_adr`): its status and whether it is live, the reasons (its
+//! Context and Decision sections), the governed parameters it fixes, the thresholds and
+//! regression budgets it gates with, its rollback conditions and its links.
+
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::adr::live::is_live;
+use crate::adr::model::{Adr, Decided, LinkKind, SectionKind};
+use crate::adr::parse::number_from_file_name;
+use crate::adr::records::read_records;
+use crate::adr::{ADR_DIR, parse_adr};
+
+/// The arguments of `explain_record`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainArgs {
+    /// The record: its number (`7`, `0007`, `ADR-0007`) or its path relative to the repository
+    /// root (`docs/adr/0007-enable-chunked-prefill.md`).
+    pub record: String,
+}
+
+/// What a record fixes and why.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Explanation {
+    /// The record's path, relative to the repository root.
+    pub path: String,
+    pub number: Option<u32>,
+    pub title: Option<String>,
+    /// `Proposed`, `Accepted`, `Superseded by ADR-NNNN`, ...
+    pub status: Option<String>,
+    pub date: Option<String>,
+    pub deciders: Option<String>,
+    /// Whether the record is in force: Accepted and not wholly superseded (its thresholds are
+    /// in `thresholds/gate.toml`).
+    pub live: bool,
+    /// The bench profile its thresholds gate (none: every profile).
+    pub profile: Option<String>,
+    /// Why: the Context section's text.
+    pub context: String,
+    /// What was decided: the Decision section's text.
+    pub decision: String,
+    /// The governed parameters the record fixes.
+    pub parameters: Vec<Parameter>,
+    /// The CI gate thresholds.
+    pub thresholds: Vec<ThresholdOut>,
+    /// Regression budgets of the A/B gate (`gate --ab`).
+    pub budgets: Vec<BudgetOut>,
+    /// The scenario the thresholds were set for (`load.concurrency = 64`).
+    pub scenario: Vec<String>,
+    /// When to roll the decision back.
+    pub rollback_conditions: Vec<RollbackOut>,
+    /// Supersession links (`Supersedes ADR-0001`, `Superseded by ADR-0009`).
+    pub links: Vec<String>,
+    /// What the parser could not read (lint reports the same).
+    pub problems: Vec<String>,
+}
+
+/// One decision line: `configs/engine.toml: scheduler.max_num_seqs = 256`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Parameter {
+    pub file: String,
+    pub key: String,
+    /// The value as TOML; absent when the record removes the key.
+    pub value: Option<String>,
+    pub removed: bool,
+    pub line: usize,
+}
+
+/// One threshold row, its limit in the unit of the metric registry.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ThresholdOut {
+    pub metric: String,
+    pub comparator: String,
+    pub limit: f64,
+    pub unit: String,
+    /// `block` fails the gate, `warn` reports.
+    pub action: String,
+    pub line: usize,
+}
+
+/// One regression budget: the candidate may be this much worse than the baseline.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct BudgetOut {
+    pub metric: String,
+    pub worse_by: f64,
+    pub action: String,
+    pub line: usize,
+}
+
+/// One rollback condition as the record states it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RollbackOut {
+    pub condition: String,
+    pub metric: String,
+    pub action: String,
+    pub line: usize,
+}
+
+/// The record `which` names under `root` (a number or a path), parsed, with every record of
+/// the directory (to tell whether it is live), or why it cannot be read.
+pub fn explain(root: &Path, which: &str) -> Result<Explanation, String> {
+    let records = read_records(root, Path::new(ADR_DIR)).map_err(|e| format!("{e:#}"))?;
+    let path = resolve(root, which, &records)?;
+    let text = std::fs::read_to_string(root.join(&path))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let adr = parse_adr(&path, &text);
+    let all: Vec<Adr> = records.iter().map(|(p, t)| parse_adr(p, t)).collect();
+    Ok(describe(&adr, &text, is_live(&adr, &all)))
+}
+
+/// A number names the record of the directory with that number; anything else is a path
+/// inside the repository.
+fn resolve(root: &Path, which: &str, records: &[(PathBuf, String)]) -> Result<PathBuf, String> {
+    let w = which.trim();
+    let digits = w.trim_start_matches("ADR-").trim_start_matches("adr-");
+    if let Ok(n) = digits.parse::<u32>() {
+        return records
+            .iter()
+            .find(|(p, _)| number_from_file_name(p) == Some(n))
+            .map(|(p, _)| p.clone())
+            .ok_or_else(|| format!("no record numbered {n} in {ADR_DIR}"));
+    }
+    let rel = Path::new(w);
+    let inside =
+        rel.is_relative() && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !inside {
+        return Err(format!(
+            "`{w}` is not a record: give its number or its path relative to the repository root"
+        ));
+    }
+    if !root.join(rel).is_file() {
+        return Err(format!("no record at {w}"));
+    }
+    Ok(rel.to_path_buf())
+}
+
+fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
+    let section = |kind: SectionKind| section_text(adr, text, kind);
+    Explanation {
+        path: adr.path.to_string_lossy().replace('\\', "/"),
+        number: adr.number,
+        title: adr.titles.first().map(|t| t.value.clone()),
+        status: adr.status.as_ref().map(|s| s.value.to_string()),
+        date: adr.date.as_ref().map(|d| d.value.to_string()),
+        deciders: adr.deciders.as_ref().map(|d| d.value.clone()),
+        live,
+        profile: adr.profile.as_ref().map(|p| p.value.clone()),
+        context: section(SectionKind::Context),
+        decision: section(SectionKind::Decision),
+        parameters: adr.decisions.iter().map(parameter).collect(),
+        thresholds: adr
+            .thresholds
+            .iter()
+            .map(|t| ThresholdOut {
+                metric: t.metric.clone(),
+                comparator: t.comparator.to_string(),
+                limit: t.limit,
+                unit: t.unit.clone(),
+                action: t.action.to_string(),
+                line: t.line,
+            })
+            .collect(),
+        budgets: adr
+            .budgets
+            .iter()
+            .map(|b| BudgetOut {
+                metric: b.metric.clone(),
+                worse_by: b.worse_by,
+                action: b.action.to_string(),
+                line: b.line,
+            })
+            .collect(),
+        scenario: adr.scenario.iter().map(|(k, v)| format!("{k} = {v}")).collect(),
+        rollback_conditions: adr
+            .rollback
+            .iter()
+            .map(|r| RollbackOut {
+                condition: r.render(),
+                metric: r.metric.clone(),
+                action: r.action.to_string(),
+                line: r.line,
+            })
+            .collect(),
+        links: adr.links.iter().map(link).collect(),
+        problems: adr.problems.iter().map(|p| p.to_string()).collect(),
+    }
+}
+
+fn parameter(d: &crate::adr::model::DecisionLine) -> Parameter {
+    let (value, removed) = match &d.value {
+        Decided::Set(v) => (Some(v.to_string()), false),
+        Decided::Removed => (None, true),
+    };
+    Parameter { file: d.file.clone(), key: d.key.clone(), value, removed, line: d.line }
+}
+
+fn link(l: &crate::adr::model::Link) -> String {
+    let n = format!("ADR-{:04}", l.number);
+    match l.kind {
+        LinkKind::Supersedes => format!("Supersedes {n}"),
+        LinkKind::SupersededBy => format!("Superseded by {n}"),
+        LinkKind::SupersedesInPart => {
+            let parts: Vec<String> = l.parts.iter().map(|p| p.to_string()).collect();
+            format!("Supersedes in part {n}: {}", parts.join(", "))
+        }
+    }
+}
+
+/// The body of the first section of `kind`, trimmed (empty when the record has none).
+fn section_text(adr: &Adr, text: &str, kind: SectionKind) -> String {
+    let Some(s) = adr.sections.iter().find(|s| s.kind == Some(kind)) else {
+        return String::new();
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let body = lines.get(s.line..s.end.saturating_sub(1).min(lines.len())).unwrap_or_default();
+    body.join("\n").trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RECORD: &str = "# ADR-0003: Enable chunked prefill\n\n- Status: Accepted\n- Date: 2025-05-01\n- Deciders: Platform team\n\n\
+        ## Context\n\nLong prompts block decode at concurrency 64.\n\n\
+        ## Decision\n\n- configs/engine.toml: scheduler.enable_chunked_prefill = true\n- configs/engine.toml: scheduler.max_num_batched_tokens removed\n\n\
+        ## CI gate thresholds\n\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n\
+        | `metrics.ttft_ms.p99` | <= | 302 | ms | block |\n\n\
+        ## Rollback conditions\n\n- `metrics.ttft_ms.p99` > 302 ms for 5m: roll back\n\n\
+        ## Consequences\n\nReviews read numbers.\n\n## Links\n\nNone.\n";
+
+    #[test]
+    fn a_record_is_explained_by_number_and_by_path() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join(ADR_DIR)).unwrap();
+        std::fs::write(t.path().join(ADR_DIR).join("0003-enable-chunked-prefill.md"), RECORD)
+            .unwrap();
+        let e = explain(t.path(), "ADR-0003").unwrap();
+        assert_eq!(e.path, "docs/adr/0003-enable-chunked-prefill.md");
+        assert_eq!(e.title.as_deref(), Some("ADR-0003: Enable chunked prefill"));
+        assert_eq!(e.status.as_deref(), Some("Accepted"));
+        assert!(e.live);
+        assert_eq!(e.context, "Long prompts block decode at concurrency 64.");
+        assert!(e.decision.starts_with("- configs/engine.toml: scheduler.enable_chunked_prefill"));
+        assert_eq!(e.parameters.len(), 2);
+        assert_eq!(e.parameters[0].value.as_deref(), Some("true"));
+        assert!(e.parameters[1].removed && e.parameters[1].value.is_none());
+        assert_eq!(e.thresholds[0].metric, "metrics.ttft_ms.p99");
+        assert_eq!((e.thresholds[0].limit, e.thresholds[0].action.as_str()), (302.0, "block"));
+        assert_eq!(e.rollback_conditions.len(), 1, "{:?}", e.problems);
+        let by_path = explain(t.path(), "docs/adr/0003-enable-chunked-prefill.md").unwrap();
+        assert_eq!(by_path.path, e.path);
+        assert!(explain(t.path(), "9").unwrap_err().contains("no record numbered 9"));
+        assert!(explain(t.path(), "../outside.md").unwrap_err().contains("is not a record"));
+        assert!(explain(t.path(), "/etc/passwd").unwrap_err().contains("is not a record"));
+        assert!(explain(t.path(), "docs/adr/none.md").unwrap_err().contains("no record at"));
+    }
+}
