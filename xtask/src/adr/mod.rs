@@ -376,22 +376,8 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     }
     let choose = chosen_row(args.choose, &baseline, &experiments)?;
     measured_environment(&run_dirs, &sets, choose)?;
-    let slug = new::slug(&args.title)?;
-    let mut files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
-    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
-    let number = next_number(&paths);
-    if number > 9999 {
-        bail!(
-            "record numbers have four digits (`NNNN-slug.md`) and {} already holds 9999; there \
-             is no next number",
-            dir.display()
-        );
-    }
-    let path = dir.join(format!("{number:04}-{slug}.md"));
+    let (mut files, number, path) = next_record(root, dir, &new::slug(&args.title)?)?;
     let full = root.join(&path);
-    if full.exists() {
-        bail!("{} already exists", path.display());
-    }
     // The record's charts, written beside it before it links them.
     let all: Vec<&bench::Summary> = std::iter::once(&baseline).chain(experiments.iter()).collect();
     let inputs: Vec<&PathBuf> =
@@ -431,6 +417,29 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     files.push((path.clone(), text));
     print_new_problems(root, &path, number, &files);
     Ok(Status::Success)
+}
+
+/// The records already in `dir`, and the number and path (`NNNN-slug.md`) of the next one.
+fn next_record(
+    root: &Path,
+    dir: &Path,
+    slug: &str,
+) -> anyhow::Result<(Vec<(PathBuf, String)>, u32, PathBuf)> {
+    let files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
+    let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
+    let number = next_number(&paths);
+    if number > 9999 {
+        bail!(
+            "record numbers have four digits (`NNNN-slug.md`) and {} already holds 9999; there \
+             is no next number",
+            dir.display()
+        );
+    }
+    let path = dir.join(format!("{number:04}-{slug}.md"));
+    if root.join(&path).exists() {
+        bail!("{} already exists", path.display());
+    }
+    Ok((files, number, path))
 }
 
 /// The runs' workload files that have a provenance file beside them (`dataset refresh`), each
