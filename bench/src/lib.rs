@@ -19,6 +19,7 @@ pub mod cost;
 pub mod engine_series;
 pub mod envkey;
 pub mod fdlimit;
+pub mod foreign;
 pub mod hash;
 pub mod history;
 pub mod hostnoise;
