@@ -24,6 +24,7 @@ pub mod hash;
 pub mod history;
 pub mod hostnoise;
 pub mod import;
+pub mod imported;
 pub mod lengths;
 pub mod merge;
 pub mod metrics;

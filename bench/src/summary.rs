@@ -649,7 +649,7 @@ fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 pub enum RunConfig {
     Profile(Box<crate::config::Profile>),
     Acceptance(AcceptanceConfig),
-    Imported(Box<crate::foreign::ImportedConfig>),
+    Imported(Box<crate::imported::ImportedConfig>),
 }
 
 /// What one side of an acceptance run was sent with.
@@ -684,7 +684,7 @@ impl RunConfig {
     }
 
     /// Where an imported run came from (None for a run infergate measured).
-    pub fn imported(&self) -> Option<&crate::foreign::ImportedConfig> {
+    pub fn imported(&self) -> Option<&crate::imported::ImportedConfig> {
         match self {
             RunConfig::Imported(c) => Some(c),
             _ => None,

@@ -928,7 +928,7 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
 
 /// The note on a run imported from another tool's results: the tool, the file and where its
 /// definitions differ from infergate's.
-fn imported_note(o: &mut Body, label: &str, r: &Summary, c: &bench::foreign::ImportedConfig) {
+fn imported_note(o: &mut Body, label: &str, r: &Summary, c: &bench::imported::ImportedConfig) {
     let src = &c.imported;
     let version = src.tool_version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
     let files: Vec<String> =
