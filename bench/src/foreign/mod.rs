@@ -341,3 +341,65 @@ pub(crate) fn failure_class(status: Option<u16>, error: &str) -> Outcome {
 
 /// Per-statistic keys of a map (`mean_ttft_ms`), used by formats that flatten them.
 pub(crate) type Extra = BTreeMap<String, serde_json::Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_imported_summary_reads_back_with_its_blanks_and_its_source() {
+        let imported = Imported {
+            tool: "vllm-bench".into(),
+            files: vec![WorkloadFile::of("r.json", b"{}")],
+            definitions: vec!["counted from the send".into()],
+            load: ImportedLoad {
+                mode: Some("closed".into()),
+                concurrency: Some(4),
+                ..Default::default()
+            },
+            requests: RequestCounts { total: 2, ok: 2, ..Default::default() },
+            latency: LatencyMetrics {
+                ttft_ms: Reported {
+                    count: Some(2),
+                    mean: Some(12.5),
+                    p99: Some(20.0),
+                    ..Default::default()
+                }
+                .stats(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let s = imported.summary();
+        let text = serde_json::to_string(&s).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(json["metrics"]["ttft_ms"]["p50"].is_null(), "{json}");
+        assert_eq!(json["config"]["imported"]["tool"], "vllm-bench");
+        let back: Summary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.metric("metrics.ttft_ms.p99"), Some(20.0));
+        assert_eq!(back.metric("metrics.ttft_ms.p50"), None);
+        assert!(back.metrics.ttft_ms.unwrap().p50.is_nan());
+        let c = back.config.imported().expect("an imported run's settings");
+        assert_eq!(c.load.concurrency, Some(4));
+        assert_eq!(c.imported.files[0].hash, imported.files[0].hash);
+        assert!(back.config.profile().is_none());
+        // Its settings are read strictly: an unknown key is named.
+        let bad = text.replace("\"definitions\"", "\"definitons\"");
+        let e = serde_json::from_str::<Summary>(&bad).unwrap_err().to_string();
+        assert!(e.contains("not an imported run's settings") && e.contains("definitons"), "{e}");
+    }
+
+    #[test]
+    fn formats_are_named_and_failures_classed_from_what_the_source_says() {
+        assert_eq!(Format::parse("aiperf"), Ok(Format::Aiperf));
+        let e = Format::parse("genai-perf").unwrap_err();
+        assert!(e.contains("vllm-bench, guidellm, aiperf"), "{e}");
+        assert_eq!(failure_class(Some(503), "Service Unavailable"), Outcome::Http(503));
+        assert_eq!(failure_class(None, "ReadTimeout: timed out"), Outcome::Timeout);
+        assert_eq!(failure_class(None, "ClientConnectorError"), Outcome::ConnectError);
+        assert_eq!(failure_class(None, "Traceback ..."), Outcome::StreamError);
+        assert_eq!(to_ms(1.5, ms_factor("sec").unwrap()), 1500.0);
+        assert_eq!(to_ms(2_500_000.0, ms_factor("ns").unwrap()), 2.5);
+        assert_eq!(ms_factor("fortnights"), None);
+    }
+}
