@@ -31,6 +31,7 @@ fn read_json(path: &Path) -> Value {
 /// records, when it wrote any.
 struct Imported {
     _root: tempfile::TempDir,
+    stdout: String,
     summary: Value,
     records: Option<Vec<RequestRecord>>,
 }
@@ -53,7 +54,7 @@ fn import(format: &str, file: &Path) -> Imported {
     let records = std::fs::read_to_string(dir.join("requests.jsonl"))
         .ok()
         .map(|t| t.lines().map(|l| serde_json::from_str::<RequestRecord>(l).unwrap()).collect());
-    Imported { _root: root, summary, records }
+    Imported { _root: root, stdout: out.stdout, summary, records }
 }
 
 fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
@@ -180,6 +181,13 @@ fn a_vllm_bench_result_imports_every_statistic_and_its_detailed_requests() {
     }
     assert_classes(s, &recs);
     assert_eq!(at(s, "requests.total").as_u64(), Some(n as u64));
+    // The blanks show as blanks, in the console and on the report page.
+    let root = got._root.path();
+    let o = xtask(root, &["report", "runs/imported"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let html = std::fs::read_to_string(root.join("runs/imported/report.html")).unwrap();
+    assert!(!html.contains("NaN") && !got.stdout.contains("NaN"), "{}", got.stdout);
+    assert!(got.stdout.contains("—"), "{}", got.stdout);
 }
 
 #[test]
