@@ -245,7 +245,9 @@ pub fn read(path: &Path) -> Result<Imported, ImportError> {
         }
         None => None,
     };
-    let time = |t: &Option<String>| t.as_ref().map(|t| format!("{t} (local time)"));
+    if e.start_time.is_some() {
+        notes.push(format!("{TOOL}'s start and end times carry no time zone (its host's clock)"));
+    }
     Ok(Imported {
         tool: TOOL.into(),
         tool_version: e.aiperf_version.clone(),
@@ -257,8 +259,8 @@ pub fn read(path: &Path) -> Result<Imported, ImportError> {
         endpoint: get("/endpoint/type").and_then(|v| v.as_str()).map(str::to_string),
         url: get("/endpoint/url").and_then(|v| v.as_str()).map(str::to_string),
         stream: get("/endpoint/streaming").and_then(|v| v.as_bool()),
-        started_at: time(&e.start_time),
-        ended_at: time(&e.end_time),
+        started_at: e.start_time.clone(),
+        ended_at: e.end_time.clone(),
         interrupted: e.was_cancelled.unwrap_or(false),
         requests,
         tokens: crate::metrics::TokenCounts {

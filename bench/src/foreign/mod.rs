@@ -11,6 +11,10 @@
 //! `config.imported.definitions` say so. Per-request data, when the source holds it, becomes
 //! `requests.jsonl` records, each in exactly one outcome class. A file of the wrong shape is
 //! refused with its name, the field (a JSON path) and what is valid.
+//!
+//! These files are not [`crate::artifact::Artifact`]s: their formats and version fields are the
+//! tools' own (guidellm's nested in `metadata`, AIPerf's a `"1.4"` string, none in vLLM's), so
+//! each reader checks its version itself and reports errors in the artifacts' shape.
 
 pub mod aiperf;
 pub mod guidellm;
