@@ -16,18 +16,36 @@ use crate::record::{RequestRecord, TokenSource};
 const MAX_US: u64 = 3_600_000_000;
 
 /// Summary statistics of one latency metric, in milliseconds.
+///
+/// A run infergate measured has every value. A run imported from another tool's results
+/// (`bench::foreign`) has only those the tool reported: the others are NaN, written `null`
+/// (and read back as NaN), so a lookup of one finds no value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub count: u64,
+    #[serde(deserialize_with = "number_or_null")]
     pub mean: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub stdev: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub min: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub p50: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub p90: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub p95: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub p99: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub p999: f64,
+    #[serde(deserialize_with = "number_or_null")]
     pub max: f64,
+}
+
+/// A statistic's value, `null` (not reported by the tool an imported run came from) read as NaN.
+fn number_or_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// A latency metric being accumulated: an HdrHistogram plus exact moments.

@@ -641,13 +641,15 @@ fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
-/// The settings a run was made with (`summary.config`): a bench run's resolved profile, or the
-/// settings of one side of an acceptance run (an object with `"acceptance": true`).
+/// The settings a run was made with (`summary.config`): a bench run's resolved profile, the
+/// settings of one side of an acceptance run (an object with `"acceptance": true`), or where an
+/// imported run came from and the load its tool describes (an object with `"imported"`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum RunConfig {
     Profile(Box<crate::config::Profile>),
     Acceptance(AcceptanceConfig),
+    Imported(Box<crate::imported::ImportedConfig>),
 }
 
 /// What one side of an acceptance run was sent with.
@@ -670,14 +672,22 @@ impl RunConfig {
     pub fn profile(&self) -> Option<&crate::config::Profile> {
         match self {
             RunConfig::Profile(p) => Some(p),
-            RunConfig::Acceptance(_) => None,
+            RunConfig::Acceptance(_) | RunConfig::Imported(_) => None,
         }
     }
 
     pub fn profile_mut(&mut self) -> Option<&mut crate::config::Profile> {
         match self {
             RunConfig::Profile(p) => Some(p),
-            RunConfig::Acceptance(_) => None,
+            RunConfig::Acceptance(_) | RunConfig::Imported(_) => None,
+        }
+    }
+
+    /// Where an imported run came from (None for a run infergate measured).
+    pub fn imported(&self) -> Option<&crate::imported::ImportedConfig> {
+        match self {
+            RunConfig::Imported(c) => Some(c),
+            _ => None,
         }
     }
 
@@ -710,6 +720,12 @@ impl<'de> Deserialize<'de> for RunConfig {
         let v = serde_json::Value::deserialize(d)?;
         if v.get("acceptance").is_some() {
             serde_json::from_value(v).map(RunConfig::Acceptance).map_err(D::Error::custom)
+        } else if v.get("imported").is_some() {
+            serde_json::from_value(v).map(|c| RunConfig::Imported(Box::new(c))).map_err(|e| {
+                D::Error::custom(format!(
+                    "not an imported run's settings ({e}); see docs/import.md"
+                ))
+            })
         } else {
             serde_json::from_value(v).map(|p| RunConfig::Profile(Box::new(p))).map_err(|e| {
                 D::Error::custom(format!("not a bench profile ({e}); see docs/configuration.md"))

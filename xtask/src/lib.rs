@@ -28,6 +28,7 @@ pub mod exit;
 pub mod gate;
 pub mod gitinfo;
 pub mod history;
+pub mod import;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 #[cfg(feature = "runtime")]
@@ -118,6 +119,8 @@ pub enum Command {
     Noise(noise::NoiseCmd),
     /// Compare two runs or trial sets metric by metric, with intervals and significance.
     Compare(compare::CompareCmd),
+    /// Import another tool's results (vllm-bench, guidellm, aiperf) as a run directory.
+    Import(import::ImportCmd),
     /// Write report.html for a run, trial set, sweep, strategy comparison or tune directory.
     Report(report::ReportCmd),
     /// Measure a grid of engine configurations, each in its own engine, and pick the winner.
@@ -152,6 +155,7 @@ impl Command {
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),
+            Command::Import(cmd) => cmd.run(sh),
             Command::History(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
             Command::Noise(cmd) => cmd.run(sh),

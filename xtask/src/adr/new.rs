@@ -908,6 +908,11 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
             simulated.join(", ")));
     }
     for (i, r) in runs.iter().enumerate() {
+        if let Some(c) = r.config.imported() {
+            imported_note(o, &ctx.labels[i], r, c);
+        }
+    }
+    for (i, r) in runs.iter().enumerate() {
         if r.status != bench::summary::RunStatus::Complete {
             let what = match r.status {
                 bench::summary::RunStatus::Interrupted => {
@@ -933,6 +938,23 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
     for (basis, labels) in &bases {
         o.line(format_args!("\nCost basis {basis}: {}.", labels.join(", ")));
     }
+}
+
+/// The note on a run imported from another tool's results: the tool, the file and where its
+/// definitions differ from infergate's.
+fn imported_note(o: &mut Body, label: &str, r: &Summary, c: &bench::imported::ImportedConfig) {
+    let src = &c.imported;
+    let version = src.tool_version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+    let files: Vec<String> =
+        src.files.iter().map(|f| format!("{} ({})", code(&f.path), code(&f.hash))).collect();
+    o.line(format_args!(
+        "\n> **Imported:** {label} ({}) was measured by {}{version}, not by infergate: imported \
+         with `cargo xtask import` from {}. Its definitions differ: {}.",
+        code(&r.run_id),
+        src.tool,
+        files.join(", "),
+        src.definitions.join("; ")
+    ));
 }
 
 /// Each experiment's engine parameter changes against the baseline; a run of a generated

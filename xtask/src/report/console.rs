@@ -39,7 +39,8 @@ pub fn latency_table(s: &Summary) -> Table {
             Some(st) => {
                 row.push(right(st.count));
                 for v in [st.mean, st.stdev, st.p50, st.p90, st.p95, st.p99, st.p999, st.max] {
-                    row.push(right(format!("{v:.2}")));
+                    // NaN: a statistic the tool of an imported run did not report.
+                    row.push(right(if v.is_nan() { BLANK.to_string() } else { format!("{v:.2}") }));
                 }
             }
             None => {

@@ -316,7 +316,9 @@ fn latency_table(s: &Summary) -> Vec<Row> {
             Some(st) => {
                 cells.push(Cell::plain(st.count.to_string()));
                 for v in [st.mean, st.stdev, st.p50, st.p90, st.p95, st.p99, st.p999, st.max] {
-                    cells.push(Cell::value(&format!("{v:.2}")));
+                    // NaN: a statistic the tool of an imported run did not report.
+                    let text = if v.is_nan() { BLANK.to_string() } else { format!("{v:.2}") };
+                    cells.push(Cell::value(&text));
                 }
             }
             None if blank_row => cells.extend((0..9).map(|_| Cell::value(BLANK))),

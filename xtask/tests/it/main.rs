@@ -43,6 +43,7 @@ mod gate_history;
 mod gate_noise;
 mod history;
 mod history_series;
+mod import;
 // Runs measured with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod host_target;
