@@ -389,22 +389,27 @@ pub fn to_jsonl(entries: &[Entry]) -> String {
     entries.iter().map(|e| serde_json::to_string(e).expect("entries serialise") + "\n").collect()
 }
 
+/// Why a line of a history file is not an entry.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryError {
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("format_version {found} is not one this tool reads ({ENTRY_VERSION})")]
+    Version { found: u32 },
+    #[error("id {id} does not match its content ({content}): edited by hand?")]
+    Edited { id: String, content: String },
+}
+
 /// Parse one line of a history file; the error says what is wrong.
-pub fn parse_line(line: &str) -> Result<Entry, String> {
-    let e: Entry = serde_json::from_str(line).map_err(|e| e.to_string())?;
+pub fn parse_line(line: &str) -> Result<Entry, EntryError> {
+    let e: Entry = serde_json::from_str(line)?;
     if e.format_version != ENTRY_VERSION {
-        return Err(format!(
-            "format_version {} is not one this tool reads ({ENTRY_VERSION})",
-            e.format_version
-        ));
+        return Err(EntryError::Version { found: e.format_version });
     }
     let mut sealed = e.clone();
     sealed.seal();
     if sealed.id != e.id {
-        return Err(format!(
-            "id {} does not match its content ({}): edited by hand?",
-            e.id, sealed.id
-        ));
+        return Err(EntryError::Edited { id: e.id, content: sealed.id });
     }
     Ok(e)
 }
@@ -502,7 +507,8 @@ mod tests {
         let line = to_jsonl(std::slice::from_ref(&a));
         assert_eq!(parse_line(line.trim()).unwrap(), a);
         let edited = line.replace("[1.0,2.0]", "[1.0,3.0]");
-        assert!(parse_line(edited.trim()).unwrap_err().contains("does not match its content"));
+        let e = parse_line(edited.trim()).unwrap_err().to_string();
+        assert!(e.contains("does not match its content"), "{e}");
         assert!(parse_line("{").is_err());
         let csv = to_csv(&[a]);
         assert_eq!(csv.lines().count(), 3);

@@ -71,29 +71,47 @@ pub fn is_secret_field(name: &str) -> bool {
             || n.ends_with("token"))
 }
 
+/// Why a value is not a timestamp.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TimestampError {
+    #[error("`timestamp` is not a finite number")]
+    NotFinite,
+    #[error(
+        "`timestamp` {0} is not epoch seconds within 0..=1e11 (milliseconds? then divide by 1000)"
+    )]
+    OutOfRange(String),
+    /// The text as far as a timestamp goes (the field may hold anything), and why.
+    #[error("`timestamp` \"{shown}\" is not RFC 3339 (2026-12-04T10:00:00Z): {why}")]
+    NotRfc3339 { shown: String, why: String },
+    #[error("`timestamp` must be epoch seconds (a number) or an RFC 3339 string")]
+    Type,
+}
+
+impl From<TimestampError> for String {
+    fn from(e: TimestampError) -> String {
+        e.to_string()
+    }
+}
+
 /// A timestamp: epoch seconds (a number, fractions allowed) or an RFC 3339 string; in
 /// milliseconds since the epoch.
-pub fn parse_timestamp(v: &Value) -> Result<i64, String> {
+pub fn parse_timestamp(v: &Value) -> Result<i64, TimestampError> {
     match v {
         Value::Number(n) => {
-            let s = n.as_f64().ok_or("`timestamp` is not a finite number")?;
+            let s = n.as_f64().ok_or(TimestampError::NotFinite)?;
             if !(0.0..=MAX_EPOCH_S).contains(&s) {
-                return Err(format!(
-                    "`timestamp` {n} is not epoch seconds within 0..=1e11 (milliseconds? then \
-                     divide by 1000)"
-                ));
+                return Err(TimestampError::OutOfRange(n.to_string()));
             }
             Ok((s * 1000.0).round() as i64)
         }
         Value::String(s) => chrono::DateTime::parse_from_rfc3339(s.trim())
             .map(|t| t.timestamp_millis())
             .map_err(|e| {
-                // Quoted as far as a timestamp goes: the field may hold anything.
                 let shown: String = s.chars().take(40).collect();
                 let cut = if shown.len() < s.len() { "…" } else { "" };
-                format!("`timestamp` \"{shown}{cut}\" is not RFC 3339 (2026-12-04T10:00:00Z): {e}")
+                TimestampError::NotRfc3339 { shown: format!("{shown}{cut}"), why: e.to_string() }
             }),
-        _ => Err("`timestamp` must be epoch seconds (a number) or an RFC 3339 string".into()),
+        _ => Err(TimestampError::Type),
     }
 }
 
@@ -360,15 +378,15 @@ mod tests {
         assert_eq!(parse_timestamp(&json!(1_764_842_400.25)), Ok(1_764_842_400_250));
         assert_eq!(parse_timestamp(&json!("2025-12-04T10:00:00Z")), Ok(1_764_842_400_000));
         assert_eq!(parse_timestamp(&json!("2025-12-04T11:00:00.5+01:00")), Ok(1_764_842_400_500));
-        let e = parse_timestamp(&json!(1_764_842_400_000u64)).unwrap_err();
+        let e = parse_timestamp(&json!(1_764_842_400_000u64)).unwrap_err().to_string();
         assert!(e.contains("milliseconds?"), "{e}");
         let long = "x".repeat(100);
-        let e = parse_timestamp(&json!(long)).unwrap_err();
+        let e = parse_timestamp(&json!(long)).unwrap_err().to_string();
         assert!(e.starts_with(&format!("`timestamp` \"{}…\" is not", "x".repeat(40))), "{e}");
-        let e = parse_timestamp(&json!("2025-12-04 10:00")).unwrap_err();
+        let e = parse_timestamp(&json!("2025-12-04 10:00")).unwrap_err().to_string();
         assert!(e.starts_with("`timestamp` \"2025-12-04 10:00\" is not RFC 3339"), "{e}");
         assert!(parse_timestamp(&json!(-1)).is_err());
-        assert!(parse_timestamp(&json!(true)).unwrap_err().contains("epoch seconds"));
+        assert!(parse_timestamp(&json!(true)).unwrap_err().to_string().contains("epoch seconds"));
     }
 
     #[test]
