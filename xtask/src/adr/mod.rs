@@ -376,7 +376,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     }
     let choose = chosen_row(args.choose, &baseline, &experiments)?;
     measured_environment(&run_dirs, &sets, choose)?;
-    let (mut files, number, path) = next_record(root, dir, &new::slug(&args.title)?)?;
+    let NextRecord { mut files, number, path } = next_record(root, dir, &new::slug(&args.title)?)?;
     let full = root.join(&path);
     // The record's charts, written beside it before it links them.
     let all: Vec<&bench::Summary> = std::iter::once(&baseline).chain(experiments.iter()).collect();
@@ -419,12 +419,15 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     Ok(Status::Success)
 }
 
-/// The records already in `dir`, and the number and path (`NNNN-slug.md`) of the next one.
-fn next_record(
-    root: &Path,
-    dir: &Path,
-    slug: &str,
-) -> anyhow::Result<(Vec<(PathBuf, String)>, u32, PathBuf)> {
+/// The next record of a directory: the records already there (path and text), and the number
+/// and path (`NNNN-slug.md`) of the next one.
+struct NextRecord {
+    files: Vec<(PathBuf, String)>,
+    number: u32,
+    path: PathBuf,
+}
+
+fn next_record(root: &Path, dir: &Path, slug: &str) -> anyhow::Result<NextRecord> {
     let files = if root.join(dir).exists() { read_records(root, dir)? } else { Vec::new() };
     let paths: Vec<PathBuf> = files.iter().map(|(p, _)| p.clone()).collect();
     let number = next_number(&paths);
@@ -439,7 +442,7 @@ fn next_record(
     if root.join(&path).exists() {
         bail!("{} already exists", path.display());
     }
-    Ok((files, number, path))
+    Ok(NextRecord { files, number, path })
 }
 
 /// The runs' workload files that have a provenance file beside them (`dataset refresh`), each

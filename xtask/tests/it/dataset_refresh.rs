@@ -51,19 +51,19 @@ fn kind(n: usize) -> Kind {
             r#"{"timestamp": 1765147080, "request": {"prompt": "x"}, "latency_ms": -5, "status": 200}"#,
         ),
         101 | 102 => Kind::Early(n == 101),
-        _ if (3001..5001).contains(&n) && (n - 3001) % 100 == 0 => {
+        _ if (3001..5001).contains(&n) && (n - 3001).is_multiple_of(100) => {
             Kind::Slow(true, 60_000.0 - ((n - 3001) / 100) as f64 * 100.0)
         }
-        _ if (5011..7011).contains(&n) && (n - 5011) % 100 == 0 => {
+        _ if (5011..7011).contains(&n) && (n - 5011).is_multiple_of(100) => {
             Kind::Slow(false, 50_000.0 - ((n - 5011) / 100) as f64 * 100.0)
         }
-        _ if (7003..8003).contains(&n) && (n - 7003) % 100 == 0 => {
+        _ if (7003..8003).contains(&n) && (n - 7003).is_multiple_of(100) => {
             let k = (n - 7003) / 100;
-            Kind::Failed(true, if k % 2 == 0 { 503 } else { 0 }, 10.0 + k as f64)
+            Kind::Failed(true, if k.is_multiple_of(2) { 503 } else { 0 }, 10.0 + k as f64)
         }
-        _ if (8050..9050).contains(&n) && (n - 8050) % 100 == 0 => {
+        _ if (8050..9050).contains(&n) && (n - 8050).is_multiple_of(100) => {
             let k = (n - 8050) / 100;
-            Kind::Failed(false, if k % 2 == 0 { 500 } else { 429 }, 20.0 + k as f64)
+            Kind::Failed(false, if k.is_multiple_of(2) { 500 } else { 429 }, 20.0 + k as f64)
         }
         _ => {
             let _ = i;
@@ -86,14 +86,14 @@ fn email(n: usize) -> String {
 fn line(n: usize) -> String {
     let i = (n - 1) as i64;
     let ts_s = BASE + i * 60;
-    let timestamp = if n % 2 == 0 {
+    let timestamp = if n.is_multiple_of(2) {
         json!(ts_s)
     } else {
         json!(chrono::DateTime::from_timestamp(ts_s, 0).unwrap().to_rfc3339())
     };
     let (structured, latency, status, secret) = match kind(n) {
         Kind::Malformed(text) => return text.to_string(),
-        Kind::Regular => (n % 3 == 0, 200.0 + ((n * 37) % 800) as f64, 200, false),
+        Kind::Regular => (n.is_multiple_of(3), 200.0 + ((n * 37) % 800) as f64, 200, false),
         Kind::Slow(s, l) => (s, l, 200, true),
         Kind::Failed(s, st, l) => (s, l, st, true),
         Kind::Early(s) => (s, 999_999.0, 200, true),
