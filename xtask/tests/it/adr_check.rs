@@ -1121,3 +1121,51 @@ fn a_refreshed_dataset_of_a_gated_profile_is_a_changed_scenario_and_names_its_re
     g.commit_files("Record the refreshed scenario", &[(ADR2, Some(&a2))]);
     assert_exit(&check(&g, &["--base", "main"]), 0);
 }
+
+/// A refreshed dataset no gated profile reads (the acceptance dataset of `cargo xtask accept`,
+/// which `dataset refresh` keeps fresh) changes what the runs on it measure: the pull request
+/// needs a record that cites it. Without a provenance, the same edit is free, as any workload
+/// file of an ungated profile.
+#[test]
+fn a_refreshed_acceptance_dataset_needs_a_record_that_cites_it() {
+    let mut g = setup_gated_workload();
+    let file = "configs/acceptance/dataset.jsonl";
+    // The merge base has the dataset; the pull request refreshes it.
+    let base =
+        g.commit_files("Add the acceptance dataset", &[(file, Some("{\"prompt\": \"hi\"}\n"))]);
+    g.branch("main", base);
+    g.branch("pr", base);
+    g.commit_files("Edit it by hand", &[(file, Some("{\"prompt\": \"ho\"}\n"))]);
+    assert_exit(&check(&g, &["--base", "main"]), 0);
+    let refreshed = "{\"prompt\": \"slow one\", \"id\": \"log-3\"}\n";
+    let prov = provenance_of(file, refreshed);
+    let provenance = "configs/acceptance/dataset.jsonl.provenance.json";
+    g.commit_files("Refresh it", &[(file, Some(refreshed)), (provenance, Some(&prov))]);
+    let out = check(&g, &["--base", "main"]);
+    assert_exit(&out, 1);
+    assert!(
+        out.stdout.contains(
+            "configs/acceptance/dataset.jsonl was modified (refreshed from production requests by \
+             `cargo xtask dataset refresh`"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("add a decision record that cites it"), "{}", out.stdout);
+    // A record that does not cite it does not cover it; one that does, does.
+    let other = record(
+        2,
+        "Something else",
+        "Proposed",
+        "- configs/engine.toml: scheduler.max_num_seqs = 256",
+        "None.",
+    );
+    g.commit_files("Record something else", &[(ADR2, Some(&other))]);
+    assert_exit(&check(&g, &["--base", "main"]), 1);
+    let citing = other.replace(
+        "Long prompts block decode at concurrency 64.",
+        "Long prompts block decode at concurrency 64.\n\nAcceptance measured on `configs/acceptance/dataset.jsonl` as refreshed.",
+    );
+    g.commit_files("Cite the refreshed dataset", &[(ADR2, Some(&citing))]);
+    assert_exit(&check(&g, &["--base", "main"]), 0);
+}

@@ -192,6 +192,8 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         live::live_thresholds(&adrs).into_iter().map(|t| t.profile).collect();
     let scenario = scenario_changes(&sides, &threshold_profiles)?;
     outcome.violations.extend(rule::scenario_edits(&scenario, &records));
+    let refreshed = refreshed_elsewhere(&sides, &scenario)?;
+    outcome.violations.extend(rule::refreshed_edits(&refreshed, &records));
     Ok(Report {
         base: Rev { name: base.to_string(), id: git::short(base_commit.id()) },
         head: Rev { name: head.to_string(), id: head_short },
@@ -309,6 +311,30 @@ fn scenario_changes(
                 out.push(ScenarioChange { profile: profile.clone(), key: key.clone(), file, how });
             }
         }
+    }
+    Ok(out)
+}
+
+/// The datasets the diff changes that have a provenance beside them at head (`dataset refresh`
+/// wrote them) and that no gated profile's scenario change names already: the acceptance
+/// dataset, or one a profile without thresholds reads. Each with what changed and the refresh.
+fn refreshed_elsewhere(
+    sides: &Sides<'_>,
+    scenario: &[ScenarioChange],
+) -> anyhow::Result<Vec<(String, String)>> {
+    use bench::refresh::provenance::provenance_name;
+    let mut out = Vec::new();
+    for change in git::tree_changes(sides.repo, sides.base, sides.head)? {
+        let Some(file) = change.new else { continue };
+        let has_provenance = git::read_text(sides.repo, sides.head, &provenance_name(&file))?;
+        if file.ends_with(".provenance.json")
+            || has_provenance.is_none()
+            || scenario.iter().any(|c| c.file == file)
+        {
+            continue;
+        }
+        let how = if change.old.is_none() { "was added" } else { "was modified" };
+        out.push((file.clone(), format!("{how}{}", refresh_note(sides, &file)?)));
     }
     Ok(out)
 }

@@ -159,6 +159,38 @@ pub fn scenario_edits(changes: &[ScenarioChange], records: &[RecordChange]) -> V
         .collect()
 }
 
+/// A refreshed dataset that no gated profile reads (the acceptance dataset of `cargo xtask
+/// accept`, which `dataset refresh` keeps fresh) still changes what the runs on it measure: it
+/// needs a record the diff adds, Proposed or Accepted, that cites it (`adr new` lists a
+/// refreshed dataset of its runs under Reproduction). `how` says what changed and the refresh.
+pub fn refreshed_edits(refreshed: &[(String, String)], records: &[RecordChange]) -> Vec<Violation> {
+    let citing: Vec<&str> = records
+        .iter()
+        .filter(|rc| rc.is_added())
+        .filter_map(|rc| rc.new.as_ref())
+        .filter(|f| {
+            let status = parse_adr(&f.path, &f.text).status_value();
+            matches!(status, Some(AdrStatus::Proposed | AdrStatus::Accepted))
+        })
+        .map(|f| f.text.as_str())
+        .collect();
+    refreshed
+        .iter()
+        .filter(|(file, _)| !citing.iter().any(|text| text.contains(file.as_str())))
+        .map(|(file, how)| {
+            Violation::ScenarioChanged(Problem::new(
+                file,
+                1,
+                format!(
+                    "{file} {how}: the runs on it are another scenario than those the records \
+                     measured; add a decision record that cites it (Proposed or Accepted; `adr \
+                     new` from runs on the refreshed dataset lists it under Reproduction)"
+                ),
+            ))
+        })
+        .collect()
+}
+
 /// An `ADR-Exempt: <reason>` trailer found in a commit of the pull request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Exemption {
