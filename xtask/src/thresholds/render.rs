@@ -210,6 +210,14 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
     let trials =
         if report.trials > 1 { format!(" ({} trials)", report.trials) } else { String::new() };
     writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile).unwrap();
+    if report.plateau {
+        writeln!(
+            out,
+            "note: the thresholds read the run's plateau figures (steady.gate: \
+             plateau.metrics.ttft_ms.p99 for metrics.ttft_ms.p99)"
+        )
+        .unwrap();
+    }
     for busy in &report.busy_trials {
         writeln!(out, "note: the client host was busy during {busy}").unwrap();
     }
@@ -227,6 +235,12 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         RunStatus::Aborted => writeln!(
             out,
             "note: the run was aborted by an error of the bench; its metrics cover part of the planned load"
+        )
+        .unwrap(),
+        RunStatus::Oversaturated => writeln!(
+            out,
+            "blocking: the run was stopped early, over-saturated; its metrics cover the load until \
+             the server fell behind its schedule, and only a complete run can pass a gate"
         )
         .unwrap(),
     }
