@@ -23,6 +23,7 @@ mod reader_props;
 mod secrets;
 mod server_side;
 mod sessions;
+mod steady;
 mod shards;
 #[cfg(feature = "acceptance")]
 mod structured_logprobs;
