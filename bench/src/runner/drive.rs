@@ -545,7 +545,7 @@ fn spawn_grace_period(control: &RunControl, grace: Duration) -> tokio::task::Joi
     tokio::spawn(async move {
         if rx.wait_for(|p| *p != Phase::Running).await.is_ok() {
             tokio::time::sleep(grace).await;
-            control.abort();
+            control.cancel_in_flight();
         }
     })
 }

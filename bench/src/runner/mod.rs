@@ -165,6 +165,12 @@ impl RunControl {
         });
     }
 
+    /// Cancel everything in flight now, at the end of the grace period: the run counts as
+    /// interrupted only when something asked it to stop ([`RunControl::interrupt`]).
+    pub(crate) fn cancel_in_flight(&self) {
+        self.tx.send_replace(Phase::Abort);
+    }
+
     /// Cancel everything in flight now. The phase is stored even while nothing is listening
     /// yet (`send` would drop it then): a stop that comes before the run first waits for one
     /// is still seen when it does.

@@ -23,8 +23,8 @@ mod reader_props;
 mod secrets;
 mod server_side;
 mod sessions;
-mod steady;
 mod shards;
+mod steady;
 #[cfg(feature = "acceptance")]
 mod structured_logprobs;
 mod sweep;
