@@ -349,22 +349,8 @@ pub async fn drive(
     let open = matches!(load.mode, LoadMode::Open | LoadMode::Trace);
     let watch = (open && shared.prepared.sessions.is_none() && profile.steady.stop_oversaturated)
         .then(|| spawn_saturation_watch(&profile.steady, flow.clone(), clock, control));
-    match load.mode {
-        _ if shared.prepared.sessions.is_some() => {
-            session_loop(load, &shared, &admission, control).await
-        }
-        LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
-        LoadMode::Open => {
-            let rate = load.rate.expect("validated: open loop has a rate");
-            let schedule =
-                ArrivalSchedule::new(load.arrival, rate, load.burstiness, run.arrival_seed);
-            open_loop(load, schedule, clock, (&shared, &flow), &admission, control).await
-        }
-        LoadMode::Trace => {
-            let offsets = replay.unwrap_or_default();
-            open_loop(load, offsets.into_iter(), clock, (&shared, &flow), &admission, control).await
-        }
-    }
+    let loops = Loops { shared: &shared, flow: &flow, admission: &admission, control, clock };
+    run_loop(load, run.arrival_seed, replay, loops).await;
     grace_task.abort();
     let oversaturated = match watch {
         Some(w) => {
@@ -411,6 +397,35 @@ pub async fn drive(
         host_noise,
         oversaturated,
     })
+}
+
+/// What the load loops share.
+struct Loops<'a> {
+    shared: &'a Arc<Shared>,
+    flow: &'a Arc<Flow>,
+    admission: &'a Arc<Admission>,
+    control: &'a RunControl,
+    clock: Instant,
+}
+
+/// The loop the load's mode asks for, to its end.
+async fn run_loop(load: &LoadConfig, arrival_seed: u64, replay: Option<Vec<f64>>, l: Loops<'_>) {
+    let Loops { shared, flow, admission, control, clock } = l;
+    match load.mode {
+        _ if shared.prepared.sessions.is_some() => {
+            session_loop(load, shared, admission, control).await
+        }
+        LoadMode::Closed => closed_loop(load.concurrency, shared, admission, control).await,
+        LoadMode::Open => {
+            let rate = load.rate.expect("validated: open loop has a rate");
+            let schedule = ArrivalSchedule::new(load.arrival, rate, load.burstiness, arrival_seed);
+            open_loop(load, schedule, clock, (shared, flow), admission, control).await
+        }
+        LoadMode::Trace => {
+            let offsets = replay.unwrap_or_default();
+            open_loop(load, offsets.into_iter(), clock, (shared, flow), admission, control).await
+        }
+    }
 }
 
 /// The over-saturation watch of an open loop ([`crate::steady::SaturationWatch`]): samples the
