@@ -526,9 +526,11 @@ fn engine_repo() -> tempfile::TempDir {
 fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     let r = engine_repo();
     // The capacity: a closed loop of as many clients as the engine runs sequences.
-    let o =
-        xtask(r.path(), &["bench", "-q", "--set", "load.requests=40", "--out", "runs/capacity"]);
+    let o = xtask(r.path(), &["bench", "--set", "load.requests=40", "--out", "runs/capacity"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The report shows the plateau beside the whole window (this 3 s run has none: too short).
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(report.contains("none: the steady part lasted"), "{report}");
     let capacity = bench::Summary::read(&r.path().join("runs/capacity"))
         .unwrap()
         .throughput
