@@ -1183,3 +1183,39 @@ impl Summary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_gate_reads_the_plateau_figure_of_every_metric_the_registry_has_one_of() {
+        let mut s: Summary = serde_json::from_value(serde_json::json!({
+            "schema_version": SCHEMA_VERSION, "run_id": "r", "status": "complete",
+            "simulated": true, "tool": {"name": "infergate", "version": "0"},
+            "environment": Environment::default(), "environment_fingerprint": "",
+            "target": TargetInfo::default(), "config": {}, "profile": "default",
+            "timing": Timing::default(), "requests": RequestCounts::default(),
+            "tokens": TokenCounts::default(), "metrics": LatencyMetrics::default(),
+            "throughput": Throughput::default(), "goodput": Goodput::default(),
+            "schedule": ScheduleSummary::default(),
+        }))
+        .unwrap();
+        assert_eq!(s.plateau, None, "a summary without the section reads as none");
+        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "metrics.ttft_ms.p99");
+        s.config.profile_mut().unwrap().steady.gate = true;
+        assert!(s.gates_on_plateau());
+        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "plateau.metrics.ttft_ms.p99");
+        assert_eq!(s.gated_path("throughput.requests_per_s"), "plateau.throughput.requests_per_s");
+        // Metrics the plateau has no figure of are read as they are.
+        assert_eq!(s.gated_path("requests.failed"), "requests.failed");
+        assert_eq!(s.gated_path("server.kv_fragmentation"), "server.kv_fragmentation");
+        let def = metric_def("plateau.metrics.ttft_ms.p99").expect("registered");
+        assert!(def.plateau);
+        assert_eq!(def.samples, Some("plateau.metrics.ttft_ms.count"));
+        assert_eq!(def.kind, MetricKind::Records { tail: Some(0.01) });
+        assert_eq!(metric_def("plateau.goodput.ratio").unwrap().scale, Scale::Share);
+        s.plateau = Some(crate::steady::none("no measured request".into()));
+        assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), None, "blank, never the whole window's");
+    }
+}

@@ -572,3 +572,38 @@ fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+#[test]
+fn steady_gate_makes_the_gate_read_the_plateaus_figures() {
+    // A cold start of 4 s from the preflight: the first requests of the load take 200 ms to
+    // their first token, the rest 20 ms.
+    let r = repo("duration_s = 10.0\n[profile.default.steady]\nmin_s = 2.0\n");
+    write_thresholds(r.path(), 100.0);
+    let cold = [
+        "--set",
+        "sim.timing.ttft_ms=20",
+        "--set",
+        "sim.timing.cold_s=4",
+        "--set",
+        "sim.timing.cold_factor=10",
+    ];
+    let args = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut a = vec!["bench", "-q", "--gate", "--allow-busy-host"];
+        a.extend(cold);
+        a.extend(extra);
+        a
+    };
+    let o = xtask(r.path(), &args(&["--out", "runs/whole"]));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "the whole window's P99 holds the ramp: {out}");
+    let whole = bench::Summary::read(&r.path().join("runs/whole")).unwrap();
+    assert!(whole.metrics.ttft_ms.as_ref().unwrap().p99 >= 200.0);
+    let o = xtask(r.path(), &args(&["--set", "steady.gate=true", "--out", "runs/plateau"]));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("the thresholds read the run's plateau figures"), "{out}");
+    let s = bench::Summary::read(&r.path().join("runs/plateau")).unwrap();
+    assert!(s.gates_on_plateau());
+    assert!(s.metric("plateau.metrics.ttft_ms.p99").unwrap() < 100.0, "{:?}", s.plateau);
+    assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), s.metric("plateau.metrics.ttft_ms.p99"));
+}
