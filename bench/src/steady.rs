@@ -198,7 +198,7 @@ pub fn detect(
     target: Target,
     cfg: &SteadyConfig,
 ) -> Result<Bounds, String> {
-    if !(window.1 > window.0) || measured == 0 {
+    if window.1.partial_cmp(&window.0) != Some(std::cmp::Ordering::Greater) || measured == 0 {
         return Err("no measured request".into());
     }
     let mut slices = Slices::new(window, measured, cfg.slice_s);
@@ -485,7 +485,7 @@ mod tests {
             &cfg(),
         )
         .unwrap();
-        let p = measure(recs.into_iter(), &b, &Slo::default());
+        let p = measure(recs, &b, &Slo::default());
         let ttft = p.metrics.ttft_ms.expect("measured");
         assert_eq!((ttft.min, ttft.max), (50.0, 50.0), "no slow request sent within it");
         let expected = spans
