@@ -24,7 +24,6 @@ mod secrets;
 mod server_side;
 mod sessions;
 mod shards;
-mod steady;
 #[cfg(feature = "acceptance")]
 mod structured_logprobs;
 mod sweep;

@@ -553,24 +553,26 @@ fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     assert!(note.contains("stopped early"), "{note}");
     assert!(s.timing.window.duration_s.unwrap() < 20.0, "{:?}", s.timing.window);
     eprintln!("capacity {capacity} requests/s; at twice it: {note} ({took:?})");
-    // At the capacity itself the loop is not stopped.
+    // At half the capacity the loop is not stopped.
     let rate = format!("load.rate={:.3}", 0.5 * capacity);
-    let o = xtask(
-        r.path(),
-        &[
-            "bench",
-            "-q",
-            "--set",
-            "load.mode=open",
-            "--set",
-            &rate,
-            "--set",
-            "load.duration_s=6",
-            "--out",
-            "runs/under",
-        ],
-    );
+    let under = [
+        "bench",
+        "-q",
+        "--set",
+        "load.mode=open",
+        "--set",
+        "load.arrival=constant",
+        "--set",
+        &rate,
+        "--set",
+        "load.duration_s=8",
+        "--out",
+        "runs/under",
+    ];
+    let o = xtask(r.path(), &under);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = bench::Summary::read(&r.path().join("runs/under")).unwrap();
+    assert_eq!(s.status, bench::summary::RunStatus::Complete, "{:?}", s.notes);
 }
 
 #[test]
