@@ -88,4 +88,21 @@ mod tests {
         let bad = SteadyConfig { slice_s: f64::NAN, ..ok };
         assert_eq!(bad.validate("steady").unwrap_err().0, "steady.slice_s");
     }
+
+    #[test]
+    fn a_profile_refuses_an_unknown_steady_key_and_an_out_of_range_band_naming_the_file() {
+        use crate::config::{BenchConfig, Source};
+        let read =
+            |text: &str| BenchConfig::from_source(Source::new("bench.toml", text.to_string()));
+        let e = read("[profile.default.steady]\nbandd = 0.2\n").unwrap_err().to_string();
+        assert!(e.contains("bench.toml") && e.contains("bandd"), "{e}");
+        let cfg = read("[profile.default.steady]\ngate = true\nband = 0.2\n").unwrap();
+        let p = cfg.resolve("default", &[]).unwrap().profile;
+        assert!(p.steady.gate && p.steady.band == 0.2);
+        let e = read("[profile.default.steady]\nband = 1.5\n")
+            .and_then(|c| c.resolve("default", &[]).map(|_| ()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("steady.band") && e.contains("1.5"), "{e}");
+    }
 }
