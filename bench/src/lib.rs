@@ -46,6 +46,7 @@ pub mod shard;
 pub mod sim;
 pub mod sse;
 pub mod stats;
+pub mod steady;
 pub mod strategy_compare;
 pub mod summary;
 pub mod sweep;

@@ -389,7 +389,8 @@ fn merged_summary(
 }
 
 /// Aborted when a shard was; interrupted when one was, is missing or is incomplete (its files
-/// disagree with its summary: part of the planned load); failed when one failed or nothing succeeded; else complete.
+/// disagree with its summary: part of the planned load); over-saturated when one was stopped
+/// early for it; failed when one failed or nothing succeeded; else complete.
 fn merged_status(shards: &[ShardRun], report: &MergeReport, ok: u64) -> RunStatus {
     let any = |st: RunStatus| shards.iter().any(|s| s.summary.status == st);
     if any(RunStatus::Aborted) {
@@ -399,6 +400,8 @@ fn merged_status(shards: &[ShardRun], report: &MergeReport, ok: u64) -> RunStatu
         || shards.iter().any(|s| !s.problems.is_empty())
     {
         RunStatus::Interrupted
+    } else if any(RunStatus::Oversaturated) {
+        RunStatus::Oversaturated
     } else if any(RunStatus::Failed) || ok == 0 {
         RunStatus::Failed
     } else {

@@ -329,6 +329,7 @@ mod tests {
             schedule: ScheduleSummary::default(),
             workload: WorkloadInfo::default(),
             turns: Vec::new(),
+            plateau: None,
             cost: Cost::default(),
             server: None,
             isolation: None,

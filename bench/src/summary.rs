@@ -36,6 +36,10 @@ pub enum RunStatus {
     /// Stopped by an error of the bench itself (a write to the run directory failed): what was
     /// recorded until then is here, and a note says why.
     Aborted,
+    /// Stopped early: the server fell behind the open loop's schedule by a growing margin
+    /// (`steady.stop_oversaturated`); what was measured until then is here, and a note says
+    /// what the watch saw.
+    Oversaturated,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -512,6 +516,10 @@ pub struct Summary {
     /// Per turn index of a sessions workload (absent for other workloads).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<crate::metrics::TurnMetrics>,
+    /// The run's plateau and the metrics of the requests sent within it (null for summaries
+    /// that are not one bench run's: merges, acceptance sides).
+    #[serde(default)]
+    pub plateau: Option<crate::steady::Plateau>,
     #[serde(default)]
     pub cost: Cost,
     /// Server-side metrics scraped during the window (null when not scraped).
@@ -801,6 +809,7 @@ impl Summary {
             schedule: ScheduleSummary::default(),
             workload: h.workload,
             turns: Vec::new(),
+            plateau: None,
             cost: Default::default(),
             server: None,
             isolation: None,
@@ -943,6 +952,9 @@ pub struct MetricDef {
     /// The summary path of the number of samples a statistic of the records rests on (the
     /// latency histogram's count: `metrics.ttft_ms.count` for `metrics.ttft_ms.p99`).
     pub samples: Option<&'static str>,
+    /// A figure of the run's plateau (`plateau.metrics.ttft_ms.p99`): computed from the
+    /// records sent within it.
+    pub plateau: bool,
 }
 
 /// The scale of a metric of the registry: counts by their unit, the shares by name, the rest
@@ -950,6 +962,7 @@ pub struct MetricDef {
 fn scale_of(path: &str, unit: &str) -> Scale {
     const SHARES: &[&str] = &[
         "goodput.ratio",
+        "plateau.goodput.ratio",
         "goodput.token_ratio",
         "tokens.server_mismatch",
         "error_rate",
@@ -1004,6 +1017,7 @@ fn build_known_metrics() -> Vec<MetricDef> {
                 scale: Scale::Positive,
                 kind: MetricKind::Records { tail: tail_of(stat) },
                 samples: Some(samples),
+                plateau: false,
             });
         }
     }
@@ -1088,9 +1102,46 @@ fn build_known_metrics() -> Vec<MetricDef> {
     for (path, unit, better, label, kind) in fixed.into_iter().chain(sections) {
         debug_assert_eq!(unit == "count", kind == MetricKind::Count, "{path}");
         let scale = scale_of(path, unit);
-        out.push(MetricDef { path, unit, better, label, scale, kind, samples: None });
+        out.push(MetricDef {
+            path,
+            unit,
+            better,
+            label,
+            scale,
+            kind,
+            samples: None,
+            plateau: false,
+        });
     }
+    out.extend(plateau_metrics(&out));
     out
+}
+
+/// The plateau's figures (`plateau.metrics.ttft_ms.p99`, docs/metrics.md "Steady state"): the
+/// latency statistics, ITL jitter, throughput and goodput of the requests sent within it; a
+/// single run's interval resamples the records sent within the plateau.
+fn plateau_metrics(whole: &[MetricDef]) -> Vec<MetricDef> {
+    const OVER_PLATEAU: &[&str] = &[
+        "metrics.itl_jitter",
+        "throughput.requests_per_s",
+        "throughput.output_tokens_per_s",
+        "throughput.total_tokens_per_s",
+        "goodput.requests_per_s",
+        "goodput.ratio",
+    ];
+    whole
+        .iter()
+        .filter(|d| d.samples.is_some() || OVER_PLATEAU.contains(&d.path))
+        .map(|d| {
+            // Built once per process (see `known_metrics`).
+            let path: &'static str = Box::leak(format!("plateau.{}", d.path).into_boxed_str());
+            let label: &'static str = Box::leak(format!("{} (plateau)", d.label).into_boxed_str());
+            let samples = d
+                .samples
+                .map(|s| -> &'static str { Box::leak(format!("plateau.{s}").into_boxed_str()) });
+            MetricDef { path, label, scale: scale_of(path, d.unit), samples, plateau: true, ..*d }
+        })
+        .collect()
 }
 
 /// The share of samples beyond a latency statistic (P99: 0.01; the maximum and minimum: 0);
@@ -1112,6 +1163,29 @@ pub fn metric_def(path: &str) -> Option<MetricDef> {
 }
 
 impl Summary {
+    /// Whether gates and records read this run's plateau figures: its profile says
+    /// `steady.gate = true`.
+    pub fn gates_on_plateau(&self) -> bool {
+        self.config.profile().is_some_and(|p| p.steady.gate)
+    }
+
+    /// The path a gate or a record reads for the metric a threshold names: its plateau figure
+    /// (`plateau.metrics.ttft_ms.p99` for `metrics.ttft_ms.p99`) when the run gates on its
+    /// plateau and the registry has one, else the metric itself. The one place that decides.
+    pub fn gated_path(&self, metric: &str) -> String {
+        if self.gates_on_plateau() {
+            if let Some(d) = metric_def(&format!("plateau.{metric}")) {
+                return d.path.to_string();
+            }
+        }
+        metric.to_string()
+    }
+
+    /// The value a gate or a record reads for `metric` ([`Summary::gated_path`]).
+    pub fn gated_metric(&self, metric: &str) -> Option<f64> {
+        self.metric(&self.gated_path(metric))
+    }
+
     /// Value of a known metric, including derived ones (`error_rate`). `None` when not measured.
     pub fn metric(&self, path: &str) -> Option<f64> {
         match path {
@@ -1123,5 +1197,41 @@ impl Summary {
             }
             _ => self.lookup(path),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_gate_reads_the_plateau_figure_of_every_metric_the_registry_has_one_of() {
+        let mut s: Summary = serde_json::from_value(serde_json::json!({
+            "schema_version": SCHEMA_VERSION, "run_id": "r", "status": "complete",
+            "simulated": true, "tool": {"name": "infergate", "version": "0"},
+            "environment": Environment::default(), "environment_fingerprint": "",
+            "target": TargetInfo::default(), "config": {}, "profile": "default",
+            "timing": Timing::default(), "requests": RequestCounts::default(),
+            "tokens": TokenCounts::default(), "metrics": LatencyMetrics::default(),
+            "throughput": Throughput::default(), "goodput": Goodput::default(),
+            "schedule": ScheduleSummary::default(),
+        }))
+        .unwrap();
+        assert_eq!(s.plateau, None, "a summary without the section reads as none");
+        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "metrics.ttft_ms.p99");
+        s.config.profile_mut().unwrap().steady.gate = true;
+        assert!(s.gates_on_plateau());
+        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "plateau.metrics.ttft_ms.p99");
+        assert_eq!(s.gated_path("throughput.requests_per_s"), "plateau.throughput.requests_per_s");
+        // Metrics the plateau has no figure of are read as they are.
+        assert_eq!(s.gated_path("requests.failed"), "requests.failed");
+        assert_eq!(s.gated_path("server.kv_fragmentation"), "server.kv_fragmentation");
+        let def = metric_def("plateau.metrics.ttft_ms.p99").expect("registered");
+        assert!(def.plateau);
+        assert_eq!(def.samples, Some("plateau.metrics.ttft_ms.count"));
+        assert_eq!(def.kind, MetricKind::Records { tail: Some(0.01) });
+        assert_eq!(metric_def("plateau.goodput.ratio").unwrap().scale, Scale::Share);
+        s.plateau = Some(crate::steady::none("no measured request".into()));
+        assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), None, "blank, never the whole window's");
     }
 }

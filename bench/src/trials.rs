@@ -663,6 +663,25 @@ fn bootstrap_replicates<'m>(
     metrics: &[&'m str],
     opts: Options,
 ) -> BTreeMap<&'m str, Vec<f64>> {
+    // A plateau's figures resample the records sent within it (`steady::measure`), the
+    // others every measured record.
+    let on_plateau = |m: &str| crate::summary::metric_def(m).is_some_and(|d| d.plateau);
+    let whole = metrics.iter().any(|m| !on_plateau(m));
+    let bounds = summary.plateau.as_ref().and_then(|p| {
+        Some(crate::steady::Bounds {
+            start_ms: p.start_ms?,
+            end_ms: p.end_ms?,
+            slice_ms: p.slice_ms.unwrap_or(0.0),
+            unsteady_slices: p.unsteady_slices,
+        })
+    });
+    let within: Vec<&RequestRecord> = match (&bounds, metrics.iter().any(|m| on_plateau(m))) {
+        (Some(b), true) => records
+            .iter()
+            .filter(|r| r.intended_ms >= b.start_ms && r.intended_ms < b.end_ms)
+            .collect(),
+        _ => Vec::new(),
+    };
     let mut slim = summary.clone();
     slim.config = crate::summary::RunConfig::Profile(Box::default());
     slim.extra = Default::default();
@@ -675,11 +694,17 @@ fn bootstrap_replicates<'m>(
         let mut summary = slim.clone();
         let mut out: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
         for _ in 0..n {
-            let mut acc = MetricsAccumulator::new(slo.clone());
-            for _ in 0..records.len() {
-                acc.add(&records[rng.random_range(0..records.len())]);
+            if whole {
+                let mut acc = MetricsAccumulator::new(slo.clone());
+                for _ in 0..records.len() {
+                    acc.add(&records[rng.random_range(0..records.len())]);
+                }
+                summary.set_metrics(acc.finish(None));
             }
-            summary.set_metrics(acc.finish(None));
+            if let (Some(b), false) = (&bounds, within.is_empty()) {
+                let draw = (0..within.len()).map(|_| within[rng.random_range(0..within.len())]);
+                summary.plateau = Some(crate::steady::measure(draw, b, slo));
+            }
             let json = serde_json::to_value(&summary).expect("a summary serialises");
             for &m in metrics {
                 let v = match m {
@@ -723,8 +748,9 @@ fn bootstrap_replicates<'m>(
 }
 
 /// Metrics that are shares: their values lie within 0..=1.
-const SHARES: [&str; 5] = [
+const SHARES: [&str; 6] = [
     "goodput.ratio",
+    "plateau.goodput.ratio",
     "error_rate",
     "server.goodput_ratio",
     "server.kv_cache_usage.max",

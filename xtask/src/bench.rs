@@ -569,6 +569,11 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
                 outcome.dir.display()
             );
         }
+        RunStatus::Oversaturated => {
+            let why = s.notes.iter().find(|n| n.contains("over-saturated")).cloned();
+            eprintln!("error: the run {}", why.unwrap_or_else(|| "was over-saturated".into()));
+            Status::Oversaturated
+        }
         RunStatus::Failed => {
             let classes: Vec<String> =
                 s.requests.by_class.iter().map(|(k, v)| format!("{k}: {v}")).collect();

@@ -60,6 +60,13 @@ pub const NO_RECORD: Exit = Exit {
               measured; not decided, never a pass (write its record with `adr new`)",
 };
 
+pub const OVERSATURATED: Exit = Exit {
+    code: 6,
+    name: "oversaturated",
+    meaning: "a bench run was stopped early: the server fell behind its open-loop schedule by a \
+              growing margin (over-saturation); what was measured until then is written",
+};
+
 pub const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
@@ -67,8 +74,16 @@ pub const INTERRUPTED: Exit = Exit {
 };
 
 /// Every exit code, in increasing order.
-pub const EXIT_CODES: &[Exit] =
-    &[SUCCESS, POLICY_VIOLATED, USAGE_ERROR, INCONCLUSIVE, NO_DATA, NO_RECORD, INTERRUPTED];
+pub const EXIT_CODES: &[Exit] = &[
+    SUCCESS,
+    POLICY_VIOLATED,
+    USAGE_ERROR,
+    INCONCLUSIVE,
+    NO_DATA,
+    NO_RECORD,
+    OVERSATURATED,
+    INTERRUPTED,
+];
 
 /// How a command that ran to completion ended. A command that could not run returns an error
 /// instead, which exits with [`USAGE_ERROR`].
@@ -84,6 +99,8 @@ pub enum Status {
     NoData,
     /// [`NO_RECORD`].
     NoRecord,
+    /// [`OVERSATURATED`].
+    Oversaturated,
     /// [`INTERRUPTED`].
     Interrupted,
 }
@@ -96,6 +113,7 @@ impl Status {
         Status::Inconclusive,
         Status::NoData,
         Status::NoRecord,
+        Status::Oversaturated,
         Status::Interrupted,
     ];
 
@@ -106,6 +124,7 @@ impl Status {
             Status::Inconclusive => INCONCLUSIVE,
             Status::NoData => NO_DATA,
             Status::NoRecord => NO_RECORD,
+            Status::Oversaturated => OVERSATURATED,
             Status::Interrupted => INTERRUPTED,
         }
     }
@@ -122,16 +141,17 @@ impl Status {
         if ok { Status::Success } else { Status::PolicyViolated }
     }
 
-    /// The status of several outcomes together: an interruption outranks a violation, which
-    /// outranks a run no record covers, which outranks an undecided gate, which outranks
-    /// success.
+    /// The status of several outcomes together: an interruption outranks an over-saturated
+    /// run, which outranks a violation, which outranks a run no record covers, which outranks
+    /// an undecided gate, which outranks success.
     pub fn worst(self, other: Status) -> Status {
         let rank = |s: Status| match s {
             Status::Success => 0,
             Status::Inconclusive | Status::NoData => 1,
             Status::NoRecord => 2,
             Status::PolicyViolated => 3,
-            Status::Interrupted => 4,
+            Status::Oversaturated => 4,
+            Status::Interrupted => 5,
         };
         if rank(other) > rank(self) { other } else { self }
     }

@@ -274,7 +274,7 @@ impl GateSettings {
                 let set = TrialSet::from_trials(dir.to_path_buf(), vec![trial]);
                 Some(thresholds::evaluate(&set, &self.thresholds, &self.options))
             }
-            RunStatus::Interrupted | RunStatus::Aborted => None,
+            RunStatus::Interrupted | RunStatus::Aborted | RunStatus::Oversaturated => None,
         }
     }
 }

@@ -263,7 +263,7 @@ impl<'a> SetWriter<'a> {
                 let why = last_note.cloned().unwrap_or_default();
                 anyhow::bail!("{label} was aborted: {why}; see {}", dir.display())
             }
-            RunStatus::Complete | RunStatus::Failed => {
+            RunStatus::Complete | RunStatus::Failed | RunStatus::Oversaturated => {
                 self.write(last)?;
                 Ok(Added::Measured)
             }

@@ -283,6 +283,9 @@ pub struct Profile {
     /// Requests cancelled on purpose (`[profile.*.cancel]`; none by default).
     #[serde(skip_serializing_if = "super::CancelConfig::is_default")]
     pub cancel: super::CancelConfig,
+    /// The plateau and the over-saturation stop (`[profile.*.steady]`; docs/metrics.md).
+    #[serde(skip_serializing_if = "super::SteadyConfig::is_default")]
+    pub steady: super::SteadyConfig,
     /// Trials `cargo xtask bench` measures the profile (`--trials`): a trial set of this many
     /// runs ([`crate::trials`]); absent = one run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -308,6 +311,7 @@ impl Default for Profile {
             sim: SimConfig::default(),
             scrape: ScrapeConfig::default(),
             cancel: super::CancelConfig::default(),
+            steady: super::SteadyConfig::default(),
             trials: None,
             cooldown_s: None,
         }
@@ -743,6 +747,14 @@ pub struct TimingConfig {
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub reasoning_tokens: u32,
     pub seed: u64,
+    /// A cold start: requests that arrive within this many seconds of the first request the
+    /// simulator received get `cold_factor` times the TTFT (an engine still capturing graphs
+    /// and filling caches; a known ramp-up to drill the plateau with). 0: none.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub cold_s: f64,
+    /// The TTFT factor of the cold start's requests, within [1, 100].
+    #[serde(skip_serializing_if = "is_one")]
+    pub cold_factor: f64,
 }
 
 impl Default for TimingConfig {
@@ -755,6 +767,8 @@ impl Default for TimingConfig {
             tokens_per_chunk: 1,
             reasoning_tokens: 0,
             seed: 7,
+            cold_s: 0.0,
+            cold_factor: 1.0,
         }
     }
 }
@@ -1176,6 +1190,7 @@ pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
         at("cooldown_s", limits::seconds(c, true))?;
     }
     p.cancel.validate("cancel", p.stream)?;
+    p.steady.validate("steady")?;
     validate_sim(&p.sim)
 }
 
@@ -1395,6 +1410,11 @@ fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
     }
     let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
     at("sim.timing.tokens_per_chunk", tokens(t.tokens_per_chunk))?;
+    at("sim.timing.cold_s", limits::check_f64(t.cold_s, Low::Closed, 0.0, 3600.0, "seconds"))?;
+    at(
+        "sim.timing.cold_factor",
+        limits::check_f64(t.cold_factor, Low::Closed, 1.0, MAX_SLOWDOWN, "factor on the TTFT"),
+    )?;
     if let Some(n) = t.output_tokens {
         at("sim.timing.output_tokens", tokens(n))?;
     }

@@ -8,6 +8,7 @@ pub mod lengths;
 pub mod limits;
 pub mod noise;
 pub mod source;
+pub mod steady;
 
 pub use bench::*;
 pub use cancel::{CancelConfig, CancelPlan};
@@ -18,3 +19,4 @@ pub use engine::{
 pub use lengths::LengthDist;
 pub use noise::NoiseConfig;
 pub use source::{ConfigError, Source};
+pub use steady::SteadyConfig;

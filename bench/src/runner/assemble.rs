@@ -125,6 +125,12 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.environment.noise = Some(driven.host_noise.clone());
     summary.extra.connections = Some(driven.connections);
     summary.status = run_status(driven.interrupted, summary.requests.ok);
+    if let Some(o) = &driven.oversaturated {
+        summary.notes.push(o.note(&profile.steady));
+        if summary.status == RunStatus::Complete {
+            summary.status = RunStatus::Oversaturated;
+        }
+    }
     if let Some(e) = &driven.write_error {
         summary.status = RunStatus::Aborted;
         summary.notes.push(format!(
@@ -136,6 +142,34 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     // Notes quote server text and URLs (the scraper's among them): none keeps a secret.
     summary.notes = summary.notes.iter().map(|n| redactor.redact(n)).collect();
     summary
+}
+
+/// The run's plateau, from its records in `dir` (`requests.jsonl`), and a note when the
+/// profile gates on a plateau the run does not have.
+pub fn plateau(dir: &std::path::Path, summary: &mut Summary, profile: &Profile) {
+    let target = match profile.load.mode {
+        LoadMode::Closed => crate::steady::Target::Concurrency(profile.load.concurrency.into()),
+        LoadMode::Open | LoadMode::Trace => crate::steady::Target::Schedule,
+    };
+    let w = &summary.timing.window;
+    let plateau = match w.start_ms.zip(w.end_ms) {
+        Some(window) => crate::steady::of_file(
+            &dir.join(crate::rundir::REQUESTS_FILE),
+            window,
+            summary.requests.total,
+            target,
+            &profile.steady,
+            &profile.slo,
+        ),
+        None => crate::steady::none("no measured request".into()),
+    };
+    if let (true, Some(why)) = (profile.steady.gate, &plateau.reason) {
+        summary.notes.push(format!(
+            "steady.gate reads the plateau's figures, and the run has none ({why}): they are \
+             blank"
+        ));
+    }
+    summary.plateau = Some(plateau);
 }
 
 /// What a run that cancelled requests on purpose could not measure, or what it found.

@@ -42,6 +42,16 @@ pub struct Driven {
     pub connections: Connections,
     /// How busy the client host was while the load ran (`environment.noise`).
     pub host_noise: crate::hostnoise::HostNoise,
+    /// The over-saturation watch stopped the open loop (`steady.stop_oversaturated`).
+    pub oversaturated: Option<crate::steady::Oversaturation>,
+}
+
+/// An open loop's requests scheduled (admitted at their intended time) and completed so far,
+/// warmup included: what the over-saturation watch reads.
+#[derive(Default)]
+struct Flow {
+    scheduled: std::sync::atomic::AtomicU64,
+    completed: std::sync::atomic::AtomicU64,
 }
 
 /// What the load loop needs to build and send one request.
@@ -335,23 +345,20 @@ pub async fn drive(
     let collector = spawn_collector(writer, profile.slo.clone(), rec_rx, progress, control);
     let grace = Duration::from_secs_f64(profile.client.grace_s);
     let grace_task = spawn_grace_period(control, grace);
-    match load.mode {
-        _ if shared.prepared.sessions.is_some() => {
-            session_loop(load, &shared, &admission, control).await
-        }
-        LoadMode::Closed => closed_loop(load.concurrency, &shared, &admission, control).await,
-        LoadMode::Open => {
-            let rate = load.rate.expect("validated: open loop has a rate");
-            let schedule =
-                ArrivalSchedule::new(load.arrival, rate, load.burstiness, run.arrival_seed);
-            open_loop(load, schedule, clock, &shared, &admission, control).await
-        }
-        LoadMode::Trace => {
-            let offsets = replay.unwrap_or_default();
-            open_loop(load, offsets.into_iter(), clock, &shared, &admission, control).await
-        }
-    }
+    let flow = Arc::new(Flow::default());
+    let open = matches!(load.mode, LoadMode::Open | LoadMode::Trace);
+    let watch = (open && shared.prepared.sessions.is_none() && profile.steady.stop_oversaturated)
+        .then(|| spawn_saturation_watch(&profile.steady, flow.clone(), clock, control));
+    let loops = Loops { shared: &shared, flow: &flow, admission: &admission, control, clock };
+    run_loop(load, run.arrival_seed, replay, loops).await;
     grace_task.abort();
+    let oversaturated = match watch {
+        Some(w) => {
+            w.abort();
+            w.await.ok().flatten()
+        }
+        None => None,
+    };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let host_noise = crate::hostnoise::HostNoise::between(
         noise_start,
@@ -379,7 +386,78 @@ pub async fn drive(
         None => None,
     };
     let interrupted = control.was_interrupted() && write_error.is_none();
-    Ok(Driven { acc, clock, interrupted, workload, server, write_error, connections, host_noise })
+    Ok(Driven {
+        acc,
+        clock,
+        interrupted,
+        workload,
+        server,
+        write_error,
+        connections,
+        host_noise,
+        oversaturated,
+    })
+}
+
+/// What the load loops share.
+struct Loops<'a> {
+    shared: &'a Arc<Shared>,
+    flow: &'a Arc<Flow>,
+    admission: &'a Arc<Admission>,
+    control: &'a RunControl,
+    clock: Instant,
+}
+
+/// The loop the load's mode asks for, to its end.
+async fn run_loop(load: &LoadConfig, arrival_seed: u64, replay: Option<Vec<f64>>, l: Loops<'_>) {
+    let Loops { shared, flow, admission, control, clock } = l;
+    match load.mode {
+        _ if shared.prepared.sessions.is_some() => {
+            session_loop(load, shared, admission, control).await
+        }
+        LoadMode::Closed => closed_loop(load.concurrency, shared, admission, control).await,
+        LoadMode::Open => {
+            let rate = load.rate.expect("validated: open loop has a rate");
+            let schedule = ArrivalSchedule::new(load.arrival, rate, load.burstiness, arrival_seed);
+            open_loop(load, schedule, clock, (shared, flow), admission, control).await
+        }
+        LoadMode::Trace => {
+            let offsets = replay.unwrap_or_default();
+            open_loop(load, offsets.into_iter(), clock, (shared, flow), admission, control).await
+        }
+    }
+}
+
+/// The over-saturation watch of an open loop ([`crate::steady::SaturationWatch`]): samples the
+/// flow a few times a second; when the server has fallen behind by a growing margin it stops
+/// the sending (in-flight requests get the grace period) and returns what it saw. Aborted when
+/// the load ends first (`None`).
+fn spawn_saturation_watch(
+    cfg: &crate::config::SteadyConfig,
+    flow: Arc<Flow>,
+    clock: Instant,
+    control: &RunControl,
+) -> tokio::task::JoinHandle<Option<crate::steady::Oversaturation>> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut watch = crate::steady::SaturationWatch::new(cfg);
+    let every = Duration::from_secs_f64((cfg.oversaturation_s / 8.0).min(0.25));
+    let control = control.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        let mut phase = control.subscribe();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = phase.wait_for(|p| *p != Phase::Running) => return None,
+            }
+            let t = clock.elapsed().as_secs_f64() * 1000.0;
+            let seen = watch.observe(t, flow.scheduled.load(Relaxed), flow.completed.load(Relaxed));
+            if let Some(o) = seen {
+                control.stop_sending();
+                return Some(o);
+            }
+        }
+    })
 }
 
 /// Connections are opened first, so connection setup stays out of the window (a stop ends the
@@ -482,7 +560,7 @@ fn spawn_grace_period(control: &RunControl, grace: Duration) -> tokio::task::Joi
     tokio::spawn(async move {
         if rx.wait_for(|p| *p != Phase::Running).await.is_ok() {
             tokio::time::sleep(grace).await;
-            control.abort();
+            control.cancel_in_flight();
         }
     })
 }
@@ -551,10 +629,11 @@ async fn open_loop(
     load: &LoadConfig,
     offsets: impl Iterator<Item = f64>,
     clock: Instant,
-    shared: &Arc<Shared>,
+    (shared, flow): (&Arc<Shared>, &Arc<Flow>),
     admission: &Arc<Admission>,
     control: &RunControl,
 ) {
+    use std::sync::atomic::Ordering::Relaxed;
     let cap = load.max_concurrency.map(|n| Arc::new(Semaphore::new(n as usize)));
     let mut phase = control.subscribe();
     let mut tasks = JoinSet::new();
@@ -570,6 +649,7 @@ async fn open_loop(
             p.until(intended).await;
         }
         let Some((id, warmup)) = admission.admit(intended) else { break };
+        flow.scheduled.fetch_add(1, Relaxed);
         let permit = match &cap {
             Some(sem) => tokio::select! {
                 p = sem.clone().acquire_owned() => Some(p.expect("semaphore never closed")),
@@ -577,10 +657,11 @@ async fn open_loop(
             },
             None => None,
         };
-        let shared = shared.clone();
+        let (shared, flow) = (shared.clone(), flow.clone());
         let p = control.subscribe();
         tasks.spawn(async move {
             shared.one(id, warmup, intended, p).await;
+            flow.completed.fetch_add(1, Relaxed);
             drop(permit);
         });
         // Reap finished tasks so the set does not grow with the run.

@@ -152,6 +152,25 @@ impl RunControl {
         });
     }
 
+    /// Stop sending new requests without the run counting as interrupted (the over-saturation
+    /// stop): in-flight ones get the grace period.
+    pub(crate) fn stop_sending(&self) {
+        self.tx.send_if_modified(|p| {
+            if *p == Phase::Running {
+                *p = Phase::Draining;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Cancel everything in flight now, at the end of the grace period: the run counts as
+    /// interrupted only when something asked it to stop ([`RunControl::interrupt`]).
+    pub(crate) fn cancel_in_flight(&self) {
+        self.tx.send_replace(Phase::Abort);
+    }
+
     /// Cancel everything in flight now. The phase is stored even while nothing is listening
     /// yet (`send` would drop it then): a stop that comes before the run first waits for one
     /// is still seen when it does.
@@ -458,6 +477,7 @@ async fn run_in(
     if let (Some(s), Some(total)) = (&spec.shard, shard_total) {
         summary.extra.shard = Some(shard_section(s, total, &driven));
     }
+    assemble::plateau(&dir, &mut summary, &profile);
     // A failed histogram log (a full disk) still leaves the summary a try.
     let window = assemble::window(&summary);
     if let Err(e) = rundir::write_histograms(&dir, &driven.acc, started_sys, window) {

@@ -5,7 +5,8 @@
 //! (0-based) is sent at `arrival + ttft + (gap_1 + ... + gap_j)`, where each chunk's gap is the
 //! sum of one per-token gap for each token it carries: `itl_ms` each, or drawn uniformly from `[itl - jitter, itl + jitter]`
 //! (seeded per request). So the first content event arrives exactly `ttft` after the request, and
-//! consecutive events are `k * itl` apart.
+//! consecutive events are `k * itl` apart. A cold start (`cold_s`, `cold_factor`) gives the
+//! requests that arrive within `cold_s` of the first one `cold_factor` times the TTFT.
 //!
 //! The schedule is kept by a dedicated timer thread (sub-millisecond precision) rather than the
 //! async runtime's 1 ms timer wheel, so the oracle's own error stays far below the bench's
@@ -28,6 +29,8 @@ pub struct TimingBackend {
     cfg: TimingConfig,
     stats: Arc<TimingStats>,
     timer: Arc<Timer>,
+    /// When the first request arrived: the cold start (`cold_s`) counts from it.
+    first_arrival: std::sync::OnceLock<StdInstant>,
 }
 
 /// One request's remaining schedule.
@@ -138,7 +141,20 @@ struct TimingStats {
 
 impl TimingBackend {
     pub fn new(cfg: TimingConfig) -> TimingBackend {
-        TimingBackend { cfg, stats: Arc::default(), timer: Timer::start() }
+        TimingBackend {
+            cfg,
+            stats: Arc::default(),
+            timer: Timer::start(),
+            first_arrival: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The TTFT of a request arriving at `arrival`: `ttft_ms`, times `cold_factor` while the
+    /// cold start lasts (`cold_s` from the first request's arrival).
+    fn ttft_at(&self, arrival: StdInstant) -> f64 {
+        let first = *self.first_arrival.get_or_init(|| arrival);
+        let cold = arrival.saturating_duration_since(first).as_secs_f64() < self.cfg.cold_s;
+        if cold { self.cfg.ttft_ms * self.cfg.cold_factor } else { self.cfg.ttft_ms }
     }
 
     /// When each chunk of a request is sent (offsets from arrival) and how many tokens it holds.
@@ -163,12 +179,17 @@ pub struct ChunkSchedule {
 
 impl ChunkSchedule {
     pub fn new(cfg: &TimingConfig, req_id: u64, tokens: u32) -> ChunkSchedule {
+        ChunkSchedule::with_ttft(cfg, req_id, tokens, cfg.ttft_ms)
+    }
+
+    /// The schedule of a request whose first chunk leaves `ttft_ms` after its arrival.
+    pub fn with_ttft(cfg: &TimingConfig, req_id: u64, tokens: u32, ttft_ms: f64) -> ChunkSchedule {
         ChunkSchedule {
             rng: StdRng::seed_from_u64(cfg.seed ^ req_id.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             itl_ms: cfg.itl_ms,
             jitter_ms: cfg.jitter_ms,
             per_chunk: cfg.tokens_per_chunk.max(1),
-            t: cfg.ttft_ms,
+            t: ttft_ms,
             left: tokens,
             started: false,
         }
@@ -233,13 +254,13 @@ impl Backend for TimingBackend {
             self.cfg.output_tokens.map_or(req.max_tokens, |n| n.min(req.max_tokens)).max(1)
         };
         let reason = if len < req.max_tokens { FinishReason::Stop } else { FinishReason::Length };
-        let schedule = ChunkSchedule::new(&self.cfg, req.id, len);
+        let arrival = req.arrival.into_std();
+        let schedule = ChunkSchedule::with_ttft(&self.cfg, req.id, len, self.ttft_at(arrival));
         let stats = self.stats.clone();
         stats.requests.fetch_add(1, Ordering::Relaxed);
         stats.prompt.fetch_add(req.prompt.len() as u64, Ordering::Relaxed);
         stats.running.fetch_add(1, Ordering::Relaxed);
         let _ = tx.send(GenEvent::Scheduled { queue: Duration::ZERO });
-        let arrival = req.arrival.into_std();
         let chunks = Chunks { schedule, arrival }.peekable();
         self.timer.add(req.id, Pending { chunks, reason, tx, stats });
         rx
@@ -294,6 +315,18 @@ mod tests {
         assert_eq!(ms, vec![(50.0, 4), (90.0, 4), (110.0, 2)]);
         let one = TimingBackend::chunk_schedule(&TimingConfig::default(), 1, 3);
         assert_eq!(one.iter().map(|(d, _)| d.as_millis()).collect::<Vec<_>>(), vec![50, 60, 70]);
+    }
+
+    #[test]
+    fn a_cold_start_multiplies_the_ttft_of_the_requests_that_arrive_within_it() {
+        let cfg = TimingConfig { cold_s: 10.0, cold_factor: 4.0, ..TimingConfig::default() };
+        let b = TimingBackend::new(cfg);
+        let t0 = StdInstant::now();
+        assert_eq!(b.ttft_at(t0 + Duration::from_secs(1)), 200.0, "the first request is cold");
+        assert_eq!(b.ttft_at(t0 + Duration::from_millis(10_999)), 200.0);
+        assert_eq!(b.ttft_at(t0 + Duration::from_secs(11)), 50.0, "10 s after the first");
+        let warm = TimingBackend::new(TimingConfig::default());
+        assert_eq!(warm.ttft_at(t0), 50.0, "no cold start by default");
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod engine_http;
 mod known_answer;
 mod replay;
 mod shards;
+mod steady;
 mod throughput;
 
 /// Held for the whole of each timing test: they run one after another.

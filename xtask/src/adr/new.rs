@@ -126,12 +126,27 @@ pub fn row_stats(sets: &[bench::trials::TrialSet], confidence: f64) -> Vec<RowSt
     let opts =
         crate::thresholds::evaluate::GateOptions { confidence, ..Default::default() }.estimation();
     sets.iter()
-        .map(|set| RowStats {
-            trials: set.trials.len(),
-            requests: set.requests(),
-            confidence,
-            estimates: set.estimates(&metrics, opts),
-            cold_start: set.cold_start(&metrics).map(|c| c.note),
+        .map(|set| {
+            // Each column as the row's profile has it read (the plateau's figure under
+            // `steady.gate`), kept under the column's name.
+            let paths: Vec<String> = match set.trials.first() {
+                Some(t) => metrics.iter().map(|m| t.summary.gated_path(m)).collect(),
+                None => metrics.iter().map(|m| m.to_string()).collect(),
+            };
+            let names: Vec<&str> = paths.iter().map(String::as_str).collect();
+            let mut by_path = set.estimates(&names, opts);
+            let estimates = metrics
+                .iter()
+                .zip(&paths)
+                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p)?)))
+                .collect();
+            RowStats {
+                trials: set.trials.len(),
+                requests: set.requests(),
+                confidence,
+                estimates,
+                cold_start: set.cold_start(&metrics).map(|c| c.note),
+            }
         })
         .collect()
 }
@@ -555,7 +570,7 @@ impl Runs<'_> {
         }
         match self.stats(i) {
             Some(st) if st.trials > 1 => None,
-            _ => self.all[i].metric(metric),
+            _ => self.all[i].gated_metric(metric),
         }
     }
 
@@ -907,6 +922,16 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
              the numbers describe the simulator, not real hardware.",
             simulated.join(", ")));
     }
+    let plateau: Vec<String> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.gates_on_plateau())
+        .map(|(i, r)| format!("{} ({})", ctx.labels[i], code(&r.run_id)))
+        .collect();
+    if !plateau.is_empty() {
+        o.line(format_args!("\n> **Plateau:** the figures of {} are those of each run's plateau (its profile's `steady.gate`): the requests sent while the load held its target, ramp-up and drain left out ([metrics](../metrics.md#steady-state)).",
+            plateau.join(", ")));
+    }
     for (i, r) in runs.iter().enumerate() {
         if let Some(c) = r.config.imported() {
             imported_note(o, &ctx.labels[i], r, c);
@@ -920,6 +945,9 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
                 }
                 bench::summary::RunStatus::Aborted => {
                     "was aborted by an error of the bench (see its notes): its numbers cover part of the planned load"
+                }
+                bench::summary::RunStatus::Oversaturated => {
+                    "was stopped early, over-saturated (see its notes): its numbers cover the load until the server fell behind its schedule"
                 }
                 _ => "failed: no measured request succeeded",
             };
@@ -1055,7 +1083,7 @@ const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one
 
 /// The objectives of the SLO the chosen run missed: `TTFT P99 1012 ms above the SLO's 500 ms`.
 pub fn slo_misses(r: &Summary) -> Vec<String> {
-    slo_misses_of(r, |m| r.metric(m))
+    slo_misses_of(r, |m| r.gated_metric(m))
 }
 
 /// [`slo_misses`] with each value from `value` (a row's estimate).
@@ -1657,6 +1685,7 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
             bench::summary::RunStatus::Interrupted => "interrupted",
             bench::summary::RunStatus::Failed => "failed",
             bench::summary::RunStatus::Aborted => "aborted",
+            bench::summary::RunStatus::Oversaturated => "oversaturated",
         };
         let dir = dirs.then(|| repo_link(&input.run_dirs[i], input.record_dir));
         let engine = r.engine.as_ref().map_or(BLANK.to_string(), |e| match &e.derived_from {

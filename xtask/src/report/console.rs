@@ -77,6 +77,24 @@ pub fn overview_table(s: &Summary) -> Table {
     t
 }
 
+/// The plateau's bounds, requests and TTFT P99, or why there is none (docs/metrics.md,
+/// "Steady state").
+fn plateau_text(s: &Summary) -> String {
+    let Some(p) = &s.plateau else { return String::new() };
+    if let Some(why) = &p.reason {
+        return format!("none: {why}");
+    }
+    let secs = |ms: Option<f64>| fmt_opt(ms.map(|v| v / 1000.0), 1);
+    format!(
+        "{}-{} s, {} requests; TTFT p99 {} ms, {} req/s",
+        secs(p.start_ms),
+        secs(p.end_ms),
+        p.requests,
+        fmt_opt(p.metrics.ttft_ms.as_ref().map(|t| t.p99), 1),
+        fmt_opt(p.throughput.requests_per_s, 2)
+    )
+}
+
 /// The rows of the overview: what each line is, and its value (blank when not measured).
 pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
     let classes: Vec<String> =
@@ -138,6 +156,10 @@ pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
             },
         ),
     ];
+    if s.plateau.is_some() {
+        // Beside the whole window.
+        rows.insert(5, ("plateau".into(), plateau_text(s)));
+    }
     if let Some(r) = s.schedule.stats.requested_rate {
         rows.push((
             "rate requested / achieved".into(),

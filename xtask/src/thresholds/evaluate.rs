@@ -147,6 +147,8 @@ pub struct GateReport {
     pub other_environments: Vec<EnvironmentKey>,
     /// How the noise history was used, one line per metric (empty: not consulted).
     pub pooling: Vec<String>,
+    /// The thresholds read the run's plateau figures (its profile's `steady.gate`).
+    pub plateau: bool,
 }
 
 impl GateReport {
@@ -193,7 +195,8 @@ impl GateReport {
     /// for the whole load, so a gate with checks to make fails it, whatever its partial numbers
     /// say (a run stopped early can look better than the full load would have).
     pub fn partial(&self) -> bool {
-        self.run_status == RunStatus::Interrupted && !self.checks.is_empty()
+        matches!(self.run_status, RunStatus::Interrupted | RunStatus::Oversaturated)
+            && !self.checks.is_empty()
     }
 
     /// Nothing blocks (no blocking failure, governed, complete).
@@ -305,6 +308,8 @@ fn set_status(set: &TrialSet) -> RunStatus {
     let all = || set.trials.iter().map(|t| t.summary.status);
     if all().any(|s| s == RunStatus::Interrupted) {
         RunStatus::Interrupted
+    } else if all().any(|s| s == RunStatus::Oversaturated) {
+        RunStatus::Oversaturated
     } else if all().any(|s| s == RunStatus::Aborted) {
         RunStatus::Aborted
     } else if all().all(|s| s == RunStatus::Failed) {
@@ -397,12 +402,15 @@ pub fn evaluate_pooled(
     let Selection { applying, other_profiles, other_environments } =
         select(thresholds, &first.profile, Some(&environment));
     let diffs: Vec<Vec<String>> = applying.iter().map(|t| scenario_diffs(first, t)).collect();
-    let mut metrics: Vec<&str> = applying
+    // Each threshold's metric as the run's profile has it read (`Summary::gated_path`: the
+    // plateau's figure under `steady.gate`).
+    let paths: Vec<String> = applying
         .iter()
         .zip(&diffs)
         .filter(|(_, d)| d.is_empty())
-        .map(|(t, _)| t.metric.as_str())
+        .map(|(t, _)| first.gated_path(&t.metric))
         .collect();
+    let mut metrics: Vec<&str> = paths.iter().map(String::as_str).collect();
     metrics.sort();
     metrics.dedup();
     let mut estimates = set.estimates(&metrics, opts.estimation());
@@ -417,7 +425,7 @@ pub fn evaluate_pooled(
         .map(|(t, scenario_diffs)| {
             let mut check = Check {
                 threshold: t.clone(),
-                measured: first.metric(&t.metric),
+                measured: first.gated_metric(&t.metric),
                 estimate: None,
                 reason: None,
                 verdict: Verdict::OtherScenario,
@@ -426,7 +434,7 @@ pub fn evaluate_pooled(
             if !check.scenario_diffs.is_empty() {
                 return check;
             }
-            let Some(m) = estimates.get(&t.metric) else {
+            let Some(m) = estimates.get(&first.gated_path(&t.metric)) else {
                 check.verdict = Verdict::Missing;
                 return check;
             };
@@ -470,6 +478,7 @@ pub fn evaluate_pooled(
         environment: Some(environment),
         other_environments,
         pooling,
+        plateau: first.gates_on_plateau(),
     }
 }
 
@@ -574,6 +583,7 @@ mod tests {
             environment: None,
             other_environments: Vec::new(),
             pooling: Vec::new(),
+            plateau: false,
         }
     }
 

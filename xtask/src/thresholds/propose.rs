@@ -41,7 +41,7 @@ pub const DETECT_POWER: f64 = 0.95;
 /// is not in the registry or the run did not measure it.
 pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Option<Proposed> {
     let def = metric_def(metric)?;
-    let measured = run.metric(metric)?;
+    let measured = run.gated_metric(metric)?;
     let (comparator, limit) = propose_limit(measured, def.better, headroom);
     Some(Proposed {
         metric: def.path,

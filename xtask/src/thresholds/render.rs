@@ -203,17 +203,9 @@ pub fn render_github(report: &GateReport) -> String {
     out
 }
 
-/// The whole report as printed by `cargo xtask gate` (and `bench --gate`).
-pub fn render_report(report: &GateReport, github: bool) -> String {
-    let mut out = String::new();
-    let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
-    let trials =
-        if report.trials > 1 { format!(" ({} trials)", report.trials) } else { String::new() };
-    writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile).unwrap();
-    for busy in &report.busy_trials {
-        writeln!(out, "note: the client host was busy during {busy}").unwrap();
-    }
-    match report.run_status {
+/// The gate report's line on a run that did not complete (none for a complete run).
+fn status_line(out: &mut String, status: RunStatus) {
+    match status {
         RunStatus::Complete => {}
         RunStatus::Interrupted => writeln!(
             out,
@@ -229,7 +221,34 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
             "note: the run was aborted by an error of the bench; its metrics cover part of the planned load"
         )
         .unwrap(),
+        RunStatus::Oversaturated => writeln!(
+            out,
+            "blocking: the run was stopped early, over-saturated; its metrics cover the load until \
+             the server fell behind its schedule, and only a complete run can pass a gate"
+        )
+        .unwrap(),
     }
+}
+
+/// The whole report as printed by `cargo xtask gate` (and `bench --gate`).
+pub fn render_report(report: &GateReport, github: bool) -> String {
+    let mut out = String::new();
+    let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
+    let trials =
+        if report.trials > 1 { format!(" ({} trials)", report.trials) } else { String::new() };
+    writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile).unwrap();
+    if report.plateau {
+        writeln!(
+            out,
+            "note: the thresholds read the run's plateau figures (steady.gate: \
+             plateau.metrics.ttft_ms.p99 for metrics.ttft_ms.p99)"
+        )
+        .unwrap();
+    }
+    for busy in &report.busy_trials {
+        writeln!(out, "note: the client host was busy during {busy}").unwrap();
+    }
+    status_line(&mut out, report.run_status);
     let quoted = |ps: &[String]| ps.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
     if report.ungoverned() {
         writeln!(

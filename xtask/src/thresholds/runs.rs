@@ -142,6 +142,7 @@ mod tests {
             environment: None,
             other_environments: vec![],
             pooling: vec![],
+            plateau: false,
         }
     }
 

@@ -498,3 +498,114 @@ fn ctrl_c_in_a_trial_set_keeps_the_finished_trials_and_exits_130() {
     assert_eq!(e.method, bench::stats::Method::RequestBootstrap);
     assert!(!dir.join("trial-02").exists());
 }
+
+/// A repository whose default profile runs the engine simulator with 4 sequences at most: a
+/// server with a capacity.
+fn engine_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("configs")).unwrap();
+    std::fs::write(
+        dir.path().join("configs/engine-small.toml"),
+        "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instruct\"\nmax_model_len = 4096\n\
+         [scheduler]\nmax_num_seqs = 4\n[device]\nname = \"H100-SXM-80GB\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("configs/bench.toml"),
+        "[profile.default.sim]\nmode = \"engine\"\nengine_config = \"configs/engine-small.toml\"\n\
+         [profile.default.workload]\ninput_lengths = [64]\nrepeats = 8\nmax_tokens = 32\nignore_eos = true\n\
+         [profile.default.load]\nconcurrency = 4\nduration_s = 50.0\n\
+         [profile.default.client]\ngrace_s = 1.0\n\
+         [profile.default.steady]\noversaturation_s = 2.0\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
+    let r = engine_repo();
+    // The capacity: a closed loop of as many clients as the engine runs sequences.
+    let o = xtask(r.path(), &["bench", "--set", "load.requests=40", "--out", "runs/capacity"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The report shows the plateau beside the whole window (this 3 s run has none: too short).
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(report.contains("none: the steady part lasted"), "{report}");
+    let capacity = bench::Summary::read(&r.path().join("runs/capacity"))
+        .unwrap()
+        .throughput
+        .requests_per_s
+        .expect("measured");
+    let rate = format!("load.rate={:.3}", 2.0 * capacity);
+    let started = Instant::now();
+    let o = xtask(
+        r.path(),
+        &["bench", "-q", "--set", "load.mode=open", "--set", &rate, "--out", "runs/over"],
+    );
+    let took = started.elapsed();
+    assert_eq!(o.status.code(), Some(6), "{}", stderr(&o));
+    assert!(stderr(&o).contains("over-saturated"), "{}", stderr(&o));
+    // Stopped within seconds, far from the 50 s the profile asked for.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    let s = bench::Summary::read(&r.path().join("runs/over")).unwrap();
+    assert_eq!(s.status, bench::summary::RunStatus::Oversaturated);
+    let note = s.notes.iter().find(|n| n.contains("over-saturated")).expect("the note");
+    assert!(note.contains("stopped early"), "{note}");
+    assert!(s.timing.window.duration_s.unwrap() < 20.0, "{:?}", s.timing.window);
+    eprintln!("capacity {capacity} requests/s; at twice it: {note} ({took:?})");
+    // At half the capacity the loop is not stopped.
+    let rate = format!("load.rate={:.3}", 0.5 * capacity);
+    let under = [
+        "bench",
+        "-q",
+        "--set",
+        "load.mode=open",
+        "--set",
+        "load.arrival=constant",
+        "--set",
+        &rate,
+        "--set",
+        "load.duration_s=8",
+        "--out",
+        "runs/under",
+    ];
+    let o = xtask(r.path(), &under);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = bench::Summary::read(&r.path().join("runs/under")).unwrap();
+    assert_eq!(s.status, bench::summary::RunStatus::Complete, "{:?}", s.notes);
+}
+
+#[test]
+fn steady_gate_makes_the_gate_read_the_plateaus_figures() {
+    // A cold start of 4 s from the preflight: the first requests of the load take 200 ms to
+    // their first token, the rest 20 ms.
+    let r = repo("duration_s = 10.0\n[profile.default.steady]\nmin_s = 2.0\n");
+    write_thresholds(r.path(), 100.0);
+    let cold = [
+        "--set",
+        "sim.timing.ttft_ms=20",
+        "--set",
+        "sim.timing.cold_s=4",
+        "--set",
+        "sim.timing.cold_factor=10",
+    ];
+    let args = |extra: &[&'static str]| -> Vec<&'static str> {
+        let mut a = vec!["bench", "-q", "--gate", "--allow-busy-host"];
+        a.extend(cold);
+        a.extend(extra);
+        a
+    };
+    let o = xtask(r.path(), &args(&["--out", "runs/whole"]));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(1), "the whole window's P99 holds the ramp: {out}");
+    let whole = bench::Summary::read(&r.path().join("runs/whole")).unwrap();
+    assert!(whole.metrics.ttft_ms.as_ref().unwrap().p99 >= 200.0);
+    let o = xtask(r.path(), &args(&["--set", "steady.gate=true", "--out", "runs/plateau"]));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(out.contains("the thresholds read the run's plateau figures"), "{out}");
+    let s = bench::Summary::read(&r.path().join("runs/plateau")).unwrap();
+    assert!(s.gates_on_plateau());
+    assert!(s.metric("plateau.metrics.ttft_ms.p99").unwrap() < 100.0, "{:?}", s.plateau);
+    assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), s.metric("plateau.metrics.ttft_ms.p99"));
+}

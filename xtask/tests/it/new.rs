@@ -752,3 +752,28 @@ fn the_chosen_runs_must_share_one_environment() {
     assert!(text.contains(&format!("| {key} |")), "{text}");
     assert!(!text.contains("A100-SXM4-80GB x1;"), "{text}");
 }
+
+#[test]
+fn a_run_whose_profile_gates_on_its_plateau_is_recorded_with_the_plateaus_figures() {
+    let (base, mut exps) = runs();
+    let chosen = &mut exps[1];
+    chosen.config.profile_mut().expect("a bench run's profile").steady.gate = true;
+    let mut plateau = bench::steady::none(String::new());
+    plateau.reason = None;
+    let mut ttft = chosen.metrics.ttft_ms.clone().expect("the fixture's TTFT");
+    ttft.p99 = 150.0;
+    plateau.metrics.ttft_ms = Some(ttft);
+    chosen.plateau = Some(plateau);
+    let text = render(&input(&base, &exps, 2)).unwrap();
+    assert!(text.contains("**Plateau:** the figures of"), "{text}");
+    // The threshold proposed from the chosen run is its plateau's P99 plus the 10% headroom
+    // (165), not the whole window's 182.345 (201, rounded).
+    let limit = |text: &str| -> String {
+        text.lines().find(|l| l.contains("metrics.ttft_ms.p99") && l.contains("<=")).unwrap().into()
+    };
+    assert!(limit(&text).contains("| 165 |"), "{}", limit(&text));
+    exps[1].config.profile_mut().unwrap().steady.gate = false;
+    let whole = render(&input(&base, &exps, 2)).unwrap();
+    assert!(!whole.contains("**Plateau:**"));
+    assert!(limit(&whole).contains("| 201 |"), "{}", limit(&whole));
+}

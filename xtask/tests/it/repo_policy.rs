@@ -49,6 +49,9 @@ fn the_records_readme_documents_every_metric() {
                 );
                 format!("`metrics.{family}.<stat>`")
             }
+            ["plateau", "metrics", family, _] if family.ends_with("_ms") => {
+                "`plateau.metrics.<latency>.<stat>`".to_string()
+            }
             _ => format!("`{}`", m.path),
         };
         let row = rows.iter().find(|r| r[0].starts_with(&name));
