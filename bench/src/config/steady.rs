@@ -62,7 +62,9 @@ impl SteadyConfig {
 
     /// Range checks: `(dotted key, message)` of the first failure, keys under `prefix`.
     pub fn validate(&self, prefix: &str) -> Result<(), (String, String)> {
-        let at = |k: &str, r: Result<(), String>| r.map_err(|m| (format!("{prefix}.{k}"), m));
+        let at = |k: &str, r: Result<(), limits::OutOfRange>| {
+            r.map_err(|m| (format!("{prefix}.{k}"), m.to_string()))
+        };
         at("band", limits::check_f64(self.band, Low::Open, 0.0, 0.99, "share"))?;
         at("min_s", limits::seconds(self.min_s, true))?;
         at("slice_s", limits::check_f64(self.slice_s, Low::Closed, 0.01, 3600.0, "seconds"))?;

@@ -294,6 +294,8 @@ impl Imported {
             schedule: ScheduleSummary::default(),
             workload: WorkloadInfo::new(0, LengthBasis::Dataset),
             turns: Vec::new(),
+            // The source's own file says nothing of a plateau: blank, never computed here.
+            plateau: None,
             cost: Default::default(),
             server: None,
             isolation: None,
