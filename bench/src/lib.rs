@@ -37,6 +37,7 @@ pub mod runner;
 pub mod schedule;
 #[cfg(feature = "runtime")]
 pub mod scrape;
+pub mod selftest;
 pub mod server_metrics;
 pub mod session;
 pub mod shard;
