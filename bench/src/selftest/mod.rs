@@ -97,11 +97,12 @@ pub struct Spread {
 impl Spread {
     /// Of sorted values; `None` when there are none.
     pub fn of(sorted: &[f64]) -> Option<Spread> {
+        let (min, max) = (*sorted.first()?, *sorted.last()?);
         Some(Spread {
             p50: rank(sorted, 0.5),
             p99: rank(sorted, 0.99),
-            min: *sorted.first()?,
-            max: *sorted.last()?,
+            min,
+            max,
             n: sorted.len() as u64,
         })
     }

@@ -291,3 +291,62 @@ pub async fn run(
         return Ok(Outcome { verdict, figures: c.figures, attempts: n as u32, message });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_shares_the_rate_among_the_streams() {
+        let p = Plan::new(100, 10_000.0, 1000).unwrap();
+        assert_eq!((p.itl_ms(), p.timing().jitter_ms, p.timing().tokens_per_chunk), (10.0, 1.0, 1));
+        assert_eq!(Plan::new(1000, 10_000.0, 1).unwrap().itl_ms(), 100.0);
+        let profile = p.profile().unwrap();
+        assert_eq!((profile.load.concurrency, profile.load.requests), (100, Some(1000)));
+        let e = Plan::new(1000, 2_000_000.0, 10).unwrap_err().to_string();
+        assert!(e.contains("one token every 0.500 ms per stream"), "{e}");
+        assert!(e.contains("tokens/s within 100 to 1000000"), "{e}");
+        assert!(Plan::new(0, 100.0, 10).is_err());
+        assert!(Plan::new(1, f64::NAN, 10).is_err());
+        assert!(Plan::new(1, 100.0, 0).is_err() && Plan::new(1, 100.0, MAX_REQUESTS + 1).is_err());
+    }
+
+    fn sim(run: &str, id: u64, arrival: f64, due: &[f64], handed: &[f64]) -> SimRecord {
+        SimRecord {
+            request_id: Some(format!("{run}-{id}")),
+            arrival_ms: arrival,
+            chunk_due_ms: due.to_vec(),
+            chunk_ms: handed.to_vec(),
+            ..SimRecord::default()
+        }
+    }
+
+    #[test]
+    fn the_benchs_records_are_set_beside_the_servers_request_by_request() {
+        // Request 1: the server took 50.2 ms to its first hand-over (0.2 late), the bench saw
+        // 50.5 from its intended send: a TTFT error of 0.3. Its gaps were handed over 10.0 and
+        // 9.8 apart and measured 10.1 and 9.8.
+        let mut r1 = RequestRecord::ok(1, 0.0, 50.5, vec![10.1, 9.8]);
+        let s1 = sim("run", 1, 100.0, &[150.0, 160.0, 170.0], &[150.2, 160.2, 170.0]);
+        let r2 = RequestRecord::ok(2, 0.0, 50.1, vec![10.0, 10.0]);
+        let s2 = sim("run", 2, 200.0, &[250.0, 260.0, 270.0], &[250.0, 260.0, 270.0]);
+        let warm = RequestRecord { warmup: true, ..RequestRecord::ok(0, 0.0, 1.0, vec![]) };
+        let c = compare("run", &[warm, r1.clone(), r2.clone()], &[s1.clone(), s2.clone()]).unwrap();
+        assert_eq!(c.requests, 2, "the warmup request is not compared");
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+        };
+        assert!(close(&c.ttft_error, &[0.1, 0.3]), "{:?}", c.ttft_error);
+        assert!(close(&c.gap_error, &[0.0, 0.0, 0.0, 0.1]), "{:?}", c.gap_error);
+        assert!(close(&c.late_all, &[0.0, 0.0, 0.0, 0.0, 0.2, 0.2]), "{:?}", c.late_all);
+        assert!(close(&c.late_first, &[0.0, 0.2]), "{:?}", c.late_first);
+        assert_eq!((c.figures.ttft_error_ms.n, c.figures.gap_error_ms.n), (2, 4));
+        // A request the server did not see, or whose gaps the bench counted otherwise, is an
+        // error, not a figure.
+        let e = compare("other", &[r2.clone()], &[s1.clone(), s2.clone()]).err().unwrap();
+        assert!(e.to_string().contains("no record of other-2"), "{e}");
+        r1.itl_ms.pop();
+        let e = compare("run", &[r1], &[s1, s2]).err().unwrap();
+        assert!(e.to_string().contains("the bench measured 1 gaps, the server handed over 2"));
+    }
+}
