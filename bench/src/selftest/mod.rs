@@ -381,8 +381,10 @@ impl Attempts {
         let idle = others.is_none_or(|s| s <= QUIET_OTHERS_SHARE);
         let others = others.map_or("unknown".to_string(), |s| format!("{:.1}%", 100.0 * s));
         let diag = format!("{} | other processes {others} of the CPU", a.diag);
-        let line =
-            format!("attempt {n} (server on schedule: {}, machine idle: {idle}): {diag}", a.quiet);
+        let line = format!(
+            "attempt {n} (server late p99 under {QUIET_SERVER_LATE_P99_MS} ms: {}, machine idle: {idle}): {diag}",
+            a.quiet
+        );
         if a.failures.is_empty() {
             return (Next::Held, line);
         }
