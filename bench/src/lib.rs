@@ -19,10 +19,13 @@ pub mod cost;
 pub mod engine_series;
 pub mod envkey;
 pub mod fdlimit;
+pub mod floor;
 pub mod hash;
 pub mod history;
 pub mod hostnoise;
 pub mod import;
+#[cfg(feature = "runtime")]
+pub mod known_answer;
 pub mod lengths;
 pub mod merge;
 pub mod metrics;

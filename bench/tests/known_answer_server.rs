@@ -1,5 +1,5 @@
 //! `known-answer-server`: the simulator's timing mode in a process of its own, the server of the
-//! known-answer tests (`bench/tests/timing`); its logic is `bench::selftest::server`, which
+//! known-answer tests (`bench/tests/timing`); its logic is `bench::known_answer::server`, which
 //! `cargo xtask selftest` runs too.
 //!
 //! Usage: `known-answer-server TIMING_JSON [USAGE]`, where `TIMING_JSON` is a `[sim.timing]`
@@ -35,5 +35,5 @@ fn serve() -> anyhow::Result<()> {
         Some(u) => serde_json::from_value(serde_json::Value::String(u)).context(usage_line)?,
         None => UsageMode::Final,
     };
-    bench::selftest::server::serve(timing, usage, OPEN_FILES)
+    bench::known_answer::server::serve(timing, usage, OPEN_FILES)
 }

@@ -13,8 +13,9 @@ use std::process::Command;
 
 use anyhow::Context;
 use bench::config::TimingConfig;
-use bench::selftest::run::{self, Plan};
-use bench::selftest::{self, SelftestFile, SelftestRecord, Verdict};
+use bench::floor::SelftestFile;
+use bench::known_answer::run::{self, Plan};
+use bench::selftest::{self, SelftestRecord, Verdict};
 use clap::Args;
 use xshell::Shell;
 

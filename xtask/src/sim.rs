@@ -32,7 +32,7 @@ pub struct SimCmd {
     /// Require `Authorization: Bearer $VAR` on completion requests.
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
-    /// The known-answer server of `cargo xtask selftest` (`bench::selftest::server`): this
+    /// The known-answer server of `cargo xtask selftest` (`bench::known_answer::server`): this
     /// `[sim.timing]` table as JSON, served on one thread on 127.0.0.1 until standard input
     /// closes, then the per-request records on standard output.
     #[arg(long, hide = true, value_name = "TIMING_JSON")]
@@ -47,7 +47,7 @@ impl SimCmd {
         if let Some(timing) = &self.known_answer {
             let timing = serde_json::from_str(timing).context("--known-answer TIMING_JSON")?;
             let usage = bench::config::UsageMode::Final;
-            bench::selftest::server::serve(timing, usage, self.open_files)?;
+            bench::known_answer::server::serve(timing, usage, self.open_files)?;
             return Ok(Status::Success);
         }
         let root = sh.current_dir();

@@ -455,7 +455,7 @@ async fn run_in(
         driven: &driven,
         scheduler: scheduler.as_ref(),
     });
-    crate::selftest::record_recent(&spec.root, &mut summary);
+    crate::floor::record_recent(&spec.root, &mut summary);
     if let (Some(s), Some(total)) = (&spec.shard, shard_total) {
         summary.extra.shard = Some(shard_section(s, total, &driven));
     }

@@ -1,5 +1,5 @@
 //! The known-answer server in a process of its own (`known-answer-server`, the simulator's
-//! timing mode; `bench::selftest::server`): the client under test and the server that gives the
+//! timing mode; `bench::known_answer::server`): the client under test and the server that gives the
 //! answers share no runtime, no thread and no process, so a stall of the client's process
 //! delays only the client's reading, which is exactly the error the tests measure, instead of
 //! delaying the server's answers and the client's reading alike so that the two cancel out. The
@@ -9,7 +9,7 @@
 use std::process::Command;
 
 use bench::config::{TimingConfig, UsageMode};
-use bench::selftest::server::ServerProcess;
+use bench::known_answer::server::ServerProcess;
 use bench::sim::SimRecord;
 
 /// The server's process; [`Apart::finish`] stops it and returns its records. Dropped without

@@ -105,10 +105,10 @@ async fn attempt(timing: &TimingConfig, usage: UsageMode, expect: &Expect) -> cr
     let tpot = s.metrics.tpot_ms.as_ref().unwrap();
     let read = rundir::read_records(&out.dir).unwrap();
     // Each measured request beside the server's record of it, compared as `cargo xtask
-    // selftest` compares them (`bench::selftest::run::compare`).
-    let pairs = bench::selftest::run::pairs(&s.run_id, &read.records, &sim_records).unwrap();
+    // selftest` compares them (`bench::known_answer::run::compare`).
+    let pairs = bench::known_answer::run::pairs(&s.run_id, &read.records, &sim_records).unwrap();
     assert_eq!(pairs.len(), 320, "the server recorded every measured request");
-    let c = bench::selftest::run::compare(&s.run_id, &read.records, &sim_records).unwrap();
+    let c = bench::known_answer::run::compare(&s.run_id, &read.records, &sim_records).unwrap();
 
     // 1. The server against its schedule: the schedule is the configured answer, and the
     //    server kept it (its lateness is bounded here, apart from the bench's error).

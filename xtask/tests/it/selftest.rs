@@ -3,7 +3,8 @@
 //! within the known-answer bounds, written to `target/selftest/latest.json`, and recorded by a
 //! later run on the same host as `environment.selftest` (and not by a run on another host).
 
-use bench::selftest::{self, SelftestFile, SelftestRecord, Verdict};
+use bench::floor::SelftestFile;
+use bench::selftest::{self, SelftestRecord, Verdict};
 
 use crate::support::*;
 

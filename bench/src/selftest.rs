@@ -1,35 +1,22 @@
-//! The self-test of the bench's own timing error (`cargo xtask selftest`) and the known answers
-//! it shares with the timing tests (`bench/tests/timing/known_answer.rs`).
+//! The bench's own timing error against the known answers: what `cargo xtask selftest` and the
+//! timing tests (`bench/tests/timing/known_answer.rs`) both judge.
 //!
 //! The bench measures the known-answer server (the simulator's timing mode in a process of its
-//! own, [`server`]), which records for every chunk when its schedule made it due and when it
-//! handed it to the connection. [`run::compare`] sets the bench's records beside the server's,
-//! request by request: the bench's TTFT minus the server's arrival-to-first-hand-over, each
-//! measured inter-token gap minus the gap between the same two hand-overs, and the server's
-//! lateness against its own schedule, apart. [`Figures`] are their p50 / p99, judged against the
-//! bounds the known-answer tests hold ([`TTFT_ERROR_P50_MS`] and the rest).
-//! [`run`] is the command's measurement: the server started, the bench run against it, the
-//! figures compared, measured again on a disturbed machine.
+//! own, `known_answer::server`), which records for every chunk when its schedule made it due
+//! and when it handed it to the connection; `known_answer::run::compare` sets the bench's
+//! records beside the server's. This module holds what follows: the bounds the known-answer
+//! tests hold ([`TTFT_ERROR_P50_MS`] and the rest), the [`Figures`] judged against them (the
+//! bench's TTFT error, its inter-token gap error and the server's lateness, apart), and the
+//! [`SelftestRecord`] a self-test leaves (`floor` writes it and reads the recent one,
+//! [`is_recent`], into a run's `environment.selftest`).
 //!
 //! A machine that stalls both processes breaks the bounds through no fault of the bench's, and
 //! the server's lateness shows it: [`Attempts`] measures again while the server was late or
 //! other processes took the CPU, and blames the bench only for an error made while neither held.
-//!
-//! The command's result is an artifact, [`SelftestFile`] (`target/selftest/latest.json`); a
-//! later run on the same host within [`RECENT_DAYS`] records it as `environment.selftest`
-//! ([`recent`]), the measurement floor its numbers rest on. Nothing is estimated: without a
-//! recent self-test the field is absent.
-
-#[cfg(feature = "runtime")]
-pub mod run;
-#[cfg(feature = "runtime")]
-pub mod server;
-
-use std::path::{Path, PathBuf};
+//! Nothing here depends on another module of the crate but `hostnoise`'s `/proc` parsers: the
+//! summary's `environment` holds a [`SelftestRecord`].
 
 use serde::{Deserialize, Serialize};
-
-use crate::artifact::{self, Artifact, ArtifactError};
 
 /// The server's lateness against its own schedule, every chunk: median and p99 (ms). Over these
 /// the server was late (the machine delayed it; not the bench's error). Measured on 2 cores
@@ -64,11 +51,6 @@ pub const ATTEMPTS: usize = 6;
 /// How old a self-test may be, on the same host, for a run to record it as its measurement
 /// floor (`environment.selftest`).
 pub const RECENT_DAYS: i64 = 7;
-
-/// Where `cargo xtask selftest` writes its result, under the repository root.
-pub fn latest_path(root: &Path) -> PathBuf {
-    root.join("target").join("selftest").join(SelftestFile::FILE)
-}
 
 /// Nearest-rank percentile of sorted values (the order statistic a histogram's p50 / p99
 /// approximates).
@@ -246,65 +228,6 @@ impl SelftestRecord {
     }
 }
 
-/// `target/selftest/latest.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SelftestFile {
-    pub format_version: u32,
-    pub selftest: SelftestRecord,
-}
-
-impl Artifact for SelftestFile {
-    const FILE: &'static str = "latest.json";
-    const VERSION: u32 = 1;
-    const WHAT: &'static str = "a self-test's result";
-}
-
-impl SelftestFile {
-    pub fn new(record: SelftestRecord) -> SelftestFile {
-        SelftestFile { format_version: SelftestFile::VERSION, selftest: record }
-    }
-
-    /// Write it into `target/selftest` under `root`; its path.
-    pub fn write(&self, root: &Path) -> Result<PathBuf, ArtifactError> {
-        let path = latest_path(root);
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        artifact::write_at(&path, self)?;
-        Ok(path)
-    }
-}
-
-/// The self-test a run at `now` on the host `fingerprint` records as `environment.selftest`:
-/// the one in `target/selftest/latest.json` under `root` when it was made on the same host
-/// within [`RECENT_DAYS`] before `now`. `Ok(None)` without one (no file, another host, too
-/// old); an error for a file that cannot be read as one.
-pub fn recent(
-    root: &Path,
-    fingerprint: &str,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Option<SelftestRecord>, ArtifactError> {
-    let path = latest_path(root);
-    if !path.is_file() {
-        return Ok(None);
-    }
-    let file: SelftestFile = artifact::read(&path)?;
-    Ok(is_recent(&file.selftest, fingerprint, now).then_some(file.selftest))
-}
-
-/// Record the recent self-test of this host ([`recent`], under `root`) as the summary's
-/// `environment.selftest`; a self-test file that cannot be read is a note, not an error of the
-/// run.
-pub fn record_recent(root: &Path, summary: &mut crate::Summary) {
-    match recent(root, &summary.environment_fingerprint, chrono::Utc::now()) {
-        Ok(r) => summary.environment.selftest = r,
-        Err(e) => summary.notes.push(format!(
-            "{e}; no self-test recorded in environment.selftest (run `cargo xtask selftest` again)"
-        )),
-    }
-}
-
 /// Same host, and made within [`RECENT_DAYS`] before `now` (not after it).
 pub fn is_recent(
     r: &SelftestRecord,
@@ -470,22 +393,6 @@ mod tests {
         assert!(!is_recent(&record("2026-01-10T12:00:01Z", "abc"), "abc", now), "in the future");
         assert!(!is_recent(&record("2026-01-09T12:00:00Z", "abc"), "other", now), "other host");
         assert!(!is_recent(&record("yesterday", "abc"), "abc", now));
-    }
-
-    #[test]
-    fn the_result_file_reads_back_and_a_bad_one_names_its_field() {
-        let dir = tempfile::tempdir().unwrap();
-        let now = chrono::Utc::now();
-        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-        assert_eq!(recent(dir.path(), "abc", now).unwrap(), None, "no file: none");
-        let path = SelftestFile::new(record(&at, "abc")).write(dir.path()).unwrap();
-        assert_eq!(path, dir.path().join("target/selftest/latest.json"));
-        assert_eq!(recent(dir.path(), "abc", now).unwrap(), Some(record(&at, "abc")));
-        assert_eq!(recent(dir.path(), "xyz", now).unwrap(), None);
-        let text = std::fs::read_to_string(&path).unwrap().replace("\"p99\"", "\"p98\"");
-        std::fs::write(&path, text).unwrap();
-        let e = recent(dir.path(), "abc", now).unwrap_err().to_string();
-        assert!(e.contains("latest.json is not a self-test's result of format 1: field"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! One self-test: the bench run against the known-answer server in a process of its own
 //! ([`super::server`]) at a concurrency and event rate, its records set beside the server's
-//! ([`compare`]), measured again while the machine was disturbed ([`super::Attempts`]).
+//! ([`compare`]), measured again while the machine was disturbed ([`crate::selftest::Attempts`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,9 +9,9 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::server::ServerProcess;
-use super::{Attempt, Attempts, Figures, Next, SelftestRecord, Spread, Verdict, sorted};
 use crate::RequestRecord;
 use crate::config::{BenchConfig, Profile, Source, Target, TimingConfig};
+use crate::selftest::{Attempt, Attempts, Figures, Next, SelftestRecord, Spread, Verdict, sorted};
 use crate::sim::SimRecord;
 
 /// The answer every request gets: its first token this long after it arrives (ms).
@@ -254,7 +254,7 @@ impl Outcome {
 }
 
 /// The self-test: measured until an attempt holds the bounds, fails them on a quiet machine
-/// (the bench's error), or every one of [`super::ATTEMPTS`] was disturbed. Each attempt's run
+/// (the bench's error), or every one of [`crate::selftest::ATTEMPTS`] was disturbed. Each attempt's run
 /// directory is `work/attempt-N` (replaced); `progress` gets a line per attempt.
 pub async fn run(
     plan: &Plan,
@@ -272,10 +272,10 @@ pub async fn run(
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("cannot remove {}", dir.display()))?;
         }
-        let before = super::cpu_ticks();
+        let before = crate::selftest::cpu_ticks();
         let c = measure(plan, server, &dir, &format!("selftest-{stamp}-{n}")).await?;
-        let after = super::cpu_ticks();
-        let quiet = c.figures.server_late_ms.p99 <= super::QUIET_SERVER_LATE_P99_MS;
+        let after = crate::selftest::cpu_ticks();
+        let quiet = c.figures.server_late_ms.p99 <= crate::selftest::QUIET_SERVER_LATE_P99_MS;
         // The bench's own bounds: its error is measured against what the server handed over, so
         // a late server leaves the figures valid (the lateness is printed beside them).
         let a = Attempt { quiet, diag: c.figures.line(), failures: c.figures.broken_bounds() };
