@@ -343,7 +343,8 @@ mod tests {
         assert_eq!((c.figures.ttft_error_ms.n, c.figures.gap_error_ms.n), (2, 4));
         // A request the server did not see, or whose gaps the bench counted otherwise, is an
         // error, not a figure.
-        let e = compare("other", &[r2.clone()], &[s1.clone(), s2.clone()]).err().unwrap();
+        let e =
+            compare("other", std::slice::from_ref(&r2), &[s1.clone(), s2.clone()]).err().unwrap();
         assert!(e.to_string().contains("no record of other-2"), "{e}");
         r1.itl_ms.pop();
         let e = compare("run", &[r1], &[s1, s2]).err().unwrap();
