@@ -35,8 +35,8 @@ pub struct SelftestCmd {
     /// token every 10 ms on each, and at most 10,000 in all).
     #[arg(long, value_name = "R")]
     pub tokens_per_s: Option<f64>,
-    /// Measured requests (default: 10 per stream, at least 100); 64 tokens each, after one
-    /// warmup request per stream.
+    /// Measured requests (default: 10 per stream, at least 100 and at most 100,000); 64 tokens
+    /// each, after one warmup request per stream.
     #[arg(long)]
     pub requests: Option<u64>,
     /// Print the result as JSON (the record written to target/selftest/latest.json).
@@ -50,7 +50,9 @@ impl SelftestCmd {
         let rate = self
             .tokens_per_s
             .unwrap_or((100.0 * f64::from(self.concurrency)).min(DEFAULT_MAX_RATE));
-        let requests = self.requests.unwrap_or((10 * u64::from(self.concurrency)).max(100));
+        let requests = self
+            .requests
+            .unwrap_or((10 * u64::from(self.concurrency)).clamp(100, run::MAX_REQUESTS));
         let plan = Plan::new(self.concurrency, rate, requests)?;
         // Both processes hold one end of every connection.
         bench::fdlimit::ensure_open_files(plan.concurrency, true)?;
