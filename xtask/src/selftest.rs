@@ -23,7 +23,8 @@ use crate::exit::Status;
 
 /// The default rate's ceiling (tokens per second in all): two cores carry it with the server on
 /// schedule at concurrency 1000 (a gap of 100 ms per stream), where 100 per stream (100,000 in
-/// all) made the server itself 10-35 ms late at p50 (docs/performance.md).
+/// all) made the server late (p99 6-9 ms on the quiet machine) and the bench's TTFT error p99
+/// 217-684 ms (docs/performance.md).
 const DEFAULT_MAX_RATE: f64 = 10_000.0;
 
 #[derive(Debug, Args)]
