@@ -20,11 +20,14 @@ pub mod engine_series;
 pub mod envkey;
 pub mod fdlimit;
 pub mod foreign;
+pub mod floor;
 pub mod hash;
 pub mod history;
 pub mod hostnoise;
 pub mod import;
 pub mod imported;
+#[cfg(feature = "runtime")]
+pub mod known_answer;
 pub mod lengths;
 pub mod merge;
 pub mod metrics;
@@ -40,6 +43,7 @@ pub mod runner;
 pub mod schedule;
 #[cfg(feature = "runtime")]
 pub mod scrape;
+pub mod selftest;
 pub mod server_metrics;
 pub mod session;
 pub mod shard;

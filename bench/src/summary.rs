@@ -97,6 +97,11 @@ pub struct Environment {
     /// history's fingerprint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuInfo>,
+    /// The bench's own timing error measured on this host by `cargo xtask selftest` within
+    /// `selftest::RECENT_DAYS` before the run: the floor its timings rest on. Absent without a
+    /// recent one on the same host, never estimated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selftest: Option<crate::selftest::SelftestRecord>,
 }
 
 /// A host's GPUs as `nvidia-smi` names them.
@@ -169,6 +174,7 @@ impl Environment {
             hostname,
             noise: None,
             gpu: GpuInfo::detect(),
+            selftest: None,
         }
     }
 

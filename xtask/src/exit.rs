@@ -28,7 +28,8 @@ pub const POLICY_VIOLATED: Exit = Exit {
     code: 1,
     name: "policy-violated",
     meaning: "a policy was violated: a gate failed, a lint or check found violations, an \
-              acceptance layer failed, a test failed, or a run had no successful request",
+              acceptance layer failed, a test failed, a self-test found the bench's own timing \
+              error over its bounds, or a run had no successful request",
 };
 
 pub const USAGE_ERROR: Exit = Exit {
@@ -42,7 +43,7 @@ pub const INCONCLUSIVE: Exit = Exit {
     name: "inconclusive",
     meaning: "a gate could not decide: a blocking threshold is inconclusive (its confidence \
               interval straddles the limit, it has no interval, or the host was busy) and none \
-              failed; never a pass",
+              failed; never a pass; or a self-test whose every attempt the machine disturbed",
 };
 
 pub const NO_DATA: Exit = Exit {

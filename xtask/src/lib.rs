@@ -42,6 +42,8 @@ pub mod noise;
 pub mod plan;
 pub mod report;
 #[cfg(feature = "runtime")]
+pub mod selftest;
+#[cfg(feature = "runtime")]
 pub mod serve;
 pub mod settings;
 #[cfg(feature = "runtime")]
@@ -91,6 +93,10 @@ pub enum Command {
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
+    /// The bench's own timing error on this machine at a concurrency and event rate, against
+    /// the known-answer server in a process of its own; later runs record it.
+    #[cfg(feature = "runtime")]
+    Selftest(selftest::SelftestCmd),
     /// Accept a candidate engine against a baseline: numeric, engine and business layers.
     #[cfg(feature = "runtime")]
     Accept(accept::AcceptCmd),
@@ -146,6 +152,8 @@ impl Command {
             Command::Bench(c) => c.run(sh),
             #[cfg(feature = "runtime")]
             Command::Sim(c) => c.run(sh),
+            #[cfg(feature = "runtime")]
+            Command::Selftest(c) => c.run(sh),
             #[cfg(feature = "runtime")]
             Command::Accept(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),

@@ -32,10 +32,24 @@ pub struct SimCmd {
     /// Require `Authorization: Bearer $VAR` on completion requests.
     #[arg(long, value_name = "VAR")]
     pub api_key_env: Option<String>,
+    /// The known-answer server of `cargo xtask selftest` (`bench::known_answer::server`): this
+    /// `[sim.timing]` table as JSON, served on one thread on 127.0.0.1 until standard input
+    /// closes, then the per-request records on standard output.
+    #[arg(long, hide = true, value_name = "TIMING_JSON")]
+    pub known_answer: Option<String>,
+    /// The known-answer server's connections (its open-file limit is raised for them).
+    #[arg(long, hide = true, default_value_t = 0, requires = "known_answer")]
+    pub open_files: u32,
 }
 
 impl SimCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        if let Some(timing) = &self.known_answer {
+            let timing = serde_json::from_str(timing).context("--known-answer TIMING_JSON")?;
+            let usage = bench::config::UsageMode::Final;
+            bench::known_answer::server::serve(timing, usage, self.open_files)?;
+            return Ok(Status::Success);
+        }
         let root = sh.current_dir();
         let cfg = crate::bench::load_config(&root, self.config.as_deref())?;
         let mut overrides = Vec::new();

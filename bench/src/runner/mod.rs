@@ -474,6 +474,7 @@ async fn run_in(
         driven: &driven,
         scheduler: scheduler.as_ref(),
     });
+    crate::floor::record_recent(&spec.root, &mut summary);
     if let (Some(s), Some(total)) = (&spec.shard, shard_total) {
         summary.extra.shard = Some(shard_section(s, total, &driven));
     }

@@ -957,6 +957,17 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
     for line in ctx.input.considered {
         o.line(format_args!("\n> {line}"));
     }
+    // The bench's own timing error on the host of each run (`environment.selftest`), when a
+    // recent self-test was recorded: one line per self-test, naming the runs that rest on it.
+    let mut floors: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        if let Some(t) = &r.environment.selftest {
+            floors.entry(t.floor_line()).or_default().push(ctx.labels[i].clone());
+        }
+    }
+    for (floor, labels) in &floors {
+        o.line(format_args!("\n> Measurement floor of {}: {floor}.", labels.join(", ")));
+    }
     let mut bases: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (i, r) in runs.iter().enumerate() {
         if let (Some(basis), Some(_)) = (&r.cost.basis, r.cost.per_1m_output_tokens) {

@@ -59,6 +59,9 @@ mod noise;
 #[cfg(feature = "runtime")]
 mod real_engine;
 mod repo_policy;
+// The self-test measures with `bench`, a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod selftest;
 // `bench --shard` and `bench merge`, commands of the runtime build only.
 #[cfg(feature = "runtime")]
 mod shards;

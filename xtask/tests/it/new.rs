@@ -777,3 +777,49 @@ fn a_run_whose_profile_gates_on_its_plateau_is_recorded_with_the_plateaus_figure
     assert!(!whole.contains("**Plateau:**"));
     assert!(limit(&whole).contains("| 201 |"), "{}", limit(&whole));
 }
+
+/// A run that recorded a recent self-test (`environment.selftest`) rests on the bench's own
+/// measured timing error: the record states it in one line naming the runs, and lints.
+#[test]
+fn a_recorded_selftest_is_the_records_measurement_floor() {
+    use bench::selftest::{Figures, SelftestRecord, Spread, Verdict};
+    let (mut base, mut exps) = runs();
+    let spread = |p50, p99| Spread { p50, p99, min: 0.01, max: p99, n: 1000 };
+    let floor = SelftestRecord {
+        at: "2025-05-01T10:00:00Z".into(),
+        environment_fingerprint: base.environment_fingerprint.clone(),
+        concurrency: 100,
+        tokens_per_s: 10_000.0,
+        itl_ms: 10.0,
+        requests: 1000,
+        attempts: 1,
+        load_avg_1m: Some(0.4),
+        verdict: Verdict::WithinBounds,
+        figures: Figures {
+            ttft_error_ms: spread(0.1, 0.42),
+            gap_error_ms: spread(0.01, 0.48),
+            server_late_ms: spread(0.07, 0.2),
+        },
+    };
+    let text = render(&input(&base, &exps, 2)).unwrap();
+    assert!(!text.contains("Measurement floor"), "no self-test, no floor");
+    base.environment.selftest = Some(floor.clone());
+    exps[1].environment.selftest = Some(floor);
+    let text = render(&input(&base, &exps, 2)).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("Measurement floor")).collect();
+    assert_eq!(
+        lines,
+        vec![
+            "> Measurement floor of Baseline, Exp-2: self-test of 2025-05-01T10:00:00Z at \
+             concurrency 100, 10000 tokens/s: the bench's own TTFT error p50 0.100 ms p99 0.420 \
+             ms, inter-token gap error p50 0.010 ms p99 0.480 ms (server lateness p99 0.200 ms; \
+             within the known-answer bounds)."
+        ]
+    );
+    let path = std::path::PathBuf::from("docs/adr/0003-enable-chunked-prefill.md");
+    let problems = lint_files(&[(path, text)]);
+    assert!(
+        problems.iter().all(|p| p.message.starts_with("template placeholder")),
+        "{problems:#?}"
+    );
+}
