@@ -110,7 +110,7 @@ fn is_name_char(c: char) -> bool {
 }
 
 /// Parse one sample line.
-pub fn parse_sample(line: &str) -> Result<Sample, String> {
+fn parse_sample(line: &str) -> Result<Sample, String> {
     let mut chars = line.char_indices().peekable();
     match chars.peek() {
         Some((_, c)) if is_name_start(*c) => {}

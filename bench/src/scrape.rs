@@ -72,16 +72,33 @@ pub struct Scraper {
 /// refused rather than held in memory.
 pub const METRICS_PAGE_BYTES: usize = 16 << 20;
 
-async fn scrape_once(http: &reqwest::Client, url: &str) -> Result<promtext::Exposition, String> {
-    let mut resp = http.get(url).send().await.map_err(|e| e.to_string())?;
+/// Why a metrics page could not be had. The messages are those a run's notes and `watch` print.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    /// The request or the reading of its body failed (connection, timeout).
+    #[error("{0}")]
+    Request(#[from] reqwest::Error),
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("the metrics page is larger than {METRICS_PAGE_BYTES} bytes")]
+    TooLarge,
+    #[error("cannot build an HTTP client ({0})")]
+    Client(reqwest::Error),
+}
+
+async fn scrape_once(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<promtext::Exposition, ScrapeError> {
+    let mut resp = http.get(url).send().await?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(format!("HTTP {}", status.as_u16()));
+        return Err(ScrapeError::Status(status.as_u16()));
     }
     let mut page = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = resp.chunk().await? {
         if page.len() + chunk.len() > METRICS_PAGE_BYTES {
-            return Err(format!("the metrics page is larger than {METRICS_PAGE_BYTES} bytes"));
+            return Err(ScrapeError::TooLarge);
         }
         page.extend_from_slice(&chunk);
     }
@@ -97,12 +114,12 @@ pub struct MetricsPage {
 
 impl MetricsPage {
     /// A page at `url`, each scrape bounded by `timeout` (loopback pages bypass any proxy).
-    pub fn new(url: &str, timeout: Duration) -> Result<MetricsPage, String> {
+    pub fn new(url: &str, timeout: Duration) -> Result<MetricsPage, ScrapeError> {
         let mut builder = crate::client::http_builder().timeout(timeout);
         if crate::client::is_loopback(url) {
             builder = builder.no_proxy();
         }
-        let http = builder.build().map_err(|e| format!("cannot build an HTTP client ({e})"))?;
+        let http = builder.build().map_err(ScrapeError::Client)?;
         Ok(MetricsPage { http, url: url.to_string() })
     }
 
@@ -111,7 +128,7 @@ impl MetricsPage {
     }
 
     /// Fetch and parse the page.
-    pub async fn scrape(&self) -> Result<promtext::Exposition, String> {
+    pub async fn scrape(&self) -> Result<promtext::Exposition, ScrapeError> {
         scrape_once(&self.http, &self.url).await
     }
 }

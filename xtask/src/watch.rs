@@ -297,7 +297,7 @@ impl WatchCmd {
             let exposition = match page.scrape().await {
                 Ok(e) => Some(e),
                 Err(e) => {
-                    let e = bench::redact::strip_userinfo(&e).into_owned();
+                    let e = bench::redact::strip_userinfo(&e.to_string()).into_owned();
                     println!("[{now_s:>5.0}s] scrape of {shown} failed: {e} (no data)");
                     None
                 }
