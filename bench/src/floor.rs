@@ -78,23 +78,7 @@ pub fn record_recent(root: &Path, summary: &mut crate::Summary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selftest::{Figures, Spread, Verdict};
-
-    fn record(at: &str, fingerprint: &str) -> SelftestRecord {
-        let s = Spread { p50: 0.1, p99: 0.2, min: 0.0, max: 0.3, n: 100 };
-        SelftestRecord {
-            at: at.into(),
-            environment_fingerprint: fingerprint.into(),
-            concurrency: 4,
-            tokens_per_s: 400.0,
-            itl_ms: 10.0,
-            requests: 40,
-            attempts: 1,
-            load_avg_1m: None,
-            verdict: Verdict::WithinBounds,
-            figures: Figures { ttft_error_ms: s, gap_error_ms: s, server_late_ms: s },
-        }
-    }
+    use crate::selftest::test_record as record;
 
     #[test]
     fn the_result_file_reads_back_and_a_bad_one_names_its_field() {

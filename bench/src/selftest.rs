@@ -332,6 +332,25 @@ impl Attempts {
     }
 }
 
+/// A self-test's record measured at `at` on the host `fingerprint`, within the bounds (the
+/// tests of this module and of [`crate::floor`]).
+#[cfg(test)]
+pub(crate) fn test_record(at: &str, fingerprint: &str) -> SelftestRecord {
+    let s = Spread { p50: 0.1, p99: 0.2, min: 0.0, max: 0.2, n: 100 };
+    SelftestRecord {
+        at: at.into(),
+        environment_fingerprint: fingerprint.into(),
+        concurrency: 4,
+        tokens_per_s: 400.0,
+        itl_ms: 10.0,
+        requests: 40,
+        attempts: 1,
+        load_avg_1m: Some(0.5),
+        verdict: Verdict::WithinBounds,
+        figures: Figures { ttft_error_ms: s, gap_error_ms: s, server_late_ms: s },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,21 +388,7 @@ mod tests {
         assert_eq!(Spread::of(&[]), None);
     }
 
-    fn record(at: &str, fingerprint: &str) -> SelftestRecord {
-        let s = spread(0.1, 0.2, 0.0);
-        SelftestRecord {
-            at: at.into(),
-            environment_fingerprint: fingerprint.into(),
-            concurrency: 4,
-            tokens_per_s: 400.0,
-            itl_ms: 10.0,
-            requests: 40,
-            attempts: 1,
-            load_avg_1m: Some(0.5),
-            verdict: Verdict::WithinBounds,
-            figures: figures(s, s, s),
-        }
-    }
+    use super::test_record as record;
 
     #[test]
     fn a_selftest_is_recent_on_the_same_host_within_seven_days() {
