@@ -13,9 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bench::config::{BenchConfig, Override, Source, Target, TimingConfig};
 use bench::runner::{self, RunControl, RunSpec};
-use bench::sim::{self, SimOptions, TimingBackend};
+use infergate_model::config::{BenchConfig, Override, Source, Target, TimingConfig};
+use infergate_sim::{SimOptions, TimingBackend};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -158,7 +158,7 @@ fn serve_sim(args: &[String]) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let timing = TimingConfig { ttft_ms, itl_ms, ..TimingConfig::default() };
-        let h = sim::start(
+        let h = infergate_sim::start(
             SimOptions::default(),
             Arc::new(TimingBackend::new(timing)),
             ([127, 0, 0, 1], 0).into(),

@@ -12,9 +12,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::ScrapeConfig;
-use crate::promtext;
-use crate::server_metrics::{self, GpuSample, Reading, Scrape, ServerSection};
+use infergate_model::config::ScrapeConfig;
+use infergate_model::promtext;
+use infergate_model::server_metrics::{self, GpuSample, Reading, Scrape, ServerSection};
 
 /// The metrics URL of a target: its `metrics_url`, else `<server root>/metrics`.
 pub fn metrics_url(root: &str, configured: Option<&str>) -> String {
@@ -225,7 +225,7 @@ impl Scraper {
         self,
         clock: Instant,
         window: Option<(f64, f64)>,
-        run: crate::metrics::RunTotals,
+        run: infergate_model::metrics::RunTotals,
         drain: Option<Duration>,
     ) -> ServerSection {
         let _ = self.stop.send(true);

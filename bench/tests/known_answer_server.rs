@@ -11,7 +11,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bench::config::{TimingConfig, UsageMode};
+use infergate_model::config::{TimingConfig, UsageMode};
 
 /// The most concurrent connections the timing tests open.
 const OPEN_FILES: u32 = 256;

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use bench::accept::driver::{self, AcceptSpec, TargetSpec};
 use bench::accept::{AcceptThresholds, AcceptanceReport, dataset};
-use bench::config::BenchConfig;
-use bench::summary::EngineParams;
 use clap::{Args, Subcommand};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Table};
+use infergate_model::config::BenchConfig;
+use infergate_model::summary::EngineParams;
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -117,7 +117,7 @@ impl AcceptCmd {
                     .with_context(|| format!("cannot create {}", parent.display()))?;
             }
             let text = dataset::to_jsonl(&dataset::generate(d.items, d.seed));
-            bench::rundir::write_atomic(&path, text.as_bytes())?;
+            infergate_model::rundir::write_atomic(&path, text.as_bytes())?;
             println!("wrote {} items to {}", d.items, path.display());
             return Ok(Status::Success);
         }

@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::config::{BenchConfig, Override, Target};
 use bench::runner::{self, RunControl};
-use bench::summary::{EngineParams, RunStatus};
-use bench::sweep::{StagePlan, SweepSpec};
 use clap::Args;
+use infergate_model::config::{BenchConfig, Override, Target};
+use infergate_model::summary::{EngineParams, RunStatus};
+use infergate_model::sweep::{StagePlan, SweepSpec};
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -143,7 +143,7 @@ pub struct BenchCmd {
     pub cooldown: Option<f64>,
     /// Coverage of the confidence intervals of a trial set's estimates and of the gate's
     /// verdicts, within (0, 1).
-    #[arg(long, value_name = "P", default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
     pub confidence: f64,
     /// With --gate: decide even when a trial ran on a busy client host (by default its checks
     /// are inconclusive, naming the trial).
@@ -160,14 +160,14 @@ pub struct BenchCmd {
     /// its part of the concurrency, rate or trace (see docs/sharding.md). Needs a target (one
     /// server the shards share) and --run-id or --start-at; `bench merge` joins the shards.
     #[arg(long, value_name = "I/N", conflicts_with_all = ["sweep", "compare_strategies", "trials"])]
-    pub shard: Option<bench::shard::Shard>,
+    pub shard: Option<infergate_model::shard::Shard>,
     /// With --shard: the wall-clock time the load starts at, shared by every shard (RFC 3339,
     /// e.g. 2026-12-01T10:00:00Z); the shard connects and prepares first, then waits.
     #[arg(long, value_name = "TIME", requires = "shard", value_parser = parse_start_at)]
     pub start_at: Option<chrono::DateTime<chrono::Utc>>,
     /// The run id (default: a new one; with --shard and no --run-id, one made of --start-at).
     /// Letters, digits, `.`, `_` and `-`.
-    #[arg(long, value_name = "ID", value_parser = bench::shard::check_run_id)]
+    #[arg(long, value_name = "ID", value_parser = infergate_model::shard::check_run_id)]
     pub run_id: Option<String>,
     #[command(subcommand)]
     pub action: Option<BenchAction>,
@@ -211,7 +211,7 @@ fn parse_stage_duration(s: &str) -> Result<f64, String> {
 
 /// `--trials`, `--max-trials`: 1..=1000.
 pub fn parse_trials(s: &str) -> Result<u32, String> {
-    let max = bench::config::limits::MAX_TRIALS;
+    let max = infergate_model::config::limits::MAX_TRIALS;
     match s.trim().parse::<u32>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
@@ -220,7 +220,7 @@ pub fn parse_trials(s: &str) -> Result<u32, String> {
 
 /// `--warmup-trials`: 0..=1000.
 fn parse_warmup_trials(s: &str) -> Result<u32, String> {
-    let max = bench::config::limits::MAX_TRIALS;
+    let max = infergate_model::config::limits::MAX_TRIALS;
     match s.trim().parse::<u32>() {
         Ok(n) if n <= max => Ok(n),
         _ => Err(format!("must be a whole number of warmup trials within 0..={max}, got `{s}`")),
@@ -261,7 +261,7 @@ impl BenchCmd {
             o.push(Override::new("load.concurrency", c as i64, format!("--concurrency {c}")));
         }
         if let Some(r) = self.rate {
-            let flag = format!("--rate {}", bench::config::limits::number(r));
+            let flag = format!("--rate {}", infergate_model::config::limits::number(r));
             o.push(Override::new("load.mode", "open", flag.clone()));
             o.push(Override::new("load.rate", r, flag));
         }
@@ -270,7 +270,7 @@ impl BenchCmd {
             o.push(Override::new("load.mode", "trace", flag.clone()));
             o.push(Override::new("workload.trace", t.as_str(), flag));
         }
-        let number = bench::config::limits::number;
+        let number = infergate_model::config::limits::number;
         for (flag, key, v) in [
             ("--time-scale", "load.time_scale", self.time_scale),
             ("--trace-start", "load.trace_start_s", self.trace_start),
@@ -284,7 +284,7 @@ impl BenchCmd {
             o.push(Override::new("load.requests", n as i64, format!("--requests {n}")));
         }
         if let Some(d) = self.duration {
-            let flag = format!("--duration {}", bench::config::limits::number(d));
+            let flag = format!("--duration {}", infergate_model::config::limits::number(d));
             o.push(Override::new("load.duration_s", d, flag));
         }
         if let Some(n) = self.max_tokens {
@@ -303,7 +303,7 @@ impl BenchCmd {
             o.push(Override::new("trials", n as i64, format!("--trials {n}")));
         }
         if let Some(c) = self.cooldown {
-            let flag = format!("--cooldown {}", bench::config::limits::number(c));
+            let flag = format!("--cooldown {}", infergate_model::config::limits::number(c));
             o.push(Override::new("cooldown_s", c, flag));
         }
         if let Some(n) = self.warmup_trials {
@@ -324,7 +324,7 @@ impl BenchCmd {
                 a.push(v);
             }
         };
-        let number = bench::config::limits::number;
+        let number = infergate_model::config::limits::number;
         opt("--config", self.config.as_ref().map(|p| p.display().to_string()));
         opt("--target", self.target.clone());
         opt("--base-url", self.base_url.clone());
@@ -369,7 +369,7 @@ impl BenchCmd {
             return Err(PlanError::BaseUrl(url.clone()).into());
         }
         if let Some(var) = &self.api_key_env {
-            bench::config::validate_env_name(var).map_err(anyhow::Error::msg)?;
+            infergate_model::config::validate_env_name(var).map_err(anyhow::Error::msg)?;
         }
         Ok(Some(Target {
             model: self.model.clone(),
@@ -458,10 +458,13 @@ impl BenchCmd {
     /// run of a target (one server the shards share), with enough load for every shard.
     fn shard_plan(
         &self,
-        profile: bench::config::ResolvedProfile,
-        shard: bench::shard::Shard,
+        profile: infergate_model::config::ResolvedProfile,
+        shard: infergate_model::shard::Shard,
         mode: &BenchMode,
-    ) -> anyhow::Result<(bench::config::ResolvedProfile, Option<bench::shard::ShardRun>)> {
+    ) -> anyhow::Result<(
+        infergate_model::config::ResolvedProfile,
+        Option<infergate_model::shard::ShardRun>,
+    )> {
         if *mode != BenchMode::Single {
             return Err(PlanError::ShardMode(shard.to_string()).into());
         }
@@ -476,7 +479,7 @@ impl BenchCmd {
         // Refused here, before a run directory is made, when a shard would get nothing to do;
         // the runner makes the shard's part of the load and the workload.
         shard.split(&profile.profile.load)?;
-        let run = bench::shard::ShardRun { shard, start_at: self.start_at };
+        let run = infergate_model::shard::ShardRun { shard, start_at: self.start_at };
         Ok((profile, Some(run)))
     }
 
@@ -589,7 +592,7 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
 }
 
 /// The default directory of shard `s` of run `run_id`: `<run id>-shard-<I>`.
-pub fn shard_dir(run_id: &str, s: bench::shard::Shard) -> String {
+pub fn shard_dir(run_id: &str, s: infergate_model::shard::Shard) -> String {
     format!("{run_id}-shard-{}", s.index)
 }
 
@@ -608,10 +611,10 @@ pub fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<Bench
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench::config::{BatchStrategy, EngineConfig, LoadMode};
-    use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
-    use bench::summary::Summary;
-    use bench::sweep::Dimension;
+    use infergate_model::config::{BatchStrategy, EngineConfig, LoadMode};
+    use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+    use infergate_model::summary::Summary;
+    use infergate_model::sweep::Dimension;
 
     fn parse(args: &[&str]) -> Result<BenchCmd, clap::Error> {
         use clap::Parser;
@@ -683,7 +686,7 @@ mod tests {
         ];
         let plan = plan_in(dir.path(), &args).unwrap();
         let p = &plan.profile.profile;
-        assert_eq!(p.load.mode, bench::config::LoadMode::Trace);
+        assert_eq!(p.load.mode, infergate_model::config::LoadMode::Trace);
         assert_eq!(p.workload.trace.as_deref(), Some("configs/t.jsonl"));
         assert_eq!((p.load.time_scale, p.load.trace_start_s), (0.5, 10.0));
         assert_eq!(p.load.trace_duration_s, Some(60.0));

@@ -1,19 +1,19 @@
 //! `cargo xtask compare A B`: two runs or trial sets metric by metric. Per metric both
 //! estimates with their intervals, the difference B - A with its interval, the relative change
 //! and whether it is significant; a console table and `compare.json`
-//! ([`bench::compare::Comparison`]). Informational: it exits 0 whatever changed (the gate is
+//! ([`infergate_model::compare::Comparison`]). Informational: it exits 0 whatever changed (the gate is
 //! what enforces).
 
-use bench::stats::{sig_text, signed_sig_text};
+use infergate_model::stats::{sig_text, signed_sig_text};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::compare::{Change, Comparison, MetricComparison, compare, default_metrics};
-use bench::stats::{DEFAULT_CONFIDENCE, Estimate, Method};
-use bench::trials::TrialSet;
 use clap::Args;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
+use infergate_model::compare::{Change, Comparison, MetricComparison, compare, default_metrics};
+use infergate_model::stats::{DEFAULT_CONFIDENCE, Estimate, Method};
+use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -52,7 +52,7 @@ impl CompareCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
         for m in &self.metrics {
-            if bench::summary::metric_def(m).is_none() {
+            if infergate_model::summary::metric_def(m).is_none() {
                 anyhow::bail!(
                     "unknown metric `{m}`; the metric names are listed in docs/adr/README.md"
                 );
@@ -79,9 +79,11 @@ impl CompareCmd {
         println!("{}", render(&cmp));
         let out = match &self.out {
             Some(o) => join_clean(&root, o),
-            None => b.dir.join(<bench::compare::Comparison as bench::artifact::Artifact>::FILE),
+            None => b.dir.join(
+                <infergate_model::compare::Comparison as infergate_model::artifact::Artifact>::FILE,
+            ),
         };
-        bench::artifact::write_at(&out, &cmp)
+        infergate_model::artifact::write_at(&out, &cmp)
             .with_context(|| format!("cannot write {}", out.display()))?;
         println!("wrote {}", out.display());
         Ok(Status::Success)
@@ -153,7 +155,7 @@ pub fn render(c: &Comparison) -> String {
             Cell::new(change_cell(m)),
         ]);
     }
-    let side = |name: &str, s: &bench::compare::Side| {
+    let side = |name: &str, s: &infergate_model::compare::Side| {
         format!(
             "{name}: {} (profile `{}`, {} trial{}, {} measured requests)",
             s.path,

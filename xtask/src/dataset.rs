@@ -1,16 +1,16 @@
 //! `cargo xtask dataset refresh`: a seeded share of a dataset replaced by the slowest or failed
 //! requests of a window of a production request log, scrubbed, with its provenance written
 //! beside it (`<out>.provenance.json`); the log's malformed lines counted and named. The flags
-//! and the report; the refresh itself is `bench::refresh`. See docs/workloads.md.
+//! and the report; the refresh itself is `infergate_model::refresh`. See docs/workloads.md.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use bench::refresh::log::Format;
-use bench::refresh::provenance::{Provenance, provenance_path};
-use bench::refresh::replace::{self, Metric, Options, RefreshError, WindowSpec};
-use bench::refresh::scrub::{MIN_KEY_BYTES, Scrubber};
 use clap::{Args, Subcommand, ValueEnum};
+use infergate_model::refresh::log::Format;
+use infergate_model::refresh::provenance::{Provenance, provenance_path};
+use infergate_model::refresh::replace::{self, Metric, Options, RefreshError, WindowSpec};
+use infergate_model::refresh::scrub::{MIN_KEY_BYTES, Scrubber};
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -120,7 +120,7 @@ fn parse_time(flag: &str, text: &str) -> anyhow::Result<i64> {
         Ok(n) => serde_json::json!(n),
         Err(_) => serde_json::Value::String(text.to_string()),
     };
-    bench::refresh::log::parse_timestamp(&v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    infergate_model::refresh::log::parse_timestamp(&v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
 }
 
 fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
@@ -154,7 +154,7 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
     }
     let settings = match std::fs::read_to_string(root.join(SETTINGS_FILE)) {
         Ok(t) => {
-            let source = bench::config::Source::new(SETTINGS_FILE, t);
+            let source = infergate_model::config::Source::new(SETTINGS_FILE, t);
             let s = Settings::parse(&source)?;
             for p in &s.dataset.pii_patterns {
                 Scrubber::check_pattern(p)
@@ -219,9 +219,9 @@ fn refresh(root: &Path, a: RefreshArgs) -> anyhow::Result<Status> {
     };
     let out = join_clean(root, &a.out);
     let prov_path = provenance_path(&out);
-    bench::rundir::write_atomic(&out, done.text.as_bytes())
+    infergate_model::rundir::write_atomic(&out, done.text.as_bytes())
         .with_context(|| format!("cannot write {}", a.out.display()))?;
-    bench::artifact::write_at(&prov_path, &done.provenance)?;
+    infergate_model::artifact::write_at(&prov_path, &done.provenance)?;
     report(&done.provenance, &opts);
     println!("wrote {} and {}", a.out.display(), provenance_path(&a.out).display());
     Ok(Status::Success)

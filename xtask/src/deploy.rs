@@ -12,9 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::config::{BenchConfig, Override, ResolvedProfile};
-use bench::shard::Shard;
 use clap::{Args, Subcommand};
+use infergate_model::config::{BenchConfig, Override, ResolvedProfile};
+use infergate_model::shard::Shard;
 use serde_json::{Value, json};
 use xshell::Shell;
 
@@ -63,7 +63,7 @@ pub struct RenderCmd {
     #[arg(long, default_value = DEFAULT_IMAGE)]
     pub image: String,
     /// Run id shared by the shards (default: one made of the start time).
-    #[arg(long, value_name = "ID", value_parser = bench::shard::check_run_id)]
+    #[arg(long, value_name = "ID", value_parser = infergate_model::shard::check_run_id)]
     pub run_id: Option<String>,
     /// Wall-clock start of the shards' load, RFC 3339 (default: now + --start-delay).
     #[arg(long, value_name = "TIME")]
@@ -160,7 +160,7 @@ impl RenderCmd {
                     .with_context(|| format!("cannot create {}", dir.display()))?;
                 for (name, v) in &manifests {
                     let path = dir.join(name);
-                    bench::rundir::write_atomic(&path, to_yaml(v).as_bytes())?;
+                    infergate_model::rundir::write_atomic(&path, to_yaml(v).as_bytes())?;
                     println!("{}", path.display());
                 }
             }
@@ -175,7 +175,7 @@ impl RenderCmd {
     fn resolve(&self, config: &BenchConfig) -> anyhow::Result<ResolvedProfile> {
         let mut resolved = config.resolve(&self.profile, &[] as &[Override])?;
         if let Some(url) = &self.base_url {
-            let mut t = bench::config::Target::at(url);
+            let mut t = infergate_model::config::Target::at(url);
             if let Some((_, old)) = &resolved.target {
                 t.model = old.model.clone();
                 t.api_key_env = old.api_key_env.clone();
@@ -216,24 +216,25 @@ fn check_items(root: &Path, resolved: &ResolvedProfile, count: u32) -> anyhow::R
     };
     let items = if let Some(rel) = &wl.trace {
         let load = &resolved.profile.load;
-        let trace = bench::trace::Trace::parse(&root.join(rel), &read(rel)?, wl.trace_format)?;
+        let trace =
+            infergate_model::trace::Trace::parse(&root.join(rel), &read(rel)?, wl.trace_format)?;
         trace.window(load.trace_start_s * 1e3, load.trace_duration_s.map(|d| d * 1e3)).records.len()
     } else if let Some(rel) = &wl.conversations {
-        let c = bench::import::parse_conversations(
+        let c = infergate_model::import::parse_conversations(
             &root.join(rel),
             &read(rel)?,
             wl.conversation_format,
         )?;
-        bench::session::import(c, wl.conversation_turns, wl).workload.items.len()
+        infergate_model::session::import(c, wl.conversation_turns, wl).workload.items.len()
     } else if let Some(rel) = &wl.dataset {
-        bench::workload::dataset_line_count(&read(rel)?)
+        infergate_model::workload::dataset_line_count(&read(rel)?)
     } else if wl.input_distribution.is_some() || wl.output_distribution.is_some() {
         return Ok(()); // drawn per request: as many items as requests (checked with the load)
     } else {
-        bench::workload::Workload::synthetic(wl).items.len()
+        infergate_model::workload::Workload::synthetic(wl).items.len()
     };
     if items < count as usize {
-        anyhow::bail!(bench::shard::ShardError::TooFewItems { items, count });
+        anyhow::bail!(infergate_model::shard::ShardError::TooFewItems { items, count });
     }
     Ok(())
 }

@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use bench::config::{BatchStrategy, EngineConfig, Source};
 use clap::{Args, Subcommand};
+use infergate_model::config::{BatchStrategy, EngineConfig, Source};
 use xshell::Shell;
 
 use crate::engine_flags::{EngineKind, render};
@@ -57,7 +57,7 @@ impl ArgsCmd {
         let source = Source::read(&path).with_context(invalid)?;
         let cfg = EngineConfig::from_source(&source).with_context(invalid)?;
         if cfg.batch.strategy != BatchStrategy::Continuous {
-            let err = bench::config::engine::locate(
+            let err = infergate_model::config::engine::locate(
                 &source,
                 "batch.strategy",
                 &format!(

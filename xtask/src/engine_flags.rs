@@ -4,8 +4,8 @@
 //! an engine version's own defaults. Parameters that do not map one to one are returned as
 //! notes. `engine args` prints the result; `engine serve` starts vLLM with it.
 
-use bench::config::{EngineConfig, SchedulerPolicy};
 use clap::ValueEnum;
+use infergate_model::config::{EngineConfig, SchedulerPolicy};
 
 use crate::text::quote;
 
@@ -195,7 +195,7 @@ pub fn render_sglang(cfg: &EngineConfig) -> Rendered {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench::config::Source;
+    use infergate_model::config::Source;
 
     fn cfg(text: &str) -> EngineConfig {
         EngineConfig::from_source(&Source::new("engine.toml", text)).unwrap()

@@ -16,10 +16,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
-use bench::sweep::{SWEEP_FILE, SweepSummary};
-use bench::trials::TrialSet;
 use clap::Args;
+use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+use infergate_model::sweep::{SWEEP_FILE, SweepSummary};
+use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -43,7 +43,7 @@ pub struct GateCmd {
     #[arg(long)]
     pub github: bool,
     /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
-    #[arg(long, value_name = "P", default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
     pub confidence: f64,
     /// Decide even when a trial was measured on a busy client host. By default every check
     /// of a set with such a trial (summary `environment.noise.busy`) is inconclusive, naming
@@ -80,7 +80,7 @@ fn parse_confidence(s: &str) -> Result<f64, String> {
 
 /// `--max-trials`: 1..=1000.
 fn parse_trials(s: &str) -> Result<u32, String> {
-    let max = bench::config::limits::MAX_TRIALS;
+    let max = infergate_model::config::limits::MAX_TRIALS;
     match s.trim().parse::<u32>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
@@ -173,7 +173,7 @@ fn write_gate_file(path: &Path, file: GateFile) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    bench::artifact::write_at(path, &file)
+    infergate_model::artifact::write_at(path, &file)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -227,7 +227,7 @@ impl GateCmd {
     }
 }
 
-/// A set whose trial 1 looks like a cold start (`bench::trials::cold_start`) widens the
+/// A set whose trial 1 looks like a cold start (`infergate_model::trials::cold_start`) widens the
 /// intervals the gate decides from: say so under the report.
 fn cold_start_note(set: &TrialSet, thresholds: &Thresholds) {
     let metrics: Vec<&str> = thresholds.thresholds.iter().map(|t| t.metric.as_str()).collect();
@@ -248,19 +248,20 @@ fn until_decided(
     github: bool,
 ) -> anyhow::Result<Status> {
     use clap::Parser;
-    if !bench::trials::is_trial_set(path) {
+    if !infergate_model::trials::is_trial_set(path) {
         anyhow::bail!(
             "--until-decided adds trials to a trial set, and {} has no trials.json; measure one \
              with `cargo xtask bench --trials N`",
             path.display()
         );
     }
-    let index = bench::trials::TrialsFile::read(path).context("cannot gate the trial set")?;
+    let index =
+        infergate_model::trials::TrialsFile::read(path).context("cannot gate the trial set")?;
     if index.bench_args.is_empty() {
         anyhow::bail!(
             "{} does not record the bench arguments of its trials (bench_args), so no trial can \
              be added with the same settings",
-            path.join(bench::trials::TRIALS_FILE).display()
+            path.join(infergate_model::trials::TRIALS_FILE).display()
         );
     }
     #[derive(Parser)]
@@ -307,11 +308,11 @@ fn refuse_changed(
     let profile = &plan.profile.profile;
     let mut planned = first.summary.clone();
     planned.profile = plan.profile.name.clone();
-    planned.config = bench::summary::RunConfig::Profile(Box::new(profile.clone()));
+    planned.config = infergate_model::summary::RunConfig::Profile(Box::new(profile.clone()));
     planned.engine = match (&plan.engine, &plan.profile.target, profile.sim.mode) {
         (Some(e), _, _) => Some(e.clone()),
-        (None, None, bench::config::SimMode::Engine) => Some(
-            bench::summary::EngineParams::read(root, &profile.sim.engine_config)
+        (None, None, infergate_model::config::SimMode::Engine) => Some(
+            infergate_model::summary::EngineParams::read(root, &profile.sim.engine_config)
                 .context("cannot read the engine config the next trial would run")?,
         ),
         _ => None,
@@ -320,7 +321,8 @@ fn refuse_changed(
         bench::runner::prepare::load_workload(&profile.workload, &profile.load, root)
             .context("cannot read the workload the next trial would send")?
             .files;
-    if let Some((key, now, then)) = bench::trials::measurement_difference(&first.summary, &planned)
+    if let Some((key, now, then)) =
+        infergate_model::trials::measurement_difference(&first.summary, &planned)
     {
         anyhow::bail!(
             "the working tree no longer measures what {} measured: {key} is {now} now, {then} in \

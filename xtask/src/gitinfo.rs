@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use bench::summary::GitInfo;
+use infergate_model::summary::GitInfo;
 
 /// `None` when `root` is not inside a git repository or has no commit yet.
 pub fn detect(root: &Path) -> Option<GitInfo> {

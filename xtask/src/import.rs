@@ -1,5 +1,5 @@
 //! `cargo xtask import FORMAT FILE --out DIR`: another tool's results (`vllm-bench`,
-//! `guidellm`, `aiperf`) written as an infergate run directory (`bench::foreign`): its
+//! `guidellm`, `aiperf`) written as an infergate run directory (`infergate_model::foreign`): its
 //! `summary.json` with the source's values and where they came from, and `requests.jsonl`
 //! when the source holds per-request data, so `compare`, `gate`, trials' intervals and
 //! `adr new` read it like a run infergate measured. docs/import.md.
@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use bench::foreign::{self, Format};
-use bench::rundir;
 use clap::Args;
+use infergate_model::foreign::{self, Format};
+use infergate_model::rundir;
 use xshell::Shell;
 
 use crate::exit::Status;

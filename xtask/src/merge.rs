@@ -1,15 +1,15 @@
 //! `cargo xtask bench merge DIR...`: the shard run directories of a sharded run
-//! (`bench --shard I/N`) merged into one run directory (`bench::merge`), its report and the
+//! (`bench --shard I/N`) merged into one run directory (`infergate_model::merge`), its report and the
 //! table of the shards (status, requests, start offset, window).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use bench::merge::{MergeReport, MergedShard};
-use bench::summary::{Invocation, RunStatus, Summary};
 use clap::Args;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
+use infergate_model::merge::{MergeReport, MergedShard};
+use infergate_model::summary::{Invocation, RunStatus, Summary};
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -42,7 +42,7 @@ impl MergeCmd {
             }
         };
         let invocation = command.map(|command| Invocation { command, part: None });
-        let merged = bench::merge::merge(&dirs, &out, invocation)
+        let merged = infergate_model::merge::merge(&dirs, &out, invocation)
             .with_context(|| format!("cannot merge the shards into {}", out.display()))?;
         let s = &merged.summary;
         if !self.quiet {

@@ -1,17 +1,17 @@
 //! `cargo xtask noise`: N trials of the unchanged configuration on this machine (a trial set,
 //! as `bench --trials N` measures it), each gated metric's run-to-run CV with its interval, and
 //! the trials per arm an A/B gate needs to see a given change at 95% power
-//! ([`bench::stats::noise`]). The trials go into the noise history (`refs/infergate/history`)
+//! ([`infergate_model::stats::noise`]). The trials go into the noise history (`refs/infergate/history`)
 //! as a `noise` entry, which the absolute gate pools from for sets of the same scenario (the
 //! A/B gate pools earlier A/B gates' paired differences).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use bench::history::EntryKind;
-use bench::stats::noise::{RunNoise, run_noise, trials_per_arm};
-use bench::trials::TrialSet;
 use comfy_table::{Table, presets};
+use infergate_model::history::EntryKind;
+use infergate_model::stats::noise::{RunNoise, run_noise, trials_per_arm};
+use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
 use crate::bench::BenchCmd;
@@ -36,7 +36,7 @@ pub struct NoiseCmd {
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub trials: u32,
     /// The relative change the trials-per-arm figure is for (0.05 = 5% worse).
-    #[arg(long, value_name = "P", default_value_t = bench::ab::DEFAULT_BUDGET, value_parser = crate::ab::args::parse_fraction)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::ab::DEFAULT_BUDGET, value_parser = crate::ab::args::parse_fraction)]
     pub change: f64,
     /// Metrics to report (repeatable; default: the A/B gate's default metrics).
     #[arg(long = "metric", value_name = "PATH")]
@@ -75,7 +75,7 @@ impl NoiseCmd {
             return Ok(status);
         }
         let set = TrialSet::load(&plan.out_dir).context("cannot read the trial set back")?;
-        let alpha = bench::ab::DEFAULT_ALPHA_FAIL / metrics.len() as f64;
+        let alpha = infergate_model::ab::DEFAULT_ALPHA_FAIL / metrics.len() as f64;
         println!("{}", self.table(&set, &metrics, alpha));
         println!(
             "trials per arm: to see a change of {}% at {}% power, one-sided at {}% per metric (the A/B \
@@ -83,7 +83,7 @@ impl NoiseCmd {
             num(self.change * 100.0),
             num(POWER * 100.0),
             num(alpha * 100.0),
-            num(bench::ab::DEFAULT_ALPHA_FAIL * 100.0),
+            num(infergate_model::ab::DEFAULT_ALPHA_FAIL * 100.0),
             metrics.len()
         );
         if !self.no_history {
@@ -97,10 +97,13 @@ impl NoiseCmd {
     /// The metrics to report, each a known one.
     fn metrics(&self) -> anyhow::Result<Vec<String>> {
         if self.metrics.is_empty() {
-            return Ok(bench::ab::DEFAULT_METRICS.iter().map(|m| m.to_string()).collect());
+            return Ok(infergate_model::ab::DEFAULT_METRICS
+                .iter()
+                .map(|m| m.to_string())
+                .collect());
         }
         for m in &self.metrics {
-            if bench::summary::metric_def(m).is_none() {
+            if infergate_model::summary::metric_def(m).is_none() {
                 bail!("--metric {m}: not a known metric (see docs/metrics.md for the list)");
             }
         }

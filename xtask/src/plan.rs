@@ -9,15 +9,15 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use bench::Summary;
-use bench::config::{
+use bench::runner::RunSpec;
+use infergate_model::Summary;
+use infergate_model::config::{
     BatchStrategy, BenchConfig, ConfigError, Override, ResolvedProfile, SimMode, Target,
 };
-use bench::runner::RunSpec;
-use bench::strategy_compare::parse_strategies;
-use bench::summary::{EngineParams, GitInfo, Invocation, RunStatus};
-use bench::sweep::{StagePlan, SweepSpec};
-use bench::trials::{Trial, TrialSet};
+use infergate_model::strategy_compare::parse_strategies;
+use infergate_model::summary::{EngineParams, GitInfo, Invocation, RunStatus};
+use infergate_model::sweep::{StagePlan, SweepSpec};
+use infergate_model::trials::{Trial, TrialSet};
 
 pub use crate::thresholds::GateVerdicts;
 use crate::thresholds::{self, GateOptions, GateReport, Thresholds};
@@ -51,7 +51,7 @@ pub struct BenchPlan {
     /// run's summary; `None` when the plan was not made from a command line.
     pub command: Option<String>,
     /// `--shard I/N`: `profile` holds the shard's part of the load already.
-    pub shard: Option<bench::shard::ShardRun>,
+    pub shard: Option<infergate_model::shard::ShardRun>,
 }
 
 /// What `bench` does with the profile.

@@ -1,22 +1,22 @@
 //! `cargo xtask selftest`: the bench's own timing error on this machine, at the concurrency and
 //! event rate the user names, against the known-answer server in a process of its own
-//! (`cargo xtask sim --known-answer`, hidden; `bench::selftest`).
+//! (`cargo xtask sim --known-answer`, hidden; `infergate_model::selftest`).
 //!
 //! It prints the bench's TTFT error and inter-token gap error (p50 / p99) and the server's
 //! lateness apart, judged against the known-answer bounds, and writes them to
 //! `target/selftest/latest.json`, which later runs on this host record as
-//! `environment.selftest` for [`bench::selftest::RECENT_DAYS`] days. Exit 1 (policy-violated)
+//! `environment.selftest` for [`infergate_model::selftest::RECENT_DAYS`] days. Exit 1 (policy-violated)
 //! when the bench's error broke a bound while the machine was quiet; exit 3 (inconclusive) when
 //! the machine stalled every attempt.
 
 use std::process::Command;
 
 use anyhow::Context;
-use bench::config::TimingConfig;
-use bench::floor::SelftestFile;
 use bench::known_answer::run::{self, Plan};
-use bench::selftest::{self, SelftestRecord, Verdict};
 use clap::Args;
+use infergate_model::config::TimingConfig;
+use infergate_model::floor::SelftestFile;
+use infergate_model::selftest::{self, SelftestRecord, Verdict};
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -78,7 +78,7 @@ impl SelftestCmd {
         let rt = crate::measure::runtime()?;
         let outcome =
             rt.block_on(run::run(&plan, &server, &work, &mut |line| eprintln!("{line}")))?;
-        let fingerprint = bench::summary::Environment::detect().fingerprint();
+        let fingerprint = infergate_model::summary::Environment::detect().fingerprint();
         let record = outcome.record(&plan, fingerprint, load_avg());
         let path = SelftestFile::new(record.clone()).write(&root)?;
         if self.json {
@@ -110,7 +110,7 @@ impl SelftestCmd {
 
 fn load_avg() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    bench::hostnoise::parse_loadavg(&text).ok()
+    infergate_model::hostnoise::parse_loadavg(&text).ok()
 }
 
 /// The result for a reader: the three distributions beside their bounds, the verdict, and a

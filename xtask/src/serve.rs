@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bench::config::EngineConfig;
 use clap::{Args, ValueEnum};
+use infergate_model::config::EngineConfig;
 use xshell::{Shell, cmd};
 
 use crate::exit::Status;
@@ -147,7 +147,7 @@ pub fn start_config(
     ready_timeout: Duration,
     log: PathBuf,
 ) -> anyhow::Result<EngineProcess> {
-    let source = bench::config::Source::new(config.to_path_buf(), text.to_string());
+    let source = infergate_model::config::Source::new(config.to_path_buf(), text.to_string());
     let opts = ServeOptions {
         engine,
         config: EngineConfig::from_source(&source)?,

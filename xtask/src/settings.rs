@@ -15,7 +15,7 @@
 //! Every file the bench configuration (`configs/bench.toml`) names as an `engine_config` is
 //! governed as well ([`engine_config_refs`]).
 
-use bench::config::{ConfigError, Source};
+use infergate_model::config::{ConfigError, Source};
 use serde::Deserialize;
 
 /// Where the settings live, relative to the repository root.

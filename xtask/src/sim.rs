@@ -4,8 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use bench::config::Override;
 use clap::Args;
+use infergate_model::config::Override;
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -46,7 +46,7 @@ impl SimCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         if let Some(timing) = &self.known_answer {
             let timing = serde_json::from_str(timing).context("--known-answer TIMING_JSON")?;
-            let usage = bench::config::UsageMode::Final;
+            let usage = infergate_model::config::UsageMode::Final;
             bench::known_answer::server::serve(timing, usage, self.open_files)?;
             return Ok(Status::Success);
         }
@@ -70,7 +70,7 @@ impl SimCmd {
         let rt = crate::measure::runtime()?;
         // The engine model's step loop is a task: build the simulator inside the runtime.
         let _runtime = rt.enter();
-        let mut embedded = bench::sim::embedded(&profile.sim, &root)?;
+        let mut embedded = infergate_sim::embedded(&profile.sim, &root)?;
         if let Some(var) = &self.api_key_env {
             let key = bench::client::read_api_key(var, "sim")?;
             embedded.options.api_key = Some(key);
@@ -84,7 +84,7 @@ impl SimCmd {
         rt.block_on(async {
             // Ctrl-C and SIGTERM both stop it (heard from here on).
             let mut signals = bench::runner::StopSignals::listen();
-            let handle = bench::sim::start(
+            let handle = infergate_sim::start(
                 embedded.options,
                 embedded.backend,
                 SocketAddr::new(self.host, self.port),

@@ -15,12 +15,14 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use bench::config::{BatchStrategy, EngineConfig, Source};
 use bench::runner::{self, RunControl, RunSpec};
-use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison, StrategyRow, variant_config};
-use bench::summary::{EngineParams, RunStatus};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
+use infergate_model::config::{BatchStrategy, EngineConfig, Source};
+use infergate_model::strategy_compare::{
+    COMPARISON_FILE, StrategyComparison, StrategyRow, variant_config,
+};
+use infergate_model::summary::{EngineParams, RunStatus};
 
 use crate::exit::Status;
 use crate::measure;
@@ -76,13 +78,13 @@ pub fn run(plan: &BenchPlan, strategies: &StrategyList) -> anyhow::Result<Status
     }
 
     let comparison = StrategyComparison {
-        format_version: bench::strategy_compare::COMPARISON_FORMAT,
+        format_version: infergate_model::strategy_compare::COMPARISON_FORMAT,
         profile: plan.profile.name.clone(),
         engine_config: engine_file,
         rows,
         notes,
     };
-    bench::artifact::write(dir, &comparison)?;
+    infergate_model::artifact::write(dir, &comparison)?;
     print_comparison(&comparison, dir);
     let gate = match &plan.gate {
         Some(g) => verdicts.print(g.github),
@@ -119,7 +121,7 @@ fn strategy_run(
 ) -> anyhow::Result<(RunSpec, EngineConfig)> {
     let text = variant_config(source, strategy)?;
     let file = plan.out_dir.join(format!("engine-{strategy}.toml"));
-    bench::rundir::write_atomic(&file, text.as_bytes())
+    infergate_model::rundir::write_atomic(&file, text.as_bytes())
         .with_context(|| format!("cannot write {}", file.display()))?;
     let config = EngineConfig::from_source(&Source::new(file.clone(), text.clone()))?;
     let as_json = |text: &str| -> anyhow::Result<serde_json::Value> {

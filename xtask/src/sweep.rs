@@ -1,14 +1,14 @@
 //! `cargo xtask bench --sweep concurrency=32,128,256`: one run per load, the sweep summary
-//! (`sweep.json`, see `bench::sweep`), a console table and an SVG chart (`sweep.svg`).
+//! (`sweep.json`, see `infergate_model::sweep`), a console table and an SVG chart (`sweep.svg`).
 
 use std::path::Path;
 
 use anyhow::{Context, bail};
 use bench::runner::{RunControl, RunError, RunSpec};
-use bench::summary::RunStatus;
-use bench::sweep::{self, StageResult, SweepSetup, SweepSummary};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
+use infergate_model::summary::RunStatus;
+use infergate_model::sweep::{self, StageResult, SweepSetup, SweepSummary};
 
 use crate::exit::Status;
 use crate::plan::{self, BenchPlan, GateVerdicts, SweepPlan};
@@ -27,7 +27,7 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
             let path = root.join(d);
             let text = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read the dataset {}", path.display()))?;
-            bench::workload::dataset_line_count(&text) as u64
+            infergate_model::workload::dataset_line_count(&text) as u64
         }
         None => sweep::synthetic_items(profile),
     };
@@ -47,7 +47,7 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
     let n = spec.values.len();
     let mut any_failed = false;
     let mut verdicts = GateVerdicts::sweep();
-    let result = measure::runtime()?.block_on(sweep::run(
+    let result = measure::runtime()?.block_on(bench::sweep::run(
         &setup,
         RunControl::default(),
         |i, _| {
@@ -66,7 +66,7 @@ pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
             }
         },
     ))?;
-    bench::rundir::write_atomic(&dir.join(CHART_FILE), render_svg(&result).as_bytes())?;
+    infergate_model::rundir::write_atomic(&dir.join(CHART_FILE), render_svg(&result).as_bytes())?;
     print_result(&result, &dir);
     let gate = match &plan.gate {
         Some(g) => verdicts.print(g.github),
@@ -104,8 +104,8 @@ fn stage_specs(plan: &BenchPlan, setup: &SweepSetup, items: u64) -> anyhow::Resu
 }
 
 /// What names a stage among the runs of its sweep: its load (`concurrency 32`, `rate 4`).
-pub fn stage_label(dimension: bench::sweep::Dimension, load: f64) -> String {
-    format!("{} {}", dimension.name(), bench::config::limits::number(load))
+pub fn stage_label(dimension: infergate_model::sweep::Dimension, load: f64) -> String {
+    format!("{} {}", dimension.name(), infergate_model::config::limits::number(load))
 }
 
 /// A stage's progress line: throughput, latency tails and the SLOs.
@@ -206,8 +206,8 @@ pub fn is_sweep_dir(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench::metrics::Slo;
-    use bench::sweep::{StagePlan, SweepSpec};
+    use infergate_model::metrics::Slo;
+    use infergate_model::sweep::{StagePlan, SweepSpec};
 
     fn summary() -> SweepSummary {
         let stage = |i: usize, load: f64, tput: f64, ttft: f64| StageResult {

@@ -5,7 +5,7 @@
 //! a command module to borrow a helper.
 
 /// A blank cell for a value that was not measured (the bench crate's one definition).
-pub use bench::BLANK;
+pub use infergate_model::BLANK;
 
 /// A value with `decimals` decimals, or [`BLANK`] when there is none.
 pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {

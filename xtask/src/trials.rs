@@ -2,10 +2,10 @@
 //! directory (`trial-01`, ...) inside the set's directory (`--out`), and `trials.json` beside
 //! them is rewritten atomically after every trial, so an interrupted set (Ctrl-C: exit 130)
 //! lists what it measured. With the simulator's seeded noise each trial draws its own seed
-//! ([`bench::config::NoiseConfig::for_trial`]).
+//! ([`infergate_model::config::NoiseConfig::for_trial`]).
 //!
 //! `trials.json` holds, per gated metric (those the live thresholds name for the profile and
-//! [`bench::trials::DEFAULT_METRICS`]), each trial's value and the estimate with its interval
+//! [`infergate_model::trials::DEFAULT_METRICS`]), each trial's value and the estimate with its interval
 //! at `--confidence`. With `--gate` the set is gated; with `--until-decided --max-trials K`
 //! trials are added until every blocking threshold is decided ([`until_decided`], which
 //! `gate --until-decided` uses too).
@@ -13,7 +13,7 @@
 //! `--warmup-trials N` (`load.warmup_trials`) measures N whole trials first, `warmup-01`, ...,
 //! listed in `trials.json` with their headline metrics and never estimated or gated; trials
 //! added to an existing set (`gate --until-decided`) run none (the engine is warm). When trial
-//! 1 looks like a cold start ([`bench::trials::cold_start`]), `trials.json` and the console say
+//! 1 looks like a cold start ([`infergate_model::trials::cold_start`]), `trials.json` and the console say
 //! so; the estimates are not changed.
 
 use std::path::PathBuf;
@@ -21,13 +21,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bench::runner::{self, RunControl, StopSignals};
-use bench::stats::{self, Options};
-use bench::summary::RunStatus;
-use bench::trials::{
+use comfy_table::{Table, presets};
+use infergate_model::stats::{self, Options};
+use infergate_model::summary::RunStatus;
+use infergate_model::trials::{
     DEFAULT_METRICS, FORMAT_VERSION, HEADLINE_METRICS, MetricEstimate, TrialEntry, TrialSet,
     TrialsFile, is_trial_set,
 };
-use comfy_table::{Table, presets};
 
 use crate::exit::Status;
 use crate::measure;
@@ -50,7 +50,7 @@ pub fn warmup_dir_name(k: usize) -> String {
 const WARMUP_SEEDS: u64 = 1 << 32;
 
 /// A run's line in `trials.json`.
-fn entry_of(dir: String, s: &bench::summary::Summary) -> TrialEntry {
+fn entry_of(dir: String, s: &infergate_model::summary::Summary) -> TrialEntry {
     TrialEntry {
         dir,
         run_id: s.run_id.clone(),
@@ -98,7 +98,7 @@ impl<'a> SetWriter<'a> {
     /// A new set in the plan's output directory (refused when it already holds one).
     pub fn create(plan: &'a BenchPlan, tp: &TrialPlan) -> anyhow::Result<SetWriter<'a>> {
         let dir = plan.out_dir.clone();
-        if is_trial_set(&dir) || dir.join(bench::rundir::SUMMARY_FILE).exists() {
+        if is_trial_set(&dir) || dir.join(infergate_model::rundir::SUMMARY_FILE).exists() {
             anyhow::bail!(
                 "{} already holds a trial set or a run; choose another --out",
                 dir.display()
@@ -229,8 +229,8 @@ impl<'a> SetWriter<'a> {
     /// Keep what earlier runs left out of the next (`bench::runner::isolation`): the embedded
     /// simulator is built anew for every run; a target's caches are reset before every run
     /// (the first too: the engine may have served other runs), where the engine offers it.
-    fn isolate(&self) -> anyhow::Result<bench::summary::Isolation> {
-        use bench::summary::Isolation;
+    fn isolate(&self) -> anyhow::Result<infergate_model::summary::Isolation> {
+        use infergate_model::summary::Isolation;
         let Some((name, target)) = &self.plan.profile.target else {
             return Ok(Isolation::FreshEngine);
         };
@@ -298,7 +298,7 @@ impl<'a> SetWriter<'a> {
         };
         self.index.cold_start = match self.index.trials.is_empty() {
             true => None,
-            false => bench::trials::cold_start(
+            false => infergate_model::trials::cold_start(
                 self.index.metrics.iter().map(|(m, e)| (m.as_str(), e.per_trial.as_slice())),
             ),
         };
@@ -383,9 +383,9 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
             let set = w.load()?;
             let note = crate::history::priors::append_set(
                 &plan.root,
-                bench::history::EntryKind::Trials,
+                infergate_model::history::EntryKind::Trials,
                 &set,
-                bench::trials::DEFAULT_METRICS,
+                infergate_model::trials::DEFAULT_METRICS,
             );
             eprintln!("note: {note}");
         }
@@ -468,7 +468,7 @@ pub fn render_estimates(index: &TrialsFile) -> String {
         "Per trial".to_string(),
     ]);
     for (metric, m) in &index.metrics {
-        let unit = bench::summary::metric_def(metric).map_or("", |d| d.unit);
+        let unit = infergate_model::summary::metric_def(metric).map_or("", |d| d.unit);
         let per_trial: Vec<String> =
             m.per_trial.iter().map(|v| v.map_or(BLANK.to_string(), num)).collect();
         let (estimate, basis) = match &m.estimate {

@@ -101,7 +101,7 @@ impl Watch {
     pub fn new(
         conds: Vec<LiveCondition>,
         engine: Engine,
-        first: &bench::promtext::Exposition,
+        first: &infergate_model::promtext::Exposition,
         started_s: f64,
     ) -> (Watch, Vec<(LiveCondition, String)>) {
         let mut watched = Vec::new();
@@ -256,7 +256,7 @@ impl WatchCmd {
         let base = target.base_url.trim_end_matches('/');
         let server_root = base.strip_suffix("/v1").unwrap_or(base);
         let url = bench::scrape::metrics_url(server_root, target.metrics_url.as_deref());
-        let shown = bench::redact::strip_userinfo(&url).into_owned();
+        let shown = infergate_model::redact::strip_userinfo(&url).into_owned();
         let interval = Duration::from_secs(self.interval.seconds);
         let page = bench::scrape::MetricsPage::new(&url, interval.max(Duration::from_secs(2)))
             .map_err(anyhow::Error::msg)?;
@@ -297,7 +297,7 @@ impl WatchCmd {
             let exposition = match page.scrape().await {
                 Ok(e) => Some(e),
                 Err(e) => {
-                    let e = bench::redact::strip_userinfo(&e.to_string()).into_owned();
+                    let e = infergate_model::redact::strip_userinfo(&e.to_string()).into_owned();
                     println!("[{now_s:>5.0}s] scrape of {shown} failed: {e} (no data)");
                     None
                 }
@@ -474,7 +474,7 @@ mod tests {
             fast + slow,
             fast + slow
         );
-        Scrape { at_s, exposition: bench::promtext::parse(&text) }
+        Scrape { at_s, exposition: infergate_model::promtext::parse(&text) }
     }
 
     #[test]
@@ -527,7 +527,7 @@ mod tests {
             text.push_str(&format!("vllm:time_to_first_token_seconds_bucket{{le=\"{le}\"}} {c}\n"));
         }
         text.push_str(&format!("vllm:time_to_first_token_seconds_count {total}\n"));
-        Scrape { at_s, exposition: bench::promtext::parse(&text) }
+        Scrape { at_s, exposition: infergate_model::promtext::parse(&text) }
     }
 
     #[test]

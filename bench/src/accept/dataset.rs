@@ -13,8 +13,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
-use crate::wire::VOCABULARY;
-use crate::workload::{
+use infergate_model::wire::VOCABULARY;
+use infergate_model::workload::{
     DatasetError, WorkItem, dataset_lines, item_schema, parse_dataset_line, read_dataset,
 };
 

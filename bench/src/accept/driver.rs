@@ -16,15 +16,15 @@ use super::dataset::{self, Item};
 use super::numeric::{self, NumericStats, Position};
 use super::*;
 use crate::client::{Call, Exchange, Phase, RequestSlot, Sampling, request_body};
-use crate::config::{ClientConfig, Endpoint, Target};
-use crate::metrics::{MetricsAccumulator, RunMetrics, Slo};
-use crate::openai::StreamIntegrity;
-use crate::rundir::{self, RecordWriter};
 use crate::runner::{self, ConnectError, Connection, connect::Wants};
-use crate::summary::{
+use infergate_model::config::{ClientConfig, Endpoint, Target};
+use infergate_model::metrics::{MetricsAccumulator, RunMetrics, Slo};
+use infergate_model::openai::StreamIntegrity;
+use infergate_model::rundir::{self, RecordWriter};
+use infergate_model::summary::{
     AcceptanceConfig, EngineParams, GitInfo, RunConfig, RunHeader, Summary, WorkloadInfo,
 };
-use crate::workload::{LengthBasis, Payload};
+use infergate_model::workload::{LengthBasis, Payload};
 
 /// A target of the acceptance.
 #[derive(Clone, Debug)]
@@ -107,7 +107,7 @@ pub enum AcceptError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Dataset(#[from] crate::workload::DatasetError),
+    Dataset(#[from] infergate_model::workload::DatasetError),
     #[error("the logits cannot be compared")]
     Logits(#[from] numeric::NumericError),
     #[error("cannot use the target `{name}`")]
@@ -119,7 +119,7 @@ pub enum AcceptError {
     #[error(transparent)]
     RunDir(#[from] rundir::RunDirError),
     #[error(transparent)]
-    Report(#[from] crate::artifact::ArtifactError),
+    Report(#[from] infergate_model::artifact::ArtifactError),
 }
 
 /// One target of the acceptance, connected.
@@ -177,9 +177,9 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
     }
     let (items, dataset_file) = match &spec.dataset {
         Some(p) => {
-            let text = crate::workload::read_dataset(p)?;
+            let text = infergate_model::workload::read_dataset(p)?;
             let name = spec.dataset_name.clone().unwrap_or_else(|| p.display().to_string());
-            let file = crate::workload::WorkloadFile::of(&name, text.as_bytes());
+            let file = infergate_model::workload::WorkloadFile::of(&name, text.as_bytes());
             (dataset::parse(p, &text, spec.max_tokens)?, Some(file))
         }
         None => (Vec::new(), None),
@@ -239,7 +239,7 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
             rundir::write_summary(&sub, &s)?;
         }
     }
-    crate::artifact::write(&dir, &report)?;
+    infergate_model::artifact::write(&dir, &report)?;
     Ok(report)
 }
 
@@ -451,9 +451,10 @@ async fn numeric_requests(
         async move {
             match client.post_json(&url, &body).await {
                 Ok((200, Some(v), _)) => numeric::parse_logprobs(&v),
-                Ok((status, _, text)) => {
-                    Err(format!("HTTP {status}: {}", crate::openai::truncate_chars(&text, 200)))
-                }
+                Ok((status, _, text)) => Err(format!(
+                    "HTTP {status}: {}",
+                    infergate_model::openai::truncate_chars(&text, 200)
+                )),
                 Err(e) => Err(e.to_string()),
             }
         }
@@ -620,7 +621,7 @@ async fn judge_pass(
     let asks = items.iter().zip(texts).map(|(item, pair)| {
         let question = match &item.work.payload {
             Payload::Prompt(p) => p.clone(),
-            Payload::Messages(m) => m.iter().map(crate::wire::message_text).collect::<Vec<_>>().join("\n"),
+            Payload::Messages(m) => m.iter().map(infergate_model::wire::message_text).collect::<Vec<_>>().join("\n"),
         };
         let body = match pair {
             [Some(b), Some(c)] => {
@@ -762,6 +763,6 @@ fn side_summary(
         notes: vec!["requests of an acceptance run: the same items sent to the baseline and the candidate at the same moments".into()],
     };
     let mut s = Summary::of_run(header, pass.metrics[k].clone());
-    s.cost = crate::cost::for_summary(&s);
+    s.cost = infergate_model::cost::for_summary(&s);
     s
 }

@@ -24,14 +24,13 @@
 
 pub mod business;
 pub mod dataset;
-#[cfg(feature = "runtime")]
 pub mod driver;
 pub mod numeric;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::summary::{
+use infergate_model::summary::{
     AcceptanceSection, BusinessVerdict, Divergence, EngineVerdict, NumericVerdict,
 };
 
@@ -201,7 +200,7 @@ pub struct TargetRef {
     pub engine_config: Option<String>,
 }
 
-impl crate::artifact::Artifact for AcceptanceReport {
+impl infergate_model::artifact::Artifact for AcceptanceReport {
     const FILE: &'static str = REPORT_FILE;
     const VERSION: u32 = REPORT_SCHEMA_VERSION;
     const VERSION_FIELD: &'static str = "schema_version";
@@ -310,14 +309,14 @@ pub fn numeric_layer(
 
 /// The engine layer from the candidate's (and the baseline's, for reference) metrics.
 pub fn engine_layer(
-    candidate: &crate::metrics::RunMetrics,
-    baseline: &crate::metrics::RunMetrics,
-    candidate_integrity: &crate::openai::StreamIntegrity,
-    baseline_integrity: &crate::openai::StreamIntegrity,
+    candidate: &infergate_model::metrics::RunMetrics,
+    baseline: &infergate_model::metrics::RunMetrics,
+    candidate_integrity: &infergate_model::openai::StreamIntegrity,
+    baseline_integrity: &infergate_model::openai::StreamIntegrity,
     th: &AcceptThresholds,
     notes: Vec<String>,
 ) -> Layer {
-    let p99 = |m: &crate::metrics::RunMetrics| m.latency.ttft_ms.as_ref().map(|s| s.p99);
+    let p99 = |m: &infergate_model::metrics::RunMetrics| m.latency.ttft_ms.as_ref().map(|s| s.p99);
     let checks = vec![
         LayerCheck::at_most(
             "TTFT p99 (ms)",
@@ -338,7 +337,7 @@ pub fn engine_layer(
             "inspect the stream (disorder): engine streaming, proxies",
         ),
     ];
-    let integrity = |i: &crate::openai::StreamIntegrity| {
+    let integrity = |i: &infergate_model::openai::StreamIntegrity| {
         json!({
             "events_after_done": i.events_after_done,
             "content_after_finish": i.content_after_finish,
@@ -431,7 +430,7 @@ mod tests {
 
     #[test]
     fn stream_disorder_fails_the_engine_layer() {
-        use crate::metrics::{LatencyMetrics, RequestCounts, RunMetrics, Stats};
+        use infergate_model::metrics::{LatencyMetrics, RequestCounts, RunMetrics, Stats};
         let stats = |p99: f64| Stats {
             count: 10,
             mean: p99,
@@ -453,10 +452,10 @@ mod tests {
             },
             ..Default::default()
         };
-        let clean = crate::openai::StreamIntegrity::default();
+        let clean = infergate_model::openai::StreamIntegrity::default();
         let th = AcceptThresholds::default();
         assert_eq!(engine_layer(&m, &m, &clean, &clean, &th, vec![]).verdict, LayerVerdict::Pass);
-        let bad = crate::openai::StreamIntegrity {
+        let bad = infergate_model::openai::StreamIntegrity {
             reordered_events: 2,
             missing_done: 1,
             ..Default::default()

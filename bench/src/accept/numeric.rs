@@ -230,7 +230,7 @@ pub fn position_drift(
     out
 }
 
-pub use crate::summary::Divergence;
+pub use infergate_model::summary::Divergence;
 
 /// Accumulates position comparisons into the layer's numbers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

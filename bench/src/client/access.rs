@@ -73,8 +73,10 @@ impl Access {
         let secrets = headers
             .iter()
             .filter(|(name, _)| {
-                matches!(target.headers.get(name), Some(crate::config::HeaderValue::Env { .. }))
-                    || crate::config::is_credential_header(name)
+                matches!(
+                    target.headers.get(name),
+                    Some(infergate_model::config::HeaderValue::Env { .. })
+                ) || infergate_model::config::is_credential_header(name)
             })
             .map(|(_, v)| v.clone())
             .collect();

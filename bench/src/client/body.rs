@@ -72,3 +72,36 @@ pub fn request_body(
     }
     body
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tools_and_tool_choice_pass_through_to_chat_requests_only() {
+        let cfg = infergate_model::config::WorkloadConfig {
+            shuffle: false,
+            ..infergate_model::config::WorkloadConfig::default()
+        };
+        let line = r#"{"messages":[{"role":"user","content":"weather?"}],"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],"tool_choice":"auto"}"#;
+        let w = infergate_model::workload::Workload::from_jsonl(
+            std::path::Path::new("d.jsonl"),
+            line,
+            &cfg,
+        )
+        .unwrap();
+        let item = &w.items[0];
+        let sampling = super::Sampling {
+            temperature: 0.0,
+            top_p: 1.0,
+            seed: 1,
+            ignore_eos: false,
+            logprobs: None,
+        };
+        let body =
+            |endpoint| super::request_body(endpoint, "m", true, "max_tokens", item, "", &sampling);
+        let chat = body(infergate_model::config::Endpoint::Chat);
+        assert_eq!(chat["tools"][0]["function"]["name"], "get_weather");
+        assert_eq!(chat["tool_choice"], "auto");
+        let completions = body(infergate_model::config::Endpoint::Completions);
+        assert!(completions.get("tools").is_none() && completions.get("tool_choice").is_none());
+    }
+}

@@ -101,7 +101,7 @@ pub struct Cancel {
 
 impl Cancel {
     /// The plan of a request intended at `intended`.
-    pub fn of(plan: &crate::config::CancelPlan, intended: Instant) -> Cancel {
+    pub fn of(plan: &infergate_model::config::CancelPlan, intended: Instant) -> Cancel {
         let at = plan.after_ms.map(|ms| intended + Duration::from_secs_f64(ms / 1000.0));
         let header = match (&plan.header, plan.after_ms) {
             (Some(h), Some(ms)) => Some((h.clone(), format!("{:.3}", ms / 1000.0))),
@@ -113,7 +113,7 @@ impl Cancel {
     pub(super) fn why_time(&self) -> String {
         format!(
             "cancelled on purpose {} ms after its intended send (cancel)",
-            crate::config::limits::number(self.after_ms.unwrap_or_default())
+            infergate_model::config::limits::number(self.after_ms.unwrap_or_default())
         )
     }
 
@@ -218,7 +218,7 @@ impl Client {
         let status = resp.status().as_u16();
         let queue_ms = resp
             .headers()
-            .get(crate::wire::QUEUE_TIME_HEADER)
+            .get(infergate_model::wire::QUEUE_TIME_HEADER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<f64>().ok());
         if !resp.status().is_success() {

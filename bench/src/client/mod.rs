@@ -9,15 +9,17 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::{Endpoint, MaxTokensField, ProxyMode, Target};
-use crate::openai::{self, Flow, MESSAGE_CHARS, ResponseResult, StreamEnd, StreamTracker};
-use crate::outcome::Outcome;
-use crate::record::{RequestRecord, round_us};
-use crate::sse::{SseItem, SseParser};
-use crate::wire;
-use crate::workload::{Payload, WorkItem};
+use infergate_model::config::{Endpoint, MaxTokensField, ProxyMode, Target};
+use infergate_model::openai::{
+    self, Flow, MESSAGE_CHARS, ResponseResult, StreamEnd, StreamTracker,
+};
+use infergate_model::outcome::Outcome;
+use infergate_model::record::{RequestRecord, round_us};
+use infergate_model::sse::{SseItem, SseParser};
+use infergate_model::wire;
+use infergate_model::workload::{Payload, WorkItem};
 
-pub use crate::redact::Redactor;
+pub use infergate_model::redact::Redactor;
 
 mod access;
 mod body;
@@ -84,8 +86,8 @@ impl Resolved {
         name: String,
         api_key_env: Option<String>,
         redactor: &Redactor,
-    ) -> crate::summary::TargetInfo {
-        crate::summary::TargetInfo {
+    ) -> infergate_model::summary::TargetInfo {
+        infergate_model::summary::TargetInfo {
             name,
             api_base: redactor.redact(&self.api_base),
             url: redactor.redact(&self.url),
@@ -138,7 +140,7 @@ enum Wait {
 /// A redirect's `Location` as shown in messages and notes: without user information, query or
 /// fragment (either may carry a token).
 pub fn shown_location(location: &str) -> String {
-    let bare = crate::redact::strip_userinfo(location);
+    let bare = infergate_model::redact::strip_userinfo(location);
     match bare.find(['?', '#']) {
         Some(i) => format!("{}?…", &bare[..i]),
         None => bare.into_owned(),

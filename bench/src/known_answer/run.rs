@@ -1,6 +1,6 @@
 //! One self-test: the bench run against the known-answer server in a process of its own
 //! ([`super::server`]) at a concurrency and event rate, its records set beside the server's
-//! ([`compare`]), measured again while the machine was disturbed ([`crate::selftest::Attempts`]).
+//! ([`compare`]), measured again while the machine was disturbed ([`infergate_model::selftest::Attempts`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,10 +9,12 @@ use std::process::Command;
 use anyhow::Context;
 
 use super::server::ServerProcess;
-use crate::RequestRecord;
-use crate::config::{BenchConfig, Profile, Source, Target, TimingConfig};
-use crate::selftest::{Attempt, Attempts, Figures, Next, SelftestRecord, Spread, Verdict, sorted};
-use crate::sim::SimRecord;
+use infergate_model::RequestRecord;
+use infergate_model::config::{BenchConfig, Profile, Source, Target, TimingConfig};
+use infergate_model::selftest::{
+    Attempt, Attempts, Figures, Next, SelftestRecord, Spread, Verdict, sorted,
+};
+use infergate_sim::SimRecord;
 
 /// The answer every request gets: its first token this long after it arrives (ms).
 pub const TTFT_MS: f64 = 50.0;
@@ -222,7 +224,7 @@ pub async fn measure(
         s.requests.by_class,
         out.dir.display()
     );
-    let read = crate::rundir::read_records(&out.dir)?;
+    let read = infergate_model::rundir::read_records(&out.dir)?;
     compare(run_id, &read.records, &sim)
 }
 
@@ -254,7 +256,7 @@ impl Outcome {
 }
 
 /// The self-test: measured until an attempt holds the bounds, fails them on a quiet machine
-/// (the bench's error), or every one of [`crate::selftest::ATTEMPTS`] was disturbed. Each attempt's run
+/// (the bench's error), or every one of [`infergate_model::selftest::ATTEMPTS`] was disturbed. Each attempt's run
 /// directory is `work/attempt-N` (replaced); `progress` gets a line per attempt.
 pub async fn run(
     plan: &Plan,
@@ -272,10 +274,11 @@ pub async fn run(
             std::fs::remove_dir_all(&dir)
                 .with_context(|| format!("cannot remove {}", dir.display()))?;
         }
-        let before = crate::selftest::cpu_ticks();
+        let before = infergate_model::selftest::cpu_ticks();
         let c = measure(plan, server, &dir, &format!("selftest-{stamp}-{n}")).await?;
-        let after = crate::selftest::cpu_ticks();
-        let quiet = c.figures.server_late_ms.p99 <= crate::selftest::QUIET_SERVER_LATE_P99_MS;
+        let after = infergate_model::selftest::cpu_ticks();
+        let quiet =
+            c.figures.server_late_ms.p99 <= infergate_model::selftest::QUIET_SERVER_LATE_P99_MS;
         // The bench's own bounds: its error is measured against what the server handed over, so
         // a late server leaves the figures valid (the lateness is printed beside them).
         let a = Attempt { quiet, diag: c.figures.line(), failures: c.figures.broken_bounds() };

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::config::{TimingConfig, UsageMode};
-use crate::sim::{self, SimOptions, SimRecord, TimingBackend};
+use infergate_model::config::{TimingConfig, UsageMode};
+use infergate_sim::{SimOptions, SimRecord, TimingBackend};
 
 /// The model name the known-answer server serves.
 pub const MODEL: &str = "sim/timing";
@@ -34,7 +34,7 @@ pub fn serve(timing: TimingConfig, usage: UsageMode, open_files: u32) -> anyhow:
     rt.block_on(async {
         let opts = SimOptions { usage, ..SimOptions::default() };
         let backend = Arc::new(TimingBackend::new(timing));
-        let handle = sim::start(opts, backend, ([127, 0, 0, 1], 0).into()).await?;
+        let handle = infergate_sim::start(opts, backend, ([127, 0, 0, 1], 0).into()).await?;
         {
             let mut out = std::io::stdout().lock();
             writeln!(out, "listening {}", handle.base_url())?;

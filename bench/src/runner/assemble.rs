@@ -3,14 +3,14 @@
 
 use std::time::Duration;
 
-use crate::config::{LoadMode, Profile};
-use crate::server_metrics::ServerSection;
-use crate::sim::engine::SchedulerReport;
-use crate::summary::{
+use infergate_model::config::{LoadMode, Profile};
+use infergate_model::server_metrics::ServerSection;
+use infergate_model::summary::{
     EngineParams, GitInfo, Invocation, Isolation, RunConfig, RunHeader, RunStatus, ScheduleSummary,
     Summary,
 };
-use crate::workload::WorkloadSlice;
+use infergate_model::workload::WorkloadSlice;
+use infergate_sim::engine::SchedulerReport;
 
 use super::connect::Connection;
 use super::drive::Driven;
@@ -96,7 +96,7 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         command: redactor.redact(&i.command),
         part: i.part.as_ref().map(|p| redactor.redact(p)),
     });
-    summary.cost = crate::cost::for_summary(&summary);
+    summary.cost = infergate_model::cost::for_summary(&summary);
     summary.server = driven.server.clone();
     // The server's own count of the output tokens it computed, against those delivered.
     summary.goodput.token_ratio = driven.server.as_ref().and_then(|s| s.goodput_ratio);
@@ -119,7 +119,9 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
         }
     }
     summary.notes.extend(count_mismatch_note(summary.tokens.count_mismatches));
-    summary.notes.extend(crate::metrics::stream_notes(&summary.requests, &summary.tokens));
+    summary
+        .notes
+        .extend(infergate_model::metrics::stream_notes(&summary.requests, &summary.tokens));
     summary.notes.extend(driven.connections.note());
     summary.notes.extend(driven.host_noise.note());
     summary.environment.noise = Some(driven.host_noise.clone());
@@ -148,20 +150,22 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
 /// profile gates on a plateau the run does not have.
 pub fn plateau(dir: &std::path::Path, summary: &mut Summary, profile: &Profile) {
     let target = match profile.load.mode {
-        LoadMode::Closed => crate::steady::Target::Concurrency(profile.load.concurrency.into()),
-        LoadMode::Open | LoadMode::Trace => crate::steady::Target::Schedule,
+        LoadMode::Closed => {
+            infergate_model::steady::Target::Concurrency(profile.load.concurrency.into())
+        }
+        LoadMode::Open | LoadMode::Trace => infergate_model::steady::Target::Schedule,
     };
     let w = &summary.timing.window;
     let plateau = match w.start_ms.zip(w.end_ms) {
-        Some(window) => crate::steady::of_file(
-            &dir.join(crate::rundir::REQUESTS_FILE),
+        Some(window) => infergate_model::steady::of_file(
+            &dir.join(infergate_model::rundir::REQUESTS_FILE),
             window,
             summary.requests.total,
             target,
             &profile.steady,
             &profile.slo,
         ),
-        None => crate::steady::none("no measured request".into()),
+        None => infergate_model::steady::none("no measured request".into()),
     };
     if let (true, Some(why)) = (profile.steady.gate, &plateau.reason) {
         summary.notes.push(format!(
@@ -207,16 +211,16 @@ fn cancellation_note(
 }
 
 /// A note when the server's usage disagrees with the streamed count beyond the tolerance.
-fn token_mismatch_note(tokens: &crate::metrics::TokenCounts) -> Option<String> {
+fn token_mismatch_note(tokens: &infergate_model::metrics::TokenCounts) -> Option<String> {
     let m = tokens.server_mismatch?;
-    (m > crate::metrics::TOKEN_MISMATCH_TOLERANCE).then(|| {
+    (m > infergate_model::metrics::TOKEN_MISMATCH_TOLERANCE).then(|| {
         format!(
             "the server's usage counted {} output tokens where the client received {} content \
              events (tokens.server_mismatch {m}, tolerance {}): a server or client that drops \
              or invents tokens, or one that sends several tokens per event",
             tokens.usage_total.unwrap_or(0),
             tokens.streamed_total.unwrap_or(0),
-            crate::metrics::TOKEN_MISMATCH_TOLERANCE
+            infergate_model::metrics::TOKEN_MISMATCH_TOLERANCE
         )
     })
 }
@@ -250,7 +254,7 @@ pub fn fell_behind_note(
         " (the client could not keep up; results understate the load)"
     };
     let num = |v: Option<f64>, digits: usize| {
-        v.map_or(crate::summary::BLANK.to_string(), |v| format!("{v:.digits$}"))
+        v.map_or(infergate_model::summary::BLANK.to_string(), |v| format!("{v:.digits$}"))
     };
     Some(format!(
         "the load fell behind its schedule: p99 send lag {} ms, achieved {} of {} requests/s{why}",
@@ -281,7 +285,7 @@ pub fn run_status(interrupted: bool, ok_requests: u64) -> RunStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Stats;
+    use infergate_model::metrics::Stats;
 
     fn schedule(lag_p99: Option<f64>, achieved: Option<f64>) -> ScheduleSummary {
         let mut s = ScheduleSummary::default();
@@ -316,7 +320,7 @@ mod tests {
         let lagging = fell_behind_note(&schedule(Some(10.5), None), 19, Some(10.0), true)
             .expect("p99 lag over 10 ms");
         assert!(
-            lagging.contains(&format!("achieved {} of 10.00", crate::summary::BLANK)),
+            lagging.contains(&format!("achieved {} of 10.00", infergate_model::summary::BLANK)),
             "{lagging}"
         );
         assert!(lagging.contains("max_concurrency held requests back"), "{lagging}");

@@ -8,9 +8,9 @@ use std::time::Duration;
 use crate::client::{
     Access, ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
 };
-use crate::config::{ClientConfig, Endpoint, Profile, Target};
-use crate::sim::{self, SimHandle};
-use crate::summary::{EngineParams, TargetInfo};
+use infergate_model::config::{ClientConfig, Endpoint, Profile, Target};
+use infergate_model::summary::{EngineParams, TargetInfo};
+use infergate_sim::SimHandle;
 
 use super::{Console, RunError};
 
@@ -150,15 +150,19 @@ pub async fn connect_run(run: RunTarget<'_>, run_dir: &Path) -> Result<Connected
     let (name, target, simulator) = match target {
         Some((name, t)) => (name.clone(), t.clone(), None),
         None => {
-            let embedded = sim::embedded_for_run(&profile.sim, root, run_dir)?;
+            let embedded = infergate_sim::embedded_for_run(&profile.sim, root, run_dir)?;
             if engine.is_none() {
                 if let Some(file) = &embedded.engine_config {
                     engine = Some(EngineParams::read(root, file)?);
                 }
             }
-            let handle = sim::start(embedded.options, embedded.backend, ([127, 0, 0, 1], 0).into())
-                .await
-                .map_err(RunError::SimulatorStart)?;
+            let handle = infergate_sim::start(
+                embedded.options,
+                embedded.backend,
+                ([127, 0, 0, 1], 0).into(),
+            )
+            .await
+            .map_err(RunError::SimulatorStart)?;
             console.info(&format!(
                 "embedded simulator on {} ({})",
                 handle.base_url(),

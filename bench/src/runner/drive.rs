@@ -12,15 +12,15 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::client::{Call, Phase, RequestSlot, Sampling, request_body};
-use crate::config::{LoadConfig, LoadMode, Profile};
-use crate::metrics::{MetricsAccumulator, Slo};
-use crate::record::RequestRecord;
-use crate::rundir::{RecordWriter, RunDirError};
-use crate::schedule::ArrivalSchedule;
-use crate::server_metrics::ServerSection;
-use crate::session::History;
-use crate::summary::{Connections, WorkloadInfo};
-use crate::workload::{Payload, WorkItem};
+use infergate_model::config::{LoadConfig, LoadMode, Profile};
+use infergate_model::metrics::{MetricsAccumulator, Slo};
+use infergate_model::record::RequestRecord;
+use infergate_model::rundir::{RecordWriter, RunDirError};
+use infergate_model::schedule::ArrivalSchedule;
+use infergate_model::server_metrics::ServerSection;
+use infergate_model::session::History;
+use infergate_model::summary::{Connections, WorkloadInfo};
+use infergate_model::workload::{Payload, WorkItem};
 
 use super::connect::Connection;
 use super::pace::Pacer;
@@ -41,9 +41,9 @@ pub struct Driven {
     /// The connections opened before the window.
     pub connections: Connections,
     /// How busy the client host was while the load ran (`environment.noise`).
-    pub host_noise: crate::hostnoise::HostNoise,
+    pub host_noise: infergate_model::hostnoise::HostNoise,
     /// The over-saturation watch stopped the open loop (`steady.stop_oversaturated`).
-    pub oversaturated: Option<crate::steady::Oversaturation>,
+    pub oversaturated: Option<infergate_model::steady::Oversaturation>,
 }
 
 /// An open loop's requests scheduled (admitted at their intended time) and completed so far,
@@ -63,7 +63,7 @@ struct Shared {
     clock: Instant,
     records: std::sync::mpsc::Sender<RequestRecord>,
     /// Requests cancelled on purpose (`[profile.*.cancel]`).
-    cancel: crate::config::CancelConfig,
+    cancel: infergate_model::config::CancelConfig,
 }
 
 impl Shared {
@@ -133,13 +133,13 @@ impl Shared {
             counted_input_tokens: self.prompts().and_then(|p| p.counted_tokens(item_idx)),
         };
         let (mut record, text) = ex.into_record(slot, self.clock);
-        if record.class == crate::Outcome::Cancelled {
+        if record.class == infergate_model::Outcome::Cancelled {
             record.max_tokens = Some(item.max_tokens.into());
         }
         if let Some(t) = &turn {
             (record.session, record.turn) = (Some(t.session), Some(t.turn));
         }
-        let ok = record.class == crate::Outcome::Ok;
+        let ok = record.class == infergate_model::Outcome::Ok;
         let _ = self.records.send(record);
         (ok, text)
     }
@@ -311,9 +311,10 @@ pub async fn drive(
         notes,
     )
     .await;
-    // A local target's own CPU is not host noise (bench::hostnoise).
-    let target_proc = crate::hostnoise::TargetWatch::find(&resolved.api_base, run.embedded);
-    let noise_start = crate::hostnoise::ProcSample::read_with(&target_proc);
+    // A local target's own CPU is not host noise (infergate_model::hostnoise).
+    let target_proc =
+        infergate_model::hostnoise::TargetWatch::find(&resolved.api_base, run.embedded);
+    let noise_start = infergate_model::hostnoise::ProcSample::read_with(&target_proc);
     let clock = Instant::now();
     let admission = Arc::new(Admission::new(load, clock, prepared.workload.len()));
     let workload = workload_info(&prepared, &profile.workload);
@@ -360,9 +361,9 @@ pub async fn drive(
         None => None,
     };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let host_noise = crate::hostnoise::HostNoise::between(
+    let host_noise = infergate_model::hostnoise::HostNoise::between(
         noise_start,
-        crate::hostnoise::ProcSample::read_with(&target_proc),
+        infergate_model::hostnoise::ProcSample::read_with(&target_proc),
         cpus,
         &target_proc,
     );
@@ -428,18 +429,18 @@ async fn run_loop(load: &LoadConfig, arrival_seed: u64, replay: Option<Vec<f64>>
     }
 }
 
-/// The over-saturation watch of an open loop ([`crate::steady::SaturationWatch`]): samples the
+/// The over-saturation watch of an open loop ([`infergate_model::steady::SaturationWatch`]): samples the
 /// flow a few times a second; when the server has fallen behind by a growing margin it stops
 /// the sending (in-flight requests get the grace period) and returns what it saw. Aborted when
 /// the load ends first (`None`).
 fn spawn_saturation_watch(
-    cfg: &crate::config::SteadyConfig,
+    cfg: &infergate_model::config::SteadyConfig,
     flow: Arc<Flow>,
     clock: Instant,
     control: &RunControl,
-) -> tokio::task::JoinHandle<Option<crate::steady::Oversaturation>> {
+) -> tokio::task::JoinHandle<Option<infergate_model::steady::Oversaturation>> {
     use std::sync::atomic::Ordering::Relaxed;
-    let mut watch = crate::steady::SaturationWatch::new(cfg);
+    let mut watch = infergate_model::steady::SaturationWatch::new(cfg);
     let every = Duration::from_secs_f64((cfg.oversaturation_s / 8.0).min(0.25));
     let control = control.clone();
     tokio::spawn(async move {
@@ -485,8 +486,11 @@ async fn preconnect(conn: &Connection, load: &LoadConfig, control: &RunControl) 
 
 /// What the summary says of the workload before the load: its size, how lengths were counted
 /// and the lengths its items request.
-fn workload_info(prepared: &Prepared, wl: &crate::config::WorkloadConfig) -> WorkloadInfo {
-    use crate::lengths::length_stats;
+fn workload_info(
+    prepared: &Prepared,
+    wl: &infergate_model::config::WorkloadConfig,
+) -> WorkloadInfo {
+    use infergate_model::lengths::length_stats;
     let mut info = WorkloadInfo::new(prepared.workload.len() as u64, prepared.workload.basis);
     let (input, output) = prepared.workload.requested_lengths();
     info.input_length.distribution = wl.input_distribution.clone();

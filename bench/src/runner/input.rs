@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use crate::config::Profile;
-use crate::shard::{ShardError, ShardRun, ShardTotal};
-use crate::workload::WorkloadSlice;
+use infergate_model::config::Profile;
+use infergate_model::shard::{ShardError, ShardRun, ShardTotal};
+use infergate_model::workload::WorkloadSlice;
 
 use super::RunError;
 use super::prepare::{self, Loaded};
@@ -54,7 +54,7 @@ impl RunInput {
         })
     }
 
-    /// Shard `I` of `N` (bench::shard): its part of the load, the items (and a trace's records)
+    /// Shard `I` of `N` (infergate_model::shard): its part of the load, the items (and a trace's records)
     /// at its positions modulo N, its own prompt salt and arrival stream.
     pub fn shard(mut self, run: &ShardRun) -> Result<RunInput, ShardError> {
         let shard = run.shard;

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-pub use crate::summary::Isolation;
+pub use infergate_model::summary::Isolation;
 
 /// The server's root from its API base (`http://h:8000/v1` -> `http://h:8000`).
 fn server_root(base_url: &str) -> String {

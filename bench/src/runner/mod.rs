@@ -29,11 +29,11 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 
 use crate::client::Phase;
-use crate::config::{Profile, ResolvedProfile, Target};
-use crate::rundir::{self, RunDirError};
-use crate::shard::{ShardError, ShardRecord, ShardRun, ShardTotal};
-use crate::sim::engine::SchedulerReport;
-use crate::summary::{EngineParams, GitInfo, Invocation, RunStatus, Summary};
+use infergate_model::config::{Profile, ResolvedProfile, Target};
+use infergate_model::rundir::{self, RunDirError};
+use infergate_model::shard::{ShardError, ShardRecord, ShardRun, ShardTotal};
+use infergate_model::summary::{EngineParams, GitInfo, Invocation, RunStatus, Summary};
+use infergate_sim::engine::SchedulerReport;
 
 pub use connect::{ConnectError, Connection};
 pub use input::RunInput;
@@ -62,15 +62,15 @@ pub struct RunSpec {
     /// This run is one shard of a sharded run (`bench --shard I/N`): the profile holds the
     /// whole load, and [`RunInput::shard`] makes the shard's part of it (load, items, prompts'
     /// salt, arrival stream) before the target is contacted; the load waits for the shared
-    /// start time, and the summary records the shard (`bench::shard`).
+    /// start time, and the summary records the shard (`infergate_model::shard`).
     pub shard: Option<ShardRun>,
     /// This run measures one slice of the workload (a trial of an A/B gate): its items from
     /// the slice's first on, its prompts salted so an engine that lives through several such
     /// runs never serves one from its prefix cache.
-    pub slice: Option<crate::workload::WorkloadSlice>,
+    pub slice: Option<infergate_model::workload::WorkloadSlice>,
     /// What was done to keep the last run's state out of this one (a trial of a set or an A/B
     /// gate), recorded as `summary.isolation`.
-    pub isolation: Option<crate::summary::Isolation>,
+    pub isolation: Option<infergate_model::summary::Isolation>,
     /// What an earlier run of this job found out about the same target in its preflight
     /// ([`RunOutcome::preflight`]): given, and for a target at the same address, this run sends
     /// no preflight of its own and records those facts and notes. For runs of one job against
@@ -296,17 +296,17 @@ pub enum RunError {
     #[error(transparent)]
     Prepare(#[from] PrepareError),
     #[error("cannot build the embedded simulator")]
-    Simulator(#[from] crate::sim::EmbedError),
+    Simulator(#[from] infergate_sim::EmbedError),
     #[error("cannot start the embedded simulator")]
     SimulatorStart(#[source] std::io::Error),
     /// The engine config recorded for the run cannot be read.
     #[error(transparent)]
-    EngineConfig(#[from] crate::config::ConfigError),
+    EngineConfig(#[from] infergate_model::config::ConfigError),
     #[error(transparent)]
     RunDir(#[from] RunDirError),
     /// A file beside the runs (a sweep's `sweep.json`) cannot be written.
     #[error(transparent)]
-    Artifact(#[from] crate::artifact::ArtifactError),
+    Artifact(#[from] infergate_model::artifact::ArtifactError),
     /// The process may not open the files the run's concurrency needs.
     #[error(transparent)]
     OpenFiles(#[from] crate::fdlimit::FdLimitError),
@@ -352,8 +352,9 @@ pub fn new_run_id() -> String {
     let now = chrono::Utc::now();
     // Distinguishes runs started within the same second (nanoseconds and process id mixed).
     let nanos = now.timestamp_subsec_nanos() as u64;
-    let suffix = (crate::hash::fnv1a(&(nanos ^ (std::process::id() as u64) << 32).to_le_bytes())
-        & 0xffff) as u32;
+    let suffix =
+        (infergate_model::hash::fnv1a(&(nanos ^ (std::process::id() as u64) << 32).to_le_bytes())
+            & 0xffff) as u32;
     format!("{}-{suffix:04x}", now.format("%Y%m%dT%H%M%SZ"))
 }
 
@@ -392,10 +393,10 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
 
 /// What a run's open files depend on: its most concurrent connections under `load`, and
 /// whether the embedded simulator serves them in this process.
-pub fn open_files_need(load: &crate::config::LoadConfig, embedded: bool) -> (u32, bool) {
+pub fn open_files_need(load: &infergate_model::config::LoadConfig, embedded: bool) -> (u32, bool) {
     let concurrency = match load.mode {
-        crate::config::LoadMode::Closed => load.concurrency,
-        crate::config::LoadMode::Open | crate::config::LoadMode::Trace => {
+        infergate_model::config::LoadMode::Closed => load.concurrency,
+        infergate_model::config::LoadMode::Open | infergate_model::config::LoadMode::Trace => {
             load.max_concurrency.unwrap_or(load.concurrency)
         }
     };
@@ -474,7 +475,7 @@ async fn run_in(
         driven: &driven,
         scheduler: scheduler.as_ref(),
     });
-    crate::floor::record_recent(&spec.root, &mut summary);
+    infergate_model::floor::record_recent(&spec.root, &mut summary);
     if let (Some(s), Some(total)) = (&spec.shard, shard_total) {
         summary.extra.shard = Some(shard_section(s, total, &driven));
     }
@@ -500,7 +501,7 @@ async fn wait_until(at: chrono::DateTime<chrono::Utc>) -> Option<String> {
         Err(_) => Some(format!(
             "the load started {:.3} s after --start-at {} (the shard was ready late)",
             (now - at).as_seconds_f64(),
-            crate::shard::timestamp(at)
+            infergate_model::shard::timestamp(at)
         )),
     }
 }
@@ -513,16 +514,16 @@ fn shard_section(run: &ShardRun, total: ShardTotal, driven: &drive::Driven) -> S
         index: run.shard.index,
         count: run.shard.count,
         total,
-        start_at: run.start_at.map(crate::shard::timestamp),
-        load_started_at: crate::shard::timestamp(chrono::Utc::now() - elapsed),
+        start_at: run.start_at.map(infergate_model::shard::timestamp),
+        load_started_at: infergate_model::shard::timestamp(chrono::Utc::now() - elapsed),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{BenchConfig, Source};
     use crate::fdlimit::{FdNeed, Limits, Plan, plan};
+    use infergate_model::config::{BenchConfig, Source};
 
     fn resolved(text: &str) -> ResolvedProfile {
         let cfg = BenchConfig::from_source(Source::new("bench.toml", text.to_string())).unwrap();

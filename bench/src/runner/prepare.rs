@@ -4,12 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::client::TokenizeError;
-use crate::config::{Endpoint, LoadConfig, TurnMode, WorkloadConfig};
-use crate::import::parse_conversations;
-use crate::lengths::LengthSampler;
-use crate::session::{self, Imported, Session};
-use crate::trace::{Trace, TraceInfo, TracePrompts};
-use crate::workload::{
+use infergate_model::config::{Endpoint, LoadConfig, TurnMode, WorkloadConfig};
+use infergate_model::import::parse_conversations;
+use infergate_model::lengths::LengthSampler;
+use infergate_model::session::{self, Imported, Session};
+use infergate_model::trace::{Trace, TraceInfo, TracePrompts};
+use infergate_model::workload::{
     DatasetError, LengthBasis, Payload, PromptBuilder, PromptFit, WorkItem, Workload, WorkloadFile,
 };
 
@@ -117,11 +117,11 @@ pub enum PrepareError {
         source: std::io::Error,
     },
     #[error(transparent)]
-    Dataset(#[from] crate::workload::DatasetError),
+    Dataset(#[from] infergate_model::workload::DatasetError),
     #[error("cannot use the empirical length distribution")]
-    Lengths(#[from] crate::lengths::LengthFileError),
+    Lengths(#[from] infergate_model::lengths::LengthFileError),
     #[error("cannot replay the trace")]
-    Trace(#[from] crate::trace::TraceError),
+    Trace(#[from] infergate_model::trace::TraceError),
     #[error("the trace window (load.trace_start_s, load.trace_duration_s) holds no record of {}", path.display())]
     EmptyWindow { path: PathBuf },
     #[error("cannot fit the prompt lengths with the target's /tokenize")]
@@ -156,7 +156,7 @@ pub fn load_workload(
             Workload::from_jsonl(&path, &text, wl)?
         }
         None => {
-            let sampler = |d: &Option<crate::config::LengthDist>, salt: u64| {
+            let sampler = |d: &Option<infergate_model::config::LengthDist>, salt: u64| {
                 d.as_ref().map(|d| d.sampler(root, wl.seed ^ salt)).transpose()
             };
             let input = sampler(&wl.input_distribution, 0)?;
@@ -180,7 +180,7 @@ fn read_workload_file(root: &Path, rel: &str) -> Result<(PathBuf, String), Prepa
 /// their samplers have just read them whole.
 fn length_files<const N: usize>(
     root: &Path,
-    dists: [&Option<crate::config::LengthDist>; N],
+    dists: [&Option<infergate_model::config::LengthDist>; N],
 ) -> Vec<WorkloadFile> {
     let mut files = Vec::new();
     for rel in dists.into_iter().flatten().filter_map(|d| d.file()) {

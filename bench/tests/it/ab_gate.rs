@@ -1,4 +1,4 @@
-//! The A/B gate (`bench::ab`) against a known truth: the engine model of the default profile
+//! The A/B gate (`infergate_model::ab`) against a known truth: the engine model of the default profile
 //! (`configs/engine.toml`, a closed loop of 16, prompts of 128/256/512/1024 tokens, 128 output
 //! tokens) with the noise of the statistics tests (every step x a lognormal factor of CV 10%,
 //! every run x one of CV 5%, a 20 ms stall in 0.2% of the steps), in virtual time. Each trial
@@ -18,15 +18,15 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use bench::ab::{
+use infergate_model::ab::{
     self, AbStatus, Arm, BudgetCheck, Criteria, Design, Measure, PlanInput, Slot, Spending, Step,
     TrialValues,
 };
-use bench::config::NoiseConfig;
-use bench::sim::engine::{Engine, EngineSpec, Load, SimRecord, SimRequest, Simulation};
-use bench::stats::{
+use infergate_model::config::NoiseConfig;
+use infergate_model::stats::{
     self, Comparator, Direction, LookRule, Options, Verdict, propose_limit, quantile_in_place,
 };
+use infergate_sim::engine::{Engine, EngineSpec, Load, SimRecord, SimRequest, Simulation};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 

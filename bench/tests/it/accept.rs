@@ -8,8 +8,8 @@ use std::path::Path;
 use crate::support::*;
 use bench::accept::driver::{self, AcceptSpec, TargetSpec};
 use bench::accept::{self, LayerVerdict, dataset};
-use bench::config::{Target, TimingConfig};
-use bench::sim::{SimHandle, SimOptions};
+use infergate_model::config::{Target, TimingConfig};
+use infergate_sim::{SimHandle, SimOptions};
 
 fn target(h: &SimHandle) -> Target {
     Target {
@@ -95,7 +95,7 @@ async fn identical_engines_pass_every_layer() {
             .unwrap();
     assert_eq!(report, r);
     for role in ["baseline", "candidate"] {
-        let s = bench::Summary::read(&out.join(role)).unwrap();
+        let s = infergate_model::Summary::read(&out.join(role)).unwrap();
         assert_eq!(s.requests.ok, 20, "{role}");
         assert!(s.simulated, "{role}: the simulator announced itself on /v1/models");
         let section = s.extra.acceptance.as_ref().expect("the acceptance section");
@@ -103,11 +103,14 @@ async fn identical_engines_pass_every_layer() {
         assert!(section.passed);
         assert_eq!(s.metric("extra.acceptance.numeric.cos_min"), Some(1.0));
         assert_eq!(s.metric("extra.acceptance.business.schema_pass_rate"), Some(1.0));
-        assert_eq!(bench::rundir::read_records(&out.join(role)).unwrap().records.len(), 20);
+        assert_eq!(
+            infergate_model::rundir::read_records(&out.join(role)).unwrap().records.len(),
+            20
+        );
         // The dataset is the summary's workload file, with its content's hash (a record cites
         // it, and its provenance when it was refreshed).
         let text = std::fs::read(dir.path().join("dataset.jsonl")).unwrap();
-        let file = bench::workload::WorkloadFile::of("configs/accept.jsonl", &text);
+        let file = infergate_model::workload::WorkloadFile::of("configs/accept.jsonl", &text);
         assert_eq!(s.workload.files, vec![file], "{role}");
     }
     assert_eq!(std::fs::read_to_string(out.join("business-failures.jsonl")).unwrap(), "");

@@ -10,8 +10,8 @@ use tokio::net::TcpListener;
 
 use crate::support::*;
 use bench::client::ClientError;
-use bench::config::{HeaderValue, Target};
 use bench::runner::{self, ConnectError, RunControl, RunError, RunSpec};
+use infergate_model::config::{HeaderValue, Target};
 
 const TOKEN_VAR: &str = "INFERGATE_TEST_ACCESS_TOKEN";
 const TOKEN: &str = "gw-TOKEN-93b1d7e2aa40c5f8";

@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use bench::Outcome;
-use bench::record::RequestRecord;
-use bench::server_metrics::ServerSection;
-use bench::sim::{self, SimHandle, SimOptions};
+use infergate_model::Outcome;
+use infergate_model::record::RequestRecord;
+use infergate_model::server_metrics::ServerSection;
+use infergate_sim::{SimHandle, SimOptions};
 
 use crate::support::*;
 
@@ -38,8 +38,10 @@ seed = 5
 async fn engine(ignore: bool) -> SimHandle {
     let spec = engine_spec(SMALL_ENGINE);
     let opts = SimOptions { model: spec.served_model_name.clone(), ..SimOptions::default() };
-    let backend = bench::sim::engine::EngineBackend::new(&spec).ignoring_cancels(ignore);
-    sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into()).await.expect("a simulator")
+    let backend = infergate_sim::engine::EngineBackend::new(&spec).ignoring_cancels(ignore);
+    infergate_sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("a simulator")
 }
 
 fn records(dir: &std::path::Path) -> Vec<RequestRecord> {
@@ -68,7 +70,7 @@ async fn truth(handle: &SimHandle) -> Truth {
         .map(|r| r.output_tokens as f64)
         .sum();
     let text = scrape(&http(), handle).await;
-    let e = bench::promtext::parse(&text);
+    let e = infergate_model::promtext::parse(&text);
     Truth {
         delivered_to_ok,
         generated: e.sum("vllm:generation_tokens_total").unwrap() - probe,
@@ -211,8 +213,9 @@ async fn an_engine_that_reasons_first_is_counted_and_timed_in_two_parts() {
     let dir = tempfile::tempdir().unwrap();
     let spec = engine_spec(SMALL_ENGINE);
     let opts = SimOptions { model: spec.served_model_name.clone(), ..SimOptions::default() };
-    let backend = bench::sim::engine::EngineBackend::new(&spec).with_reasoning_tokens(12);
-    let handle = sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into()).await.unwrap();
+    let backend = infergate_sim::engine::EngineBackend::new(&spec).with_reasoning_tokens(12);
+    let handle =
+        infergate_sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into()).await.unwrap();
     let out = run_against(&handle, profile(PROFILE, &["cancel.share=0"]), dir.path()).await;
     let truth = truth(&handle).await;
     handle.shutdown().await;

@@ -1,4 +1,4 @@
-//! The cold-start rule of trial sets (`bench::trials::cold_start`) against the engine model
+//! The cold-start rule of trial sets (`infergate_model::trials::cold_start`) against the engine model
 //! with seeded noise (`[sim.noise]`), in virtual time: how often it flags a set whose trials
 //! all come from a warm engine (false alarms), and how often it flags one whose first trial
 //! is slower.
@@ -10,9 +10,9 @@
 //! --nocapture`) and reported in docs/statistics.md.
 
 use crate::support::*;
-use bench::config::NoiseConfig;
-use bench::sim::engine::{Engine, EngineSpec, Load, SimRequest, Simulation};
-use bench::trials::cold_start;
+use infergate_model::config::NoiseConfig;
+use infergate_model::trials::cold_start;
+use infergate_sim::engine::{Engine, EngineSpec, Load, SimRequest, Simulation};
 
 const REQUESTS: usize = 100;
 /// Sets of each size: 3 trials (the least the rule judges) and 5.
@@ -40,11 +40,11 @@ fn run(spec: &EngineSpec, seed: u64) -> [f64; 6] {
     let report = Simulation::with_engine(engine, Load::Closed { concurrency: 8, requests }).run();
     let finished: Vec<_> = report.finished().collect();
     assert_eq!(finished.len(), REQUESTS);
-    let col = |f: &dyn Fn(&bench::sim::engine::SimRecord) -> Option<f64>| -> Vec<f64> {
+    let col = |f: &dyn Fn(&infergate_sim::engine::SimRecord) -> Option<f64>| -> Vec<f64> {
         finished.iter().map(|r| f(r).unwrap() * 1e3).collect()
     };
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let p99 = |mut v: Vec<f64>| bench::stats::quantile_in_place(&mut v, 0.99).unwrap();
+    let p99 = |mut v: Vec<f64>| infergate_model::stats::quantile_in_place(&mut v, 0.99).unwrap();
     let (ttft, tpot, e2e) = (col(&|r| r.ttft()), col(&|r| r.tpot()), col(&|r| r.e2e()));
     [mean(&ttft), p99(ttft), mean(&tpot), p99(tpot), mean(&e2e), p99(e2e)]
 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use bench::config::{BenchConfig, ConfigError, EngineConfig, Override, Profile, Source};
+use infergate_model::config::{BenchConfig, ConfigError, EngineConfig, Override, Profile, Source};
 use proptest::prelude::*;
 
 /// Float fields of a profile, by dotted key.
@@ -139,7 +139,7 @@ fn assert_usable(p: &Profile) {
     secs((p.sim.faults.stall_ms + p.sim.faults.freeze_ms) / 1e3);
     p.sim.faults.freeze_at_ms.map(|v| secs(v / 1e3));
     let items = p.workload.input_lengths.len() as u64 * u64::from(p.workload.repeats);
-    assert!(items <= bench::config::limits::MAX_WORKLOAD_ITEMS);
+    assert!(items <= infergate_model::config::limits::MAX_WORKLOAD_ITEMS);
 }
 
 /// An error of a TOML text that sets one key at line `line` names the file and a line.
@@ -191,9 +191,9 @@ proptest! {
         match EngineConfig::from_source(&Source::new("configs/engine.toml", text)) {
             Ok(c) => {
                 if let Some(d) = &c.device {
-                    prop_assert!(d.memory_gib.is_none_or(|m| m <= bench::config::limits::MAX_MEMORY_GIB));
+                    prop_assert!(d.memory_gib.is_none_or(|m| m <= infergate_model::config::limits::MAX_MEMORY_GIB));
                 }
-                prop_assert!(c.scheduler.max_num_seqs <= bench::config::limits::MAX_NUM_SEQS);
+                prop_assert!(c.scheduler.max_num_seqs <= infergate_model::config::limits::MAX_NUM_SEQS);
             }
             Err(e) => assert_located(&e, "configs/engine.toml"),
         }

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use crate::support::*;
 use bench::client::PreflightError;
-use bench::config::{Target, TimingConfig};
 use bench::runner::{self, ConnectError, RunControl, RunError, RunSpec};
-use bench::sim::SimOptions;
+use infergate_model::config::{Target, TimingConfig};
+use infergate_sim::SimOptions;
 
 const PROFILE: &str = r#"
 [profile.default]

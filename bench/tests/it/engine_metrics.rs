@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use bench::sim::engine::{Load, SimRequest, Simulation};
+use infergate_sim::engine::{Load, SimRequest, Simulation};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use crate::support::*;
-use bench::Outcome;
-use bench::config::{FaultConfig, TimingConfig};
-use bench::rundir;
 use bench::runner::RunControl;
-use bench::sim::SimOptions;
-use bench::summary::RunStatus;
+use infergate_model::Outcome;
+use infergate_model::config::{FaultConfig, TimingConfig};
+use infergate_model::rundir;
+use infergate_model::summary::RunStatus;
+use infergate_sim::SimOptions;
 
 const PROFILE: &str = r#"
 [profile.default]
@@ -32,7 +32,7 @@ fn fast() -> TimingConfig {
 async fn run_faulty(
     faults: FaultConfig,
     extra: &[&str],
-) -> (bench::Summary, Vec<bench::RequestRecord>) {
+) -> (infergate_model::Summary, Vec<infergate_model::RequestRecord>) {
     let dir = tempfile::tempdir().unwrap();
     let handle = start_timing_sim(fast(), SimOptions { faults, ..SimOptions::default() }).await;
     let out = run_against(&handle, profile(PROFILE, extra), dir.path()).await;
@@ -42,8 +42,8 @@ async fn run_faulty(
 }
 
 fn assert_all_failed_as(
-    summary: &bench::Summary,
-    records: &[bench::RequestRecord],
+    summary: &infergate_model::Summary,
+    records: &[infergate_model::RequestRecord],
     class: Outcome,
 ) {
     assert_eq!(summary.requests.total, 12);
@@ -134,7 +134,7 @@ async fn a_server_that_stalls_every_answer_is_refused_by_the_preflight_stall_tim
     let f = FaultConfig { stall: 1.0, stall_ms: 3000.0, ..FaultConfig::default() };
     let dir = tempfile::tempdir().unwrap();
     let handle = start_timing_sim(fast(), SimOptions { faults: f, ..SimOptions::default() }).await;
-    let target = bench::config::Target::at(handle.base_url()).with_model(handle.model());
+    let target = infergate_model::config::Target::at(handle.base_url()).with_model(handle.model());
     let spec = bench::runner::RunSpec::quiet(
         profile(PROFILE, &[]),
         ("sim".into(), target),
@@ -290,7 +290,7 @@ async fn interrupt_cancels_in_flight_after_the_grace_period_and_keeps_what_was_m
     let records = rundir::read_records(&out.dir).unwrap().records;
     assert_eq!(records.len(), 4);
     assert!(out.dir.join("summary.json").exists());
-    let on_disk = bench::Summary::read(&out.dir).unwrap();
+    let on_disk = infergate_model::Summary::read(&out.dir).unwrap();
     assert_eq!(on_disk.status, RunStatus::Interrupted);
 }
 

@@ -17,8 +17,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::*;
-use bench::summary::RunStatus;
-use bench::{Outcome, RequestRecord, Summary};
+use infergate_model::summary::RunStatus;
+use infergate_model::{Outcome, RequestRecord, Summary};
 
 /// The environment variable that names the case a child process runs.
 const CASE_VAR: &str = "INFERGATE_HOSTILE_CASE";
@@ -142,22 +142,24 @@ fn violations(kind: &'static str) -> fn(&Summary, &[RequestRecord]) {
 
 fn unexpected(kind: &'static str) -> fn(&Summary, &[RequestRecord]) {
     match kind {
-        "gzip" => |s, records| {
-            assert!(
-                records
-                    .iter()
-                    .all(|r| r.unexpected_body == Some(bench::record::UnexpectedBody::Gzip))
-            );
-            assert_eq!(s.requests.unexpected_bodies.get("gzip"), Some(&REQUESTS));
-        },
-        _ => |s, records| {
-            assert!(
-                records
-                    .iter()
-                    .all(|r| r.unexpected_body == Some(bench::record::UnexpectedBody::Html))
-            );
-            assert_eq!(s.requests.unexpected_bodies.get("html"), Some(&REQUESTS));
-        },
+        "gzip" => {
+            |s, records| {
+                assert!(
+                    records.iter().all(|r| r.unexpected_body
+                        == Some(infergate_model::record::UnexpectedBody::Gzip))
+                );
+                assert_eq!(s.requests.unexpected_bodies.get("gzip"), Some(&REQUESTS));
+            }
+        }
+        _ => {
+            |s, records| {
+                assert!(
+                    records.iter().all(|r| r.unexpected_body
+                        == Some(infergate_model::record::UnexpectedBody::Html))
+                );
+                assert_eq!(s.requests.unexpected_bodies.get("html"), Some(&REQUESTS));
+            }
+        }
     }
 }
 
@@ -402,7 +404,7 @@ pub(crate) async fn run_case(case: &Case) {
     let name = case.name;
     let e = &case.expect;
     let s = &out.summary;
-    let records = bench::rundir::read_records(&out.dir).unwrap().records;
+    let records = infergate_model::rundir::read_records(&out.dir).unwrap().records;
     assert_eq!(records.len() as u64, REQUESTS, "{name}");
     for r in &records {
         let error = r.error.as_deref().unwrap_or_default();

@@ -13,10 +13,10 @@ use tokio::net::TcpListener;
 
 use crate::support::*;
 use bench::client::PreflightError;
-use bench::config::{BenchConfig, Source, Target, TimingConfig};
 use bench::runner::{self, ConnectError, RunControl, RunError, RunOutcome, RunSpec};
-use bench::sim::SimOptions;
-use bench::summary::RunStatus;
+use infergate_model::config::{BenchConfig, Source, Target, TimingConfig};
+use infergate_model::summary::RunStatus;
+use infergate_sim::SimOptions;
 
 /// What the raw server does with one request.
 #[derive(Clone)]
@@ -451,7 +451,7 @@ async fn a_failed_write_of_the_records_stops_the_run_and_the_summary_is_still_wr
     let note = note.unwrap_or_else(|| panic!("{:?}", s.notes));
     assert!(note.contains("No space left on device") && note.contains("requests.jsonl"), "{note}");
     assert_eq!(record_errors(&out.dir).len(), 3, "what was written is kept");
-    let on_disk = bench::Summary::read(&out.dir).unwrap();
+    let on_disk = infergate_model::Summary::read(&out.dir).unwrap();
     assert_eq!(on_disk.status, RunStatus::Aborted);
     // The run stopped at the failure instead of sending all 500 requests.
     let served = sim.records().len();

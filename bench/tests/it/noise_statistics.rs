@@ -1,4 +1,4 @@
-//! The statistics of repeated trials (`bench::stats`) against a known truth: the engine model
+//! The statistics of repeated trials (`infergate_model::stats`) against a known truth: the engine model
 //! with seeded noise (`[sim.noise]`), in virtual time, so hundreds of trial sets run in seconds.
 //!
 //! One run is a closed loop of 8 clients sending 150 requests (256 prompt tokens, 24 output
@@ -17,12 +17,12 @@
 use std::sync::OnceLock;
 
 use crate::support::*;
-use bench::config::{BenchConfig, NoiseConfig, Source};
-use bench::sim::engine::{Engine, EngineSpec, Load, SimRequest, Simulation};
-use bench::stats::{
+use infergate_model::config::{BenchConfig, NoiseConfig, Source};
+use infergate_model::stats::{
     Comparator, Direction, Estimate, Options, PercentileMethod, ProposedLimit, Verdict,
     mean_estimate, min_detectable_change, percentile_estimate, propose_limit, verdict,
 };
+use infergate_sim::engine::{Engine, EngineSpec, Load, SimRequest, Simulation};
 
 const REQUESTS: usize = 100;
 const TRIALS: u64 = 3;
@@ -157,7 +157,7 @@ fn intervals_of_three_trials_cover_the_true_value_95_percent_of_the_time() {
     for seed in 0..TRUTH_RUNS {
         let r = run(spec(), seed);
         let mut t = r.ttft.clone();
-        ttft_truth += bench::stats::quantile_in_place(&mut t, 0.99).unwrap();
+        ttft_truth += infergate_model::stats::quantile_in_place(&mut t, 0.99).unwrap();
         tpot_truth += r.tpot.iter().sum::<f64>() / r.tpot.len() as f64;
     }
     ttft_truth /= TRUTH_RUNS as f64;

@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::*;
-use bench::Outcome;
+use infergate_model::Outcome;
 
 /// What the server may get written before the bench stops reading (kernel socket buffers and
 /// what the bench keeps): far below `HUGE`.
@@ -77,7 +77,7 @@ async fn endless_bodies_and_lines_are_cut_where_documented_and_classified() {
             .await
             .expect("the run ends: nothing waits for an endless body");
     server.abort();
-    let records = bench::rundir::read_records(&out.dir).unwrap().records;
+    let records = infergate_model::rundir::read_records(&out.dir).unwrap().records;
     assert_eq!(records.len(), 4);
     for r in &records {
         let error = r.error.as_deref().unwrap_or_default();
@@ -113,7 +113,7 @@ async fn endless_bodies_and_lines_are_cut_where_documented_and_classified() {
 /// `connect_error`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_megabyte_prompt_is_answered_with_400_not_dropped() {
-    let opts = bench::sim::SimOptions::default();
+    let opts = infergate_sim::SimOptions::default();
     let model = opts.model.clone();
     let handle = start_timing_sim(Default::default(), opts).await;
     let body = serde_json::json!({

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use bench::config::{ConversationFormat, TraceFormat, WorkloadConfig};
+use infergate_model::config::{ConversationFormat, TraceFormat, WorkloadConfig};
 use proptest::prelude::*;
 
 /// Pieces of the formats' records and of what breaks them.
@@ -108,7 +108,7 @@ proptest! {
         max_rate in prop::option::of(prop::sample::select(vec![1e-3, 1.0, 1e6])),
     ) {
         let file = if format == TraceFormat::Burstgpt { "t.csv" } else { "t.jsonl" };
-        match bench::trace::Trace::parse(Path::new(file), &text, format) {
+        match infergate_model::trace::Trace::parse(Path::new(file), &text, format) {
             Ok(t) => {
                 let origin = t.records[0].timestamp_ms;
                 match t.replay_offsets(Path::new(file), origin, scale, max_rate) {
@@ -132,7 +132,7 @@ proptest! {
             ConversationFormat::Auto, ConversationFormat::Sharegpt, ConversationFormat::Openai,
         ]),
     ) {
-        if let Err(e) = bench::import::parse_conversations(Path::new("c.json"), &text, format) {
+        if let Err(e) = infergate_model::import::parse_conversations(Path::new("c.json"), &text, format) {
             located(e, "c.json")?;
         }
     }
@@ -140,13 +140,13 @@ proptest! {
     #[test]
     fn datasets_and_length_files_never_panic_and_errors_name_the_file(text in text()) {
         let cfg = WorkloadConfig::default();
-        if let Err(e) = bench::workload::Workload::from_jsonl(Path::new("d.jsonl"), &text, &cfg) {
+        if let Err(e) = infergate_model::workload::Workload::from_jsonl(Path::new("d.jsonl"), &text, &cfg) {
             located(e, "d.jsonl")?;
         }
         if let Err(e) = bench::accept::dataset::parse(Path::new("a.jsonl"), &text, 64) {
             located(e, "a.jsonl")?;
         }
-        if let Err(e) = bench::lengths::parse_lengths(Path::new("l.txt"), &text) {
+        if let Err(e) = infergate_model::lengths::parse_lengths(Path::new("l.txt"), &text) {
             located(e, "l.txt")?;
         }
     }

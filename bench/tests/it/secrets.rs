@@ -12,8 +12,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::support::*;
-use bench::config::Target;
 use bench::runner::{self, RunControl, RunSpec};
+use infergate_model::config::Target;
 
 /// Read only from this variable (set by these tests alone).
 const KEY_VAR: &str = "INFERGATE_TEST_SECRETS_KEY";
@@ -181,7 +181,7 @@ fn slices(secret: &str) -> Vec<&str> {
 
 /// The secrets' slices found in `text` (named by `what`), in raw or escaped spellings.
 fn leaks(what: &str, text: &str) -> Vec<String> {
-    let redactor = bench::redact::Redactor::new([KEY, PASSWORD]);
+    let redactor = infergate_model::redact::Redactor::new([KEY, PASSWORD]);
     let mut found: Vec<String> = slices(KEY)
         .into_iter()
         .chain(slices(PASSWORD))
@@ -228,7 +228,7 @@ async fn no_byte_of_a_run_holds_the_key() {
         "secrets",
     );
     // A command line a person pasted the key and the URL's password into.
-    spec.invocation = Some(bench::summary::Invocation {
+    spec.invocation = Some(infergate_model::summary::Invocation {
         command: format!(
             "cargo xtask bench --base-url http://user:{PASSWORD}@127.0.0.1:{port} --set model={KEY}"
         ),

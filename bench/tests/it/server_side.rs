@@ -3,8 +3,8 @@
 //! recorded for the same requests.
 
 use crate::support::*;
-use bench::server_metrics::ServerSection;
-use bench::sim::SimOptions;
+use infergate_model::server_metrics::ServerSection;
+use infergate_sim::SimOptions;
 
 const PROFILE: &str = r#"
 [profile.default]
@@ -46,7 +46,7 @@ async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
     assert_eq!(server.prompt_tokens, Some(sim_prompt as f64));
     // 12 requests of ~170 tokens need ~132 blocks of 67: the KV budget binds, requests are
     // preempted, and the delta equals the simulator's own counter (it started at zero).
-    let e = bench::promtext::parse(&metrics);
+    let e = infergate_model::promtext::parse(&metrics);
     let preemptions = e.sum("vllm:num_preemptions_total").unwrap();
     assert!(preemptions > 0.0, "the KV budget should bind");
     assert_eq!(server.preemptions, Some(preemptions));
@@ -110,7 +110,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
     let mut p = profile(PROFILE, &["workload.repeats=2", "load.concurrency=4"]);
     p.target = None;
     let spec = bench::runner::RunSpec {
-        profile: bench::config::ResolvedProfile {
+        profile: infergate_model::config::ResolvedProfile {
             name: "default".into(),
             profile: p,
             target: None,
@@ -134,7 +134,7 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
     let c = &s.cost;
     // The window from the per-request records, not from the summary being checked: from the
     // earliest intended send of a measured request to the latest end of one.
-    let records = bench::rundir::read_records(&out.dir).unwrap().records;
+    let records = infergate_model::rundir::read_records(&out.dir).unwrap().records;
     let measured: Vec<_> = records.iter().filter(|r| !r.warmup).collect();
     assert_eq!(measured.len() as u64, s.requests.total);
     let from = measured.iter().map(|r| r.intended_ms).fold(f64::INFINITY, f64::min);

@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use crate::support::*;
-use bench::config::{FaultConfig, Target, TimingConfig};
 use bench::runner::{self, RunControl, RunSpec};
-use bench::sim::SimOptions;
+use infergate_model::config::{FaultConfig, Target, TimingConfig};
+use infergate_sim::SimOptions;
 use serde_json::{Value, json};
 
 const THINK_MS: f64 = 40.0;
@@ -29,7 +29,7 @@ fn sharegpt(n: usize) -> String {
     serde_json::to_string_pretty(&convs).unwrap()
 }
 
-fn sessions_profile(file: &std::path::Path, extra: &str) -> bench::config::Profile {
+fn sessions_profile(file: &std::path::Path, extra: &str) -> infergate_model::config::Profile {
     profile(
         &format!(
             r#"
@@ -49,17 +49,19 @@ ignore_eos = true
     )
 }
 
-fn records(dir: &std::path::Path) -> Vec<bench::RequestRecord> {
+fn records(dir: &std::path::Path) -> Vec<infergate_model::RequestRecord> {
     let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
-    let mut v: Vec<bench::RequestRecord> =
+    let mut v: Vec<infergate_model::RequestRecord> =
         text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     v.sort_by_key(|r| r.id);
     v
 }
 
 /// The records of each session, in turn order.
-fn by_session(recs: &[bench::RequestRecord]) -> BTreeMap<u64, Vec<bench::RequestRecord>> {
-    let mut m: BTreeMap<u64, Vec<bench::RequestRecord>> = BTreeMap::new();
+fn by_session(
+    recs: &[infergate_model::RequestRecord],
+) -> BTreeMap<u64, Vec<infergate_model::RequestRecord>> {
+    let mut m: BTreeMap<u64, Vec<infergate_model::RequestRecord>> = BTreeMap::new();
     for r in recs {
         m.entry(r.session.expect("every request is a session's turn")).or_default().push(r.clone());
     }
@@ -86,9 +88,10 @@ async fn each_turn_sends_the_earlier_streamed_answers_after_the_think_time() {
     let recs = records(&out.dir);
     let sessions = by_session(&recs);
     assert_eq!(sessions.len(), 6);
-    let sim: BTreeMap<String, bench::sim::SimRecord> =
+    let sim: BTreeMap<String, infergate_sim::SimRecord> =
         h.records().into_iter().filter_map(|r| Some((r.request_id.clone()?, r))).collect();
-    let sim_of = |r: &bench::RequestRecord| &sim[&format!("{}-{}", out.summary.run_id, r.id)];
+    let sim_of =
+        |r: &infergate_model::RequestRecord| &sim[&format!("{}-{}", out.summary.run_id, r.id)];
     let mut answers = std::collections::BTreeSet::new();
     for turns in sessions.values() {
         let first_prompt = sim_of(&turns[0]).prompt.clone().unwrap();
@@ -150,7 +153,7 @@ async fn a_failed_turn_ends_its_session_and_is_counted_once() {
     std::fs::write(&file, sharegpt(12)).unwrap();
     let out = run_against(&h, sessions_profile(&file, "max_tokens = 4"), dir.path()).await;
     let recs = records(&out.dir);
-    let failed = recs.iter().filter(|r| r.class != bench::Outcome::Ok).count() as u64;
+    let failed = recs.iter().filter(|r| r.class != infergate_model::Outcome::Ok).count() as u64;
     assert!(failed > 0, "the seeded faults fail some turn");
     assert_eq!(out.summary.requests.failed, failed);
     assert_eq!(out.summary.requests.total, recs.len() as u64);
@@ -160,7 +163,7 @@ async fn a_failed_turn_ends_its_session_and_is_counted_once() {
     assert_eq!(sessions.keys().copied().collect::<Vec<_>>(), (0..12).collect::<Vec<u64>>());
     for (n, turns) in &sessions {
         let sent: Vec<u32> = turns.iter().map(|r| r.turn.unwrap()).collect();
-        let want = match turns.iter().position(|r| r.class != bench::Outcome::Ok) {
+        let want = match turns.iter().position(|r| r.class != infergate_model::Outcome::Ok) {
             Some(i) => i + 1,
             None => 2 + *n as usize % 3,
         };

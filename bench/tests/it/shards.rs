@@ -1,4 +1,4 @@
-//! A run sharded over processes (`bench::shard`) and merged (`bench::merge`): the shards run as
+//! A run sharded over processes (`infergate_model::shard`) and merged (`infergate_model::merge`): the shards run as
 //! tasks of this test against ONE timing-mode simulator, and their merge is compared with one
 //! process measuring the same total load.
 //!
@@ -11,12 +11,12 @@
 
 use std::path::{Path, PathBuf};
 
-use bench::config::{Profile, Target, TimingConfig};
-use bench::merge::{self, MergeError};
 use bench::runner::{self, RunControl, RunOutcome, RunSpec};
-use bench::shard::{Shard, ShardRun};
-use bench::sim::{SimHandle, SimOptions};
-use bench::summary::RunStatus;
+use infergate_model::config::{Profile, Target, TimingConfig};
+use infergate_model::merge::{self, MergeError};
+use infergate_model::shard::{Shard, ShardRun};
+use infergate_model::summary::RunStatus;
+use infergate_sim::{SimHandle, SimOptions};
 
 use crate::support::*;
 
@@ -87,7 +87,8 @@ async fn two_shards_merged_measure_what_one_process_measures() {
     // The merged run is the profile's whole load, and a normal run directory.
     assert_eq!(s.config.profile().unwrap().load.concurrency, 4);
     assert_eq!(s.run_id, RUN_ID);
-    let (again, read) = bench::rundir::recompute(&out, s.goodput.slo.clone(), None).unwrap();
+    let (again, read) =
+        infergate_model::rundir::recompute(&out, s.goodput.slo.clone(), None).unwrap();
     assert_eq!(read.records.len(), 48);
     assert_eq!(again.latency.ttft_ms, s.metrics.ttft_ms, "merged = concatenated records");
     assert_eq!(again.latency.tpot_ms, s.metrics.tpot_ms);
@@ -203,7 +204,7 @@ async fn open_loop_shards_send_independent_streams_at_their_share_of_the_rate() 
     assert_eq!(s.config.profile().unwrap().load.rate, Some(40.0));
     assert_eq!(s.schedule.stats.requested_rate, Some(40.0));
     let starts = |d: &Path| -> Vec<f64> {
-        let read = bench::rundir::read_records(d).unwrap().records;
+        let read = infergate_model::rundir::read_records(d).unwrap().records;
         let mut v: Vec<f64> = read.iter().map(|r| r.intended_ms).collect();
         v.sort_by(f64::total_cmp);
         v
@@ -212,7 +213,7 @@ async fn open_loop_shards_send_independent_streams_at_their_share_of_the_rate() 
     assert_eq!((a.len(), b.len()), (10, 10));
     assert_ne!(a[1..], b[1..], "each shard draws its own arrival stream");
     for d in &shards {
-        let one = bench::Summary::read(d).unwrap();
+        let one = infergate_model::Summary::read(d).unwrap();
         assert_eq!(one.config.profile().unwrap().load.rate, Some(20.0));
     }
 }
@@ -235,7 +236,7 @@ async fn trace_shards_replay_the_records_at_their_index_modulo_n_at_their_own_ti
     let shards = run_shards(&sim, &profile(PROFILE, &sets), 2, dir.path()).await;
     sim.shutdown().await;
     for (d, want) in shards.iter().zip([5, 4]) {
-        let one = bench::Summary::read(d).unwrap();
+        let one = infergate_model::Summary::read(d).unwrap();
         assert_eq!(one.requests.ok, want, "{}", d.display());
         assert_eq!(one.workload.trace.as_ref().unwrap().records, want);
     }

@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::support::*;
-use bench::sim::SimOptions;
+use infergate_sim::SimOptions;
 
 fn schema() -> Value {
     json!({
@@ -127,7 +127,7 @@ async fn the_configured_share_of_structured_answers_is_corrupted() {
     for (text, _, number) in &answers {
         // The simulator corrupts request number k when its hash falls below the rate, so which
         // answers fail is known exactly.
-        let draw = (bench::hash::fnv1a(&number.to_le_bytes()) % 1_000_000) as f64 / 1e6;
+        let draw = (infergate_model::hash::fnv1a(&number.to_le_bytes()) % 1_000_000) as f64 / 1e6;
         let corrupted = draw < rate;
         assert_eq!(!valid(&validator, text), corrupted, "request {number}: {text}");
         invalid += corrupted as u32;

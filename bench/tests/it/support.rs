@@ -4,15 +4,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use bench::config::{
+use bench::runner::{self, RunControl, RunOutcome, RunSpec};
+use infergate_model::config::{
     BenchConfig, Override, Profile, ResolvedProfile, Source, Target, TimingConfig,
 };
-use bench::runner::{self, RunControl, RunOutcome, RunSpec};
-use bench::sim::{self, SimHandle, SimOptions, TimingBackend};
+use infergate_sim::{SimHandle, SimOptions, TimingBackend};
 
 /// Start a timing-mode simulator on an OS-chosen loopback port.
 pub async fn start_timing_sim(timing: TimingConfig, opts: SimOptions) -> SimHandle {
-    sim::start(opts, Arc::new(TimingBackend::new(timing)), ([127, 0, 0, 1], 0).into())
+    infergate_sim::start(opts, Arc::new(TimingBackend::new(timing)), ([127, 0, 0, 1], 0).into())
         .await
         .expect("start the simulator")
 }
@@ -67,10 +67,13 @@ pub const ENGINE_H100: &str = "[engine]\nmodel = \"meta-llama/Llama-3.1-8B-Instr
     max_model_len = 4096\n[scheduler]\nmax_num_seqs = 64\n[device]\nname = \"H100-SXM-80GB\"\n";
 
 /// An engine spec from engine-config text.
-pub fn engine_spec(engine_toml: &str) -> bench::sim::engine::EngineSpec {
-    let cfg = bench::config::EngineConfig::from_source(&Source::new("engine.toml", engine_toml))
-        .unwrap_or_else(|e| panic!("{e}"));
-    bench::sim::engine::EngineSpec::new(&cfg).unwrap_or_else(|e| panic!("{e}"))
+pub fn engine_spec(engine_toml: &str) -> infergate_sim::engine::EngineSpec {
+    let cfg = infergate_model::config::EngineConfig::from_source(&Source::new(
+        "engine.toml",
+        engine_toml,
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    infergate_sim::engine::EngineSpec::new(&cfg).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Start an engine-mode simulator for an engine config given as TOML text; `opts.model` is
@@ -78,8 +81,10 @@ pub fn engine_spec(engine_toml: &str) -> bench::sim::engine::EngineSpec {
 pub async fn start_engine_sim(engine_toml: &str, opts: SimOptions) -> SimHandle {
     let spec = engine_spec(engine_toml);
     let opts = SimOptions { model: spec.served_model_name.clone(), ..opts };
-    let backend = Arc::new(bench::sim::engine::EngineBackend::new(&spec));
-    sim::start(opts, backend, ([127, 0, 0, 1], 0).into()).await.expect("start the simulator")
+    let backend = Arc::new(infergate_sim::engine::EngineBackend::new(&spec));
+    infergate_sim::start(opts, backend, ([127, 0, 0, 1], 0).into())
+        .await
+        .expect("start the simulator")
 }
 
 /// Run the bench against the embedded simulator its profile describes (no target); `dir` is the

@@ -11,11 +11,11 @@
 //! when the last chunk is read).
 
 use crate::support::*;
-use bench::config::{BenchConfig, Override, ResolvedProfile, Source, Target};
 use bench::runner::{RunControl, RunSpec};
-use bench::sim::SimOptions;
-use bench::sim::engine::SimRequest;
-use bench::sweep::{self, Dimension, StagePlan, SweepSpec};
+use infergate_model::config::{BenchConfig, Override, ResolvedProfile, Source, Target};
+use infergate_model::sweep::{self, Dimension, StagePlan, SweepSpec};
+use infergate_sim::SimOptions;
+use infergate_sim::engine::SimRequest;
 
 const PROFILE: &str = r#"
 [profile.default]
@@ -54,7 +54,7 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
         let p = cfg.resolve("default", &o).unwrap().profile;
         let n = p.load.requests.unwrap() + p.load.warmup_requests;
         let reqs = (0..n).map(|_| SimRequest::new(0.0, PROMPT_TOKENS, 32)).collect();
-        predicted.push(sweep::predict_closed(
+        predicted.push(infergate_sim::predict::predict_closed(
             &spec,
             c as u32,
             reqs,
@@ -82,7 +82,7 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
         plan: plan.clone(),
         slo: base.slo.clone(),
     };
-    let result = sweep::run(
+    let result = bench::sweep::run(
         &setup,
         RunControl::default(),
         |i, load| {
@@ -129,7 +129,7 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
     assert!(result.stages[2].server_kv_cache_usage_max.unwrap() > 0.8, "{diag}");
     assert_eq!(result.stages[0].server_preemptions, Some(0.0), "{diag}");
     for (i, m) in result.stages.iter().enumerate() {
-        let stage = bench::rundir::read_records(&sweep_dir.join(&m.dir)).unwrap().records;
+        let stage = infergate_model::rundir::read_records(&sweep_dir.join(&m.dir)).unwrap().records;
         let measured: std::collections::HashSet<String> =
             stage.iter().filter(|r| !r.warmup).map(|r| format!("stage-{i}-{}", r.id)).collect();
         let served: Vec<_> = served
@@ -164,7 +164,8 @@ async fn throughput_rises_until_the_kv_budget_binds_and_the_knee_matches_the_mod
     // Files: the sweep summary and each stage's own run directory with extra.sweep.
     let read = sweep::SweepSummary::read(&sweep_dir).unwrap();
     assert_eq!(read, result);
-    let knee_stage = bench::Summary::read(&sweep_dir.join(&result.stages[1].dir)).unwrap();
+    let knee_stage =
+        infergate_model::Summary::read(&sweep_dir.join(&result.stages[1].dir)).unwrap();
     let section = knee_stage.extra.sweep.as_ref().expect("the stage's sweep section");
     assert!(section.is_knee);
     assert_eq!(section.knee, Some(4.0));

@@ -2,8 +2,8 @@
 //! trace replay (send times, prefix sharing) on the simulator.
 
 use crate::support::*;
-use bench::config::TimingConfig;
-use bench::sim::SimOptions;
+use infergate_model::config::TimingConfig;
+use infergate_sim::SimOptions;
 
 fn fast_timing() -> TimingConfig {
     TimingConfig { ttft_ms: 1.0, itl_ms: 0.0, ..TimingConfig::default() }
@@ -56,22 +56,22 @@ max = 24
     );
     assert!(matches!(
         w.input_length.distribution,
-        Some(bench::config::LengthDist::Lognormal { .. })
+        Some(infergate_model::config::LengthDist::Lognormal { .. })
     ));
     let json = std::fs::read_to_string(out.dir.join("summary.json")).unwrap();
     assert!(json.contains("\"input_length\"") && json.contains("\"realised\""), "{json}");
 }
 
 /// The records of a run directory's `requests.jsonl`, by request id.
-fn records(dir: &std::path::Path) -> Vec<bench::RequestRecord> {
+fn records(dir: &std::path::Path) -> Vec<infergate_model::RequestRecord> {
     let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
-    let mut v: Vec<bench::RequestRecord> =
+    let mut v: Vec<infergate_model::RequestRecord> =
         text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     v.sort_by_key(|r| r.id);
     v
 }
 
-fn trace_profile(trace: &std::path::Path, extra: &str) -> bench::config::Profile {
+fn trace_profile(trace: &std::path::Path, extra: &str) -> infergate_model::config::Profile {
     profile(
         &format!(
             r#"
@@ -130,14 +130,14 @@ async fn a_replay_sends_each_record_at_its_timestamp_times_the_scale_with_its_le
     }
     let info = out.summary.workload.trace.as_ref().expect("the trace in the summary");
     assert_eq!((info.records, info.time_scale), (30, 0.5));
-    assert_eq!(info.format, Some(bench::config::TraceFormat::Mooncake));
+    assert_eq!(info.format, Some(infergate_model::config::TraceFormat::Mooncake));
     assert_eq!((info.blocks, info.reused_blocks), (30, 27));
     // The file is named with a hash of its content.
     let files = &out.summary.workload.files;
     assert_eq!(files.len(), 1);
     assert_eq!(files[0].path, trace.display().to_string());
     let bytes = std::fs::read(&trace).unwrap();
-    assert_eq!(files[0], bench::workload::WorkloadFile::of(&files[0].path, &bytes));
+    assert_eq!(files[0], infergate_model::workload::WorkloadFile::of(&files[0].path, &bytes));
     assert!(files[0].hash.starts_with("fnv1a:") && files[0].hash.len() == 22);
     assert!(out.summary.workload.input_length.realised.is_some());
 
@@ -168,7 +168,7 @@ async fn a_malformed_trace_is_refused_with_its_file_and_line_before_anything_is_
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let target = bench::config::Target::at(url).with_model("m");
+    let target = infergate_model::config::Target::at(url).with_model("m");
     let spec = bench::runner::RunSpec::quiet(
         trace_profile(&trace, ""),
         ("t".into(), target),
@@ -238,8 +238,11 @@ async fn a_trace_with_a_known_share_of_reused_blocks_gets_that_prefix_cache_hit_
 #[test]
 fn every_shipped_profile_resolves_and_its_workload_files_load() {
     let root = &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let cfg = bench::config::BenchConfig::load_in(root, std::path::Path::new("configs/bench.toml"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cfg = infergate_model::config::BenchConfig::load_in(
+        root,
+        std::path::Path::new("configs/bench.toml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let (mut traces, mut conversations) = (0, 0);
     for name in cfg.profile_names() {
         let p = cfg.resolve(&name, &[]).unwrap_or_else(|e| panic!("{name}: {e}")).profile;

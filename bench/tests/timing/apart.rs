@@ -8,9 +8,9 @@
 
 use std::process::Command;
 
-use bench::config::{TimingConfig, UsageMode};
 use bench::known_answer::server::ServerProcess;
-use bench::sim::SimRecord;
+use infergate_model::config::{TimingConfig, UsageMode};
+use infergate_sim::SimRecord;
 
 /// The server's process; [`Apart::finish`] stops it and returns its records. Dropped without
 /// `finish` (a failed test), the process is killed.

@@ -3,9 +3,9 @@
 //! load generator keeps its schedule instead of waiting for the server.
 
 use crate::support::*;
-use bench::config::{FaultConfig, TimingConfig};
-use bench::rundir;
-use bench::sim::SimOptions;
+use infergate_model::config::{FaultConfig, TimingConfig};
+use infergate_model::rundir;
+use infergate_sim::SimOptions;
 
 const PROFILE: &str = r#"
 [profile.default]

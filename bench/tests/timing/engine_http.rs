@@ -7,12 +7,12 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use crate::support::*;
-use bench::Outcome;
-use bench::config::FaultConfig;
-use bench::rundir;
-use bench::sim::SimOptions;
-use bench::sim::engine::{DECISION_LOG_FILE, Decision, DecisionKind};
-use bench::summary::RunStatus;
+use infergate_model::Outcome;
+use infergate_model::config::FaultConfig;
+use infergate_model::rundir;
+use infergate_model::summary::RunStatus;
+use infergate_sim::SimOptions;
+use infergate_sim::engine::{DECISION_LOG_FILE, Decision, DecisionKind};
 
 const PROFILE: &str = r#"
 [profile.default]
@@ -47,7 +47,7 @@ async fn bench_ttft_and_tpot_agree_with_the_simulators_own_records() {
     let dir = tempfile::tempdir().unwrap();
     let handle = start_engine_sim(ENGINE_H100, SimOptions::default()).await;
     let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
-    let sims: HashMap<String, bench::sim::SimRecord> =
+    let sims: HashMap<String, infergate_sim::SimRecord> =
         handle.records().into_iter().filter_map(|r| Some((r.request_id.clone()?, r))).collect();
     handle.shutdown().await;
     assert_eq!(out.summary.requests.ok, 32, "{:?}", out.summary.requests.by_class);
@@ -119,7 +119,7 @@ async fn the_bench_records_the_simulators_queue_times() {
     let p = profile(PROFILE, &["load.concurrency=6", "load.requests=24"]);
     let out = run_against(&handle, p, dir.path()).await;
     let all = handle.records();
-    let sims: HashMap<String, bench::sim::SimRecord> =
+    let sims: HashMap<String, infergate_sim::SimRecord> =
         all.iter().filter_map(|r| Some((r.request_id.clone()?, r.clone()))).collect();
     let values = parse_scrape(&scrape(&http(), &handle).await);
     handle.shutdown().await;
@@ -346,7 +346,7 @@ save_scheduler_decision = true
     let notes: Vec<&String> = s.notes.iter().filter(|n| n.starts_with("out of memory")).collect();
     assert_eq!(notes.len(), 2, "{:?}", s.notes);
     assert!(notes[0].contains("test-0") && notes[0].contains(DECISION_LOG_FILE), "{}", notes[0]);
-    let on_disk = bench::Summary::read(&out.dir).unwrap();
+    let on_disk = infergate_model::Summary::read(&out.dir).unwrap();
     assert_eq!(on_disk.notes, s.notes);
     // The same notes, typed: the outcome carries the scheduler's report.
     assert_eq!(out.out_of_memory_notes().iter().collect::<Vec<_>>(), notes);
@@ -387,13 +387,14 @@ async fn the_decision_log_is_only_written_when_asked_for() {
 async fn max_tokens_beyond_the_context_is_refused_with_400_and_the_simulator_serves_on() {
     let _alone = crate::one_at_a_time().await;
     let timing = start_timing_sim(
-        bench::config::TimingConfig { ttft_ms: 1.0, itl_ms: 0.1, ..Default::default() },
+        infergate_model::config::TimingConfig { ttft_ms: 1.0, itl_ms: 0.1, ..Default::default() },
         SimOptions::default(),
     )
     .await;
     let engine = start_engine_sim(ENGINE_H100, SimOptions::default()).await;
     let client = http();
-    for (handle, limit) in [(&timing, bench::sim::server::TIMING_MAX_MODEL_LEN), (&engine, 4096)] {
+    for (handle, limit) in [(&timing, infergate_sim::server::TIMING_MAX_MODEL_LEN), (&engine, 4096)]
+    {
         let url = format!("{}/v1/chat/completions", handle.base_url());
         for (max_tokens, stream) in
             [(4_000_000_000u64, true), (4_000_000_000, false), (u64::MAX, true)]

@@ -31,10 +31,10 @@ use std::collections::HashMap;
 
 use crate::apart::start_timing_sim_apart;
 use crate::support::*;
-use bench::config::{TimingConfig, UsageMode};
-use bench::record::TokenSource;
-use bench::rundir;
-use bench::sim::SimRecord;
+use infergate_model::config::{TimingConfig, UsageMode};
+use infergate_model::record::TokenSource;
+use infergate_model::rundir;
+use infergate_sim::SimRecord;
 
 /// The known answers' load (the sharded run's test measures it too).
 pub(crate) const PROFILE: &str = r#"
@@ -69,7 +69,7 @@ fn oracle(tokens_per_chunk: u32) -> TimingConfig {
     }
 }
 
-pub(crate) use bench::selftest::{rank, sorted};
+pub(crate) use infergate_model::selftest::{rank, sorted};
 
 fn mean_stdev(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
@@ -79,8 +79,8 @@ fn mean_stdev(v: &[f64]) -> (f64, f64) {
 }
 
 // The bounds (the server's lateness; the bench's TTFT and gap error) are the self-test's:
-// `bench::selftest`, where each is stated with what was measured.
-use bench::selftest::{
+// `infergate_model::selftest`, where each is stated with what was measured.
+use infergate_model::selftest::{
     GAP_ERROR_P50_MS, GAP_ERROR_P99_MS, SERVER_LATE_P50_MS, SERVER_LATE_P99_MS, TTFT_ERROR_MIN_MS,
     TTFT_ERROR_P50_MS, TTFT_ERROR_P99_MS,
 };

@@ -26,8 +26,8 @@ pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
 
 /// What one attempt at a timing test measured: whether the machine was quiet while it ran (the
 /// known-answer server, a process of its own, kept its schedule), what it saw, and the timing
-/// bounds it broke. The same as `cargo xtask selftest`'s (`bench::selftest`).
-pub use bench::selftest::{Attempt, QUIET_SERVER_LATE_P99_MS};
+/// bounds it broke. The same as `cargo xtask selftest`'s (`infergate_model::selftest`).
+pub use infergate_model::selftest::{Attempt, QUIET_SERVER_LATE_P99_MS};
 
 /// What a stalled machine adds to a wall-clock bound of the bench's own (a send lag, a latency
 /// compared between two runs): the lateness p99 the same machine imposed, during the same
@@ -39,7 +39,7 @@ pub fn stall_allowance(server_late_p99_ms: f64) -> f64 {
 }
 
 /// Run a timing test's measurement until one attempt holds its bounds, judged as `cargo xtask
-/// selftest` judges its own (`bench::selftest::Attempts`): an attempt is quiet when the
+/// selftest` judges its own (`infergate_model::selftest::Attempts`): an attempt is quiet when the
 /// known-answer server kept its schedule (the attempt says) and no other process took more than
 /// `QUIET_OTHERS_SHARE` of the machine meanwhile (measured from `/proc`, this test process's CPU
 /// time and that of the servers it started and waited for set apart). A broken bound on a quiet
@@ -53,7 +53,7 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Attempt>,
 {
-    use bench::selftest::{Attempts, Next, cpu_ticks};
+    use infergate_model::selftest::{Attempts, Next, cpu_ticks};
     let mut attempts = Attempts::default();
     let mut n = 0;
     loop {

@@ -15,8 +15,8 @@
 
 use crate::apart::start_timing_sim_apart;
 use crate::support::*;
-use bench::config::{TimingConfig, UsageMode};
-use bench::rundir;
+use infergate_model::config::{TimingConfig, UsageMode};
+use infergate_model::rundir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_at_200_requests_per_second_sends_within_1_ms_p99() {

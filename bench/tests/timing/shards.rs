@@ -13,9 +13,9 @@
 //! ([`crate::stall_allowance`]), and an attempt over the widened bounds is measured again
 //! ([`crate::until_quiet`]). The TPOT and ITL means keep their 0.5 ms.
 
-use bench::config::{TimingConfig, UsageMode};
 use bench::runner::{self, RunControl, RunSpec};
-use bench::shard::{Shard, ShardRun};
+use infergate_model::config::{TimingConfig, UsageMode};
+use infergate_model::shard::{Shard, ShardRun};
 
 use crate::apart::start_timing_sim_apart;
 use crate::known_answer::{PROFILE, rank, sorted};
@@ -41,7 +41,7 @@ async fn attempt() -> crate::Attempt {
     let start = chrono::Utc::now() + chrono::Duration::milliseconds(300);
     let runs = (0..2u32).map(|i| {
         let shard = Shard::new(i, 2).unwrap();
-        let target = bench::config::Target::at(sim.base_url()).with_model(sim.model());
+        let target = infergate_model::config::Target::at(sim.base_url()).with_model(sim.model());
         let out = dir.path().join(format!("shard-{i}"));
         let mut spec = RunSpec::quiet(whole.clone(), ("sim".into(), target), out, "known-shards");
         spec.shard = Some(ShardRun { shard, start_at: Some(start) });
@@ -50,7 +50,8 @@ async fn attempt() -> crate::Attempt {
     let outcomes = futures_util::future::join_all(runs).await;
     let served = sim.finish().await;
     let dirs: Vec<_> = outcomes.into_iter().map(|o| o.expect("the shard runs").dir).collect();
-    let merged = bench::merge::merge(&dirs, &dir.path().join("merged"), None).unwrap().summary;
+    let merged =
+        infergate_model::merge::merge(&dirs, &dir.path().join("merged"), None).unwrap().summary;
     assert_eq!((merged.requests.ok, merged.requests.warmup), (320, 32));
     assert_eq!((single.requests.ok, single.requests.warmup), (320, 32));
     let late = sorted(

@@ -6,8 +6,8 @@
 //! few milliseconds.
 
 use crate::support::*;
-use bench::config::TimingConfig;
-use bench::sim::SimOptions;
+use infergate_model::config::TimingConfig;
+use infergate_sim::SimOptions;
 
 /// TTFT 300 ms (a few milliseconds of a busy machine are 1% of it), then a token every 2 ms;
 /// with the cold start, a TTFT of 1200 ms.
@@ -22,7 +22,7 @@ fn timing(cold_s: f64) -> TimingConfig {
 }
 
 /// A closed loop of 8 clients for `duration_s`, plateaus of 2 s and more.
-fn closed(duration_s: f64) -> bench::config::Profile {
+fn closed(duration_s: f64) -> infergate_model::config::Profile {
     profile(
         &format!(
             "[profile.default.workload]\nmax_tokens = 10\n\
@@ -50,7 +50,7 @@ async fn a_closed_loops_plateau_leaves_out_a_slow_ramp_up_and_measures_the_warm_
     let start = p.start_ms.unwrap();
     // The slow requests arrived within 15 s of the simulator's first request (the preflight's,
     // before the load); the plateau starts after the last of them was sent.
-    let records = bench::rundir::read_records(&dir.path().join("run")).unwrap().records;
+    let records = infergate_model::rundir::read_records(&dir.path().join("run")).unwrap().records;
     let last_slow = records
         .iter()
         .filter(|r| r.ttft_ms().is_some_and(|t| t >= 1200.0))
@@ -81,6 +81,6 @@ async fn a_closed_loops_plateau_leaves_out_a_slow_ramp_up_and_measures_the_warm_
     assert!((rate - warm_rate).abs() / warm_rate < 0.1, "{rate} against {warm_rate}");
     // The registry names the plateau's figures, and a summary reads them back.
     assert_eq!(ramp.metric("plateau.metrics.ttft_ms.p99"), Some(ttft.p99));
-    let read = bench::summary::Summary::read(&dir.path().join("run")).unwrap();
+    let read = infergate_model::summary::Summary::read(&dir.path().join("run")).unwrap();
     assert_eq!(read.plateau, ramp.plateau);
 }

@@ -26,8 +26,8 @@
 use crate::apart::start_timing_sim_apart;
 use crate::known_answer::{rank, sorted};
 use crate::support::*;
-use bench::config::{TimingConfig, UsageMode};
-use bench::rundir;
+use infergate_model::config::{TimingConfig, UsageMode};
+use infergate_model::rundir;
 
 const CLOSED: &str = r#"
 [profile.default]
@@ -46,7 +46,9 @@ fn fixed() -> TimingConfig {
 
 /// A run's summary, its records and the server's lateness against its schedule (p99 over every
 /// chunk, ms).
-async fn closed_run(overrides: &[&str]) -> (bench::Summary, Vec<bench::RequestRecord>, f64) {
+async fn closed_run(
+    overrides: &[&str],
+) -> (infergate_model::Summary, Vec<infergate_model::RequestRecord>, f64) {
     let dir = tempfile::tempdir().unwrap();
     let server = start_timing_sim_apart(&fixed(), UsageMode::Final);
     let out =
@@ -57,7 +59,7 @@ async fn closed_run(overrides: &[&str]) -> (bench::Summary, Vec<bench::RequestRe
     (out.summary, records, late_p99(&served))
 }
 
-fn late_p99(served: &[bench::sim::SimRecord]) -> f64 {
+fn late_p99(served: &[infergate_sim::SimRecord]) -> f64 {
     let late = sorted(
         served
             .iter()

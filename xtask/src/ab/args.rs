@@ -1,11 +1,11 @@
 //! The flags of `gate --ab`, parsed once; [`AbArgs::settings`] resolves the numbers a gate runs
-//! with (defaults from `bench::ab`).
+//! with (defaults from `infergate_model::ab`).
 
 use std::path::PathBuf;
 
-use bench::ab::{self, Criteria, Spending};
-use bench::stats::{LOOK_RULE_CHOICES, LookRule};
 use clap::{Args, ValueEnum};
+use infergate_model::ab::{self, Criteria, Spending};
+use infergate_model::stats::{LOOK_RULE_CHOICES, LookRule};
 
 /// The engine each arm runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

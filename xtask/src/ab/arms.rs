@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use bench::ab::BudgetCheck;
-use bench::config::{EngineConfig, Source};
-use bench::summary::Scale;
+use infergate_model::ab::BudgetCheck;
+use infergate_model::config::{EngineConfig, Source};
+use infergate_model::summary::Scale;
 
 use crate::adr::check::git;
 use crate::thresholds::{Action, Thresholds, evaluate};
@@ -105,7 +105,7 @@ pub fn candidate_text(
 pub fn checks(
     thresholds: Option<&Thresholds>,
     profile: &str,
-    environment: Option<&bench::envkey::EnvironmentKey>,
+    environment: Option<&infergate_model::envkey::EnvironmentKey>,
     budget: (f64, &str),
 ) -> anyhow::Result<Vec<BudgetCheck>> {
     let mut out: Vec<BudgetCheck> = Vec::new();
@@ -123,7 +123,7 @@ pub fn checks(
             out.push(check);
         }
         for th in evaluate::select(t, profile, environment).applying {
-            let def = bench::summary::metric_def(&th.metric);
+            let def = infergate_model::summary::metric_def(&th.metric);
             if out.iter().any(|c| c.metric == th.metric)
                 || def.is_none_or(|d| d.scale == Scale::Count)
             {
@@ -140,7 +140,7 @@ pub fn checks(
         }
     }
     if out.is_empty() {
-        for m in bench::ab::DEFAULT_METRICS {
+        for m in infergate_model::ab::DEFAULT_METRICS {
             let source = format!("{} (default metrics)", budget.1);
             out.push(BudgetCheck::new(m, budget.0, None, true, source)?);
         }
@@ -150,7 +150,7 @@ pub fn checks(
 
 /// A short stable hash of a config's text.
 pub fn config_hash(text: &str) -> String {
-    format!("fnv1a:{:016x}", bench::hash::fnv1a(text.as_bytes()))
+    format!("fnv1a:{:016x}", infergate_model::hash::fnv1a(text.as_bytes()))
 }
 
 #[cfg(test)]
@@ -184,7 +184,7 @@ mod tests {
     fn without_live_thresholds_the_default_metrics_are_gated() {
         let c = checks(None, "default", None, (0.05, "--budget 5%")).unwrap();
         let metrics: Vec<&str> = c.iter().map(|c| c.metric.as_str()).collect();
-        assert_eq!(metrics, bench::ab::DEFAULT_METRICS);
+        assert_eq!(metrics, infergate_model::ab::DEFAULT_METRICS);
         assert!(c.iter().all(|c| c.blocking && c.budget == 0.05));
     }
 }

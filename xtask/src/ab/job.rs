@@ -5,9 +5,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use bench::ab::{self, AbFile, AbStatus, ArmInfo, Design, PlanInput, Stopped};
-use bench::config::{Override, Source};
-use bench::summary::EngineParams;
+use infergate_model::ab::{self, AbFile, AbStatus, ArmInfo, Design, PlanInput, Stopped};
+use infergate_model::config::{Override, Source};
+use infergate_model::summary::EngineParams;
 
 use super::args::{AbArgs, AbEngine};
 use super::arms;
@@ -26,7 +26,7 @@ struct Setup {
     base_text: String,
     cand_text: String,
     bench_sets: Vec<String>,
-    cand_profile: bench::config::ResolvedProfile,
+    cand_profile: infergate_model::config::ResolvedProfile,
     dir: std::path::PathBuf,
     checks: Vec<ab::BudgetCheck>,
     design: Design,
@@ -80,7 +80,7 @@ pub fn run(
         );
         m.file.notes.push(line);
     }
-    bench::artifact::write(dir, &m.file).context("cannot write ab.json")?;
+    infergate_model::artifact::write(dir, &m.file).context("cannot write ab.json")?;
     if outcome.stopped == Stopped::Interrupted {
         eprintln!("interrupted: ab.json keeps the {} trials measured", m.file.trials.len());
     }
@@ -132,7 +132,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     let (engine_sets, bench_sets) = arms::split_sets(&args.candidate_sets, "--candidate-set")?;
     let base_text = arms::config_at(root, base, &governed_rel)?;
     let base_source = Source::new(governed_rel.clone(), base_text);
-    bench::config::EngineConfig::from_source(&base_source).with_context(|| {
+    infergate_model::config::EngineConfig::from_source(&base_source).with_context(|| {
         format!("{governed_rel} at the base revision is not a valid engine config")
     })?;
     let base_text = arms::candidate_text(&base_source, &engine_both)?;
@@ -159,7 +159,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
         AbEngine::Sim => toml::from_str::<toml::Table>(&cand_text)
             .ok()
             .and_then(|t| serde_json::to_value(t).ok())
-            .map(|p| bench::envkey::EnvironmentKey::simulated(&p)),
+            .map(|p| infergate_model::envkey::EnvironmentKey::simulated(&p)),
         _ => None,
     };
     let checks = arms::checks(
@@ -211,7 +211,7 @@ fn start_arms(root: &Path, args: &AbArgs, s: &Setup) -> anyhow::Result<[ArmRun; 
         (ab::Arm::Candidate, &s.cand_text, args.candidate_sets.clone(), "working tree".to_string()),
     ] {
         let file = s.dir.join(format!("engine-{}.toml", arm.as_str()));
-        bench::rundir::write_atomic(&file, text.as_bytes())
+        infergate_model::rundir::write_atomic(&file, text.as_bytes())
             .with_context(|| format!("cannot write {}", file.display()))?;
         let rel = shown(&file, root);
         let params = EngineParams::derived(

@@ -1,5 +1,5 @@
 //! *(runtime)* The trials of `gate --ab`: the gate's plan, set up once (arms, engines, checks),
-//! run through [`bench::ab::run`] with [`CliMeasure`], each trial an ordinary run directory in
+//! run through [`infergate_model::ab::run`] with [`CliMeasure`], each trial an ordinary run directory in
 //! the gate's directory (`warmup-baseline/`, `001-baseline/`, `002-candidate/`, ...), `ab.json`
 //! rewritten after every trial and look.
 
@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Context;
-use bench::ab::{
+use bench::runner::{self, RunControl, isolation};
+use infergate_model::ab::{
     self, AbFile, Arm, ArmInfo, Design, Measure, Progress, Slot, Step, TrialEntry, TrialValues,
     WarmupEntry,
 };
-use bench::config::{ResolvedProfile, Target};
-use bench::runner::{self, RunControl, isolation};
-use bench::summary::{EngineParams, Isolation, RunStatus};
-use bench::workload::WorkloadSlice;
+use infergate_model::config::{ResolvedProfile, Target};
+use infergate_model::summary::{EngineParams, Isolation, RunStatus};
+use infergate_model::workload::WorkloadSlice;
 
 use crate::plan::BenchPlan;
 use crate::serve::EngineProcess;
@@ -47,11 +47,11 @@ pub struct CliMeasure<'a> {
     /// Set by Ctrl-C or SIGTERM between runs (during a run, the run itself stops).
     stop: Arc<AtomicBool>,
     /// Each arm's trial summaries, in order (for the noise history).
-    pub summaries: [Vec<bench::Summary>; 2],
+    pub summaries: [Vec<infergate_model::Summary>; 2],
     /// The noise history to pool from (`None`: `--no-history`), read once; the priors made
     /// from it once a baseline trial names the scenario.
     pub history: Option<crate::history::store::History>,
-    priors: Option<BTreeMap<String, bench::ab::Prior>>,
+    priors: Option<BTreeMap<String, infergate_model::ab::Prior>>,
     /// Each arm's preflight, from its first run: the later runs against the same engine take
     /// it instead of asking again (an embedded simulator, new for every run, is asked anew).
     preflights: [Option<bench::client::Resolved>; 2],
@@ -63,7 +63,7 @@ pub enum MeasureError {
     #[error(transparent)]
     Run(#[from] anyhow::Error),
     #[error(transparent)]
-    Stats(#[from] bench::stats::StatsError),
+    Stats(#[from] infergate_model::stats::StatsError),
 }
 
 impl<'a> CliMeasure<'a> {
@@ -176,7 +176,7 @@ impl<'a> CliMeasure<'a> {
         self.file.trials = self.entries.clone();
         self.file.looks = progress.looks.clone();
         self.file.requests = progress.requests();
-        bench::artifact::write(&self.dir, &self.file).context("cannot write ab.json")?;
+        infergate_model::artifact::write(&self.dir, &self.file).context("cannot write ab.json")?;
         Ok(())
     }
 }
@@ -192,7 +192,8 @@ pub fn salt(design: &Design, slot: &Slot) -> u64 {
     let order = design.order(slot.block);
     let position = (slot.trial - 1) % 4;
     let nth = order[..position as usize].iter().filter(|&&a| a == slot.arm).count();
-    bench::hash::fnv1a(format!("ab {} {} {}", design.seed, slot.block, nth).as_bytes()) | 1
+    infergate_model::hash::fnv1a(format!("ab {} {} {}", design.seed, slot.block, nth).as_bytes())
+        | 1
 }
 
 impl Measure for CliMeasure<'_> {
@@ -261,7 +262,7 @@ impl Measure for CliMeasure<'_> {
         Ok(Step::Done(TrialValues { values, requests: s.requests.total }))
     }
 
-    fn priors(&mut self, _so_far: &Progress) -> BTreeMap<String, bench::ab::Prior> {
+    fn priors(&mut self, _so_far: &Progress) -> BTreeMap<String, infergate_model::ab::Prior> {
         if self.priors.is_none()
             && let (Some(h), Some(first)) = (&self.history, self.summaries[0].first())
         {

@@ -1,7 +1,7 @@
 //! `cargo xtask gate --ab BASE_REV`: the governed engine configuration of a base revision (the
 //! baseline) and of the working tree (the candidate) measured side by side in one job on this
 //! machine, and each gated metric decided on the paired difference against its regression
-//! budget ([`bench::ab`]).
+//! budget ([`infergate_model::ab`]).
 //!
 //! - [`args`]: the flags.
 //! - [`arms`]: what each arm runs: the base revision's config read with git2, the working

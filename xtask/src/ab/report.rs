@@ -2,11 +2,11 @@
 //! metric (baseline, candidate, the change with its interval, the budget, the verdict and where
 //! the budget comes from), and GitHub annotations. Pure: a file in, text out.
 
-use bench::ab::{AbFile, AbStatus, AbVerdict, Arm, CheckLook, NoiseSource};
-use bench::summary::Scale;
 use comfy_table::{Cell, CellAlignment, Table, presets};
+use infergate_model::ab::{AbFile, AbStatus, AbVerdict, Arm, CheckLook, NoiseSource};
+use infergate_model::summary::Scale;
 
-use bench::stats::sig_text;
+use infergate_model::stats::sig_text;
 
 use crate::text::{BLANK, gh_escape, num};
 

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use bench::sweep::SweepSummary;
+use infergate_model::sweep::SweepSummary;
 
 use crate::chart::figures::{self, latency_samples};
 
@@ -33,7 +33,7 @@ pub fn render(number: u32, runs: &[RunRef<'_>], sweeps: &[SweepSummary]) -> Vec<
     let mut ttft = Vec::new();
     let mut e2e = Vec::new();
     for r in runs {
-        let Ok(read) = bench::rundir::read_records(r.dir) else { continue };
+        let Ok(read) = infergate_model::rundir::read_records(r.dir) else { continue };
         let measured: Vec<_> = read.records.iter().filter(|x| !x.warmup).collect();
         let [t, _, _, e] = latency_samples(&measured);
         ttft.push((r.label.to_string(), t.2));

@@ -4,18 +4,18 @@
 //! the measured difference against the baseline.
 //!
 //! - The noise: `s`, the standard deviation of the log values over the chosen set's trials
-//!   ([`bench::stats::noise::run_noise`]).
+//!   ([`infergate_model::stats::noise::run_noise`]).
 //! - What the A/B gate sees at that noise: `d = exp((z₁₋α + z₀.₉₅)·s·sqrt(2/n)) − 1` with `n` the
-//!   trials per arm of the default design's last look (2 per block, `bench::ab::design::TARGET_BLOCKS`
+//!   trials per arm of the default design's last look (2 per block, `infergate_model::ab::design::TARGET_BLOCKS`
 //!   blocks) and `α` the gate's fail level over the blocking metrics. Its trials are shorter
 //!   than the record's, so this is the whole-trial floor of what it can resolve.
-//! - The budget: the default (`bench::ab::DEFAULT_BUDGET`), or half of `d` rounded up to a
+//! - The budget: the default (`infergate_model::ab::DEFAULT_BUDGET`), or half of `d` rounded up to a
 //!   whole percent when that is larger, so the detect size (twice the budget) is one the gate
 //!   can see. A budget at least as large as the measured gain's lower end is said to be: a
 //!   regression that undoes the change could pass it.
 
-use bench::stats::noise::{normal_quantile, run_noise};
-use bench::summary::Scale;
+use infergate_model::stats::noise::{normal_quantile, run_noise};
+use infergate_model::summary::Scale;
 
 use super::draft::{Body, LEFT, Table};
 use crate::thresholds::Action;
@@ -39,15 +39,15 @@ pub struct ProposedBudget {
 /// The change the default A/B design resolves at 95% power for log spread `s` across
 /// `blocking` blocking metrics.
 pub fn resolvable(s: f64, blocking: usize) -> f64 {
-    let alpha = bench::ab::DEFAULT_ALPHA_FAIL / blocking.max(1) as f64;
-    let n = 2.0 * bench::ab::design::TARGET_BLOCKS as f64;
+    let alpha = infergate_model::ab::DEFAULT_ALPHA_FAIL / blocking.max(1) as f64;
+    let n = 2.0 * infergate_model::ab::design::TARGET_BLOCKS as f64;
     ((normal_quantile(1.0 - alpha) + normal_quantile(0.95)) * s * (2.0 / n).sqrt()).exp_m1()
 }
 
 /// The budget for a metric of log spread `s`.
 pub fn budget_for(s: f64, blocking: usize) -> f64 {
     let half = (resolvable(s, blocking) / 2.0 * 100.0).ceil() / 100.0;
-    bench::ab::DEFAULT_BUDGET.max(half)
+    infergate_model::ab::DEFAULT_BUDGET.max(half)
 }
 
 /// One metric's proposal from the chosen set's per-trial values; `None` for a metric that is
@@ -59,7 +59,7 @@ pub fn propose(
     blocking: usize,
     measured: Option<(f64, Option<f64>, Option<f64>)>,
 ) -> Option<ProposedBudget> {
-    let def = bench::summary::metric_def(metric)?;
+    let def = infergate_model::summary::metric_def(metric)?;
     if def.scale != Scale::Positive {
         return None;
     }
@@ -76,7 +76,7 @@ pub fn propose(
 }
 
 fn pct(v: f64) -> String {
-    format!("{}%", bench::stats::sig_text(v * 100.0))
+    format!("{}%", infergate_model::stats::sig_text(v * 100.0))
 }
 
 /// The record's budgets paragraph and table.
@@ -90,7 +90,7 @@ pub fn render(o: &mut Body, proposed: &[ProposedBudget], chosen_label: &str) {
          evaluate them). Proposed from {chosen_label}'s run-to-run noise: the default {} worse, \
          or half of what the A/B gate's default design resolves at that noise when that is \
          larger; the gate must catch twice the budget (Detects).",
-        pct(bench::ab::DEFAULT_BUDGET)
+        pct(infergate_model::ab::DEFAULT_BUDGET)
     ));
     o.push('\n');
     let head =
@@ -140,8 +140,8 @@ fn signed(v: f64) -> String {
 /// fraction in the metric's better direction; `None` without a significant gain.
 fn gain_floor(p: &ProposedBudget) -> Option<f64> {
     let (_, lo, hi) = p.measured?;
-    let higher_better =
-        bench::summary::metric_def(p.metric)?.better == bench::summary::Better::Higher;
+    let higher_better = infergate_model::summary::metric_def(p.metric)?.better
+        == infergate_model::summary::Better::Higher;
     let floor = if higher_better { lo? } else { -hi? };
     (floor > 0.0).then_some(floor)
 }
@@ -154,7 +154,7 @@ mod tests {
     fn quiet_metrics_get_the_default_budget_and_noisy_ones_half_what_the_gate_resolves() {
         // 2% run CV: the design resolves about 1.2% at 3 blocking metrics; the default stands.
         assert!(resolvable(0.02, 3) < 0.02);
-        assert_eq!(budget_for(0.02, 3), bench::ab::DEFAULT_BUDGET);
+        assert_eq!(budget_for(0.02, 3), infergate_model::ab::DEFAULT_BUDGET);
         // 30% run CV: it resolves about 19%; the budget is half of that, rounded up.
         let r = resolvable(0.30, 3);
         assert!(r > 0.18 && r < 0.2, "{r}");
@@ -165,7 +165,7 @@ mod tests {
     fn only_positive_metrics_with_a_spread_get_a_budget() {
         let v = [Some(100.0), Some(104.0), Some(98.0)];
         let p = propose("metrics.ttft_ms.p99", Action::Block, &v, 2, None).unwrap();
-        assert_eq!(p.worse_by, bench::ab::DEFAULT_BUDGET);
+        assert_eq!(p.worse_by, infergate_model::ab::DEFAULT_BUDGET);
         assert!(propose("goodput.ratio", Action::Block, &v, 2, None).is_none());
         assert!(propose("metrics.ttft_ms.p99", Action::Block, &[Some(1.0)], 2, None).is_none());
     }

@@ -199,7 +199,7 @@ mod tests {
         /// A threshold row as the draft writes it: metric, comparator, limit, unit, action.
         fn threshold()
         -> impl Strategy<Value = (&'static str, Comparator, f64, &'static str, Action)> {
-            let metrics = bench::summary::known_metrics();
+            let metrics = infergate_model::summary::known_metrics();
             let comparators = [Comparator::Le, Comparator::Lt, Comparator::Ge, Comparator::Gt];
             (
                 0..metrics.len(),

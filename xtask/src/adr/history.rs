@@ -73,7 +73,7 @@ pub fn naming_record(
 /// blob of each.
 fn governed_blobs(repo: &Repository, tree: &Tree<'_>) -> anyhow::Result<Vec<(String, Oid)>> {
     let patterns = match git::read_text(repo, tree, SETTINGS_FILE)? {
-        Some(t) => Settings::parse(&bench::config::Source::new(SETTINGS_FILE, t))
+        Some(t) => Settings::parse(&infergate_model::config::Source::new(SETTINGS_FILE, t))
             .map(|s| s.governed_patterns())
             .unwrap_or_else(|_| Settings::default().governed_patterns()),
         None => Settings::default().governed_patterns(),

@@ -437,7 +437,7 @@ pub fn check_in_sync(
 mod tests {
     use std::path::Path;
 
-    use bench::config::Source;
+    use infergate_model::config::Source;
 
     use super::*;
     use crate::adr::parse::parse_adr;

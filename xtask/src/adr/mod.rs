@@ -35,8 +35,8 @@ pub mod records;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use bench::trials::TrialSet;
 use clap::{Args, Subcommand};
+use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
 pub use model::{
@@ -169,7 +169,7 @@ pub struct NewArgs {
     #[arg(long)]
     pub deciders: Option<String>,
     /// Coverage of the estimates' intervals, within (0, 1).
-    #[arg(long, default_value_t = bench::stats::DEFAULT_CONFIDENCE, value_parser = crate::compare::parse_confidence)]
+    #[arg(long, default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = crate::compare::parse_confidence)]
     pub confidence: f64,
 }
 
@@ -299,15 +299,16 @@ fn resolve_tune(root: &Path, args: &mut NewArgs) -> anyhow::Result<(Option<TuneI
 /// their runs are).
 fn name_tune_rows(
     tune: Option<&TuneInputs>,
-    baseline: &mut bench::Summary,
-    experiments: &mut [bench::Summary],
+    baseline: &mut infergate_model::Summary,
+    experiments: &mut [infergate_model::Summary],
 ) {
     let Some(tune) = tune else { return };
     let rows = std::iter::once(baseline).chain(experiments.iter_mut());
     for (s, name) in rows.zip(&tune.names) {
         let command =
             s.invocation.as_ref().map_or("cargo xtask tune".into(), |i| i.command.clone());
-        s.invocation = Some(bench::summary::Invocation { command, part: Some(name.clone()) });
+        s.invocation =
+            Some(infergate_model::summary::Invocation { command, part: Some(name.clone()) });
     }
 }
 
@@ -330,7 +331,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     // Each row: its summary (a trial set's first trial stands for its scenario and parameters)
     // and its trials.
     let mut resolve =
-        |p: &Path, baseline: bool| -> anyhow::Result<Vec<(bench::Summary, TrialSet)>> {
+        |p: &Path, baseline: bool| -> anyhow::Result<Vec<(infergate_model::Summary, TrialSet)>> {
             let dirs = new::resolve_run_dirs(&join_clean(root, p), baseline)
                 .map_err(anyhow::Error::new)
                 .with_context(|| format!("cannot use run {}", p.display()))?;
@@ -379,7 +380,8 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     let NextRecord { mut files, number, path } = next_record(root, dir, &new::slug(&args.title)?)?;
     let full = root.join(&path);
     // The record's charts, written beside it before it links them.
-    let all: Vec<&bench::Summary> = std::iter::once(&baseline).chain(experiments.iter()).collect();
+    let all: Vec<&infergate_model::Summary> =
+        std::iter::once(&baseline).chain(experiments.iter()).collect();
     let inputs: Vec<&PathBuf> =
         std::iter::once(&baseline_path).chain(args.experiments.iter()).collect();
     let drawn =
@@ -449,9 +451,9 @@ fn next_record(root: &Path, dir: &Path, slug: &str) -> anyhow::Result<NextRecord
 /// once; an unreadable provenance is an error naming it.
 fn refreshed_datasets(
     root: &Path,
-    runs: &[&bench::Summary],
+    runs: &[&infergate_model::Summary],
 ) -> anyhow::Result<Vec<new::RefreshedDataset>> {
-    use bench::refresh::provenance::{self, provenance_name};
+    use infergate_model::refresh::provenance::{self, provenance_name};
     let mut out: Vec<new::RefreshedDataset> = Vec::new();
     for f in runs.iter().flat_map(|r| &r.workload.files) {
         let name = provenance_name(&f.path);
@@ -475,15 +477,15 @@ fn refreshed_datasets(
 /// when there is none); with several experiments `--choose` is required.
 fn chosen_row(
     choose: Option<usize>,
-    baseline: &bench::Summary,
-    experiments: &[bench::Summary],
+    baseline: &infergate_model::Summary,
+    experiments: &[infergate_model::Summary],
 ) -> anyhow::Result<usize> {
     Ok(match (choose, experiments.len()) {
         (Some(c), _) => c,
         (None, 0) => 0,
         (None, 1) => 1,
         (None, n) => {
-            let all: Vec<&bench::Summary> =
+            let all: Vec<&infergate_model::Summary> =
                 std::iter::once(baseline).chain(experiments.iter()).collect();
             let labels = new::row_labels(&all);
             let listed: Vec<String> =
@@ -507,8 +509,8 @@ fn measured_environment(
     run_dirs: &[String],
     sets: &[TrialSet],
     choose: usize,
-) -> anyhow::Result<Option<bench::envkey::EnvironmentKey>> {
-    use bench::envkey::EnvironmentKey;
+) -> anyhow::Result<Option<infergate_model::envkey::EnvironmentKey>> {
+    use infergate_model::envkey::EnvironmentKey;
     let Some(chosen) = sets.get(choose) else { return Ok(None) };
     let keys: Vec<(String, EnvironmentKey)> = chosen
         .trials
@@ -582,8 +584,8 @@ fn write_assets(
     let mut sweeps = Vec::new();
     for p in inputs {
         let d = join_clean(root, p);
-        if d.join(bench::sweep::SWEEP_FILE).is_file() {
-            sweeps.push(bench::sweep::SweepSummary::read(&d)?);
+        if d.join(infergate_model::sweep::SWEEP_FILE).is_file() {
+            sweeps.push(infergate_model::sweep::SweepSummary::read(&d)?);
         }
     }
     let mut drawn = assets::render(number, &refs, &sweeps);
@@ -659,7 +661,7 @@ fn governed_files(
     root: &Path,
 ) -> anyhow::Result<Vec<(String, std::collections::BTreeMap<String, toml::Value>)>> {
     use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
-    use bench::config::Source;
+    use infergate_model::config::Source;
     let read = |rel: &str| -> anyhow::Result<Option<String>> {
         match std::fs::read_to_string(root.join(rel)) {
             Ok(t) => Ok(Some(t)),

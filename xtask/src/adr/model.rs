@@ -153,7 +153,7 @@ impl fmt::Display for DecisionLine {
 }
 
 /// One row of a record's CI gate thresholds table, with the limit converted to the unit of the
-/// metric registry (`bench::summary::known_metrics`).
+/// metric registry (`infergate_model::summary::known_metrics`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThresholdRow {
     /// Dotted summary.json path (`metrics.ttft_ms.p99`).
@@ -166,7 +166,7 @@ pub struct ThresholdRow {
     pub action: Action,
     /// The environment the limit holds for (the table's optional `Environment` column); `None`
     /// (blank, `any`, or no such column): any environment.
-    pub environment: Option<bench::envkey::EnvironmentKey>,
+    pub environment: Option<infergate_model::envkey::EnvironmentKey>,
     /// 1-based line of the table row.
     pub line: usize,
 }

@@ -10,14 +10,14 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use bench::Summary;
-use bench::envkey::EnvironmentKey;
 use chrono::NaiveDate;
+use infergate_model::Summary;
+use infergate_model::envkey::EnvironmentKey;
 use serde_json::Value as Json;
 
-use bench::compare::{Change, compare_estimates};
-use bench::stats::{Estimate, sig_text, signed_sig_text};
-use bench::trials::MetricEstimate;
+use infergate_model::compare::{Change, compare_estimates};
+use infergate_model::stats::{Estimate, sig_text, signed_sig_text};
+use infergate_model::trials::MetricEstimate;
 
 use super::draft::{Body, Draft, LEFT, RIGHT, Section, Table};
 use super::model::{SLO_EXCEPTION, SLO_MISSED, SectionKind};
@@ -73,14 +73,14 @@ pub enum NewAdrError {
 pub enum RunPathError {
     /// The sweep summary could not be read.
     #[error(transparent)]
-    Sweep(bench::artifact::ArtifactError),
+    Sweep(infergate_model::artifact::ArtifactError),
     #[error("the sweep {} has no stage", .0.display())]
     EmptySweep(PathBuf),
     #[error("the acceptance {} has no {side} run (only the numeric layer ran)", .path.display())]
     NoAcceptanceRun { path: PathBuf, side: &'static str },
     /// The comparison summary could not be read.
     #[error(transparent)]
-    Comparison(bench::artifact::ArtifactError),
+    Comparison(infergate_model::artifact::ArtifactError),
     #[error("the strategy comparison {} has no run", .0.display())]
     EmptyComparison(PathBuf),
 }
@@ -90,7 +90,7 @@ pub enum RunPathError {
 /// first strategy's run when used as the baseline; any other path for the one run
 /// [`resolve_run_dir`] finds.
 pub fn resolve_run_dirs(path: &Path, as_baseline: bool) -> Result<Vec<PathBuf>, RunPathError> {
-    use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+    use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
     if !path.join(COMPARISON_FILE).is_file() {
         return resolve_run_dir(path, as_baseline).map(|d| vec![d]);
     }
@@ -106,7 +106,7 @@ pub fn resolve_run_dirs(path: &Path, as_baseline: bool) -> Result<Vec<PathBuf>, 
 }
 
 /// How sure a row's numbers are: the trials behind it and each matrix metric's estimate
-/// (`bench::trials::TrialSet::estimates`).
+/// (`infergate_model::trials::TrialSet::estimates`).
 #[derive(Clone, Debug, Default)]
 pub struct RowStats {
     pub trials: usize,
@@ -114,13 +114,13 @@ pub struct RowStats {
     pub requests: u64,
     pub confidence: f64,
     pub estimates: BTreeMap<String, MetricEstimate>,
-    /// Trial 1 of the row's set looks like a cold start (`bench::trials::cold_start`): the
+    /// Trial 1 of the row's set looks like a cold start (`infergate_model::trials::cold_start`): the
     /// note, written under the matrix next to the row's label.
     pub cold_start: Option<String>,
 }
 
 /// Each row's [`RowStats`] from its trials, at `confidence`.
-pub fn row_stats(sets: &[bench::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
+pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
     let metrics: Vec<&str> = all_columns().map(|(_, m, _)| m).collect();
     // The gate's estimation, so the record's intervals are the ones its gate will compute.
     let opts =
@@ -193,7 +193,7 @@ pub struct RefreshedDataset {
     pub run_hash: String,
     /// The provenance file, relative to the repository root.
     pub provenance_file: String,
-    pub provenance: bench::refresh::provenance::Provenance,
+    pub provenance: infergate_model::refresh::provenance::Provenance,
 }
 
 /// A file-name slug: lowercase ASCII letters and digits joined by `-`, at most 60 characters.
@@ -221,7 +221,7 @@ pub fn slug(title: &str) -> Result<String, NewAdrError> {
 
 /// Engine parameters flattened to dotted keys (`scheduler.max_num_seqs`).
 pub fn flatten_params(params: &Json) -> BTreeMap<String, Json> {
-    bench::summary::flatten_params(params)
+    infergate_model::summary::flatten_params(params)
 }
 
 /// A JSON value as a TOML value (`None` for null, which TOML cannot hold).
@@ -315,14 +315,14 @@ pub fn row_labels(runs: &[&Summary]) -> Vec<String> {
 
 /// The governed file a run's engine config was generated from and the keys the run set
 /// otherwise, when it ran a generated variant (a strategy comparison's run).
-pub fn derivation(r: &Summary) -> Option<(&str, &[bench::summary::ParamChange])> {
+pub fn derivation(r: &Summary) -> Option<(&str, &[infergate_model::summary::ParamChange])> {
     let e = r.engine.as_ref()?;
     Some((e.derived_from.as_deref()?, e.changes.as_slice()))
 }
 
 /// One change of a variant against its governed file, in words: ``add `k = v` `` when the file
 /// does not set the key yet, ``change `k`: `old` -> `new` `` when it does.
-fn derived_change_text(c: &bench::summary::ParamChange) -> String {
+fn derived_change_text(c: &infergate_model::summary::ParamChange) -> String {
     match &c.from {
         None => format!(
             "add {} (not set there yet)",
@@ -342,11 +342,12 @@ fn derived_change_text(c: &bench::summary::ParamChange) -> String {
 /// directory (`acceptance.json`): its `baseline/` run when used as the baseline, else its
 /// `candidate/` run.
 pub fn resolve_run_dir(path: &Path, as_baseline: bool) -> Result<PathBuf, RunPathError> {
-    if path.join(bench::rundir::SUMMARY_FILE).is_file() || !path.is_dir() {
+    if path.join(infergate_model::rundir::SUMMARY_FILE).is_file() || !path.is_dir() {
         return Ok(path.to_path_buf());
     }
-    if path.join(bench::sweep::SWEEP_FILE).is_file() {
-        let sweep = bench::sweep::SweepSummary::read(path).map_err(RunPathError::Sweep)?;
+    if path.join(infergate_model::sweep::SWEEP_FILE).is_file() {
+        let sweep =
+            infergate_model::sweep::SweepSummary::read(path).map_err(RunPathError::Sweep)?;
         let stage = match &sweep.knee {
             Some(k) => sweep.stages.iter().find(|s| s.stage == k.stage),
             None => sweep.stages.last(),
@@ -358,7 +359,7 @@ pub fn resolve_run_dir(path: &Path, as_baseline: bool) -> Result<PathBuf, RunPat
     if path.join("acceptance.json").is_file() {
         let side = if as_baseline { "baseline" } else { "candidate" };
         let run = path.join(side);
-        if run.join(bench::rundir::SUMMARY_FILE).is_file() {
+        if run.join(infergate_model::rundir::SUMMARY_FILE).is_file() {
             return Ok(run);
         }
         return Err(RunPathError::NoAcceptanceRun { path: path.to_path_buf(), side });
@@ -576,7 +577,10 @@ impl Runs<'_> {
 
     /// Coverage of the rows' intervals.
     fn confidence(&self) -> f64 {
-        self.input.stats.first().map_or(bench::stats::DEFAULT_CONFIDENCE, |s| s.confidence)
+        self.input
+            .stats
+            .first()
+            .map_or(infergate_model::stats::DEFAULT_CONFIDENCE, |s| s.confidence)
     }
 
     /// Whether the rows carry estimates.
@@ -713,9 +717,11 @@ const NOISE: f64 = 0.01;
 fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
     let (mut better, mut worse) = (Vec::new(), Vec::new());
     for (header, metric, _) in ctx.columns() {
-        let (Some(vb), Some(vr), Some(def)) =
-            (ctx.value(0, metric), ctx.value(i, metric), bench::summary::metric_def(metric))
-        else {
+        let (Some(vb), Some(vr), Some(def)) = (
+            ctx.value(0, metric),
+            ctx.value(i, metric),
+            infergate_model::summary::metric_def(metric),
+        ) else {
             continue;
         };
         let tested = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
@@ -738,7 +744,7 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
             let sign = if vr > vb { "+" } else { "" };
             format!("{name} {sign}{} (from 0)", sig_text(vr - vb))
         };
-        let lower_is_better = matches!(def.better, bench::summary::Better::Lower);
+        let lower_is_better = matches!(def.better, infergate_model::summary::Better::Lower);
         if (vr < vb) == lower_is_better { better.push(text) } else { worse.push(text) }
     }
     (better, worse)
@@ -938,15 +944,15 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
         }
     }
     for (i, r) in runs.iter().enumerate() {
-        if r.status != bench::summary::RunStatus::Complete {
+        if r.status != infergate_model::summary::RunStatus::Complete {
             let what = match r.status {
-                bench::summary::RunStatus::Interrupted => {
+                infergate_model::summary::RunStatus::Interrupted => {
                     "was interrupted: its numbers cover part of the planned load"
                 }
-                bench::summary::RunStatus::Aborted => {
+                infergate_model::summary::RunStatus::Aborted => {
                     "was aborted by an error of the bench (see its notes): its numbers cover part of the planned load"
                 }
-                bench::summary::RunStatus::Oversaturated => {
+                infergate_model::summary::RunStatus::Oversaturated => {
                     "was stopped early, over-saturated (see its notes): its numbers cover the load until the server fell behind its schedule"
                 }
                 _ => "failed: no measured request succeeded",
@@ -981,7 +987,12 @@ fn run_notes(o: &mut Body, ctx: &Runs<'_>) {
 
 /// The note on a run imported from another tool's results: the tool, the file and where its
 /// definitions differ from infergate's.
-fn imported_note(o: &mut Body, label: &str, r: &Summary, c: &bench::imported::ImportedConfig) {
+fn imported_note(
+    o: &mut Body,
+    label: &str,
+    r: &Summary,
+    c: &infergate_model::imported::ImportedConfig,
+) {
     let src = &c.imported;
     let version = src.tool_version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
     let files: Vec<String> =
@@ -1171,7 +1182,7 @@ fn adopt_derived(
     o: &mut Body,
     ctx: &Runs<'_>,
     governed: &str,
-    changes: &[bench::summary::ParamChange],
+    changes: &[infergate_model::summary::ParamChange],
 ) -> Vec<String> {
     let (chosen, label) = (ctx.chosen, &ctx.chosen_label);
     let ran = chosen.engine.as_ref().map_or(String::new(), |e| e.file.clone());
@@ -1372,7 +1383,7 @@ fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::Prop
             let per_trial = &st.estimates.get(metric)?.per_trial;
             let measured = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
                 (Some(a), Some(b)) if i != 0 && a.value != 0.0 => {
-                    bench::stats::difference(a, b, ctx.confidence()).ok().map(|d| {
+                    infergate_model::stats::difference(a, b, ctx.confidence()).ok().map(|d| {
                         let rel = |v: f64| v / a.value.abs();
                         (rel(d.absolute), d.lo.map(rel), d.hi.map(rel))
                     })
@@ -1692,11 +1703,11 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
                 .unwrap_or_default()
         );
         let status = match r.status {
-            bench::summary::RunStatus::Complete => "complete",
-            bench::summary::RunStatus::Interrupted => "interrupted",
-            bench::summary::RunStatus::Failed => "failed",
-            bench::summary::RunStatus::Aborted => "aborted",
-            bench::summary::RunStatus::Oversaturated => "oversaturated",
+            infergate_model::summary::RunStatus::Complete => "complete",
+            infergate_model::summary::RunStatus::Interrupted => "interrupted",
+            infergate_model::summary::RunStatus::Failed => "failed",
+            infergate_model::summary::RunStatus::Aborted => "aborted",
+            infergate_model::summary::RunStatus::Oversaturated => "oversaturated",
         };
         let dir = dirs.then(|| repo_link(&input.run_dirs[i], input.record_dir));
         let engine = r.engine.as_ref().map_or(BLANK.to_string(), |e| match &e.derived_from {
@@ -1809,7 +1820,7 @@ mod tests {
     fn every_matrix_metric_is_in_the_registry() {
         // `propose` reads an unknown metric as not measured: the matrix must name known ones.
         for (header, metric, _) in all_columns() {
-            assert!(bench::summary::metric_def(metric).is_some(), "{header}: {metric}");
+            assert!(infergate_model::summary::metric_def(metric).is_some(), "{header}: {metric}");
         }
     }
 

@@ -423,7 +423,7 @@ pub fn parse_budget_row(
     detects: Option<&str>,
     action: &str,
 ) -> Result<BudgetRow, String> {
-    let Some(def) = bench::summary::metric_def(metric) else {
+    let Some(def) = infergate_model::summary::metric_def(metric) else {
         return Err(unknown_metric_message(metric));
     };
     let worse_by = parse_share(budget).ok_or_else(|| {
@@ -438,7 +438,8 @@ pub fn parse_budget_row(
         None => None,
     };
     let action = Action::parse(action).map_err(|e| e.to_string())?;
-    bench::ab::BudgetCheck::new(def.path, worse_by, detect, true, "").map_err(|e| e.to_string())?;
+    infergate_model::ab::BudgetCheck::new(def.path, worse_by, detect, true, "")
+        .map_err(|e| e.to_string())?;
     Ok(BudgetRow { metric: def.path.to_string(), worse_by, detect, action, line: 0 })
 }
 
@@ -837,7 +838,7 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
                 ));
             }
             parts.push(Part::Key { file: file.to_string(), key: key.to_string() });
-        } else if bench::summary::metric_def(item).is_some() {
+        } else if infergate_model::summary::metric_def(item).is_some() {
             parts.push(Part::Metric(item.to_string()));
         } else {
             return Err(format!(
@@ -856,8 +857,10 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
 pub const ENVIRONMENT_COLUMN: &str = "environment";
 
 /// An `Environment` cell: blank, `any` or `—` for any environment, else an environment key
-/// (`bench::envkey`), backticks optional.
-pub fn parse_environment_cell(cell: &str) -> Result<Option<bench::envkey::EnvironmentKey>, String> {
+/// (`infergate_model::envkey`), backticks optional.
+pub fn parse_environment_cell(
+    cell: &str,
+) -> Result<Option<infergate_model::envkey::EnvironmentKey>, String> {
     let t = cell.trim().trim_matches('`').trim();
     if t.is_empty()
         || t.eq_ignore_ascii_case(crate::thresholds::file::ANY_ENVIRONMENT)
@@ -865,16 +868,16 @@ pub fn parse_environment_cell(cell: &str) -> Result<Option<bench::envkey::Enviro
     {
         return Ok(None);
     }
-    t.parse()
-        .map(Some)
-        .map_err(|e: bench::envkey::KeyError| format!("{e}, or `any` for any environment"))
+    t.parse().map(Some).map_err(|e: infergate_model::envkey::KeyError| {
+        format!("{e}, or `any` for any environment")
+    })
 }
 
 /// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).
 pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>> {
     let [metric, comparator, limit, unit, action] = cells.map(|c| c.trim().trim_matches('`'));
     let mut errors = Vec::new();
-    let def = bench::summary::metric_def(metric);
+    let def = infergate_model::summary::metric_def(metric);
     if def.is_none() {
         errors.push(unknown_metric_message(metric));
     }
@@ -925,7 +928,7 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
 }
 
 fn unknown_metric_message(metric: &str) -> String {
-    let nearest = bench::summary::known_metrics()
+    let nearest = infergate_model::summary::known_metrics()
         .iter()
         .map(|m| (edit_distance(metric, m.path), m.path))
         .min();

@@ -2,8 +2,8 @@
 //! a sweep's latency and throughput against load with the knee and the SLOs, a run's
 //! per-request timeline and its failures by class over time.
 
-use bench::record::RequestRecord;
-use bench::sweep::{StageResult, SweepSummary};
+use infergate_model::record::RequestRecord;
+use infergate_model::sweep::{StageResult, SweepSummary};
 
 use super::axis::label;
 use super::{Axis, Chart, Mark, MarkAxis, Series};
@@ -88,8 +88,8 @@ fn series_of(s: &SweepSummary, f: fn(&StageResult) -> Option<f64>) -> Vec<(f64, 
 fn load_axis(s: &SweepSummary) -> Axis {
     let loads: Vec<f64> = s.stages.iter().map(|r| r.load).collect();
     let unit = match s.dimension {
-        bench::sweep::Dimension::Concurrency => "concurrent requests",
-        bench::sweep::Dimension::Rate => "requests/s",
+        infergate_model::sweep::Dimension::Concurrency => "concurrent requests",
+        infergate_model::sweep::Dimension::Rate => "requests/s",
     };
     let mut axis = Axis::loads(format!("{} ({unit})", s.dimension.name()), &loads);
     if axis.scale == super::Scale::Log {

@@ -1,6 +1,6 @@
-use bench::metrics::Slo;
-use bench::summary::RunStatus;
-use bench::sweep::{StagePlan, StageResult, SweepSpec, SweepSummary};
+use infergate_model::metrics::Slo;
+use infergate_model::summary::RunStatus;
+use infergate_model::sweep::{StagePlan, StageResult, SweepSpec, SweepSummary};
 
 use super::figures::{cdf, cdf_points, sweep_latency, sweep_svg};
 use super::*;
@@ -116,7 +116,7 @@ fn text_is_escaped() {
 
 #[test]
 fn a_timeline_above_the_limit_is_sampled_and_says_so() {
-    let records: Vec<bench::record::RequestRecord> = (0..4500u64)
+    let records: Vec<infergate_model::record::RequestRecord> = (0..4500u64)
         .map(|i| {
             serde_json::from_value(serde_json::json!({
                 "id": i, "warmup": false, "class": "ok", "item": 0,
@@ -126,7 +126,7 @@ fn a_timeline_above_the_limit_is_sampled_and_says_so() {
             .unwrap()
         })
         .collect();
-    let refs: Vec<&bench::record::RequestRecord> = records.iter().collect();
+    let refs: Vec<&infergate_model::record::RequestRecord> = records.iter().collect();
     let chart = figures::timeline(&refs);
     assert_eq!(chart.series[0].drawn(), 1500);
     assert_eq!(chart.notes, vec!["n = 4500 measured requests; every 3rd drawn (1500 rows)"]);

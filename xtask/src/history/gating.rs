@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use bench::history::EntryKind;
-use bench::trials::TrialSet;
+use infergate_model::history::EntryKind;
+use infergate_model::trials::TrialSet;
 
 /// Gate a set with the history of `root` pooled in, printing what was used (a note a line),
 /// and append the set to the history. A single run is gated on its own and not appended.

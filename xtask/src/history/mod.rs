@@ -98,13 +98,13 @@ impl HistoryCmd {
                     eprintln!("warning: left out of the export: {p}");
                 }
                 let text = match format {
-                    Format::Csv => bench::history::to_csv(&h.entries),
-                    Format::Jsonl => bench::history::to_jsonl(&h.entries),
+                    Format::Csv => infergate_model::history::to_csv(&h.entries),
+                    Format::Jsonl => infergate_model::history::to_jsonl(&h.entries),
                 };
                 match out {
                     Some(path) => {
                         let path = root.join(path);
-                        bench::rundir::write_atomic(&path, text.as_bytes())
+                        infergate_model::rundir::write_atomic(&path, text.as_bytes())
                             .with_context(|| format!("cannot write {}", path.display()))?;
                     }
                     None => print!("{text}"),

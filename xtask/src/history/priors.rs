@@ -1,7 +1,7 @@
 //! What the gates take from the noise history, and what they give it.
 //!
 //! - The absolute gate ([`SetPriors`]): for each gated metric, the per-trial variance pooled
-//!   over the history's sets of the same scenario and fingerprint (`bench::history::pool`),
+//!   over the history's sets of the same scenario and fingerprint (`infergate_model::history::pool`),
 //!   applied to the set's own t interval unless the set is noisier than the history. A history
 //!   that could not be read, or of another scenario or fingerprint, is never pooled; each
 //!   metric's line says what was used.
@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use bench::history::{self, Entry, EntryKind, PoolOutcome, Pooled};
-use bench::stats::Method;
-use bench::summary::Summary;
-use bench::trials::{MetricEstimate, TrialSet};
+use infergate_model::history::{self, Entry, EntryKind, PoolOutcome, Pooled};
+use infergate_model::stats::Method;
+use infergate_model::summary::Summary;
+use infergate_model::trials::{MetricEstimate, TrialSet};
 
 use super::store::{self, History};
 
@@ -115,7 +115,7 @@ pub fn ab_priors(
     h: &History,
     baseline_trial: &Summary,
     metrics: &[String],
-) -> BTreeMap<String, bench::ab::Prior> {
+) -> BTreeMap<String, infergate_model::ab::Prior> {
     let (scenario, fingerprint) =
         (history::scenario_of(baseline_trial), history::fingerprint_of(baseline_trial));
     metrics
@@ -123,7 +123,7 @@ pub fn ab_priors(
         .filter_map(|m| {
             let p = history::pool_paired(&h.entries, &scenario, &fingerprint, m)?;
             let label = format!("the history's {} A/B gate(s) of this scenario", p.entries);
-            Some((m.clone(), bench::ab::Prior { variance: p.variance, df: p.df, label }))
+            Some((m.clone(), infergate_model::ab::Prior { variance: p.variance, df: p.df, label }))
         })
         .collect()
 }

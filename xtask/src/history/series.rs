@@ -1,6 +1,6 @@
 //! The history as series: per scenario and fingerprint, each metric's value at the commits of a
 //! branch's first-parent line (main's), oldest first, with the change points between them
-//! (`bench::stats::changepoint`), the decision records changed in each change's commit range,
+//! (`infergate_model::stats::changepoint`), the decision records changed in each change's commit range,
 //! and the commits of that range that touched a governed file.
 //!
 //! A point is one commit: the trials of every set measured there (trial sets, noise runs and
@@ -15,10 +15,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use bench::history::{Entry, EntryKind, Fingerprint, Scenario};
-use bench::stats::changepoint::{self, Detection, Settings};
-use bench::summary::{Better, Scale, metric_def};
 use git2::{Oid, Repository, Sort};
+use infergate_model::history::{Entry, EntryKind, Fingerprint, Scenario};
+use infergate_model::stats::changepoint::{self, Detection, Settings};
+use infergate_model::summary::{Better, Scale, metric_def};
 use serde::Serialize;
 
 use crate::adr::check::git;
@@ -298,7 +298,7 @@ fn point(line: &Line, pos: usize, es: &[&Entry], metric: &str, positive: bool) -
     let scaled: Vec<f64> = trials.iter().map(|v| if positive { v.ln() } else { *v }).collect();
     let back = |x: f64| if positive { x.exp() } else { x };
     // One trial has no interval: its value stands alone.
-    let (mean, lo, hi) = match bench::stats::interval::t_interval(&scaled, 0.95) {
+    let (mean, lo, hi) = match infergate_model::stats::interval::t_interval(&scaled, 0.95) {
         Ok((mean, lo, hi)) => (mean, Some(back(lo)), Some(back(hi))),
         Err(_) => (scaled[0], None, None),
     };
@@ -379,7 +379,9 @@ impl<'r> Lookups<'r> {
             n => git::read_text(repo, &l.tree(line, n - 1)?, SETTINGS_FILE)?,
         };
         l.patterns = text
-            .and_then(|t| Settings::parse(&bench::config::Source::new(SETTINGS_FILE, t)).ok())
+            .and_then(|t| {
+                Settings::parse(&infergate_model::config::Source::new(SETTINGS_FILE, t)).ok()
+            })
             .unwrap_or_default()
             .governed_patterns();
         Ok(l)

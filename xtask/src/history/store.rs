@@ -1,6 +1,6 @@
 //! The noise history in git: a ref of its own, `refs/infergate/history`, whose commits hold one
 //! JSONL file per scenario and fingerprint (`<scenario key>/<fingerprint key>.jsonl`, one
-//! `bench::history::Entry` a line), written with git2 without touching the work tree or the
+//! `infergate_model::history::Entry` a line), written with git2 without touching the work tree or the
 //! index. CI jobs share it like any ref (`git fetch origin refs/infergate/history:...`, `git
 //! push origin refs/infergate/history`); two jobs that appended at once are joined with
 //! `history merge` (a union by entry id). Reviewers read it with `git show`.
@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use bench::history::{Entry, parse_line};
 use git2::{ObjectType, Oid, Repository, Signature};
+use infergate_model::history::{Entry, parse_line};
 
 /// The ref the history lives under.
 pub const HISTORY_REF: &str = "refs/infergate/history";
@@ -219,7 +219,7 @@ fn write_tree(repo: &Repository, files: &BTreeMap<String, String>) -> anyhow::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench::history::{ENTRY_VERSION, EntryKind, Fingerprint, Scenario};
+    use infergate_model::history::{ENTRY_VERSION, EntryKind, Fingerprint, Scenario};
 
     fn entry(run: &str, host: &str) -> Entry {
         let mut e = Entry {

@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use bench::stats::changepoint::Settings;
 use clap::{Args, ValueEnum};
 use comfy_table::{Table, presets};
+use infergate_model::stats::changepoint::Settings;
 use serde::Serialize;
 
 use super::series::{self, Built, Change, Filter, Series};
@@ -87,7 +87,7 @@ impl SeriesArgs {
         }
         if let Some(path) = &self.html {
             let path = root.join(path);
-            bench::rundir::write_atomic(&path, page(&built).as_bytes())
+            infergate_model::rundir::write_atomic(&path, page(&built).as_bytes())
                 .with_context(|| format!("cannot write {}", path.display()))?;
             eprintln!("history page: {}", path.display());
         }
@@ -152,7 +152,7 @@ impl SeriesArgs {
         match &self.out {
             Some(p) => {
                 let path = root.join(p);
-                bench::rundir::write_atomic(&path, text.as_bytes())
+                infergate_model::rundir::write_atomic(&path, text.as_bytes())
                     .with_context(|| format!("cannot write {}", path.display()))
             }
             None => {
@@ -168,7 +168,8 @@ fn short(id: &str) -> String {
 }
 
 fn positive(metric: &str) -> bool {
-    bench::summary::metric_def(metric).is_none_or(|d| d.scale == bench::summary::Scale::Positive)
+    infergate_model::summary::metric_def(metric)
+        .is_none_or(|d| d.scale == infergate_model::summary::Scale::Positive)
 }
 
 fn pct(v: f64) -> String {

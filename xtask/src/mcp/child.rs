@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use bench::redact::Redactor;
+use infergate_model::redact::Redactor;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;
@@ -191,7 +191,7 @@ fn find_records(dir: &Path, depth: u32, found: &mut Vec<PathBuf>) {
         let path = e.path();
         if path.is_dir() && depth > 0 {
             find_records(&path, depth - 1, found);
-        } else if e.file_name() == bench::rundir::REQUESTS_FILE {
+        } else if e.file_name() == infergate_model::rundir::REQUESTS_FILE {
             found.push(path);
         }
     }
@@ -217,15 +217,18 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let trial = t.path().join("trial-01");
         std::fs::create_dir_all(&trial).unwrap();
-        let file = trial.join(bench::rundir::REQUESTS_FILE);
+        let file = trial.join(infergate_model::rundir::REQUESTS_FILE);
         std::fs::write(&file, "{}\n{}\n{\"half").unwrap();
         let mut c = RecordCount::default();
         assert_eq!(c.count(t.path()), 2);
         std::fs::write(&file, "{}\n{}\n{\"half\": 1}\n{}\n").unwrap();
         assert_eq!(c.count(t.path()), 4);
         std::fs::create_dir_all(t.path().join("trial-02")).unwrap();
-        std::fs::write(t.path().join("trial-02").join(bench::rundir::REQUESTS_FILE), "{}\n")
-            .unwrap();
+        std::fs::write(
+            t.path().join("trial-02").join(infergate_model::rundir::REQUESTS_FILE),
+            "{}\n",
+        )
+        .unwrap();
         assert_eq!(c.count(t.path()), 5);
         assert_eq!(c.count(&t.path().join("absent")), 5, "what was counted stays counted");
     }

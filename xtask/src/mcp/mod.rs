@@ -11,7 +11,7 @@
 //!
 //! In stdio mode the server's stdout is the protocol channel: nothing else prints there (the
 //! commands' output is captured from their own pipes). Every text a result carries passes the
-//! bench's redaction ([`bench::redact::Redactor`]) of the API keys the environment holds.
+//! bench's redaction ([`infergate_model::redact::Redactor`]) of the API keys the environment holds.
 
 pub mod child;
 pub mod explain;
@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use bench::redact::Redactor;
 use clap::Args;
+use infergate_model::redact::Redactor;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -201,7 +201,7 @@ pub fn tools() -> Vec<Tool> {
 impl ServerHandler for Server {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("infergate", bench::TOOL_VERSION))
+            .with_server_info(Implementation::new("infergate", infergate_model::TOOL_VERSION))
             .with_instructions(
                 "infergate: measure an inference config (bench), gate it against the accepted \
                  decision records (gate), and check that a change of a governed parameter has \
@@ -384,24 +384,24 @@ impl Call<'_> {
 }
 
 fn read_bench(dir: &Path) -> Result<Option<serde_json::Value>, String> {
-    if dir.join(bench::trials::TRIALS_FILE).is_file() {
-        let t = bench::trials::TrialsFile::read(dir).map_err(|e| format!("{e:#}"))?;
+    if dir.join(infergate_model::trials::TRIALS_FILE).is_file() {
+        let t = infergate_model::trials::TrialsFile::read(dir).map_err(|e| format!("{e:#}"))?;
         return serde_json::to_value(t).map(Some).map_err(|e| e.to_string());
     }
-    if !dir.join(bench::rundir::SUMMARY_FILE).is_file() {
+    if !dir.join(infergate_model::rundir::SUMMARY_FILE).is_file() {
         return Ok(None);
     }
-    let s = bench::Summary::read(dir).map_err(|e| format!("{e:#}"))?;
+    let s = infergate_model::Summary::read(dir).map_err(|e| format!("{e:#}"))?;
     serde_json::to_value(s).map(Some).map_err(|e| e.to_string())
 }
 
-fn read_artifact<A: bench::artifact::Artifact>(
+fn read_artifact<A: infergate_model::artifact::Artifact>(
     path: &Path,
 ) -> Result<Option<serde_json::Value>, String> {
-    if !bench::artifact::file_of::<A>(path).is_file() {
+    if !infergate_model::artifact::file_of::<A>(path).is_file() {
         return Ok(None);
     }
-    let a = bench::artifact::read::<A>(path).map_err(|e| e.to_string())?;
+    let a = infergate_model::artifact::read::<A>(path).map_err(|e| e.to_string())?;
     serde_json::to_value(a).map(Some).map_err(|e| e.to_string())
 }
 
@@ -410,11 +410,11 @@ fn read_gate(file: &Path) -> Result<Option<serde_json::Value>, String> {
 }
 
 fn read_ab(dir: &Path) -> Result<Option<serde_json::Value>, String> {
-    read_artifact::<bench::ab::file::AbFile>(dir)
+    read_artifact::<infergate_model::ab::file::AbFile>(dir)
 }
 
 fn read_compare(file: &Path) -> Result<Option<serde_json::Value>, String> {
-    read_artifact::<bench::compare::Comparison>(file)
+    read_artifact::<infergate_model::compare::Comparison>(file)
 }
 
 fn read_accept(dir: &Path) -> Result<Option<serde_json::Value>, String> {
@@ -432,12 +432,12 @@ fn record_files(root: &Path) -> Vec<PathBuf> {
 /// targets read from the environment, the passwords in their URLs, and any environment
 /// variable whose name ends in `API_KEY`.
 fn secrets(root: &Path) -> Redactor {
-    use bench::config::bench::HeaderValue;
+    use infergate_model::config::bench::HeaderValue;
     let mut vars: Vec<String> =
         std::env::vars().map(|(k, _)| k).filter(|k| k.ends_with("API_KEY")).collect();
     let mut found = Vec::new();
     if let Ok(cfg) =
-        bench::config::BenchConfig::load_in(root, Path::new(crate::settings::BENCH_FILE))
+        infergate_model::config::BenchConfig::load_in(root, Path::new(crate::settings::BENCH_FILE))
     {
         for t in cfg.file.targets.values() {
             vars.extend(t.api_key_env.clone());

@@ -1,10 +1,10 @@
 //! Console tables of a run's summary, and the rows they share with `report.html`.
 
-use bench::Summary;
-use bench::metrics::Stats;
-use bench::server_metrics::GaugeStats;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
+use infergate_model::Summary;
+use infergate_model::metrics::Stats;
+use infergate_model::server_metrics::GaugeStats;
 
 use crate::text::{BLANK, fmt_opt};
 

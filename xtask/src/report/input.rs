@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use bench::Summary;
-use bench::record::RequestRecord;
-use bench::strategy_compare::{COMPARISON_FILE, StrategyComparison};
-use bench::sweep::{SWEEP_FILE, SweepSummary};
-use bench::trials::{TRIALS_FILE, TrialsFile};
+use infergate_model::Summary;
+use infergate_model::record::RequestRecord;
+use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
+use infergate_model::sweep::{SWEEP_FILE, SweepSummary};
+use infergate_model::trials::{TRIALS_FILE, TrialsFile};
 
 use crate::tune::model::{TUNE_FILE, TuneFile};
 
@@ -158,12 +158,12 @@ pub fn read_run(dir: &Path, name: String) -> anyhow::Result<RunInput> {
     let summary_path = dir.join(SUMMARY_FILE);
     let summary = Summary::read(&summary_path)
         .with_context(|| format!("cannot read {}", summary_path.display()))?;
-    let (records, records_note) = match bench::rundir::read_records(dir) {
+    let (records, records_note) = match infergate_model::rundir::read_records(dir) {
         Ok(r) => {
             let note = r.truncated_tail.then(|| {
                 format!(
                     "the last line of {} was cut short and is left out",
-                    bench::rundir::REQUESTS_FILE
+                    infergate_model::rundir::REQUESTS_FILE
                 )
             });
             (r.records, note)

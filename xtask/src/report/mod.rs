@@ -62,7 +62,7 @@ pub fn write(path: &Path, thresholds: Option<&Path>) -> anyhow::Result<PathBuf> 
     };
     let html = page::render_page(&input, gate.as_ref())?;
     let out = input.dir().join(REPORT_FILE);
-    bench::rundir::write_atomic(&out, html.as_bytes())
+    infergate_model::rundir::write_atomic(&out, html.as_bytes())
         .with_context(|| format!("cannot write {}", out.display()))?;
     Ok(out)
 }

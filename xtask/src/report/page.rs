@@ -4,8 +4,8 @@
 //! figures, paragraphs, notes) from what the run directory holds; `page.html` renders it
 //! (`crate::template`).
 
-use bench::Summary;
-use bench::server_metrics::GaugeStats;
+use infergate_model::Summary;
+use infergate_model::server_metrics::GaugeStats;
 use serde::Serialize;
 
 use super::console::{latency_rows, overview_rows};
@@ -260,8 +260,8 @@ impl Page {
     fn finish(self) -> anyhow::Result<String> {
         let view = PageView {
             page: &self,
-            tool: bench::TOOL_NAME,
-            version: bench::TOOL_VERSION,
+            tool: infergate_model::TOOL_NAME,
+            version: infergate_model::TOOL_VERSION,
             blank: BLANK,
             css: crate::chart::style::PAGE_CSS,
         };
@@ -371,7 +371,7 @@ fn marks(s: &Summary, metric: &str, thresholds: Option<&Thresholds>) -> Vec<Mark
             format!("SLO {metric} <= {} ms", crate::chart::axis::label(v)),
         ));
     }
-    let env = bench::envkey::EnvironmentKey::of(s);
+    let env = infergate_model::envkey::EnvironmentKey::of(s);
     let applying =
         thresholds.map(|t| crate::thresholds::evaluate::select(t, &s.profile, Some(&env)).applying);
     for t in applying.unwrap_or_default() {
@@ -486,7 +486,7 @@ fn overlaid(p: &mut Page, runs: &[RunInput], thresholds: Option<&Thresholds>) {
     p.table("failures", rows);
 }
 
-fn sweep_table(s: &bench::sweep::SweepSummary) -> Vec<Row> {
+fn sweep_table(s: &infergate_model::sweep::SweepSummary) -> Vec<Row> {
     let head = [
         (s.dimension.name(), false),
         ("ok/total", false),
@@ -518,7 +518,7 @@ fn sweep_table(s: &bench::sweep::SweepSummary) -> Vec<Row> {
 }
 
 /// A trial set's estimates: metric, estimate [interval], trials and method, each trial's value.
-fn estimates_table(index: &bench::trials::TrialsFile) -> Vec<Row> {
+fn estimates_table(index: &infergate_model::trials::TrialsFile) -> Vec<Row> {
     let head = [
         ("metric", true),
         ("estimate", false),
@@ -612,7 +612,7 @@ fn tune_table(t: &crate::tune::model::TuneFile) -> Vec<Row> {
     rows
 }
 
-fn comparison_table(c: &bench::strategy_compare::StrategyComparison) -> Vec<Row> {
+fn comparison_table(c: &infergate_model::strategy_compare::StrategyComparison) -> Vec<Row> {
     let head = [
         ("strategy", true),
         ("batching", true),

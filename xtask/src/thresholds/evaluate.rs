@@ -1,6 +1,6 @@
 //! A run or a trial set against thresholds: every threshold that applies to the bench profile is
 //! decided from the metric's estimate with its confidence interval
-//! ([`bench::trials::TrialSet::estimates`], [`bench::stats::verdict`]): pass when the interval
+//! ([`infergate_model::trials::TrialSet::estimates`], [`infergate_model::stats::verdict`]): pass when the interval
 //! lies wholly on the passing side of the limit, fail when wholly on the failing side,
 //! inconclusive when it straddles the limit or there is no interval. A single run is a set of
 //! one (its interval is the request bootstrap of its own records). A metric no trial measured is
@@ -11,10 +11,10 @@
 //! [`Action`] through [`Verdict::effect`] alone; counts, exit status and rendering read that.
 //! An inconclusive blocking check leaves the gate undecided (exit 3), never passed.
 
-use bench::Summary;
-use bench::stats::{self, Estimate, Options};
-use bench::summary::RunStatus;
-use bench::trials::TrialSet;
+use infergate_model::Summary;
+use infergate_model::stats::{self, Estimate, Options};
+use infergate_model::summary::RunStatus;
+use infergate_model::trials::TrialSet;
 use serde::{Deserialize, Serialize};
 
 use super::file::{EnvironmentKey, Threshold, Thresholds};

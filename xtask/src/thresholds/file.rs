@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use bench::config::{ConfigError, Source};
+use infergate_model::config::{ConfigError, Source};
 use serde::{Deserialize, Serialize};
 
 use super::rule::{Action, Comparator};
-pub use bench::envkey::EnvironmentKey;
+pub use infergate_model::envkey::EnvironmentKey;
 
 /// Where the thresholds live, relative to the repository root.
 pub const GATE_FILE: &str = "thresholds/gate.toml";
@@ -39,7 +39,7 @@ pub struct Threshold {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scenario: BTreeMap<String, toml::Value>,
     /// The environment the limit holds for (GPU model and count, engine, model, dtype), in
-    /// its text form (`bench::envkey`): runs measured elsewhere are not gated by it. Absent: any
+    /// its text form (`infergate_model::envkey`): runs measured elsewhere are not gated by it. Absent: any
     /// environment (records written before thresholds were keyed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<EnvironmentKey>,
@@ -101,9 +101,9 @@ pub struct Budget {
 impl Budget {
     /// `metrics.ttft_ms.p99 at most 5% worse than the baseline (ADR-0001)`; points for a share.
     pub fn text(&self) -> String {
-        let share = bench::summary::metric_def(&self.metric)
-            .is_some_and(|d| d.scale == bench::summary::Scale::Share);
-        let n = bench::stats::sig_text(self.worse_by * 100.0);
+        let share = infergate_model::summary::metric_def(&self.metric)
+            .is_some_and(|d| d.scale == infergate_model::summary::Scale::Share);
+        let n = infergate_model::stats::sig_text(self.worse_by * 100.0);
         let amount = if share { format!("{n} points") } else { format!("{n}%") };
         format!("{} at most {amount} worse than the baseline (ADR-{:04})", self.metric, self.adr)
     }
@@ -147,7 +147,7 @@ pub fn parse(source: &Source) -> Result<Thresholds, ConfigError> {
     }
     for (i, th) in t.thresholds.iter().enumerate() {
         let at = format!("threshold #{} (from {}:{})", i + 1, th.file, th.line);
-        let Some(def) = bench::summary::metric_def(&th.metric) else {
+        let Some(def) = infergate_model::summary::metric_def(&th.metric) else {
             return Err(source.error(
                 None,
                 format!(
@@ -171,7 +171,7 @@ pub fn parse(source: &Source) -> Result<Thresholds, ConfigError> {
     }
     for (i, b) in t.budgets.iter().enumerate() {
         let at = format!("budget #{} (from {}:{})", i + 1, b.file, b.line);
-        bench::ab::BudgetCheck::new(&b.metric, b.worse_by, b.detect, true, "")
+        infergate_model::ab::BudgetCheck::new(&b.metric, b.worse_by, b.detect, true, "")
             .map_err(|e| source.error(None, format!("{at}: {e}")))?;
     }
     Ok(t)

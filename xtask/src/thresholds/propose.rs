@@ -1,12 +1,12 @@
 //! Limits proposed from measured values (`adr new` writes them into a record). From an
 //! estimate with an interval ([`propose_from_estimate`]): the interval's unfavourable end moved
-//! by the headroom (`bench::stats::propose_limit`), with the smallest regression the limit
+//! by the headroom (`infergate_model::stats::propose_limit`), with the smallest regression the limit
 //! detects. From a value without an interval ([`propose`]): the value moved by the headroom in
 //! the metric's worse direction. Either way rounded away from the value.
 
-use bench::Summary;
-use bench::stats::{DetectableChange, Direction, Estimate, Method};
-use bench::summary::{Better, Scale, metric_def};
+use infergate_model::Summary;
+use infergate_model::stats::{DetectableChange, Direction, Estimate, Method};
+use infergate_model::summary::{Better, Scale, metric_def};
 
 use super::rule::{Action, Comparator};
 
@@ -56,7 +56,7 @@ pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Op
 }
 
 /// The threshold proposed for `metric` from its estimate: the interval's unfavourable end plus
-/// `headroom` of the estimate (`bench::stats::propose_limit`), rounded away from the value to
+/// `headroom` of the estimate (`infergate_model::stats::propose_limit`), rounded away from the value to
 /// [`LIMIT_DIGITS`] significant digits; with the smallest regression it detects. Observed
 /// counts have no interval: their limit is [`propose_limit`]'s from the worst trial.
 pub fn propose_from_estimate(
@@ -84,13 +84,14 @@ pub fn propose_from_estimate(
         Better::Lower => Direction::LowerIsBetter,
         Better::Higher => Direction::HigherIsBetter,
     };
-    let raw = bench::stats::propose_limit(estimate, headroom, direction).ok()?;
+    let raw = infergate_model::stats::propose_limit(estimate, headroom, direction).ok()?;
     let up = def.better == Better::Lower;
     // Every known metric is at least 0: a floor below 0 is the floor 0 (it holds for any value,
     // and the record says that it detects nothing).
     let limit = round_sig(raw.limit, LIMIT_DIGITS, up).max(0.0);
-    let rounded = bench::stats::ProposedLimit { comparator: raw.comparator, limit };
-    let detects = bench::stats::min_detectable_change(estimate, &rounded, DETECT_POWER).ok();
+    let rounded = infergate_model::stats::ProposedLimit { comparator: raw.comparator, limit };
+    let detects =
+        infergate_model::stats::min_detectable_change(estimate, &rounded, DETECT_POWER).ok();
     Some(Proposed {
         metric: def.path,
         comparator: raw.comparator,

@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use bench::summary::RunStatus;
 use comfy_table::{Table, presets};
+use infergate_model::summary::RunStatus;
 
-use bench::stats::Estimate;
+use infergate_model::stats::Estimate;
 
 use super::evaluate::{Check, Effect, GateReport, Verdict};
 use crate::text::{BLANK, gh_escape, num, plural, with_unit};

@@ -32,7 +32,7 @@ pub struct GateRun {
 impl GateFile {
     pub fn new(status: Status, problems: Vec<String>, runs: Vec<GateRun>) -> GateFile {
         GateFile {
-            format_version: <GateFile as bench::artifact::Artifact>::VERSION,
+            format_version: <GateFile as infergate_model::artifact::Artifact>::VERSION,
             status: status.exit().name.to_string(),
             exit_code: status.code(),
             problems,
@@ -41,7 +41,7 @@ impl GateFile {
     }
 }
 
-impl bench::artifact::Artifact for GateFile {
+impl infergate_model::artifact::Artifact for GateFile {
     const FILE: &'static str = "gate.json";
     const VERSION: u32 = 1;
     const WHAT: &'static str = "a gate's report";

@@ -7,7 +7,7 @@
 //! - `metrics.itl_jitter` above 0.48 for 10m: investigate
 //! ```
 //!
-//! the metric (a registry path, `bench::summary::known_metrics`), where it breaks (`above`,
+//! the metric (a registry path, `infergate_model::summary::known_metrics`), where it breaks (`above`,
 //! `below`, `>`, `>=`, `<`, `<=`), the limit and its unit (as in the thresholds table, with the
 //! same `%` / `s` aliases), how long it must hold (`for` a Prometheus duration: `30s`, `5m`,
 //! `1h`) and the action (`roll back` or `investigate`); a parenthesised comment may follow. A
@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use bench::summary::Better;
+use infergate_model::summary::Better;
 
 use super::rule::Comparator;
 use super::units::to_metric_unit;
@@ -208,7 +208,7 @@ pub fn parse_condition(item: &str) -> Option<Result<RollbackCondition, Vec<Strin
 
 fn parse_rest(metric: &str, rest: &str) -> Result<RollbackCondition, Vec<String>> {
     let mut errors = Vec::new();
-    let def = bench::summary::metric_def(metric);
+    let def = infergate_model::summary::metric_def(metric);
     if def.is_none() {
         errors.push(format!(
             "unknown metric `{metric}` in a rollback condition; metrics are the dotted \

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use bench::stats::{COMPARATOR_CHOICES, Comparator, UnknownComparator};
+pub use infergate_model::stats::{COMPARATOR_CHOICES, Comparator, UnknownComparator};
 
 /// What a failed threshold does: `block` fails the gate (exit 1), `warn` only reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

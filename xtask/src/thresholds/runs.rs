@@ -126,7 +126,7 @@ mod tests {
     use crate::thresholds::evaluate::Check;
     use crate::thresholds::file::Threshold;
     use crate::thresholds::rule::Comparator;
-    use bench::summary::RunStatus;
+    use infergate_model::summary::RunStatus;
 
     fn report(run_id: &str, governed: bool) -> GateReport {
         GateReport {

@@ -17,8 +17,8 @@
 //! commands say so. The bounds are read from `/metrics` by `watch` and are each engine's
 //! defaults ([`default_bounds`]) in the rules `adr alerts` writes.
 
-use bench::engine_series::{llamacpp, sglang, vllm};
-use bench::promtext::Exposition;
+use infergate_model::engine_series::{llamacpp, sglang, vllm};
+use infergate_model::promtext::Exposition;
 
 use super::rollback::{RollbackCondition, Window};
 use super::rule::Comparator;
@@ -521,7 +521,7 @@ mod tests {
                 fast * 0.05 + slow * 0.5,
                 fast + slow
             );
-            Scrape { at_s, exposition: bench::promtext::parse(&text) }
+            Scrape { at_s, exposition: infergate_model::promtext::parse(&text) }
         };
         // 100 fast requests in the first 50 s, then 10 slow ones in the last 10 s.
         let s = vec![scrape(0.0, 0.0, 0.0), scrape(50.0, 100.0, 0.0), scrape(60.0, 100.0, 10.0)];

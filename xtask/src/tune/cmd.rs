@@ -15,12 +15,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use bench::config::{EngineConfig, Source};
-use bench::summary::{EngineParams, RunStatus};
-use bench::trials::TrialSet;
 use clap::{Args, ValueEnum};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
+use infergate_model::config::{EngineConfig, Source};
+use infergate_model::summary::{EngineParams, RunStatus};
+use infergate_model::trials::TrialSet;
 use serde_json::Value as Json;
 use xshell::Shell;
 
@@ -122,7 +122,7 @@ struct Tune<'a> {
     governed_rel: String,
     /// Part of every row's key: profile, bench arguments, engine.
     key_base: String,
-    slo: bench::metrics::Slo,
+    slo: infergate_model::metrics::Slo,
     /// The profile's measured requests (successive halving splits them into rungs).
     requests: Option<u64>,
     stop: Arc<AtomicBool>,
@@ -395,9 +395,9 @@ impl Tune<'_> {
 
     /// `tune.json` and `pareto.svg`, atomically.
     fn write(&self, file: &TuneFile) -> anyhow::Result<()> {
-        bench::artifact::write(&self.dir, file)?;
+        infergate_model::artifact::write(&self.dir, file)?;
         let svg = crate::chart::figures::pareto_svg(&file.pareto_points());
-        bench::rundir::write_atomic(&self.dir.join(PARETO_FILE), svg.as_bytes())?;
+        infergate_model::rundir::write_atomic(&self.dir.join(PARETO_FILE), svg.as_bytes())?;
         Ok(())
     }
 
@@ -426,12 +426,12 @@ impl Tune<'_> {
             }
         };
         let config = self.dir.join(format!("engine-{name}.toml"));
-        bench::rundir::write_atomic(&config, text.as_bytes())
+        infergate_model::rundir::write_atomic(&config, text.as_bytes())
             .with_context(|| format!("cannot write {}", config.display()))?;
         row.config = rel(&config, &self.root);
         let rung_requests = rung.map(|g| g.requests);
         let keyed = format!("{text}\n{}\n{rung_requests:?}", self.key_base);
-        row.key = format!("{:016x}", bench::hash::fnv1a(keyed.as_bytes()));
+        row.key = format!("{:016x}", infergate_model::hash::fnv1a(keyed.as_bytes()));
         let run_dir = self.dir.join(&run_name);
         let mut old_rows = previous.into_iter().flat_map(|p| p.rows.iter().chain(&p.earlier));
         if let Some(old) = old_rows.find(|r| r.key == row.key && r.status == RowStatus::Measured)
@@ -564,7 +564,7 @@ impl Tune<'_> {
             "metrics.tpot_ms.p99",
             "metrics.e2e_ms.p99",
         ];
-        let mut est = set.estimates(&metrics, bench::stats::Options::default());
+        let mut est = set.estimates(&metrics, infergate_model::stats::Options::default());
         let mut take = |m: &str| est.remove(m).and_then(|e| e.estimate);
         row.estimates = RowEstimates {
             goodput_rps: take(metrics[0]),
@@ -622,7 +622,10 @@ impl Tune<'_> {
             let text = super::apply::apply(&self.governed.text, &settings)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot apply the winner to {}", self.governed_rel))?;
-            bench::rundir::write_atomic(&self.root.join(&self.governed_rel), text.as_bytes())?;
+            infergate_model::rundir::write_atomic(
+                &self.root.join(&self.governed_rel),
+                text.as_bytes(),
+            )?;
             println!(
                 "applied to {}; record it: cargo xtask adr new \"<title>\" --tune {}",
                 self.governed_rel,
@@ -636,10 +639,10 @@ impl Tune<'_> {
 /// The stage of a sweep directory that stands for it, with which one it is in words (`knee,
 /// concurrency 8`); `None` for a run or trial set.
 fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
-    if !dir.join(bench::sweep::SWEEP_FILE).is_file() {
+    if !dir.join(infergate_model::sweep::SWEEP_FILE).is_file() {
         return Ok(None);
     }
-    let sweep = bench::sweep::SweepSummary::read(dir).map_err(|e| e.to_string())?;
+    let sweep = infergate_model::sweep::SweepSummary::read(dir).map_err(|e| e.to_string())?;
     let (stage, which) = match &sweep.knee {
         Some(k) => (sweep.stages.iter().find(|s| s.stage == k.stage), "knee"),
         None => (sweep.stages.last(), "last stage, no knee"),
@@ -650,8 +653,8 @@ fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
 
 /// A run, trial set or sweep that ran to its end.
 fn complete(dir: &Path) -> bool {
-    if dir.join(bench::sweep::SWEEP_FILE).is_file() {
-        return bench::sweep::SweepSummary::read(dir).is_ok_and(|s| {
+    if dir.join(infergate_model::sweep::SWEEP_FILE).is_file() {
+        return infergate_model::sweep::SweepSummary::read(dir).is_ok_and(|s| {
             s.stages.len() == s.values.len()
                 && s.stages.iter().all(|st| st.status == RunStatus::Complete)
         });
@@ -686,7 +689,7 @@ fn progress_line(r: &TuneRow) -> String {
 }
 
 /// An estimate as `value ± half-width` (marks: `~` one run, `*` undersampled), else the value.
-fn shown(e: Option<&bench::stats::Estimate>, v: Option<f64>, decimals: usize) -> String {
+fn shown(e: Option<&infergate_model::stats::Estimate>, v: Option<f64>, decimals: usize) -> String {
     e.map_or_else(|| fmt_opt(v, decimals), |e| e.short().to_string())
 }
 
@@ -701,7 +704,7 @@ pub fn legend(file: &TuneFile) -> String {
          bootstrap (run-to-run variance not counted); * undersampled. SLOs: met when the \
          interval's unfavourable end is within the limit, missed when its favourable end is \
          beyond it, else undecided.",
-        bench::stats::DEFAULT_CONFIDENCE * 100.0
+        infergate_model::stats::DEFAULT_CONFIDENCE * 100.0
     );
     if one_run {
         s.push_str(&format!(" --trials {} counts run-to-run variance.", file.more_trials()));

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use bench::config::{ConfigError, EngineConfig, Source};
+use infergate_model::config::{ConfigError, EngineConfig, Source};
 use serde::Deserialize;
 
 /// One axis of the grid: a dotted engine-config key and the values to try, in order.

@@ -2,7 +2,7 @@
 //! rows meet the profile's SLOs, the Pareto fronts, the winner and its tie-break, the warning
 //! when the winner sits at the edge of the grid, and the order a search measures in.
 //!
-//! Every number the choice uses is an estimate with its interval (`bench::stats::Estimate`: t
+//! Every number the choice uses is an estimate with its interval (`infergate_model::stats::Estimate`: t
 //! across trials, or the request bootstrap of a single run), and the choice says how sure it
 //! is (docs/tune.md):
 //!
@@ -11,7 +11,7 @@
 //!   beyond it, and is *undecided* otherwise; only rows that meet every objective contend.
 //! - **The winner** ([`choose`]): the contender with the highest goodput (the leader), compared
 //!   with each other contender by the goodput difference's interval (Welch, or request-level for
-//!   single runs: `bench::compare::compare_estimates`). When the leader is significantly better
+//!   single runs: `infergate_model::compare::compare_estimates`). When the leader is significantly better
 //!   than every other, with run-to-run variance counted (trials on both sides: [`beats`]),
 //!   goodput decided ([`DecidedBy::Goodput`]). Otherwise the leader and those
 //!   it is not significantly better than are indistinguishable, and the tie-break picks among
@@ -21,8 +21,10 @@
 use std::cmp::Ordering;
 use std::path::Path;
 
-use bench::compare::{Change, compare_estimates};
-use bench::stats::{Comparator, DEFAULT_CONFIDENCE, Difference, Estimate, Verdict, verdict};
+use infergate_model::compare::{Change, compare_estimates};
+use infergate_model::stats::{
+    Comparator, DEFAULT_CONFIDENCE, Difference, Estimate, Verdict, verdict,
+};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -318,7 +320,7 @@ pub struct TuneFile {
     pub warnings: Vec<String>,
 }
 
-impl bench::artifact::Artifact for TuneFile {
+impl infergate_model::artifact::Artifact for TuneFile {
     const FILE: &'static str = TUNE_FILE;
     const VERSION: u32 = FORMAT_VERSION;
     const VERSION_FIELD: &'static str = "format";
@@ -331,8 +333,8 @@ fn is_zero(n: &u64) -> bool {
 
 impl TuneFile {
     /// Read `tune.json` of a tune directory (or the file itself).
-    pub fn read(path: &Path) -> Result<TuneFile, bench::artifact::ArtifactError> {
-        bench::artifact::read(path)
+    pub fn read(path: &Path) -> Result<TuneFile, infergate_model::artifact::ArtifactError> {
+        infergate_model::artifact::read(path)
     }
 
     /// The winner's row.
@@ -485,17 +487,17 @@ fn difference_text(d: Option<&Difference>) -> String {
     let Some(d) = d else { return crate::text::BLANK.to_string() };
     let (Some(lo), Some(hi)) = (d.lo, d.hi) else { return format!("{:+}", d.absolute) };
     let width = (hi - lo).abs();
-    let decimals = if width > 0.0 { bench::stats::decimals_for(width / 2.0) } else { 2 };
+    let decimals = if width > 0.0 { infergate_model::stats::decimals_for(width / 2.0) } else { 2 };
     let tilde = if d.request_level_only { "~" } else { "" };
     format!("[{lo:.decimals$}, {hi:.decimals$}]{tilde}")
 }
 
 /// The profile's SLO objectives against a row's P99 estimates (TTFT, TPOT, E2E), each
-/// decided from its interval as a gate decides `<=` (`bench::stats::verdict`): `(misses,
+/// decided from its interval as a gate decides `<=` (`infergate_model::stats::verdict`): `(misses,
 /// undecided)`, each a sentence: `TTFT P99 812 ms [760, 840]~ above the SLO's 500 ms`. An
 /// objective not measured is a miss; one measured without an interval is undecided.
 pub fn slo_check(
-    slo: &bench::metrics::Slo,
+    slo: &infergate_model::metrics::Slo,
     p99: [(Option<f64>, Option<&Estimate>); 3],
 ) -> (Vec<String>, Vec<String>) {
     let (mut misses, mut undecided) = (Vec::new(), Vec::new());
@@ -754,7 +756,7 @@ mod tests {
             confidence: 0.95,
             trials: 3,
             requests: 300,
-            method: bench::stats::Method::TInterval,
+            method: infergate_model::stats::Method::TInterval,
             undersampled: false,
         }
     }
@@ -883,7 +885,7 @@ mod tests {
         let mut single = rows.clone();
         for r in &mut single {
             let e = r.estimates.goodput_rps.as_mut().unwrap();
-            (e.method, e.trials) = (bench::stats::Method::RequestBootstrap, 1);
+            (e.method, e.trials) = (infergate_model::stats::Method::RequestBootstrap, 1);
             r.trials = 1;
         }
         let c = choose(&single).unwrap();
@@ -952,7 +954,11 @@ mod tests {
 
     #[test]
     fn slos_are_met_missed_or_undecided_by_the_intervals_unfavourable_and_favourable_ends() {
-        let slo = bench::metrics::Slo { ttft_ms: Some(500.0), tpot_ms: Some(50.0), e2e_ms: None };
+        let slo = infergate_model::metrics::Slo {
+            ttft_ms: Some(500.0),
+            tpot_ms: Some(50.0),
+            e2e_ms: None,
+        };
         let (ttft, tpot) = (est(450.0, 40.0), est(45.0, 4.0));
         let (m, u) = slo_check(
             &slo,
@@ -962,7 +968,7 @@ mod tests {
         // 480 ± 50: the upper end 530 is beyond 500, the lower end within: undecided.
         let straddles = est(480.0, 50.0);
         let mut above = est(812.0, 20.0);
-        above.method = bench::stats::Method::RequestBootstrap;
+        above.method = infergate_model::stats::Method::RequestBootstrap;
         let (m, u) =
             slo_check(&slo, [(Some(480.0), Some(&straddles)), (Some(45.0), None), (None, None)]);
         assert!(m.is_empty(), "{m:?}");

@@ -1016,7 +1016,7 @@ fn a_changed_workload_file_of_a_gated_profile_needs_a_record_measured_on_it() {
 
 /// A provenance of `dataset refresh` for a dataset whose refreshed content is `text`.
 fn provenance_of(file: &str, text: &str) -> String {
-    use bench::refresh::provenance::*;
+    use infergate_model::refresh::provenance::*;
     let p = Provenance {
         format_version: 1,
         tool: "infergate 0.1.0".into(),
@@ -1058,7 +1058,7 @@ fn provenance_of(file: &str, text: &str) -> String {
             input: file.into(),
             input_hash: "fnv1a:0000000000000000".into(),
             output: file.into(),
-            output_hash: bench::workload::WorkloadFile::of(file, text.as_bytes()).hash,
+            output_hash: infergate_model::workload::WorkloadFile::of(file, text.as_bytes()).hash,
             items: 1,
             structured_before: 0,
             structured_after: 0,

@@ -327,7 +327,7 @@ fn canary(
     let _ = finish(load, Duration::from_secs(WATCH_S + 60));
     drop((prom, sim));
     let p99 = |m: &str| {
-        let s = bench::Summary::read(&root.join(&out)).ok()?;
+        let s = infergate_model::Summary::read(&root.join(&out)).ok()?;
         s.metric(m)
     };
     Seen {
@@ -351,7 +351,7 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
     let o = xtask(scratch.path(), &["adr", "new", "Canary", "--baseline", "runs/baseline"]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let written = std::fs::read_to_string(new_record(scratch.path())).unwrap();
-    let baseline = bench::Summary::read(&scratch.path().join("runs/baseline")).unwrap();
+    let baseline = infergate_model::Summary::read(&scratch.path().join("runs/baseline")).unwrap();
     let conditions: Vec<String> = written
         .lines()
         .filter(|l| l.starts_with("- `metrics.") && l.contains(": roll back"))

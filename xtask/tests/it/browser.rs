@@ -145,7 +145,7 @@ fn a_run_report_loads_with_failures_blanks_and_every_chart() {
     let r = repo("[profile.default.sim.faults]\nhttp_503 = 0.3\n");
     let o = xtask(r.path(), &["bench", "-q", "--out", "runs/a", "--report"]);
     assert!(o.code == 0 || o.code == 1, "{}", o.stderr);
-    let s = bench::Summary::read(&r.path().join("runs/a")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/a")).unwrap();
     let dom = open(&chromium, &r.path().join("runs/a/report.html"), "run");
     for id in ["ttft-cdf", "tpot-cdf", "itl-cdf", "e2e-cdf"] {
         let got = series(chart(&dom, id));
@@ -227,7 +227,7 @@ fn a_ten_thousand_request_report_is_small_and_loads() {
         ],
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let s = bench::Summary::read(&r.path().join("runs/k")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/k")).unwrap();
     assert_eq!(s.requests.total, 10_000);
     let page = r.path().join("runs/k/report.html");
     let size = std::fs::metadata(&page).unwrap().len();

@@ -159,11 +159,11 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
     assert!(out.stdout.contains("one run without its requests.jsonl"), "{}", out.stdout);
     // Two trials of the chosen run's numbers (zero spread) pass its own gate; the baseline's
     // do not.
-    let set = |name: &str, run: &bench::Summary| {
+    let set = |name: &str, run: &infergate_model::Summary| {
         crate::support::write_set(&root.join("sets").join(name), &[run.clone(), run.clone()])
     };
-    set("exp2", &bench::Summary::read(&runs.join("run-exp2")).unwrap());
-    set("base", &bench::Summary::read(&runs.join("run-base")).unwrap());
+    set("exp2", &infergate_model::Summary::read(&runs.join("run-exp2")).unwrap());
+    set("base", &infergate_model::Summary::read(&runs.join("run-base")).unwrap());
     let out = xtask(root, &["gate", "sets/exp2"]);
     assert_eq!(out.code, 0, "{}", out.stdout);
     let out = xtask(root, &["gate", "sets/base", "--github"]);

@@ -33,7 +33,7 @@ fn a_successful_run_exits_0_and_writes_its_directory() {
     for f in ["summary.json", "requests.jsonl", "histograms.hlog"] {
         assert!(r.path().join("runs/a").join(f).exists(), "{f}");
     }
-    let s = bench::Summary::read(&r.path().join("runs/a")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/a")).unwrap();
     assert_eq!(s.requests.ok, 4);
     assert!(s.simulated);
     // A run directory is never overwritten.
@@ -71,8 +71,8 @@ fn a_run_where_every_request_failed_exits_1() {
     let o = xtask(r.path(), &["bench", "-q", "--out", "runs/f"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("no measured request succeeded (http_503: 4)"), "{}", stderr(&o));
-    let s = bench::Summary::read(&r.path().join("runs/f")).unwrap();
-    assert_eq!(s.status, bench::summary::RunStatus::Failed);
+    let s = infergate_model::Summary::read(&r.path().join("runs/f")).unwrap();
+    assert_eq!(s.status, infergate_model::summary::RunStatus::Failed);
 }
 
 /// Send `signal` (`-INT`, `-TERM`) to `child` and wait (bounded) for it to exit.
@@ -123,8 +123,8 @@ fn ctrl_c_and_sigterm_write_what_was_measured_and_exit_130() {
         std::thread::sleep(Duration::from_millis(300));
         let status = stop(&mut child, signal);
         assert_eq!(status.code(), Some(130), "{signal}");
-        let s = bench::Summary::read(&r.path().join("runs/i")).unwrap();
-        assert_eq!(s.status, bench::summary::RunStatus::Interrupted, "{signal}");
+        let s = infergate_model::Summary::read(&r.path().join("runs/i")).unwrap();
+        assert_eq!(s.status, infergate_model::summary::RunStatus::Interrupted, "{signal}");
         assert_eq!(
             s.requests.by_class.get("interrupted"),
             Some(&2),
@@ -333,13 +333,13 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     let dir = r.path().join("set");
-    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!((index.planned, index.trials.len(), index.confidence), (3, 3, 0.95));
     assert_eq!(index.bench_args, ["--profile", "noisy", "--trials", "3"]);
     let mut seeds = Vec::new();
     for (i, t) in index.trials.iter().enumerate() {
         assert_eq!(t.dir, format!("trial-0{}", i + 1));
-        let s = bench::Summary::read(&dir.join(&t.dir)).unwrap();
+        let s = infergate_model::Summary::read(&dir.join(&t.dir)).unwrap();
         assert_eq!((s.requests.ok, s.run_id.as_str()), (8, t.run_id.as_str()));
         assert!(s.environment.noise.is_some(), "every run records the host's noise");
         seeds.push(s.config.profile().unwrap().sim.noise.seed);
@@ -347,13 +347,16 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     seeds.dedup();
     assert_eq!(seeds.len(), 3, "each trial draws its own seed: {seeds:?}");
     // The default metrics, each with its t interval across the three trials.
-    for m in bench::trials::DEFAULT_METRICS {
+    for m in infergate_model::trials::DEFAULT_METRICS {
         assert!(index.metrics.contains_key(*m), "{m}");
     }
     let tpot = &index.metrics["metrics.tpot_ms.mean"];
     assert_eq!(tpot.per_trial.len(), 3);
     let e = tpot.estimate.as_ref().unwrap();
-    assert_eq!((e.method, e.trials, e.requests), (bench::stats::Method::TInterval, 3, 24));
+    assert_eq!(
+        (e.method, e.trials, e.requests),
+        (infergate_model::stats::Method::TInterval, 3, 24)
+    );
     assert!(e.lo < e.value && e.value < e.hi, "{e}");
     // P99 from 8 requests a trial is marked, in the file and on the console.
     assert!(index.metrics["metrics.ttft_ms.p99"].estimate.as_ref().unwrap().undersampled);
@@ -372,7 +375,10 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     .unwrap();
     let o = xtask(r.path(), &["bench", "-q", "-p", "two", "--out", "two"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(bench::trials::TrialsFile::read(&r.path().join("two")).unwrap().trials.len(), 2);
+    assert_eq!(
+        infergate_model::trials::TrialsFile::read(&r.path().join("two")).unwrap().trials.len(),
+        2
+    );
     let o = xtask(r.path(), &["bench", "-q", "-p", "none"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("trials") && stderr(&o).contains("1..=1000"), "{}", stderr(&o));
@@ -392,7 +398,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     let o = xtask(r.path(), &["bench", "-q", "-p", "noisy", "--trials", "2", "--out", "set"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let dir = r.path().join("set");
-    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     let mean = index.metrics["metrics.tpot_ms.mean"].estimate.as_ref().unwrap().value;
     let write = |limit: f64| {
         std::fs::create_dir_all(r.path().join("thresholds")).unwrap();
@@ -415,7 +421,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
         out.contains("until decided: still inconclusive after 4 trials (3 of at most 3 looks, each at 98.3333% confidence"),
         "{out}"
     );
-    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!(index.trials.len(), 4);
     assert_eq!(index.trials[3].dir, "trial-04");
     // A far limit is decided at the first look.
@@ -441,7 +447,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
         "{}",
         stderr(&o)
     );
-    assert_eq!(bench::trials::TrialsFile::read(&dir).unwrap().trials.len(), 4);
+    assert_eq!(infergate_model::trials::TrialsFile::read(&dir).unwrap().trials.len(), 4);
     std::fs::write(&engine, text).unwrap();
     // bench --gate --trials --until-decided in one step.
     let args = [
@@ -482,20 +488,21 @@ fn ctrl_c_in_a_trial_set_keeps_the_finished_trials_and_exits_130() {
     // Wait (bounded) until the first trial is in trials.json, then interrupt the cooldown.
     let started = Instant::now();
     let dir = r.path().join("set");
-    let first_done = || bench::trials::TrialsFile::read(&dir).is_ok_and(|i| i.trials.len() == 1);
+    let first_done =
+        || infergate_model::trials::TrialsFile::read(&dir).is_ok_and(|i| i.trials.len() == 1);
     while !first_done() && started.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(first_done(), "the first trial never finished");
     let status = stop(&mut child, "-INT");
     assert_eq!(status.code(), Some(130));
-    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!(index.trials.len(), 1);
     assert_eq!(index.planned, 3);
     assert!(index.notes.iter().any(|n| n.contains("cooldown before trial 2")), "{:?}", index.notes);
     // The one trial's estimates are there, from its requests.
     let e = index.metrics["metrics.ttft_ms.mean"].estimate.as_ref().unwrap();
-    assert_eq!(e.method, bench::stats::Method::RequestBootstrap);
+    assert_eq!(e.method, infergate_model::stats::Method::RequestBootstrap);
     assert!(!dir.join("trial-02").exists());
 }
 
@@ -531,7 +538,7 @@ fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     // The report shows the plateau beside the whole window (this 3 s run has none: too short).
     let report = String::from_utf8_lossy(&o.stdout);
     assert!(report.contains("none: the steady part lasted"), "{report}");
-    let capacity = bench::Summary::read(&r.path().join("runs/capacity"))
+    let capacity = infergate_model::Summary::read(&r.path().join("runs/capacity"))
         .unwrap()
         .throughput
         .requests_per_s
@@ -547,8 +554,8 @@ fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     assert!(stderr(&o).contains("over-saturated"), "{}", stderr(&o));
     // Stopped within seconds, far from the 50 s the profile asked for.
     assert!(took < Duration::from_secs(30), "{took:?}");
-    let s = bench::Summary::read(&r.path().join("runs/over")).unwrap();
-    assert_eq!(s.status, bench::summary::RunStatus::Oversaturated);
+    let s = infergate_model::Summary::read(&r.path().join("runs/over")).unwrap();
+    assert_eq!(s.status, infergate_model::summary::RunStatus::Oversaturated);
     let note = s.notes.iter().find(|n| n.contains("over-saturated")).expect("the note");
     assert!(note.contains("stopped early"), "{note}");
     assert!(s.timing.window.duration_s.unwrap() < 20.0, "{:?}", s.timing.window);
@@ -571,8 +578,8 @@ fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     ];
     let o = xtask(r.path(), &under);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let s = bench::Summary::read(&r.path().join("runs/under")).unwrap();
-    assert_eq!(s.status, bench::summary::RunStatus::Complete, "{:?}", s.notes);
+    let s = infergate_model::Summary::read(&r.path().join("runs/under")).unwrap();
+    assert_eq!(s.status, infergate_model::summary::RunStatus::Complete, "{:?}", s.notes);
 }
 
 #[test]
@@ -598,13 +605,13 @@ fn steady_gate_makes_the_gate_read_the_plateaus_figures() {
     let o = xtask(r.path(), &args(&["--out", "runs/whole"]));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(1), "the whole window's P99 holds the ramp: {out}");
-    let whole = bench::Summary::read(&r.path().join("runs/whole")).unwrap();
+    let whole = infergate_model::Summary::read(&r.path().join("runs/whole")).unwrap();
     assert!(whole.metrics.ttft_ms.as_ref().unwrap().p99 >= 200.0);
     let o = xtask(r.path(), &args(&["--set", "steady.gate=true", "--out", "runs/plateau"]));
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(out.contains("the thresholds read the run's plateau figures"), "{out}");
-    let s = bench::Summary::read(&r.path().join("runs/plateau")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/plateau")).unwrap();
     assert!(s.gates_on_plateau());
     assert!(s.metric("plateau.metrics.ttft_ms.p99").unwrap() < 100.0, "{:?}", s.plateau);
     assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), s.metric("plateau.metrics.ttft_ms.p99"));

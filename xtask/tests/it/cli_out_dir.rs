@@ -52,5 +52,5 @@ fn a_second_run_into_a_directory_in_use_exits_2_and_the_first_stays_whole() {
     for line in records.lines() {
         serde_json::from_str::<serde_json::Value>(line).expect("every line is JSON");
     }
-    assert_eq!(bench::Summary::read(&out).unwrap().requests.ok, 4);
+    assert_eq!(infergate_model::Summary::read(&out).unwrap().requests.ok, 4);
 }

@@ -132,7 +132,7 @@ fn a_proxy_from_the_environment_is_used_for_a_remote_target_and_noted() {
     let r = remote_repo();
     let o = bench_through(r.path(), &proxy, &[]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let s = bench::Summary::read(&r.path().join("runs/p")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/p")).unwrap();
     assert_eq!(s.requests.ok, 3, "{:?}", s.requests.by_class);
     assert!(
         s.notes.iter().any(|n| n.contains("requests go through the proxy named by HTTP_PROXY")),
@@ -169,7 +169,7 @@ fn a_proxy_from_the_environment_is_ignored_for_a_loopback_target() {
     std::fs::write(r.path().join("configs/bench.toml"), text).unwrap();
     let o = bench_through(r.path(), &proxy, &[]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let s = bench::Summary::read(&r.path().join("runs/p")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/p")).unwrap();
     assert_eq!(s.requests.ok, 2);
     assert!(
         s.notes.iter().any(|n| n.contains("proxy variables (HTTP_PROXY) are ignored")),

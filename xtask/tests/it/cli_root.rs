@@ -23,6 +23,6 @@ fn without_dash_c_the_repository_of_the_current_directory_is_the_root() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     // The config of this repository was used, and --out is relative to its root.
-    let s = bench::Summary::read(&root.join("runs/r")).unwrap();
+    let s = infergate_model::Summary::read(&root.join("runs/r")).unwrap();
     assert_eq!(s.requests.ok, 2);
 }

@@ -165,7 +165,7 @@ fn bench_prints_and_writes_no_slice_of_the_key() {
     let n = answers().len();
     let r = repo(port, "m", n);
     let o = xtask(r.path(), &["bench", "--out", "runs/a"]);
-    let s = bench::Summary::read(&r.path().join("runs/a")).expect("a summary");
+    let s = infergate_model::Summary::read(&r.path().join("runs/a")).expect("a summary");
     assert_eq!(s.requests.total, n as u64, "{}", String::from_utf8_lossy(&o.stderr));
     let mut found = scan(r.path(), &o);
     // A refusal quotes what the server offers.

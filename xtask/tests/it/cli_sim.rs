@@ -21,7 +21,7 @@ fn the_standalone_simulator_serves_with_faults_on_demand() {
     );
     // Every completion is answered 503: the run measured only failures (exit 1), each counted.
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
-    let s = bench::Summary::read(&r.path().join("runs/f")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/f")).unwrap();
     assert_eq!(s.requests.by_class.get("http_503"), Some(&6), "{:?}", s.requests.by_class);
     assert!(s.simulated, "the standalone simulator announces itself");
     drop(sim);
@@ -56,7 +56,7 @@ fn the_engine_parameters_change_what_the_bench_measures() {
             ],
         );
         assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-        let s = bench::Summary::read(&r.path().join("runs/e")).unwrap();
+        let s = infergate_model::Summary::read(&r.path().join("runs/e")).unwrap();
         assert_eq!(s.engine.as_ref().unwrap().params["scheduler"]["max_num_seqs"], seqs);
         s.throughput.output_tokens_per_s.unwrap()
     };
@@ -84,7 +84,7 @@ fn the_oracle_profile_is_measured_back() {
         ],
     );
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let s = bench::Summary::read(&r.path().join("runs/o")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/o")).unwrap();
     let (ttft, tpot) = (s.metrics.ttft_ms.unwrap(), s.metrics.tpot_ms.unwrap());
     // Loose bounds: the precise known answer is bench/tests/timing/known_answer.rs; this checks
     // the profile the README names is that oracle. A TPOT can come out a little under the 10 ms
@@ -138,7 +138,7 @@ fn a_crash_loses_no_request_already_written() {
         serde_json::from_str::<serde_json::Value>(line)
             .unwrap_or_else(|e| panic!("line {}: {e}: {line}", i + 1));
     }
-    let read = bench::rundir::read_records(&r.path().join("runs/k")).unwrap();
+    let read = infergate_model::rundir::read_records(&r.path().join("runs/k")).unwrap();
     assert_eq!(read.records.len(), n);
     assert!(!r.path().join("runs/k/summary.json").exists(), "no summary was written");
 }
@@ -188,6 +188,6 @@ fn a_server_that_reports_more_tokens_than_it_streamed_fails_the_token_gate() {
     assert_eq!(inflated.code, 1, "{}{}", inflated.stdout, inflated.stderr);
     assert!(inflated.stdout.contains("tokens.server_mismatch"), "{}", inflated.stdout);
     // 20 tokens streamed, 24 reported: 20% over.
-    let s = bench::Summary::read(&r.path().join("sets/inflated/trial-01")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("sets/inflated/trial-01")).unwrap();
     assert_eq!(s.metric("tokens.server_mismatch"), Some(0.2));
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use bench::accept::dataset::{SAMPLE_SEED, generate, to_jsonl};
-use bench::refresh::provenance::{Provenance, read};
+use infergate_model::refresh::provenance::{Provenance, read};
 use serde_json::{Value, json};
 
 use crate::support::xtask_command;
@@ -361,7 +361,7 @@ fn adr_new_cites_the_provenance_of_a_refreshed_dataset() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let prov: Provenance = read(&root.join("fresh.jsonl.provenance.json")).unwrap();
     let mut run = summary("r", 100.0, 10.0, 0.9, engine_params(true, 2048));
-    run.workload.files = vec![bench::workload::WorkloadFile {
+    run.workload.files = vec![infergate_model::workload::WorkloadFile {
         path: "fresh.jsonl".into(),
         hash: prov.dataset.output_hash.clone(),
     }];

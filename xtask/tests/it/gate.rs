@@ -4,8 +4,8 @@
 //! Most checks here judge two identical trials of one summary: their t interval has zero width,
 //! so the verdict is the comparison of the value with the limit, which these tests are about.
 
-use bench::Summary;
-use bench::trials::{Trial, TrialSet};
+use infergate_model::Summary;
+use infergate_model::trials::{Trial, TrialSet};
 use xtask::thresholds::{
     Action, Comparator, GateOptions, GateReport, Threshold, Thresholds, Verdict, render_github,
     render_report,
@@ -139,7 +139,7 @@ fn an_interrupted_run_never_passes_a_gate() {
     let t =
         gate(vec![threshold("metrics.ttft_ms.p99", Comparator::Le, 500.0, "ms", Action::Block, 3)]);
     assert!(evaluate(&s, &t).passed(), "the complete run passes");
-    s.status = bench::summary::RunStatus::Interrupted;
+    s.status = infergate_model::summary::RunStatus::Interrupted;
     let report = evaluate(&s, &t);
     assert_eq!(report.checks[0].verdict, Verdict::Pass, "its number is within the limit");
     assert!(!report.passed());
@@ -276,7 +276,8 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
         "{text}"
     );
     let back =
-        xtask::thresholds::file::parse(&bench::config::Source::new("gate.toml", text)).unwrap();
+        xtask::thresholds::file::parse(&infergate_model::config::Source::new("gate.toml", text))
+            .unwrap();
     assert_eq!(back, file);
 }
 
@@ -338,7 +339,7 @@ fn a_comparison_directory_gates_every_strategy_and_fails_when_one_fails() {
 
 #[test]
 fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
-    use bench::sweep::{StageResult, SweepSpec, SweepSummary};
+    use infergate_model::sweep::{StageResult, SweepSpec, SweepSummary};
     let dir = tempfile::tempdir().unwrap();
     let sweep_dir = |name: &str, loads: &[f64]| {
         let sw = dir.path().join(name);
@@ -366,7 +367,7 @@ fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
         let spec: SweepSpec = format!("concurrency={}", values.join(",")).parse().unwrap();
         let sweep =
             SweepSummary::new(name.into(), &spec, Default::default(), Default::default(), stages);
-        bench::sweep::write(&sw, &sweep).unwrap();
+        infergate_model::sweep::write(&sw, &sweep).unwrap();
     };
     sweep_dir("sw", &[16.0, 32.0]);
     sweep_dir("low", &[16.0]);
@@ -401,7 +402,7 @@ fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
 /// A trial set on disk: one trial per TTFT list, each a run directory with its records and
 /// the summary computed from them; `busy` marks trials measured on a busy host.
 fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
-    use bench::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
+    use infergate_model::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
     let mut entries = Vec::new();
     for (i, ttft) in ttfts.iter().enumerate() {
         let name = format!("trial-{:02}", i + 1);
@@ -415,14 +416,14 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
             0.97,
             crate::support::engine_params(true, 2048),
         );
-        let read = bench::rundir::read_records(&run).unwrap();
-        let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+        let read = infergate_model::rundir::read_records(&run).unwrap();
+        let mut acc = infergate_model::metrics::MetricsAccumulator::new(Default::default());
         for r in &read.records {
             acc.add(r);
         }
         s.set_metrics(acc.finish(None));
         if busy.contains(&(i + 1)) {
-            s.environment.noise = Some(bench::hostnoise::HostNoise {
+            s.environment.noise = Some(infergate_model::hostnoise::HostNoise {
                 other_share: Some(0.6),
                 busy: true,
                 reasons: vec!["other processes used 60% of the CPU time".into()],
@@ -644,13 +645,13 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
         0.97,
         crate::support::engine_params(true, 2048),
     );
-    let read = bench::rundir::read_records(&run).unwrap();
-    let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+    let read = infergate_model::rundir::read_records(&run).unwrap();
+    let mut acc = infergate_model::metrics::MetricsAccumulator::new(Default::default());
     for r in &read.records {
         acc.add(r);
     }
     s.set_metrics(acc.finish(None));
-    s.server = Some(bench::server_metrics::ServerSection {
+    s.server = Some(infergate_model::server_metrics::ServerSection {
         kv_fragmentation: Some(0.01),
         ..Default::default()
     });
@@ -680,7 +681,7 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
         render_report(&report, false)
     );
     let mean = report.checks[0].estimate.clone().unwrap();
-    assert_eq!(mean.method, bench::stats::Method::RequestBootstrap);
+    assert_eq!(mean.method, infergate_model::stats::Method::RequestBootstrap);
     assert!(mean.lo < 124.5 && mean.hi > 124.5 && mean.hi - mean.lo < 12.0, "{mean}");
     assert!(report.checks[2].estimate.as_ref().unwrap().undersampled);
     let why = report.checks[3].reason.clone().unwrap();
@@ -856,7 +857,8 @@ fn the_verdicts_are_written_as_json_with_the_exit_status() {
         let out =
             crate::support::xtask(dir.path(), &["gate", "set", "--json", "target/g/gate.json"]);
         assert_eq!(out.code, code, "{}{}", out.stdout, out.stderr);
-        let file: GateFile = bench::artifact::read(&dir.path().join("target/g/gate.json")).unwrap();
+        let file: GateFile =
+            infergate_model::artifact::read(&dir.path().join("target/g/gate.json")).unwrap();
         assert_eq!((i32::from(file.exit_code), file.status.as_str()), (code, status));
         assert_eq!(file.runs.len(), 1);
         assert!(file.runs[0].label.is_none() && file.problems.is_empty());

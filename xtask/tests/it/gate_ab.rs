@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use bench::ab::{AbFile, AbStatus, Arm};
+use infergate_model::ab::{AbFile, AbStatus, Arm};
 
 use crate::support::configs_repo as repo;
 use crate::support::{xtask, xtask_command};
@@ -35,7 +35,7 @@ fn max_num_seqs(path: &Path) -> i64 {
 }
 
 fn ab_json(root: &Path) -> AbFile {
-    bench::artifact::read(&root.join("ab")).unwrap()
+    infergate_model::artifact::read(&root.join("ab")).unwrap()
 }
 
 #[test]
@@ -80,10 +80,10 @@ fn a_slower_candidate_fails_early_and_every_trial_is_a_run_directory() {
     assert!(f.requests <= 400);
     for t in &f.trials {
         let dir = g.path().join("ab").join(&t.dir);
-        let s = bench::Summary::read(&dir).unwrap();
+        let s = infergate_model::Summary::read(&dir).unwrap();
         assert_eq!(s.requests.total, 2, "{}", t.dir);
         assert_eq!(s.workload.slice.map(|s| s.first_item), Some(t.slot.first_item));
-        assert_eq!(s.isolation, Some(bench::summary::Isolation::FreshEngine));
+        assert_eq!(s.isolation, Some(infergate_model::summary::Isolation::FreshEngine));
         let slowdown = s.config.profile().unwrap().sim.slowdown;
         assert_eq!(slowdown, if t.slot.arm == Arm::Candidate { 2.0 } else { 1.0 }, "{}", t.dir);
     }
@@ -201,5 +201,5 @@ fn ctrl_c_keeps_the_measured_trials_in_ab_json() {
     assert_eq!(status.code(), Some(130));
     let f = ab_json(g.path());
     assert!(f.trials.len() >= 3, "{}", f.trials.len());
-    assert_eq!(f.stopped, Some(bench::ab::Stopped::Interrupted));
+    assert_eq!(f.stopped, Some(infergate_model::ab::Stopped::Interrupted));
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use bench::Summary;
+use infergate_model::Summary;
 
 use crate::support::gitrepo::GitRepo;
 use crate::support::{engine_params, summary, write_set, xtask};
@@ -36,7 +36,7 @@ fn trials(run: &str, p99: &[f64], gpu: Option<&str>) -> Vec<Summary> {
         .map(|(i, v)| {
             let mut s =
                 summary(&format!("{run}-t{:02}", i + 1), *v, 20.0, 1.0, engine_params(false, 8192));
-            s.environment.gpu = gpu.map(|g| bench::summary::GpuInfo {
+            s.environment.gpu = gpu.map(|g| infergate_model::summary::GpuInfo {
                 name: g.into(),
                 driver: "550".into(),
                 count: 1,
@@ -131,7 +131,7 @@ fn the_history_exports_as_csv_and_jsonl_and_merges_another_copy() {
     let jsonl = xtask(root, &["history", "export", "--format", "jsonl", "--out", "h.jsonl"]);
     assert_eq!(jsonl.code, 0);
     let text = std::fs::read_to_string(root.join("h.jsonl")).unwrap();
-    let entry = bench::history::parse_line(text.lines().next().unwrap()).unwrap();
+    let entry = infergate_model::history::parse_line(text.lines().next().unwrap()).unwrap();
     assert_eq!(entry.values["metrics.ttft_ms.p99"], vec![Some(100.0), Some(102.0)]);
     // Another job's copy of the ref, with one more set: merged by id.
     let repo = git2::Repository::open(root).unwrap();

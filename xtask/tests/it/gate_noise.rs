@@ -1,16 +1,16 @@
 //! The gate's verdicts against a known truth: the engine model with seeded noise in virtual
 //! time (as in `bench/tests/it/noise_statistics.rs`), each run's TTFT P99 and mean TPOT put
 //! into a summary, trial sets of 3 such runs gated by the real gate code
-//! (`xtask::thresholds::evaluate`) against limits proposed with `bench::stats::propose_limit`
+//! (`xtask::thresholds::evaluate`) against limits proposed with `infergate_model::stats::propose_limit`
 //! from one trial set (5% headroom).
 //!
 //! The figures are printed (`cargo test -p xtask --test it gate_noise -- --nocapture`) and
 //! reported in docs/statistics.md.
 
-use bench::config::{EngineConfig, NoiseConfig, Source};
-use bench::sim::engine::{Engine, EngineSpec, Load, SimRequest, Simulation};
-use bench::stats::{Direction, Options, min_detectable_change, propose_limit};
-use bench::trials::{Trial, TrialSet};
+use infergate_model::config::{EngineConfig, NoiseConfig, Source};
+use infergate_model::stats::{Direction, Options, min_detectable_change, propose_limit};
+use infergate_model::trials::{Trial, TrialSet};
+use infergate_sim::engine::{Engine, EngineSpec, Load, SimRequest, Simulation};
 use xtask::exit::Status;
 use xtask::thresholds::{Action, GateOptions, Threshold, Thresholds, evaluate};
 
@@ -32,7 +32,7 @@ fn noise() -> NoiseConfig {
 }
 
 /// One run in virtual time, as a summary with its TTFT P99 and mean TPOT (ms).
-fn run(spec: &EngineSpec, seed: u64) -> bench::Summary {
+fn run(spec: &EngineSpec, seed: u64) -> infergate_model::Summary {
     let requests = (0..REQUESTS).map(|_| SimRequest::new(0.0, 256, 16)).collect();
     let engine = Engine::new(spec).with_noise(&noise().for_trial(seed));
     let report = Simulation::with_engine(engine, Load::Closed { concurrency: 8, requests }).run();
@@ -46,7 +46,7 @@ fn run(spec: &EngineSpec, seed: u64) -> bench::Summary {
         1.0,
         crate::support::engine_params(true, 2048),
     );
-    let p99 = bench::stats::quantile_in_place(&mut ttft, 0.99).unwrap();
+    let p99 = infergate_model::stats::quantile_in_place(&mut ttft, 0.99).unwrap();
     let m = s.metrics.ttft_ms.as_mut().unwrap();
     (m.p99, m.count) = (p99, REQUESTS as u64);
     let m = s.metrics.tpot_ms.as_mut().unwrap();
@@ -68,7 +68,7 @@ fn set(spec: &EngineSpec, first_seed: u64) -> TrialSet {
 fn threshold(metric: &str, limit: f64, line: usize) -> Threshold {
     Threshold {
         metric: metric.into(),
-        comparator: bench::stats::Comparator::Le,
+        comparator: infergate_model::stats::Comparator::Le,
         limit,
         unit: "ms".into(),
         action: Action::Block,

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use bench::history::{ENTRY_VERSION, Entry, EntryKind, Fingerprint, Scenario};
 use git2::Oid;
+use infergate_model::history::{ENTRY_VERSION, Entry, EntryKind, Fingerprint, Scenario};
 
 use crate::support::gitrepo::GitRepo;
 use crate::support::xtask;

@@ -14,8 +14,12 @@ fn repo() -> tempfile::TempDir {
     dir
 }
 
-fn noise_of(dir: &std::path::Path) -> bench::hostnoise::HostNoise {
-    bench::Summary::read(dir).unwrap().environment.noise.expect("noise is recorded on Linux")
+fn noise_of(dir: &std::path::Path) -> infergate_model::hostnoise::HostNoise {
+    infergate_model::Summary::read(dir)
+        .unwrap()
+        .environment
+        .noise
+        .expect("noise is recorded on Linux")
 }
 
 #[test]
@@ -53,7 +57,8 @@ fn trials_of_a_target_reset_its_caches_or_say_it_offers_none() {
     let engine = std::fs::read_to_string(crate::support::repo_root().join("configs/engine.toml"));
     std::fs::write(r.path().join("configs/engine.toml"), engine.unwrap()).unwrap();
     let isolation = |set: &str, n: usize| {
-        let s = bench::Summary::read(&r.path().join(set).join(format!("trial-{n:02}"))).unwrap();
+        let s = infergate_model::Summary::read(&r.path().join(set).join(format!("trial-{n:02}")))
+            .unwrap();
         (s.isolation, s.notes)
     };
     let (sim, model, url) = start_sim(r.path(), &["--set", "sim.mode=engine"]);
@@ -62,7 +67,7 @@ fn trials_of_a_target_reset_its_caches_or_say_it_offers_none() {
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     for n in [1, 2] {
         let (iso, notes) = isolation("engine", n);
-        let want = bench::summary::Isolation::Reset("POST /reset_prefix_cache".into());
+        let want = infergate_model::summary::Isolation::Reset("POST /reset_prefix_cache".into());
         assert_eq!(iso, Some(want), "trial {n}");
         assert!(!notes.iter().any(|n| n.starts_with("trial isolation")), "{notes:?}");
     }
@@ -75,7 +80,7 @@ fn trials_of_a_target_reset_its_caches_or_say_it_offers_none() {
     assert!(o.stderr.contains("note: trial 2: the engine offers no cache reset"), "{}", o.stderr);
     for n in [1, 2] {
         let (iso, notes) = isolation("timing", n);
-        assert!(matches!(iso, Some(bench::summary::Isolation::NotOffered(_))), "{iso:?}");
+        assert!(matches!(iso, Some(infergate_model::summary::Isolation::NotOffered(_))), "{iso:?}");
         let note = notes.iter().find(|n| n.starts_with("trial isolation: "));
         assert!(note.is_some_and(|n| n.contains("caches carried over")), "{notes:?}");
     }
@@ -83,5 +88,5 @@ fn trials_of_a_target_reset_its_caches_or_say_it_offers_none() {
     // The embedded simulator is built for every trial.
     let o = xtask(r.path(), &["bench", "-q", "--trials", "2", "--out", "embedded"]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    assert_eq!(isolation("embedded", 2).0, Some(bench::summary::Isolation::FreshEngine));
+    assert_eq!(isolation("embedded", 2).0, Some(infergate_model::summary::Isolation::FreshEngine));
 }

@@ -13,8 +13,8 @@
 
 use std::path::{Path, PathBuf};
 
-use bench::outcome::Outcome;
-use bench::record::RequestRecord;
+use infergate_model::outcome::Outcome;
+use infergate_model::record::RequestRecord;
 use serde_json::Value;
 
 use crate::support::{Out, repo_root, xtask};
@@ -49,7 +49,7 @@ fn import(format: &str, file: &Path) -> Imported {
     let (root, out) = run_import(format, file, &[]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let dir = root.path().join("runs/imported");
-    bench::Summary::read(&dir).expect("an imported summary reads as a summary");
+    infergate_model::Summary::read(&dir).expect("an imported summary reads as a summary");
     let summary = read_json(&dir.join("summary.json"));
     let records = std::fs::read_to_string(dir.join("requests.jsonl"))
         .ok()
@@ -81,7 +81,8 @@ fn close(a: f64, b: f64) -> bool {
 /// The source file recorded with its content's hash.
 fn assert_source(s: &Value, tool: &str, file: &Path) {
     assert_eq!(at(s, "config.imported.tool"), tool);
-    let hash = format!("fnv1a:{:016x}", bench::hash::fnv1a(&std::fs::read(file).unwrap()));
+    let hash =
+        format!("fnv1a:{:016x}", infergate_model::hash::fnv1a(&std::fs::read(file).unwrap()));
     assert_eq!(at(s, "config.imported.files.0.hash"), &Value::from(hash));
     assert!(!at(s, "config.imported.definitions").as_array().unwrap().is_empty());
 }
@@ -488,7 +489,7 @@ fn a_record_with_an_imported_baseline_lints_and_says_it_was_imported() {
     assert!(note.contains("measured by vllm-bench, not by infergate"), "{note}");
     let hash = format!(
         "fnv1a:{:016x}",
-        bench::hash::fnv1a(&std::fs::read(r.join("vllm-result.json")).unwrap())
+        infergate_model::hash::fnv1a(&std::fs::read(r.join("vllm-result.json")).unwrap())
     );
     assert!(note.contains("vllm-result.json") && note.contains(&hash), "{note}");
     // The deciders fill in the template's prompts; then the record lints.

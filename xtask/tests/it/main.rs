@@ -40,6 +40,7 @@ mod gate;
 #[cfg(feature = "runtime")]
 mod gate_ab;
 mod gate_history;
+#[cfg(feature = "runtime")]
 mod gate_noise;
 mod history;
 mod history_series;

@@ -158,11 +158,16 @@ fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
     let report = client(&[env!("CARGO_BIN_EXE_xtask").as_ref(), g.path().as_os_str()]);
 
     // The files behind the results: the measured run, and the cancelled one as Ctrl-C leaves it.
-    let run = bench::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
-    assert_eq!((run.status, run.requests.total), (bench::summary::RunStatus::Complete, 6));
+    let run =
+        infergate_model::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
+    assert_eq!(
+        (run.status, run.requests.total),
+        (infergate_model::summary::RunStatus::Complete, 6)
+    );
     let cancelled =
-        bench::Summary::read(&g.path().join(report["cancelled_run"].as_str().unwrap())).unwrap();
-    assert_eq!(cancelled.status, bench::summary::RunStatus::Interrupted);
+        infergate_model::Summary::read(&g.path().join(report["cancelled_run"].as_str().unwrap()))
+            .unwrap();
+    assert_eq!(cancelled.status, infergate_model::summary::RunStatus::Interrupted);
     assert_eq!(report["cancelled_status"], "interrupted");
     assert!(cancelled.requests.total >= 1 && cancelled.requests.total < 100_000);
     let after = report["cancelled_after_s"].as_f64().unwrap();
@@ -209,7 +214,8 @@ fn the_same_tools_answer_over_streamable_http() {
         .find(|w| w.starts_with("http://127.0.0.1:"))
         .unwrap_or_else(|| panic!("no address in {line:?}"));
     let report = client(&["--http".as_ref(), url.as_ref(), g.path().as_os_str()]);
-    let run = bench::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
+    let run =
+        infergate_model::Summary::read(&g.path().join(report["run"].as_str().unwrap())).unwrap();
     assert_eq!(run.requests.total, 6);
 }
 
@@ -285,8 +291,8 @@ fn an_ab_gate_reports_progress_and_returns_ab_json() {
     let report =
         client(&["--ab".as_ref(), env!("CARGO_BIN_EXE_xtask").as_ref(), g.path().as_os_str()]);
     assert_eq!(report["exit_code"], 1, "a clear regression fails: {report}");
-    let file: bench::ab::AbFile =
-        bench::artifact::read(&g.path().join(report["wrote"].as_str().unwrap())).unwrap();
-    assert_eq!(file.status, Some(bench::ab::AbStatus::Fail));
+    let file: infergate_model::ab::AbFile =
+        infergate_model::artifact::read(&g.path().join(report["wrote"].as_str().unwrap())).unwrap();
+    assert_eq!(file.status, Some(infergate_model::ab::AbStatus::Fail));
     assert_eq!(report["ab"], serde_json::to_value(&file).unwrap());
 }

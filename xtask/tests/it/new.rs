@@ -6,7 +6,7 @@ use xtask::adr::new::{NewAdr, render};
 use xtask::adr::parse_adr;
 use xtask::thresholds::rule::{Action, Comparator};
 
-fn runs() -> (bench::Summary, Vec<bench::Summary>) {
+fn runs() -> (infergate_model::Summary, Vec<infergate_model::Summary>) {
     let base = crate::support::summary(
         "20250501-base",
         420.5,
@@ -40,11 +40,15 @@ fn runs() -> (bench::Summary, Vec<bench::Summary>) {
     (base, vec![exp1, exp2])
 }
 
-fn invocation(command: &str) -> bench::summary::Invocation {
-    bench::summary::Invocation { command: command.into(), part: None }
+fn invocation(command: &str) -> infergate_model::summary::Invocation {
+    infergate_model::summary::Invocation { command: command.into(), part: None }
 }
 
-fn input<'a>(base: &'a bench::Summary, exps: &'a [bench::Summary], choose: usize) -> NewAdr<'a> {
+fn input<'a>(
+    base: &'a infergate_model::Summary,
+    exps: &'a [infergate_model::Summary],
+    choose: usize,
+) -> NewAdr<'a> {
     NewAdr {
         number: 3,
         title: "Enable chunked prefill with 2k batched tokens",
@@ -193,10 +197,10 @@ fn a_key_the_experiment_drops_becomes_a_removal_line() {
 
 #[test]
 fn sweeps_and_acceptance_runs_feed_the_matrix() {
-    use bench::sweep::{SweepSpec, SweepSummary};
+    use infergate_model::sweep::{SweepSpec, SweepSummary};
     let dir = tempfile::tempdir().unwrap();
     let (base, exps) = runs();
-    let write_run = |d: &std::path::Path, s: &bench::Summary| {
+    let write_run = |d: &std::path::Path, s: &infergate_model::Summary| {
         std::fs::create_dir_all(d).unwrap();
         std::fs::write(d.join("summary.json"), serde_json::to_string_pretty(s).unwrap()).unwrap();
     };
@@ -206,18 +210,18 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     let mut c = exps[0].clone();
     let section = |role: &str| {
         let verdict = |v: &str| Some(v.to_string());
-        Some(bench::summary::AcceptanceSection {
+        Some(infergate_model::summary::AcceptanceSection {
             role: role.into(),
             passed: false,
-            numeric: bench::summary::NumericVerdict {
+            numeric: infergate_model::summary::NumericVerdict {
                 verdict: verdict("pass"),
                 ..Default::default()
             },
-            engine: bench::summary::EngineVerdict {
+            engine: infergate_model::summary::EngineVerdict {
                 verdict: verdict("fail"),
                 ..Default::default()
             },
-            business: bench::summary::BusinessVerdict {
+            business: infergate_model::summary::BusinessVerdict {
                 verdict: verdict("skipped"),
                 ..Default::default()
             },
@@ -235,21 +239,21 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     for (i, load) in [32.0, 128.0].into_iter().enumerate() {
         let mut s = exps[1].clone();
         s.run_id = format!("stage-{i}");
-        s.invocation = Some(bench::summary::Invocation {
+        s.invocation = Some(infergate_model::summary::Invocation {
             command: "cargo xtask bench --sweep concurrency=32,128 --out sweep".into(),
             part: Some(format!("concurrency {}", load as u64)),
         });
         let stage_dir = format!("stage-0{}-concurrency-{load}", i + 1);
         write_run(&sw.join(&stage_dir), &s);
-        let mut r = bench::sweep::StageResult::from_summary(i + 1, load, stage_dir, &s);
+        let mut r = infergate_model::sweep::StageResult::from_summary(i + 1, load, stage_dir, &s);
         r.meets_slo = true;
         r.violations.clear();
         stages.push(r);
     }
     let spec: SweepSpec = "concurrency=32,128".parse().unwrap();
-    let slo = bench::metrics::Slo { ttft_ms: Some(500.0), ..Default::default() };
+    let slo = infergate_model::metrics::Slo { ttft_ms: Some(500.0), ..Default::default() };
     let sweep = SweepSummary::new("sw".into(), &spec, Default::default(), slo, stages);
-    bench::sweep::write(&sw, &sweep).unwrap();
+    infergate_model::sweep::write(&sw, &sweep).unwrap();
 
     use xtask::adr::new::resolve_run_dir;
     assert_eq!(resolve_run_dir(&acc, true).unwrap(), acc.join("baseline"));
@@ -258,9 +262,9 @@ fn sweeps_and_acceptance_runs_feed_the_matrix() {
     let plain = acc.join("baseline");
     assert_eq!(resolve_run_dir(&plain, false).unwrap(), plain);
 
-    let b = bench::Summary::read(&resolve_run_dir(&acc, true).unwrap()).unwrap();
-    let e1 = bench::Summary::read(&resolve_run_dir(&acc, false).unwrap()).unwrap();
-    let e2 = bench::Summary::read(&resolve_run_dir(&sw, false).unwrap()).unwrap();
+    let b = infergate_model::Summary::read(&resolve_run_dir(&acc, true).unwrap()).unwrap();
+    let e1 = infergate_model::Summary::read(&resolve_run_dir(&acc, false).unwrap()).unwrap();
+    let e2 = infergate_model::Summary::read(&resolve_run_dir(&sw, false).unwrap()).unwrap();
     let exps = vec![e1, e2];
     let text = render(&input(&b, &exps, 2)).unwrap();
     let header = text.lines().find(|l| l.starts_with("| Config |")).unwrap();
@@ -444,12 +448,12 @@ fn runs_of_different_files_scenarios_and_directories_are_said_so() {
 
 #[test]
 fn the_scenario_names_the_workload_files_and_a_changed_content_is_not_like_for_like() {
-    use bench::workload::WorkloadFile;
+    use infergate_model::workload::WorkloadFile;
     let (mut base, mut exps) = runs();
     let trace = "configs/workloads/mooncake-sample.jsonl";
     for s in std::iter::once(&mut base).chain(exps.iter_mut()) {
         let load = &mut s.config.profile_mut().unwrap().load;
-        (load.mode, load.time_scale) = (bench::config::LoadMode::Trace, 0.5);
+        (load.mode, load.time_scale) = (infergate_model::config::LoadMode::Trace, 0.5);
         s.workload.files = vec![WorkloadFile::of(trace, b"{\"timestamp\": 0}")];
     }
     exps[1].workload.files = vec![WorkloadFile::of(trace, b"{\"timestamp\": 1}")];
@@ -498,7 +502,7 @@ fn a_strategy_comparison_becomes_a_record_of_its_strategies_in_the_governed_file
     );
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // Each summary records the variant the simulator ran, the governed file and the command.
-    let s = bench::Summary::read(&root.join("runs/cmp/continuous")).unwrap();
+    let s = infergate_model::Summary::read(&root.join("runs/cmp/continuous")).unwrap();
     let engine = s.engine.as_ref().unwrap();
     assert_eq!(engine.file, "runs/cmp/engine-continuous.toml");
     assert_eq!(engine.derived_from.as_deref(), Some("configs/engine.toml"));
@@ -588,7 +592,7 @@ fn a_change_from_zero_is_stated_as_the_change() {
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     let set = |name: &str, goodput: &[f64]| {
-        let trials: Vec<bench::Summary> = goodput
+        let trials: Vec<infergate_model::Summary> = goodput
             .iter()
             .enumerate()
             .map(|(i, g)| {
@@ -709,7 +713,7 @@ fn adr_new_writes_the_records_charts_and_lint_checks_them() {
 /// another GPU than the chosen run is a warning, and the record is keyed to the chosen run's.
 #[test]
 fn the_chosen_runs_must_share_one_environment() {
-    use bench::summary::GpuInfo;
+    use infergate_model::summary::GpuInfo;
     let on = |id: &str, gpu: &str| {
         let mut s = crate::support::summary(
             id,
@@ -758,7 +762,7 @@ fn a_run_whose_profile_gates_on_its_plateau_is_recorded_with_the_plateaus_figure
     let (base, mut exps) = runs();
     let chosen = &mut exps[1];
     chosen.config.profile_mut().expect("a bench run's profile").steady.gate = true;
-    let mut plateau = bench::steady::none(String::new());
+    let mut plateau = infergate_model::steady::none(String::new());
     plateau.reason = None;
     let mut ttft = chosen.metrics.ttft_ms.clone().expect("the fixture's TTFT");
     ttft.p99 = 150.0;
@@ -782,7 +786,7 @@ fn a_run_whose_profile_gates_on_its_plateau_is_recorded_with_the_plateaus_figure
 /// measured timing error: the record states it in one line naming the runs, and lints.
 #[test]
 fn a_recorded_selftest_is_the_records_measurement_floor() {
-    use bench::selftest::{Figures, SelftestRecord, Spread, Verdict};
+    use infergate_model::selftest::{Figures, SelftestRecord, Spread, Verdict};
     let (mut base, mut exps) = runs();
     let spread = |p50, p99| Spread { p50, p99, min: 0.01, max: p99, n: 1000 };
     let floor = SelftestRecord {

@@ -63,7 +63,7 @@ fn twenty_trials_report_the_configured_run_cv_within_30_percent_and_feed_the_his
     let errors = row(&out.stdout, "error_rate");
     assert_eq!(&errors[3..], ["—", "—", "—"], "{errors:?}");
     // A normal trial set, and a noise entry of its 20 trials in the history.
-    let set = bench::trials::TrialSet::load(&g.path().join("noise")).unwrap();
+    let set = infergate_model::trials::TrialSet::load(&g.path().join("noise")).unwrap();
     assert_eq!(set.trials.len(), 20);
     assert!(out.stderr.contains("1 set(s) appended to refs/infergate/history"), "{}", out.stderr);
     let list = xtask(g.path(), &["history", "list"]);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use bench::config::EngineConfig;
+use infergate_model::config::EngineConfig;
 use xtask::serve::{self, EngineProcess, ServeEngine, ServeOptions};
 
 /// The real engine's turn: one real-engine test at a time, since each runs llama.cpp on every
@@ -108,7 +108,7 @@ fn a_short_bench_against_llama_cpp() {
     write_bench_config(root.path(), port_of(&e));
     let o = xtask(root.path(), &["bench", "-q", "--out", "runs/a"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let s = bench::Summary::read(&root.path().join("runs/a")).unwrap();
+    let s = infergate_model::Summary::read(&root.path().join("runs/a")).unwrap();
     assert!(!s.simulated);
     assert_eq!(s.requests.ok, 4, "{:?}", s.requests.by_class);
     assert_eq!(s.tokens.from_usage, 4, "token counts come from the server's usage");
@@ -136,7 +136,8 @@ fn a_short_bench_against_llama_cpp() {
         "every generated token reached the client: {server:?}"
     );
     // llama.cpp's own timings are kept beside the client's measurements.
-    let records = bench::rundir::read_records(&root.path().join("runs/a")).unwrap().records;
+    let records =
+        infergate_model::rundir::read_records(&root.path().join("runs/a")).unwrap().records;
     for r in records.iter().filter(|r| !r.warmup) {
         let t = r.server_timings.as_ref().expect("llama.cpp sends `timings`");
         assert_eq!(t.predicted_n, Some(16));
@@ -163,10 +164,13 @@ fn a_short_bench_against_llama_cpp() {
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let s = bench::Summary::read(&root.path().join("runs/c")).unwrap();
+    let s = infergate_model::Summary::read(&root.path().join("runs/c")).unwrap();
     // Warmup requests (ids 0 and 1) are never cancelled; of the four measured, the seeded draw.
-    let plan =
-        bench::config::CancelConfig { share: 0.5, after_tokens: Some(4), ..Default::default() };
+    let plan = infergate_model::config::CancelConfig {
+        share: 0.5,
+        after_tokens: Some(4),
+        ..Default::default()
+    };
     let n = (2..6).filter(|&id| plan.plan(id).is_some()).count() as u64;
     assert!((1..4).contains(&n), "the seed cancels {n} of 4: pick another");
     assert_eq!((s.requests.cancelled, s.requests.ok), (n, 4 - n), "{:?}", s.requests.by_class);
@@ -443,7 +447,7 @@ fn a_tune_over_llama_cpp_slots_stops_every_server() {
     assert_eq!(names, ["max_num_seqs=1", "max_num_seqs=2", "max_num_seqs=4"]);
     for row in &tune.rows {
         assert_eq!(row.status, xtask::tune::model::RowStatus::Measured, "{row:?}");
-        let s = bench::Summary::read(&r.join("runs/tune").join(&row.dir)).unwrap();
+        let s = infergate_model::Summary::read(&r.join("runs/tune").join(&row.dir)).unwrap();
         assert!(!s.simulated);
         assert_eq!(s.requests.ok, 4, "{:?}", s.requests.by_class);
         // The server of this configuration is gone.
@@ -625,11 +629,12 @@ fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
     let o = xtask(root.path(), &["bench", "-q", "--out", "runs/s"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     e.stop();
-    let s = bench::Summary::read(&root.path().join("runs/s")).unwrap();
+    let s = infergate_model::Summary::read(&root.path().join("runs/s")).unwrap();
     assert_eq!(s.requests.ok, 6, "{:?}", s.requests.by_class);
     let turns: Vec<(u32, u64)> = s.turns.iter().map(|t| (t.turn, t.requests)).collect();
     assert_eq!(turns, vec![(1, 2), (2, 2), (3, 2)]);
-    let mut records = bench::rundir::read_records(&root.path().join("runs/s")).unwrap().records;
+    let mut records =
+        infergate_model::rundir::read_records(&root.path().join("runs/s")).unwrap().records;
     records.sort_by_key(|r| (r.session, r.turn));
     for pair in records.windows(2).filter(|p| p[0].session == p[1].session) {
         assert!(pair[1].sent_ms.unwrap() - pair[0].end_ms >= 20.0, "think time");
@@ -715,9 +720,10 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
     hog.wait().unwrap();
     let code = o.status.code();
     assert!(code == Some(0) || code == Some(3), "an unchanged config never fails: {}", text(&o));
-    let f: bench::ab::AbFile = bench::artifact::read(&g.path().join("unchanged")).unwrap();
+    let f: infergate_model::ab::AbFile =
+        infergate_model::artifact::read(&g.path().join("unchanged")).unwrap();
     assert!(f.requests <= 96, "{}", f.requests);
-    let reset = |t: &bench::ab::TrialEntry| {
+    let reset = |t: &infergate_model::ab::TrialEntry| {
         t.isolation.as_deref().is_some_and(|i| i.starts_with("caches reset"))
     };
     assert!(f.trials.iter().all(reset), "llama.cpp's slots are erased before every trial");

@@ -39,7 +39,7 @@ fn the_records_readme_documents_every_metric() {
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect::<Vec<_>>())
         .filter(|cells| cells.len() == 3)
         .collect();
-    for m in bench::summary::known_metrics() {
+    for m in infergate_model::summary::known_metrics() {
         let parts: Vec<&str> = m.path.split('.').collect();
         let name = match parts.as_slice() {
             ["metrics", family, stat] if family.ends_with("_ms") => {
@@ -59,8 +59,8 @@ fn the_records_readme_documents_every_metric() {
             row.unwrap_or_else(|| panic!("docs/adr/README.md does not document metric {}", m.path));
         assert_eq!(row[1], m.unit, "docs/adr/README.md gives the wrong unit for {}", m.path);
         let better = match m.better {
-            bench::summary::Better::Lower => "lower",
-            bench::summary::Better::Higher => "higher",
+            infergate_model::summary::Better::Lower => "lower",
+            infergate_model::summary::Better::Higher => "higher",
         };
         assert_eq!(row[2], better, "docs/adr/README.md gives the wrong direction for {}", m.path);
     }
@@ -69,7 +69,7 @@ fn the_records_readme_documents_every_metric() {
 #[test]
 fn the_xtask_settings_parse() {
     let path = repo_root().join(xtask::settings::SETTINGS_FILE);
-    let source = bench::config::Source::read(&path).unwrap();
+    let source = infergate_model::config::Source::read(&path).unwrap();
     let settings = xtask::settings::Settings::parse(&source).unwrap_or_else(|e| panic!("{e}"));
     assert!(settings.governed_patterns().contains(&xtask::settings::ALWAYS_GOVERNED.to_string()));
 }
@@ -290,7 +290,7 @@ fn architecture_md_maps_every_source_file() {
     let root = repo_root();
     let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     let mut problems = Vec::new();
-    for src in ["bench/src", "xtask/src"] {
+    for src in ["model/src", "sim/src", "bench/src", "xtask/src"] {
         let on_disk = source_files(&root.join(src));
         let mapped = code_map(&architecture, src);
         for f in on_disk.difference(&mapped) {

@@ -89,7 +89,7 @@ fn a_run_with_failures_shows_them_with_its_cdfs_timeline_and_the_gate_line() {
     let path = r.path().join("runs/a/report.html");
     assert!(o.stdout.contains(&format!("report: {}", path.display())), "{}", o.stdout);
     let html = std::fs::read_to_string(&path).unwrap();
-    let s = bench::Summary::read(&r.path().join("runs/a")).unwrap();
+    let s = infergate_model::Summary::read(&r.path().join("runs/a")).unwrap();
     let failed = s.requests.by_class.get("http_503").copied().unwrap_or(0);
     assert!(failed > 0 && s.requests.ok > 0, "{:?}", s.requests.by_class);
     // The failures: a table row per class, and a series over time holding every one of them.
@@ -302,7 +302,7 @@ fn a_tune_page_renders_its_sections_from_the_tune_file() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     // Charts and CSS collapsed; the tool's version is not the page's content.
     let page = collapse(&collapse(&html, "<style>", "</style>"), "<figure>", "</figure>");
-    let page = page.replace(bench::TOOL_VERSION, "VERSION");
+    let page = page.replace(infergate_model::TOOL_VERSION, "VERSION");
     insta::assert_snapshot!("report_tune_page", page);
 }
 

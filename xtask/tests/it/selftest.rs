@@ -3,8 +3,8 @@
 //! within the known-answer bounds, written to `target/selftest/latest.json`, and recorded by a
 //! later run on the same host as `environment.selftest` (and not by a run on another host).
 
-use bench::floor::SelftestFile;
-use bench::selftest::{self, SelftestRecord, Verdict};
+use infergate_model::floor::SelftestFile;
+use infergate_model::selftest::{self, SelftestRecord, Verdict};
 
 use crate::support::*;
 
@@ -31,7 +31,7 @@ fn the_selftest_measures_the_benchs_own_error_and_later_runs_record_it() {
     // The measured TTFT includes the trips and the reading: never below the server's.
     assert!(f.ttft_error_ms.p50 > 0.0, "{}", f.line());
     let file: SelftestFile =
-        bench::artifact::read(&r.path().join("target/selftest/latest.json")).unwrap();
+        infergate_model::artifact::read(&r.path().join("target/selftest/latest.json")).unwrap();
     assert_eq!(file.selftest, record);
     assert!(o.stderr.contains("attempt 1 "), "{}", o.stderr);
 
@@ -53,7 +53,7 @@ fn the_selftest_measures_the_benchs_own_error_and_later_runs_record_it() {
             ],
         );
         assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-        bench::Summary::read(&r.path().join(out)).unwrap()
+        infergate_model::Summary::read(&r.path().join(out)).unwrap()
     };
     let s = bench("runs/after");
     assert_eq!(s.environment.selftest.as_ref(), Some(&record));

@@ -79,7 +79,7 @@ fn noisy_repo() -> tempfile::TempDir {
 
 #[cfg(feature = "runtime")]
 fn seed(dir: &Path) -> u64 {
-    let s = bench::Summary::read(dir).unwrap();
+    let s = infergate_model::Summary::read(dir).unwrap();
     s.config.profile().unwrap().sim.noise.seed
 }
 
@@ -91,14 +91,14 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     let o = xtask(r.path(), &args);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let dir = r.path().join("set");
-    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!(index.bench_args, ["--profile", "noisy", "--trials", "2", "--warmup-trials", "1"]);
     // The warmup trial: its own run directory, run id and seed, listed with its headline.
     assert_eq!(index.warmup.len(), 1);
     let w = &index.warmup[0];
     assert_eq!((w.dir.as_str(), w.requests, w.ok), ("warmup-01", 8, 8));
     assert!(w.run_id.ends_with("-w01"), "{}", w.run_id);
-    let ws = bench::Summary::read(&dir.join("warmup-01")).unwrap();
+    let ws = infergate_model::Summary::read(&dir.join("warmup-01")).unwrap();
     let keys: Vec<&str> = w.headline.keys().map(String::as_str).collect();
     assert_eq!(
         keys,
@@ -120,7 +120,9 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     let ttft = &index.metrics["metrics.ttft_ms.mean"];
     let trials: Vec<Option<f64>> = ["trial-01", "trial-02"]
         .iter()
-        .map(|t| bench::Summary::read(&dir.join(t)).unwrap().metric("metrics.ttft_ms.mean"))
+        .map(|t| {
+            infergate_model::Summary::read(&dir.join(t)).unwrap().metric("metrics.ttft_ms.mean")
+        })
         .collect();
     assert_eq!(ttft.per_trial, trials);
     assert_eq!(ttft.estimate.as_ref().unwrap().trials, 2);
@@ -143,7 +145,7 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     .unwrap();
     let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "3"]);
     assert_eq!(o.code, 3, "{}{}", o.stdout, o.stderr);
-    let index = bench::trials::TrialsFile::read(&dir).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!((index.warmup.len(), index.trials.len()), (1, 3));
     assert!(dir.join("trial-03/summary.json").is_file());
     assert!(!dir.join("warmup-02").exists());
@@ -153,7 +155,7 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     // warmup trial.
     let o = xtask(r.path(), &["bench", "-q", "-p", "warm", "--out", "warm"]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let index = bench::trials::TrialsFile::read(&r.path().join("warm")).unwrap();
+    let index = infergate_model::trials::TrialsFile::read(&r.path().join("warm")).unwrap();
     assert_eq!((index.warmup.len(), index.trials.len()), (1, 1));
     assert!(r.path().join("warm/warmup-01/summary.json").is_file());
 

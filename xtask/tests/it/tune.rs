@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bench::config::{EngineConfig, Source};
-use bench::sim::engine::EngineSpec;
-use bench::sim::engine::{Load, SimRequest, simulate};
-use bench::stats::Method;
+use infergate_model::config::{EngineConfig, Source};
+use infergate_model::stats::Method;
+use infergate_sim::engine::EngineSpec;
+use infergate_sim::engine::{Load, SimRequest, simulate};
 use xtask::tune::grid::{self, Variant};
 use xtask::tune::model::{DecidedBy, RowStatus, SloCompliance};
 use xtask::tune::{TuneFile, TuneRow};
@@ -106,7 +106,8 @@ fn a_3x2_grid_finds_the_configuration_the_engine_model_predicts() {
         o.stdout
     );
     // Each run records the variant, the governed file and its changes.
-    let s = bench::Summary::read(&root.path().join("runs/tune").join(&winner.dir)).unwrap();
+    let s =
+        infergate_model::Summary::read(&root.path().join("runs/tune").join(&winner.dir)).unwrap();
     let e = s.engine.unwrap();
     assert_eq!(e.derived_from.as_deref(), Some("configs/engine.toml"));
     assert_eq!(e.file, format!("runs/tune/engine-{}.toml", winner.dir));
@@ -149,8 +150,10 @@ fn ctrl_c_keeps_the_measured_rows_and_a_rerun_measures_only_the_missing_ones() {
         assert_eq!(code, Some(130));
         assert!(measured.len() < 3, "{:?}", first.rows);
     }
-    let run_ids: Vec<String> =
-        measured.iter().map(|r| bench::Summary::read(&dir.join(&r.dir)).unwrap().run_id).collect();
+    let run_ids: Vec<String> = measured
+        .iter()
+        .map(|r| infergate_model::Summary::read(&dir.join(&r.dir)).unwrap().run_id)
+        .collect();
 
     let o = xtask(root.path(), &args);
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
@@ -163,7 +166,7 @@ fn ctrl_c_keeps_the_measured_rows_and_a_rerun_measures_only_the_missing_ones() {
     let second = TuneFile::read(&dir).unwrap();
     assert!(second.rows.iter().all(|r| r.status == RowStatus::Measured), "{:?}", second.rows);
     for (r, id) in measured.iter().zip(&run_ids) {
-        let again = bench::Summary::read(&dir.join(&r.dir)).unwrap();
+        let again = infergate_model::Summary::read(&dir.join(&r.dir)).unwrap();
         assert_eq!(&again.run_id, id, "{} was measured again", r.name);
     }
     // Other bench arguments: another key, everything measured again.
@@ -375,7 +378,7 @@ fn with_a_sweep_each_configuration_is_its_knee() {
     let tune = TuneFile::read(&dir).unwrap();
     for r in &tune.rows {
         assert_eq!(r.status, RowStatus::Measured, "{r:?}");
-        let sweep = bench::sweep::SweepSummary::read(&dir.join(&r.dir)).unwrap();
+        let sweep = infergate_model::sweep::SweepSummary::read(&dir.join(&r.dir)).unwrap();
         let stage = match &sweep.knee {
             Some(k) => sweep.stages.iter().find(|s| s.stage == k.stage).unwrap(),
             None => sweep.stages.last().unwrap(),
@@ -433,7 +436,7 @@ fn a_clearly_better_configuration_is_decided_by_goodput() {
         let g = r.estimates.goodput_rps.as_ref().unwrap();
         assert_eq!((g.trials, g.requests, g.method), (2, 32, Method::TInterval), "{r:?}");
         assert!(g.lo <= g.value && g.value <= g.hi, "{g:?}");
-        let set = bench::trials::TrialSet::load(&dir.join(&r.dir)).unwrap();
+        let set = infergate_model::trials::TrialSet::load(&dir.join(&r.dir)).unwrap();
         let per: Vec<f64> = set.per_trial("goodput.requests_per_s").into_iter().flatten().collect();
         assert!((g.value - (per[0] + per[1]) / 2.0).abs() < 1e-9, "{g:?} {per:?}");
         assert!((r.goodput_rps.unwrap() - g.value).abs() < 1e-9);

@@ -19,10 +19,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use bench::config::{BenchConfig, Source};
 use clap::Args;
 use comfy_table::{Table, presets};
 use git2::{Repository, Tree};
+use infergate_model::config::{BenchConfig, Source};
 
 use self::rule::{
     Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, ScenarioChange, Violation,
@@ -322,7 +322,7 @@ fn refreshed_elsewhere(
     sides: &Sides<'_>,
     scenario: &[ScenarioChange],
 ) -> anyhow::Result<Vec<(String, String)>> {
-    use bench::refresh::provenance::provenance_name;
+    use infergate_model::refresh::provenance::provenance_name;
     let mut out = Vec::new();
     for change in git::tree_changes(sides.repo, sides.base, sides.head)? {
         let Some(file) = change.new else { continue };
@@ -343,14 +343,14 @@ fn refreshed_elsewhere(
 /// refresh that wrote it, or that the provenance describes another version of it; empty
 /// without one. A refreshed dataset is a changed scenario like any other edit.
 fn refresh_note(sides: &Sides<'_>, file: &str) -> anyhow::Result<String> {
-    use bench::refresh::provenance::{Provenance, provenance_name};
+    use infergate_model::refresh::provenance::{Provenance, provenance_name};
     let name = provenance_name(file);
     let Some(text) = git::read_text(sides.repo, sides.head, &name)? else {
         return Ok(String::new());
     };
     let content = git::read_text(sides.repo, sides.head, file)?.unwrap_or_default();
-    let hash = bench::workload::WorkloadFile::of(file, content.as_bytes()).hash;
-    Ok(match bench::artifact::parse::<Provenance>(Path::new(&name), &text) {
+    let hash = infergate_model::workload::WorkloadFile::of(file, content.as_bytes()).hash;
+    Ok(match infergate_model::artifact::parse::<Provenance>(Path::new(&name), &text) {
         Ok(p) if p.dataset.output_hash == hash => format!(
             " (refreshed from production requests by `cargo xtask dataset refresh`: {}; \
              provenance {name})",

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use bench::config::{ConfigError, Source};
+use infergate_model::config::{ConfigError, Source};
 
 /// One governed key whose value differs between the merge base and head.
 #[derive(Clone, Debug, PartialEq)]

@@ -5,7 +5,7 @@ pub mod gitrepo;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use bench::Summary;
+use infergate_model::Summary;
 use serde_json::json;
 
 pub fn stats(p99: f64) -> serde_json::Value {
@@ -33,11 +33,12 @@ pub fn summary(
     engine: serde_json::Value,
 ) -> Summary {
     let environment = json!({"os": "linux", "arch": "x86_64", "cpus": 8, "cpu_model": "Test CPU", "memory_gib": 31.2});
-    let fingerprint = serde_json::from_value::<bench::summary::Environment>(environment.clone())
-        .unwrap()
-        .fingerprint();
+    let fingerprint =
+        serde_json::from_value::<infergate_model::summary::Environment>(environment.clone())
+            .unwrap()
+            .fingerprint();
     let v = json!({
-        "schema_version": bench::summary::SCHEMA_VERSION,
+        "schema_version": infergate_model::summary::SCHEMA_VERSION,
         "run_id": run_id,
         "status": "complete",
         "simulated": false,
@@ -236,17 +237,17 @@ pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
 }
 
 /// One ok request record: TTFT `ttft_ms`, then 4 output tokens 10 ms apart.
-pub fn record(id: u64, ttft_ms: f64) -> bench::record::RequestRecord {
+pub fn record(id: u64, ttft_ms: f64) -> infergate_model::record::RequestRecord {
     let t0 = id as f64 * 100.0;
-    let r = bench::record::RequestRecord::ok(id, t0, t0 + ttft_ms, vec![10.0; 3]);
-    bench::record::RequestRecord { input_tokens: Some(3), ..r }
+    let r = infergate_model::record::RequestRecord::ok(id, t0, t0 + ttft_ms, vec![10.0; 3]);
+    infergate_model::record::RequestRecord { input_tokens: Some(3), ..r }
 }
 
 /// Write `requests.jsonl` into the run directory `dir`: `n` ok requests with the TTFTs
 /// `ttft_ms` (cycled), so a single run's request bootstrap has records to draw from.
 pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut w = bench::rundir::RecordWriter::create(dir).unwrap();
+    let mut w = infergate_model::rundir::RecordWriter::create(dir).unwrap();
     for i in 0..n {
         w.write(&record(i, ttft_ms[i as usize % ttft_ms.len()])).unwrap();
     }
@@ -256,21 +257,22 @@ pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
 /// Write `histograms.hlog` into the run directory `dir` from its `requests.jsonl`, as a run
 /// writes it.
 pub fn write_hlog(dir: &Path) {
-    let read = bench::rundir::read_records(dir).unwrap();
-    let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+    let read = infergate_model::rundir::read_records(dir).unwrap();
+    let mut acc = infergate_model::metrics::MetricsAccumulator::new(Default::default());
     for r in &read.records {
         acc.add(r);
     }
     let window = std::time::Duration::from_secs(60);
-    bench::rundir::write_histograms(dir, &acc, std::time::SystemTime::UNIX_EPOCH, window).unwrap();
+    infergate_model::rundir::write_histograms(dir, &acc, std::time::SystemTime::UNIX_EPOCH, window)
+        .unwrap();
 }
 
 /// Write `requests.jsonl` and `histograms.hlog` that agree with the fixture summary `s` in
-/// what a trial set checks (`bench::rundir::disagreements`): its measured and warmup counts,
+/// what a trial set checks (`infergate_model::rundir::disagreements`): its measured and warmup counts,
 /// the last measured request ending where its window ends.
 pub fn write_matching_files(dir: &Path, s: &Summary) {
     std::fs::create_dir_all(dir).unwrap();
-    let mut w = bench::rundir::RecordWriter::create(dir).unwrap();
+    let mut w = infergate_model::rundir::RecordWriter::create(dir).unwrap();
     let end = s.timing.window.end_ms.unwrap_or(0.0);
     for i in 0..s.requests.warmup {
         let mut r = record(i, 10.0);
@@ -292,7 +294,7 @@ pub fn write_matching_files(dir: &Path, s: &Summary) {
 /// `trials.json`. Two identical summaries make zero-width t intervals: the gate then compares
 /// the values themselves with the limits.
 pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
-    use bench::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
+    use infergate_model::trials::{FORMAT_VERSION, TrialEntry, TrialsFile};
     let mut entries = Vec::new();
     for (i, s) in trials.iter().enumerate() {
         let name = format!("trial-{:02}", i + 1);

@@ -1,0 +1,1243 @@
+//! `summary.json`: the public, versioned result of one run.
+//!
+//! Everything downstream (decision records, gates, comparisons, users' scripts) reads this file.
+//! Field names are an interface: add fields freely, rename or remove only with a new
+//! [`SCHEMA_VERSION`]. A value that was not measured is `null`, never an estimate.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{
+    Goodput, LatencyMetrics, RequestCounts, RunMetrics, ScheduleStats, Throughput, TokenCounts,
+    Window,
+};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Tool name and version recorded in every summary.
+pub const TOOL_NAME: &str = "infergate";
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The text of a value that was not measured where text is written (tables, notes); `null` in
+/// `summary.json`.
+pub const BLANK: &str = "—";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every scheduled request was sent and finished.
+    Complete,
+    /// Stopped by Ctrl-C: what was measured until then is here.
+    Interrupted,
+    /// No measured request succeeded.
+    Failed,
+    /// Stopped by an error of the bench itself (a write to the run directory failed): what was
+    /// recorded until then is here, and a note says why.
+    Aborted,
+    /// Stopped early: the server fell behind the open loop's schedule by a growing margin
+    /// (`steady.stop_oversaturated`); what was measured until then is here, and a note says
+    /// what the watch saw.
+    Oversaturated,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GitInfo {
+    pub commit: String,
+    pub dirty: bool,
+}
+
+/// Where the requests went. Never holds credentials: only the name of the key's variable.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// Target name from the config, or `embedded-sim`.
+    pub name: String,
+    /// API base actually used (always ends in `/v1`).
+    pub api_base: String,
+    /// Full URL of the endpoint the requests went to.
+    pub url: String,
+    /// `chat` or `completions`.
+    pub endpoint: String,
+    pub stream: bool,
+    pub model: String,
+    /// Name of the environment variable the API key was read from, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// The `/v1/models` answer (null when the server does not offer it).
+    #[serde(default)]
+    pub models: Option<serde_json::Value>,
+    /// Name of the output-length field sent (`max_tokens` or `max_completion_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_field: Option<String>,
+}
+
+/// The machine and software the run was measured with, for reproduction.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    pub os: String,
+    pub arch: String,
+    pub cpus: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_gib: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// How busy the client host was while the load ran (a bench run's; blank elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::hostnoise::HostNoise>,
+    /// The GPUs of the client host (`nvidia-smi`), when it has any: part of the noise
+    /// history's fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuInfo>,
+    /// The bench's own timing error measured on this host by `cargo xtask selftest` within
+    /// `selftest::RECENT_DAYS` before the run: the floor its timings rest on. Absent without a
+    /// recent one on the same host, never estimated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selftest: Option<crate::selftest::SelftestRecord>,
+}
+
+/// A host's GPUs as `nvidia-smi` names them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub name: String,
+    pub driver: String,
+    pub count: u32,
+}
+
+impl GpuInfo {
+    /// `INFERGATE_GPU` (`name,driver[,count]`) when set, else the first line of `nvidia-smi
+    /// --query-gpu=name,driver_version --format=csv,noheader` and its line count; `None` without
+    /// an NVIDIA GPU.
+    pub fn detect() -> Option<GpuInfo> {
+        if let Ok(v) = std::env::var("INFERGATE_GPU") {
+            return GpuInfo::parse(&v, 1);
+        }
+        let out = std::process::Command::new("nvidia-smi")
+            .args(["--query-gpu=name,driver_version", "--format=csv,noheader"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        GpuInfo::parse(lines.first()?, lines.len() as u32)
+    }
+
+    fn parse(line: &str, count: u32) -> Option<GpuInfo> {
+        let mut parts = line.split(',').map(str::trim);
+        let name = parts.next().filter(|n| !n.is_empty())?.to_string();
+        let driver = parts.next().unwrap_or("").to_string();
+        let count = parts.next().and_then(|c| c.parse().ok()).unwrap_or(count);
+        Some(GpuInfo { name, driver, count })
+    }
+}
+
+impl Environment {
+    /// This host as the run records it. `INFERGATE_CPU_MODEL` and `INFERGATE_HOSTNAME`, when
+    /// set, stand for what `/proc` says (a container's `/proc` may name its host's CPU; the test
+    /// suite sets awkward values to check that nothing assumes a shape of either).
+    pub fn detect() -> Self {
+        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let cpu_model = set("INFERGATE_CPU_MODEL").or_else(|| {
+            std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+        });
+        let memory_gib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some((kb / 1024.0 / 1024.0 * 10.0).round() / 10.0)
+        });
+        let hostname = set("INFERGATE_HOSTNAME").or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        });
+        Environment {
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpu_model,
+            memory_gib,
+            hostname,
+            noise: None,
+            gpu: GpuInfo::detect(),
+            selftest: None,
+        }
+    }
+
+    /// A short, stable identifier of the environment (FNV-1a over its fields).
+    pub fn fingerprint(&self) -> String {
+        let text = format!(
+            "{}|{}|{}|{}|{}",
+            self.os,
+            self.arch,
+            self.cpus,
+            self.cpu_model.as_deref().unwrap_or(""),
+            self.memory_gib.map(|m| m.to_string()).unwrap_or_default()
+        );
+        format!("{:016x}", crate::hash::fnv1a(text.as_bytes()))
+    }
+}
+
+/// Time in the run: wall-clock start/end and the measured window on the run's monotonic clock.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub started_at: String,
+    pub ended_at: String,
+    /// Measured window (ms since the run's start on the monotonic clock).
+    pub window: Window,
+}
+
+impl Timing {
+    /// From `started_at` to now (RFC 3339, milliseconds, UTC); the window is set with the
+    /// metrics.
+    pub fn since(started_at: chrono::DateTime<chrono::Utc>) -> Timing {
+        let at = |t: chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        Timing {
+            started_at: at(started_at),
+            ended_at: at(chrono::Utc::now()),
+            window: Window::default(),
+        }
+    }
+}
+
+/// Schedule adherence plus whether the client fell behind its schedule.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleSummary {
+    #[serde(flatten)]
+    pub stats: ScheduleStats,
+    /// True when the load generator could not keep its schedule (see the README).
+    pub fell_behind: bool,
+}
+
+/// What was sent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadInfo {
+    /// Distinct workload items (prompts or dataset lines).
+    pub items: u64,
+    /// How prompt lengths were counted.
+    pub length_basis: crate::workload::LengthBasis,
+    /// Prompt lengths: the configured distribution, requested and realised.
+    #[serde(default)]
+    pub input_length: crate::lengths::LengthReport,
+    /// Output lengths: the configured distribution, requested (`max_tokens`) and realised.
+    #[serde(default)]
+    pub output_length: crate::lengths::LengthReport,
+    /// The files the workload was read from (trace, dataset, empirical lengths), with the hash
+    /// of their content.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<crate::workload::WorkloadFile>,
+    /// The replayed trace (trace mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceInfo>,
+    /// The slice of the workload this run measured (an A/B gate's trial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<crate::workload::WorkloadSlice>,
+}
+
+impl Default for WorkloadInfo {
+    fn default() -> Self {
+        WorkloadInfo::new(0, crate::workload::LengthBasis::Dataset)
+    }
+}
+
+impl WorkloadInfo {
+    /// `items` items whose lengths were counted on `length_basis`; no length report yet.
+    pub fn new(items: u64, length_basis: crate::workload::LengthBasis) -> WorkloadInfo {
+        WorkloadInfo {
+            items,
+            length_basis,
+            input_length: Default::default(),
+            output_length: Default::default(),
+            files: Vec::new(),
+            trace: None,
+            slice: None,
+        }
+    }
+}
+
+/// Cost of the measured window from the device price (blank when the price is unknown).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    pub price_per_hour: Option<f64>,
+    pub devices: Option<u32>,
+    pub device_seconds: Option<f64>,
+    /// device_seconds x price / 3600.
+    pub total: Option<f64>,
+    pub per_request: Option<f64>,
+    pub per_1m_output_tokens: Option<f64>,
+    /// `estimated` (configured price x measured time) or `billed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basis: Option<String>,
+}
+
+/// The sections of `summary.json`'s `extra`: each written by the step that knows it, each absent
+/// when the run was not such a run. The metric paths that reach into them (`extra.sweep.knee`,
+/// `extra.acceptance.numeric.cos_min`) are their JSON paths.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sections {
+    /// A stage of a sweep (`bench --sweep`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepStage>,
+    /// A shard of a sharded run (`bench --shard I/N`): what the merge aligns and checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::ShardRecord>,
+    /// What the engine model's scheduler did (runs on the simulator's engine mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler: Option<crate::scheduler::SchedulerReport>,
+    /// The connections opened before the window (every measured run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<Connections>,
+    /// A merge of a sharded run's shards (`bench merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeReport>,
+    /// One of an acceptance's two runs (`accept`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance: Option<AcceptanceSection>,
+    /// Sections this version does not know (a newer tool's), kept as they are when the
+    /// summary is written again.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Sections {
+    pub fn is_empty(&self) -> bool {
+        self.sweep.is_none()
+            && self.shard.is_none()
+            && self.scheduler.is_none()
+            && self.connections.is_none()
+            && self.merge.is_none()
+            && self.acceptance.is_none()
+            && self.other.is_empty()
+    }
+}
+
+/// The connections a run opened before its window, against those its load needs at once
+/// (`extra.connections`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connections {
+    /// Connections the load keeps busy at once (closed loop: its concurrency; open loop: its
+    /// `max_concurrency`, else 16).
+    pub wanted: u64,
+    /// Connections open before the window (0 when the server closes them after each response:
+    /// then every request opens its own).
+    #[serde(rename = "opened_before_window")]
+    pub opened: u64,
+    /// Whether connections are reused between requests.
+    pub reused: bool,
+    /// Connections opened once the load started: each one's setup is in the TTFT of the request
+    /// that waited for it (with reuse off, one per request).
+    pub cold_requests: u64,
+}
+
+impl Connections {
+    /// The note when connections could not all be opened before the window.
+    pub fn note(&self) -> Option<String> {
+        (self.reused && self.opened < self.wanted).then(|| {
+            format!(
+                "{} of {} connections could be opened before the window; {} requests opened \
+                 theirs during the load (connection setup is in their TTFT)",
+                self.opened, self.wanted, self.cold_requests
+            )
+        })
+    }
+}
+
+/// How the shards merged (`extra.merge` of the merged run): each shard, the missing ones, the
+/// spread of their windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergeReport {
+    /// N, the shards the run was split into.
+    pub shard_count: u32,
+    pub shards: Vec<MergedShard>,
+    /// Indexes of the shards no directory was given for.
+    pub missing: Vec<u32>,
+    /// Every shard is here and ended complete.
+    pub complete: bool,
+    /// Earliest to latest load start (ms, wall clock).
+    pub start_spread_ms: f64,
+    /// Earliest to latest end of a shard's measured window (ms, aligned).
+    pub end_spread_ms: Option<f64>,
+    /// The window every shard was measuring in (latest start to earliest end, aligned ms).
+    pub common_window: crate::metrics::Window,
+    /// Ok measured requests that ended inside the common window, per second of it: the
+    /// shards' throughput summed over the time they all ran (blank without a common window).
+    #[serde(default)]
+    pub common_requests_per_s: Option<f64>,
+    /// The shards' histogram logs added together equal the merged histograms (`null`: some
+    /// shard's log is missing or unreadable).
+    pub histograms_agree: Option<bool>,
+}
+
+/// One shard as merged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    pub index: u32,
+    pub dir: String,
+    pub status: RunStatus,
+    /// The host it ran on (a pod's name on Kubernetes), when known.
+    #[serde(default)]
+    pub hostname: Option<String>,
+    pub load_started_at: String,
+    /// Its load clock's origin on the merged timeline (ms after the earliest shard's).
+    pub offset_ms: f64,
+    pub requests: u64,
+    /// Its measured window on the merged timeline.
+    pub window: crate::metrics::Window,
+    /// Where its files disagree with its summary (count, last record, histogram log): the
+    /// shard, and so the merge, is incomplete.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// An acceptance's verdicts as each of its two runs' summaries carries them (`extra.acceptance`;
+/// the whole report is `acceptance.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcceptanceSection {
+    /// `baseline` or `candidate`: which of the two runs this summary is.
+    pub role: String,
+    /// The report, relative to the run's directory (`../acceptance.json`).
+    pub file: String,
+    pub run_id: String,
+    /// Every layer that ran passed, and one did.
+    pub passed: bool,
+    pub baseline: Option<String>,
+    pub candidate: Option<String>,
+    pub numeric: NumericVerdict,
+    pub engine: EngineVerdict,
+    pub business: BusinessVerdict,
+    /// What the failed layers tell the team to do.
+    pub actions: Vec<String>,
+}
+
+/// The numeric layer of an acceptance, in short: its verdict (null when it did not run) and
+/// its checks' values.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NumericVerdict {
+    pub verdict: Option<String>,
+    pub cos_min: Option<f64>,
+    pub rtol_max: Option<f64>,
+    pub first_divergence: Option<Divergence>,
+}
+
+/// The engine layer of an acceptance, in short.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EngineVerdict {
+    pub verdict: Option<String>,
+    pub ttft_p99_ms: Option<f64>,
+    pub itl_jitter: Option<f64>,
+    pub stream_violations: Option<f64>,
+}
+
+/// The business layer of an acceptance, in short.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BusinessVerdict {
+    pub verdict: Option<String>,
+    pub schema_pass_rate: Option<f64>,
+    pub judge_mean: Option<f64>,
+}
+
+/// Where and why two runs first diverge.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Divergence {
+    /// Item (prompt, or `.npy` row group) index.
+    pub item: usize,
+    /// Output position (row) within it.
+    pub position: usize,
+    /// `token` (the chosen tokens differ), `cos` or `rtol`.
+    pub reason: String,
+    pub baseline_token: Option<String>,
+    pub candidate_token: Option<String>,
+    pub cos: Option<f64>,
+    pub rtol: Option<f64>,
+}
+
+/// A sweep's stage, as its summary says it (`extra.sweep`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepStage {
+    pub sweep_id: String,
+    /// The sweep's own file, relative to the stage's directory (`../sweep.json`).
+    pub file: String,
+    /// What the sweep varies, as `--sweep` names it (`concurrency`, `rate`).
+    pub dimension: String,
+    /// This stage's number (from 1) and how many the sweep ran.
+    pub stage: usize,
+    pub stages: usize,
+    /// This stage's load (concurrency or requests/s).
+    pub load: Option<f64>,
+    /// The sweep's knee (its load), when a stage met the SLOs.
+    pub knee: Option<f64>,
+    pub is_knee: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub run_id: String,
+    pub status: RunStatus,
+    /// True when the target is the built-in engine simulator (a model, not a real engine).
+    pub simulated: bool,
+    pub tool: ToolInfo,
+    #[serde(default)]
+    pub git: Option<GitInfo>,
+    pub environment: Environment,
+    pub environment_fingerprint: String,
+    pub target: TargetInfo,
+    /// The settings the run was made with: the fully resolved bench profile, or an acceptance
+    /// side's.
+    pub config: RunConfig,
+    /// Profile name the config was resolved from.
+    pub profile: String,
+    /// Engine parameters (the governed configs/engine*.toml) when known, with the file it came from.
+    #[serde(default)]
+    pub engine: Option<EngineParams>,
+    /// The command that made the run, as it can be pasted into a shell (null when the caller,
+    /// a library user, did not say).
+    #[serde(default)]
+    pub invocation: Option<Invocation>,
+    pub timing: Timing,
+    pub requests: RequestCounts,
+    pub tokens: TokenCounts,
+    pub metrics: LatencyMetrics,
+    pub throughput: Throughput,
+    pub goodput: Goodput,
+    pub schedule: ScheduleSummary,
+    #[serde(default)]
+    pub workload: WorkloadInfo,
+    /// Per turn index of a sessions workload (absent for other workloads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<crate::metrics::TurnMetrics>,
+    /// The run's plateau and the metrics of the requests sent within it (null for summaries
+    /// that are not one bench run's: merges, acceptance sides).
+    #[serde(default)]
+    pub plateau: Option<crate::steady::Plateau>,
+    #[serde(default)]
+    pub cost: Cost,
+    /// Server-side metrics scraped during the window (null when not scraped).
+    #[serde(default)]
+    pub server: Option<crate::server_metrics::ServerSection>,
+    /// What was reset on the engine before this run, when the run is a trial of a set or an
+    /// A/B gate (absent for other runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Isolation>,
+    /// The sections the steps around a run add to it (a sweep's stage, a shard, the engine
+    /// model's scheduler, an acceptance's verdicts, the connections, a merge).
+    #[serde(default, skip_serializing_if = "Sections::is_empty")]
+    pub extra: Sections,
+    /// Warnings and notes for the reader (approximations, skipped measurements).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// What was done before a trial.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "how")]
+pub enum Isolation {
+    /// The engine was started for this run (the embedded simulator).
+    FreshEngine,
+    /// An endpoint reset the engine's caches (`POST /reset_prefix_cache`).
+    Reset(String),
+    /// The engine offers none of the resets: what was tried.
+    NotOffered(String),
+}
+
+impl Isolation {
+    pub fn text(&self) -> String {
+        match self {
+            Isolation::FreshEngine => {
+                "fresh engine (the embedded simulator, built for the run)".into()
+            }
+            Isolation::Reset(how) => format!("caches reset ({how})"),
+            Isolation::NotOffered(tried) => {
+                format!("the engine offers no cache reset ({tried}): caches carried over")
+            }
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        !matches!(self, Isolation::NotOffered(_))
+    }
+}
+
+/// How a run was started: the command line, and which of its runs this is when it made several.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    /// The command line, shell-quoted (`cargo xtask bench --profile tuned --out runs/tuned`),
+    /// secrets removed. For a sweep's stage or a comparison's strategy it is the command of the
+    /// whole sweep or comparison.
+    pub command: String,
+    /// Which run of the command this one is when it made several: the sweep stage's load
+    /// (`concurrency 32`) or the strategy (`continuous`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineParams {
+    /// The file the parameters were read from (the file the run used), relative to the
+    /// repository root when possible.
+    pub file: String,
+    /// The parameters, section by section, as in the file.
+    pub params: serde_json::Value,
+    /// The governed file `file` was generated from, when it is a variant (a strategy
+    /// comparison's `engine-<strategy>.toml` derives from `configs/engine.toml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived_from: Option<String>,
+    /// The keys the variant sets otherwise than `derived_from`, with that file's values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ParamChange>,
+}
+
+/// One key a variant engine config sets otherwise than the governed file it derives from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamChange {
+    /// Dotted key (`batch.strategy`).
+    pub key: String,
+    /// The governed file's value; null when the file does not set the key (the variant adds it).
+    pub from: Option<serde_json::Value>,
+    /// The variant's value.
+    pub to: serde_json::Value,
+}
+
+impl EngineParams {
+    /// Read a governed engine config (`file` relative to `root`) as recorded in summaries.
+    pub fn read(root: &Path, file: &str) -> Result<EngineParams, crate::config::ConfigError> {
+        let source = crate::config::Source::read_in(root, Path::new(file))?;
+        let table: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
+        let params = serde_json::to_value(table).expect("TOML tables convert to JSON");
+        Ok(EngineParams { file: file.to_string(), params, derived_from: None, changes: vec![] })
+    }
+
+    /// The parameters of a variant `file` generated from the governed file `base` (its
+    /// parameters `base_params`): recorded with the variant's name and values, the file it
+    /// derives from and each key it sets otherwise.
+    pub fn derived(
+        file: &str,
+        params: serde_json::Value,
+        base: &str,
+        base_params: &serde_json::Value,
+    ) -> EngineParams {
+        let (was, now) = (flatten_params(base_params), flatten_params(&params));
+        let changes = now
+            .into_iter()
+            .filter(|(k, v)| !was.get(k).is_some_and(|w| same_value(w, v)))
+            .map(|(key, to)| ParamChange { from: was.get(&key).cloned(), key, to })
+            .collect();
+        EngineParams {
+            file: file.to_string(),
+            params,
+            derived_from: Some(base.to_string()),
+            changes,
+        }
+    }
+}
+
+/// Two parameter values are the same when equal, numbers by value (`5` and `5.0`).
+fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The settings a run was made with (`summary.config`): a bench run's resolved profile, the
+/// settings of one side of an acceptance run (an object with `"acceptance": true`), or where an
+/// imported run came from and the load its tool describes (an object with `"imported"`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum RunConfig {
+    Profile(Box<crate::config::Profile>),
+    Acceptance(AcceptanceConfig),
+    Imported(Box<crate::imported::ImportedConfig>),
+}
+
+/// What one side of an acceptance run was sent with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcceptanceConfig {
+    /// Always true: what tells this object from a profile.
+    pub acceptance: bool,
+    pub concurrency: u32,
+    pub temperature: f64,
+    pub seed: u64,
+    /// The dataset file (None: the default one).
+    pub dataset: Option<String>,
+    /// The side's metrics page, when scraped.
+    pub metrics_url: Option<String>,
+}
+
+impl RunConfig {
+    /// The resolved profile of a bench run (None for an acceptance side).
+    pub fn profile(&self) -> Option<&crate::config::Profile> {
+        match self {
+            RunConfig::Profile(p) => Some(p),
+            RunConfig::Acceptance(_) | RunConfig::Imported(_) => None,
+        }
+    }
+
+    pub fn profile_mut(&mut self) -> Option<&mut crate::config::Profile> {
+        match self {
+            RunConfig::Profile(p) => Some(p),
+            RunConfig::Acceptance(_) | RunConfig::Imported(_) => None,
+        }
+    }
+
+    /// Where an imported run came from (None for a run infergate measured).
+    pub fn imported(&self) -> Option<&crate::imported::ImportedConfig> {
+        match self {
+            RunConfig::Imported(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The settings as JSON, as `summary.json` holds them: for a setting looked up by its
+    /// dotted path (`load.concurrency`, a record's scenario key) and for diffs of every setting.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("settings serialise")
+    }
+
+    /// The same settings with every secret `redactor` knows removed from their text. A profile
+    /// whose secret sits where its text cannot change (a name a type checks) is kept as the
+    /// default profile, which the caller notes.
+    pub fn redacted(self, redactor: &crate::redact::Redactor) -> (RunConfig, bool) {
+        let json = self.to_json();
+        if redactor.is_clean(&json.to_string()) {
+            return (self, false);
+        }
+        match serde_json::from_value(redactor.redact_json(&json)) {
+            Ok(config) => (config, false),
+            Err(_) => (RunConfig::Profile(Box::default()), true),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RunConfig {
+    /// An object with `"acceptance"` is an acceptance side's settings, any other a profile:
+    /// each read strictly, so an error names the field that is wrong.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RunConfig, D::Error> {
+        use serde::de::Error;
+        let v = serde_json::Value::deserialize(d)?;
+        if v.get("acceptance").is_some() {
+            serde_json::from_value(v).map(RunConfig::Acceptance).map_err(D::Error::custom)
+        } else if v.get("imported").is_some() {
+            serde_json::from_value(v).map(|c| RunConfig::Imported(Box::new(c))).map_err(|e| {
+                D::Error::custom(format!(
+                    "not an imported run's settings ({e}); see docs/import.md"
+                ))
+            })
+        } else {
+            serde_json::from_value(v).map(|p| RunConfig::Profile(Box::new(p))).map_err(|e| {
+                D::Error::custom(format!("not a bench profile ({e}); see docs/configuration.md"))
+            })
+        }
+    }
+}
+
+/// Parameters flattened to dotted keys (`scheduler.max_num_seqs`), in key order.
+pub fn flatten_params(params: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
+    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
+        match v {
+            serde_json::Value::Object(map) => {
+                for (k, v) in map {
+                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    walk(&key, v, out);
+                }
+            }
+            other => {
+                out.insert(prefix.to_string(), other.clone());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk("", params, &mut out);
+    out
+}
+
+/// What a summary records about how a run was made: everything but its measurements.
+#[derive(Clone, Debug)]
+pub struct RunHeader {
+    pub run_id: String,
+    /// The target announced itself as the built-in simulator.
+    pub simulated: bool,
+    pub git: Option<GitInfo>,
+    pub target: TargetInfo,
+    /// The resolved configuration the run was made with.
+    pub config: RunConfig,
+    pub profile: String,
+    pub engine: Option<EngineParams>,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub workload: WorkloadInfo,
+    pub notes: Vec<String>,
+}
+
+impl Summary {
+    /// The summary of a finished run (bench runs and each side of an acceptance): its header,
+    /// its metrics and the environment it ran in. Ended now; `failed` when no measured request
+    /// succeeded, else `complete` (an interrupted run says so itself). The caller adds the cost
+    /// of its window (`cost::for_summary`, which reads the summary).
+    pub fn of_run(h: RunHeader, metrics: RunMetrics) -> Summary {
+        let environment = Environment::detect();
+        let mut s = Summary {
+            schema_version: SCHEMA_VERSION,
+            run_id: h.run_id,
+            status: RunStatus::Complete,
+            simulated: h.simulated,
+            tool: ToolInfo { name: TOOL_NAME.into(), version: TOOL_VERSION.into() },
+            git: h.git,
+            environment_fingerprint: environment.fingerprint(),
+            environment,
+            target: h.target,
+            config: h.config,
+            profile: h.profile,
+            engine: h.engine,
+            invocation: None,
+            timing: Timing::since(h.started_at),
+            requests: Default::default(),
+            tokens: Default::default(),
+            metrics: Default::default(),
+            throughput: Default::default(),
+            goodput: Default::default(),
+            schedule: ScheduleSummary::default(),
+            workload: h.workload,
+            turns: Vec::new(),
+            plateau: None,
+            cost: Default::default(),
+            server: None,
+            isolation: None,
+            extra: Default::default(),
+            notes: h.notes,
+        };
+        s.set_metrics(metrics);
+        s.status = if s.requests.ok == 0 { RunStatus::Failed } else { RunStatus::Complete };
+        s
+    }
+
+    /// Place the computed metrics into the summary.
+    /// The token ratio comes from the server section, not from the records: it is kept.
+    pub fn set_metrics(&mut self, m: RunMetrics) {
+        self.requests = m.requests;
+        self.tokens = m.tokens;
+        self.metrics = m.latency;
+        self.throughput = m.throughput;
+        let token_ratio = self.goodput.token_ratio;
+        self.goodput = m.goodput;
+        self.goodput.token_ratio = token_ratio;
+        self.timing.window = m.window;
+        self.schedule.stats = m.schedule;
+        self.turns = m.turns;
+    }
+
+    /// The value at a dotted path (`metrics.ttft_ms.p99`), when it is a number.
+    pub fn lookup(&self, path: &str) -> Option<f64> {
+        let v = serde_json::to_value(self).ok()?;
+        lookup_path(&v, path)
+    }
+
+    pub fn read(path: &Path) -> Result<Summary, SummaryError> {
+        let file = resolve_summary_path(path);
+        let text = std::fs::read_to_string(&file)
+            .map_err(|source| SummaryError::Read { path: file.clone(), source })?;
+        let raw: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|source| SummaryError::Parse { path: file.clone(), source })?;
+        let version = raw.get("schema_version").and_then(|v| v.as_u64());
+        if version != Some(SCHEMA_VERSION as u64) {
+            return Err(SummaryError::Version { path: file, found: version });
+        }
+        serde_json::from_value(raw).map_err(|source| SummaryError::Parse { path: file, source })
+    }
+}
+
+/// A run directory or a summary.json path -> the summary.json path.
+pub fn resolve_summary_path(path: &Path) -> PathBuf {
+    if path.is_dir() { path.join("summary.json") } else { path.to_path_buf() }
+}
+
+/// Number at a dotted path in a JSON value.
+pub fn lookup_path(v: &serde_json::Value, path: &str) -> Option<f64> {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = cur.get(part)?;
+    }
+    cur.as_f64()
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid summary", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "{} has schema_version {}, this tool reads version {SCHEMA_VERSION}",
+        path.display(),
+        found.map(|v| v.to_string()).unwrap_or_else(|| "(missing)".into())
+    )]
+    Version { path: PathBuf, found: Option<u64> },
+}
+
+/// Direction in which a metric is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    Lower,
+    Higher,
+}
+
+/// What kind of number a metric is, which decides how two of them are compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scale {
+    /// A positive quantity whose noise is proportional to it (latencies, rates, costs): changes
+    /// are relative (`5% worse`), compared on log values.
+    Positive,
+    /// A share within [0, 1] (goodput ratio, error rate, hit rates): changes are in points
+    /// (`5 points worse`); a relative change of a share near 0 or 1 means little.
+    Share,
+    /// A count of events (failed requests, preemptions): observed, never estimated or compared
+    /// as a change.
+    Count,
+}
+
+/// Where a metric's samples come from, which decides how a trial set's interval of it is
+/// computed (`bench::trials`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MetricKind {
+    /// A count (`unit = "count"`): observed in each trial, no interval.
+    Count,
+    /// Computed from the request records; `tail` is the share of samples beyond the
+    /// statistic for a percentile (P99: 0.01, the maximum and minimum: 0), `None` for means,
+    /// rates and ratios.
+    Records { tail: Option<f64> },
+    /// Not computed from the records (server-side metrics, cost, acceptance sections).
+    Summary,
+}
+
+impl MetricKind {
+    /// The kind of a known metric, from the registry (`None` for a name it does not know).
+    pub fn of(metric: &str) -> Option<MetricKind> {
+        metric_def(metric).map(|d| d.kind)
+    }
+}
+
+/// A metric that decision records and gates may name.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricDef {
+    /// Dotted path in summary.json.
+    pub path: &'static str,
+    /// Unit the value is expressed in.
+    pub unit: &'static str,
+    pub better: Better,
+    /// Column label in decision records.
+    pub label: &'static str,
+    pub scale: Scale,
+    /// Where its samples come from.
+    pub kind: MetricKind,
+    /// The summary path of the number of samples a statistic of the records rests on (the
+    /// latency histogram's count: `metrics.ttft_ms.count` for `metrics.ttft_ms.p99`).
+    pub samples: Option<&'static str>,
+    /// A figure of the run's plateau (`plateau.metrics.ttft_ms.p99`): computed from the
+    /// records sent within it.
+    pub plateau: bool,
+}
+
+/// The scale of a metric of the registry: counts by their unit, the shares by name, the rest
+/// positive.
+fn scale_of(path: &str, unit: &str) -> Scale {
+    const SHARES: &[&str] = &[
+        "goodput.ratio",
+        "plateau.goodput.ratio",
+        "goodput.token_ratio",
+        "tokens.server_mismatch",
+        "error_rate",
+        "server.goodput_ratio",
+        "server.kv_fragmentation",
+        "server.kv_cache_usage.max",
+        "server.prefix_cache_hit_rate",
+        "extra.acceptance.business.schema_pass_rate",
+        "extra.acceptance.numeric.cos_min",
+    ];
+    if unit == "count" {
+        Scale::Count
+    } else if SHARES.contains(&path) {
+        Scale::Share
+    } else {
+        Scale::Positive
+    }
+}
+
+const LATENCY_STATS: [&str; 9] =
+    ["mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max"];
+
+/// Every metric a threshold may name. Latency metrics are available at every statistic.
+pub fn known_metrics() -> &'static [MetricDef] {
+    static ALL: std::sync::LazyLock<Vec<MetricDef>> = std::sync::LazyLock::new(build_known_metrics);
+    &ALL
+}
+
+fn build_known_metrics() -> Vec<MetricDef> {
+    let mut out = Vec::new();
+    let latency: [(&'static str, &'static str); 9] = [
+        ("ttft_ms", "TTFT"),
+        ("tpot_ms", "TPOT"),
+        ("itl_ms", "ITL"),
+        ("e2e_ms", "E2E"),
+        ("queue_ms", "Queue time"),
+        ("ttfrt_ms", "Time to first reasoning token"),
+        ("ttfat_ms", "Time to first answer token"),
+        ("tpot_reasoning_ms", "TPOT (reasoning)"),
+        ("tpot_answer_ms", "TPOT (answer)"),
+    ];
+    for (metric, label) in latency {
+        // Built once per process (see `known_metrics`).
+        let samples: &'static str = Box::leak(format!("metrics.{metric}.count").into_boxed_str());
+        for stat in LATENCY_STATS {
+            let path: &'static str = Box::leak(format!("metrics.{metric}.{stat}").into_boxed_str());
+            out.push(MetricDef {
+                path,
+                unit: "ms",
+                better: Better::Lower,
+                label,
+                scale: Scale::Positive,
+                kind: MetricKind::Records { tail: tail_of(stat) },
+                samples: Some(samples),
+                plateau: false,
+            });
+        }
+    }
+    // From the records: means, rates and ratios (no tail), or the schedule's own percentile.
+    let records = MetricKind::Records { tail: None };
+    let (count, summary) = (MetricKind::Count, MetricKind::Summary);
+    let fixed: [(&'static str, &'static str, Better, &'static str, MetricKind); 20] = [
+        ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter", records),
+        ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)", records),
+        ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s", records),
+        ("throughput.total_tokens_per_s", "tok/s", Better::Higher, "Total tok/s", records),
+        ("goodput.requests_per_s", "req/s", Better::Higher, "Goodput (req/s)", records),
+        ("goodput.ratio", "ratio", Better::Higher, "Goodput ratio", records),
+        // The server's counters over the delivered tokens: a summary value.
+        ("goodput.token_ratio", "ratio", Better::Higher, "Goodput (token ratio)", summary),
+        ("tokens.server_mismatch", "ratio", Better::Lower, "Server token mismatch", summary),
+        ("requests.cancelled", "count", Better::Lower, "Cancelled requests", count),
+        ("requests.failed", "count", Better::Lower, "Failed requests", count),
+        ("requests.ok", "count", Better::Higher, "Ok requests", count),
+        ("error_rate", "ratio", Better::Lower, "Error rate", records),
+        (
+            "cost.per_1m_output_tokens",
+            "currency",
+            Better::Lower,
+            "Cost per 1M output tokens",
+            summary,
+        ),
+        ("cost.per_request", "currency", Better::Lower, "Cost per request", summary),
+        ("server.goodput_ratio", "ratio", Better::Higher, "Server goodput ratio", summary),
+        ("server.kv_fragmentation", "ratio", Better::Lower, "KV fragmentation", summary),
+        ("server.preemptions", "count", Better::Lower, "Preemptions", count),
+        ("server.kv_cache_usage.max", "ratio", Better::Lower, "KV cache usage max", summary),
+        ("server.prefix_cache_hit_rate", "ratio", Better::Higher, "Prefix cache hit rate", summary),
+        (
+            "schedule.lag_ms.p99",
+            "ms",
+            Better::Lower,
+            "Schedule lag p99",
+            MetricKind::Records { tail: tail_of("p99") },
+        ),
+    ];
+    // Sections written by acceptance runs and sweeps (docs/acceptance.md), and the GPU samples.
+    let sections: [(&'static str, &'static str, Better, &'static str, MetricKind); 7] = [
+        (
+            "extra.acceptance.numeric.cos_min",
+            "ratio",
+            Better::Higher,
+            "Logit cosine (min)",
+            summary,
+        ),
+        (
+            "extra.acceptance.numeric.rtol_max",
+            "ratio",
+            Better::Lower,
+            "Logit max rel. error",
+            summary,
+        ),
+        (
+            "extra.acceptance.engine.stream_violations",
+            "count",
+            Better::Lower,
+            "Stream violations",
+            count,
+        ),
+        (
+            "extra.acceptance.business.schema_pass_rate",
+            "ratio",
+            Better::Higher,
+            "Schema pass rate",
+            summary,
+        ),
+        ("extra.sweep.knee", "load", Better::Higher, "Knee", summary),
+        ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation", summary),
+        (
+            "server.gpu.joules_per_1m_output_tokens",
+            "J",
+            Better::Lower,
+            "Energy per 1M output tokens",
+            summary,
+        ),
+    ];
+    for (path, unit, better, label, kind) in fixed.into_iter().chain(sections) {
+        debug_assert_eq!(unit == "count", kind == MetricKind::Count, "{path}");
+        let scale = scale_of(path, unit);
+        out.push(MetricDef {
+            path,
+            unit,
+            better,
+            label,
+            scale,
+            kind,
+            samples: None,
+            plateau: false,
+        });
+    }
+    out.extend(plateau_metrics(&out));
+    out
+}
+
+/// The plateau's figures (`plateau.metrics.ttft_ms.p99`, docs/metrics.md "Steady state"): the
+/// latency statistics, ITL jitter, throughput and goodput of the requests sent within it; a
+/// single run's interval resamples the records sent within the plateau.
+fn plateau_metrics(whole: &[MetricDef]) -> Vec<MetricDef> {
+    const OVER_PLATEAU: &[&str] = &[
+        "metrics.itl_jitter",
+        "throughput.requests_per_s",
+        "throughput.output_tokens_per_s",
+        "throughput.total_tokens_per_s",
+        "goodput.requests_per_s",
+        "goodput.ratio",
+    ];
+    whole
+        .iter()
+        .filter(|d| d.samples.is_some() || OVER_PLATEAU.contains(&d.path))
+        .map(|d| {
+            // Built once per process (see `known_metrics`).
+            let path: &'static str = Box::leak(format!("plateau.{}", d.path).into_boxed_str());
+            let label: &'static str = Box::leak(format!("{} (plateau)", d.label).into_boxed_str());
+            let samples = d
+                .samples
+                .map(|s| -> &'static str { Box::leak(format!("plateau.{s}").into_boxed_str()) });
+            MetricDef { path, label, scale: scale_of(path, d.unit), samples, plateau: true, ..*d }
+        })
+        .collect()
+}
+
+/// The share of samples beyond a latency statistic (P99: 0.01; the maximum and minimum: 0);
+/// `None` for the mean and the standard deviation.
+fn tail_of(stat: &str) -> Option<f64> {
+    match stat {
+        "max" | "min" => Some(0.0),
+        "p50" => Some(0.5),
+        "p90" => Some(0.1),
+        "p95" => Some(0.05),
+        "p99" => Some(0.01),
+        "p999" => Some(0.001),
+        _ => None,
+    }
+}
+
+pub fn metric_def(path: &str) -> Option<MetricDef> {
+    known_metrics().iter().copied().find(|m| m.path == path)
+}
+
+impl Summary {
+    /// Whether gates and records read this run's plateau figures: its profile says
+    /// `steady.gate = true`.
+    pub fn gates_on_plateau(&self) -> bool {
+        self.config.profile().is_some_and(|p| p.steady.gate)
+    }
+
+    /// The path a gate or a record reads for the metric a threshold names: its plateau figure
+    /// (`plateau.metrics.ttft_ms.p99` for `metrics.ttft_ms.p99`) when the run gates on its
+    /// plateau and the registry has one, else the metric itself. The one place that decides.
+    pub fn gated_path(&self, metric: &str) -> String {
+        if self.gates_on_plateau() {
+            if let Some(d) = metric_def(&format!("plateau.{metric}")) {
+                return d.path.to_string();
+            }
+        }
+        metric.to_string()
+    }
+
+    /// The value a gate or a record reads for `metric` ([`Summary::gated_path`]).
+    pub fn gated_metric(&self, metric: &str) -> Option<f64> {
+        self.metric(&self.gated_path(metric))
+    }
+
+    /// Value of a known metric, including derived ones (`error_rate`). `None` when not measured.
+    pub fn metric(&self, path: &str) -> Option<f64> {
+        match path {
+            "error_rate" => {
+                // Of the requests the server was left to answer (cancelled ones are not its
+                // failures).
+                let answered = self.requests.total.saturating_sub(self.requests.cancelled);
+                (answered > 0).then(|| self.requests.failed as f64 / answered as f64)
+            }
+            _ => self.lookup(path),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steady_gate_reads_the_plateau_figure_of_every_metric_the_registry_has_one_of() {
+        let mut s: Summary = serde_json::from_value(serde_json::json!({
+            "schema_version": SCHEMA_VERSION, "run_id": "r", "status": "complete",
+            "simulated": true, "tool": {"name": "infergate", "version": "0"},
+            "environment": Environment::default(), "environment_fingerprint": "",
+            "target": TargetInfo::default(), "config": {}, "profile": "default",
+            "timing": Timing::default(), "requests": RequestCounts::default(),
+            "tokens": TokenCounts::default(), "metrics": LatencyMetrics::default(),
+            "throughput": Throughput::default(), "goodput": Goodput::default(),
+            "schedule": ScheduleSummary::default(),
+        }))
+        .unwrap();
+        assert_eq!(s.plateau, None, "a summary without the section reads as none");
+        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "metrics.ttft_ms.p99");
+        s.config.profile_mut().unwrap().steady.gate = true;
+        assert!(s.gates_on_plateau());
+        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "plateau.metrics.ttft_ms.p99");
+        assert_eq!(s.gated_path("throughput.requests_per_s"), "plateau.throughput.requests_per_s");
+        // Metrics the plateau has no figure of are read as they are.
+        assert_eq!(s.gated_path("requests.failed"), "requests.failed");
+        assert_eq!(s.gated_path("server.kv_fragmentation"), "server.kv_fragmentation");
+        let def = metric_def("plateau.metrics.ttft_ms.p99").expect("registered");
+        assert!(def.plateau);
+        assert_eq!(def.samples, Some("plateau.metrics.ttft_ms.count"));
+        assert_eq!(def.kind, MetricKind::Records { tail: Some(0.01) });
+        assert_eq!(metric_def("plateau.goodput.ratio").unwrap().scale, Scale::Share);
+        s.plateau = Some(crate::steady::none("no measured request".into()));
+        assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), None, "blank, never the whole window's");
+    }
+}
