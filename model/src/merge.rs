@@ -28,7 +28,7 @@ use crate::metrics::{MetricsAccumulator, Window};
 use crate::record::{RequestRecord, round_us};
 use crate::rundir::{self, HISTOGRAMS_FILE, REQUESTS_FILE, RunDirError};
 use crate::shard::{SUMMARY_KEY, ShardRecord};
-use crate::summary::{Invocation, RunStatus, Summary, SummaryError};
+use crate::summary::{Invocation, RunStatus, Summary};
 pub use crate::summary::{MergeReport, MergedShard};
 
 /// Load starts further apart than this (ms) get a note on the shards' clocks and start.
@@ -43,7 +43,7 @@ pub enum MergeError {
     #[error("nothing to merge: name the shard directories (`bench merge DIR...`)")]
     NoDirs,
     #[error(transparent)]
-    Summary(#[from] SummaryError),
+    Summary(#[from] crate::artifact::ArtifactError),
     #[error(
         "{}: not a shard of a sharded run (its summary.json has no `{SUMMARY_KEY}` section; \
          `bench --shard I/N` writes one)",

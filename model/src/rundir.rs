@@ -25,7 +25,7 @@ use crate::metrics::{MetricsAccumulator, RunMetrics, Slo};
 use crate::record::RequestRecord;
 use crate::summary::Summary;
 
-pub const SUMMARY_FILE: &str = "summary.json";
+pub const SUMMARY_FILE: &str = <Summary as crate::artifact::Artifact>::FILE;
 pub const REQUESTS_FILE: &str = "requests.jsonl";
 pub const HISTOGRAMS_FILE: &str = "histograms.hlog";
 /// The file a run locks while it writes the directory (empty; it stays after the run).

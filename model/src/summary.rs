@@ -5,7 +5,7 @@
 //! [`SCHEMA_VERSION`]. A value that was not measured is `null`, never an estimate.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -848,23 +848,17 @@ impl Summary {
         lookup_path(&v, path)
     }
 
-    pub fn read(path: &Path) -> Result<Summary, SummaryError> {
-        let file = resolve_summary_path(path);
-        let text = std::fs::read_to_string(&file)
-            .map_err(|source| SummaryError::Read { path: file.clone(), source })?;
-        let raw: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|source| SummaryError::Parse { path: file.clone(), source })?;
-        let version = raw.get("schema_version").and_then(|v| v.as_u64());
-        if version != Some(SCHEMA_VERSION as u64) {
-            return Err(SummaryError::Version { path: file, found: version });
-        }
-        serde_json::from_value(raw).map_err(|source| SummaryError::Parse { path: file, source })
+    /// The summary of a run directory, or of a `summary.json` path.
+    pub fn read(path: &Path) -> Result<Summary, crate::artifact::ArtifactError> {
+        crate::artifact::read(path)
     }
 }
 
-/// A run directory or a summary.json path -> the summary.json path.
-pub fn resolve_summary_path(path: &Path) -> PathBuf {
-    if path.is_dir() { path.join("summary.json") } else { path.to_path_buf() }
+impl crate::artifact::Artifact for Summary {
+    const FILE: &'static str = "summary.json";
+    const VERSION: u32 = SCHEMA_VERSION;
+    const VERSION_FIELD: &'static str = "schema_version";
+    const WHAT: &'static str = "a run summary";
 }
 
 /// Number at a dotted path in a JSON value.
@@ -874,28 +868,6 @@ pub fn lookup_path(v: &serde_json::Value, path: &str) -> Option<f64> {
         cur = cur.get(part)?;
     }
     cur.as_f64()
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SummaryError {
-    #[error("cannot read {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{} is not a valid summary", path.display())]
-    Parse {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error(
-        "{} has schema_version {}, this tool reads version {SCHEMA_VERSION}",
-        path.display(),
-        found.map(|v| v.to_string()).unwrap_or_else(|| "(missing)".into())
-    )]
-    Version { path: PathBuf, found: Option<u64> },
 }
 
 /// Direction in which a metric is better.
@@ -1239,5 +1211,45 @@ mod tests {
         assert_eq!(metric_def("plateau.goodput.ratio").unwrap().scale, Scale::Share);
         s.plateau = Some(crate::steady::none("no measured request".into()));
         assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), None, "blank, never the whole window's");
+    }
+
+    #[test]
+    fn a_summary_is_read_as_its_artifact_naming_the_file_the_field_and_the_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("summary.json");
+        let write = |v: &serde_json::Value| std::fs::write(&file, v.to_string()).unwrap();
+        let mut doc = serde_json::json!({
+            "schema_version": SCHEMA_VERSION, "run_id": "r", "status": "complete",
+            "simulated": true, "tool": {"name": "infergate", "version": "0"},
+            "environment": Environment::default(), "environment_fingerprint": "",
+            "target": TargetInfo::default(), "config": {}, "profile": "default",
+            "timing": Timing::default(), "requests": RequestCounts::default(),
+            "tokens": TokenCounts::default(), "metrics": LatencyMetrics::default(),
+            "throughput": Throughput::default(), "goodput": Goodput::default(),
+            "schedule": ScheduleSummary::default(),
+        });
+        write(&doc);
+        // The directory or the file itself.
+        assert_eq!(Summary::read(dir.path()).unwrap().run_id, "r");
+        assert_eq!(Summary::read(&file).unwrap().run_id, "r");
+        doc["requests"]["ok"] = serde_json::json!("many");
+        write(&doc);
+        let e = Summary::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("summary.json") && e.contains("field `requests.ok`"), "{e}");
+        assert!(e.contains(&format!("a run summary of format {SCHEMA_VERSION}")), "{e}");
+        doc["schema_version"] = serde_json::json!(SCHEMA_VERSION + 1);
+        write(&doc);
+        let e = Summary::read(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.ends_with(&format!(
+                "summary.json is a run summary of format {}, this tool reads format {SCHEMA_VERSION}",
+                SCHEMA_VERSION + 1
+            )),
+            "{e}"
+        );
+        doc.as_object_mut().unwrap().remove("schema_version");
+        write(&doc);
+        let e = Summary::read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("(none: no version field)"), "{e}");
     }
 }

@@ -291,23 +291,16 @@ pub struct MixedTrial {
 /// Why a trial set cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TrialsError {
-    #[error("cannot read {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{} is not a valid trial set index: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
+    /// `trials.json` or a trial's `summary.json` cannot be read (the error names the file).
+    #[error(transparent)]
+    File(#[from] crate::artifact::ArtifactError),
     #[error("trial {dir} of {}", set.display())]
     Trial {
         set: PathBuf,
         dir: String,
         #[source]
-        source: crate::summary::SummaryError,
+        source: crate::artifact::ArtifactError,
     },
-    #[error(transparent)]
-    Summary(#[from] crate::summary::SummaryError),
     #[error("{} lists no trial: nothing was measured", path.display())]
     Empty { path: PathBuf },
     #[error(
@@ -331,32 +324,21 @@ pub enum TrialsError {
     NoIndex { path: PathBuf, dirs: Vec<String> },
 }
 
+impl crate::artifact::Artifact for TrialsFile {
+    const FILE: &'static str = TRIALS_FILE;
+    const VERSION: u32 = FORMAT_VERSION;
+    const WHAT: &'static str = "a trial set index";
+}
+
 impl TrialsFile {
+    /// `trials.json` of the set in `dir`.
     pub fn read(dir: &Path) -> Result<TrialsFile, TrialsError> {
-        let path = dir.join(TRIALS_FILE);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|source| TrialsError::Read { path: path.clone(), source })?;
-        let file: TrialsFile = serde_json::from_str(&text)
-            .map_err(|e| TrialsError::Parse { path: path.clone(), message: e.to_string() })?;
-        if file.format_version != FORMAT_VERSION {
-            return Err(TrialsError::Parse {
-                path,
-                message: format!(
-                    "format_version {} is not supported; this tool reads version {FORMAT_VERSION}",
-                    file.format_version
-                ),
-            });
-        }
-        Ok(file)
+        Ok(crate::artifact::read(&dir.join(TRIALS_FILE))?)
     }
 
     /// Write `trials.json` into `dir` atomically.
-    pub fn write(&self, dir: &Path) -> Result<PathBuf, rundir::RunDirError> {
-        let path = dir.join(TRIALS_FILE);
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a trial set serialises");
-        bytes.push(b'\n');
-        rundir::write_atomic(&path, &bytes)?;
-        Ok(path)
+    pub fn write(&self, dir: &Path) -> Result<PathBuf, crate::artifact::ArtifactError> {
+        crate::artifact::write(dir, self)
     }
 }
 
@@ -1058,7 +1040,12 @@ mod tests {
         index.format_version = 9;
         index.write(tmp.path()).unwrap();
         let e = TrialSet::load(tmp.path()).unwrap_err();
-        assert!(e.to_string().contains("format_version 9 is not supported"), "{e}");
+        assert!(
+            e.to_string().ends_with(
+                "trials.json is a trial set index of format 9, this tool reads format 1"
+            ),
+            "{e}"
+        );
         index.format_version = FORMAT_VERSION;
         index.trials.clear();
         index.write(tmp.path()).unwrap();

@@ -15,8 +15,7 @@ use infergate_model::trials::{TRIALS_FILE, TrialsFile};
 
 use crate::tune::model::{TUNE_FILE, TuneFile};
 
-/// The file a run directory's summary is in.
-const SUMMARY_FILE: &str = "summary.json";
+use infergate_model::rundir::SUMMARY_FILE;
 
 /// One run: its summary and its records.
 pub struct RunInput {
