@@ -299,7 +299,7 @@ pub enum TrialsError {
         set: PathBuf,
         dir: String,
         #[source]
-        source: crate::artifact::ArtifactError,
+        source: Box<crate::artifact::ArtifactError>,
     },
     #[error("{} lists no trial: nothing was measured", path.display())]
     Empty { path: PathBuf },
@@ -470,7 +470,7 @@ impl TrialSet {
             let summary = Summary::read(&dir).map_err(|source| TrialsError::Trial {
                 set: path.to_path_buf(),
                 dir: t.dir.clone(),
-                source,
+                source: Box::new(source),
             })?;
             if let Some(first) = trials.first() {
                 same_measurement(
