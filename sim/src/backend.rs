@@ -113,8 +113,3 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 }
-
-/// Time helpers shared by backends: sleeping until an instant in real time.
-pub async fn sleep_until(t: Instant) {
-    tokio::time::sleep_until(t).await;
-}

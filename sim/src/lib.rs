@@ -5,12 +5,12 @@
 //! The engine model itself (`engine`) is pure, synchronous and runs in virtual time
 //! (`predict` checks a sweep stage with it); the server and its backends run on tokio.
 
-pub mod backend;
+pub(crate) mod backend;
 pub mod engine;
 pub mod predict;
 pub mod server;
-pub mod text;
-pub mod timing;
+pub(crate) mod text;
+pub(crate) mod timing;
 
 use std::path::Path;
 use std::sync::Arc;

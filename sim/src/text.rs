@@ -21,12 +21,8 @@ pub fn tokenize(text: &str) -> Vec<u32> {
     text.split_whitespace().map(|w| (fnv1a(w.as_bytes()) % VOCAB_SIZE as u64) as u32).collect()
 }
 
-/// Tokens a chat template adds: a role marker and an end marker per message, plus the
-/// assistant prefix that starts the answer.
-pub const CHAT_TOKENS_PER_MESSAGE: usize = 2;
-pub const CHAT_GENERATION_PREFIX: usize = 1;
-
-/// Prompt tokens of chat messages: the template markers around each message's text.
+/// Prompt tokens of chat messages: the template markers around each message's text (a role
+/// marker and an end marker per message), then the assistant prefix that starts the answer.
 pub fn chat_prompt_tokens(messages: &[Value]) -> Vec<u32> {
     let mut out = Vec::new();
     for m in messages {
@@ -193,7 +189,8 @@ mod tests {
         ];
         assert_eq!(
             chat_prompt_tokens(&msgs).len(),
-            4 + 2 * CHAT_TOKENS_PER_MESSAGE + CHAT_GENERATION_PREFIX
+            // Four words, two markers for each of the two messages, the assistant prefix.
+            4 + 2 * 2 + 1
         );
     }
 

@@ -25,7 +25,7 @@
 pub mod business;
 pub mod dataset;
 pub mod driver;
-pub mod numeric;
+pub(crate) mod numeric;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -13,12 +13,12 @@
 //! [`run`] composes them and writes the summary. Acceptance connects its sides with the same
 //! [`connect::connect`].
 
-pub mod assemble;
-pub mod connect;
-pub mod drive;
-pub mod input;
+pub(crate) mod assemble;
+pub(crate) mod connect;
+pub(crate) mod drive;
+pub(crate) mod input;
 pub mod isolation;
-pub mod pace;
+pub(crate) mod pace;
 pub mod prepare;
 
 use std::path::{Path, PathBuf};

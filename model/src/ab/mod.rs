@@ -22,7 +22,7 @@ pub const DEFAULT_METRICS: &[&str] = &[
     "error_rate",
 ];
 
-pub mod decide;
+pub(crate) mod decide;
 pub mod design;
 pub mod file;
 pub mod run;

@@ -2,13 +2,13 @@
 //! `configs/engine.toml` (the governed inference parameters).
 
 pub mod bench;
-pub mod cancel;
+pub(crate) mod cancel;
 pub mod engine;
-pub mod lengths;
+pub(crate) mod lengths;
 pub mod limits;
-pub mod noise;
-pub mod source;
-pub mod steady;
+pub(crate) mod noise;
+pub(crate) mod source;
+pub(crate) mod steady;
 
 pub use bench::*;
 pub use cancel::{CancelConfig, CancelPlan};

@@ -16,9 +16,9 @@
 //! tools' own (guidellm's nested in `metadata`, AIPerf's a `"1.4"` string, none in vLLM's), so
 //! each reader checks its version itself and reports errors in the artifacts' shape.
 
-pub mod aiperf;
-pub mod guidellm;
-pub mod vllm;
+pub(crate) mod aiperf;
+pub(crate) mod guidellm;
+pub(crate) mod vllm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

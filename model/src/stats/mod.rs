@@ -20,11 +20,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub mod changepoint;
-pub mod decide;
+pub(crate) mod decide;
 pub mod difference;
 pub mod interval;
 pub mod noise;
-pub mod sequential;
+pub(crate) mod sequential;
 
 pub use decide::{
     COMPARATOR_CHOICES, Comparator, DetectableChange, Direction, ProposedLimit, UnknownComparator,

@@ -21,13 +21,13 @@ use std::sync::Arc;
 mod core;
 /// The scheduler's decisions and report, as data (the model crate's).
 pub use infergate_model::scheduler as decisions;
-pub mod kv;
-pub mod noise;
-pub mod profile;
-pub mod scheduler;
-pub mod spec;
-pub mod stats;
-pub mod strategies;
+pub(crate) mod kv;
+pub(crate) mod noise;
+pub(crate) mod profile;
+pub(crate) mod scheduler;
+pub(crate) mod spec;
+pub(crate) mod stats;
+pub(crate) mod strategies;
 mod virtual_time;
 
 mod backend;
