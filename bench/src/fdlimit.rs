@@ -8,7 +8,7 @@
 
 /// Descriptors a run needs besides its connections: the run directory's files, the simulator's
 /// listener, the scraper, the standard streams, the async runtime and some room.
-pub const OVERHEAD: u64 = 64;
+pub(crate) const OVERHEAD: u64 = 64;
 
 /// The open files a run at `concurrency` needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +115,7 @@ pub fn current() -> Limits {
 }
 
 /// Set the soft open-file limit of this process (the hard limit is left as it is).
-pub fn set_soft(soft: u64) -> std::io::Result<()> {
+pub(crate) fn set_soft(soft: u64) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};

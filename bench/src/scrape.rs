@@ -24,7 +24,7 @@ pub fn metrics_url(root: &str, configured: Option<&str>) -> String {
 }
 
 /// Whether an executable of this name is on `PATH`.
-pub fn on_path(cmd: &str) -> bool {
+pub(crate) fn on_path(cmd: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| is_executable(&dir.join(cmd))))
 }
@@ -42,7 +42,7 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The `nvidia-smi` query the scraper runs.
-pub const NVIDIA_SMI_ARGS: [&str; 2] =
+pub(crate) const NVIDIA_SMI_ARGS: [&str; 2] =
     ["--query-gpu=utilization.gpu,memory.used,power.draw", "--format=csv,noheader,nounits"];
 
 fn sample_gpu(t: Instant) -> Option<(Instant, String)> {
@@ -58,7 +58,7 @@ struct Collected {
 }
 
 /// A running scraper.
-pub struct Scraper {
+pub(crate) struct Scraper {
     url: String,
     interval: Duration,
     http: reqwest::Client,
@@ -70,7 +70,7 @@ pub struct Scraper {
 
 /// The largest metrics page read (bytes): engines' pages are a few hundred KiB; a larger one is
 /// refused rather than held in memory.
-pub const METRICS_PAGE_BYTES: usize = 16 << 20;
+pub(crate) const METRICS_PAGE_BYTES: usize = 16 << 20;
 
 /// Why a metrics page could not be had. The messages are those a run's notes and `watch` print.
 #[derive(Debug, thiserror::Error)]

@@ -101,7 +101,7 @@ fn side(path: &str, set: &TrialSet) -> Side {
 }
 
 /// The change a difference makes, by the metric's better direction.
-pub fn change_of(metric: &str, d: &Difference) -> Change {
+pub(crate) fn change_of(metric: &str, d: &Difference) -> Change {
     match d.significant {
         None => Change::NotTested,
         Some(false) => Change::NotSignificant,

@@ -16,7 +16,7 @@
 use crate::summary::{Cost, EngineParams, Summary};
 
 /// Device price and count from the engine parameters recorded in a summary.
-pub fn device_price(engine: Option<&EngineParams>) -> (Option<f64>, Option<u32>) {
+pub(crate) fn device_price(engine: Option<&EngineParams>) -> (Option<f64>, Option<u32>) {
     let Some(p) = engine.map(|e| &e.params) else { return (None, None) };
     let price = p.pointer("/device/price_per_hour").and_then(|v| v.as_f64()).filter(|v| *v >= 0.0);
     let count = p

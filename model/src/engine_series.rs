@@ -5,13 +5,13 @@
 /// vLLM's (v1 and the older names it still exposes).
 pub mod vllm {
     /// The prefix every series of the engine has.
-    pub const PREFIX: &str = "vllm:";
+    pub(crate) const PREFIX: &str = "vllm:";
     pub const CACHE_CONFIG_INFO: &str = "vllm:cache_config_info";
     pub const E2E_REQUEST_LATENCY_SECONDS: &str = "vllm:e2e_request_latency_seconds";
     pub const GENERATION_TOKENS_TOTAL: &str = "vllm:generation_tokens_total";
     pub const GPU_CACHE_USAGE_PERC: &str = "vllm:gpu_cache_usage_perc";
-    pub const GPU_PREFIX_CACHE_HITS_TOTAL: &str = "vllm:gpu_prefix_cache_hits_total";
-    pub const GPU_PREFIX_CACHE_QUERIES_TOTAL: &str = "vllm:gpu_prefix_cache_queries_total";
+    pub(crate) const GPU_PREFIX_CACHE_HITS_TOTAL: &str = "vllm:gpu_prefix_cache_hits_total";
+    pub(crate) const GPU_PREFIX_CACHE_QUERIES_TOTAL: &str = "vllm:gpu_prefix_cache_queries_total";
     pub const INTER_TOKEN_LATENCY_SECONDS: &str = "vllm:inter_token_latency_seconds";
     pub const ITERATION_TOKENS_TOTAL: &str = "vllm:iteration_tokens_total";
     pub const KV_CACHE_USAGE_PERC: &str = "vllm:kv_cache_usage_perc";
@@ -35,12 +35,12 @@ pub mod vllm {
 /// SGLang's.
 pub mod sglang {
     /// The prefix every series of the engine has.
-    pub const PREFIX: &str = "sglang:";
+    pub(crate) const PREFIX: &str = "sglang:";
     pub const E2E_REQUEST_LATENCY_SECONDS: &str = "sglang:e2e_request_latency_seconds";
     pub const GENERATION_TOKENS_TOTAL: &str = "sglang:generation_tokens_total";
     pub const INTER_TOKEN_LATENCY_SECONDS: &str = "sglang:inter_token_latency_seconds";
-    pub const NUM_QUEUE_REQS: &str = "sglang:num_queue_reqs";
-    pub const NUM_RUNNING_REQS: &str = "sglang:num_running_reqs";
+    pub(crate) const NUM_QUEUE_REQS: &str = "sglang:num_queue_reqs";
+    pub(crate) const NUM_RUNNING_REQS: &str = "sglang:num_running_reqs";
     pub const PROMPT_TOKENS_TOTAL: &str = "sglang:prompt_tokens_total";
     pub const TIME_TO_FIRST_TOKEN_SECONDS: &str = "sglang:time_to_first_token_seconds";
     pub const TOKEN_USAGE: &str = "sglang:token_usage";
@@ -49,18 +49,18 @@ pub mod sglang {
 /// llama.cpp's `llama-server` (with `--metrics`).
 pub mod llamacpp {
     /// The prefix every series of the engine has.
-    pub const PREFIX: &str = "llamacpp:";
+    pub(crate) const PREFIX: &str = "llamacpp:";
     pub const KV_CACHE_USAGE_RATIO: &str = "llamacpp:kv_cache_usage_ratio";
     pub const PROMPT_TOKENS_TOTAL: &str = "llamacpp:prompt_tokens_total";
-    pub const REQUESTS_DEFERRED: &str = "llamacpp:requests_deferred";
-    pub const REQUESTS_PROCESSING: &str = "llamacpp:requests_processing";
-    pub const TOKENS_PREDICTED_TOTAL: &str = "llamacpp:tokens_predicted_total";
+    pub(crate) const REQUESTS_DEFERRED: &str = "llamacpp:requests_deferred";
+    pub(crate) const REQUESTS_PROCESSING: &str = "llamacpp:requests_processing";
+    pub(crate) const TOKENS_PREDICTED_TOTAL: &str = "llamacpp:tokens_predicted_total";
 }
 
 /// The embedded simulator's own, beside the vLLM names it exposes.
 pub mod infergate_sim {
     /// The prefix every series of the engine has.
-    pub const PREFIX: &str = "infergate_sim:";
+    pub(crate) const PREFIX: &str = "infergate_sim:";
     pub const ABANDONED_HOLD_SECONDS_TOTAL: &str = "infergate_sim:abandoned_hold_seconds_total";
     pub const ABANDONED_REQUESTS_TOTAL: &str = "infergate_sim:abandoned_requests_total";
     pub const BATCH_STRATEGY_INFO: &str = "infergate_sim:batch_strategy_info";

@@ -29,10 +29,10 @@ use crate::summary::Summary;
 
 /// The engine name of the embedded simulator in an environment key (without the tool version:
 /// a key must not change with each release).
-pub const SIM_ENGINE: &str = "infergate-sim";
+pub(crate) const SIM_ENGINE: &str = "infergate-sim";
 
 /// The shape of the text form, for error messages.
-pub const KEY_SHAPE: &str = "`gpu=NAME xCOUNT; engine=ENGINE; model=MODEL; dtype=DTYPE` (then \
+pub(crate) const KEY_SHAPE: &str = "`gpu=NAME xCOUNT; engine=ENGINE; model=MODEL; dtype=DTYPE` (then \
                              `; quantization=METHOD` when quantized; `gpu=none` without a GPU)";
 
 /// The environment a run measured, or a threshold holds for.
@@ -55,7 +55,7 @@ pub struct EnvironmentKey {
 
 /// The simulated device of a simulator run: `[device]` `name` and `count` (1 when unset) of
 /// the engine config it ran; `None` when the run has no `[device]` (the timing simulator).
-pub fn simulated_device(s: &Summary) -> Option<(String, u32)> {
+pub(crate) fn simulated_device(s: &Summary) -> Option<(String, u32)> {
     device_of(&s.engine.as_ref()?.params)
 }
 
@@ -69,7 +69,7 @@ fn device_of(params: &serde_json::Value) -> Option<(String, u32)> {
 
 /// The engine a real target's server names for itself (`owned_by` of the first model its
 /// `/v1/models` lists), when it does.
-pub fn served_by(s: &Summary) -> Option<&str> {
+pub(crate) fn served_by(s: &Summary) -> Option<&str> {
     s.target.models.as_ref()?.pointer("/data/0/owned_by")?.as_str()
 }
 

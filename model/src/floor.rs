@@ -12,7 +12,7 @@ use crate::artifact::{self, Artifact, ArtifactError};
 use crate::selftest::{SelftestRecord, is_recent};
 
 /// Where `cargo xtask selftest` writes its result, under the repository root.
-pub fn latest_path(root: &Path) -> PathBuf {
+pub(crate) fn latest_path(root: &Path) -> PathBuf {
     root.join("target").join("selftest").join(SelftestFile::FILE)
 }
 

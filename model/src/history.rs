@@ -293,7 +293,7 @@ pub enum PoolOutcome {
 }
 
 /// One-sided level of the F test that finds a set noisier than its history.
-pub const NOISIER_LEVEL: f64 = 0.05;
+pub(crate) const NOISIER_LEVEL: f64 = 0.05;
 
 /// The estimate of a metric from a set's per-trial values with the history's variance pooled
 /// in: on log values for a positive metric (`exp(mean ± t s_p / sqrt n)`), values for a share,

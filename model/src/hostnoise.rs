@@ -23,12 +23,12 @@
 use serde::{Deserialize, Serialize};
 
 /// Busy when other processes used more than this share of the host's CPU time.
-pub const BUSY_OTHER_SHARE: f64 = 0.25;
+pub(crate) const BUSY_OTHER_SHARE: f64 = 0.25;
 /// Busy when the hypervisor stole more than this share of the host's CPU time.
-pub const BUSY_STEAL_SHARE: f64 = 0.05;
+pub(crate) const BUSY_STEAL_SHARE: f64 = 0.05;
 /// Busy when the 1-minute load average, less the CPUs the bench itself kept busy, exceeds
 /// this many runnable tasks per CPU.
-pub const BUSY_LOAD_PER_CPU: f64 = 1.0;
+pub(crate) const BUSY_LOAD_PER_CPU: f64 = 1.0;
 
 /// Cumulative CPU time of the whole host, in clock ticks (the `cpu` line of `/proc/stat`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -67,7 +67,7 @@ pub fn parse_loadavg(text: &str) -> Result<f64, ProcParseError> {
 
 /// The host's CPU times: the aggregate `cpu ` line of `/proc/stat` (user nice system idle
 /// iowait irq softirq steal guest guest_nice; kernels before 2.6.11 stop after softirq).
-pub fn parse_cpu_times(text: &str) -> Result<CpuTimes, ProcParseError> {
+pub(crate) fn parse_cpu_times(text: &str) -> Result<CpuTimes, ProcParseError> {
     const FILE: &str = "/proc/stat";
     let line = text
         .lines()
@@ -100,7 +100,7 @@ pub fn parse_cpu_times(text: &str) -> Result<CpuTimes, ProcParseError> {
 /// CPU ticks this process and its waited-for children used: utime + stime + cutime + cstime,
 /// fields 14-17 of `/proc/self/stat`. The command name (field 2) may hold spaces and
 /// parentheses, so the fields are counted after its last `)`.
-pub fn parse_self_ticks(text: &str) -> Result<u64, ProcParseError> {
+pub(crate) fn parse_self_ticks(text: &str) -> Result<u64, ProcParseError> {
     const FILE: &str = "/proc/self/stat";
     let (_, rest) = text.rsplit_once(')').ok_or_else(|| bad(FILE, "no `(comm)` field"))?;
     // `rest` starts at field 3 (the state).
@@ -118,7 +118,7 @@ pub fn parse_self_ticks(text: &str) -> Result<u64, ProcParseError> {
 
 /// A process's parent and its CPU ticks with its waited-for children (utime + stime + cutime
 /// + cstime), from `/proc/PID/stat`.
-pub fn parse_stat(text: &str) -> Result<(u32, u64), ProcParseError> {
+pub(crate) fn parse_stat(text: &str) -> Result<(u32, u64), ProcParseError> {
     const FILE: &str = "/proc/PID/stat";
     let ticks = parse_self_ticks(text).map_err(|e| bad(FILE, e.message))?;
     let (_, rest) = text.rsplit_once(')').ok_or_else(|| bad(FILE, "no `(comm)` field"))?;
@@ -128,7 +128,7 @@ pub fn parse_stat(text: &str) -> Result<(u32, u64), ProcParseError> {
 }
 
 /// `root` and every process below it, from `(pid, parent)` pairs.
-pub fn descendants(parents: &[(u32, u32)], root: u32) -> Vec<u32> {
+pub(crate) fn descendants(parents: &[(u32, u32)], root: u32) -> Vec<u32> {
     let mut out = vec![root];
     let mut i = 0;
     while i < out.len() {
@@ -141,7 +141,7 @@ pub fn descendants(parents: &[(u32, u32)], root: u32) -> Vec<u32> {
 
 /// The port of a target on this host: `http(s)://HOST[:PORT]/...` where HOST is `localhost`,
 /// `127.x.y.z` or `[::1]` (the port defaults to 80 and 443). `None` for any other host.
-pub fn loopback_port(api_base: &str) -> Option<u16> {
+pub(crate) fn loopback_port(api_base: &str) -> Option<u16> {
     let (scheme, rest) = api_base.split_once("://")?;
     let default = match scheme.to_ascii_lowercase().as_str() {
         "http" => 80,
@@ -174,7 +174,7 @@ pub fn loopback_port(api_base: &str) -> Option<u16> {
 
 /// The inodes of the sockets listening on `port` in `/proc/net/tcp` or `tcp6` text (state
 /// `0A`, any local address).
-pub fn parse_listen_inodes(text: &str, port: u16) -> Vec<u64> {
+pub(crate) fn parse_listen_inodes(text: &str, port: u16) -> Vec<u64> {
     text.lines()
         .skip(1)
         .filter_map(|line| {
@@ -189,7 +189,7 @@ pub fn parse_listen_inodes(text: &str, port: u16) -> Vec<u64> {
 }
 
 /// The inode of a `/proc/PID/fd` link's target `socket:[INODE]`.
-pub fn socket_inode(link: &str) -> Option<u64> {
+pub(crate) fn socket_inode(link: &str) -> Option<u64> {
     link.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
 }
 

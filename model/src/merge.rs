@@ -32,7 +32,7 @@ use crate::summary::{Invocation, RunStatus, Summary};
 pub use crate::summary::{MergeReport, MergedShard};
 
 /// Load starts further apart than this (ms) get a note on the shards' clocks and start.
-pub const SPREAD_NOTE_MS: f64 = 1000.0;
+pub(crate) const SPREAD_NOTE_MS: f64 = 1000.0;
 
 /// The load keys a shard holds its part of (`ShardTotal`): not compared between shards.
 const SPLIT_KEYS: [&str; 6] =
@@ -103,7 +103,7 @@ pub struct ShardRun {
 }
 
 /// Read a shard's run directory.
-pub fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
+pub(crate) fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
     let summary = Summary::read(dir)?;
     let shard: ShardRecord = summary
         .extra
@@ -225,7 +225,7 @@ fn json_text(v: &Value) -> String {
 }
 
 /// Merge checked shards (see [`check`]) into one run. Pure: nothing is read or written.
-pub fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
+pub(crate) fn combine(shards: &[ShardRun], invocation: Option<Invocation>) -> Merged {
     let first = &shards[0];
     let count = first.shard.count;
     let origin = shards.iter().map(|s| s.load_started).min().expect("at least one shard");

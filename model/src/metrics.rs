@@ -185,7 +185,7 @@ impl Slo {
     /// Whether an ok request meets every configured objective. `None` when an objective is set
     /// but the request lacks the measurement (e.g. TTFT of a non-streaming request).
     /// A TPOT objective is vacuous for single-token outputs.
-    pub fn met_by(&self, r: &RequestRecord) -> Option<bool> {
+    pub(crate) fn met_by(&self, r: &RequestRecord) -> Option<bool> {
         let mut ok = true;
         if let Some(limit) = self.ttft_ms {
             ok &= r.ttft_ms()? <= limit;

@@ -275,12 +275,12 @@ impl ResponseResult {
 /// The most output tokens one content event of a stream is believed to carry. Engines send one
 /// event per decoding step or a few steps (speculative decoding, a stream interval), a handful
 /// of tokens; a server reporting more per event than this is not counting what it streamed.
-pub const MAX_TOKENS_PER_EVENT: u64 = 256;
+pub(crate) const MAX_TOKENS_PER_EVENT: u64 = 256;
 
 /// Whether a reported `usage.completion_tokens` contradicts the response: more than the
 /// `max_tokens` the request sent (when it sent one), or, for a stream with `content_events`,
 /// more than [`MAX_TOKENS_PER_EVENT`] per content event.
-pub fn usage_contradicts(
+pub(crate) fn usage_contradicts(
     reported: u64,
     content_events: Option<u64>,
     max_tokens: Option<u64>,
@@ -373,9 +373,9 @@ fn error_message(v: &serde_json::Value) -> String {
 /// How many characters of a server's error message are kept.
 pub const MESSAGE_CHARS: usize = 300;
 /// How many characters of a `finish_reason` are kept.
-pub const FINISH_REASON_CHARS: usize = 64;
+pub(crate) const FINISH_REASON_CHARS: usize = 64;
 /// How many characters of an unparseable chunk or body are kept.
-pub const CHUNK_CHARS: usize = 120;
+pub(crate) const CHUNK_CHARS: usize = 120;
 
 /// At most `n` characters of `s` (with an ellipsis when cut).
 pub fn truncate_chars(s: &str, n: usize) -> String {

@@ -9,10 +9,10 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 /// What replaces a secret.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// Shorter values are not treated as secrets (they would blank out ordinary text).
-pub const MIN_SECRET_CHARS: usize = 4;
+pub(crate) const MIN_SECRET_CHARS: usize = 4;
 
 /// Removes secrets from text. Cheap to clone; its `Debug` never shows a secret.
 #[derive(Clone, Default)]
@@ -239,7 +239,7 @@ fn authority_end(text: &str, start: usize) -> usize {
 }
 
 /// The user information (`user:password`) of a URL, if it has any.
-pub fn userinfo(url: &str) -> Option<&str> {
+pub(crate) fn userinfo(url: &str) -> Option<&str> {
     let start = url.find("://")? + 3;
     let end = authority_end(url, start);
     let at = url[start..end].rfind('@')?;

@@ -27,9 +27,9 @@ use crate::summary::Summary;
 
 pub const SUMMARY_FILE: &str = <Summary as crate::artifact::Artifact>::FILE;
 pub const REQUESTS_FILE: &str = "requests.jsonl";
-pub const HISTOGRAMS_FILE: &str = "histograms.hlog";
+pub(crate) const HISTOGRAMS_FILE: &str = "histograms.hlog";
 /// The file a run locks while it writes the directory (empty; it stays after the run).
-pub const LOCK_FILE: &str = ".lock";
+pub(crate) const LOCK_FILE: &str = ".lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
@@ -100,7 +100,7 @@ impl RunDirLock {
 /// anything is written. Refused: a directory that already holds a run
 /// ([`RunDirError::Occupied`]) and one another run holds ([`RunDirError::InUse`]). On platforms
 /// without `flock` (not Unix) the directory is created without a lock.
-pub fn claim(dir: &Path) -> Result<RunDirLock, RunDirError> {
+pub(crate) fn claim(dir: &Path) -> Result<RunDirLock, RunDirError> {
     let occupied = || {
         [SUMMARY_FILE, REQUESTS_FILE]
             .into_iter()
@@ -302,7 +302,7 @@ pub fn decode_hlog(
 }
 
 /// The histograms a run's `histograms.hlog` holds, by tag, from its accumulator.
-pub fn logged_histograms(
+pub(crate) fn logged_histograms(
     acc: &MetricsAccumulator,
 ) -> [(&'static str, &hdrhistogram::Histogram<u64>); 6] {
     [

@@ -229,7 +229,7 @@ impl SelftestRecord {
 }
 
 /// Same host, and made within [`RECENT_DAYS`] before `now` (not after it).
-pub fn is_recent(
+pub(crate) fn is_recent(
     r: &SelftestRecord,
     fingerprint: &str,
     now: chrono::DateTime<chrono::Utc>,
@@ -261,7 +261,10 @@ pub fn cpu_ticks() -> Option<(u64, u64, u64)> {
 
 /// How much of the machine's CPU time went to other processes (steal from the host included)
 /// between two readings of [`cpu_ticks`].
-pub fn others_share(from: Option<(u64, u64, u64)>, to: Option<(u64, u64, u64)>) -> Option<f64> {
+pub(crate) fn others_share(
+    from: Option<(u64, u64, u64)>,
+    to: Option<(u64, u64, u64)>,
+) -> Option<f64> {
     let ((a0, b0, m0), (a1, b1, m1)) = (from?, to?);
     let all = a1.checked_sub(a0).filter(|&t| t > 0)?;
     let others = b1.saturating_sub(b0).saturating_sub(m1.saturating_sub(m0));

@@ -43,34 +43,34 @@ use serde::{Deserialize, Serialize};
 use crate::promtext::Exposition;
 
 /// Names per canonical metric, in order of preference.
-pub const GENERATION_TOKENS: &[&str] = &[
+pub(crate) const GENERATION_TOKENS: &[&str] = &[
     vllm::GENERATION_TOKENS_TOTAL,
     llamacpp::TOKENS_PREDICTED_TOTAL,
     sglang::GENERATION_TOKENS_TOTAL,
 ];
 pub const PROMPT_TOKENS: &[&str] =
     &[vllm::PROMPT_TOKENS_TOTAL, llamacpp::PROMPT_TOKENS_TOTAL, sglang::PROMPT_TOKENS_TOTAL];
-pub const PREEMPTIONS: &[&str] = &[vllm::NUM_PREEMPTIONS_TOTAL];
-pub const RUNNING: &[&str] =
+pub(crate) const PREEMPTIONS: &[&str] = &[vllm::NUM_PREEMPTIONS_TOTAL];
+pub(crate) const RUNNING: &[&str] =
     &[vllm::NUM_REQUESTS_RUNNING, llamacpp::REQUESTS_PROCESSING, sglang::NUM_RUNNING_REQS];
 pub const WAITING: &[&str] =
     &[vllm::NUM_REQUESTS_WAITING, llamacpp::REQUESTS_DEFERRED, sglang::NUM_QUEUE_REQS];
-pub const KV_USAGE: &[&str] = &[
+pub(crate) const KV_USAGE: &[&str] = &[
     vllm::KV_CACHE_USAGE_PERC,
     vllm::GPU_CACHE_USAGE_PERC,
     llamacpp::KV_CACHE_USAGE_RATIO,
     sglang::TOKEN_USAGE,
 ];
 /// Prompt tokens looked up in the prefix cache, and those found (vLLM v1 and its older names).
-pub const PREFIX_CACHE_QUERIES: &[&str] =
+pub(crate) const PREFIX_CACHE_QUERIES: &[&str] =
     &[vllm::PREFIX_CACHE_QUERIES_TOTAL, vllm::GPU_PREFIX_CACHE_QUERIES_TOTAL];
-pub const PREFIX_CACHE_HITS: &[&str] =
+pub(crate) const PREFIX_CACHE_HITS: &[&str] =
     &[vllm::PREFIX_CACHE_HITS_TOTAL, vllm::GPU_PREFIX_CACHE_HITS_TOTAL];
-pub const KV_FRAGMENTATION: &[&str] = &[infergate_sim::KV_FRAGMENTATION_RATIO];
-pub const WASTED_TOKENS: &[&str] = &[infergate_sim::WASTED_TOKENS_TOTAL];
-pub const WASTED_PREFILL_TOKENS: &[&str] = &[infergate_sim::WASTED_PREFILL_TOKENS_TOTAL];
-pub const ABANDONED_REQUESTS: &[&str] = &[infergate_sim::ABANDONED_REQUESTS_TOTAL];
-pub const ABANDONED_HOLD_SECONDS: &[&str] = &[infergate_sim::ABANDONED_HOLD_SECONDS_TOTAL];
+pub(crate) const KV_FRAGMENTATION: &[&str] = &[infergate_sim::KV_FRAGMENTATION_RATIO];
+pub(crate) const WASTED_TOKENS: &[&str] = &[infergate_sim::WASTED_TOKENS_TOTAL];
+pub(crate) const WASTED_PREFILL_TOKENS: &[&str] = &[infergate_sim::WASTED_PREFILL_TOKENS_TOTAL];
+pub(crate) const ABANDONED_REQUESTS: &[&str] = &[infergate_sim::ABANDONED_REQUESTS_TOTAL];
+pub(crate) const ABANDONED_HOLD_SECONDS: &[&str] = &[infergate_sim::ABANDONED_HOLD_SECONDS_TOTAL];
 
 /// The canonical values of one scrape (`None`: the metric is not exposed).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -361,7 +361,7 @@ pub struct CancelWaste {
 }
 
 /// `decode_share` below which an engine is said to have stopped for the clients that left.
-pub const STOPPED_BELOW: f64 = 0.5;
+pub(crate) const STOPPED_BELOW: f64 = 0.5;
 
 /// What the engine computed for a run's cancelled requests (None when the run cancelled none),
 /// from a section whose counters and `after_run` are set.
@@ -413,7 +413,7 @@ fn round6(v: f64) -> f64 {
 }
 
 /// Increase of a counter over consecutive readings, counting resets.
-pub fn counter_delta(values: &[Option<f64>]) -> Option<f64> {
+pub(crate) fn counter_delta(values: &[Option<f64>]) -> Option<f64> {
     let v: Vec<f64> = values.iter().flatten().copied().collect();
     if v.len() < 2 || values.first()?.is_none() || values.last()?.is_none() {
         return None;

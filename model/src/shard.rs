@@ -25,10 +25,10 @@ use serde::{Deserialize, Serialize};
 use crate::config::{LoadConfig, LoadMode};
 
 /// The most shards a run may have.
-pub const MAX_SHARDS: u32 = 1024;
+pub(crate) const MAX_SHARDS: u32 = 1024;
 
 /// The key of a shard's section in `summary.extra`.
-pub const SUMMARY_KEY: &str = "shard";
+pub(crate) const SUMMARY_KEY: &str = "shard";
 
 /// Shard `index` (from 0) of `count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -70,7 +70,7 @@ impl Shard {
     }
 
     /// The position in the whole list of this shard's item `local`.
-    pub fn global_position(&self, local: u64) -> u64 {
+    pub(crate) fn global_position(&self, local: u64) -> u64 {
         local * u64::from(self.count) + u64::from(self.index)
     }
 

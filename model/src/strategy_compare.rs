@@ -100,7 +100,7 @@ pub fn variant_config(base: &Source, strategy: BatchStrategy) -> Result<String, 
 }
 
 /// The batch size or token budget of a strategy, in words, from the config.
-pub fn batching_label(config: &EngineConfig) -> String {
+pub(crate) fn batching_label(config: &EngineConfig) -> String {
     let b = &config.batch;
     let budget = config.max_num_batched_tokens();
     match b.strategy {

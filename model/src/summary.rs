@@ -862,7 +862,7 @@ impl crate::artifact::Artifact for Summary {
 }
 
 /// Number at a dotted path in a JSON value.
-pub fn lookup_path(v: &serde_json::Value, path: &str) -> Option<f64> {
+pub(crate) fn lookup_path(v: &serde_json::Value, path: &str) -> Option<f64> {
     let mut cur = v;
     for part in path.split('.') {
         cur = cur.get(part)?;

@@ -33,9 +33,9 @@ use crate::server_metrics::ServerSection;
 use crate::summary::Summary;
 
 pub const SWEEP_FILE: &str = "sweep.json";
-pub const SWEEP_SCHEMA_VERSION: u32 = 1;
+pub(crate) const SWEEP_SCHEMA_VERSION: u32 = 1;
 /// Largest share of failed measured requests a stage may have and still meet the SLOs.
-pub const MAX_ERROR_RATE: f64 = 0.01;
+pub(crate) const MAX_ERROR_RATE: f64 = 0.01;
 
 /// What a sweep varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,7 +250,7 @@ impl StageResult {
 }
 
 /// Why a stage misses the SLOs (empty: it meets them).
-pub fn slo_violations(r: &StageResult, slo: &Slo) -> Vec<String> {
+pub(crate) fn slo_violations(r: &StageResult, slo: &Slo) -> Vec<String> {
     let mut v = Vec::new();
     if r.ok == 0 {
         v.push("no successful request".to_string());
@@ -276,7 +276,7 @@ pub fn slo_violations(r: &StageResult, slo: &Slo) -> Vec<String> {
 }
 
 /// The knee: the highest load of the leading stages that all meet the SLOs.
-pub fn find_knee(stages: &[StageResult], slo: &Slo) -> Option<(usize, f64)> {
+pub(crate) fn find_knee(stages: &[StageResult], slo: &Slo) -> Option<(usize, f64)> {
     if slo.is_empty() {
         return None;
     }
@@ -349,7 +349,7 @@ impl SweepSummary {
     }
 
     /// The `extra.sweep` section written into each stage's summary.json.
-    pub fn stage_section(&self, stage: usize) -> crate::summary::SweepStage {
+    pub(crate) fn stage_section(&self, stage: usize) -> crate::summary::SweepStage {
         crate::summary::SweepStage {
             sweep_id: self.sweep_id.clone(),
             file: format!("../{SWEEP_FILE}"),

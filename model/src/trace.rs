@@ -97,7 +97,12 @@ impl Trace {
     /// Intended send offsets (ms from the start of the load): each record's timestamp minus the
     /// window's start, times `time_scale`; with `max_rate`, a record is sent no sooner than
     /// `1000 / max_rate` ms after the previous one.
-    pub fn send_offsets(&self, origin_ms: f64, time_scale: f64, max_rate: Option<f64>) -> Vec<f64> {
+    pub(crate) fn send_offsets(
+        &self,
+        origin_ms: f64,
+        time_scale: f64,
+        max_rate: Option<f64>,
+    ) -> Vec<f64> {
         let gap = max_rate.map(|r| 1000.0 / r);
         let mut out: Vec<f64> = Vec::with_capacity(self.records.len());
         for r in &self.records {

@@ -160,12 +160,12 @@ pub const HEADLINE_METRICS: &[&str] = &[
 
 /// Trial 1 is flagged as a cold start when its value of a latency metric is more than
 /// `COLD_RATIO` times the median of the other trials ...
-pub const COLD_RATIO: f64 = 1.5;
+pub(crate) const COLD_RATIO: f64 = 1.5;
 /// ... and more than `COLD_MADS` scaled median absolute deviations (MAD x 1.4826, the
 /// standard deviation of normal values) of the other trials above their median.
-pub const COLD_MADS: f64 = 5.0;
+pub(crate) const COLD_MADS: f64 = 5.0;
 /// The rule needs trial 1 and at least this many others.
-pub const COLD_MIN_OTHERS: usize = 2;
+pub(crate) const COLD_MIN_OTHERS: usize = 2;
 
 /// Trial 1 of a set looks like a cold start: the latency metrics where it is an outlier above
 /// the other trials, and the note that says so. The set's estimates are not changed.
@@ -191,7 +191,7 @@ pub struct ColdMetric {
 /// [`COLD_MIN_OTHERS`] others, `first > COLD_RATIO x median` and
 /// `first > median + COLD_MADS x 1.4826 x MAD` (a MAD of 0, identical others, leaves the ratio
 /// alone to decide). Returns the others' median when it is.
-pub fn is_cold(first: f64, others: &[f64]) -> Option<f64> {
+pub(crate) fn is_cold(first: f64, others: &[f64]) -> Option<f64> {
     if others.len() < COLD_MIN_OTHERS || !first.is_finite() || others.iter().any(|v| !v.is_finite())
     {
         return None;
@@ -345,7 +345,7 @@ impl TrialsFile {
 /// The keys every trial of a set must share, with their values: the profile, its resolved
 /// settings (the scenario; the per-trial noise seed and the set's warmup trials left out), the
 /// engine config's parameters and the hash of every workload file.
-pub fn measurement_keys(s: &Summary) -> BTreeMap<String, serde_json::Value> {
+pub(crate) fn measurement_keys(s: &Summary) -> BTreeMap<String, serde_json::Value> {
     use serde_json::Value;
     let mut out = BTreeMap::new();
     out.insert("profile".to_string(), Value::String(s.profile.clone()));

@@ -18,7 +18,7 @@ use crate::lengths::LengthSampler;
 use crate::wire::VOCABULARY;
 
 /// Words at the start of each synthetic prompt that make it unique.
-pub const UNIQUE_WORDS: usize = 4;
+pub(crate) const UNIQUE_WORDS: usize = 4;
 
 /// One request's payload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,7 +158,7 @@ pub fn dataset_line_count(text: &str) -> usize {
 /// A JSON parse error as the readers of workload files word it: serde_json's recursion limit
 /// (a value nested deeper than [`MAX_JSON_DEPTH`](crate::config::limits::MAX_JSON_DEPTH)
 /// arrays and objects) says so and where.
-pub fn json_error(e: &serde_json::Error) -> String {
+pub(crate) fn json_error(e: &serde_json::Error) -> String {
     let text = e.to_string();
     if text.starts_with("recursion limit exceeded") {
         format!(
@@ -408,7 +408,7 @@ pub struct PromptFit {
 }
 
 impl PromptFit {
-    pub const MAX_ATTEMPTS: u32 = 8;
+    pub(crate) const MAX_ATTEMPTS: u32 = 8;
 
     /// Start from `words_per_token x target` words.
     pub fn new(target: u32, words_per_token: f64) -> PromptFit {

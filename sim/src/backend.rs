@@ -34,7 +34,7 @@ pub struct GenRequest {
 
 impl GenRequest {
     /// Tokens this request will produce if nothing interrupts it.
-    pub fn target_len(&self) -> u32 {
+    pub(crate) fn target_len(&self) -> u32 {
         match self.natural_len {
             Some(n) => n.min(self.max_tokens).max(1),
             None => self.max_tokens.max(1),

@@ -676,7 +676,7 @@ fn prompt_tokens(req: &Value, kind: Kind) -> Result<Vec<u32>, Refusal> {
 /// server library's 2 MB default it answered a 100 MB prompt with 413 before reading it and
 /// closed the connection, which a client still uploading saw as a reset before any response
 /// (`connect_error`) or as the 413, by timing. Above this limit: 413.
-pub const MAX_BODY_BYTES: usize = 128 << 20;
+pub(crate) const MAX_BODY_BYTES: usize = 128 << 20;
 
 /// The context a backend without an engine model (timing mode) accepts: a request asking for
 /// more is refused with 400, as an engine refuses one beyond its `max_model_len`, so no request

@@ -14,7 +14,7 @@ use infergate_model::wire::message_text;
 pub use infergate_model::hash::fnv1a;
 
 /// Vocabulary size of the simulated tokenizer.
-pub const VOCAB_SIZE: u32 = 50_000;
+pub(crate) const VOCAB_SIZE: u32 = 50_000;
 
 /// Tokenize: one token per whitespace-separated word; ids from a hash of the word.
 pub fn tokenize(text: &str) -> Vec<u32> {
@@ -23,7 +23,7 @@ pub fn tokenize(text: &str) -> Vec<u32> {
 
 /// Prompt tokens of chat messages: the template markers around each message's text (a role
 /// marker and an end marker per message), then the assistant prefix that starts the answer.
-pub fn chat_prompt_tokens(messages: &[Value]) -> Vec<u32> {
+pub(crate) fn chat_prompt_tokens(messages: &[Value]) -> Vec<u32> {
     let mut out = Vec::new();
     for m in messages {
         let role = m.get("role").and_then(|r| r.as_str()).unwrap_or("user");
@@ -36,7 +36,7 @@ pub fn chat_prompt_tokens(messages: &[Value]) -> Vec<u32> {
 }
 
 /// A seed identifying a prompt (its token ids).
-pub fn prompt_seed(prompt: &[u32]) -> u64 {
+pub(crate) fn prompt_seed(prompt: &[u32]) -> u64 {
     let mut bytes = Vec::with_capacity(prompt.len() * 4);
     for t in prompt {
         bytes.extend_from_slice(&t.to_le_bytes());
@@ -52,14 +52,14 @@ fn mix(a: u64, b: u64) -> u64 {
 }
 
 /// Output word at `position` for a prompt (with a leading space).
-pub fn output_word(seed: u64, position: u32) -> &'static str {
+pub(crate) fn output_word(seed: u64, position: u32) -> &'static str {
     VOCABULARY[(mix(seed, position as u64) % VOCABULARY.len() as u64) as usize]
 }
 
 /// Deterministic log-probs at one position: the chosen token first (highest), then `k - 1`
 /// alternatives in decreasing order. `drift` perturbs each value by a relative amount (used to
 /// simulate a lower-precision candidate engine).
-pub fn logprobs_at(seed: u64, position: u32, k: usize, drift: f64) -> Vec<(String, f64)> {
+pub(crate) fn logprobs_at(seed: u64, position: u32, k: usize, drift: f64) -> Vec<(String, f64)> {
     let chosen = output_word(seed, position);
     let base = -0.05 - (mix(seed, position as u64 ^ 0xabc) % 1000) as f64 / 2000.0;
     let mut out = vec![(format!(" {chosen}"), base)];
@@ -84,14 +84,14 @@ pub fn logprobs_at(seed: u64, position: u32, k: usize, drift: f64) -> Vec<(Strin
 }
 
 /// Split a document into tokens of up to four characters (the unit a structured answer streams in).
-pub fn split_tokens(doc: &str) -> Vec<String> {
+pub(crate) fn split_tokens(doc: &str) -> Vec<String> {
     let chars: Vec<char> = doc.chars().collect();
     chars.chunks(4).map(|c| c.iter().collect()).collect()
 }
 
 /// A JSON document following `schema` (a practical subset of JSON Schema: type, properties,
 /// required, items, enum, const, minItems, minimum/maximum, anyOf/oneOf), deterministic in `seed`.
-pub fn document_for_schema(schema: &Value, seed: u64) -> Value {
+pub(crate) fn document_for_schema(schema: &Value, seed: u64) -> Value {
     let mut rng = StdRng::seed_from_u64(seed);
     gen_value(schema, &mut rng, 0)
 }

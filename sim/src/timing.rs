@@ -166,7 +166,7 @@ impl TimingBackend {
 /// A request's chunks, each computed when the one before it is sent: (offset from arrival,
 /// tokens). Nothing is planned per token up front, so a long output costs memory only for the
 /// chunk that is due.
-pub struct ChunkSchedule {
+pub(crate) struct ChunkSchedule {
     rng: StdRng,
     itl_ms: f64,
     jitter_ms: f64,
@@ -183,7 +183,12 @@ impl ChunkSchedule {
     }
 
     /// The schedule of a request whose first chunk leaves `ttft_ms` after its arrival.
-    pub fn with_ttft(cfg: &TimingConfig, req_id: u64, tokens: u32, ttft_ms: f64) -> ChunkSchedule {
+    pub(crate) fn with_ttft(
+        cfg: &TimingConfig,
+        req_id: u64,
+        tokens: u32,
+        ttft_ms: f64,
+    ) -> ChunkSchedule {
         ChunkSchedule {
             rng: StdRng::seed_from_u64(cfg.seed ^ req_id.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             itl_ms: cfg.itl_ms,

@@ -50,7 +50,7 @@ pub fn validate(schema: &Value, output: Option<&str>) -> Result<(), String> {
 
 /// Pass counts of one side.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SchemaStats {
+pub(crate) struct SchemaStats {
     /// Items that carry a schema.
     pub structured: u64,
     pub valid: u64,
@@ -67,7 +67,7 @@ impl SchemaStats {
 }
 
 /// The judge's prompt for one pair of answers.
-pub fn judge_prompt(question: &str, baseline: &str, candidate: &str) -> String {
+pub(crate) fn judge_prompt(question: &str, baseline: &str, candidate: &str) -> String {
     format!(
         "You compare two answers to the same request. Reply with one number between 0 and 1: \
          how far the second answer says the same as the first (1 = same meaning, 0 = unrelated). \
@@ -77,7 +77,7 @@ pub fn judge_prompt(question: &str, baseline: &str, candidate: &str) -> String {
 }
 
 /// The first number within 0..=1 in a judge's reply.
-pub fn parse_judge_score(reply: &str) -> Option<f64> {
+pub(crate) fn parse_judge_score(reply: &str) -> Option<f64> {
     let mut cur = String::new();
     let mut candidates = Vec::new();
     for c in reply.chars().chain(std::iter::once(' ')) {

@@ -503,7 +503,7 @@ async fn numeric_requests(
 }
 
 /// What the streamed pass produced, per side (0 = baseline, 1 = candidate).
-pub struct StreamPass {
+pub(crate) struct StreamPass {
     pub metrics: [RunMetrics; 2],
     pub accs: [MetricsAccumulator; 2],
     pub integrity: [StreamIntegrity; 2],

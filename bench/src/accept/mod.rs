@@ -25,7 +25,7 @@
 pub mod business;
 pub mod dataset;
 pub mod driver;
-pub(crate) mod numeric;
+pub mod numeric;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -35,9 +35,9 @@ use infergate_model::summary::{
 };
 
 pub const REPORT_FILE: &str = "acceptance.json";
-pub const NUMERIC_FILE: &str = "numeric.jsonl";
-pub const FAILURES_FILE: &str = "business-failures.jsonl";
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+pub(crate) const NUMERIC_FILE: &str = "numeric.jsonl";
+pub(crate) const FAILURES_FILE: &str = "business-failures.jsonl";
+pub(crate) const REPORT_SCHEMA_VERSION: u32 = 1;
 
 /// Every threshold of the three layers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -132,7 +132,7 @@ impl LayerCheck {
         }
     }
 
-    pub fn reported_only(mut self) -> LayerCheck {
+    pub(crate) fn reported_only(mut self) -> LayerCheck {
         self.gating = false;
         self
     }
@@ -247,7 +247,7 @@ impl AcceptanceReport {
 
     /// The compact `extra.acceptance` section written into the baseline's and the candidate's
     /// summary.json (`role` says which one it is in).
-    pub fn summary_section(&self, role: &str) -> AcceptanceSection {
+    pub(crate) fn summary_section(&self, role: &str) -> AcceptanceSection {
         let verdict = |n: &str| self.layer(n).map(|l| l.verdict.as_str().to_string());
         let value = |n: &str, c: &str| self.layer(n).and_then(|l| l.check_value(c));
         // The numeric layer's details are its statistics, written from `NumericStats`.
@@ -289,7 +289,7 @@ impl AcceptanceReport {
 }
 
 /// The numeric layer from its statistics.
-pub fn numeric_layer(
+pub(crate) fn numeric_layer(
     stats: &numeric::NumericStats,
     th: &AcceptThresholds,
     notes: Vec<String>,
@@ -308,7 +308,7 @@ pub fn numeric_layer(
 }
 
 /// The engine layer from the candidate's (and the baseline's, for reference) metrics.
-pub fn engine_layer(
+pub(crate) fn engine_layer(
     candidate: &infergate_model::metrics::RunMetrics,
     baseline: &infergate_model::metrics::RunMetrics,
     candidate_integrity: &infergate_model::openai::StreamIntegrity,

@@ -48,7 +48,7 @@ pub struct Position {
 }
 
 /// Log-probs of the first choice of a (non-streamed) response, chat or completions shape.
-pub fn parse_logprobs(body: &serde_json::Value) -> Result<Vec<Position>, String> {
+pub(crate) fn parse_logprobs(body: &serde_json::Value) -> Result<Vec<Position>, String> {
     let lp = body
         .pointer("/choices/0/logprobs")
         .filter(|v| !v.is_null())
@@ -115,7 +115,7 @@ pub fn cosine(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// Max relative error of the candidate against the baseline (absolute where `|b| < 1e-12`).
-pub fn max_rel_err(baseline: &[f64], candidate: &[f64]) -> f64 {
+pub(crate) fn max_rel_err(baseline: &[f64], candidate: &[f64]) -> f64 {
     baseline
         .iter()
         .zip(candidate)
@@ -128,7 +128,7 @@ pub fn max_rel_err(baseline: &[f64], candidate: &[f64]) -> f64 {
 
 /// The two vectors of one position over the union of listed tokens, and how many entries were
 /// filled with a side's smallest listed log-prob.
-pub fn union_vectors(b: &Position, c: &Position) -> (Vec<f64>, Vec<f64>, u64) {
+pub(crate) fn union_vectors(b: &Position, c: &Position) -> (Vec<f64>, Vec<f64>, u64) {
     let entries = |p: &Position| {
         let mut e = p.top.clone();
         if !e.iter().any(|(t, _)| *t == p.token) {
@@ -162,7 +162,7 @@ pub fn union_vectors(b: &Position, c: &Position) -> (Vec<f64>, Vec<f64>, u64) {
 
 /// The drift at one output position of one item, as `numeric.jsonl` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PositionDrift {
+pub(crate) struct PositionDrift {
     pub position: usize,
     /// The baseline's chosen token.
     pub token: Option<String>,
@@ -182,7 +182,7 @@ pub struct PositionDrift {
 
 /// Position by position, the drift between two greedy sequences up to and including the first
 /// position where the chosen tokens differ (or one side ends).
-pub fn position_drift(
+pub(crate) fn position_drift(
     b: &[Position],
     c: &[Position],
     th: &NumericThresholds,
@@ -275,7 +275,7 @@ impl NumericStats {
     }
 
     /// Compare one item's positions (log-prob mode).
-    pub fn add_sequence(
+    pub(crate) fn add_sequence(
         &mut self,
         item: usize,
         b: &[Position],
@@ -358,7 +358,7 @@ impl NumericStats {
     }
 
     /// Compare two logits arrays row by row (logits mode).
-    pub fn add_logits(
+    pub(crate) fn add_logits(
         &mut self,
         b: &Logits,
         c: &Logits,
@@ -464,7 +464,7 @@ pub enum NpyError {
 }
 
 /// Read a `.npy` file of `f16`, `f32` or `f64` values in C order.
-pub fn read_npy(path: &Path) -> Result<Logits, NumericError> {
+pub(crate) fn read_npy(path: &Path) -> Result<Logits, NumericError> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -474,7 +474,7 @@ pub fn read_npy(path: &Path) -> Result<Logits, NumericError> {
 
 /// Without the `acceptance` feature there is no `.npy` reader: every file is refused as such.
 #[cfg(not(feature = "acceptance"))]
-pub fn parse_npy(_bytes: &[u8]) -> Result<Logits, NpyError> {
+pub(crate) fn parse_npy(_bytes: &[u8]) -> Result<Logits, NpyError> {
     Err(NpyError::NotNpy(std::io::Error::other(
         "built without the `acceptance` feature: no .npy reader",
     )))
@@ -482,7 +482,7 @@ pub fn parse_npy(_bytes: &[u8]) -> Result<Logits, NpyError> {
 
 /// Parse `.npy` bytes (see [`read_npy`]).
 #[cfg(feature = "acceptance")]
-pub fn parse_npy(bytes: &[u8]) -> Result<Logits, NpyError> {
+pub(crate) fn parse_npy(bytes: &[u8]) -> Result<Logits, NpyError> {
     use npyz::{DType, NpyFile, Order, TypeChar};
     let npy = NpyFile::new(bytes).map_err(NpyError::NotNpy)?;
     let shape = npy.shape().to_vec();

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Environment variables that route HTTP through a proxy.
-pub const PROXY_VARS: [&str; 6] =
+pub(crate) const PROXY_VARS: [&str; 6] =
     ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"];
 
 /// Why an API key from the environment cannot be used. The messages name the variable, never
@@ -64,7 +64,7 @@ pub struct Access {
 impl Access {
     /// The access of `target`: its headers with values read through `env`, and its CA bundle
     /// under `root`. Errors name the header or file, never a value.
-    pub fn of_target(
+    pub(crate) fn of_target(
         target: &Target,
         root: &std::path::Path,
         env: impl Fn(&str) -> Option<String>,
@@ -85,7 +85,7 @@ impl Access {
 }
 
 /// Proxy variables present in the environment (names only; values may hold credentials).
-pub fn proxy_vars_present() -> Vec<&'static str> {
+pub(crate) fn proxy_vars_present() -> Vec<&'static str> {
     PROXY_VARS
         .iter()
         .copied()

@@ -15,7 +15,7 @@ pub struct Sampling {
 }
 
 /// The JSON body of one request.
-pub fn request_body(
+pub(crate) fn request_body(
     endpoint: Endpoint,
     model: &str,
     stream: bool,

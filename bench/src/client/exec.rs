@@ -17,7 +17,7 @@ pub struct Exchange {
 /// Where one request sits in its run: what the record of its exchange needs besides the
 /// exchange.
 #[derive(Clone, Copy, Debug)]
-pub struct RequestSlot {
+pub(crate) struct RequestSlot {
     pub id: u64,
     pub warmup: bool,
     /// The workload item it sent.
@@ -32,7 +32,11 @@ pub struct RequestSlot {
 impl Exchange {
     /// The per-request record of this exchange, times in ms on the run clock that started at
     /// `clock`, and the generated text when it was kept.
-    pub fn into_record(self, slot: RequestSlot, clock: Instant) -> (RequestRecord, Option<String>) {
+    pub(crate) fn into_record(
+        self,
+        slot: RequestSlot,
+        clock: Instant,
+    ) -> (RequestRecord, Option<String>) {
         let ms = |t: Instant| round_us((t - clock).as_secs_f64() * 1000.0);
         let r = self.result;
         let record = RequestRecord {
@@ -159,7 +163,7 @@ pub(super) fn sent_max_tokens(body: &[u8]) -> Option<u64> {
 
 /// What is kept of an error body (bytes): enough for any server's message, and the reading stops
 /// there (the connection is dropped), so a huge error body costs no memory.
-pub const ERROR_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const ERROR_BODY_BYTES: usize = 64 * 1024;
 
 impl Client {
     /// Execute one request. Latencies are computed later from `intended`; here every event is

@@ -81,7 +81,7 @@ impl Resolved {
     /// The summary's description of this target: where requests went and what it offered;
     /// of the key, only the name of its variable.
     /// Server text and URLs pass through `redactor`.
-    pub fn target_info(
+    pub(crate) fn target_info(
         &self,
         name: String,
         api_key_env: Option<String>,
@@ -102,7 +102,7 @@ impl Resolved {
 }
 
 /// Split a base URL given with or without `/v1` into (root, api base).
-pub fn split_base_url(base: &str) -> (String, String) {
+pub(crate) fn split_base_url(base: &str) -> (String, String) {
     let trimmed = base.trim().trim_end_matches('/');
     match trimmed.strip_suffix("/v1") {
         Some(root) => (root.to_string(), trimmed.to_string()),
@@ -139,7 +139,7 @@ enum Wait {
 
 /// A redirect's `Location` as shown in messages and notes: without user information, query or
 /// fragment (either may carry a token).
-pub fn shown_location(location: &str) -> String {
+pub(crate) fn shown_location(location: &str) -> String {
     let bare = infergate_model::redact::strip_userinfo(location);
     match bare.find(['?', '#']) {
         Some(i) => format!("{}?…", &bare[..i]),
@@ -244,7 +244,7 @@ pub struct Client {
 
 /// The connections a client has opened (every clone of the client counts into the same one).
 #[derive(Clone, Default)]
-pub struct ConnectionCount(std::sync::Arc<std::sync::atomic::AtomicU64>);
+pub(crate) struct ConnectionCount(std::sync::Arc<std::sync::atomic::AtomicU64>);
 
 impl ConnectionCount {
     pub fn get(&self) -> u64 {
@@ -335,7 +335,7 @@ impl Client {
     /// The headers a scrape of `metrics_url` sends: the target's headers and API key when the
     /// page is on the target's server (`root`'s origin; gateways guard `/metrics` like the
     /// API), none for a page elsewhere, so no credential of the target goes to another host.
-    pub fn metrics_headers(&self, metrics_url: &str, root: &str) -> HeaderMap {
+    pub(crate) fn metrics_headers(&self, metrics_url: &str, root: &str) -> HeaderMap {
         let parse = |u: &str| reqwest::Url::parse(u).ok();
         match (parse(metrics_url), parse(root)) {
             (Some(m), Some(r)) if same_origin(&m, &r) => {
@@ -359,7 +359,7 @@ impl Client {
     }
 
     /// The same client without connection reuse: every request opens its own connection.
-    pub fn without_reuse(&self) -> Result<Client, ClientError> {
+    pub(crate) fn without_reuse(&self) -> Result<Client, ClientError> {
         let http = build_http(
             self.proxied,
             false,
@@ -371,7 +371,7 @@ impl Client {
     }
 
     /// The connections this client (and its clones) opened so far.
-    pub fn connections_opened(&self) -> u64 {
+    pub(crate) fn connections_opened(&self) -> u64 {
         self.opened.get()
     }
 

@@ -254,16 +254,16 @@ impl From<Unreachable> for ProbeRefused {
 
 /// How many connections the client sets up at once (TCP and TLS handshakes; requests beyond
 /// wait for a slot): what bounds [`Client::preconnect`].
-pub const PRECONNECT_AT_ONCE: usize = 64;
+pub(crate) const PRECONNECT_AT_ONCE: usize = 64;
 
 /// How many rounds of requests [`Client::preconnect`] sends at most.
 pub(super) const PRECONNECT_ROUNDS: usize = 3;
 
 /// How long [`Client::preconnect`] keeps opening connections.
-pub const PRECONNECT_TIME: Duration = Duration::from_secs(30);
+pub(crate) const PRECONNECT_TIME: Duration = Duration::from_secs(30);
 
 /// What is kept of a preflight answer (`/v1/models`, `/tokenize`, the probe request).
-pub const PREFLIGHT_BODY_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const PREFLIGHT_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 impl Client {
     /// A request outside the measurement (`check` names it): its answer, the body read up to
@@ -353,7 +353,7 @@ impl Client {
 
     /// POST a JSON body under the client's timeouts: status, the body as JSON when it is JSON,
     /// and its text.
-    pub async fn post_json(
+    pub(crate) async fn post_json(
         &self,
         url: &str,
         body: &Value,
@@ -540,7 +540,7 @@ impl Client {
     /// `n` concurrent `GET /v1/models` (each needs a connection of its own while the others are
     /// in flight); the connector sets up at most [`PRECONNECT_AT_ONCE`] at a time, and the
     /// opening stops after [`PRECONNECT_TIME`].
-    pub async fn preconnect(&self, api_base: &str, n: usize) -> usize {
+    pub(crate) async fn preconnect(&self, api_base: &str, n: usize) -> usize {
         let url = format!("{api_base}/models");
         // Counted since the client was made: the preflight's connections may carry some.
         let until = Instant::now() + PRECONNECT_TIME;
@@ -566,7 +566,7 @@ impl Client {
     }
 
     /// Count tokens with the target's `/tokenize` (vLLM and llama.cpp shapes).
-    pub async fn count_tokens(
+    pub(crate) async fn count_tokens(
         &self,
         root: &str,
         model: &str,

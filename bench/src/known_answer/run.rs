@@ -17,7 +17,7 @@ use infergate_model::selftest::{
 use infergate_sim::SimRecord;
 
 /// The answer every request gets: its first token this long after it arrives (ms).
-pub const TTFT_MS: f64 = 50.0;
+pub(crate) const TTFT_MS: f64 = 50.0;
 /// Output tokens per request, one per chunk.
 pub const MAX_TOKENS: u32 = 64;
 /// The most measured requests a self-test sends (its records, and the server's, are held in
@@ -194,7 +194,7 @@ pub fn compare(
 
 /// How the known-answer server is started: a program that runs [`super::server::serve`] with
 /// the timing (as JSON) and the open files it needs.
-pub type ServerCommand<'a> = &'a dyn Fn(&TimingConfig, u32) -> Command;
+pub(crate) type ServerCommand<'a> = &'a dyn Fn(&TimingConfig, u32) -> Command;
 
 /// One measurement: the server started, the bench run against it into `dir`, the two compared.
 pub async fn measure(

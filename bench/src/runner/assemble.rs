@@ -23,7 +23,7 @@ const BEHIND_LAG_MS: f64 = 10.0;
 const MIN_REQUESTS_FOR_RATE: u64 = 20;
 
 /// Everything the summary of a bench run is made from.
-pub struct RunParts<'a> {
+pub(crate) struct RunParts<'a> {
     pub run_id: &'a str,
     /// The profile measured (a shard's holds its part of the load) and its name.
     pub profile: &'a Profile,
@@ -232,7 +232,7 @@ pub fn window(summary: &Summary) -> Duration {
 
 /// Why an open loop fell behind its schedule, when it did: its achieved rate fell short of
 /// the requested one (over enough requests) or its p99 send lag grew past 10 ms.
-pub fn fell_behind_note(
+pub(crate) fn fell_behind_note(
     schedule: &ScheduleSummary,
     requests: u64,
     requested_rate: Option<f64>,
@@ -265,7 +265,7 @@ pub fn fell_behind_note(
 }
 
 /// A note when servers sent several tokens per content event.
-pub fn count_mismatch_note(mismatches: u64) -> Option<String> {
+pub(crate) fn count_mismatch_note(mismatches: u64) -> Option<String> {
     (mismatches > 0).then(|| format!(
         "{mismatches} request(s) reported more tokens in usage than content events (several tokens per chunk): output counts come from usage"
     ))

@@ -16,7 +16,7 @@ use super::{Console, RunError};
 
 /// What the requests to a target ask for (the rest comes from the target's config).
 #[derive(Clone, Copy, Debug)]
-pub struct Wants<'a> {
+pub(crate) struct Wants<'a> {
     /// The model to request instead of the target's own.
     pub model: Option<&'a str>,
     pub endpoint: Endpoint,
@@ -41,7 +41,7 @@ impl Connection {
     }
 
     /// The summary's description of the target (of the key, only its variable's name).
-    pub fn target_info(&self) -> TargetInfo {
+    pub(crate) fn target_info(&self) -> TargetInfo {
         self.resolved.target_info(
             self.name.clone(),
             self.target.api_key_env.clone(),
@@ -66,7 +66,7 @@ pub enum ConnectError {
 }
 
 /// The client options of a profile's `[client]` section.
-pub fn client_options(cfg: &ClientConfig) -> ClientOptions {
+pub(crate) fn client_options(cfg: &ClientConfig) -> ClientOptions {
     ClientOptions {
         request_timeout: Duration::from_secs_f64(cfg.request_timeout_s),
         stall_timeout: Duration::from_secs_f64(cfg.stall_timeout_s),
@@ -119,7 +119,7 @@ pub async fn connect(
 
 /// Step 1 of a bench run: its target connected, with the embedded simulator when the run
 /// started one and the engine parameters to record.
-pub struct Connected {
+pub(crate) struct Connected {
     pub connection: Connection,
     /// Shut down when the run ends (its scheduler report goes into the summary).
     pub simulator: Option<SimHandle>,
@@ -129,7 +129,7 @@ pub struct Connected {
 
 /// What connecting a run needs: its profile (the client, the model and endpoint it asks for,
 /// the simulator it describes), its target, and what the caller already knows.
-pub struct RunTarget<'a> {
+pub(crate) struct RunTarget<'a> {
     pub profile: &'a Profile,
     /// The configured server (`None`: the embedded simulator the profile describes).
     pub target: Option<&'a (String, Target)>,
@@ -144,7 +144,7 @@ pub struct RunTarget<'a> {
 
 /// Connect a run to its target: the configured server, or the embedded simulator its profile
 /// describes (decision log in `run_dir`).
-pub async fn connect_run(run: RunTarget<'_>, run_dir: &Path) -> Result<Connected, RunError> {
+pub(crate) async fn connect_run(run: RunTarget<'_>, run_dir: &Path) -> Result<Connected, RunError> {
     let RunTarget { profile, target, mut engine, root, preflight, quiet } = run;
     let console = Console { quiet };
     let (name, target, simulator) = match target {

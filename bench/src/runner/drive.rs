@@ -28,7 +28,7 @@ use super::prepare::{Prepared, Prompts};
 use super::{RunControl, RunError};
 
 /// Step 3's result: every request's record accumulated, and what the load saw.
-pub struct Driven {
+pub(crate) struct Driven {
     pub acc: MetricsAccumulator,
     /// The run clock's origin (record times are ms since it).
     pub clock: Instant,
@@ -218,7 +218,7 @@ struct AdmissionState {
 impl Admission {
     /// The admission of a load whose clock starts at `clock`; `items` is the workload's size
     /// (what is sent once when neither a request count nor a duration is set).
-    pub(crate) fn new(load: &LoadConfig, clock: Instant, items: usize) -> Admission {
+    pub fn new(load: &LoadConfig, clock: Instant, items: usize) -> Admission {
         Admission {
             warmup_requests: load.warmup_requests,
             warmup_until: (load.warmup_s > 0.0)

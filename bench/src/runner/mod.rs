@@ -115,7 +115,8 @@ impl RunSpec {
 
 /// Where the records of a run go instead of `requests.jsonl`: given the file, the writer to
 /// use (tests of a failing disk wrap it).
-pub type RecordSink = Arc<dyn Fn(std::fs::File) -> Box<dyn std::io::Write + Send> + Send + Sync>;
+pub(crate) type RecordSink =
+    Arc<dyn Fn(std::fs::File) -> Box<dyn std::io::Write + Send> + Send + Sync>;
 
 /// Lets the caller interrupt a run as Ctrl-C would.
 #[derive(Clone)]
@@ -179,7 +180,7 @@ impl RunControl {
         self.tx.send_replace(Phase::Abort);
     }
 
-    pub fn was_interrupted(&self) -> bool {
+    pub(crate) fn was_interrupted(&self) -> bool {
         self.interrupted.load(Ordering::SeqCst)
     }
 
@@ -393,7 +394,10 @@ pub async fn run(spec: RunSpec, control: RunControl) -> Result<RunOutcome, RunEr
 
 /// What a run's open files depend on: its most concurrent connections under `load`, and
 /// whether the embedded simulator serves them in this process.
-pub fn open_files_need(load: &infergate_model::config::LoadConfig, embedded: bool) -> (u32, bool) {
+pub(crate) fn open_files_need(
+    load: &infergate_model::config::LoadConfig,
+    embedded: bool,
+) -> (u32, bool) {
     let concurrency = match load.mode {
         infergate_model::config::LoadMode::Closed => load.concurrency,
         infergate_model::config::LoadMode::Open | infergate_model::config::LoadMode::Trace => {

@@ -15,10 +15,10 @@ use tokio::time::Instant;
 
 /// How long before the intended time the coarse wait hands over to the pacer: two ticks of
 /// tokio's 1 ms timer, so the coarse wait never overshoots the intended time.
-pub const LEAD: Duration = Duration::from_millis(2);
+pub(crate) const LEAD: Duration = Duration::from_millis(2);
 
 /// The pacer thread; it ends when the `Pacer` is dropped.
-pub struct Pacer {
+pub(crate) struct Pacer {
     tx: mpsc::Sender<(std::time::Instant, oneshot::Sender<()>)>,
 }
 
@@ -39,7 +39,7 @@ impl Pacer {
     }
 
     /// When the coarse wait should end for a send at `intended`.
-    pub fn coarse_deadline(intended: Instant) -> Instant {
+    pub(crate) fn coarse_deadline(intended: Instant) -> Instant {
         intended.checked_sub(LEAD).unwrap_or(intended)
     }
 

@@ -51,7 +51,7 @@ impl Prompts {
     }
 
     /// The item's prompt tokens as the target's tokenizer counted them (None: not counted).
-    pub fn counted_tokens(&self, item: u64) -> Option<u32> {
+    pub(crate) fn counted_tokens(&self, item: u64) -> Option<u32> {
         match &self.kind {
             PromptKind::Synthetic { counted, .. } => counted[item as usize],
             PromptKind::Trace(_) => None,
@@ -88,13 +88,13 @@ pub struct Conversations {
 }
 
 /// The sessions a run drives: each one's turns in order, with the think time between them.
-pub struct SessionPlan {
+pub(crate) struct SessionPlan {
     pub sessions: Vec<Session>,
     pub think: Option<std::sync::Mutex<LengthSampler>>,
 }
 
 /// Step 2's result: what the load will send, and notes on how its lengths were set.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub workload: Workload,
     /// For synthetic and trace workloads (None for a dataset).
     pub prompts: Option<Prompts>,
@@ -278,7 +278,7 @@ fn load_trace(
 }
 
 /// Notes on how the prompt lengths of a workload were set.
-pub fn workload_notes(basis: LengthBasis, endpoint: Endpoint) -> Vec<String> {
+pub(crate) fn workload_notes(basis: LengthBasis, endpoint: Endpoint) -> Vec<String> {
     let mut notes = Vec::new();
     if basis == LengthBasis::Approximate {
         notes.push("prompt lengths are approximate: the target has no /tokenize (one token per word assumed)".into());
@@ -296,7 +296,7 @@ pub fn workload_notes(basis: LengthBasis, endpoint: Endpoint) -> Vec<String> {
 /// token as they are (fitting could break the identity of shared blocks).
 /// The words unique to each request are salted by `prompt_salt` (0: none; a shard's or a
 /// slice's, [`super::input::RunInput`]).
-pub async fn prepare_workload(
+pub(crate) async fn prepare_workload(
     loaded: Loaded,
     prompt_salt: u64,
     wl: &WorkloadConfig,

@@ -40,7 +40,7 @@ pub const DEFAULT_ALPHA_FAIL: f64 = 0.01;
 pub const DEFAULT_ALPHA_PASS: f64 = 0.025;
 /// Histories noisier than this share of the blocks' variance (F test, one-sided) are not
 /// pooled: the blocks are then noisier than the history.
-pub const NOISIER_THAN_HISTORY_LEVEL: f64 = 0.05;
+pub(crate) const NOISIER_THAN_HISTORY_LEVEL: f64 = 0.05;
 
 /// One metric's regression budget.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,7 +113,7 @@ impl BudgetCheck {
 
     /// A value on the check's scale, oriented so that larger is worse; `None` when the value
     /// has none (a positive metric at 0 or below).
-    pub fn oriented(&self, value: f64) -> Option<f64> {
+    pub(crate) fn oriented(&self, value: f64) -> Option<f64> {
         let v = match self.scale {
             Scale::Positive if value > 0.0 && value.is_finite() => value.ln(),
             Scale::Positive => return None,
@@ -125,7 +125,7 @@ impl BudgetCheck {
 
     /// A change of `x` on the oriented scale as it reads on the metric: the relative change of
     /// candidate against baseline (`0.05`: 5% higher), or the difference in points.
-    pub fn as_change(&self, x: f64) -> f64 {
+    pub(crate) fn as_change(&self, x: f64) -> f64 {
         let signed = if self.better == Better::Lower { x } else { -x };
         match self.scale {
             Scale::Positive => signed.exp() - 1.0,
@@ -185,7 +185,7 @@ pub enum NoiseSource {
 }
 
 /// One block's trial values of a metric, by arm (`None`: not measured).
-pub type BlockValues = [(Arm, Option<f64>); 4];
+pub(crate) type BlockValues = [(Arm, Option<f64>); 4];
 
 /// The candidate against the baseline on one metric at one look.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -278,7 +278,7 @@ fn differences(check: &BudgetCheck, blocks: &[BlockValues]) -> (Vec<f64>, f64, f
 
 /// The blocks' paired differences of a check (oriented, positive is worse), blocks with an
 /// unmeasured trial left out: what the noise history keeps of an A/B gate.
-pub fn block_differences(check: &BudgetCheck, blocks: &[BlockValues]) -> Vec<f64> {
+pub(crate) fn block_differences(check: &BudgetCheck, blocks: &[BlockValues]) -> Vec<f64> {
     differences(check, blocks).0
 }
 

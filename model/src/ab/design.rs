@@ -22,7 +22,7 @@ pub const DEFAULT_MAX_REQUESTS: u64 = 1920;
 /// (docs/statistics.md).
 pub const TARGET_BLOCKS: u32 = 56;
 /// The fewest blocks a plan may have (a look needs at least two, its variance a few more).
-pub const MIN_BLOCKS: u32 = 4;
+pub(crate) const MIN_BLOCKS: u32 = 4;
 /// The default number of looks.
 pub const DEFAULT_LOOKS: u32 = 5;
 /// How each side of the verdict spends its error rate over the looks. By default both sides
@@ -51,7 +51,7 @@ impl Spending {
 }
 
 /// No look is made with fewer blocks than this.
-pub const FIRST_LOOK_MIN_BLOCKS: u32 = 4;
+pub(crate) const FIRST_LOOK_MIN_BLOCKS: u32 = 4;
 
 /// One arm of the comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -212,12 +212,12 @@ impl Design {
     }
 
     /// Each look's share of the planned blocks.
-    pub fn fractions(&self) -> Vec<f64> {
+    pub(crate) fn fractions(&self) -> Vec<f64> {
         self.looks.iter().map(|&b| b as f64 / self.blocks as f64).collect()
     }
 
     /// The index of the look after `blocks` blocks, if one is made then.
-    pub fn look_after(&self, blocks: u32) -> Option<usize> {
+    pub(crate) fn look_after(&self, blocks: u32) -> Option<usize> {
         self.looks.iter().position(|&b| b == blocks)
     }
 }

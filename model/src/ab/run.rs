@@ -174,7 +174,7 @@ pub fn paired_differences(
 
 /// The verdict of every check over the complete blocks of `trials` at look `index` (from 0)
 /// with its levels.
-pub fn look_at(
+pub(crate) fn look_at(
     checks: &[BudgetCheck],
     priors: &BTreeMap<String, Prior>,
     trials: &[(Slot, TrialValues)],

@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for HeaderValue {
 }
 
 /// Headers the client sets itself, or that would break the connection: refused in `headers`.
-pub const RESERVED_HEADERS: [&str; 7] =
+pub(crate) const RESERVED_HEADERS: [&str; 7] =
     ["host", "content-length", "content-type", "transfer-encoding", "connection", "upgrade", "te"];
 
 /// Whether a header name looks like it carries a credential (its value must come from the
@@ -118,7 +118,7 @@ pub fn is_credential_header(name: &str) -> bool {
 
 /// Why a header name or value cannot be sent. A value is never echoed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HeaderError {
+pub(crate) enum HeaderError {
     #[error("header `{}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)", .0.escape_debug())]
     Name(String),
     #[error("header `{0}` is set by the client itself; headers may not set any of {list}", list = RESERVED_HEADERS.join(", "))]
@@ -134,7 +134,7 @@ pub enum HeaderError {
 }
 
 /// A header name: an HTTP token (RFC 9110), not one the client manages.
-pub fn validate_header_name(name: &str) -> Result<(), HeaderError> {
+pub(crate) fn validate_header_name(name: &str) -> Result<(), HeaderError> {
     let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || !name.chars().all(tchar) {
         return Err(HeaderError::Name(name.to_string()));
@@ -147,7 +147,7 @@ pub fn validate_header_name(name: &str) -> Result<(), HeaderError> {
 
 /// A header value as it goes on the wire: visible ASCII and spaces, no surrounding spaces (an
 /// invisible character or a stray newline would corrupt the request). Never echoes the value.
-pub fn validate_header_value(value: &str) -> Result<(), HeaderError> {
+pub(crate) fn validate_header_value(value: &str) -> Result<(), HeaderError> {
     if value.is_empty() {
         return Err(HeaderError::EmptyValue);
     }
@@ -632,7 +632,7 @@ pub enum SimMode {
 }
 
 /// The largest `sim.slowdown`.
-pub const MAX_SLOWDOWN: f64 = 100.0;
+pub(crate) const MAX_SLOWDOWN: f64 = 100.0;
 
 /// The embedded engine simulator used when a profile names no target.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -850,7 +850,7 @@ impl FaultConfig {
         ]
     }
 
-    pub fn probabilities(&self) -> [(&'static str, f64); 10] {
+    pub(crate) fn probabilities(&self) -> [(&'static str, f64); 10] {
         [
             ("http_429", self.http_429),
             ("http_500", self.http_500),
@@ -1023,7 +1023,7 @@ impl BenchConfig {
     }
 
     /// Check the files targets name under `root` (`ca_bundle`), at their lines.
-    pub fn validate_files(&self, root: &Path) -> Result<(), ConfigError> {
+    pub(crate) fn validate_files(&self, root: &Path) -> Result<(), ConfigError> {
         for (name, t) in &self.file.targets {
             t.read_ca_bundle(root)
                 .map_err(|m| self.source.error_at(&["targets", name, "ca_bundle"], m))?;
@@ -1160,7 +1160,7 @@ pub fn validate_env_name(var: &str) -> Result<(), NotAVariableName> {
 
 /// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem. Every
 /// number is checked against its documented bound ([`super::limits`]).
-pub fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
+pub(crate) fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
     validate_load(&p.load)?;
     validate_trace(p)?;
     validate_conversations(p)?;
@@ -1468,7 +1468,7 @@ fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
 }
 
 /// Merge `over` into `base`: tables merge key by key, everything else is replaced.
-pub fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
+pub(crate) fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
     for (k, v) in over {
         match (base.get_mut(k), v) {
             (Some(toml::Value::Table(b)), toml::Value::Table(o)) => deep_merge(b, o),
@@ -1480,7 +1480,11 @@ pub fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
 }
 
 /// Set `a.b.c = value` in a table, creating intermediate tables.
-pub fn set_dotted(table: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+pub(crate) fn set_dotted(
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+) -> Result<(), String> {
     let parts: Vec<&str> = key.split('.').collect();
     let mut cur = table;
     for (i, part) in parts.iter().enumerate() {

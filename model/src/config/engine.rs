@@ -177,7 +177,7 @@ impl Quantization {
     }
 
     /// Kernels that accept float16 activations only.
-    pub fn float16_only(self) -> bool {
+    pub(crate) fn float16_only(self) -> bool {
         matches!(self, Quantization::Awq | Quantization::Gptq)
     }
 }
@@ -319,11 +319,11 @@ impl std::fmt::Display for BatchStrategy {
 }
 
 /// Default `[batch] fixed_batch_size`.
-pub const DEFAULT_FIXED_BATCH_SIZE: u32 = 8;
+pub(crate) const DEFAULT_FIXED_BATCH_SIZE: u32 = 8;
 /// Default `[batch] max_wait_ms`.
-pub const DEFAULT_MAX_WAIT_MS: f64 = 50.0;
+pub(crate) const DEFAULT_MAX_WAIT_MS: f64 = 50.0;
 /// Smallest default `[batch] max_token_budget` (the default is max(this, max_model_len)).
-pub const DEFAULT_MAX_TOKEN_BUDGET: u32 = 16384;
+pub(crate) const DEFAULT_MAX_TOKEN_BUDGET: u32 = 16384;
 
 impl BatchSection {
     pub fn is_default(&self) -> bool {
@@ -397,13 +397,13 @@ impl SimSection {
 }
 
 /// Block sizes the engines accept.
-pub const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
+pub(crate) const BLOCK_SIZES: [u32; 6] = [1, 8, 16, 32, 64, 128];
 
 /// Default token budget per step with chunked prefill.
-pub const DEFAULT_CHUNKED_BATCHED_TOKENS: u32 = 8192;
+pub(crate) const DEFAULT_CHUNKED_BATCHED_TOKENS: u32 = 8192;
 
 /// Smallest default token budget without chunked prefill (vLLM's rule: max(max_model_len, 2048)).
-pub const MIN_UNCHUNKED_BATCHED_TOKENS: u32 = 2048;
+pub(crate) const MIN_UNCHUNKED_BATCHED_TOKENS: u32 = 2048;
 
 impl EngineConfig {
     /// Read, parse and validate an engine-parameter file.
@@ -454,7 +454,7 @@ impl EngineConfig {
     }
 
     /// GPUs the deployment uses (the tensor-parallel group).
-    pub fn gpus(&self) -> u32 {
+    pub(crate) fn gpus(&self) -> u32 {
         self.engine.tensor_parallel_size
     }
 

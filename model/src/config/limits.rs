@@ -6,58 +6,58 @@
 //! `Duration`, sizes an allocation from it or runs for centuries.
 
 /// Longest duration anywhere in a config: one week, in seconds.
-pub const MAX_SECONDS: f64 = 604_800.0;
+pub(crate) const MAX_SECONDS: f64 = 604_800.0;
 /// [`MAX_SECONDS`] in milliseconds.
-pub const MAX_MS: f64 = MAX_SECONDS * 1e3;
+pub(crate) const MAX_MS: f64 = MAX_SECONDS * 1e3;
 /// [`MAX_SECONDS`] in microseconds.
-pub const MAX_US: f64 = MAX_SECONDS * 1e6;
+pub(crate) const MAX_US: f64 = MAX_SECONDS * 1e6;
 
 /// Latest timestamp of a trace record (Mooncake and infergate JSONL in ms, BurstGPT in
 /// seconds): a year after the trace's clock starts, in milliseconds. The replayed window's
 /// send times (timestamps x `load.time_scale`) must also lie within [`MAX_MS`] of its start.
-pub const MAX_TRACE_MS: f64 = 365.0 * 86_400.0 * 1e3;
+pub(crate) const MAX_TRACE_MS: f64 = 365.0 * 86_400.0 * 1e3;
 
 /// Deepest nesting of arrays and objects in a workload file's JSON (datasets, conversations,
 /// traces, acceptance datasets): serde_json's recursion limit, reported as a located error.
-pub const MAX_JSON_DEPTH: usize = 127;
+pub(crate) const MAX_JSON_DEPTH: usize = 127;
 
 /// Most concurrent requests (`load.concurrency`, `load.max_concurrency`).
-pub const MAX_CONCURRENCY: u32 = 100_000;
+pub(crate) const MAX_CONCURRENCY: u32 = 100_000;
 /// Slowest open-loop rate, requests per second (one request every 1000 s).
-pub const MIN_RATE: f64 = 0.001;
+pub(crate) const MIN_RATE: f64 = 0.001;
 /// Fastest open-loop rate, requests per second.
-pub const MAX_RATE: f64 = 1_000_000.0;
+pub(crate) const MAX_RATE: f64 = 1_000_000.0;
 /// Gamma shape range of `load.burstiness`.
-pub const MIN_BURSTINESS: f64 = 0.01;
-pub const MAX_BURSTINESS: f64 = 100.0;
+pub(crate) const MIN_BURSTINESS: f64 = 0.01;
+pub(crate) const MAX_BURSTINESS: f64 = 100.0;
 /// Most measured or warmup requests of one run.
 pub const MAX_REQUESTS: u64 = 1_000_000_000;
 
 /// Most tokens of one request's prompt or output (`workload.input_lengths`,
 /// `workload.max_tokens`, `workload.shared_prefix_tokens`, the simulator's `output_tokens` and
 /// `tokens_per_chunk`): 2^20.
-pub const MAX_REQUEST_TOKENS: u32 = 1 << 20;
+pub(crate) const MAX_REQUEST_TOKENS: u32 = 1 << 20;
 /// Most synthetic requests in a workload (`input_lengths` entries x `repeats`).
 pub const MAX_WORKLOAD_ITEMS: u64 = 10_000_000;
 
 /// Most tokens of an engine's context or step (`engine.max_model_len`,
 /// `scheduler.max_num_batched_tokens`, `batch.max_token_budget`): 2^24.
-pub const MAX_ENGINE_TOKENS: u32 = 1 << 24;
+pub(crate) const MAX_ENGINE_TOKENS: u32 = 1 << 24;
 /// Most sequences in one engine step (`scheduler.max_num_seqs`).
 pub const MAX_NUM_SEQS: u32 = 65_536;
 /// Most memory of one GPU (`device.memory_gib`).
 pub const MAX_MEMORY_GIB: f64 = 1024.0;
 /// Most GPUs on a machine (`device.count`).
-pub const MAX_DEVICE_COUNT: u32 = 4096;
+pub(crate) const MAX_DEVICE_COUNT: u32 = 4096;
 /// Highest price of one GPU per hour (`device.price_per_hour`).
-pub const MAX_PRICE_PER_HOUR: f64 = 1_000_000.0;
+pub(crate) const MAX_PRICE_PER_HOUR: f64 = 1_000_000.0;
 
 /// Most trials of one trial set (`trials`, `--trials`, `--max-trials`).
 pub const MAX_TRIALS: u32 = 1000;
 
 /// Largest coefficient of variation of the simulator's noise factors (`sim.noise.step_cv`,
 /// `run_cv`).
-pub const MAX_NOISE_CV: f64 = 1.0;
+pub(crate) const MAX_NOISE_CV: f64 = 1.0;
 
 /// Whether a range's lower end is included.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +99,13 @@ impl std::fmt::Display for OutOfRange {
 impl std::error::Error for OutOfRange {}
 
 /// Check that `v` lies within `lo..=hi` (or `(lo, hi]`).
-pub fn check_f64(v: f64, low: Low, lo: f64, hi: f64, unit: &'static str) -> Result<(), OutOfRange> {
+pub(crate) fn check_f64(
+    v: f64,
+    low: Low,
+    lo: f64,
+    hi: f64,
+    unit: &'static str,
+) -> Result<(), OutOfRange> {
     let above_low = match low {
         Low::Closed => v >= lo,
         Low::Open => v > lo,
@@ -121,7 +127,7 @@ pub fn number(v: f64) -> String {
 }
 
 /// Check that `v` lies within `lo..=hi`.
-pub fn check_int(v: u64, lo: u64, hi: u64, unit: &'static str) -> Result<(), OutOfRange> {
+pub(crate) fn check_int(v: u64, lo: u64, hi: u64, unit: &'static str) -> Result<(), OutOfRange> {
     if (lo..=hi).contains(&v) { Ok(()) } else { Err(OutOfRange::Int { got: v, lo, hi, unit }) }
 }
 
@@ -131,12 +137,12 @@ pub fn seconds(v: f64, zero: bool) -> Result<(), OutOfRange> {
 }
 
 /// A duration in milliseconds, at most a week; `zero` says whether 0 is allowed.
-pub fn millis(v: f64, zero: bool) -> Result<(), OutOfRange> {
+pub(crate) fn millis(v: f64, zero: bool) -> Result<(), OutOfRange> {
     check_f64(v, if zero { Low::Closed } else { Low::Open }, 0.0, MAX_MS, "ms")
 }
 
 /// A duration in microseconds (0 allowed), at most a week.
-pub fn micros(v: f64) -> Result<(), OutOfRange> {
+pub(crate) fn micros(v: f64) -> Result<(), OutOfRange> {
     check_f64(v, Low::Closed, 0.0, MAX_US, "µs")
 }
 

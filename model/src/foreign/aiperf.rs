@@ -24,7 +24,7 @@ const TOOL: &str = "aiperf";
 /// The export schema major version read.
 const SCHEMA_MAJOR: &str = "1";
 /// The per-request file AIPerf writes beside the aggregate one.
-pub const RECORDS_FILE: &str = "profile_export.jsonl";
+pub(crate) const RECORDS_FILE: &str = "profile_export.jsonl";
 
 /// One metric of the aggregate export.
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::workload::{WorkItem, json_error};
 
 /// The longest log line read (longer ones are malformed, their bytes skipped).
-pub const MAX_LINE_BYTES: usize = 16 << 20;
+pub(crate) const MAX_LINE_BYTES: usize = 16 << 20;
 
 /// Timestamps after this many epoch seconds (year 5138) are refused: milliseconds by mistake.
 const MAX_EPOCH_S: f64 = 1e11;
@@ -60,7 +60,7 @@ pub enum Line {
 
 /// Whether a field name names a secret: its value is never copied and is removed wherever the
 /// request repeats it.
-pub fn is_secret_field(name: &str) -> bool {
+pub(crate) fn is_secret_field(name: &str) -> bool {
     let n = name.to_ascii_lowercase().replace(['-', '_'], "");
     // `max_tokens` and its kin are limits, not secrets.
     !n.starts_with("max")
@@ -310,7 +310,7 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// The next line, classified; `None` at the end of the file.
-    pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         self.buf.clear();
         let mut too_long = false;
         let mut any = false;

@@ -274,7 +274,7 @@ fn scan(opts: &Options) -> Result<Scan, RefreshError> {
 }
 
 /// RFC 3339 in UTC with milliseconds.
-pub fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     Utc.timestamp_millis_opt(ms)
         .single()
         .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))

@@ -20,10 +20,11 @@ pub const SECRET: &str = REDACTED;
 pub const PII: &str = "[pii]";
 
 /// The PII patterns applied when none are configured: e-mail addresses.
-pub const DEFAULT_PII: &[&str] = &[r"(?i)[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}"];
+pub(crate) const DEFAULT_PII: &[&str] =
+    &[r"(?i)[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}"];
 
 /// The secret patterns: name and regular expression.
-pub const SECRET_PATTERNS: &[(&str, &str)] = &[
+pub(crate) const SECRET_PATTERNS: &[(&str, &str)] = &[
     ("openai-style key (sk-, pk-, rk-)", r"\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{16,}"),
     ("bearer token", r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{8,}=*"),
     ("aws access key id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),

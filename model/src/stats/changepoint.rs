@@ -189,7 +189,7 @@ fn welch(a: &Segment, b: &Segment, confidence: f64) -> (f64, f64) {
 /// the smallest p-value the test can give is about `2 / C(n, n/2)`; a series is decidable
 /// when that is at most half of `alpha` (a margin for the p-value's own sampling error), and
 /// has room for two segments of [`Settings::min_size`].
-pub fn needed_points(settings: &Settings) -> usize {
+pub(crate) fn needed_points(settings: &Settings) -> usize {
     let mut n = 2 * settings.min_size.max(2);
     loop {
         let half = n / 2;

@@ -211,7 +211,7 @@ pub fn sig_text(v: f64) -> String {
 
 /// Samples the `p` quantile needs to be more than the largest sample: `1 / (1 - p)` (P99: 100,
 /// P99.9: 1000, the median: 2).
-pub fn needed_samples(p: f64) -> u64 {
+pub(crate) fn needed_samples(p: f64) -> u64 {
     if !(p.is_finite() && p < 1.0) {
         return u64::MAX;
     }

@@ -54,7 +54,7 @@ pub fn normal_quantile(p: f64) -> f64 {
 }
 
 /// The CV of a lognormal whose log has standard deviation `s`.
-pub fn lognormal_cv(s: f64) -> f64 {
+pub(crate) fn lognormal_cv(s: f64) -> f64 {
     (s * s).exp_m1().sqrt()
 }
 

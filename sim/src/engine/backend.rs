@@ -106,7 +106,7 @@ impl EngineBackend {
     }
 
     /// [`EngineBackend::with_decision_log`] for a given engine (e.g. one with noise).
-    pub fn with_engine_and_log(
+    pub(crate) fn with_engine_and_log(
         spec: &EngineSpec,
         mut engine: Engine,
         path: &Path,

@@ -61,13 +61,13 @@ pub struct Req {
 impl Req {
     /// Prompt plus generated tokens: what must be in the KV cache before the next sample.
     #[inline]
-    pub fn num_tokens(&self) -> u32 {
+    pub(crate) fn num_tokens(&self) -> u32 {
         self.prompt_len + self.generated
     }
 
     /// Tokens to compute before the next token can be sampled.
     #[inline]
-    pub fn tokens_needed(&self) -> u32 {
+    pub(crate) fn tokens_needed(&self) -> u32 {
         self.num_tokens() - self.computed
     }
 
@@ -277,16 +277,16 @@ impl Core {
     }
 
     #[inline]
-    pub fn req_mut(&mut self, key: ReqKey) -> &mut Req {
+    pub(crate) fn req_mut(&mut self, key: ReqKey) -> &mut Req {
         &mut self.reqs[key.0 as usize]
     }
 
     /// The request of a slot, None for a slot never used.
-    pub fn try_req(&self, key: ReqKey) -> Option<&Req> {
+    pub(crate) fn try_req(&self, key: ReqKey) -> Option<&Req> {
         self.reqs.get(key.0 as usize)
     }
 
-    pub fn try_req_mut(&mut self, key: ReqKey) -> Option<&mut Req> {
+    pub(crate) fn try_req_mut(&mut self, key: ReqKey) -> Option<&mut Req> {
         self.reqs.get_mut(key.0 as usize)
     }
 
@@ -440,7 +440,7 @@ impl Core {
 
     /// Allocate the blocks a running request needs to hold `n` more tokens. False (and nothing
     /// allocated) when the pool is short.
-    pub fn try_allocate(&mut self, key: ReqKey, n: u32) -> bool {
+    pub(crate) fn try_allocate(&mut self, key: ReqKey, n: u32) -> bool {
         let bs = self.limits.block_size;
         let r = &self.reqs[key.0 as usize];
         let need = (r.computed + n).div_ceil(bs) as usize;
@@ -458,7 +458,7 @@ impl Core {
     /// Prefix-cache lookup for a waiting request that holds no KV: the cached blocks of its
     /// longest cached prefix go into `hits` (at most num_tokens - 1 tokens, so at least one token
     /// is computed). Returns the tokens they cover.
-    pub fn prefix_hit(&mut self, key: ReqKey, hits: &mut Vec<u32>) -> u32 {
+    pub(crate) fn prefix_hit(&mut self, key: ReqKey, hits: &mut Vec<u32>) -> u32 {
         hits.clear();
         let bs = self.limits.block_size;
         let r = &mut self.reqs[key.0 as usize];
@@ -478,7 +478,7 @@ impl Core {
 
     /// Move the head of the waiting queue to the running set with the cached blocks `hits` and
     /// room for `n` tokens to compute. False (nothing changed) when the pool is short.
-    pub fn try_admit(&mut self, key: ReqKey, hits: &[u32], n: u32, now: Nanos) -> bool {
+    pub(crate) fn try_admit(&mut self, key: ReqKey, hits: &[u32], n: u32, now: Nanos) -> bool {
         debug_assert_eq!(self.waiting.peek(), Some(key));
         let bs = self.limits.block_size;
         let hit_tokens = hits.len() as u32 * bs;
@@ -516,7 +516,7 @@ impl Core {
     }
 
     /// The running request to preempt first: the newest (fcfs) or the least urgent (priority).
-    pub fn preemption_victim(&self) -> Option<ReqKey> {
+    pub(crate) fn preemption_victim(&self) -> Option<ReqKey> {
         match self.limits.policy {
             SchedulerPolicy::Fcfs => self.running.last().copied(),
             SchedulerPolicy::Priority => self.running.iter().copied().max_by_key(|&k| {
@@ -528,7 +528,7 @@ impl Core {
 
     /// Preempt a running request (recompute mode): its KV is dropped, it goes back to the
     /// waiting queue (at the front under fcfs) and is recomputed when admitted again.
-    pub fn preempt(&mut self, key: ReqKey) {
+    pub(crate) fn preempt(&mut self, key: ReqKey) {
         if let Some(i) = self.running.iter().position(|k| *k == key) {
             self.running.remove(i);
         }
@@ -565,7 +565,7 @@ impl Core {
     }
 
     /// Tokens held in the KV cache (a shared block counted once).
-    pub fn kv_tokens_held(&self) -> u64 {
+    pub(crate) fn kv_tokens_held(&self) -> u64 {
         let held: u64 = self.running.iter().map(|&k| self.req(k).computed as u64).sum();
         held.saturating_sub(self.pool.shared_refs() * self.limits.block_size as u64)
     }

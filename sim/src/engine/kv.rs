@@ -72,31 +72,31 @@ impl BlockPool {
     }
 
     /// Free blocks, including those holding cached content.
-    pub fn num_free(&self) -> u32 {
+    pub(crate) fn num_free(&self) -> u32 {
         self.free
     }
 
-    pub fn num_used(&self) -> u32 {
+    pub(crate) fn num_used(&self) -> u32 {
         self.total() - self.free
     }
 
     /// Blocks whose content prefix caching can find (in use or free).
-    pub fn num_cached(&self) -> usize {
+    pub(crate) fn num_cached(&self) -> usize {
         self.cached.len()
     }
 
     /// Extra holders of shared blocks (sum of reference count - 1 over blocks in use).
-    pub fn shared_refs(&self) -> u64 {
+    pub(crate) fn shared_refs(&self) -> u64 {
         self.shared_refs
     }
 
-    pub fn ref_count(&self, block: u32) -> u32 {
+    pub(crate) fn ref_count(&self, block: u32) -> u32 {
         self.ref_cnt[block as usize]
     }
 
     /// Take the least recently freed block; its cached content, if any, is evicted.
     /// The caller checks `num_free() > 0` first.
-    pub fn allocate(&mut self) -> u32 {
+    pub(crate) fn allocate(&mut self) -> u32 {
         let b = self.head;
         debug_assert!(b != NIL, "allocate from an empty pool");
         self.unlink(b);
@@ -153,7 +153,7 @@ impl BlockPool {
 
     /// A block became full: make its content findable (the first block with a given content
     /// wins; a duplicate stays unregistered).
-    pub fn register(&mut self, b: u32, hash: u64) {
+    pub(crate) fn register(&mut self, b: u32, hash: u64) {
         debug_assert!(hash != NO_HASH);
         if self.hash[b as usize] != NO_HASH {
             return;
@@ -205,7 +205,7 @@ pub fn mix(mut x: u64) -> u64 {
 /// Hash of a full block: chained on the previous block's hash, so equal hashes mean equal
 /// prefixes up to and including this block. Never [`NO_HASH`].
 #[inline]
-pub fn block_hash(parent: u64, tokens: impl Iterator<Item = u32>) -> u64 {
+pub(crate) fn block_hash(parent: u64, tokens: impl Iterator<Item = u32>) -> u64 {
     let mut h = mix(parent ^ 0x9e37_79b9_7f4a_7c15);
     for t in tokens {
         h = mix(h ^ t as u64);

@@ -56,11 +56,11 @@ pub use virtual_time::{
 pub use infergate_model::scheduler::Nanos;
 
 /// Seconds to [`Nanos`] (negative and non-finite values are 0).
-pub fn secs_to_nanos(s: f64) -> Nanos {
+pub(crate) fn secs_to_nanos(s: f64) -> Nanos {
     if s.is_finite() && s > 0.0 { (s * 1e9).round() as Nanos } else { 0 }
 }
 
-pub fn nanos_to_secs(n: Nanos) -> f64 {
+pub(crate) fn nanos_to_secs(n: Nanos) -> f64 {
     n as f64 / 1e9
 }
 
@@ -98,7 +98,7 @@ impl Prompt {
 
 /// A request as the engine receives it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct EngineRequest {
+pub(crate) struct EngineRequest {
     /// Caller's id, unique for the engine's life (also salts the request's synthetic tokens).
     pub id: u64,
     /// The client's name for the request (its `x-request-id`), for the decision log.
@@ -132,7 +132,7 @@ impl Finish {
 
 /// A request the engine refuses (the server answers with `status`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Rejection {
+pub(crate) struct Rejection {
     pub status: u16,
     pub message: String,
 }
@@ -195,7 +195,7 @@ impl Engine {
     }
 
     /// An engine with another batching strategy.
-    pub fn with_scheduler(spec: &EngineSpec, scheduler: Box<dyn Scheduler>) -> Engine {
+    pub(crate) fn with_scheduler(spec: &EngineSpec, scheduler: Box<dyn Scheduler>) -> Engine {
         let limits = Limits {
             max_num_seqs: spec.max_num_seqs,
             max_num_batched_tokens: spec.max_num_batched_tokens,
@@ -270,7 +270,7 @@ impl Engine {
 
     /// Queue a request. Refused (400, as vLLM does) when its prompt is empty or prompt +
     /// max_tokens exceeds max_model_len.
-    pub fn add_request(&mut self, req: EngineRequest) -> Result<ReqKey, Rejection> {
+    pub(crate) fn add_request(&mut self, req: EngineRequest) -> Result<ReqKey, Rejection> {
         let prompt_len = req.prompt.len();
         let max_model_len = self.core.limits.max_model_len;
         let max_tokens = req.max_tokens.max(1);
@@ -309,7 +309,7 @@ impl Engine {
     /// blocks and any prefill whose first token reaches nobody are waste (counted when it is
     /// freed, by [`Engine::abort`], or when it ends). A second call, or one for a request that
     /// already ended, changes nothing.
-    pub fn client_gone(&mut self, key: ReqKey, at: Nanos) {
+    pub(crate) fn client_gone(&mut self, key: ReqKey, at: Nanos) {
         let Some(r) = self.core.try_req_mut(key) else { return };
         if r.status == Status::Done || r.gone_at.is_some() {
             return;
@@ -319,7 +319,7 @@ impl Engine {
     }
 
     /// Whether the client of a live request went away ([`Engine::client_gone`]).
-    pub fn is_gone(&self, key: ReqKey) -> bool {
+    pub(crate) fn is_gone(&self, key: ReqKey) -> bool {
         self.core.try_req(key).is_some_and(|r| r.status != Status::Done && r.gone_at.is_some())
     }
 
@@ -337,12 +337,12 @@ impl Engine {
     }
 
     /// Output tokens that could not be delivered (the client had disconnected): waste.
-    pub fn record_undelivered(&mut self, tokens: u32) {
+    pub(crate) fn record_undelivered(&mut self, tokens: u32) {
         self.core.stats.wasted_tokens += tokens as u64;
     }
 
     /// Whether any request is waiting or running.
-    pub fn has_work(&self) -> bool {
+    pub(crate) fn has_work(&self) -> bool {
         !self.core.running.is_empty() || !self.core.waiting.is_empty()
     }
 
@@ -574,12 +574,12 @@ impl Engine {
     }
 
     /// Requests the last step scheduled for the first time.
-    pub fn newly_scheduled(&self) -> &[Scheduled] {
+    pub(crate) fn newly_scheduled(&self) -> &[Scheduled] {
         &self.core.newly_scheduled
     }
 
     /// When an idle scheduler wants to be asked again (batching windows), if ever.
-    pub fn wake_at(&self) -> Option<Nanos> {
+    pub(crate) fn wake_at(&self) -> Option<Nanos> {
         self.batch.wake_at
     }
 

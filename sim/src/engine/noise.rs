@@ -55,7 +55,7 @@ impl StepNoise {
     }
 
     /// The next step's factor and its stall in ns (0 without a stall).
-    pub fn next_step(&mut self) -> (f64, f64) {
+    pub(crate) fn next_step(&mut self) -> (f64, f64) {
         let factor = self.run_factor * self.step.map_or(1.0, |d| d.sample(&mut self.rng));
         let stall =
             if self.stall_probability > 0.0 && self.rng.random::<f64>() < self.stall_probability {

@@ -31,7 +31,7 @@ pub struct ModelProfile {
 
 impl ModelProfile {
     /// Parameters of the output projection (computed only for a sequence's last position).
-    pub fn lm_head_params(&self) -> f64 {
+    pub(crate) fn lm_head_params(&self) -> f64 {
         self.hidden as f64 * self.vocab as f64
     }
 }
@@ -54,7 +54,7 @@ pub struct DeviceProfile {
     pub allreduce_us: f64,
 }
 
-pub const MODELS: &[ModelProfile] = &[
+pub(crate) const MODELS: &[ModelProfile] = &[
     ModelProfile {
         key: "llama-3.1-8b",
         patterns: &["llama318b"],
@@ -123,7 +123,7 @@ pub const MODELS: &[ModelProfile] = &[
 ];
 
 /// Most specific patterns first (`l40s` before `l4`, `h100+pcie` before `h100`).
-pub const DEVICES: &[DeviceProfile] = &[
+pub(crate) const DEVICES: &[DeviceProfile] = &[
     DeviceProfile {
         key: "H100-PCIe-80GB",
         patterns: &["h100+pcie"],
@@ -207,13 +207,13 @@ pub const DEVICES: &[DeviceProfile] = &[
 ];
 
 /// Lowercase letters and digits only.
-pub fn normalize(name: &str) -> String {
+pub(crate) fn normalize(name: &str) -> String {
     name.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect()
 }
 
 /// The model profile a name selects: an exact profile key, or the first whose pattern occurs in
 /// the normalised name.
-pub fn find_model(name: &str) -> Option<&'static ModelProfile> {
+pub(crate) fn find_model(name: &str) -> Option<&'static ModelProfile> {
     let n = normalize(name);
     MODELS
         .iter()
@@ -221,7 +221,7 @@ pub fn find_model(name: &str) -> Option<&'static ModelProfile> {
         .or_else(|| MODELS.iter().find(|m| matches(m.patterns, &n)))
 }
 
-pub fn find_device(name: &str) -> Option<&'static DeviceProfile> {
+pub(crate) fn find_device(name: &str) -> Option<&'static DeviceProfile> {
     let n = normalize(name);
     DEVICES
         .iter()
@@ -233,11 +233,11 @@ fn matches(patterns: &[&str], normalized: &str) -> bool {
     patterns.iter().any(|p| p.split('+').all(|part| normalized.contains(part)))
 }
 
-pub fn model_keys() -> String {
+pub(crate) fn model_keys() -> String {
     MODELS.iter().map(|m| m.key).collect::<Vec<_>>().join(", ")
 }
 
-pub fn device_keys() -> String {
+pub(crate) fn device_keys() -> String {
     DEVICES.iter().map(|d| d.key).collect::<Vec<_>>().join(", ")
 }
 

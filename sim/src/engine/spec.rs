@@ -16,13 +16,13 @@ use super::strategies::Strategy;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Defaults of the `[sim]` calibration constants.
-pub const DEFAULT_STEP_OVERHEAD_US: f64 = 300.0;
-pub const DEFAULT_MFU: f64 = 0.5;
-pub const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.8;
-pub const DEFAULT_INTERVAL_BASE_US: f64 = 1000.0;
-pub const DEFAULT_INTERVAL_PER_SEQ_US: f64 = 50.0;
+pub(crate) const DEFAULT_STEP_OVERHEAD_US: f64 = 300.0;
+pub(crate) const DEFAULT_MFU: f64 = 0.5;
+pub(crate) const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.8;
+pub(crate) const DEFAULT_INTERVAL_BASE_US: f64 = 1000.0;
+pub(crate) const DEFAULT_INTERVAL_PER_SEQ_US: f64 = 50.0;
 /// GPU memory outside weights, activations and KV cache (CUDA context, graphs, NCCL), GiB.
-pub const RUNTIME_OVERHEAD_GIB: f64 = 1.0;
+pub(crate) const RUNTIME_OVERHEAD_GIB: f64 = 1.0;
 
 /// The engine config resolved against the model and device profiles.
 #[derive(Clone, Debug)]
@@ -86,18 +86,18 @@ pub struct CostModel {
 }
 
 impl CostModel {
-    pub fn forward_ns(&self, prefill_tokens: u64, decode_seqs: u64, kv_tokens: u64) -> f64 {
+    pub(crate) fn forward_ns(&self, prefill_tokens: u64, decode_seqs: u64, kv_tokens: u64) -> f64 {
         self.step_fixed_ns
             + self.prefill_token_ns * prefill_tokens as f64
             + self.decode_seq_ns * decode_seqs as f64
             + self.kv_token_ns * kv_tokens as f64
     }
 
-    pub fn interval_ns(&self, seqs: u64) -> f64 {
+    pub(crate) fn interval_ns(&self, seqs: u64) -> f64 {
         self.interval_base_ns + self.interval_seq_ns * seqs as f64
     }
 
-    pub fn step_ns(&self, forward_ns: f64, interval_ns: f64) -> f64 {
+    pub(crate) fn step_ns(&self, forward_ns: f64, interval_ns: f64) -> f64 {
         if self.async_scheduling { forward_ns.max(interval_ns) } else { forward_ns + interval_ns }
     }
 }

@@ -49,23 +49,23 @@ impl Histogram {
 }
 
 /// vLLM's buckets.
-pub const TTFT_BUCKETS: &[f64] = &[
+pub(crate) const TTFT_BUCKETS: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 ];
-pub const ITL_BUCKETS: &[f64] = &[
+pub(crate) const ITL_BUCKETS: &[f64] = &[
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0,
 ];
-pub const REQUEST_BUCKETS: &[f64] = &[
+pub(crate) const REQUEST_BUCKETS: &[f64] = &[
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
     480.0, 960.0, 1920.0, 7680.0,
 ];
-pub const TOKEN_COUNT_BUCKETS: &[f64] = &[
+pub(crate) const TOKEN_COUNT_BUCKETS: &[f64] = &[
     1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0, 20000.0,
     50000.0, 100000.0,
 ];
-pub const ITERATION_TOKEN_BUCKETS: &[f64] =
+pub(crate) const ITERATION_TOKEN_BUCKETS: &[f64] =
     &[1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0];
 
 /// Everything the engine counts. Times are nanoseconds of engine time.
@@ -175,7 +175,7 @@ pub struct Gauges {
 }
 
 impl Gauges {
-    pub fn kv_usage(&self) -> f64 {
+    pub(crate) fn kv_usage(&self) -> f64 {
         if self.kv_blocks_total == 0 {
             0.0
         } else {
@@ -185,7 +185,7 @@ impl Gauges {
 }
 
 /// Static labels of `vllm:cache_config_info`.
-pub struct CacheInfo<'a> {
+pub(crate) struct CacheInfo<'a> {
     pub block_size: u32,
     pub num_gpu_blocks: u32,
     pub enable_prefix_caching: bool,

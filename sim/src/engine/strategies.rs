@@ -266,7 +266,7 @@ impl BatchFormer {
 }
 
 /// How the decision log names a request.
-pub fn request_ref(core: &Core, key: ReqKey) -> RequestRef {
+pub(crate) fn request_ref(core: &Core, key: ReqKey) -> RequestRef {
     let r = core.req(key);
     RequestRef {
         id: r.id,
