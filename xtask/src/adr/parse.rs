@@ -6,6 +6,7 @@
 //! `date` and `deciders`; a `## Status` section instead of the status block; numbered headings
 //! (`## 1. Context`); bold field names (`**Status:** Accepted`); decision lines in backticks.
 
+use std::fmt;
 use std::path::Path;
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
@@ -15,6 +16,7 @@ use super::model::{
     Problem, Section, SectionKind, ThresholdRow,
 };
 use crate::thresholds::rollback::{RollbackCondition, parse_condition};
+use crate::thresholds::rule::UnknownAction;
 use crate::thresholds::units::to_metric_unit;
 use crate::thresholds::{Action, Comparator};
 
@@ -89,8 +91,8 @@ struct Problems<'a> {
 }
 
 impl Problems<'_> {
-    fn add(&mut self, line: usize, message: impl Into<String>) {
-        self.list.push(Problem::new(self.path, line, message));
+    fn add(&mut self, line: usize, message: impl fmt::Display) {
+        self.list.push(Problem::new(self.path, line, message.to_string()));
     }
 }
 
@@ -416,29 +418,42 @@ fn parse_share(text: &str) -> Option<f64> {
     n.trim().parse::<f64>().ok().map(|v| v / scale).filter(|v| v.is_finite())
 }
 
+/// Why a row of a regression budgets table cannot be read.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BudgetRowError {
+    #[error("{0}")]
+    Metric(UnknownMetric),
+    /// The budget cell, as written.
+    #[error("budget `{0}` is not a share of the baseline such as `5%` (`5 points` for a share)")]
+    Budget(String),
+    /// The detects cell, as written.
+    #[error("detects `{0}` is not a share of the baseline such as `10%`")]
+    Detects(String),
+    #[error("{0}")]
+    Action(UnknownAction),
+    /// A budget the A/B gate cannot decide (a count metric, a share out of range).
+    #[error("{0}")]
+    Check(bench::ab::BudgetError),
+}
+
 /// One row of a regression budgets table.
 pub fn parse_budget_row(
     metric: &str,
     budget: &str,
     detects: Option<&str>,
     action: &str,
-) -> Result<BudgetRow, String> {
+) -> Result<BudgetRow, BudgetRowError> {
     let Some(def) = bench::summary::metric_def(metric) else {
-        return Err(unknown_metric_message(metric));
+        return Err(BudgetRowError::Metric(UnknownMetric(metric.to_string())));
     };
-    let worse_by = parse_share(budget).ok_or_else(|| {
-        format!(
-            "budget `{budget}` is not a share of the baseline such as `5%` (`5 points` for a share)"
-        )
-    })?;
+    let worse_by = parse_share(budget).ok_or_else(|| BudgetRowError::Budget(budget.to_string()))?;
     let detect = match detects {
-        Some(d) => Some(parse_share(d).ok_or_else(|| {
-            format!("detects `{d}` is not a share of the baseline such as `10%`")
-        })?),
+        Some(d) => Some(parse_share(d).ok_or_else(|| BudgetRowError::Detects(d.to_string()))?),
         None => None,
     };
-    let action = Action::parse(action).map_err(|e| e.to_string())?;
-    bench::ab::BudgetCheck::new(def.path, worse_by, detect, true, "").map_err(|e| e.to_string())?;
+    let action = Action::parse(action).map_err(BudgetRowError::Action)?;
+    bench::ab::BudgetCheck::new(def.path, worse_by, detect, true, "")
+        .map_err(BudgetRowError::Check)?;
     Ok(BudgetRow { metric: def.path.to_string(), worse_by, detect, action, line: 0 })
 }
 
@@ -588,24 +603,33 @@ fn placeholders(doc: &Doc<'_>) -> Vec<Located<String>> {
     placeholders
 }
 
+/// A line meant to name the bench profile the thresholds gate that names none the way the
+/// template writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileLineError {
+    /// A `They gate runs of bench profile` line without the name in backticks.
+    #[error("name the profile in backticks: ``They gate runs of bench profile `NAME`.``")]
+    Gated,
+    /// A `Measured scenario:` line that does not begin with `profile `NAME``.
+    #[error(
+        "a `Measured scenario:` line must begin with the bench profile, as ``Measured scenario: \
+         profile `NAME`, ...``; its thresholds apply to runs of that profile"
+    )]
+    Scenario,
+}
+
 /// The profile of a thresholds-section line `They gate runs of bench profile `NAME`...`.
-pub fn gated_profile(raw: &str) -> Option<Result<String, String>> {
+pub fn gated_profile(raw: &str) -> Option<Result<String, ProfileLineError>> {
     let (_, rest) = raw.split_once("gate runs of bench profile")?;
-    Some(backticked_name(rest.trim_start()).ok_or_else(|| {
-        "name the profile in backticks: ``They gate runs of bench profile `NAME`.``".to_string()
-    }))
+    Some(backticked_name(rest.trim_start()).ok_or(ProfileLineError::Gated))
 }
 
 /// The bench profile of a `Measured scenario: profile `NAME`, ...` line: `None` for any other
 /// line, an error for a scenario line that names no profile the way the template writes it.
-pub fn scenario_profile(raw: &str) -> Option<Result<String, String>> {
+pub fn scenario_profile(raw: &str) -> Option<Result<String, ProfileLineError>> {
     let rest = strip_list_marker(raw.trim()).trim_start_matches("**");
     let rest = rest.strip_prefix("Measured scenario:")?.trim_start_matches("**").trim_start();
-    Some(rest.strip_prefix("profile ").and_then(backticked_name).ok_or_else(|| {
-        "a `Measured scenario:` line must begin with the bench profile, as \
-         ``Measured scenario: profile `NAME`, ...``; its thresholds apply to runs of that profile"
-            .to_string()
-    }))
+    Some(rest.strip_prefix("profile ").and_then(backticked_name).ok_or(ProfileLineError::Scenario))
 }
 
 /// The non-empty name in the backticks `text` starts with.
@@ -694,8 +718,13 @@ pub(crate) fn strip_list_marker(t: &str) -> &str {
     t
 }
 
+/// A date that is not in ISO-8601 calendar form, as written (trimmed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("date `{0}` is not an ISO-8601 date (YYYY-MM-DD)")]
+pub struct DateError(pub String);
+
 /// A date in ISO-8601 calendar form, `YYYY-MM-DD`.
-pub fn parse_iso_date(s: &str) -> Result<chrono::NaiveDate, String> {
+pub fn parse_iso_date(s: &str) -> Result<chrono::NaiveDate, DateError> {
     let s = s.trim();
     let shape_ok = s.len() == 10
         && s.bytes()
@@ -703,7 +732,7 @@ pub fn parse_iso_date(s: &str) -> Result<chrono::NaiveDate, String> {
             .all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
     match shape_ok.then(|| chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()).flatten() {
         Some(d) => Ok(d),
-        None => Err(format!("date `{s}` is not an ISO-8601 date (YYYY-MM-DD)")),
+        None => Err(DateError(s.to_string())),
     }
 }
 
@@ -721,14 +750,33 @@ fn decision_candidate(raw: &str) -> Option<&str> {
 pub const DECISION_LINE_SHAPES: &str = "a decision line is `configs/<file>.toml: section.key = value` \
      (value in TOML) or `configs/<file>.toml: section.key removed`";
 
+/// A line meant as a decision line that has neither shape of [`DECISION_LINE_SHAPES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionLineError {
+    /// The line, without `: ` after its file.
+    #[error("`{0}`: missing `: ` after the file; {DECISION_LINE_SHAPES}")]
+    NoFile(String),
+    #[error("`{0}` is not a file under configs/ ending in .toml; {DECISION_LINE_SHAPES}")]
+    BadFile(String),
+    #[error("`{0}` is not a dotted key (section.key); {DECISION_LINE_SHAPES}")]
+    BadKey(String),
+    /// The line, with neither ` = value` nor ` removed`.
+    #[error("`{0}`: missing ` = value` (or ` removed`); {DECISION_LINE_SHAPES}")]
+    NoValue(String),
+    /// The key, with nothing after its `=`.
+    #[error("`{0}` has no value; {DECISION_LINE_SHAPES}")]
+    EmptyValue(String),
+    #[error("`{0}` is not a TOML value (quote strings: \"fcfs\"); {DECISION_LINE_SHAPES}")]
+    NotToml(String),
+}
+
 /// Parse `configs/<file>.toml: section.key = value` (the value is TOML) or
 /// `configs/<file>.toml: section.key removed` (the key is taken out of the file; a `# comment`
 /// may follow, as after a TOML value).
-pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), String> {
-    const SHAPE: &str = DECISION_LINE_SHAPES;
+pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), DecisionLineError> {
     let s = s.trim();
     let Some((file, rest)) = s.split_once(": ") else {
-        return Err(format!("`{s}`: missing `: ` after the file; {SHAPE}"));
+        return Err(DecisionLineError::NoFile(s.to_string()));
     };
     let file = file.trim();
     let file_ok = file.starts_with("configs/")
@@ -737,7 +785,7 @@ pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), String>
         && file.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
         && file.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
     if !file_ok {
-        return Err(format!("`{file}` is not a file under configs/ ending in .toml; {SHAPE}"));
+        return Err(DecisionLineError::BadFile(file.to_string()));
     }
     let key_ok = |key: &str| {
         !key.is_empty()
@@ -753,26 +801,44 @@ pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), String>
             [key, "removed"] if key_ok(key) => {
                 Ok((file.to_string(), key.to_string(), Decided::Removed))
             }
-            [key, "removed"] => Err(format!("`{key}` is not a dotted key (section.key); {SHAPE}")),
-            _ => Err(format!("`{s}`: missing ` = value` (or ` removed`); {SHAPE}")),
+            [key, "removed"] => Err(DecisionLineError::BadKey(key.to_string())),
+            _ => Err(DecisionLineError::NoValue(s.to_string())),
         };
     };
     let key = key.trim();
     if !key_ok(key) {
-        return Err(format!("`{key}` is not a dotted key (section.key); {SHAPE}"));
+        return Err(DecisionLineError::BadKey(key.to_string()));
     }
     let value = value.trim();
     if value.is_empty() {
-        return Err(format!("`{key}` has no value; {SHAPE}"));
+        return Err(DecisionLineError::EmptyValue(key.to_string()));
     }
     let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {value}"));
     match parsed.ok().and_then(|mut t| t.remove("v")) {
         Some(v) => Ok((file.to_string(), key.to_string(), Decided::Set(v))),
-        None => Err(format!("`{value}` is not a TOML value (quote strings: \"fcfs\"); {SHAPE}")),
+        None => Err(DecisionLineError::NotToml(value.to_string())),
     }
 }
 
-fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
+/// A supersession line (`Supersedes`, `Superseded by`, `Supersedes in part`) that cannot be
+/// read; each holds the line or the item as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("`{0}` names no record; write `Supersedes NNNN` or `Superseded by NNNN`")]
+    NoRecord(String),
+    #[error("`{0}` names nothing it takes over; {PARTS_SHAPE}")]
+    NothingTakenOver(String),
+    #[error("`{0}` is not `configs/<file>.toml: section.key`; {PARTS_SHAPE}")]
+    NotKey(String),
+    #[error(
+        "`{0}` is neither a metric of the registry nor `configs/<file>.toml: section.key`; \
+         {PARTS_SHAPE}"
+    )]
+    NotPart(String),
+}
+
+/// A line of the Links section: `None` when it is no supersession line.
+fn parse_link(raw: &str, line: usize) -> Option<Result<Link, LinkError>> {
     let t = strip_list_marker(raw.trim()).trim_start_matches(['*', '_']);
     let lower = t.to_ascii_lowercase();
     let (kind, rest) = if let Some(r) = lower.strip_prefix("superseded by") {
@@ -785,10 +851,7 @@ fn parse_link(raw: &str, line: usize) -> Option<Result<Link, String>> {
         return None;
     };
     let Some(number) = super::model::first_number(rest) else {
-        return Some(Err(format!(
-            "`{}` names no record; write `Supersedes NNNN` or `Superseded by NNNN`",
-            t.trim()
-        )));
+        return Some(Err(LinkError::NoRecord(t.trim().to_string())));
     };
     let target = t.find("](").and_then(|i| {
         let after = &t[i + 2..];
@@ -811,10 +874,10 @@ const PARTS_SHAPE: &str = "write `Supersedes in part NNNN: metric, ..., configs/
 
 /// The list after the `:` of a `Supersedes in part NNNN: ...` line: metrics of the registry and
 /// `configs/<file>.toml: key` items, comma-separated, each optionally in backticks.
-fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
+fn parse_parts(t: &str) -> Result<Vec<Part>, LinkError> {
     let digit = t.find(|c: char| c.is_ascii_digit()).unwrap_or(0);
     let Some(colon) = t[digit..].find(':').map(|i| digit + i) else {
-        return Err(format!("`{}` names nothing it takes over; {PARTS_SHAPE}", t.trim()));
+        return Err(LinkError::NothingTakenOver(t.trim().to_string()));
     };
     let mut parts = Vec::new();
     for item in t[colon + 1..].split(',') {
@@ -832,22 +895,17 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
                     })
             };
             if !file.ends_with(".toml") || !bare(key) {
-                return Err(format!(
-                    "`{item}` is not `configs/<file>.toml: section.key`; {PARTS_SHAPE}"
-                ));
+                return Err(LinkError::NotKey(item.to_string()));
             }
             parts.push(Part::Key { file: file.to_string(), key: key.to_string() });
         } else if bench::summary::metric_def(item).is_some() {
             parts.push(Part::Metric(item.to_string()));
         } else {
-            return Err(format!(
-                "`{item}` is neither a metric of the registry nor `configs/<file>.toml: \
-                 section.key`; {PARTS_SHAPE}"
-            ));
+            return Err(LinkError::NotPart(item.to_string()));
         }
     }
     if parts.is_empty() {
-        return Err(format!("`{}` names nothing it takes over; {PARTS_SHAPE}", t.trim()));
+        return Err(LinkError::NothingTakenOver(t.trim().to_string()));
     }
     Ok(parts)
 }
@@ -855,9 +913,16 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, String> {
 /// The optional column of a thresholds table that keys a row to the environment it holds for.
 pub const ENVIRONMENT_COLUMN: &str = "environment";
 
+/// An `Environment` cell that is no environment key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}, or `any` for any environment")]
+pub struct EnvironmentCellError(pub bench::envkey::KeyError);
+
 /// An `Environment` cell: blank, `any` or `—` for any environment, else an environment key
 /// (`bench::envkey`), backticks optional.
-pub fn parse_environment_cell(cell: &str) -> Result<Option<bench::envkey::EnvironmentKey>, String> {
+pub fn parse_environment_cell(
+    cell: &str,
+) -> Result<Option<bench::envkey::EnvironmentKey>, EnvironmentCellError> {
     let t = cell.trim().trim_matches('`').trim();
     if t.is_empty()
         || t.eq_ignore_ascii_case(crate::thresholds::file::ANY_ENVIRONMENT)
@@ -865,9 +930,7 @@ pub fn parse_environment_cell(cell: &str) -> Result<Option<bench::envkey::Enviro
     {
         return Ok(None);
     }
-    t.parse()
-        .map(Some)
-        .map_err(|e: bench::envkey::KeyError| format!("{e}, or `any` for any environment"))
+    t.parse().map(Some).map_err(EnvironmentCellError)
 }
 
 /// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).
@@ -876,7 +939,7 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
     let mut errors = Vec::new();
     let def = bench::summary::metric_def(metric);
     if def.is_none() {
-        errors.push(unknown_metric_message(metric));
+        errors.push(UnknownMetric(metric.to_string()).to_string());
     }
     let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e.to_string())).ok();
     let value = match limit.parse::<f64>() {
@@ -923,6 +986,12 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
         _ => Err(errors),
     }
 }
+
+/// A metric that is not in the registry (`bench::summary::known_metrics`), as written; its
+/// message names the nearest one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", unknown_metric_message(.0))]
+pub struct UnknownMetric(pub String);
 
 fn unknown_metric_message(metric: &str) -> String {
     let nearest = bench::summary::known_metrics()
@@ -1226,7 +1295,7 @@ mod tests {
             assert!(parse_decision_line(bad).is_err(), "{bad}");
         }
         let e = parse_decision_line("configs/engine.toml: a.b").unwrap_err();
-        assert!(e.contains("section.key removed"), "{e}");
+        assert!(e.to_string().contains("section.key removed"), "{e}");
     }
 
     #[test]
