@@ -12,8 +12,6 @@
 //! limit, with the effective limit in the `decided` annotation. Each condition also has an
 //! absent-data alert (`...NoData`, severity `warning`): its window held no observation.
 
-use std::fmt::Write as _;
-
 use yaml_rust2::Yaml;
 
 use super::live::LiveCondition;
@@ -215,7 +213,7 @@ fn header(kind: &str, missing: &[String], budgets: &[String]) -> String {
     if !missing.is_empty() {
         o.push_str("#\n# Not exportable (no series of the engine measures it; `cargo xtask gate` checks it on bench runs):\n");
         for m in missing {
-            writeln!(o, "#   {m}").unwrap();
+            o.push_str(&format!("#   {m}\n"));
         }
     }
     if !budgets.is_empty() {
@@ -224,7 +222,7 @@ fn header(kind: &str, missing: &[String], budgets: &[String]) -> String {
              # job (`cargo xtask gate --ab`); a live series has no baseline to compare with:\n",
         );
         for b in budgets {
-            writeln!(o, "#   {b}").unwrap();
+            o.push_str(&format!("#   {b}\n"));
         }
     }
     o

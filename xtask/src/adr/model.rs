@@ -62,11 +62,21 @@ pub const NO_STATUS: &str = "no status; write `- Status: Proposed` under the tit
 pub const STATUS_CHOICES: &str =
     "Proposed, Accepted, Rejected, Deprecated, Superseded by NNNN (NNNN = the superseding record)";
 
+/// A status that is none of [`STATUS_CHOICES`], as written (trimmed, without a final `.`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StatusError {
+    /// `Superseded by` without a record number.
+    #[error("`{0}` does not name the superseding record; write `Superseded by NNNN`")]
+    NoSuperseding(String),
+    #[error("unknown status `{0}`; valid: {STATUS_CHOICES}")]
+    Unknown(String),
+}
+
 impl AdrStatus {
     /// Parse a status as written (case-insensitive). `Superseded by` takes the first number that
     /// follows, so `Superseded by 0003`, `Superseded by ADR-0003` and a markdown link to
     /// `0003-x.md` all work.
-    pub fn parse(s: &str) -> Result<AdrStatus, String> {
+    pub fn parse(s: &str) -> Result<AdrStatus, StatusError> {
         let t = s.trim().trim_end_matches('.');
         let lower = t.to_ascii_lowercase();
         match lower.as_str() {
@@ -79,12 +89,10 @@ impl AdrStatus {
         if let Some(rest) = lower.strip_prefix("superseded by") {
             return match first_number(rest) {
                 Some(n) => Ok(AdrStatus::SupersededBy(n)),
-                None => Err(format!(
-                    "`{t}` does not name the superseding record; write `Superseded by NNNN`"
-                )),
+                None => Err(StatusError::NoSuperseding(t.to_string())),
             };
         }
-        Err(format!("unknown status `{t}`; valid: {STATUS_CHOICES}"))
+        Err(StatusError::Unknown(t.to_string()))
     }
 }
 
@@ -416,8 +424,10 @@ mod tests {
             AdrStatus::parse("Superseded by [ADR-0012](0012-x.md)"),
             Ok(AdrStatus::SupersededBy(12))
         );
-        assert!(AdrStatus::parse("Superseded by").unwrap_err().contains("NNNN"));
-        assert!(AdrStatus::parse("Acepted").unwrap_err().contains("Proposed, Accepted"));
+        assert!(AdrStatus::parse("Superseded by").unwrap_err().to_string().contains("NNNN"));
+        assert!(
+            AdrStatus::parse("Acepted").unwrap_err().to_string().contains("Proposed, Accepted")
+        );
         assert_eq!(AdrStatus::SupersededBy(3).to_string(), "Superseded by 0003");
     }
 

@@ -100,13 +100,30 @@ pub struct RollbackOut {
     pub line: usize,
 }
 
+/// Why the record a call names cannot be explained.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    /// The records directory cannot be read (the error with its causes).
+    #[error("{0:#}")]
+    Records(anyhow::Error),
+    #[error("no record numbered {0} in {ADR_DIR}")]
+    NoNumber(u32),
+    /// Not a path inside the repository.
+    #[error("`{0}` is not a record: give its number or its path relative to the repository root")]
+    NotARecord(String),
+    #[error("no record at {0}")]
+    NoFile(String),
+    #[error("cannot read {}: {error}", .path.display())]
+    Unreadable { path: PathBuf, error: std::io::Error },
+}
+
 /// The record `which` names under `root` (a number or a path), parsed, with every record of
 /// the directory (to tell whether it is live), or why it cannot be read.
-pub fn explain(root: &Path, which: &str) -> Result<Explanation, String> {
-    let records = read_records(root, Path::new(ADR_DIR)).map_err(|e| format!("{e:#}"))?;
+pub fn explain(root: &Path, which: &str) -> Result<Explanation, ExplainError> {
+    let records = read_records(root, Path::new(ADR_DIR)).map_err(ExplainError::Records)?;
     let path = resolve(root, which, &records)?;
     let text = std::fs::read_to_string(root.join(&path))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|error| ExplainError::Unreadable { path: path.clone(), error })?;
     let adr = parse_adr(&path, &text);
     let all: Vec<Adr> = records.iter().map(|(p, t)| parse_adr(p, t)).collect();
     Ok(describe(&adr, &text, is_live(&adr, &all)))
@@ -114,7 +131,11 @@ pub fn explain(root: &Path, which: &str) -> Result<Explanation, String> {
 
 /// A number names the record of the directory with that number; anything else is a path
 /// inside the repository.
-fn resolve(root: &Path, which: &str, records: &[(PathBuf, String)]) -> Result<PathBuf, String> {
+fn resolve(
+    root: &Path,
+    which: &str,
+    records: &[(PathBuf, String)],
+) -> Result<PathBuf, ExplainError> {
     let w = which.trim();
     let digits = w.trim_start_matches("ADR-").trim_start_matches("adr-");
     if let Ok(n) = digits.parse::<u32>() {
@@ -122,18 +143,16 @@ fn resolve(root: &Path, which: &str, records: &[(PathBuf, String)]) -> Result<Pa
             .iter()
             .find(|(p, _)| number_from_file_name(p) == Some(n))
             .map(|(p, _)| p.clone())
-            .ok_or_else(|| format!("no record numbered {n} in {ADR_DIR}"));
+            .ok_or(ExplainError::NoNumber(n));
     }
     let rel = Path::new(w);
     let inside =
         rel.is_relative() && rel.components().all(|c| matches!(c, std::path::Component::Normal(_)));
     if !inside {
-        return Err(format!(
-            "`{w}` is not a record: give its number or its path relative to the repository root"
-        ));
+        return Err(ExplainError::NotARecord(w.to_string()));
     }
     if !root.join(rel).is_file() {
-        return Err(format!("no record at {w}"));
+        return Err(ExplainError::NoFile(w.to_string()));
     }
     Ok(rel.to_path_buf())
 }
@@ -253,9 +272,15 @@ mod tests {
         assert_eq!(e.rollback_conditions.len(), 1, "{:?}", e.problems);
         let by_path = explain(t.path(), "docs/adr/0003-enable-chunked-prefill.md").unwrap();
         assert_eq!(by_path.path, e.path);
-        assert!(explain(t.path(), "9").unwrap_err().contains("no record numbered 9"));
-        assert!(explain(t.path(), "../outside.md").unwrap_err().contains("is not a record"));
-        assert!(explain(t.path(), "/etc/passwd").unwrap_err().contains("is not a record"));
-        assert!(explain(t.path(), "docs/adr/none.md").unwrap_err().contains("no record at"));
+        assert!(explain(t.path(), "9").unwrap_err().to_string().contains("no record numbered 9"));
+        assert!(
+            explain(t.path(), "../outside.md").unwrap_err().to_string().contains("is not a record")
+        );
+        assert!(
+            explain(t.path(), "/etc/passwd").unwrap_err().to_string().contains("is not a record")
+        );
+        assert!(
+            explain(t.path(), "docs/adr/none.md").unwrap_err().to_string().contains("no record at")
+        );
     }
 }

@@ -247,10 +247,7 @@ impl ServerHandler for Server {
             }
             "explain_record" => {
                 let a: self::explain::ExplainArgs = parse(args)?;
-                self.in_server(
-                    |root| explain::explain(root, &a.record).map_err(anyhow::Error::msg),
-                    explain_text,
-                )
+                self.in_server(|root| Ok(explain::explain(root, &a.record)?), explain_text)
             }
             other => {
                 let names: Vec<String> = tools().iter().map(|t| t.name.to_string()).collect();
@@ -314,7 +311,7 @@ impl Call<'_> {
         };
         match a.job(&out) {
             Ok(job) => self.command("gate", job, Some(out), read).await,
-            Err(why) => Ok(error_result(&secrets(&self.server.root), &why)),
+            Err(why) => Ok(error_result(&secrets(&self.server.root), &why.to_string())),
         }
     }
 

@@ -268,7 +268,7 @@ impl BenchArgs {
 impl GateArgs {
     /// The command and the file or directory it writes: `gate RUN --json FILE`, or
     /// `gate --ab ... --out DIR`.
-    pub fn job(&self, out: &Path) -> Result<Job, String> {
+    pub fn job(&self, out: &Path) -> Result<Job, GateJobError> {
         match (&self.run, &self.ab) {
             (Some(run), None) => {
                 let mut args = vec!["gate".to_string(), run.clone()];
@@ -286,17 +286,24 @@ impl GateArgs {
                 }
                 Ok(job)
             }
-            (None, Some(_)) => Err("`thresholds` goes with `run`; an A/B gate takes the \
-                                    live records' budgets and thresholds"
-                .into()),
-            (Some(_), Some(_)) => {
-                Err("give `run` (a run to gate) or `ab` (an A/B gate), not both".into())
-            }
-            (None, None) => {
-                Err("give `run` (a run directory to gate) or `ab` (an A/B gate)".into())
-            }
+            (None, Some(_)) => Err(GateJobError::ThresholdsWithAb),
+            (Some(_), Some(_)) => Err(GateJobError::RunAndAb),
+            (None, None) => Err(GateJobError::NothingToGate),
         }
     }
+}
+
+/// `gate` arguments that name no command: what to give instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GateJobError {
+    #[error(
+        "`thresholds` goes with `run`; an A/B gate takes the live records' budgets and thresholds"
+    )]
+    ThresholdsWithAb,
+    #[error("give `run` (a run to gate) or `ab` (an A/B gate), not both")]
+    RunAndAb,
+    #[error("give `run` (a run directory to gate) or `ab` (an A/B gate)")]
+    NothingToGate,
 }
 
 impl AbArgs {

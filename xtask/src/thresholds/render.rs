@@ -1,7 +1,7 @@
 //! The gate report for people and for GitHub: a table of the checks, a line per failure, the
 //! verdict, and `::error` / `::warning` annotations located at each threshold's record row.
 
-use std::fmt::Write as _;
+use std::fmt;
 
 use comfy_table::{Table, presets};
 use infergate_model::summary::RunStatus;
@@ -148,7 +148,19 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
 /// GitHub Actions annotations for the failed checks: `::error` for `block`, `::warning` for
 /// `warn`, located at the threshold's row in its record.
 pub fn render_github(report: &GateReport) -> String {
-    let mut out = String::new();
+    Annotations(report).to_string()
+}
+
+/// The annotations of [`render_github`].
+struct Annotations<'a>(&'a GateReport);
+
+impl fmt::Display for Annotations<'_> {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        annotations(out, self.0)
+    }
+}
+
+fn annotations(out: &mut fmt::Formatter<'_>, report: &GateReport) -> fmt::Result {
     if report.ungoverned() {
         writeln!(
             out,
@@ -161,8 +173,7 @@ pub fn render_github(report: &GateReport) -> String {
                 ),
                 false
             )
-        )
-        .unwrap();
+        )?;
     }
     if report.no_record() {
         writeln!(
@@ -170,8 +181,7 @@ pub fn render_github(report: &GateReport) -> String {
             "::error title={}::{}",
             gh_escape("gate: no record for this environment", true),
             gh_escape(&no_record_message(report), false)
-        )
-        .unwrap();
+        )?;
     }
     if report.partial() {
         writeln!(
@@ -185,8 +195,7 @@ pub fn render_github(report: &GateReport) -> String {
                 ),
                 false
             )
-        )
-        .unwrap();
+        )?;
     }
     for c in report.checks.iter().filter(|c| c.failed()) {
         let kind = level(c);
@@ -197,58 +206,66 @@ pub fn render_github(report: &GateReport) -> String {
             c.threshold.line,
             gh_escape(&format!("gate: {}", c.threshold.metric), true),
             gh_escape(&failure_message(report, c), false)
-        )
-        .unwrap();
+        )?;
     }
-    out
+    Ok(())
 }
 
 /// The gate report's line on a run that did not complete (none for a complete run).
-fn status_line(out: &mut String, status: RunStatus) {
+fn status_line(out: &mut fmt::Formatter<'_>, status: RunStatus) -> fmt::Result {
     match status {
-        RunStatus::Complete => {}
+        RunStatus::Complete => Ok(()),
         RunStatus::Interrupted => writeln!(
             out,
             "blocking: the run was interrupted; its metrics cover part of the planned load, and \
              only a complete run can pass a gate (rerun it)"
-        )
-        .unwrap(),
-        RunStatus::Failed => {
-            writeln!(out, "note: no measured request of the run succeeded").unwrap()
-        }
+        ),
+        RunStatus::Failed => writeln!(out, "note: no measured request of the run succeeded"),
         RunStatus::Aborted => writeln!(
             out,
             "note: the run was aborted by an error of the bench; its metrics cover part of the planned load"
-        )
-        .unwrap(),
+        ),
         RunStatus::Oversaturated => writeln!(
             out,
             "blocking: the run was stopped early, over-saturated; its metrics cover the load until \
              the server fell behind its schedule, and only a complete run can pass a gate"
-        )
-        .unwrap(),
+        ),
     }
 }
 
 /// The whole report as printed by `cargo xtask gate` (and `bench --gate`).
 pub fn render_report(report: &GateReport, github: bool) -> String {
-    let mut out = String::new();
+    ReportText { report, github }.to_string()
+}
+
+/// The report as [`render_report`] prints it.
+struct ReportText<'a> {
+    report: &'a GateReport,
+    github: bool,
+}
+
+impl fmt::Display for ReportText<'_> {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        report_text(out, self.report, self.github)
+    }
+}
+
+fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) -> fmt::Result {
     let sim = if report.simulated { " (simulated: the built-in engine simulator)" } else { "" };
     let trials =
         if report.trials > 1 { format!(" ({} trials)", report.trials) } else { String::new() };
-    writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile).unwrap();
+    writeln!(out, "gate: {}{trials} (profile `{}`){sim}", subject(report), report.profile)?;
     if report.plateau {
         writeln!(
             out,
             "note: the thresholds read the run's plateau figures (steady.gate: \
              plateau.metrics.ttft_ms.p99 for metrics.ttft_ms.p99)"
-        )
-        .unwrap();
+        )?;
     }
     for busy in &report.busy_trials {
-        writeln!(out, "note: the client host was busy during {busy}").unwrap();
+        writeln!(out, "note: the client host was busy during {busy}")?;
     }
-    status_line(&mut out, report.run_status);
+    status_line(out, report.run_status)?;
     let quoted = |ps: &[String]| ps.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
     if report.ungoverned() {
         writeln!(
@@ -258,28 +275,26 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
              `cargo xtask adr new`",
             report.profile,
             quoted(&report.other_profiles)
-        )
-        .unwrap();
+        )?;
         if github {
-            out.push_str(&render_github(report));
+            annotations(out, report)?;
         }
-        return out;
+        return Ok(());
     }
     if report.checks.is_empty() && !report.no_record() {
-        writeln!(out, "no thresholds: nothing to gate (are any records Accepted?)").unwrap();
-        return out;
+        writeln!(out, "no thresholds: nothing to gate (are any records Accepted?)")?;
+        return Ok(());
     }
     if !report.checks.is_empty() {
-        writeln!(out, "{}", render_table(report)).unwrap();
+        writeln!(out, "{}", render_table(report))?;
     }
-    environment_lines(&mut out, report);
+    environment_lines(out, report)?;
     if !report.other_profiles.is_empty() {
         writeln!(
             out,
             "not applied: the thresholds of profile {} (other scenarios)",
             quoted(&report.other_profiles)
-        )
-        .unwrap();
+        )?;
     }
     for c in report.checks.iter().filter(|c| c.failed()) {
         let label = if c.verdict == Verdict::Inconclusive && c.effect() == Effect::Undecided {
@@ -287,15 +302,14 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
         } else {
             level(c)
         };
-        writeln!(out, "{label}: {}", failure_message(report, c)).unwrap();
+        writeln!(out, "{label}: {}", failure_message(report, c))?;
     }
     if report.checks.iter().any(|c| c.estimate.as_ref().is_some_and(|e| e.trials == 1)) {
         writeln!(
             out,
             "note: one trial: its intervals count request-to-request variance only, not \
              run-to-run; measure a trial set (`bench --trials N`) for a decision about the next run"
-        )
-        .unwrap();
+        )?;
     }
     for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario) {
         writeln!(
@@ -304,8 +318,7 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
             c.threshold.adr,
             c.threshold.metric,
             c.scenario_diffs.join(", ")
-        )
-        .unwrap();
+        )?;
     }
     let (blocking, warnings) = (report.blocking_failures(), report.warnings());
     let passed = report.passes();
@@ -326,46 +339,43 @@ pub fn render_report(report: &GateReport, github: bool) -> String {
          inconclusive, {}{elsewhere}",
         plural(report.checks.len(), "check"),
         plural(warnings, "warning"),
-    )
-    .unwrap();
+    )?;
     if github {
-        out.push_str(&render_github(report));
+        annotations(out, report)?;
     }
-    out
+    Ok(())
 }
 
 /// The environment lines of a report: which environment's thresholds applied, which were set
 /// for other environments, and, when none covers the run's, the verdict's reason and the record
 /// command to write. Nothing when no threshold of the profile names an environment.
-fn environment_lines(out: &mut String, report: &GateReport) {
+fn environment_lines(out: &mut fmt::Formatter<'_>, report: &GateReport) -> fmt::Result {
     let keyed = report.checks.iter().any(|c| c.threshold.environment.is_some());
     if let (true, Some(env)) = (keyed, &report.environment) {
-        writeln!(out, "environment: {env} (the thresholds keyed to it apply)").unwrap();
+        writeln!(out, "environment: {env} (the thresholds keyed to it apply)")?;
     }
     if report.no_record() {
-        writeln!(out, "no record for this environment: {}", no_record_message(report)).unwrap();
+        writeln!(out, "no record for this environment: {}", no_record_message(report))?;
         let gpu = report.environment.as_ref().map_or("this environment".into(), |e| e.gpu_text());
         writeln!(
             out,
             "  cargo xtask adr new 'Gate profile {} on {gpu}' --baseline RUN_BASE --exp RUN_HEAD",
             report.profile
-        )
-        .unwrap();
+        )?;
         writeln!(
             out,
             "  (RUN_BASE and RUN_HEAD: bench runs of profile `{}` on this environment, `cargo \
              xtask bench --profile {} --out DIR`; this run can be one)",
             report.profile, report.profile
-        )
-        .unwrap();
+        )?;
     } else if !report.other_environments.is_empty() {
         writeln!(
             out,
             "not applied: the thresholds set for {} (other environments)",
             environments_text(&report.other_environments)
-        )
-        .unwrap();
+        )?;
     }
+    Ok(())
 }
 
 /// `` `gpu=...; ...` and `gpu=...; ...` ``.

@@ -84,16 +84,20 @@ pub const DEFAULT_WINDOW: Window = Window { seconds: 300 };
 /// The longest window accepted (a day): longer is no rollback trigger.
 pub const MAX_WINDOW_S: u64 = 86_400;
 
+/// A window that is not a whole number and one unit (`s`, `m`, `h`), positive and at most a
+/// day; the text as written (trimmed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "window `{0}` is not a duration; write a whole number and one unit: `30s`, `5m`, `1h` (at \
+     most 24h)"
+)]
+pub struct WindowError(pub String);
+
 impl Window {
     /// `30s`, `5m`, `1h`: a positive whole number and one unit, at most a day.
-    pub fn parse(s: &str) -> Result<Window, String> {
+    pub fn parse(s: &str) -> Result<Window, WindowError> {
         let t = s.trim();
-        let bad = || {
-            format!(
-                "window `{t}` is not a duration; write a whole number and one unit: `30s`, `5m`, \
-                 `1h` (at most 24h)"
-            )
-        };
+        let bad = || WindowError(t.to_string());
         let digits = t.chars().take_while(|c| c.is_ascii_digit()).count();
         let (n, unit) = t.split_at(digits);
         let n: u64 = n.parse().map_err(|_| bad())?;
@@ -239,7 +243,7 @@ fn parse_rest(metric: &str, rest: &str) -> Result<RollbackCondition, Vec<String>
         return Err(errors);
     };
     let window = match words.get(for_at + 1..) {
-        Some([w]) => Window::parse(w).map_err(|e| errors.push(e)).ok(),
+        Some([w]) => Window::parse(w).map_err(|e| errors.push(e.to_string())).ok(),
         _ => {
             errors.push(format!("`for` takes one duration (`5m`); {GRAMMAR}"));
             None

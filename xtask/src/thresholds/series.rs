@@ -169,14 +169,14 @@ pub fn resolve(
 pub fn resolvable_limit(
     c: &RollbackCondition,
     engine: Engine,
-) -> Option<Result<(f64, &'static str), String>> {
+) -> Option<Result<(f64, &'static str), NotExportable>> {
     let src = source(&c.metric, engine).ok()?;
     let Source::Quantile { family, .. } = src else { return None };
     let bounds = default_bounds(family)?;
     Some(match resolve(&src, c, bounds) {
         Ok(Source::ShareOver { bound_s, .. }) => Ok((round9(bound_s * 1000.0), family)),
         Ok(_) => return None,
-        Err(why) => Err(why.0),
+        Err(why) => Err(why),
     })
 }
 

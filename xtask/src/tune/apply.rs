@@ -5,14 +5,26 @@
 //!
 //! Pure: text in, text out; the result is parsed back and each key checked.
 
+/// Why the winner's keys could not be written into the governed file's text.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A key that is not `section.key`.
+    #[error("`{0}` is not `section.key`: --apply writes keys of the governed file's sections")]
+    NotSectionKey(String),
+    /// The edited text is no longer TOML.
+    #[error("the edit broke the file: {0}")]
+    Broken(toml::de::Error),
+    /// The edited text, parsed back, does not hold the value.
+    #[error("`{key}` could not be set to {value} in the file's text")]
+    NotSet { key: String, value: toml::Value },
+}
+
 /// The governed file's text with each `section.key = value` of `changes` set.
-pub fn apply(text: &str, changes: &[(String, toml::Value)]) -> Result<String, String> {
+pub fn apply(text: &str, changes: &[(String, toml::Value)]) -> Result<String, ApplyError> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     for (key, value) in changes {
         let Some((section, leaf)) = key.split_once('.').filter(|(_, l)| !l.contains('.')) else {
-            return Err(format!(
-                "`{key}` is not `section.key`: --apply writes keys of the governed file's sections"
-            ));
+            return Err(ApplyError::NotSectionKey(key.clone()));
         };
         set(&mut lines, section, leaf, value);
     }
@@ -20,12 +32,11 @@ pub fn apply(text: &str, changes: &[(String, toml::Value)]) -> Result<String, St
     if text.ends_with('\n') || text.is_empty() {
         out.push('\n');
     }
-    let parsed: toml::Table =
-        toml::from_str(&out).map_err(|e| format!("the edit broke the file: {e}"))?;
+    let parsed: toml::Table = toml::from_str(&out).map_err(ApplyError::Broken)?;
     for (key, value) in changes {
         let (section, leaf) = key.split_once('.').expect("checked above");
         if parsed.get(section).and_then(|s| s.get(leaf)) != Some(value) {
-            return Err(format!("`{key}` could not be set to {value} in the file's text"));
+            return Err(ApplyError::NotSet { key: key.clone(), value: value.clone() });
         }
     }
     Ok(out)
@@ -149,7 +160,7 @@ mod tests {
             out.ends_with("name = \"H100\"\n\n[token_interval]\nasync_scheduling = true\n"),
             "{out}"
         );
-        let err = apply(FILE, &[("a.b.c".into(), 1.into())]).unwrap_err();
+        let err = apply(FILE, &[("a.b.c".into(), 1.into())]).unwrap_err().to_string();
         assert!(err.contains("section.key"), "{err}");
     }
 }

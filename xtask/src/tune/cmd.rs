@@ -271,7 +271,7 @@ fn mean(values: Vec<Option<f64>>) -> Option<f64> {
 impl Tune<'_> {
     fn run(&self, spec: &TuneSpec) -> anyhow::Result<Status> {
         // Configurations are built from their index: only those measured exist in memory.
-        let n = spec.count().map_err(anyhow::Error::msg)?;
+        let n = spec.count()?;
         let measured = self.cmd.max_configs.map_or(n, |m| u64::from(m).min(n));
         if measured > grid::MAX_TUNE_CONFIGS {
             bail!(
@@ -620,7 +620,6 @@ impl Tune<'_> {
                 .map(|(k, v)| Ok((k.clone(), toml::Value::try_from(v)?)))
                 .collect::<Result<_, toml::ser::Error>>()?;
             let text = super::apply::apply(&self.governed.text, &settings)
-                .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot apply the winner to {}", self.governed_rel))?;
             infergate_model::rundir::write_atomic(
                 &self.root.join(&self.governed_rel),

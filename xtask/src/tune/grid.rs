@@ -173,23 +173,28 @@ pub const LISTED_SKIPS: u64 = 1000;
 /// Most configurations one tune measures (after `--max-configs`): 10000.
 pub const MAX_TUNE_CONFIGS: u64 = 10_000;
 
+/// A grid whose product of axis sizes is beyond [`MAX_GRID_PRODUCT`]: each axis's value count.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the grid has {} configurations, more than a tune can describe ({MAX_GRID_PRODUCT}); narrow \
+     the axes",
+    .sizes.iter().map(usize::to_string).collect::<Vec<_>>().join(" x ")
+)]
+pub struct GridTooLarge {
+    pub sizes: Vec<usize>,
+}
+
 impl TuneSpec {
     /// How many configurations the spec describes: the grid's product and the explicit
     /// variants; refused above [`MAX_GRID_PRODUCT`].
-    pub fn count(&self) -> Result<u64, String> {
+    pub fn count(&self) -> Result<u64, GridTooLarge> {
         let mut product: u64 = if self.axes.is_empty() { 0 } else { 1 };
         for a in &self.axes {
             product = product
                 .checked_mul(a.values.len() as u64)
                 .filter(|p| *p <= MAX_GRID_PRODUCT)
-                .ok_or_else(|| {
-                    let sizes: Vec<String> =
-                        self.axes.iter().map(|a| a.values.len().to_string()).collect();
-                    format!(
-                        "the grid has {} configurations, more than a tune can describe \
-                         ({MAX_GRID_PRODUCT}); narrow the axes",
-                        sizes.join(" x ")
-                    )
+                .ok_or_else(|| GridTooLarge {
+                    sizes: self.axes.iter().map(|a| a.values.len()).collect(),
                 })?;
         }
         Ok(product + self.variants.len() as u64)
@@ -363,7 +368,7 @@ mod tests {
             axes: (0..7).map(|k| axis(&format!("s.k{k}"), 100)).collect(),
             variants: vec![],
         };
-        let e = big.count().unwrap_err();
+        let e = big.count().unwrap_err().to_string();
         assert!(e.contains("100 x 100 x 100 x 100 x 100 x 100 x 100 configurations"), "{e}");
     }
 

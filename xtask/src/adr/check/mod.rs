@@ -15,7 +15,7 @@ pub mod rule;
 pub mod semdiff;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::fmt;
 use std::path::Path;
 
 use anyhow::Context;
@@ -688,19 +688,31 @@ fn record_kind(rc: &RecordChange) -> (String, &'static str) {
 
 /// The report as `adr check` prints it.
 pub fn render(r: &Report, github: bool) -> String {
-    let mut out = String::new();
-    render_header(&mut out, r);
-    render_changes(&mut out, r);
-    render_fix(&mut out, r);
-    render_verdict(&mut out, r);
-    if github {
-        out.push_str(&render_github(r));
+    ReportText { report: r, github }.to_string()
+}
+
+/// The report as [`render`] prints it, written part by part.
+struct ReportText<'a> {
+    report: &'a Report,
+    github: bool,
+}
+
+impl fmt::Display for ReportText<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self.report;
+        render_header(f, r)?;
+        render_changes(f, r)?;
+        render_fix(f, r)?;
+        render_verdict(f, r)?;
+        if self.github {
+            annotations(f, r)?;
+        }
+        Ok(())
     }
-    out
 }
 
 /// What was compared, the governed files, and the exemptions (honoured or refused).
-fn render_header(w: &mut String, r: &Report) {
+fn render_header(w: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
     let o = &r.outcome;
     writeln!(
         w,
@@ -711,39 +723,34 @@ fn render_header(w: &mut String, r: &Report) {
         r.head.id,
         r.merge_base,
         plural(r.commits, "commit")
-    )
-    .unwrap();
+    )?;
     if r.shallow {
-        writeln!(w, "note: shallow clone; the merge base was found in the fetched history")
-            .unwrap();
+        writeln!(w, "note: shallow clone; the merge base was found in the fetched history")?;
     }
-    writeln!(w, "governed files: {}", r.governed.join(", ")).unwrap();
+    writeln!(w, "governed files: {}", r.governed.join(", "))?;
     for e in &o.exemptions {
         writeln!(
             w,
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-        )
-        .unwrap();
-        writeln!(w, "!!! ADR-Exempt: {}", e.reason).unwrap();
-        writeln!(w, "!!! in commit {} \"{}\"", e.commit, e.summary).unwrap();
+        )?;
+        writeln!(w, "!!! ADR-Exempt: {}", e.reason)?;
+        writeln!(w, "!!! in commit {} \"{}\"", e.commit, e.summary)?;
         if e.keys.is_empty() {
-            writeln!(w, "!!! it waives nothing: this commit changes no governed key").unwrap();
+            writeln!(w, "!!! it waives nothing: this commit changes no governed key")?;
         } else {
             writeln!(
                 w,
                 "!!! it waives the record for the governed keys this commit changes, and nothing \
                  else (record edits, gate.toml, lint and other commits' keys are still checked):"
-            )
-            .unwrap();
+            )?;
             for (file, key) in &e.keys {
-                writeln!(w, "!!!   {file}: {key}").unwrap();
+                writeln!(w, "!!!   {file}: {key}")?;
             }
         }
         writeln!(
             w,
             "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
-        )
-        .unwrap();
+        )?;
     }
     for e in &r.refused_exemptions {
         writeln!(
@@ -751,27 +758,27 @@ fn render_header(w: &mut String, r: &Report) {
             "warning: commit {} has an `ADR-Exempt:` trailer without a reason; it is ignored \
              (write `ADR-Exempt: <why this change cannot wait for a record>`)",
             e.commit
-        )
-        .unwrap();
+        )?;
     }
+    Ok(())
 }
 
 /// The governed changes, the records the diff touches, their coverage and the violations.
-fn render_changes(w: &mut String, r: &Report) {
+fn render_changes(w: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
     let o = &r.outcome;
     if o.coverage.is_empty() {
-        writeln!(w, "governed changes: none").unwrap();
+        writeln!(w, "governed changes: none")?;
     } else {
-        writeln!(w, "governed changes:").unwrap();
+        writeln!(w, "governed changes:")?;
         for n in &r.file_notes {
-            writeln!(w, "  {}: {}", n.path, n.note).unwrap();
+            writeln!(w, "  {}: {}", n.path, n.note)?;
         }
         for c in &o.coverage {
-            writeln!(w, "  {}", c.change).unwrap();
+            writeln!(w, "  {}", c.change)?;
         }
     }
     if !r.records.is_empty() {
-        writeln!(w, "records:").unwrap();
+        writeln!(w, "records:")?;
         for rc in &r.records {
             let (path, kind) = record_kind(rc);
             let status = rc
@@ -779,7 +786,7 @@ fn render_changes(w: &mut String, r: &Report) {
                 .as_ref()
                 .and_then(|n| parse_adr(&n.path, &n.text).status_value())
                 .map_or(String::new(), |s| format!(", {s}"));
-            writeln!(w, "  {path}: {kind}{status}").unwrap();
+            writeln!(w, "  {path}: {kind}{status}")?;
         }
     }
     if !r.gate_changes.is_empty() {
@@ -787,24 +794,25 @@ fn render_changes(w: &mut String, r: &Report) {
             .gate_changes
             .iter()
             .fold((0, 0), |(l, e), c| if c.enters { (l, e + 1) } else { (l + 1, e) });
-        writeln!(w, "thresholds in force ({GATE_FILE}): {leave} leave, {enter} enter",).unwrap();
+        writeln!(w, "thresholds in force ({GATE_FILE}): {leave} leave, {enter} enter",)?;
         for c in &r.gate_changes {
-            writeln!(w, "  {c}").unwrap();
+            writeln!(w, "  {c}")?;
         }
     }
     if !o.coverage.is_empty() {
-        writeln!(w, "{}", coverage_table(o)).unwrap();
+        writeln!(w, "{}", coverage_table(o))?;
     }
     if !o.violations.is_empty() {
-        writeln!(w, "violations:").unwrap();
+        writeln!(w, "violations:")?;
         for v in &o.violations {
-            writeln!(w, "  {v}").unwrap();
+            writeln!(w, "  {v}")?;
         }
     }
+    Ok(())
 }
 
 /// How to fix what is not covered: the `adr new` command and the decision lines to write.
-fn render_fix(w: &mut String, r: &Report) {
+fn render_fix(w: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
     let o = &r.outcome;
     let uncovered: Vec<&KeyChange> = o.uncovered().map(|c| &c.change).collect();
     if !uncovered.is_empty() {
@@ -821,10 +829,9 @@ fn render_fix(w: &mut String, r: &Report) {
                 format!("{} changed keys are", uncovered.len())
             },
             adr_new_command(&uncovered)
-        )
-        .unwrap();
+        )?;
         for c in &uncovered {
-            writeln!(w, "  - {}", c.decision_line()).unwrap();
+            writeln!(w, "  - {}", c.decision_line())?;
         }
         let open: Vec<String> = o
             .added
@@ -837,15 +844,15 @@ fn render_fix(w: &mut String, r: &Report) {
                 w,
                 "\n(or add the missing lines to the record this pull request adds: {})",
                 open.join(", ")
-            )
-            .unwrap();
+            )?;
         }
-        writeln!(w).unwrap();
+        writeln!(w)?;
     }
+    Ok(())
 }
 
 /// The verdict line (and the exemption that waives it).
-fn render_verdict(w: &mut String, r: &Report) {
+fn render_verdict(w: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
     let o = &r.outcome;
     let n = o.coverage.len();
     let covered = o.coverage.iter().filter(|c| c.covered()).count();
@@ -863,8 +870,7 @@ fn render_verdict(w: &mut String, r: &Report) {
     } else {
         "FAILED".to_string()
     };
-    writeln!(w, "adr check {verdict}: {keys}, {}", plural(o.violations.len(), "other violation"))
-        .unwrap();
+    writeln!(w, "adr check {verdict}: {keys}, {}", plural(o.violations.len(), "other violation"))?;
     for c in o.waived() {
         let e = o.exemptions.iter().find(|e| Some(&e.commit) == c.exempted_by.as_ref());
         if let Some(e) = e {
@@ -874,25 +880,36 @@ fn render_verdict(w: &mut String, r: &Report) {
                 c.change.target(),
                 e.reason,
                 e.commit
-            )
-            .unwrap();
+            )?;
         }
     }
+    Ok(())
 }
 
 /// GitHub Actions annotations: an `::error` per uncovered key (at its line at head; a
 /// `::warning` when an exemption waives it) and per violation, and a `::warning` per exemption.
 pub fn render_github(r: &Report) -> String {
+    Annotations(r).to_string()
+}
+
+/// The annotations of [`render_github`].
+struct Annotations<'a>(&'a Report);
+
+impl fmt::Display for Annotations<'_> {
+    fn fmt(&self, out: &mut fmt::Formatter<'_>) -> fmt::Result {
+        annotations(out, self.0)
+    }
+}
+
+fn annotations(out: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
     let o = &r.outcome;
-    let mut out = String::new();
     for e in &o.exemptions {
         writeln!(
             out,
             "::warning title={}::{}",
             gh_escape("ADR-Exempt", true),
             gh_escape(&format!("adr check waived by commit {}: {}", e.commit, e.reason), false)
-        )
-        .unwrap();
+        )?;
     }
     for c in o.uncovered() {
         let level = if c.exempted_by.is_some() { "warning" } else { "error" };
@@ -915,8 +932,7 @@ pub fn render_github(r: &Report) -> String {
                 ),
                 false
             )
-        )
-        .unwrap();
+        )?;
     }
     for v in &o.violations {
         let (file, line, message) = match v {
@@ -939,10 +955,9 @@ pub fn render_github(r: &Report) -> String {
             gh_escape(&file, true),
             gh_escape("adr check", true),
             gh_escape(&message, false)
-        )
-        .unwrap();
+        )?;
     }
-    out
+    Ok(())
 }
 
 #[cfg(test)]
