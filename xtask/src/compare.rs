@@ -4,7 +4,7 @@
 //! ([`infergate_model::compare::Comparison`]). Informational: it exits 0 whatever changed (the gate is
 //! what enforces).
 
-use infergate_model::stats::{sig_text, signed_sig_text};
+use infergate_model::stats::signed_sig_text;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -12,7 +12,7 @@ use clap::Args;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::compare::{Change, Comparison, MetricComparison, compare, default_metrics};
-use infergate_model::stats::{DEFAULT_CONFIDENCE, Estimate, Method};
+use infergate_model::stats::{DEFAULT_CONFIDENCE, Estimate};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
@@ -90,14 +90,9 @@ impl CompareCmd {
     }
 }
 
-/// `value [lo, hi]` with its marks ([`Estimate::marks`]: `*` undersampled, `~` request-level
-/// only); observed counts as they are; the blank's reason is in the notes.
+/// The estimate's interval form ([`Estimate::interval`]); the blank's reason is in the notes.
 fn estimate_cell(e: Option<&Estimate>) -> String {
-    let Some(e) = e else { return BLANK.to_string() };
-    if e.method == Method::Observed {
-        return if e.lo == e.hi { num(e.value) } else { format!("{} to {}", num(e.lo), num(e.hi)) };
-    }
-    format!("{} [{}, {}]{}", sig_text(e.value), sig_text(e.lo), sig_text(e.hi), e.marks())
+    e.map_or_else(|| BLANK.to_string(), |e| e.interval().to_string())
 }
 
 fn difference_cell(m: &MetricComparison) -> (String, String) {
@@ -198,6 +193,7 @@ mod tests {
 
     #[test]
     fn confidences_and_cells() {
+        use infergate_model::stats::Method;
         assert_eq!(parse_confidence("0.9"), Ok(0.9));
         assert!(parse_confidence("1").unwrap_err().contains("between 0 and 1"));
         assert!(parse_confidence("ninety").is_err());

@@ -15,23 +15,13 @@ pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
 /// A value with its unit for people (`201 ms`); ratios, counts and currency stand alone. The
 /// number is [`num`]'s.
 pub fn with_unit(v: f64, unit: &str) -> String {
-    match unit {
-        "ratio" | "count" | "currency" => num(v),
-        u => format!("{} {u}", num(v)),
-    }
+    infergate_model::stats::in_unit(num(v), unit)
 }
 
 /// A number for people: at most 6 significant digits (at least the integer part), trailing
 /// zeros dropped (`0.459103`, `201`, `12345.7`). Not for files that are read back.
 pub fn num(v: f64) -> String {
-    if !v.is_finite() || v == 0.0 {
-        return format!("{v}");
-    }
-    let digits = v.abs().log10().floor() as i64 + 1;
-    let decimals = (6 - digits).clamp(0, 12) as usize;
-    let s = format!("{v:.decimals$}");
-    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { &s };
-    if s == "-0" { "0".into() } else { s.to_string() }
+    infergate_model::stats::significant(v, 6)
 }
 
 /// `root` joined with `rel` for messages and file access, without `.` components

@@ -184,6 +184,54 @@ impl fmt::Display for ShortEstimate<'_> {
     }
 }
 
+/// An estimate with its interval ([`Estimate::interval`]).
+pub struct IntervalEstimate<'a> {
+    estimate: &'a Estimate,
+    unit: &'a str,
+}
+
+impl Estimate {
+    /// `182.3 [170, 190.9]`, then [`Estimate::marks`]: the value and its interval, each in
+    /// [`sig_text`]; an observed count as it is (`0`, `0 to 2`). The interval form of an
+    /// estimate: `compare`'s table, the gate's and a trial set's console.
+    pub fn interval(&self) -> IntervalEstimate<'_> {
+        IntervalEstimate { estimate: self, unit: "" }
+    }
+}
+
+impl<'a> IntervalEstimate<'a> {
+    /// The value with its unit (`84.23 ms [80.1, 88.3]`); ratios, counts and currency stand
+    /// alone ([`in_unit`]).
+    pub fn in_unit(self, unit: &'a str) -> IntervalEstimate<'a> {
+        IntervalEstimate { unit, ..self }
+    }
+}
+
+impl fmt::Display for IntervalEstimate<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let e = self.estimate;
+        if e.method == Method::Observed {
+            return if e.lo == e.hi {
+                f.write_str(&in_unit(sig_text(e.value), self.unit))
+            } else {
+                write!(f, "{} to {}", sig_text(e.lo), in_unit(sig_text(e.hi), self.unit))
+            };
+        }
+        let (value, lo, hi) =
+            (in_unit(sig_text(e.value), self.unit), sig_text(e.lo), sig_text(e.hi));
+        write!(f, "{value} [{lo}, {hi}]{}", e.marks())
+    }
+}
+
+/// A number shown with its unit for people (`201 ms`); ratios, counts and currency (and no
+/// unit) stand alone.
+pub fn in_unit(number: String, unit: &str) -> String {
+    match unit {
+        "" | "ratio" | "count" | "currency" => number,
+        u => format!("{number} {u}"),
+    }
+}
+
 /// Decimals that show a half-width to its second significant digit (0.41, 4.1, 41); a
 /// half-width a rounding error short of a power of ten (0.00999...) counts as that power.
 pub fn decimals_for(half: f64) -> usize {
@@ -195,18 +243,27 @@ pub fn signed_sig_text(v: f64) -> String {
     if v >= 0.0 { format!("+{}", sig_text(v)) } else { sig_text(v) }
 }
 
-/// Four significant digits, without trailing zeros: the one number format of estimates.
+/// Four significant digits, without trailing zeros: the number format of estimates.
 pub fn sig_text(v: f64) -> String {
-    if v == 0.0 {
-        // -0.0 too: a zero has no sign.
-        return "0".into();
-    }
+    significant(v, 4)
+}
+
+/// A number for people to `digits` significant digits (at least its integer part), trailing
+/// zeros dropped (`significant(0.4591034, 6)` is `0.459103`, `significant(12345.67, 4)` is
+/// `12346`); a zero has no sign. Not for files that are read back. The one number formatter:
+/// estimates take four digits ([`sig_text`]), limits and values in the CLI's tables six.
+pub fn significant(v: f64, digits: i32) -> String {
     if !v.is_finite() {
         return format!("{v}");
     }
-    let decimals = (3 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
+    if v == 0.0 {
+        // -0.0 too.
+        return "0".into();
+    }
+    let decimals = (digits - 1 - v.abs().log10().floor() as i32).clamp(0, 12) as usize;
     let s = format!("{v:.decimals$}");
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { &s };
+    if s == "-0" { "0".into() } else { s.to_string() }
 }
 
 /// Samples the `p` quantile needs to be more than the largest sample: `1 / (1 - p)` (P99: 100,
@@ -293,6 +350,35 @@ pub(crate) fn t_estimate(values: &[f64]) -> Estimate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_number_format_and_the_interval_form_of_an_estimate() {
+        assert_eq!(significant(0.4591034, 6), "0.459103");
+        assert_eq!(significant(12345.67, 4), "12346");
+        assert_eq!(significant(201.0, 6), "201");
+        assert_eq!(significant(-1e-20, 4), "0", "a zero has no sign");
+        assert_eq!(significant(-0.0, 6), "0");
+        assert_eq!(sig_text(84.23456), "84.23");
+        let e = Estimate {
+            value: 84.23456,
+            lo: 80.1,
+            hi: 88.3,
+            confidence: 0.95,
+            trials: 3,
+            requests: 300,
+            method: Method::TInterval,
+            undersampled: false,
+        };
+        assert_eq!(e.interval().to_string(), "84.23 [80.1, 88.3]");
+        assert_eq!(e.interval().in_unit("ms").to_string(), "84.23 ms [80.1, 88.3]");
+        assert_eq!(e.interval().in_unit("ratio").to_string(), "84.23 [80.1, 88.3]");
+        let one_run = Estimate { method: Method::RequestBootstrap, undersampled: true, ..e };
+        assert_eq!(one_run.interval().to_string(), "84.23 [80.1, 88.3]*~", "the marks of short");
+        assert!(one_run.short().to_string().ends_with("*~"));
+        let counts = Estimate { method: Method::Observed, lo: 0.0, hi: 2.0, value: 1.0, ..e };
+        assert_eq!(counts.interval().to_string(), "0 to 2");
+        assert_eq!(counts.interval().in_unit("count").to_string(), "0 to 2");
+    }
 
     #[test]
     fn four_significant_digits_and_an_unsigned_zero() {

@@ -28,9 +28,9 @@ fn verdict_text(c: &Check) -> &'static str {
     }
 }
 
-/// An estimate with its interval in the metric's unit: `84.2 ms [80.1, 88.3]`.
+/// An estimate with its interval in the metric's unit: `84.23 ms [80.1, 88.3]`.
 pub fn estimate_text(e: &Estimate, unit: &str) -> String {
-    format!("{} [{}, {}]", with_unit(e.value, unit), num(e.lo), num(e.hi))
+    e.interval().in_unit(unit).to_string()
 }
 
 /// Where an estimate comes from: `3 trials, 300 requests, t_interval`, marked `UNDERSAMPLED`
