@@ -24,7 +24,7 @@ const SHORT_FUNCTIONS: &[&str] = &[
     "model/src/strategy_compare.rs",
     "bench/src/client/",
     "model/src/workload.rs",
-    "sim/src/server.rs",
+    "sim/src/server/",
     "sim/src/engine/spec.rs",
     "xtask/src/thresholds",
     "xtask/src/gate.rs",
