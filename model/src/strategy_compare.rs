@@ -50,7 +50,7 @@ impl crate::artifact::Artifact for StrategyComparison {
 pub fn parse_strategies(list: &str) -> Result<Vec<BatchStrategy>, String> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let s = BatchStrategy::parse(name)?;
+        let s = BatchStrategy::parse(name).map_err(|e| e.to_string())?;
         if out.contains(&s) {
             return Err(format!("strategy `{s}` is listed twice"));
         }
