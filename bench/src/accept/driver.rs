@@ -666,7 +666,7 @@ fn business_layer(
                     item: item.index,
                     id: item.id.clone(),
                     target: role.into(),
-                    error,
+                    error: error.to_string(),
                     output: pair[k].clone(),
                 });
             }
