@@ -29,9 +29,26 @@ pub trait Artifact: Serialize + DeserializeOwned {
 
     /// A document of format `found` (older than [`Artifact::VERSION`]) turned into the current
     /// format, or why that cannot be done. By default no older format is read.
-    fn upgrade(found: u64, _doc: serde_json::Value) -> Result<serde_json::Value, String> {
-        Err(format!("format {found} is older than this tool reads ({}) ", Self::VERSION))
+    fn upgrade(found: u64, _doc: serde_json::Value) -> Result<serde_json::Value, UpgradeError> {
+        Err(UpgradeError::Unsupported { found, reads: Self::VERSION })
     }
+}
+
+/// Why a document of an older format cannot be turned into the current one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UpgradeError {
+    /// The type reads no older format (the default of [`Artifact::upgrade`]).
+    #[error("format {found} is older than this tool reads ({reads}) ")]
+    Unsupported { found: u64, reads: u32 },
+    /// No file of format `found` was ever written.
+    #[error("format {found} was never written")]
+    NeverWritten { found: u64 },
+    /// The document is not the JSON object every format is.
+    #[error("not a JSON object")]
+    NotAnObject,
+    /// A document of format `found` without a field that format has.
+    #[error("format {found} without `{field}`")]
+    Missing { found: u64, field: &'static str },
 }
 
 /// Why an artifact could not be read or written.
@@ -54,14 +71,14 @@ pub enum ArtifactError {
         "{} is {what} of format {}, this tool reads format {reads}{}",
         path.display(),
         found.map(|v| v.to_string()).unwrap_or_else(|| "(none: no version field)".into()),
-        why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
+        why.as_ref().map(|w| format!(": {w}")).unwrap_or_default()
     )]
     Version {
         path: PathBuf,
         what: &'static str,
         found: Option<u64>,
         reads: u32,
-        why: Option<String>,
+        why: Option<UpgradeError>,
     },
     #[error(transparent)]
     Write(#[from] RunDirError),
@@ -101,7 +118,7 @@ pub fn parse<A: Artifact>(file: &Path, text: &str) -> Result<A, ArtifactError> {
         None => A::UNVERSIONED,
         Some(v) => v.as_u64(),
     };
-    let version_error = |why: Option<String>| ArtifactError::Version {
+    let version_error = |why: Option<UpgradeError>| ArtifactError::Version {
         path: file.to_path_buf(),
         what: A::WHAT,
         found,
@@ -162,16 +179,20 @@ mod tests {
         const VERSION: u32 = 2;
         const WHAT: &'static str = "a test document";
 
-        fn upgrade(found: u64, mut doc: serde_json::Value) -> Result<serde_json::Value, String> {
+        fn upgrade(
+            found: u64,
+            mut doc: serde_json::Value,
+        ) -> Result<serde_json::Value, UpgradeError> {
             // Format 1 called the list `entries`.
             match found {
                 1 => {
                     let entries = doc.as_object_mut().and_then(|o| o.remove("entries"));
-                    doc["items"] = entries.ok_or("format 1 without `entries`")?;
+                    doc["items"] =
+                        entries.ok_or(UpgradeError::Missing { found, field: "entries" })?;
                     doc["format_version"] = 2.into();
                     Ok(doc)
                 }
-                _ => Err(format!("format {found} predates format 1")),
+                _ => Err(UpgradeError::NeverWritten { found }),
             }
         }
     }
@@ -201,7 +222,9 @@ mod tests {
         let e = at(r#"{"items": []}"#);
         assert!(e.contains("of format (none: no version field)"), "{e}");
         let e = at(r#"{"format_version": 0, "items": []}"#);
-        assert!(e.ends_with("reads format 2: format 0 predates format 1"), "{e}");
+        assert!(e.ends_with("reads format 2: format 0 was never written"), "{e}");
+        let e = at(r#"{"format_version": 1, "items": []}"#);
+        assert!(e.ends_with("reads format 2: format 1 without `entries`"), "{e}");
         // A type whose first format had no version field reads such a file as that format.
         #[derive(Debug, PartialEq, Serialize, Deserialize)]
         struct Late {
@@ -215,7 +238,7 @@ mod tests {
             fn upgrade(
                 found: u64,
                 mut doc: serde_json::Value,
-            ) -> Result<serde_json::Value, String> {
+            ) -> Result<serde_json::Value, UpgradeError> {
                 assert_eq!(found, 0);
                 doc["format_version"] = 1.into();
                 Ok(doc)

@@ -114,7 +114,7 @@ pub(crate) fn read_shard(dir: &Path) -> Result<ShardRun, MergeError> {
     let load_started = chrono::DateTime::parse_from_rfc3339(&shard.load_started_at)
         .map_err(|e| bad(format!("load_started_at `{}`: {e}", shard.load_started_at)))?
         .to_utc();
-    crate::shard::Shard::new(shard.index, shard.count).map_err(bad)?;
+    crate::shard::Shard::new(shard.index, shard.count).map_err(|e| bad(e.to_string()))?;
     let problems = rundir::disagreements(dir, &summary);
     // A shard whose records cannot be read is merged with none, and named.
     let records = rundir::read_records(dir).map(|r| r.records).unwrap_or_default();

@@ -38,16 +38,12 @@ pub struct Shard {
 }
 
 impl Shard {
-    pub fn new(index: u32, count: u32) -> Result<Shard, String> {
+    pub fn new(index: u32, count: u32) -> Result<Shard, ShardError> {
         if !(1..=MAX_SHARDS).contains(&count) {
-            return Err(format!("the shard count must be within 1..={MAX_SHARDS}, got {count}"));
+            return Err(ShardError::Count { count });
         }
         if index >= count {
-            return Err(format!(
-                "shard index {index} is out of range: indexes count from 0, so {count} shards are \
-                 0..={}",
-                count - 1
-            ));
+            return Err(ShardError::Index { index, count });
         }
         Ok(Shard { index, count })
     }
@@ -142,13 +138,20 @@ impl FromStr for Shard {
         let (i, n) = s.trim().split_once('/').ok_or_else(bad)?;
         let index: u32 = i.trim().parse().map_err(|_| bad())?;
         let count: u32 = n.trim().parse().map_err(|_| bad())?;
-        Shard::new(index, count)
+        Shard::new(index, count).map_err(|e| e.to_string())
     }
 }
 
-/// Why a profile cannot be split into shards.
+/// Why there is no such shard, or a profile cannot be split into shards.
 #[derive(Debug, PartialEq, thiserror::Error)]
 pub enum ShardError {
+    #[error("the shard count must be within 1..={MAX_SHARDS}, got {count}")]
+    Count { count: u32 },
+    #[error(
+        "shard index {index} is out of range: indexes count from 0, so {count} shards are 0..={}",
+        count - 1
+    )]
+    Index { index: u32, count: u32 },
     #[error(
         "{what} = {n} cannot be split over {count} shards: each shard needs at least one; \
          use at most {n} shards or raise {what}"

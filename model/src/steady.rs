@@ -153,7 +153,7 @@ impl Slices {
     }
 
     /// Which slices held the load's target within `band`, or why none could.
-    fn steady(&self, target: Target, band: f64) -> Result<Vec<bool>, String> {
+    fn steady(&self, target: Target, band: f64) -> Result<Vec<bool>, PlateauError> {
         let n = self.inflight.len();
         let within = |v: f64, of: f64| of > 0.0 && (v - of).abs() <= band * of;
         match target {
@@ -163,10 +163,7 @@ impl Slices {
                 let rate = |i: usize| self.completed[i] as f64 / self.len_of(i);
                 let held_idx: Vec<usize> = (0..n).filter(|&i| held[i]).collect();
                 if held_idx.is_empty() {
-                    return Err(format!(
-                        "the requests in flight never stayed within {}% of the concurrency ({c})",
-                        pct(band)
-                    ));
+                    return Err(PlateauError::NeverHeld { band, concurrency: c });
                 }
                 // The reference rate: the median of the later half of the slices that held the
                 // concurrency (a ramp-up comes first; it does not set the reference).
@@ -187,6 +184,35 @@ fn pct(share: f64) -> String {
     format!("{}", (share * 1000.0).round() / 10.0)
 }
 
+/// Why a run has no plateau (`summary.json`'s `plateau.reason`).
+#[derive(Debug, thiserror::Error)]
+pub enum PlateauError {
+    #[error("no measured request")]
+    NoMeasuredRequest,
+    /// A closed loop whose requests in flight never came within `band` of its concurrency.
+    #[error(
+        "the requests in flight never stayed within {}% of the concurrency ({concurrency})",
+        pct(*band)
+    )]
+    NeverHeld { band: f64, concurrency: f64 },
+    #[error(
+        "no slice held both the concurrency and a completion rate within {}% of the run's",
+        pct(*band)
+    )]
+    NoConcurrencySlice { band: f64 },
+    #[error("no slice sent within {}% of what the schedule meant to send", pct(*band))]
+    NoScheduleSlice { band: f64 },
+    /// The steady part found: `slices` slices of `slice_ms`, `length_s` long.
+    #[error(
+        "the steady part lasted {length_s:.1} s ({slices} slice(s) of {slice_ms:.0} ms), shorter \
+         than steady.min_s ({min_s} s) or a single slice"
+    )]
+    TooShort { length_s: f64, slices: usize, slice_ms: f64, min_s: f64 },
+    /// The requests file cannot be opened.
+    #[error("cannot read {}: {error}", path.display())]
+    Read { path: std::path::PathBuf, error: std::io::Error },
+}
+
 /// Find the plateau of a run's requests: the slices of its window (from the earliest intended
 /// send of a measured request to the latest end of one) that held the load's target within the
 /// band, from the first such slice to the last. `measured`: the measured requests (sets the
@@ -197,9 +223,9 @@ pub fn detect(
     measured: u64,
     target: Target,
     cfg: &SteadyConfig,
-) -> Result<Bounds, String> {
+) -> Result<Bounds, PlateauError> {
     if window.1.partial_cmp(&window.0) != Some(std::cmp::Ordering::Greater) || measured == 0 {
-        return Err("no measured request".into());
+        return Err(PlateauError::NoMeasuredRequest);
     }
     let mut slices = Slices::new(window, measured, cfg.slice_s);
     for s in spans {
@@ -210,28 +236,20 @@ pub fn detect(
         (steady.iter().position(|&b| b), steady.iter().rposition(|&b| b))
     else {
         return Err(match target {
-            Target::Concurrency(_) => format!(
-                "no slice held both the concurrency and a completion rate within {}% of the \
-                 run's",
-                pct(cfg.band)
-            ),
-            Target::Schedule => format!(
-                "no slice sent within {}% of what the schedule meant to send",
-                pct(cfg.band)
-            ),
+            Target::Concurrency(_) => PlateauError::NoConcurrencySlice { band: cfg.band },
+            Target::Schedule => PlateauError::NoScheduleSlice { band: cfg.band },
         });
     };
     let start_ms = slices.origin + first as f64 * slices.width;
     let end_ms = slices.end.min(slices.origin + (last + 1) as f64 * slices.width);
     let length_s = (end_ms - start_ms) / 1000.0;
     if length_s < cfg.min_s || last == first {
-        return Err(format!(
-            "the steady part lasted {length_s:.1} s ({} slice(s) of {:.0} ms), shorter than \
-             steady.min_s ({} s) or a single slice",
-            last + 1 - first,
-            slices.width,
-            cfg.min_s
-        ));
+        return Err(PlateauError::TooShort {
+            length_s,
+            slices: last + 1 - first,
+            slice_ms: slices.width,
+            min_s: cfg.min_s,
+        });
     }
     let unsteady = steady[first..=last].iter().filter(|&&b| !b).count() as u64;
     Ok(Bounds { start_ms, end_ms, slice_ms: slices.width, unsteady_slices: unsteady })
@@ -298,15 +316,15 @@ pub fn of_file(
     };
     match found.and_then(|b| each_record(requests).map(|records| measure(records, &b, slo))) {
         Ok(p) => p,
-        Err(reason) => none(reason),
+        Err(reason) => none(reason.to_string()),
     }
 }
 
 /// The records of a `requests.jsonl`, one at a time; a line that does not read (a cut last
 /// line) is left out, as the summary left it out.
-fn each_record(path: &Path) -> Result<impl Iterator<Item = RequestRecord>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+fn each_record(path: &Path) -> Result<impl Iterator<Item = RequestRecord>, PlateauError> {
+    let file = std::fs::File::open(path)
+        .map_err(|error| PlateauError::Read { path: path.to_path_buf(), error })?;
     Ok(std::io::BufReader::new(file)
         .lines()
         .map_while(Result::ok)
@@ -527,7 +545,8 @@ mod tests {
             Target::Concurrency(4.0),
             &c,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(why.contains("shorter than steady.min_s (5 s)"), "{why}");
         // Never the concurrency asked for: 4 in flight of 16.
         let why = detect(
@@ -537,11 +556,33 @@ mod tests {
             Target::Concurrency(16.0),
             &cfg(),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(why.contains("never stayed within 10% of the concurrency (16)"), "{why}");
         assert_eq!(
-            detect(std::iter::empty(), (0.0, 0.0), 0, Target::Schedule, &cfg()).unwrap_err(),
+            detect(std::iter::empty(), (0.0, 0.0), 0, Target::Schedule, &cfg())
+                .unwrap_err()
+                .to_string(),
             "no measured request"
+        );
+    }
+
+    #[test]
+    fn the_reasons_without_a_plateau_read_as_summaries_show_them() {
+        assert_eq!(
+            PlateauError::NoConcurrencySlice { band: 0.1 }.to_string(),
+            "no slice held both the concurrency and a completion rate within 10% of the run's"
+        );
+        assert_eq!(
+            PlateauError::NoScheduleSlice { band: 0.125 }.to_string(),
+            "no slice sent within 12.5% of what the schedule meant to send"
+        );
+        let short =
+            PlateauError::TooShort { length_s: 2.04, slices: 1, slice_ms: 250.4, min_s: 5.0 };
+        assert_eq!(
+            short.to_string(),
+            "the steady part lasted 2.0 s (1 slice(s) of 250 ms), shorter than steady.min_s (5 s) \
+             or a single slice"
         );
     }
 

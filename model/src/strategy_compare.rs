@@ -34,14 +34,18 @@ impl crate::artifact::Artifact for StrategyComparison {
     const UNVERSIONED: Option<u64> = Some(0);
 
     /// Format 0 is format 1 without its version field.
-    fn upgrade(found: u64, mut doc: serde_json::Value) -> Result<serde_json::Value, String> {
+    fn upgrade(
+        found: u64,
+        mut doc: serde_json::Value,
+    ) -> Result<serde_json::Value, crate::artifact::UpgradeError> {
+        use crate::artifact::UpgradeError;
         match (found, doc.as_object_mut()) {
             (0, Some(o)) => {
                 o.insert("format_version".into(), COMPARISON_FORMAT.into());
                 Ok(doc)
             }
-            (0, None) => Err("not a JSON object".into()),
-            _ => Err(format!("format {found} was never written")),
+            (0, None) => Err(UpgradeError::NotAnObject),
+            _ => Err(UpgradeError::NeverWritten { found }),
         }
     }
 }
@@ -50,7 +54,7 @@ impl crate::artifact::Artifact for StrategyComparison {
 pub fn parse_strategies(list: &str) -> Result<Vec<BatchStrategy>, String> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let s = BatchStrategy::parse(name)?;
+        let s = BatchStrategy::parse(name).map_err(|e| e.to_string())?;
         if out.contains(&s) {
             return Err(format!("strategy `{s}` is listed twice"));
         }

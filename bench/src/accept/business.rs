@@ -20,24 +20,41 @@ pub struct SchemaFailure {
     pub output: Option<String>,
 }
 
+/// Why an output fails its schema (the `error` of its [`SchemaFailure`]).
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// Built without the `acceptance` feature: no output validates.
+    #[error("built without the `acceptance` feature: no JSON Schema validator")]
+    NoValidator,
+    #[error("the request failed: no output")]
+    NoOutput,
+    #[error("the output is not one JSON document: {0}")]
+    NotJson(serde_json::Error),
+    /// The item's schema is not one the validator compiles; its message.
+    #[error("the item's schema is invalid: {0}")]
+    Schema(String),
+    /// Where the output breaks the schema (at most 5), each `path: message`.
+    #[error("{}", reasons.join("; "))]
+    Invalid { reasons: Vec<String> },
+}
+
 /// Validate one output against a schema: `Ok(())` or the reasons (at most 5). Without the
 /// `acceptance` feature no output validates, and the reason says why.
 #[cfg(not(feature = "acceptance"))]
-pub fn validate(_schema: &Value, _output: Option<&str>) -> Result<(), String> {
-    Err("built without the `acceptance` feature: no JSON Schema validator".into())
+pub fn validate(_schema: &Value, _output: Option<&str>) -> Result<(), SchemaError> {
+    Err(SchemaError::NoValidator)
 }
 
 /// Validate one output against a schema: `Ok(())` or the reasons (at most 5).
 #[cfg(feature = "acceptance")]
-pub fn validate(schema: &Value, output: Option<&str>) -> Result<(), String> {
+pub fn validate(schema: &Value, output: Option<&str>) -> Result<(), SchemaError> {
     let Some(text) = output else {
-        return Err("the request failed: no output".into());
+        return Err(SchemaError::NoOutput);
     };
-    let doc: Value = serde_json::from_str(text.trim())
-        .map_err(|e| format!("the output is not one JSON document: {e}"))?;
-    let validator = jsonschema::validator_for(schema)
-        .map_err(|e| format!("the item's schema is invalid: {e}"))?;
-    let errors: Vec<String> = validator
+    let doc: Value = serde_json::from_str(text.trim()).map_err(SchemaError::NotJson)?;
+    let validator =
+        jsonschema::validator_for(schema).map_err(|e| SchemaError::Schema(e.to_string()))?;
+    let reasons: Vec<String> = validator
         .iter_errors(&doc)
         .take(5)
         .map(|e| {
@@ -45,7 +62,7 @@ pub fn validate(schema: &Value, output: Option<&str>) -> Result<(), String> {
             if at.is_empty() { e.to_string() } else { format!("{at}: {e}") }
         })
         .collect();
-    if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    if reasons.is_empty() { Ok(()) } else { Err(SchemaError::Invalid { reasons }) }
 }
 
 /// Pass counts of one side.
@@ -113,19 +130,24 @@ mod tests {
     #[cfg(feature = "acceptance")]
     fn known_valid_and_invalid_documents() {
         assert!(validate(&schema(), Some(" {\"name\": \"ada\", \"age\": 36}\n")).is_ok());
-        let e = validate(&schema(), Some("{\"name\": \"ada\", \"age\": -1}")).unwrap_err();
+        let e =
+            validate(&schema(), Some("{\"name\": \"ada\", \"age\": -1}")).unwrap_err().to_string();
         assert!(e.contains("/age"), "{e}");
-        let e = validate(&schema(), Some("{\"name\": \"ada\"}")).unwrap_err();
+        let e = validate(&schema(), Some("{\"name\": \"ada\"}")).unwrap_err().to_string();
         assert!(e.contains("age"), "{e}");
-        let e = validate(&schema(), Some("{\"name\": \"ada\", \"age\": 3, \"x\": 1}")).unwrap_err();
+        let e = validate(&schema(), Some("{\"name\": \"ada\", \"age\": 3, \"x\": 1}"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("x"), "{e}");
-        let e = validate(&schema(), Some("{\"name\": \"ad")).unwrap_err();
+        let e = validate(&schema(), Some("{\"name\": \"ad")).unwrap_err().to_string();
         assert!(e.contains("not one JSON document"), "{e}");
         assert!(validate(&schema(), Some("```json\n{\"name\":\"a\",\"age\":1}\n```")).is_err());
-        assert!(validate(&schema(), None).unwrap_err().contains("request failed"));
-        assert!(
-            validate(&json!({"type": 12}), Some("{}")).unwrap_err().contains("schema is invalid")
+        assert_eq!(
+            validate(&schema(), None).unwrap_err().to_string(),
+            "the request failed: no output"
         );
+        let e = validate(&json!({"type": 12}), Some("{}")).unwrap_err().to_string();
+        assert!(e.starts_with("the item's schema is invalid: "), "{e}");
     }
 
     #[test]

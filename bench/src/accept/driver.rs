@@ -450,7 +450,7 @@ async fn numeric_requests(
         let (client, url) = (side.client.clone(), side.resolved.url.clone());
         async move {
             match client.post_json(&url, &body).await {
-                Ok((200, Some(v), _)) => numeric::parse_logprobs(&v),
+                Ok((200, Some(v), _)) => numeric::parse_logprobs(&v).map_err(|e| e.to_string()),
                 Ok((status, _, text)) => Err(format!(
                     "HTTP {status}: {}",
                     infergate_model::openai::truncate_chars(&text, 200)
@@ -666,7 +666,7 @@ fn business_layer(
                     item: item.index,
                     id: item.id.clone(),
                     target: role.into(),
-                    error,
+                    error: error.to_string(),
                     output: pair[k].clone(),
                 });
             }

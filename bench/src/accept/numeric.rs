@@ -47,13 +47,26 @@ pub struct Position {
     pub top: Vec<(String, f64)>,
 }
 
+/// Why a response carries no log-probs this reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LogprobsError {
+    #[error("the response has no choices[0].logprobs (does the server support logprobs?)")]
+    Missing,
+    #[error("a log-prob is not a number")]
+    NotANumber,
+    #[error("logprobs has neither `content` nor `tokens`")]
+    NoTokens,
+    #[error("logprobs has no `token_logprobs`")]
+    NoTokenLogprobs,
+}
+
 /// Log-probs of the first choice of a (non-streamed) response, chat or completions shape.
-pub(crate) fn parse_logprobs(body: &serde_json::Value) -> Result<Vec<Position>, String> {
+pub(crate) fn parse_logprobs(body: &serde_json::Value) -> Result<Vec<Position>, LogprobsError> {
     let lp = body
         .pointer("/choices/0/logprobs")
         .filter(|v| !v.is_null())
-        .ok_or("the response has no choices[0].logprobs (does the server support logprobs?)")?;
-    let num = |v: &serde_json::Value| v.as_f64().ok_or("a log-prob is not a number".to_string());
+        .ok_or(LogprobsError::Missing)?;
+    let num = |v: &serde_json::Value| v.as_f64().ok_or(LogprobsError::NotANumber);
     if let Some(content) = lp.get("content").and_then(|c| c.as_array()) {
         // Chat: content[i] = {token, logprob, top_logprobs: [{token, logprob}]}.
         return content
@@ -74,14 +87,11 @@ pub(crate) fn parse_logprobs(body: &serde_json::Value) -> Result<Vec<Position>, 
             .collect();
     }
     // Completions: {tokens, token_logprobs, top_logprobs: [{token: logprob}]}.
-    let tokens = lp
-        .get("tokens")
-        .and_then(|t| t.as_array())
-        .ok_or("logprobs has neither `content` nor `tokens`")?;
+    let tokens = lp.get("tokens").and_then(|t| t.as_array()).ok_or(LogprobsError::NoTokens)?;
     let lps = lp
         .get("token_logprobs")
         .and_then(|t| t.as_array())
-        .ok_or("logprobs has no `token_logprobs`")?;
+        .ok_or(LogprobsError::NoTokenLogprobs)?;
     let tops = lp.get("top_logprobs").and_then(|t| t.as_array());
     let mut out = Vec::with_capacity(tokens.len());
     for (i, (t, l)) in tokens.iter().zip(lps).enumerate() {
@@ -634,7 +644,14 @@ mod tests {
         let cmpl = serde_json::json!({"choices": [{"logprobs": {"tokens": [" a"], "token_logprobs": [-0.1], "top_logprobs": [{" a": -0.1, " c": -3.0}]}}]});
         let p = parse_logprobs(&cmpl).unwrap();
         assert_eq!((p[0].logprob, p[0].top.len()), (-0.1, 2));
-        assert!(parse_logprobs(&serde_json::json!({"choices": [{"logprobs": null}]})).is_err());
+        assert_eq!(
+            parse_logprobs(&serde_json::json!({"choices": [{"logprobs": null}]}))
+                .unwrap_err()
+                .to_string(),
+            "the response has no choices[0].logprobs (does the server support logprobs?)"
+        );
+        let no_lps = serde_json::json!({"choices": [{"logprobs": {"tokens": [" a"]}}]});
+        assert_eq!(parse_logprobs(&no_lps), Err(LogprobsError::NoTokenLogprobs));
     }
 
     #[cfg(feature = "acceptance")]

@@ -61,6 +61,16 @@ pub struct Access {
     pub ca_bundle: Option<Vec<u8>>,
 }
 
+/// Why a target's access cannot be had: a header without a value it can send, or a CA bundle
+/// that cannot be read. The messages name the header or file, never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error(transparent)]
+    Header(#[from] infergate_model::config::HeaderValueError),
+    #[error(transparent)]
+    CaBundle(#[from] infergate_model::config::CaBundleError),
+}
+
 impl Access {
     /// The access of `target`: its headers with values read through `env`, and its CA bundle
     /// under `root`. Errors name the header or file, never a value.
@@ -68,7 +78,7 @@ impl Access {
         target: &Target,
         root: &std::path::Path,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Access, String> {
+    ) -> Result<Access, AccessError> {
         let headers = target.header_values(env)?;
         let secrets = headers
             .iter()

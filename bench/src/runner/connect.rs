@@ -6,7 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::client::{
-    Access, ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved, read_api_key,
+    Access, AccessError, ApiKeyError, Client, ClientError, ClientOptions, PreflightError, Resolved,
+    read_api_key,
 };
 use infergate_model::config::{ClientConfig, Endpoint, Profile, Target};
 use infergate_model::summary::{EngineParams, TargetInfo};
@@ -60,9 +61,9 @@ pub enum ConnectError {
     #[error(transparent)]
     Preflight(#[from] PreflightError),
     /// A header or the CA bundle of the target cannot be used (the message never holds a
-    /// header's value).
-    #[error("target `{target}`: {message}")]
-    Access { target: String, message: String },
+    /// header's value). Boxed: it would make every connection error as large as itself.
+    #[error("target `{target}`: {error}")]
+    Access { target: String, error: Box<AccessError> },
 }
 
 /// The client options of a profile's `[client]` section.
@@ -94,7 +95,7 @@ pub async fn connect(
         None => None,
     };
     let access = Access::of_target(target, root, |var| std::env::var(var).ok())
-        .map_err(|message| ConnectError::Access { target: name.to_string(), message })?;
+        .map_err(|e| ConnectError::Access { target: name.to_string(), error: Box::new(e) })?;
     let (client, mut notes) =
         Client::new(client_options(cfg), key.as_deref(), &target.base_url, &access)?;
     let (root_url, _) = crate::client::split_base_url(&target.base_url);

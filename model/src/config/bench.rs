@@ -118,7 +118,7 @@ pub fn is_credential_header(name: &str) -> bool {
 
 /// Why a header name or value cannot be sent. A value is never echoed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum HeaderError {
+pub enum HeaderError {
     #[error("header `{}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~)", .0.escape_debug())]
     Name(String),
     #[error("header `{0}` is set by the client itself; headers may not set any of {list}", list = RESERVED_HEADERS.join(", "))]
@@ -160,26 +160,49 @@ pub(crate) fn validate_header_value(value: &str) -> Result<(), HeaderError> {
     Ok(())
 }
 
+/// Why a target's header cannot be given its value. Names the header and the variable, never
+/// a value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderValueError {
+    #[error("header `{name}`: the environment variable {var} is not set")]
+    Unset { name: String, var: String },
+    /// The value read from the variable `var` cannot be sent.
+    #[error("header `{name}`: the value of ${var} {error}")]
+    Env { name: String, var: String, error: HeaderError },
+    /// The value written in the file cannot be sent.
+    #[error("header `{name}`: the value {error}")]
+    Literal { name: String, error: HeaderError },
+}
+
+/// Why a target's `ca_bundle` cannot be used; `rel` is the file as the config names it.
+#[derive(Debug, thiserror::Error)]
+pub enum CaBundleError {
+    #[error("cannot read ca_bundle {rel}: {error}")]
+    Read { rel: String, error: std::io::Error },
+    #[error("ca_bundle {rel} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")]
+    NoCertificate { rel: String },
+}
+
 impl Target {
     /// The headers with their values, environment variables read through `env` (`std::env::var`
     /// in a run). Errors name the header and the variable, never a value.
     pub fn header_values(
         &self,
         env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<(String, String)>, HeaderValueError> {
         let mut out = Vec::with_capacity(self.headers.len());
         for (name, v) in &self.headers {
             let value = match v {
                 HeaderValue::Literal(s) => s.clone(),
                 HeaderValue::Env { env: var } => env(var).ok_or_else(|| {
-                    format!("header `{name}`: the environment variable {var} is not set")
+                    HeaderValueError::Unset { name: name.clone(), var: var.clone() }
                 })?,
             };
-            validate_header_value(&value).map_err(|m| match v {
+            validate_header_value(&value).map_err(|error| match v {
                 HeaderValue::Env { env: var } => {
-                    format!("header `{name}`: the value of ${var} {m}")
+                    HeaderValueError::Env { name: name.clone(), var: var.clone(), error }
                 }
-                HeaderValue::Literal(_) => format!("header `{name}`: the value {m}"),
+                HeaderValue::Literal(_) => HeaderValueError::Literal { name: name.clone(), error },
             })?;
             out.push((name.clone(), value));
         }
@@ -187,15 +210,13 @@ impl Target {
     }
 
     /// Read the `ca_bundle` file under `root`: PEM text with at least one certificate.
-    pub fn read_ca_bundle(&self, root: &Path) -> Result<Option<Vec<u8>>, String> {
+    pub fn read_ca_bundle(&self, root: &Path) -> Result<Option<Vec<u8>>, CaBundleError> {
         let Some(rel) = &self.ca_bundle else { return Ok(None) };
         let path = root.join(rel);
-        let bytes =
-            std::fs::read(&path).map_err(|e| format!("cannot read ca_bundle {rel}: {e}"))?;
+        let bytes = std::fs::read(&path)
+            .map_err(|error| CaBundleError::Read { rel: rel.clone(), error })?;
         if !String::from_utf8_lossy(&bytes).contains("-----BEGIN CERTIFICATE-----") {
-            return Err(format!(
-                "ca_bundle {rel} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
-            ));
+            return Err(CaBundleError::NoCertificate { rel: rel.clone() });
         }
         Ok(Some(bytes))
     }
@@ -886,16 +907,24 @@ pub struct Override {
     pub origin: String,
 }
 
+/// Why a command-line override is not `key=value`; `given` is the override as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OverrideError {
+    #[error("`{given}`: expected KEY=VALUE, e.g. load.concurrency=64")]
+    NoValue { given: String },
+    #[error("`{given}`: `{key}` is not a dotted key like load.concurrency")]
+    Key { given: String, key: String },
+}
+
 impl Override {
     /// Parse `key=value`; the value is TOML (`64`, `true`, `[128, 256]`, `"text"`), and a bare word
     /// that is not valid TOML is taken as a string.
-    pub fn parse(s: &str) -> Result<Override, String> {
-        let (key, raw) = s
-            .split_once('=')
-            .ok_or_else(|| format!("`{s}`: expected KEY=VALUE, e.g. load.concurrency=64"))?;
+    pub fn parse(s: &str) -> Result<Override, OverrideError> {
+        let (key, raw) =
+            s.split_once('=').ok_or_else(|| OverrideError::NoValue { given: s.to_string() })?;
         let key = key.trim();
         if key.is_empty() || key.split('.').any(|p| p.is_empty()) {
-            return Err(format!("`{s}`: `{key}` is not a dotted key like load.concurrency"));
+            return Err(OverrideError::Key { given: s.to_string(), key: key.to_string() });
         }
         let raw = raw.trim();
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
@@ -908,6 +937,20 @@ impl Override {
     pub fn new(key: &str, value: impl Into<toml::Value>, origin: impl Into<String>) -> Override {
         Override { key: key.to_string(), value: value.into(), origin: origin.into() }
     }
+}
+
+/// A target name the configuration file does not define; `known`: the targets it does.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no target `{name}` in {}; defined targets: {}", file.display(), listed(known))]
+pub struct UnknownTarget {
+    pub name: String,
+    pub file: PathBuf,
+    pub known: Vec<String>,
+}
+
+/// Names joined with commas, `(none)` for none.
+fn listed(names: &[String]) -> String {
+    if names.is_empty() { "(none)".to_string() } else { names.join(", ") }
 }
 
 /// The bench configuration file with its source text (for located errors).
@@ -955,14 +998,11 @@ impl BenchConfig {
         names
     }
 
-    pub fn target(&self, name: &str) -> Result<&Target, String> {
-        self.file.targets.get(name).ok_or_else(|| {
-            let known: Vec<&str> = self.file.targets.keys().map(String::as_str).collect();
-            format!(
-                "no target `{name}` in {}; defined targets: {}",
-                self.source.path.display(),
-                if known.is_empty() { "(none)".to_string() } else { known.join(", ") }
-            )
+    pub fn target(&self, name: &str) -> Result<&Target, UnknownTarget> {
+        self.file.targets.get(name).ok_or_else(|| UnknownTarget {
+            name: name.to_string(),
+            file: self.source.path.clone(),
+            known: self.file.targets.keys().cloned().collect(),
         })
     }
 
@@ -1025,8 +1065,9 @@ impl BenchConfig {
     /// Check the files targets name under `root` (`ca_bundle`), at their lines.
     pub(crate) fn validate_files(&self, root: &Path) -> Result<(), ConfigError> {
         for (name, t) in &self.file.targets {
-            t.read_ca_bundle(root)
-                .map_err(|m| self.source.error_at(&["targets", name, "ca_bundle"], m))?;
+            t.read_ca_bundle(root).map_err(|e| {
+                self.source.error_at(&["targets", name, "ca_bundle"], e.to_string())
+            })?;
         }
         Ok(())
     }
@@ -1084,10 +1125,12 @@ impl BenchConfig {
         }
         merged.remove("inherits");
         for o in overrides {
-            set_dotted(&mut merged, &o.key, o.value.clone()).map_err(|m| self.cli_error(o, m))?;
+            set_dotted(&mut merged, &o.key, o.value.clone())
+                .map_err(|e| self.cli_error(o, e.to_string()))?;
             // Validate each override on its own, so the message names the flag that is wrong.
             let mut probe = toml::Table::new();
-            set_dotted(&mut probe, &o.key, o.value.clone()).map_err(|m| self.cli_error(o, m))?;
+            set_dotted(&mut probe, &o.key, o.value.clone())
+                .map_err(|e| self.cli_error(o, e.to_string()))?;
             if let Err(e) = probe.clone().try_into::<Profile>() {
                 return Err(self.cli_error(o, e.message().trim().to_string()));
             }
@@ -1115,12 +1158,12 @@ impl BenchConfig {
         }
         let target = match &profile.target {
             Some(t) => {
-                let target = self.target(t).map_err(|m| {
+                let target = self.target(t).map_err(|e| {
                     let mut path = vec!["profile", name, "target"];
                     if self.source.locate(&path).is_none() {
                         path = vec!["profile", "default", "target"];
                     }
-                    self.source.error_at(&path, m)
+                    self.source.error_at(&path, e.to_string())
                 })?;
                 Some((t.clone(), target.clone()))
             }
@@ -1479,12 +1522,20 @@ pub(crate) fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
     }
 }
 
+/// A dotted key that goes through a value (`load.concurrency.x` where `load.concurrency` is
+/// set); `key` is the part up to that value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}` is a value, not a table")]
+pub struct NotATable {
+    pub key: String,
+}
+
 /// Set `a.b.c = value` in a table, creating intermediate tables.
 pub(crate) fn set_dotted(
     table: &mut toml::Table,
     key: &str,
     value: toml::Value,
-) -> Result<(), String> {
+) -> Result<(), NotATable> {
     let parts: Vec<&str> = key.split('.').collect();
     let mut cur = table;
     for (i, part) in parts.iter().enumerate() {
@@ -1496,7 +1547,7 @@ pub(crate) fn set_dotted(
             cur.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         cur = match entry {
             toml::Value::Table(t) => t,
-            _ => return Err(format!("`{}` is a value, not a table", parts[..=i].join("."))),
+            _ => return Err(NotATable { key: parts[..=i].join(".") }),
         };
     }
     Ok(())
@@ -1563,8 +1614,26 @@ mod tests {
         assert_eq!(o.value, toml::Value::Array(vec![16.into(), 32.into()]));
         let o = Override::parse("endpoint=completions").unwrap();
         assert_eq!(o.value, toml::Value::String("completions".into()));
-        assert!(Override::parse("novalue").is_err());
+        assert_eq!(
+            Override::parse("novalue").unwrap_err().to_string(),
+            "`novalue`: expected KEY=VALUE, e.g. load.concurrency=64"
+        );
+        assert_eq!(
+            Override::parse("load..x=1").unwrap_err().to_string(),
+            "`load..x=1`: `load..x` is not a dotted key like load.concurrency"
+        );
         let c = BenchConfig::builtin();
+        let sets = ["load.concurrency=4", "load.concurrency.x=1"];
+        let o: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+        let err = c.resolve("default", &o).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "<command line>: --set load.concurrency.x=1: `load.concurrency` is a value, not a table"
+        );
+        assert_eq!(
+            c.target("gw").unwrap_err().to_string(),
+            "no target `gw` in <built-in defaults>; defined targets: (none)"
+        );
         let err =
             c.resolve("default", &[Override::parse("load.concurrency=lots").unwrap()]).unwrap_err();
         assert!(err.to_string().contains("--set load.concurrency=lots"), "{err}");
@@ -1738,9 +1807,9 @@ mod tests {
         let values = t.header_values(env).unwrap();
         assert_eq!(values.len(), 3);
         assert!(values.contains(&("X-Api-Key".into(), "k-123".into())));
-        let err = t.header_values(|_| None).unwrap_err();
+        let err = t.header_values(|_| None).unwrap_err().to_string();
         assert!(err.contains("GW_AUTH is not set") || err.contains("GW_KEY is not set"), "{err}");
-        let err = t.header_values(|_| Some("abc\r\nX-Evil: 1".into())).unwrap_err();
+        let err = t.header_values(|_| Some("abc\r\nX-Evil: 1".into())).unwrap_err().to_string();
         assert!(err.contains("newline") && !err.contains("abc"), "{err}");
         // The parsed config writes back as it was read.
         let text = toml::to_string(t).unwrap();

@@ -301,16 +301,19 @@ impl BatchStrategy {
     }
 
     /// Parse a strategy name (as written in the file).
-    pub fn parse(name: &str) -> Result<BatchStrategy, String> {
-        BatchStrategy::ALL.into_iter().find(|s| s.as_str() == name.trim()).ok_or_else(|| {
-            format!(
-                "unknown batching strategy `{}`; expected one of serial, fixed, token_budget, \
-                 continuous",
-                name.trim()
-            )
-        })
+    pub fn parse(name: &str) -> Result<BatchStrategy, UnknownStrategy> {
+        let name = name.trim();
+        BatchStrategy::ALL
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .ok_or_else(|| UnknownStrategy(name.to_string()))
     }
 }
+
+/// A batching strategy name that is none of [`BatchStrategy::ALL`] (the name, trimmed).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown batching strategy `{0}`; expected one of serial, fixed, token_budget, continuous")]
+pub struct UnknownStrategy(pub String);
 
 impl std::fmt::Display for BatchStrategy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -803,7 +806,11 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(BatchStrategy::parse("token_budget"), Ok(BatchStrategy::TokenBudget));
-        assert!(BatchStrategy::parse("fixd").unwrap_err().contains("serial, fixed"));
+        assert_eq!(
+            BatchStrategy::parse(" fixd ").unwrap_err().to_string(),
+            "unknown batching strategy `fixd`; expected one of serial, fixed, token_budget, \
+             continuous"
+        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub use bench::*;
 pub use cancel::{CancelConfig, CancelPlan};
 pub use engine::{
     BatchSection, BatchStrategy, DeviceSection, Dtype, EngineConfig, EngineSection, Quantization,
-    SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection,
+    SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection, UnknownStrategy,
 };
 pub use lengths::LengthDist;
 pub use noise::NoiseConfig;

@@ -87,12 +87,6 @@ pub enum TimestampError {
     Type,
 }
 
-impl From<TimestampError> for String {
-    fn from(e: TimestampError) -> String {
-        e.to_string()
-    }
-}
-
 /// A timestamp: epoch seconds (a number, fractions allowed) or an RFC 3339 string; in
 /// milliseconds since the epoch.
 pub fn parse_timestamp(v: &Value) -> Result<i64, TimestampError> {
@@ -115,15 +109,53 @@ pub fn parse_timestamp(v: &Value) -> Result<i64, TimestampError> {
     }
 }
 
+/// Why a log line is not a usable request (what [`Malformed`] reports).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    /// The line is not JSON; the parser's message.
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    #[error("expected a JSON object")]
+    NotAnObject,
+    /// A field the format requires is absent.
+    #[error("missing `{0}`")]
+    Missing(&'static str),
+    #[error(transparent)]
+    Timestamp(#[from] TimestampError),
+    #[error("`status` must be an HTTP status code (0 for no response, else 100..=599)")]
+    Status,
+    /// A duration field that is not a non-negative number.
+    #[error("`{0}` must be a non-negative number of milliseconds")]
+    Duration(String),
+    #[error("a successful request needs `latency_ms` or `ttft_ms`")]
+    NoDuration,
+    #[error("`request` must be a JSON object (the request body)")]
+    RequestNotAnObject,
+    /// The request is not a dataset item; what the dataset reader says.
+    #[error("`request`: {0}")]
+    Request(String),
+    /// A LiteLLM time field that is not epoch seconds.
+    #[error("`{0}` must be epoch seconds within 0..=1e11")]
+    EpochSeconds(String),
+    #[error("`status` must be \"success\" or \"failure\"")]
+    LiteLlmStatus,
+    #[error("a successful request needs `endTime` or `completionStartTime`")]
+    NoTimes,
+    #[error("`model_parameters` must be a JSON object")]
+    ModelParameters,
+    #[error("`messages` must be a list of messages or a prompt string")]
+    Messages,
+}
+
 /// A non-negative finite duration in milliseconds, when present.
-fn duration(o: &Map<String, Value>, key: &str) -> Result<Option<f64>, String> {
+fn duration(o: &Map<String, Value>, key: &str) -> Result<Option<f64>, LineError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_f64()
             .filter(|x| x.is_finite() && *x >= 0.0)
             .map(Some)
-            .ok_or_else(|| format!("`{key}` must be a non-negative number of milliseconds")),
+            .ok_or_else(|| LineError::Duration(key.to_string())),
     }
 }
 
@@ -172,10 +204,9 @@ impl Format {
 
 /// Parse one log line (already known not to be blank) in `format`; `Auto` is settled by the
 /// first JSON object.
-pub fn parse_line(format: &mut Format, line_no: u64, text: &str) -> Result<Entry, String> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| format!("not valid JSON: {}", json_error(&e)))?;
-    let Value::Object(o) = v else { return Err("expected a JSON object".into()) };
+pub fn parse_line(format: &mut Format, line_no: u64, text: &str) -> Result<Entry, LineError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| LineError::Json(json_error(&e)))?;
+    let Value::Object(o) = v else { return Err(LineError::NotAnObject) };
     if *format == Format::Auto {
         let litellm = o.contains_key("startTime") && !o.contains_key("timestamp");
         *format = if litellm { Format::LiteLlm } else { Format::Infergate };
@@ -188,35 +219,35 @@ pub fn parse_line(format: &mut Format, line_no: u64, text: &str) -> Result<Entry
     // The request must be a dataset item: messages or a prompt string.
     let as_item = Value::Object(std::mem::take(&mut e.request));
     WorkItem::from_dataset_line(std::path::Path::new(""), 0, &as_item, 1)
-        .map_err(|err| format!("`request`: {}", err.message))?;
+        .map_err(|err| LineError::Request(err.message))?;
     let Value::Object(request) = as_item else { unreachable!("built as an object") };
     e.request = request;
     Ok(e)
 }
 
 /// Parse one line of infergate's format (already known not to be blank).
-pub fn parse_entry(line_no: u64, text: &str) -> Result<Entry, String> {
+pub fn parse_entry(line_no: u64, text: &str) -> Result<Entry, LineError> {
     parse_line(&mut Format::Infergate, line_no, text)
 }
 
-fn infergate_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
-    let ts_ms = parse_timestamp(o.get("timestamp").ok_or("missing `timestamp`")?)?;
-    let status = match o.get("status").ok_or("missing `status`")? {
+fn infergate_entry(mut o: Map<String, Value>) -> Result<Entry, LineError> {
+    let ts_ms = parse_timestamp(o.get("timestamp").ok_or(LineError::Missing("timestamp"))?)?;
+    let status = match o.get("status").ok_or(LineError::Missing("status"))? {
         Value::Number(n) => {
             n.as_u64().filter(|s| *s == 0 || (100..=599).contains(s)).map(|s| s as u16)
         }
         _ => None,
     }
-    .ok_or("`status` must be an HTTP status code (0 for no response, else 100..=599)")?;
+    .ok_or(LineError::Status)?;
     let latency_ms = duration(&o, "latency_ms")?;
     let ttft_ms = duration(&o, "ttft_ms")?;
     if latency_ms.is_none() && ttft_ms.is_none() && status < 400 && status != 0 {
-        return Err("a successful request needs `latency_ms` or `ttft_ms`".into());
+        return Err(LineError::NoDuration);
     }
     let request = match o.remove("request") {
         Some(Value::Object(r)) => r,
-        Some(_) => return Err("`request` must be a JSON object (the request body)".into()),
-        None => return Err("missing `request`".into()),
+        Some(_) => return Err(LineError::RequestNotAnObject),
+        None => return Err(LineError::Missing("request")),
     };
     let mut secrets = Vec::new();
     collect_secrets(&Value::Object(o), false, &mut secrets);
@@ -224,22 +255,22 @@ fn infergate_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
 }
 
 /// Epoch seconds of a LiteLLM time field.
-fn epoch_s(o: &Map<String, Value>, key: &str) -> Result<Option<f64>, String> {
+fn epoch_s(o: &Map<String, Value>, key: &str) -> Result<Option<f64>, LineError> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_f64()
             .filter(|s| (0.0..=MAX_EPOCH_S).contains(s))
             .map(Some)
-            .ok_or_else(|| format!("`{key}` must be epoch seconds within 0..=1e11")),
+            .ok_or_else(|| LineError::EpochSeconds(key.to_string())),
     }
 }
 
 /// One LiteLLM `StandardLoggingPayload`: the request is `model_parameters` with `messages` (a
 /// list: chat; a string: a completions prompt); a failure's status is its
 /// `error_information.error_code` when that is an HTTP code, else 0.
-fn litellm_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
-    let start = epoch_s(&o, "startTime")?.ok_or("missing `startTime`")?;
+fn litellm_entry(mut o: Map<String, Value>) -> Result<Entry, LineError> {
+    let start = epoch_s(&o, "startTime")?.ok_or(LineError::Missing("startTime"))?;
     let end = epoch_s(&o, "endTime")?;
     let first = epoch_s(&o, "completionStartTime")?;
     let ms = |t: Option<f64>| t.filter(|t| *t >= start).map(|t| (t - start) * 1000.0);
@@ -254,21 +285,21 @@ fn litellm_entry(mut o: Map<String, Value>) -> Result<Entry, String> {
             .and_then(|c| c.parse::<u16>().ok())
             .filter(|c| (100..=599).contains(c))
             .unwrap_or(0),
-        _ => return Err("`status` must be \"success\" or \"failure\"".into()),
+        _ => return Err(LineError::LiteLlmStatus),
     };
     let (latency_ms, ttft_ms) = (ms(end), ms(first));
     if latency_ms.is_none() && ttft_ms.is_none() && status == 200 {
-        return Err("a successful request needs `endTime` or `completionStartTime`".into());
+        return Err(LineError::NoTimes);
     }
     let mut request = match o.remove("model_parameters") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(p)) => p,
-        Some(_) => return Err("`model_parameters` must be a JSON object".into()),
+        Some(_) => return Err(LineError::ModelParameters),
     };
     match o.remove("messages") {
         Some(m @ Value::Array(_)) => request.insert("messages".into(), m),
         Some(p @ Value::String(_)) => request.insert("prompt".into(), p),
-        _ => return Err("`messages` must be a list of messages or a prompt string".into()),
+        _ => return Err(LineError::Messages),
     };
     let mut secrets = Vec::new();
     collect_secrets(&Value::Object(o), false, &mut secrets);
@@ -353,7 +384,7 @@ impl<R: BufRead> LineReader<R> {
         }
         Ok(Some(match parse_line(&mut self.format, line, text) {
             Ok(e) => Line::Request(Box::new(e)),
-            Err(message) => Line::Malformed(Malformed { line, message }),
+            Err(e) => Line::Malformed(Malformed { line, message: e.to_string() }),
         }))
     }
 }
@@ -450,14 +481,15 @@ mod tests {
         assert_eq!(parse_line(&mut f, 6, no_code).unwrap().status, 0);
         let bad =
             r#"{"startTime": 1764842400, "endTime": 1764842401, "status": "ok", "messages": "p"}"#;
-        assert!(parse_line(&mut f, 7, bad).unwrap_err().contains("\"success\" or \"failure\""));
+        let e = parse_line(&mut f, 7, bad).unwrap_err().to_string();
+        assert!(e.contains("\"success\" or \"failure\""), "{e}");
         // A log of infergate's format stays one even when a later line looks like LiteLLM's.
         let mut f = Format::Auto;
         let first =
             r#"{"timestamp": 1, "request": {"prompt": "x"}, "latency_ms": 5, "status": 200}"#;
         parse_line(&mut f, 1, first).unwrap();
         assert_eq!(f, Format::Infergate);
-        assert!(parse_line(&mut f, 2, ok).unwrap_err().contains("missing `timestamp`"));
+        assert_eq!(parse_line(&mut f, 2, ok).unwrap_err().to_string(), "missing `timestamp`");
     }
 
     #[test]
@@ -473,7 +505,7 @@ mod tests {
             assert_eq!(parse_entry(1, &line(st)).unwrap().failed(), failed, "{st}");
         }
         for st in ["42", "600", "-1", "\"200\"", "200.5"] {
-            let e = parse_entry(1, &line(st)).unwrap_err();
+            let e = parse_entry(1, &line(st)).unwrap_err().to_string();
             assert!(e.starts_with("`status` must be an HTTP status code"), "{st}: {e}");
         }
     }

@@ -42,9 +42,9 @@ mod request;
 mod stream;
 
 use faults::*;
-use request::*;
 /// The longest prompt plus output the timing mode accepts (the engine mode: its `max_model_len`).
 pub use request::TIMING_MAX_MODEL_LEN;
+use request::*;
 use stream::*;
 
 /// How the server behaves around the backend.
