@@ -9,7 +9,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xtask::adr::live::generate;
 use xtask::adr::parse_adr;
@@ -133,13 +133,8 @@ fn client(args: &[&std::ffi::OsStr]) -> serde_json::Value {
         .spawn()
         .expect("start python3");
     // The client bounds each wait itself; this bounds the whole in case the server hangs.
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if crate::support::poll_for(Duration::from_secs(300), || child.try_wait().unwrap()).is_none() {
+        let _ = child.kill();
     }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -186,7 +181,6 @@ fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
 
 #[test]
 fn the_same_tools_answer_over_streamable_http() {
-    use std::io::BufRead;
     if !have_client() {
         return;
     }
@@ -199,11 +193,11 @@ fn the_same_tools_answer_over_streamable_http() {
             .spawn()
             .unwrap(),
     );
-    let mut stderr = std::io::BufReader::new(server.0.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
     // Whatever else the server says goes on being read, so that it never writes to a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let mut stderr = crate::support::Lines::of(server.0.stderr.take().unwrap());
+    let line = stderr.wait_for(Duration::from_secs(60), "the server's address", |l| {
+        l.contains("http://127.0.0.1:")
+    });
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://127.0.0.1:"))

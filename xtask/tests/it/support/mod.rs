@@ -1,9 +1,13 @@
 //! Shared test helpers: summaries built in code, the CLI binary, temporary repositories.
 
 pub mod gitrepo;
+mod wait;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::time::Duration;
+
+pub use wait::{Lines, poll_for, wait_for, wait_until};
 
 use bench::Summary;
 use serde_json::json;
@@ -208,7 +212,6 @@ impl Drop for Reaped {
 /// `cargo xtask sim --port 0 ARGS` in `root`, once it says where it serves: the process, the
 /// model and the base URL (`http://127.0.0.1:PORT/v1`).
 pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
-    use std::io::{BufRead, BufReader};
     let mut all = vec!["sim", "--port", "0"];
     all.extend_from_slice(args);
     let mut child = xtask_command(root, &all)
@@ -216,23 +219,30 @@ pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let mut stdout = Lines::of(child.stdout.take().unwrap());
     let sim = Reaped(child);
     // "serving MODEL at URL/v1 (Ctrl-C to stop)"
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("serving ") {
-                let _ = tx.send(line);
-                return;
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("the simulator says where it serves");
+    let line =
+        stdout.wait_for(Duration::from_secs(30), "the simulator to say where it serves", |l| {
+            l.starts_with("serving ")
+        });
     let words: Vec<&str> = line.split_whitespace().collect();
     (sim, words[1].to_string(), words[3].to_string())
+}
+
+/// One HTTP/1.0 GET of `path` on 127.0.0.1:`port` (so the body is never chunked): the status
+/// and the body; `None` when nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
 }
 
 /// One ok request record: TTFT `ttft_ms`, then 4 output tokens 10 ms apart.
