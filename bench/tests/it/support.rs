@@ -3,12 +3,30 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bench::config::{
     BenchConfig, Override, Profile, ResolvedProfile, Source, Target, TimingConfig,
 };
 use bench::runner::{self, RunControl, RunOutcome, RunSpec};
 use bench::sim::{self, SimHandle, SimOptions, TimingBackend};
+
+/// Returns once `cond` holds, re-checked often at first and then every 50 ms; panics naming
+/// `what` when it did not within `within`. What a test waits for (a count a server keeps, a
+/// metric), never a fixed delay.
+pub async fn wait_until(within: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if cond().await {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        assert!(now < deadline, "waited {within:?} for {what}: it never came");
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
 
 /// Start a timing-mode simulator on an OS-chosen loopback port.
 pub async fn start_timing_sim(timing: TimingConfig, opts: SimOptions) -> SimHandle {
