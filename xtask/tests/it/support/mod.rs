@@ -136,6 +136,37 @@ pub struct Out {
     pub stderr: String,
 }
 
+impl Out {
+    /// The exit code and both streams, as one text to snapshot.
+    pub fn text(&self) -> String {
+        format!("exit: {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Snapshot settings that redact what changes from one run of a test to the next: the
+/// temporary directory `root` (`[root]`), other temporary paths (`[tmp]`) and today's date
+/// (`[date]`). Bind the assertion to them where it is made, so the snapshot keeps the test's
+/// module in its name: `redactions(root).bind(|| insta::assert_snapshot!(...))`.
+pub fn redactions(root: &Path) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    let root = root.display().to_string();
+    settings.add_filter(&regex_escape(&root), "[root]");
+    let tmp = std::env::temp_dir().display().to_string();
+    settings
+        .add_filter(&format!(r"{}/?\.tmp\w+", regex_escape(tmp.trim_end_matches('/'))), "[tmp]");
+    for today in [chrono::Local::now().date_naive(), chrono::Utc::now().date_naive()] {
+        settings.add_filter(&today.format("%Y-%m-%d").to_string(), "[date]");
+    }
+    settings
+}
+
+/// `s` with the characters a regular expression gives a meaning to escaped.
+pub fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] })
+        .collect()
+}
+
 /// Run `cargo xtask -C <root> <args>` (the built binary).
 pub fn xtask(root: &Path, args: &[&str]) -> Out {
     let out = xtask_output(root, args);
