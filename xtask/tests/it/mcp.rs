@@ -11,14 +11,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use xtask::adr::live::generate;
-use xtask::adr::parse_adr;
-use xtask::thresholds::file::render_file;
-
 use crate::support::gitrepo::GitRepo;
-
-const ENGINE: &str = "configs/engine.toml";
-const ADR1: &str = "docs/adr/0001-use-the-defaults.md";
+use crate::support::governed::{BENCH, ENGINE, Governed};
 
 const ENGINE_TEXT: &str = "\
 # Inference parameters (governed by docs/adr).
@@ -60,31 +54,11 @@ api_key_env = \"INFERGATE_TEST_KEY\"
 /// A key no output may show.
 const KEY: &str = "sk-mcp-test-0123456789abcdef";
 
-const RECORD: &str = "# ADR-0001: Use the defaults\n\n- Status: Accepted\n- Date: 2025-05-01\n- Deciders: Platform team\n\n\
-    ## Context\n\nLong prompts block decode at concurrency 64.\n\n\
-    ## Metrics matrix\n\n| Config | TTFT P99 (ms) | Conclusion |\n|---|---:|---|\n| Baseline | 274 | chosen |\n\n\
-    ## Decision\n\n- configs/engine.toml: scheduler.max_num_seqs = 256\n- configs/engine.toml: scheduler.enable_chunked_prefill = false\n\n\
-    ## CI gate thresholds\n\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n\
-    | `metrics.ttft_ms.p99` | <= | 302 | ms | block |\n\n\
-    ## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n\n\
-    ## Consequences\n\nReviews read numbers.\n\n## Links\n\nNone.\n";
-
-/// `main` with the engine config, the record and its gate.toml; HEAD on `pr`, one commit that
+/// `main` with the engine config, ADR-0001 and its gate.toml; HEAD on `pr`, one commit that
 /// changes `scheduler.max_num_seqs` without a record; the work tree checked out.
 fn repository() -> GitRepo {
-    let mut g = GitRepo::init();
-    let gate = render_file(&generate(&[parse_adr(Path::new(ADR1), RECORD)]).unwrap(), "docs/adr");
-    let base = g.commit_files(
-        "Initial",
-        &[
-            (ENGINE, Some(ENGINE_TEXT)),
-            ("configs/bench.toml", Some(BENCH_TEXT)),
-            (ADR1, Some(RECORD)),
-            ("docs/adr/README.md", Some("# Records\n")),
-            ("thresholds/gate.toml", Some(&gate)),
-        ],
-    );
-    g.branch("pr", base);
+    let (mut g, _) =
+        Governed::default().with(ENGINE, ENGINE_TEXT).with(BENCH, BENCH_TEXT).on_branch_pr();
     g.commit_files("Lower max_num_seqs", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128")))]);
     g.checkout();
     g

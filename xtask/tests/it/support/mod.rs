@@ -1,6 +1,7 @@
 //! Shared test helpers: summaries built in code, the CLI binary, temporary repositories.
 
 pub mod gitrepo;
+pub mod governed;
 mod wait;
 
 use std::path::{Path, PathBuf};
