@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use bench::Outcome;
-use bench::record::RequestRecord;
 use bench::server_metrics::ServerSection;
 use bench::sim::{self, SimHandle, SimOptions};
 
@@ -40,14 +39,6 @@ async fn engine(ignore: bool) -> SimHandle {
     let opts = SimOptions { model: spec.served_model_name.clone(), ..SimOptions::default() };
     let backend = bench::sim::engine::EngineBackend::new(&spec).ignoring_cancels(ignore);
     sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into()).await.expect("a simulator")
-}
-
-fn records(dir: &std::path::Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("run/requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// What the simulator itself says: the output tokens it sent to requests whose client stayed,
@@ -87,7 +78,7 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     let truth = truth(&handle).await;
     handle.shutdown().await;
     let s = &out.summary;
-    let recs = records(dir.path());
+    let recs = records_by_id(&dir.path().join("run"));
 
     // The requests drawn, and only they, were cancelled, each after its 8th token.
     let cancelled: Vec<u64> =
@@ -222,7 +213,7 @@ async fn an_engine_that_reasons_first_is_counted_and_timed_in_two_parts() {
     // Every token the engine computed reached a client, reasoning included.
     assert_eq!(truth.generated, 60.0 * 32.0);
     assert_eq!(s.goodput.token_ratio, Some(1.0));
-    for r in records(dir.path()) {
+    for r in records_by_id(&dir.path().join("run")) {
         assert_eq!((r.reasoning_events, r.content_events), (12, 32), "{r:?}");
         // The first token is reasoning; the answer starts 12 tokens later, after the gaps
         // between them.

@@ -308,6 +308,15 @@ pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String,
     }
 }
 
+/// The records of a run directory's `requests.jsonl`, in request id order.
+pub fn records_by_id(run_dir: &Path) -> Vec<bench::RequestRecord> {
+    let text = std::fs::read_to_string(run_dir.join("requests.jsonl")).unwrap();
+    let mut v: Vec<bench::RequestRecord> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    v.sort_by_key(|r| r.id);
+    v
+}
+
 /// Every file under `dir`, as (path, text).
 pub fn files_under(dir: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();

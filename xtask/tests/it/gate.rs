@@ -403,19 +403,7 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
         let run = dir.join(&name);
         crate::support::write_records(&run, ttft.len() as u64, ttft);
         crate::support::write_hlog(&run);
-        let mut s = crate::support::summary(
-            &format!("set-t{:02}", i + 1),
-            0.0,
-            20.0,
-            0.97,
-            crate::support::engine_params(true, 2048),
-        );
-        let read = bench::rundir::read_records(&run).unwrap();
-        let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
-        for r in &read.records {
-            acc.add(r);
-        }
-        s.set_metrics(acc.finish(None));
+        let mut s = crate::support::summary_of_records(&run, &format!("set-t{:02}", i + 1));
         if busy.contains(&(i + 1)) {
             s.environment.noise = Some(bench::hostnoise::HostNoise {
                 other_share: Some(0.6),
@@ -619,19 +607,7 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
     // 50 requests, TTFT 100..=149 ms.
     let ttfts: Vec<f64> = (0..50).map(|i| 100.0 + i as f64).collect();
     crate::support::write_records(&run, 50, &ttfts);
-    let mut s = crate::support::summary(
-        "run-1",
-        0.0,
-        20.0,
-        0.97,
-        crate::support::engine_params(true, 2048),
-    );
-    let read = bench::rundir::read_records(&run).unwrap();
-    let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
-    for r in &read.records {
-        acc.add(r);
-    }
-    s.set_metrics(acc.finish(None));
+    let mut s = crate::support::summary_of_records(&run, "run-1");
     s.server = Some(bench::server_metrics::ServerSection {
         kv_fragmentation: Some(0.01),
         ..Default::default()

@@ -295,6 +295,20 @@ pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
     w.finish().unwrap();
 }
 
+/// The fixture [`summary`] of run `run_id` (TPOT P99 20 ms, goodput 0.97, chunked prefill with
+/// 2048 batched tokens) with its latency metrics those of the request records in the run
+/// directory `dir`, as `bench` computes them: a run whose summary and requests agree.
+pub fn summary_of_records(dir: &Path, run_id: &str) -> Summary {
+    let mut s = summary(run_id, 0.0, 20.0, 0.97, engine_params(true, 2048));
+    let read = bench::rundir::read_records(dir).unwrap();
+    let mut acc = bench::metrics::MetricsAccumulator::new(Default::default());
+    for r in &read.records {
+        acc.add(r);
+    }
+    s.set_metrics(acc.finish(None));
+    s
+}
+
 /// Write `histograms.hlog` into the run directory `dir` from its `requests.jsonl`, as a run
 /// writes it.
 pub fn write_hlog(dir: &Path) {
