@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
+// The build without `runtime` has none of the tests that wait on a child.
+#[allow(unused_imports)]
 pub use wait::{Lines, poll_for, wait_for, wait_until};
 
 use bench::Summary;
