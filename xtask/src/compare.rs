@@ -198,14 +198,11 @@ mod tests {
         assert!(parse_confidence("1").unwrap_err().contains("between 0 and 1"));
         assert!(parse_confidence("ninety").is_err());
         let e = Estimate {
-            value: 182.345,
-            lo: 170.01,
-            hi: 190.9,
-            confidence: 0.95,
             trials: 1,
             requests: 64,
             method: Method::RequestBootstrap,
             undersampled: true,
+            ..crate::test_support::estimate(182.345, 170.01, 190.9)
         };
         assert_eq!(estimate_cell(Some(&e)), "182.3 [170, 190.9]*~");
         let counts = Estimate { method: Method::Observed, lo: 0.0, hi: 2.0, value: 1.0, ..e };

@@ -54,6 +54,8 @@ pub mod strategies;
 pub mod sweep;
 pub mod template;
 pub mod test_cmd;
+#[cfg(test)]
+mod test_support;
 pub mod text;
 pub mod thresholds;
 #[cfg(feature = "runtime")]

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use infergate_model::Outcome;
-use infergate_model::record::RequestRecord;
 use infergate_model::server_metrics::ServerSection;
 use infergate_sim::{SimHandle, SimOptions};
 
@@ -42,14 +41,6 @@ async fn engine(ignore: bool) -> SimHandle {
     infergate_sim::start(opts, Arc::new(backend), ([127, 0, 0, 1], 0).into())
         .await
         .expect("a simulator")
-}
-
-fn records(dir: &std::path::Path) -> Vec<RequestRecord> {
-    std::fs::read_to_string(dir.join("run/requests.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// What the simulator itself says: the output tokens it sent to requests whose client stayed,
@@ -89,7 +80,7 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     let truth = truth(&handle).await;
     handle.shutdown().await;
     let s = &out.summary;
-    let recs = records(dir.path());
+    let recs = records_by_id(&dir.path().join("run"));
 
     // The requests drawn, and only they, were cancelled, each after its 8th token.
     let cancelled: Vec<u64> =
@@ -225,7 +216,7 @@ async fn an_engine_that_reasons_first_is_counted_and_timed_in_two_parts() {
     // Every token the engine computed reached a client, reasoning included.
     assert_eq!(truth.generated, 60.0 * 32.0);
     assert_eq!(s.goodput.token_ratio, Some(1.0));
-    for r in records(dir.path()) {
+    for r in records_by_id(&dir.path().join("run")) {
         assert_eq!((r.reasoning_events, r.content_events), (12, 32), "{r:?}");
         // The first token is reasoning; the answer starts 12 tokens later, after the gaps
         // between them.

@@ -236,11 +236,10 @@ async fn a_server_that_goes_away_gives_connect_errors() {
     };
     // Gone once it has served a few of the 40 (the preflight's among them), however long the
     // run took to start: the rest of the schedule finds nobody there.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while handle.records().len() < 6 {
-        assert!(std::time::Instant::now() < deadline, "the simulator served nothing in 60 s");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until(Duration::from_secs(60), "the simulator to serve 6 requests", async || {
+        handle.records().len() >= 6
+    })
+    .await;
     handle.shutdown().await;
     let out = run.await.unwrap();
     let s = &out.summary;
@@ -271,11 +270,10 @@ async fn interrupt_cancels_in_flight_after_the_grace_period_and_keeps_what_was_m
     };
     // Interrupt once the preflight's probe and all 4 streams have arrived (each lasts 4 s),
     // however long the run took to start.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while handle.accepted() < 5 {
-        assert!(std::time::Instant::now() < deadline, "4 streams not in flight in 60 s");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    wait_until(Duration::from_secs(60), "the probe and 4 streams at the simulator", async || {
+        handle.accepted() >= 5
+    })
+    .await;
     control.interrupt();
     let out = tokio::time::timeout(Duration::from_secs(10), run)
         .await

@@ -294,24 +294,25 @@ async fn an_interrupt_during_the_preflight_ends_the_run_with_nothing_measured() 
     let dir = tempfile::tempdir().unwrap();
     let (url, seen) = raw_server(Arc::new(|_, _| Answer::Silent)).await;
     let control = RunControl::default();
-    let interrupter = {
-        let control = control.clone();
-        tokio::spawn(async move {
-            // Once the preflight's first request has arrived (bounded wait).
-            for _ in 0..1000 {
-                if seen.load(Ordering::SeqCst) > 0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            control.interrupt();
-        })
+    let run = {
+        let (spec, control) =
+            (spec(Target::at(&url).with_model("m"), dir.path(), &[]), control.clone());
+        tokio::spawn(runner::run(spec, control))
     };
-    let err = runner::run(spec(Target::at(&url).with_model("m"), dir.path(), &[]), control)
+    // Once the preflight's first request has arrived (the server never answers it).
+    wait_until(
+        Duration::from_secs(30),
+        "the preflight's first request at the server",
+        async || seen.load(Ordering::SeqCst) > 0,
+    )
+    .await;
+    control.interrupt();
+    let err = tokio::time::timeout(Duration::from_secs(30), run)
         .await
+        .expect("the interrupted run ends")
+        .unwrap()
         .err()
         .unwrap();
-    interrupter.await.unwrap();
     assert!(matches!(err, RunError::Interrupted { .. }), "{err:?}");
     assert!(err.to_string().contains("no run was measured"), "{err}");
     for f in ["summary.json", "requests.jsonl"] {

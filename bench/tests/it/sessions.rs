@@ -49,14 +49,6 @@ ignore_eos = true
     )
 }
 
-fn records(dir: &std::path::Path) -> Vec<infergate_model::RequestRecord> {
-    let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
-    let mut v: Vec<infergate_model::RequestRecord> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    v.sort_by_key(|r| r.id);
-    v
-}
-
 /// The records of each session, in turn order.
 fn by_session(
     recs: &[infergate_model::RequestRecord],
@@ -85,7 +77,7 @@ async fn each_turn_sends_the_earlier_streamed_answers_after_the_think_time() {
     let out = run_against(&h, sessions_profile(&file, &extra), dir.path()).await;
     // 6 sessions of 2, 3, 4, 2, 3, 4 turns, each turn once.
     assert_eq!(out.summary.requests.ok, 18, "{:?}", out.summary.notes);
-    let recs = records(&out.dir);
+    let recs = records_by_id(&out.dir);
     let sessions = by_session(&recs);
     assert_eq!(sessions.len(), 6);
     let sim: BTreeMap<String, infergate_sim::SimRecord> =
@@ -152,7 +144,7 @@ async fn a_failed_turn_ends_its_session_and_is_counted_once() {
     let file = dir.path().join("chats.json");
     std::fs::write(&file, sharegpt(12)).unwrap();
     let out = run_against(&h, sessions_profile(&file, "max_tokens = 4"), dir.path()).await;
-    let recs = records(&out.dir);
+    let recs = records_by_id(&out.dir);
     let failed = recs.iter().filter(|r| r.class != infergate_model::Outcome::Ok).count() as u64;
     assert!(failed > 0, "the seeded faults fail some turn");
     assert_eq!(out.summary.requests.failed, failed);

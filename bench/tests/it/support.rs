@@ -3,12 +3,30 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bench::runner::{self, RunControl, RunOutcome, RunSpec};
 use infergate_model::config::{
     BenchConfig, Override, Profile, ResolvedProfile, Source, Target, TimingConfig,
 };
 use infergate_sim::{SimHandle, SimOptions, TimingBackend};
+
+/// Returns once `cond` holds, re-checked often at first and then every 50 ms; panics naming
+/// `what` when it did not within `within`. What a test waits for (a count a server keeps, a
+/// metric), never a fixed delay.
+pub async fn wait_until(within: Duration, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if cond().await {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        assert!(now < deadline, "waited {within:?} for {what}: it never came");
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
 
 /// Start a timing-mode simulator on an OS-chosen loopback port.
 pub async fn start_timing_sim(timing: TimingConfig, opts: SimOptions) -> SimHandle {
@@ -293,6 +311,15 @@ pub async fn read_http_request(s: &mut tokio::net::TcpStream) -> Option<(String,
             }
         }
     }
+}
+
+/// The records of a run directory's `requests.jsonl`, in request id order.
+pub fn records_by_id(run_dir: &Path) -> Vec<infergate_model::RequestRecord> {
+    let text = std::fs::read_to_string(run_dir.join("requests.jsonl")).unwrap();
+    let mut v: Vec<infergate_model::RequestRecord> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    v.sort_by_key(|r| r.id);
+    v
 }
 
 /// Every file under `dir`, as (path, text).

@@ -62,15 +62,6 @@ max = 24
     assert!(json.contains("\"input_length\"") && json.contains("\"realised\""), "{json}");
 }
 
-/// The records of a run directory's `requests.jsonl`, by request id.
-fn records(dir: &std::path::Path) -> Vec<infergate_model::RequestRecord> {
-    let text = std::fs::read_to_string(dir.join("requests.jsonl")).unwrap();
-    let mut v: Vec<infergate_model::RequestRecord> =
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    v.sort_by_key(|r| r.id);
-    v
-}
-
 fn trace_profile(trace: &std::path::Path, extra: &str) -> infergate_model::config::Profile {
     profile(
         &format!(
@@ -115,7 +106,7 @@ async fn a_replay_sends_each_record_at_its_timestamp_times_the_scale_with_its_le
     std::fs::write(&trace, lines.join("\n")).unwrap();
     let out = run_against(&h, trace_profile(&trace, "time_scale = 0.5"), dir.path()).await;
     assert_eq!(out.summary.requests.ok, 30, "{:?}", out.summary.notes);
-    let recs = records(&out.dir);
+    let recs = records_by_id(&out.dir);
     let first = recs[0].intended_ms;
     for (i, r) in recs.iter().enumerate() {
         // Record times have microsecond resolution.
@@ -146,7 +137,7 @@ async fn a_replay_sends_each_record_at_its_timestamp_times_the_scale_with_its_le
     let p = trace_profile(&trace, "trace_start_s = 0.2\ntrace_duration_s = 0.2");
     let out = run_against(&h, p, dir2.path()).await;
     let inside: Vec<u64> = stamps.iter().copied().filter(|t| (200..400).contains(t)).collect();
-    let recs = records(&out.dir);
+    let recs = records_by_id(&out.dir);
     assert_eq!(recs.len(), inside.len());
     let offsets: Vec<f64> = recs.iter().map(|r| r.intended_ms - recs[0].intended_ms).collect();
     for (o, t) in offsets.iter().zip(&inside) {

@@ -265,16 +265,15 @@ async fn faults_in_engine_mode_land_in_their_outcome_classes() {
             // The stream broke after its first token; the engine frees the request at its next
             // step and counts it as cancelled.
             let client = http();
-            let mut cancelled = 0.0;
-            for _ in 0..200 {
+            let cancelled = async || {
                 let values = parse_scrape(&scrape(&client, &handle).await);
-                cancelled = metric(&values, "infergate_sim:cancelled_requests_total", "");
-                if cancelled >= 8.0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            assert_eq!(cancelled, 8.0, "{name}");
+                metric(&values, "infergate_sim:cancelled_requests_total", "")
+            };
+            wait_until(Duration::from_secs(10), "8 requests cancelled by the engine", async || {
+                cancelled().await >= 8.0
+            })
+            .await;
+            assert_eq!(cancelled().await, 8.0, "{name}");
         }
         handle.shutdown().await;
     }

@@ -538,16 +538,7 @@ mod tests {
     #[test]
     fn verdicts_and_their_effects() {
         let t = threshold(Action::Block, None);
-        let est = |lo: f64, hi: f64| Estimate {
-            value: (lo + hi) / 2.0,
-            lo,
-            hi,
-            confidence: 0.95,
-            trials: 3,
-            requests: 300,
-            method: stats::Method::TInterval,
-            undersampled: false,
-        };
+        let est = |lo: f64, hi: f64| crate::test_support::estimate((lo + hi) / 2.0, lo, hi);
         // goodput.ratio >= 0.9
         assert_eq!(Verdict::judge(&t, Some(&est(0.92, 0.98))), Verdict::Pass);
         assert_eq!(Verdict::judge(&t, Some(&est(0.8, 0.89))), Verdict::Fail);

@@ -195,16 +195,7 @@ mod tests {
 
     #[test]
     fn limits_from_estimates_sit_beyond_the_interval_and_state_what_they_detect() {
-        let e = Estimate {
-            value: 100.0,
-            lo: 90.0,
-            hi: 110.0,
-            confidence: 0.95,
-            trials: 3,
-            requests: 300,
-            method: Method::TInterval,
-            undersampled: false,
-        };
+        let e = crate::test_support::estimate(100.0, 90.0, 110.0);
         // Lower is better: hi + 10% of the value = 120.
         let p = propose_from_estimate("metrics.ttft_ms.p99", &e, Action::Block, 0.10).unwrap();
         assert_eq!((p.comparator, p.limit, p.measured), (Comparator::Le, 120.0, 100.0));

@@ -5,53 +5,13 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support::gitrepo::GitRepo;
+use crate::support::governed::{
+    ADR1, ENGINE, ENGINE_TEXT, GATE, Governed, README, adr1, gate_for, record,
+};
 use crate::support::{Out, xtask};
 use git2::Oid;
-use xtask::adr::live::generate;
-use xtask::adr::parse_adr;
-use xtask::thresholds::file::render_file;
 
-const ENGINE: &str = "configs/engine.toml";
-const GATE: &str = "thresholds/gate.toml";
-const ADR1: &str = "docs/adr/0001-use-the-defaults.md";
 const ADR2: &str = "docs/adr/0002-tune-the-scheduler.md";
-
-const ENGINE_TEXT: &str = "\
-# Inference parameters (governed by docs/adr).
-[engine]
-model = \"m\"
-gpu_memory_utilization = 0.90   # share of GPU memory
-
-[scheduler]
-max_num_seqs = 256
-enable_chunked_prefill = false
-";
-
-/// A lint-clean record with these decision lines and links.
-fn record(n: u32, title: &str, status: &str, decisions: &str, links: &str) -> String {
-    format!(
-        "# ADR-{n:04}: {title}\n\n- Status: {status}\n- Date: 2025-05-01\n- Deciders: Platform team\n\n\
-         ## Context\n\nLong prompts block decode at concurrency 64.\n\n\
-         ## Metrics matrix\n\n| Config | TTFT P99 (ms) | Conclusion |\n|---|---:|---|\n| Baseline | 274 | chosen |\n\n\
-         ## Decision\n\n{decisions}\n\n\
-         ## CI gate thresholds\n\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n\
-         | `metrics.ttft_ms.p99` | <= | 302 | ms | block |\n\n\
-         ## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n\n\
-         ## Consequences\n\nReviews read numbers.\n\n\
-         ## Links\n\n{links}\n"
-    )
-}
-
-fn adr1() -> String {
-    record(
-        1,
-        "Use the defaults",
-        "Accepted",
-        "- configs/engine.toml: scheduler.max_num_seqs = 256\n\
-         - configs/engine.toml: scheduler.enable_chunked_prefill = false",
-        "None.",
-    )
-}
 
 /// A Proposed record with these decision lines, taking over ADR-0001's threshold and keys (a
 /// record that decides them otherwise than the live ADR-0001 must supersede it).
@@ -63,30 +23,10 @@ const TAKES_OVER: &str = "- Supersedes in part [ADR-0001](0001-use-the-defaults.
     `metrics.ttft_ms.p99`, `configs/engine.toml: scheduler.max_num_seqs`, \
     `configs/engine.toml: scheduler.enable_chunked_prefill`";
 
-/// gate.toml as `adr thresholds` writes it for these records.
-fn gate_for(records: &[(&str, &str)]) -> String {
-    let adrs: Vec<_> = records.iter().map(|(p, t)| parse_adr(Path::new(p), t)).collect();
-    render_file(&generate(&adrs).unwrap(), "docs/adr")
-}
-
 /// A repository with one commit on `main` (engine config, ADR-0001, gate.toml), and HEAD on a
 /// new branch `pr` at that commit.
 fn setup() -> (GitRepo, Oid) {
-    let mut g = GitRepo::init();
-    let a1 = adr1();
-    let base = g.commit_files(
-        "Initial",
-        &[
-            (ENGINE, Some(ENGINE_TEXT)),
-            ("configs/bench.toml", Some("[profile.default]\n")),
-            (ADR1, Some(&a1)),
-            ("docs/adr/README.md", Some("# Records\n")),
-            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
-            ("src/main.rs", Some("fn main() {}\n")),
-        ],
-    );
-    g.branch("pr", base);
-    (g, base)
+    Governed::default().with("src/main.rs", "fn main() {}\n").on_branch_pr()
 }
 
 fn check(g: &GitRepo, args: &[&str]) -> Out {
@@ -187,7 +127,7 @@ fn stale_alert_rules_fail_with_the_command_that_regenerates_them() {
     let cond = "## Rollback conditions\n\n- `metrics.ttft_ms.p99` above 500 ms for 5m: roll back\n";
     let a1 = adr1()
         .replace("## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n", cond);
-    let adrs = [parse_adr(Path::new(ADR1), &a1)];
+    let adrs = [xtask::adr::parse_adr(Path::new(ADR1), &a1)];
     let r = xtask::adr::alerts::render(
         &xtask::adr::live::live_rollback(&adrs),
         &xtask::adr::live::live_budgets(&adrs),
@@ -825,19 +765,11 @@ fn an_engine_config_pointing_at_another_file_is_governed() {
     );
 
     // The file was there before (ungoverned) and only the pointer moves: still every key.
-    let mut g2 = GitRepo::init();
-    let a1 = adr1();
-    let first = g2.commit_files(
-        "Initial",
-        &[
-            (ENGINE, Some(ENGINE_TEXT)),
-            ("configs/llm.toml", Some(&llm)),
-            ("configs/bench.toml", Some(&bench_toml(ENGINE))),
-            (ADR1, Some(&a1)),
-            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
-        ],
-    );
-    g2.branch("pr", first);
+    let (mut g2, _) = Governed::default()
+        .with("configs/llm.toml", &llm)
+        .with("configs/bench.toml", &bench_toml(ENGINE))
+        .without(README)
+        .on_branch_pr();
     g2.commit_files("Point", &[("configs/bench.toml", Some(&bench_toml("./configs/llm.toml")))]);
     let out = check(&g2, &["--base", "main"]);
     assert_exit(&out, 1);
@@ -903,23 +835,11 @@ fn thresholds_of_a_profile_the_bench_configuration_lacks_fail() {
 #[test]
 fn the_assets_of_an_accepted_record_are_part_of_it() {
     const ASSET: &str = "docs/adr/assets/0001-latency.svg";
-    let mut g = GitRepo::init();
     let a1 = adr1().replace(
         "Reviews read numbers.",
         "Reviews read numbers.\n\n![TTFT and E2E distributions](assets/0001-latency.svg)",
     );
-    let base = g.commit_files(
-        "Initial",
-        &[
-            (ENGINE, Some(ENGINE_TEXT)),
-            ("configs/bench.toml", Some("[profile.default]\n")),
-            (ADR1, Some(&a1)),
-            ("docs/adr/README.md", Some("# Records\n")),
-            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
-            (ASSET, Some("<svg/>\n")),
-        ],
-    );
-    g.branch("pr", base);
+    let (mut g, base) = Governed::default().adr1(&a1).with(ASSET, "<svg/>\n").on_branch_pr();
     let out = check(&g, &["--base", "main"]);
     assert_exit(&out, 0);
     // Redrawing the accepted record's chart is editing the record.
@@ -951,7 +871,6 @@ fn the_assets_of_an_accepted_record_are_part_of_it() {
 /// A repository whose bench profile `chat` replays a conversation dataset and is gated by an
 /// Accepted record measured on it; profile `other` reads another dataset and is not gated.
 fn setup_gated_workload() -> GitRepo {
-    let mut g = GitRepo::init();
     let measured = |n: u32, title: &str, status: &str| {
         record(n, title, status, "- configs/engine.toml: scheduler.max_num_seqs = 256", "None.")
             .replace(
@@ -964,21 +883,17 @@ fn setup_gated_workload() -> GitRepo {
                  [profile.chat.workload]\nconversations = \"configs/workloads/chats.jsonl\"\n\
                  [profile.other.workload]\ndataset = \"configs/workloads/other.jsonl\"\n";
     let engine = ENGINE_TEXT.replace("enable_chunked_prefill = false\n", "");
-    let base = g.commit_files(
-        "Initial",
-        &[
-            (ENGINE, Some(&engine)),
-            ("configs/bench.toml", Some(bench)),
-            (
-                "configs/workloads/chats.jsonl",
-                Some("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"),
-            ),
-            ("configs/workloads/other.jsonl", Some("{\"prompt\": \"hi\"}\n")),
-            (ADR1, Some(&a1)),
-            (GATE, Some(&gate_for(&[(ADR1, &a1)]))),
-        ],
-    );
-    g.branch("pr", base);
+    let (g, _) = Governed::default()
+        .with(ENGINE, &engine)
+        .with("configs/bench.toml", bench)
+        .with(
+            "configs/workloads/chats.jsonl",
+            "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n",
+        )
+        .with("configs/workloads/other.jsonl", "{\"prompt\": \"hi\"}\n")
+        .adr1(&a1)
+        .without(README)
+        .on_branch_pr();
     g
 }
 

@@ -15,7 +15,6 @@
 //! code, and Prometheus fires the absent-data alert.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -25,19 +24,6 @@ use crate::support::*;
 /// A free port on loopback (bound, then released for the server to take).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// One HTTP/1.0 GET on loopback (so the body is never chunked): the status and the body.
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
-    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    s.write_all(req.as_bytes()).ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split_whitespace().nth(1)?.parse().ok()?;
-    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Some((status, body))
 }
 
 fn port_of(url: &str) -> u16 {
@@ -89,30 +75,17 @@ fn prometheus(
 
 /// When Prometheus first scraped its target up (bounded: 60 s for it to start).
 fn first_scrape(port: u16) -> Instant {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let up = json_get(port, "/api/v1/targets")
-            .is_some_and(|v| v["data"]["activeTargets"][0]["health"].as_str() == Some("up"));
-        if up {
-            return Instant::now();
-        }
-        assert!(Instant::now() < deadline, "Prometheus never scraped the canary");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(Duration::from_secs(60), "Prometheus to scrape the canary up", || {
+        json_get(port, "/api/v1/targets")
+            .is_some_and(|v| v["data"]["activeTargets"][0]["health"].as_str() == Some("up"))
+    });
+    Instant::now()
 }
 
 /// A child's exit code and output, waiting at most `limit`.
 fn finish(mut child: Reaped, limit: Duration) -> (Option<i32>, Duration, String) {
     let started = Instant::now();
-    let code = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status.code();
-        }
-        if started.elapsed() > limit {
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let code = poll_for(limit, || child.0.try_wait().unwrap()).and_then(|s| s.code());
     let elapsed = started.elapsed();
     let mut out = String::new();
     if let Some(mut o) = child.0.stdout.take() {
@@ -287,12 +260,9 @@ fn canary(
     // The window starts when the first request has been observed (the load's own start, the
     // first token of a slow engine, come before it).
     let observed = "/api/v1/query?query=sum(vllm:time_to_first_token_seconds_count)%3E0";
-    let deadline = Instant::now() + Duration::from_secs(WATCH_S);
-    while Instant::now() < deadline
-        && json_get(prom_port, observed).is_none_or(|v| v["data"]["result"][0].is_null())
-    {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(Duration::from_secs(WATCH_S), "Prometheus to observe a request", || {
+        json_get(prom_port, observed).is_some_and(|v| !v["data"]["result"][0].is_null())
+    });
     let t0 = Instant::now();
     let mut fired_s = None;
     let watch_ends = Instant::now() + Duration::from_secs(WATCH_S);
@@ -510,12 +480,9 @@ fn a_metrics_page_that_never_answers_is_no_data_not_an_all_clear() {
     }
     if let Some((_prom, port)) = prom {
         first_scrape(port);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut fired = Vec::new();
-        while Instant::now() < deadline && fired.is_empty() {
-            fired = firing(port, "no data");
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        let fired = wait_for(Duration::from_secs(30), "an absent-data alert to fire", || {
+            Some(firing(port, "no data")).filter(|f| !f.is_empty())
+        });
         assert_eq!(fired, vec!["InfergateAdr0001MetricsTtftMsP99RollBackNoData".to_string()]);
         // Only the vLLM group's: SGLang was never scraped here.
         let alerts = json_get(port, "/api/v1/alerts").unwrap();

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::{Out, engine_params, repo_root, summary, write_run, xtask};
+use crate::support::{Out, engine_params, regex_escape, repo_root, summary, write_run, xtask};
 use xtask::thresholds::Thresholds;
 use xtask::thresholds::rule::{Action, Comparator};
 
@@ -17,12 +17,6 @@ fn snap(name: &str, root: &Path, out: &Out) {
     ]}, {
         insta::assert_snapshot!(name, text);
     });
-}
-
-fn regex_escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] })
-        .collect()
 }
 
 /// Replace the `<...>` placeholders a person fills in (Context, Consequences).
@@ -153,10 +147,10 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
 
     // These runs are summaries without their request records: a single run's interval is the
     // request bootstrap of its records, so without them nothing can be decided (exit 3), and
-    // the report says why.
+    // the report says why ("one run without its requests.jsonl").
     let out = xtask(root, &["gate", "runs/run-exp2"]);
+    snap("cli_gate_single_run_undecided", root, &out);
     assert_eq!(out.code, 3, "{}", out.stdout);
-    assert!(out.stdout.contains("one run without its requests.jsonl"), "{}", out.stdout);
     // Two trials of the chosen run's numbers (zero spread) pass its own gate; the baseline's
     // do not.
     let set = |name: &str, run: &infergate_model::Summary| {
@@ -200,36 +194,17 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
         ],
     );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    // adr new says that a live record gates the same runs, and how to resolve it.
-    assert!(
-        out.stdout.contains(
-            "note: ADR-0001 is live for profile `default` and sets 7 of this record's metrics; \
-             before `cargo xtask adr accept 2`, supersede it (`cargo xtask adr supersede 1 2`)"
-        ),
-        "{}",
-        out.stdout
-    );
+    // adr new says that a live record gates the same runs, and how to resolve it ("note:
+    // ADR-0001 is live for profile `default` and sets 7 of this record's metrics; before
+    // `cargo xtask adr accept 2`, supersede it").
+    snap("cli_adr_new_over_a_live_record", root, &out);
     let second = "docs/adr/0002-smaller-batched-tokens.md";
     fill_in(root, second);
     let out = xtask(root, &["adr", "accept", "2"]);
+    // Refused: each threshold is set by two live records for profile `default` on this
+    // environment, and the other live record decides max_num_batched_tokens otherwise.
+    snap("cli_adr_accept_conflicts", root, &out);
     assert_eq!(out.code, 1);
-    assert!(
-        out.stdout.contains(
-            "set by two live records for profile `default` on `gpu=none; engine=local-vllm; \
-             model=test-model; dtype=float16`: ADR-0001"
-        ),
-        "{}",
-        out.stdout
-    );
-    // The other live record decides max_num_batched_tokens otherwise: named too.
-    assert!(
-        out.stdout.contains(
-            "configs/engine.toml: scheduler.max_num_batched_tokens is decided differently by two \
-             live records: ADR-0001"
-        ),
-        "{}",
-        out.stdout
-    );
     // The conflicts come in the order of the record's lines.
     let lines: Vec<usize> = out
         .stdout
@@ -372,27 +347,11 @@ fn adr_list_exempt_shows_governed_values_no_live_record_names() {
     );
     let out = xtask(root, &["adr", "list", "--exempt"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains(
-            "| configs/engine.toml: scheduler.max_num_seqs | 128   | ADR-0001 says = 256 |"
-        ),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains(
-            "| configs/llm.toml: scheduler.max_num_seqs    | 8     | none name it        |"
-        ),
-        "{}",
-        out.stdout
-    );
+    // The exempt value beside what the live record says, the other governed file's value that
+    // no record names, and nothing of the ungoverned file or of a key set as decided.
+    snap("cli_adr_list_exempt", root, &out);
     assert!(
         !out.stdout.contains("other.toml") && !out.stdout.contains("block_size"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        out.stdout.contains("2 governed values of 3 keys in 2 governed files"),
         "{}",
         out.stdout
     );

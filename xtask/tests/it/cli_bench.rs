@@ -4,6 +4,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::{Lines, http_get, poll_for, wait_until};
+
 fn xtask(root: &Path, args: &[&str]) -> Output {
     crate::support::xtask_output(root, args)
 }
@@ -79,30 +81,39 @@ fn a_run_where_every_request_failed_exits_1() {
 fn stop(child: &mut std::process::Child, signal: &str) -> std::process::ExitStatus {
     let ok = Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
     assert!(ok.success());
+    poll_for(Duration::from_secs(20), || child.try_wait().unwrap()).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("the command did not stop after {signal}")
+    })
+}
+
+/// Ctrl-C to `child` between two of its runs, once a second until it exits (bounded). A signal
+/// that comes after one run stopped listening and before the next (its cooldown) started is
+/// never heard: the process cannot be seen to listen, so an unheard signal is sent again.
+fn interrupt_between_runs(child: &mut std::process::Child) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
+    while Instant::now() < deadline {
+        let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+        if let Some(status) = poll_for(Duration::from_secs(1), || child.try_wait().unwrap()) {
+            return status;
         }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the command did not stop after {signal}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    panic!("the command did not stop after Ctrl-C")
 }
 
 #[test]
 fn ctrl_c_and_sigterm_write_what_was_measured_and_exit_130() {
-    for signal in ["-INT", "-TERM"] {
-        // Long streams so the run is still going when interrupted.
+    for (signal, name) in [("-INT", "Ctrl-C"), ("-TERM", "SIGTERM")] {
+        // Long streams so the run is still going when interrupted (400 tokens 10 ms apart). Not
+        // quiet: the run says where its embedded simulator serves.
         let r = repo("[profile.default.client]\ngrace_s = 0.3\n");
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
             .arg("-C")
             .arg(r.path())
             .args([
                 "bench",
-                "-q",
                 "--out",
                 "runs/i",
                 "--max-tokens",
@@ -114,15 +125,32 @@ fn ctrl_c_and_sigterm_write_what_was_measured_and_exit_130() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Wait until requests are being written, then interrupt.
-        let started = Instant::now();
-        let requests = r.path().join("runs/i/requests.jsonl");
-        while !requests.exists() && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(300));
+        let mut stderr = Lines::of(child.stderr.take().unwrap());
+        // "embedded simulator on http://127.0.0.1:PORT (...)"
+        let line =
+            stderr.wait_for(Duration::from_secs(30), "the embedded simulator's address", |l| {
+                l.starts_with("embedded simulator on http://127.0.0.1:")
+            });
+        let port: u16 = line["embedded simulator on http://127.0.0.1:".len()..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        // Interrupt once both clients' streams are being generated: two requests running and
+        // more tokens generated than the preflight's one-token probes make (the load has
+        // started). Each stream still has seconds to go.
+        wait_until(Duration::from_secs(30), "both streams in flight at the simulator", || {
+            let Some((200, m)) = http_get(port, "/metrics") else { return false };
+            let value = |name: &str| {
+                m.lines().find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            };
+            value("vllm:num_requests_running ") == Some(2.0)
+                && value("vllm:generation_tokens_total ").is_some_and(|n| n >= 20.0)
+        });
         let status = stop(&mut child, signal);
-        assert_eq!(status.code(), Some(130), "{signal}");
+        let err = stderr.all();
+        assert_eq!(status.code(), Some(130), "{signal}: {err}");
+        assert!(err.contains(&format!("{name}: no new requests; waiting up to 300ms")), "{err}");
         let s = infergate_model::Summary::read(&r.path().join("runs/i")).unwrap();
         assert_eq!(s.status, infergate_model::summary::RunStatus::Interrupted, "{signal}");
         assert_eq!(
@@ -181,7 +209,6 @@ fn a_signal_during_the_preflight_ends_the_command_with_nothing_measured() {
 
 #[test]
 fn sim_stops_on_ctrl_c_and_sigterm_with_130() {
-    use std::io::BufRead;
     for signal in ["-INT", "-TERM"] {
         let r = repo("");
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -192,16 +219,10 @@ fn sim_stops_on_ctrl_c_and_sigterm_with_130() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, serving) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.starts_with("serving") {
-                    let _ = tx.send(());
-                }
-            }
+        let mut stdout = Lines::of(child.stdout.take().unwrap());
+        stdout.wait_for(Duration::from_secs(30), "the simulator to serve", |l| {
+            l.starts_with("serving")
         });
-        serving.recv_timeout(Duration::from_secs(30)).expect("the simulator serves");
         assert_eq!(stop(&mut child, signal).code(), Some(130), "{signal}");
     }
 }
@@ -485,17 +506,19 @@ fn ctrl_c_in_a_trial_set_keeps_the_finished_trials_and_exits_130() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait (bounded) until the first trial is in trials.json, then interrupt the cooldown.
-    let started = Instant::now();
+    let stderr = Lines::of(child.stderr.take().unwrap());
+    let mut child = crate::support::Reaped(child);
+    // Once the first trial is in trials.json, interrupt the cooldown.
     let dir = r.path().join("set");
     let first_done =
         || infergate_model::trials::TrialsFile::read(&dir).is_ok_and(|i| i.trials.len() == 1);
-    while !first_done() && started.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(20));
+    if poll_for(Duration::from_secs(30), || first_done().then_some(())).is_none() {
+        let _ = child.0.kill();
+        let index = std::fs::read_to_string(dir.join("trials.json"));
+        panic!("no trial in trials.json after 30 s: {index:?}\n{}", stderr.all());
     }
-    assert!(first_done(), "the first trial never finished");
-    let status = stop(&mut child, "-INT");
-    assert_eq!(status.code(), Some(130));
+    let status = interrupt_between_runs(&mut child.0);
+    assert_eq!(status.code(), Some(130), "{}", stderr.all());
     let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!(index.trials.len(), 1);
     assert_eq!(index.planned, 3);

@@ -3,7 +3,9 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::support::wait_until;
 
 fn xtask(root: &Path, args: &[&str]) -> Command {
     crate::support::xtask_command(root, args)
@@ -25,18 +27,14 @@ fn a_second_run_into_a_directory_in_use_exits_2_and_the_first_stays_whole() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Bounded wait for the first run to take the directory.
-    let start = Instant::now();
-    while !out.join(".lock").exists() && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(out.join(".lock").exists(), "the first run locks its directory");
     // The lock file exists a moment before it is locked; the records file is created after
     // the lock is taken, so once it is there the directory is held (the run lasts seconds).
-    while !out.join("requests.jsonl").exists() && start.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(out.join("requests.jsonl").exists(), "the first run writes its records");
+    wait_until(Duration::from_secs(60), "the first run to lock its directory", || {
+        out.join(".lock").exists()
+    });
+    wait_until(Duration::from_secs(60), "the first run to write its records", || {
+        out.join("requests.jsonl").exists()
+    });
     let second = xtask(dir.path(), &["bench", "-q", "--out", "runs/same"]).output().unwrap();
     let e = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(2), "{e}");

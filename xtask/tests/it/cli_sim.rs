@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 
@@ -124,10 +124,7 @@ fn a_crash_loses_no_request_already_written() {
     let mut child = Reaped(child);
     let requests = r.path().join("runs/k/requests.jsonl");
     let lines = |p: &Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
-    let started = Instant::now();
-    while lines(&requests) < 10 && started.elapsed() < Duration::from_secs(60) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(Duration::from_secs(60), "10 records in requests.jsonl", || lines(&requests) >= 10);
     child.0.kill().unwrap(); // SIGKILL
     child.0.wait().unwrap();
     let text = std::fs::read_to_string(&requests).unwrap();

@@ -1,7 +1,7 @@
 //! `cargo xtask compare A B`: two trial sets (or runs) metric by metric, checked against
 //! intervals computed by hand.
 
-use crate::support::{engine_params, summary, trial_set, write_run, xtask};
+use crate::support::{engine_params, redactions, summary, trial_set, write_run, xtask};
 
 fn metric<'a>(json: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     json["metrics"].as_array().unwrap().iter().find(|m| m["metric"] == name).unwrap()
@@ -52,15 +52,11 @@ fn a_single_run_says_what_it_cannot_estimate_and_bad_input_is_a_usage_error() {
     let set = trial_set(tmp.path(), "set", &[100.0, 102.0, 98.0]);
     let out = xtask(tmp.path(), &["compare", "one", "set", "--out", "cmp.json"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    // The fixture run has no requests.jsonl: no request-level interval, and it says why.
-    assert!(
-        out.stdout.contains(
-            "metrics.ttft_ms.p99 in A: blank, one run without its requests.jsonl: no request-level"
-        ),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("note: A is a single run"), "{}", out.stdout);
+    // The whole console output. The fixture run has no requests.jsonl: no request-level
+    // interval, and it says why ("metrics.ttft_ms.p99 in A: blank, one run without its
+    // requests.jsonl"); "note: A is a single run".
+    redactions(tmp.path())
+        .bind(|| insta::assert_snapshot!("compare_single_run_console", out.text()));
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("cmp.json")).unwrap())
             .unwrap();

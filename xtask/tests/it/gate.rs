@@ -6,6 +6,16 @@
 
 use infergate_model::Summary;
 use infergate_model::trials::{Trial, TrialSet};
+
+use crate::support::redactions;
+
+/// [`redactions`], and without the noise history's notes, which depend on whether the
+/// temporary directory lies in a git repository.
+fn gate_redactions(root: &std::path::Path) -> insta::Settings {
+    let mut settings = redactions(root);
+    settings.add_filter(r"note: noise history: .*\n", "");
+    settings
+}
 use xtask::thresholds::{
     Action, Comparator, GateOptions, GateReport, Threshold, Thresholds, Verdict, render_github,
     render_report,
@@ -144,13 +154,9 @@ fn an_interrupted_run_never_passes_a_gate() {
     assert_eq!(report.checks[0].verdict, Verdict::Pass, "its number is within the limit");
     assert!(!report.passed());
     assert_eq!(report.status(), xtask::exit::Status::PolicyViolated);
+    // "blocking: the run was interrupted", "gate FAILED" and its annotation.
     let text = xtask::thresholds::render::render_report(&report, true);
-    assert!(text.contains("blocking: the run was interrupted"), "{text}");
-    assert!(text.contains("gate FAILED"), "{text}");
-    assert!(
-        text.contains("::error title=gate%3A interrupted run::run run-i was interrupted"),
-        "{text}"
-    );
+    insta::assert_snapshot!("gate_report_interrupted", text);
     // With no threshold to check there is nothing to fail.
     assert!(evaluate(&s, &gate(vec![])).passed());
 }
@@ -254,16 +260,9 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
     assert_eq!(report.checks[0].verdict, Verdict::OtherScenario);
     assert_eq!(report.checks[0].scenario_diffs, ["load.concurrency 64 (set for 32)"]);
     assert!(!report.passed());
-    let text = render_report(&report, true);
-    assert!(text.contains("FAIL (other scenario)"), "{text}");
-    assert!(
-        text.contains(
-            "trial set run-64 is not the scenario ADR-0001 set metrics.ttft_ms.p99 <= 200 ms for: \
-             load.concurrency 64 (set for 32)"
-        ),
-        "{text}"
-    );
-    assert!(text.contains("::error file=docs/adr/0001-govern.md,line=9,"), "{text}");
+    // "FAIL (other scenario)", what differs from the record's scenario, and the annotation at
+    // the record's line.
+    insta::assert_snapshot!("gate_report_other_scenario", render_report(&report, true));
     // A warn threshold of another scenario warns; the same scenario is checked as usual.
     assert!(evaluate(&s, &gate(vec![at(32, Action::Warn)])).passed());
     let same = evaluate(&s, &gate(vec![at(64, Action::Block)]));
@@ -322,14 +321,9 @@ fn a_comparison_directory_gates_every_strategy_and_fails_when_one_fails() {
     write_gate_file(dir.path(), 500.0, "");
     let out = crate::support::xtask(dir.path(), &["gate", "cmp"]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("gate, strategy serial:"), "{}", out.stdout);
-    assert!(out.stdout.contains("gate, strategy continuous:"), "{}", out.stdout);
-    assert!(
-        out.stderr.contains("the gate failed for strategy serial (run cmp-serial)"),
-        "{}",
-        out.stderr
-    );
-    assert!(!out.stderr.contains("strategy continuous"), "{}", out.stderr);
+    // A report per strategy; the failure names serial (run cmp-serial) and not continuous.
+    gate_redactions(dir.path())
+        .bind(|| insta::assert_snapshot!("gate_comparison_one_fails", out.text()));
     // Both within the limit: passed.
     write_gate_file(dir.path(), 1000.0, "");
     let out = crate::support::xtask(dir.path(), &["gate", "cmp"]);
@@ -376,8 +370,9 @@ fn a_sweep_directory_judges_the_record_s_scenario_and_reports_other_loads() {
     // judged and passes.
     let out = crate::support::xtask(dir.path(), &["gate", "sw"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("not this record's scenario"), "{}", out.stdout);
-    assert!(out.stdout.contains("load.concurrency 16 (set for 32)"), "{}", out.stdout);
+    // The stage at 16: "not this record's scenario", "load.concurrency 16 (set for 32)".
+    gate_redactions(dir.path())
+        .bind(|| insta::assert_snapshot!("gate_sweep_other_stage", out.text()));
     // The stage at 32 over the limit fails the sweep.
     write_gate_file(dir.path(), 100.0, "\"load.concurrency\" = 32");
     let out = crate::support::xtask(dir.path(), &["gate", "sw"]);
@@ -409,19 +404,7 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
         let run = dir.join(&name);
         crate::support::write_records(&run, ttft.len() as u64, ttft);
         crate::support::write_hlog(&run);
-        let mut s = crate::support::summary(
-            &format!("set-t{:02}", i + 1),
-            0.0,
-            20.0,
-            0.97,
-            crate::support::engine_params(true, 2048),
-        );
-        let read = infergate_model::rundir::read_records(&run).unwrap();
-        let mut acc = infergate_model::metrics::MetricsAccumulator::new(Default::default());
-        for r in &read.records {
-            acc.add(r);
-        }
-        s.set_metrics(acc.finish(None));
+        let mut s = crate::support::summary_of_records(&run, &format!("set-t{:02}", i + 1));
         if busy.contains(&(i + 1)) {
             s.environment.noise = Some(infergate_model::hostnoise::HostNoise {
                 other_share: Some(0.6),
@@ -477,24 +460,18 @@ fn a_trial_set_passes_fails_or_is_inconclusive_by_its_interval_and_exit_3_is_nev
     };
     let out = gate_at(260.0);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("gate: trial set set (3 trials)"), "{}", out.stdout);
     assert!(out.stdout.contains("200 ms [150.3"), "{}", out.stdout);
-    assert!(out.stdout.contains("3 trials, 300 requests, t_interval"), "{}", out.stdout);
+    // "gate: trial set set (3 trials)", "3 trials, 300 requests, t_interval".
+    gate_redactions(dir.path()).bind(|| insta::assert_snapshot!("gate_trial_set_pass", out.text()));
     let out = gate_at(140.0);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("gate FAILED"), "{}", out.stdout);
     // 210 ms lies inside the interval: the data cannot decide.
     let out = gate_at(210.0);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
-    assert!(out.stdout.contains("INCONCLUSIVE"), "{}", out.stdout);
-    assert!(out.stdout.contains("straddles <= 210 ms"), "{}", out.stdout);
-    assert!(
-        out.stdout.contains(
-            "gate INCONCLUSIVE: 1 check, 0 passed, 0 blocking failed, 1 blocking inconclusive"
-        ),
-        "{}",
-        out.stdout
-    );
+    // "INCONCLUSIVE", the interval that "straddles <= 210 ms", and the count line.
+    gate_redactions(dir.path())
+        .bind(|| insta::assert_snapshot!("gate_trial_set_inconclusive", out.text()));
     // At 80% confidence the interval is 200 ± 1.886 x 11.55 = [178.2, 221.8]: still
     // inconclusive at 210, but 230 passes.
     let out = crate::support::xtask(dir.path(), &["gate", "set", "--confidence", "0.8"]);
@@ -553,14 +530,9 @@ fn a_mixed_or_tampered_trial_set_is_refused_or_incomplete_naming_what() {
     std::fs::write(&cut, half.join("\n") + "\n").unwrap();
     let out = gate();
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("is incomplete"), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("trial-03: cannot read")
-            && out.stderr.contains("trial-03/requests.jsonl"),
-        "{}",
-        out.stderr
-    );
-    assert!(out.stderr.contains("trial-01: requests.jsonl holds 50 measured"), "{}", out.stderr);
+    // "is incomplete": trial-03 cannot read its requests.jsonl, trial-01's holds 50 measured.
+    gate_redactions(dir.path())
+        .bind(|| insta::assert_snapshot!("gate_trial_set_incomplete", out.text()));
     // An extra trial directory that trials.json does not list.
     let clean = dir.path().join("clean");
     write_set(&clean, &[&t, &t], &[]);
@@ -609,12 +581,10 @@ fn a_busy_host_makes_the_gate_refuse_to_decide_naming_the_trial_unless_allowed()
     // By default a set with a trial measured on a busy host is not decided: exit 3, naming it.
     let out = crate::support::xtask(dir.path(), &["gate", "set"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("the client host was busy during trial-02 (other processes used 60%")
-            && out.stdout.contains("decide anyway: --allow-busy-host"),
-        "{}",
-        out.stdout
-    );
+    // "the client host was busy during trial-02 (other processes used 60% ...", "decide
+    // anyway: --allow-busy-host".
+    gate_redactions(dir.path())
+        .bind(|| insta::assert_snapshot!("gate_busy_host_undecided", out.text()));
     // --refuse-busy-host, the old spelling, is the default.
     let out = crate::support::xtask(dir.path(), &["gate", "set", "--refuse-busy-host"]);
     assert_eq!(out.code, 3, "{}{}", out.stdout, out.stderr);
@@ -638,19 +608,7 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
     // 50 requests, TTFT 100..=149 ms.
     let ttfts: Vec<f64> = (0..50).map(|i| 100.0 + i as f64).collect();
     crate::support::write_records(&run, 50, &ttfts);
-    let mut s = crate::support::summary(
-        "run-1",
-        0.0,
-        20.0,
-        0.97,
-        crate::support::engine_params(true, 2048),
-    );
-    let read = infergate_model::rundir::read_records(&run).unwrap();
-    let mut acc = infergate_model::metrics::MetricsAccumulator::new(Default::default());
-    for r in &read.records {
-        acc.add(r);
-    }
-    s.set_metrics(acc.finish(None));
+    let mut s = crate::support::summary_of_records(&run, "run-1");
     s.server = Some(infergate_model::server_metrics::ServerSection {
         kv_fragmentation: Some(0.01),
         ..Default::default()
@@ -689,16 +647,10 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
     // The missing metric is a warn threshold's; the undecided blocking ones leave the gate
     // inconclusive.
     assert_eq!(report.status(), xtask::exit::Status::Inconclusive);
-    let text = render_report(&report, false);
-    assert!(
-        text.contains("1 trial, 50 requests, request_bootstrap (requests only), UNDERSAMPLED"),
-        "{text}"
-    );
-    assert!(
-        text.contains("note: one trial: its intervals count request-to-request variance only"),
-        "{text}"
-    );
-    assert!(text.contains("server.kv_fragmentation cannot be decided: one run"), "{text}");
+    // "1 trial, 50 requests, request_bootstrap (requests only), UNDERSAMPLED", the note that
+    // one trial's intervals count request-to-request variance only, and why
+    // server.kv_fragmentation cannot be decided.
+    insta::assert_snapshot!("gate_report_single_run", render_report(&report, false));
 }
 
 /// The bench settings of every run of the environment-key test: a short load, an SLO every

@@ -5,6 +5,7 @@
 //! requests of 16 tokens a trial) so each gate takes seconds.
 
 use std::path::Path;
+use std::time::Duration;
 
 use infergate_model::ab::{AbFile, AbStatus, Arm};
 
@@ -168,7 +169,6 @@ fn bad_revisions_budgets_and_targets_are_refused_before_anything_runs() {
 
 #[test]
 fn ctrl_c_keeps_the_measured_trials_in_ab_json() {
-    use std::io::{BufRead, BufReader};
     let g = repo();
     let mut args = vec![
         "gate",
@@ -187,16 +187,15 @@ fn ctrl_c_keeps_the_measured_trials_in_ab_json() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let stderr = child.stderr.take().unwrap();
+    // What it says is read to the end, so it never blocks on a full pipe.
+    let mut stderr = crate::support::Lines::of(child.stderr.take().unwrap());
     let mut reaped = crate::support::Reaped(child);
     // The third trial's line: three trials are in ab.json.
-    let mut lines = BufReader::new(stderr).lines();
-    let seen = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with("trial 3 "));
-    assert!(seen.is_some(), "the gate printed its trials");
+    stderr.wait_for(Duration::from_secs(300), "the gate's third trial", |l| {
+        l.starts_with("trial 3 ")
+    });
     let pid = reaped.0.id().to_string();
     assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
-    // Drain what it still says, so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
     let status = reaped.0.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     let f = ab_json(g.path());

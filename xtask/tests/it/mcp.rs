@@ -9,16 +9,10 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-use xtask::adr::live::generate;
-use xtask::adr::parse_adr;
-use xtask::thresholds::file::render_file;
+use std::time::Duration;
 
 use crate::support::gitrepo::GitRepo;
-
-const ENGINE: &str = "configs/engine.toml";
-const ADR1: &str = "docs/adr/0001-use-the-defaults.md";
+use crate::support::governed::{BENCH, ENGINE, Governed};
 
 const ENGINE_TEXT: &str = "\
 # Inference parameters (governed by docs/adr).
@@ -60,31 +54,11 @@ api_key_env = \"INFERGATE_TEST_KEY\"
 /// A key no output may show.
 const KEY: &str = "sk-mcp-test-0123456789abcdef";
 
-const RECORD: &str = "# ADR-0001: Use the defaults\n\n- Status: Accepted\n- Date: 2025-05-01\n- Deciders: Platform team\n\n\
-    ## Context\n\nLong prompts block decode at concurrency 64.\n\n\
-    ## Metrics matrix\n\n| Config | TTFT P99 (ms) | Conclusion |\n|---|---:|---|\n| Baseline | 274 | chosen |\n\n\
-    ## Decision\n\n- configs/engine.toml: scheduler.max_num_seqs = 256\n- configs/engine.toml: scheduler.enable_chunked_prefill = false\n\n\
-    ## CI gate thresholds\n\n| Metric | Comparator | Limit | Unit | Action |\n|---|---|---|---|---|\n\
-    | `metrics.ttft_ms.p99` | <= | 302 | ms | block |\n\n\
-    ## Rollback conditions\n\nTTFT P99 above 302 ms on a gate run: revert.\n\n\
-    ## Consequences\n\nReviews read numbers.\n\n## Links\n\nNone.\n";
-
-/// `main` with the engine config, the record and its gate.toml; HEAD on `pr`, one commit that
+/// `main` with the engine config, ADR-0001 and its gate.toml; HEAD on `pr`, one commit that
 /// changes `scheduler.max_num_seqs` without a record; the work tree checked out.
 fn repository() -> GitRepo {
-    let mut g = GitRepo::init();
-    let gate = render_file(&generate(&[parse_adr(Path::new(ADR1), RECORD)]).unwrap(), "docs/adr");
-    let base = g.commit_files(
-        "Initial",
-        &[
-            (ENGINE, Some(ENGINE_TEXT)),
-            ("configs/bench.toml", Some(BENCH_TEXT)),
-            (ADR1, Some(RECORD)),
-            ("docs/adr/README.md", Some("# Records\n")),
-            ("thresholds/gate.toml", Some(&gate)),
-        ],
-    );
-    g.branch("pr", base);
+    let (mut g, _) =
+        Governed::default().with(ENGINE, ENGINE_TEXT).with(BENCH, BENCH_TEXT).on_branch_pr();
     g.commit_files("Lower max_num_seqs", &[(ENGINE, Some(&ENGINE_TEXT.replace("256", "128")))]);
     g.checkout();
     g
@@ -133,13 +107,8 @@ fn client(args: &[&std::ffi::OsStr]) -> serde_json::Value {
         .spawn()
         .expect("start python3");
     // The client bounds each wait itself; this bounds the whole in case the server hangs.
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(300) {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    if crate::support::poll_for(Duration::from_secs(300), || child.try_wait().unwrap()).is_none() {
+        let _ = child.kill();
     }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -191,7 +160,6 @@ fn a_real_client_drives_the_tools_with_progress_cancellation_and_errors() {
 
 #[test]
 fn the_same_tools_answer_over_streamable_http() {
-    use std::io::BufRead;
     if !have_client() {
         return;
     }
@@ -204,11 +172,11 @@ fn the_same_tools_answer_over_streamable_http() {
             .spawn()
             .unwrap(),
     );
-    let mut stderr = std::io::BufReader::new(server.0.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
     // Whatever else the server says goes on being read, so that it never writes to a closed pipe.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    let mut stderr = crate::support::Lines::of(server.0.stderr.take().unwrap());
+    let line = stderr.wait_for(Duration::from_secs(60), "the server's address", |l| {
+        l.contains("http://127.0.0.1:")
+    });
     let url = line
         .split_whitespace()
         .find(|w| w.starts_with("http://127.0.0.1:"))

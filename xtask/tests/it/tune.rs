@@ -13,7 +13,7 @@ use xtask::tune::grid::{self, Variant};
 use xtask::tune::model::{DecidedBy, RowStatus, SloCompliance};
 use xtask::tune::{TuneFile, TuneRow};
 
-use crate::support::{copy_of_configs, new_record, xtask, xtask_command};
+use crate::support::{copy_of_configs, new_record, wait_until, xtask, xtask_command};
 
 /// A short closed-loop load: 8 clients, 16 requests of 64 prompt and 16 output tokens.
 const LOAD: [&str; 10] = [
@@ -131,12 +131,10 @@ fn ctrl_c_keeps_the_measured_rows_and_a_rerun_measures_only_the_missing_ones() {
         .spawn()
         .unwrap();
     let mut reaped = crate::support::Reaped(child);
-    // Wait (bounded) for the first configuration to be measured, then Ctrl-C.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while TuneFile::read(&dir).map_or(true, |t| t.rows.is_empty()) {
-        assert!(Instant::now() < deadline, "no configuration measured in 90 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Once the first configuration is measured, Ctrl-C.
+    wait_until(Duration::from_secs(90), "a configuration measured in tune.json", || {
+        TuneFile::read(&dir).is_ok_and(|t| !t.rows.is_empty())
+    });
     let pid = reaped.0.id().to_string();
     assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     let code = reaped.0.wait().unwrap().code();

@@ -8,16 +8,7 @@ use super::*;
 
 /// A t interval over 3 trials: `value ± half`.
 fn est(value: f64, half: f64) -> Estimate {
-    Estimate {
-        value,
-        lo: value - half,
-        hi: value + half,
-        confidence: 0.95,
-        trials: 3,
-        requests: 300,
-        method: infergate_model::stats::Method::TInterval,
-        undersampled: false,
-    }
+    crate::test_support::estimate(value, value - half, value + half)
 }
 
 fn row(name: &str, goodput: f64, tput: f64, ttft: f64) -> TuneRow {

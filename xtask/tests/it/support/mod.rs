@@ -1,9 +1,16 @@
 //! Shared test helpers: summaries built in code, the CLI binary, temporary repositories.
 
 pub mod gitrepo;
+pub mod governed;
+mod wait;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::time::Duration;
+
+// The build without `runtime` has none of the tests that wait on a child.
+#[allow(unused_imports)]
+pub use wait::{Lines, poll_for, wait_for, wait_until};
 
 use infergate_model::Summary;
 use serde_json::json;
@@ -133,6 +140,37 @@ pub struct Out {
     pub stderr: String,
 }
 
+impl Out {
+    /// The exit code and both streams, as one text to snapshot.
+    pub fn text(&self) -> String {
+        format!("exit: {}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Snapshot settings that redact what changes from one run of a test to the next: the
+/// temporary directory `root` (`[root]`), other temporary paths (`[tmp]`) and today's date
+/// (`[date]`). Bind the assertion to them where it is made, so the snapshot keeps the test's
+/// module in its name: `redactions(root).bind(|| insta::assert_snapshot!(...))`.
+pub fn redactions(root: &Path) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    let root = root.display().to_string();
+    settings.add_filter(&regex_escape(&root), "[root]");
+    let tmp = std::env::temp_dir().display().to_string();
+    settings
+        .add_filter(&format!(r"{}/?\.tmp\w+", regex_escape(tmp.trim_end_matches('/'))), "[tmp]");
+    for today in [chrono::Local::now().date_naive(), chrono::Utc::now().date_naive()] {
+        settings.add_filter(&today.format("%Y-%m-%d").to_string(), "[date]");
+    }
+    settings
+}
+
+/// `s` with the characters a regular expression gives a meaning to escaped.
+pub fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| if "\\.+*?()|[]{}^$".contains(c) { vec!['\\', c] } else { vec![c] })
+        .collect()
+}
+
 /// Run `cargo xtask -C <root> <args>` (the built binary).
 pub fn xtask(root: &Path, args: &[&str]) -> Out {
     let out = xtask_output(root, args);
@@ -209,7 +247,6 @@ impl Drop for Reaped {
 /// `cargo xtask sim --port 0 ARGS` in `root`, once it says where it serves: the process, the
 /// model and the base URL (`http://127.0.0.1:PORT/v1`).
 pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
-    use std::io::{BufRead, BufReader};
     let mut all = vec!["sim", "--port", "0"];
     all.extend_from_slice(args);
     let mut child = xtask_command(root, &all)
@@ -217,23 +254,30 @@ pub fn start_sim(root: &Path, args: &[&str]) -> (Reaped, String, String) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let mut stdout = Lines::of(child.stdout.take().unwrap());
     let sim = Reaped(child);
     // "serving MODEL at URL/v1 (Ctrl-C to stop)"
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("serving ") {
-                let _ = tx.send(line);
-                return;
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("the simulator says where it serves");
+    let line =
+        stdout.wait_for(Duration::from_secs(30), "the simulator to say where it serves", |l| {
+            l.starts_with("serving ")
+        });
     let words: Vec<&str> = line.split_whitespace().collect();
     (sim, words[1].to_string(), words[3].to_string())
+}
+
+/// One HTTP/1.0 GET of `path` on 127.0.0.1:`port` (so the body is never chunked): the status
+/// and the body; `None` when nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
 }
 
 /// One ok request record: TTFT `ttft_ms`, then 4 output tokens 10 ms apart.
@@ -252,6 +296,20 @@ pub fn write_records(dir: &Path, n: u64, ttft_ms: &[f64]) {
         w.write(&record(i, ttft_ms[i as usize % ttft_ms.len()])).unwrap();
     }
     w.finish().unwrap();
+}
+
+/// The fixture [`summary`] of run `run_id` (TPOT P99 20 ms, goodput 0.97, chunked prefill with
+/// 2048 batched tokens) with its latency metrics those of the request records in the run
+/// directory `dir`, as `bench` computes them: a run whose summary and requests agree.
+pub fn summary_of_records(dir: &Path, run_id: &str) -> Summary {
+    let mut s = summary(run_id, 0.0, 20.0, 0.97, engine_params(true, 2048));
+    let read = infergate_model::rundir::read_records(dir).unwrap();
+    let mut acc = infergate_model::metrics::MetricsAccumulator::new(Default::default());
+    for r in &read.records {
+        acc.add(r);
+    }
+    s.set_metrics(acc.finish(None));
+    s
 }
 
 /// Write `histograms.hlog` into the run directory `dir` from its `requests.jsonl`, as a run
