@@ -29,7 +29,7 @@ use super::limits::{
     self, Low, MAX_BURSTINESS, MAX_CONCURRENCY, MAX_RATE, MAX_REQUEST_TOKENS, MAX_REQUESTS,
     MAX_SECONDS, MAX_WORKLOAD_ITEMS, MIN_BURSTINESS, MIN_RATE,
 };
-use super::source::{ConfigError, Source};
+use super::source::{ConfigError, Invalid, Source};
 use crate::metrics::Slo;
 
 /// The parsed `configs/bench.toml`.
@@ -1140,7 +1140,7 @@ impl BenchConfig {
                 self.source.error(None, e.message().trim().to_string())
             })?;
         // The located check: which layer set the offending key?
-        if let Err((key, msg)) = validate_profile(&profile) {
+        if let Err(Invalid(key, msg)) = validate_profile(&profile) {
             let key_parts: Vec<&str> = key.split('.').collect();
             if let Some(o) =
                 overrides.iter().rev().find(|o| key.starts_with(&o.key) || o.key.starts_with(&key))
@@ -1203,7 +1203,7 @@ pub fn validate_env_name(var: &str) -> Result<(), NotAVariableName> {
 
 /// Semantic checks on a resolved profile: `(dotted key, message)` of the first problem. Every
 /// number is checked against its documented bound ([`super::limits`]).
-pub(crate) fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
+pub(crate) fn validate_profile(p: &Profile) -> Result<(), Invalid> {
     validate_load(&p.load)?;
     validate_trace(p)?;
     validate_conversations(p)?;
@@ -1238,11 +1238,11 @@ pub(crate) fn validate_profile(p: &Profile) -> Result<(), (String, String)> {
 }
 
 /// The dotted key of a failed check.
-fn at<E: std::fmt::Display>(key: &str, r: Result<(), E>) -> Result<(), (String, String)> {
-    r.map_err(|m| (key.to_string(), m.to_string()))
+fn at<E: std::fmt::Display>(key: &str, r: Result<(), E>) -> Result<(), Invalid> {
+    r.map_err(|m| Invalid(key.to_string(), m.to_string()))
 }
 
-fn validate_trace(p: &Profile) -> Result<(), (String, String)> {
+fn validate_trace(p: &Profile) -> Result<(), Invalid> {
     let (l, w) = (&p.load, &p.workload);
     match (l.mode, &w.trace) {
         (LoadMode::Trace, None) => {
@@ -1285,7 +1285,7 @@ fn validate_trace(p: &Profile) -> Result<(), (String, String)> {
 
 /// A conversation dataset: alone (no trace or JSONL dataset), sessions in a closed loop, think
 /// time and recorded answers only with it.
-fn validate_conversations(p: &Profile) -> Result<(), (String, String)> {
+fn validate_conversations(p: &Profile) -> Result<(), Invalid> {
     let w = &p.workload;
     if w.conversations.is_none() {
         if w.think_time_ms.is_some() {
@@ -1325,14 +1325,14 @@ fn validate_conversations(p: &Profile) -> Result<(), (String, String)> {
                 Err("think time is between turns: conversation_turns = \"sessions\"".to_string()),
             );
         }
-        d.validate().map_err(|(field, m)| {
-            (format!("workload.think_time_ms.{field}"), m.replace(" tokens", " ms"))
+        d.validate().map_err(|Invalid(field, m)| {
+            Invalid(format!("workload.think_time_ms.{field}"), m.replace(" tokens", " ms"))
         })?;
     }
     Ok(())
 }
 
-fn validate_load(l: &LoadConfig) -> Result<(), (String, String)> {
+fn validate_load(l: &LoadConfig) -> Result<(), Invalid> {
     let concurrency = |v: u32| limits::check_int(v.into(), 1, MAX_CONCURRENCY.into(), "requests");
     at("load.concurrency", concurrency(l.concurrency))?;
     match (l.mode, l.rate) {
@@ -1380,14 +1380,15 @@ fn is_zero_u32(v: &u32) -> bool {
     *v == 0
 }
 
-fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
+fn validate_workload(w: &WorkloadConfig) -> Result<(), Invalid> {
     let tokens = |v: u32| limits::check_int(v.into(), 1, MAX_REQUEST_TOKENS.into(), "tokens");
     for (key, dist) in [
         ("input_distribution", &w.input_distribution),
         ("output_distribution", &w.output_distribution),
     ] {
         if let Some(d) = dist {
-            d.validate().map_err(|(field, m)| (format!("workload.{key}.{field}"), m))?;
+            d.validate()
+                .map_err(|Invalid(field, m)| Invalid(format!("workload.{key}.{field}"), m))?;
         }
     }
     at("workload.samples", limits::check_int(w.samples.into(), 1, MAX_WORKLOAD_ITEMS, "items"))?;
@@ -1440,7 +1441,7 @@ fn validate_workload(w: &WorkloadConfig) -> Result<(), (String, String)> {
     Ok(())
 }
 
-fn validate_sim(sim: &SimConfig) -> Result<(), (String, String)> {
+fn validate_sim(sim: &SimConfig) -> Result<(), Invalid> {
     let t = &sim.timing;
     at("sim.timing.ttft_ms", limits::millis(t.ttft_ms, true))?;
     at("sim.timing.itl_ms", limits::millis(t.itl_ms, true))?;

@@ -20,6 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::limits::{self, Low};
+use super::source::Invalid;
 
 /// When and how often the bench cancels.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -119,9 +120,9 @@ impl CancelConfig {
 
     /// Range checks and the one-of rule: `(dotted key, message)` of the first failure, keys
     /// under `prefix` (`cancel`). `stream`: whether the profile streams (token counts need it).
-    pub fn validate(&self, prefix: &str, stream: bool) -> Result<(), (String, String)> {
+    pub fn validate(&self, prefix: &str, stream: bool) -> Result<(), Invalid> {
         let at = |k: &str, r: Result<(), limits::OutOfRange>| {
-            r.map_err(|m| (format!("{prefix}.{k}"), m.to_string()))
+            r.map_err(|m| Invalid(format!("{prefix}.{k}"), m.to_string()))
         };
         at("share", limits::check_f64(self.share, Low::Closed, 0.0, 1.0, "share"))?;
         if let Some(n) = self.after_tokens {
@@ -143,7 +144,7 @@ impl CancelConfig {
         at("drain_s", limits::seconds(self.drain_s, true))?;
         if let Some(h) = &self.header {
             super::bench::validate_header_name(h)
-                .map_err(|m| (format!("{prefix}.header"), m.to_string()))?;
+                .map_err(|m| Invalid(format!("{prefix}.header"), m.to_string()))?;
         }
         if !self.is_on() {
             return Ok(());
@@ -154,7 +155,7 @@ impl CancelConfig {
             self.timeout_median_ms.is_some(),
         ];
         if set.iter().filter(|s| **s).count() != 1 {
-            return Err((
+            return Err(Invalid(
                 format!("{prefix}.share"),
                 "a share above 0 needs exactly one of after_tokens, after_ms and \
                  timeout_median_ms (when to cancel)"
@@ -162,13 +163,13 @@ impl CancelConfig {
             ));
         }
         if self.after_tokens.is_some() && !stream {
-            return Err((
+            return Err(Invalid(
                 format!("{prefix}.after_tokens"),
                 "counts streamed tokens: the profile sends stream = false (use after_ms)".into(),
             ));
         }
         if self.header.is_some() && self.after_tokens.is_some() {
-            return Err((
+            return Err(Invalid(
                 format!("{prefix}.header"),
                 "carries a deadline: it needs after_ms or timeout_median_ms".into(),
             ));
@@ -261,7 +262,7 @@ mod tests {
                 "",
             ),
         ] {
-            let (k, m) = cfg.validate("cancel", stream).unwrap_err();
+            let Invalid(k, m) = cfg.validate("cancel", stream).unwrap_err();
             assert_eq!(k, key, "{m}");
             assert!(m.contains(text), "{k}: {m}");
         }

@@ -55,7 +55,7 @@ use super::limits::{
     self, Low, MAX_DEVICE_COUNT, MAX_ENGINE_TOKENS, MAX_MEMORY_GIB, MAX_NUM_SEQS,
     MAX_PRICE_PER_HOUR,
 };
-use super::source::{ConfigError, Source};
+use super::source::{ConfigError, Invalid, Source};
 
 /// The parsed `configs/engine.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -417,7 +417,7 @@ impl EngineConfig {
     /// Parse and validate; errors are located in the file.
     pub fn from_source(source: &Source) -> Result<EngineConfig, ConfigError> {
         let cfg: EngineConfig = source.parse()?;
-        cfg.validate().map_err(|(key, msg)| locate(source, &key, &msg))?;
+        cfg.validate().map_err(|Invalid(key, msg)| locate(source, &key, &msg))?;
         Ok(cfg)
     }
 
@@ -462,8 +462,8 @@ impl EngineConfig {
     }
 
     /// Semantic checks: `(dotted key, message)` of the first problem.
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        let err = |k: &str, m: String| Err((k.to_string(), m));
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let err = |k: &str, m: String| Err(Invalid(k.to_string(), m));
         let e = &self.engine;
         if e.model.trim().is_empty() {
             return err("engine.model", "must name a model (a Hugging Face id or a path)".into());

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::limits::MAX_REQUEST_TOKENS;
+use super::source::Invalid;
 
 /// How token lengths are drawn (`workload.input_distribution`, `workload.output_distribution`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -48,33 +49,36 @@ fn most() -> u32 {
 
 impl LengthDist {
     /// The first problem of the distribution's parameters, for `key` (`workload.input_distribution`).
-    pub fn validate(&self) -> Result<(), (String, String)> {
-        let bounded = |field: &str, v: u32| -> Result<(), (String, String)> {
+    pub fn validate(&self) -> Result<(), Invalid> {
+        let bounded = |field: &str, v: u32| -> Result<(), Invalid> {
             if v == 0 || v > MAX_REQUEST_TOKENS {
-                return Err((
+                return Err(Invalid(
                     field.to_string(),
                     format!("must be within 1..={MAX_REQUEST_TOKENS} tokens, got {v}"),
                 ));
             }
             Ok(())
         };
-        let range = |min: u32, max: u32| -> Result<(), (String, String)> {
+        let range = |min: u32, max: u32| -> Result<(), Invalid> {
             bounded("min", min)?;
             bounded("max", max)?;
             if min > max {
-                return Err(("min".into(), format!("must not exceed max ({max}), got {min}")));
+                return Err(Invalid(
+                    "min".into(),
+                    format!("must not exceed max ({max}), got {min}"),
+                ));
             }
             Ok(())
         };
-        let moments = |mean: f64, stddev: f64| -> Result<(), (String, String)> {
+        let moments = |mean: f64, stddev: f64| -> Result<(), Invalid> {
             if !(mean.is_finite() && mean >= 1.0 && mean <= MAX_REQUEST_TOKENS as f64) {
-                return Err((
+                return Err(Invalid(
                     "mean".into(),
                     format!("must be within [1, {MAX_REQUEST_TOKENS}] tokens, got {mean}"),
                 ));
             }
             if !(stddev.is_finite() && stddev >= 0.0 && stddev <= MAX_REQUEST_TOKENS as f64) {
-                return Err((
+                return Err(Invalid(
                     "stddev".into(),
                     format!("must be within [0, {MAX_REQUEST_TOKENS}] tokens, got {stddev}"),
                 ));
@@ -90,7 +94,7 @@ impl LengthDist {
                 range(*min, *max)
             }
             LengthDist::Empirical { file } if file.trim().is_empty() => {
-                Err(("file".into(), "must name a file of lengths, one a line".into()))
+                Err(Invalid("file".into(), "must name a file of lengths, one a line".into()))
             }
             LengthDist::Empirical { .. } => Ok(()),
         }

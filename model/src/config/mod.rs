@@ -18,5 +18,5 @@ pub use engine::{
 };
 pub use lengths::LengthDist;
 pub use noise::NoiseConfig;
-pub use source::{ConfigError, Source};
+pub use source::{ConfigError, Invalid, Source};
 pub use steady::SteadyConfig;

@@ -18,6 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::limits::{self, Low, MAX_NOISE_CV};
+use super::source::Invalid;
 
 /// The noise model's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -65,9 +66,9 @@ impl NoiseConfig {
 
     /// Range checks: `(dotted key, message)` of the first value outside its bound, keys under
     /// `prefix` (`sim.noise`).
-    pub fn validate(&self, prefix: &str) -> Result<(), (String, String)> {
+    pub fn validate(&self, prefix: &str) -> Result<(), Invalid> {
         let at = |k: &str, r: Result<(), limits::OutOfRange>| {
-            r.map_err(|m| (format!("{prefix}.{k}"), m.to_string()))
+            r.map_err(|m| Invalid(format!("{prefix}.{k}"), m.to_string()))
         };
         at("step_cv", limits::check_f64(self.step_cv, Low::Closed, 0.0, MAX_NOISE_CV, "CV"))?;
         at("run_cv", limits::check_f64(self.run_cv, Low::Closed, 0.0, MAX_NOISE_CV, "CV"))?;
@@ -99,7 +100,7 @@ mod tests {
             ),
             (NoiseConfig { stall_ms: 1e300, ..d.clone() }, "sim.noise.stall_ms", "[0, 604800000]"),
         ] {
-            let (k, m) = cfg.validate("sim.noise").unwrap_err();
+            let Invalid(k, m) = cfg.validate("sim.noise").unwrap_err();
             assert_eq!(k, key);
             assert!(m.contains(range), "{k}: {m}");
         }

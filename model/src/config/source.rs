@@ -7,6 +7,12 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use toml::de::{DeTable, DeValue};
 
+/// A value a config check refuses: its dotted key (`load.concurrency`) and why. The caller
+/// locates it in its file (a [`ConfigError`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}: {1}")]
+pub struct Invalid(pub String, pub String);
+
 /// A configuration problem, located in its file when the location is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {

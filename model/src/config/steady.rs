@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::limits::{self, Low};
+use super::source::Invalid;
 
 /// The plateau's settings and the over-saturation stop.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -61,9 +62,9 @@ impl SteadyConfig {
     }
 
     /// Range checks: `(dotted key, message)` of the first failure, keys under `prefix`.
-    pub fn validate(&self, prefix: &str) -> Result<(), (String, String)> {
+    pub fn validate(&self, prefix: &str) -> Result<(), Invalid> {
         let at = |k: &str, r: Result<(), limits::OutOfRange>| {
-            r.map_err(|m| (format!("{prefix}.{k}"), m.to_string()))
+            r.map_err(|m| Invalid(format!("{prefix}.{k}"), m.to_string()))
         };
         at("band", limits::check_f64(self.band, Low::Open, 0.0, 0.99, "share"))?;
         at("min_s", limits::seconds(self.min_s, true))?;

@@ -157,7 +157,9 @@ impl EngineSpec {
 
     /// Resolve a (validated) config against the built-in profiles.
     pub fn new(config: &EngineConfig) -> Result<EngineSpec, SpecError> {
-        config.validate().map_err(|(k, m)| SpecError::new(&k, m))?;
+        config
+            .validate()
+            .map_err(|infergate_model::config::Invalid(k, m)| SpecError::new(&k, m))?;
         let (e, s) = (&config.engine, &config.scheduler);
         let (model, device, dev_cfg) = profiles(config)?;
         let (max_model_len, max_num_batched_tokens) = context_limits(config, model)?;
