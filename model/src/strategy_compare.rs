@@ -50,18 +50,29 @@ impl crate::artifact::Artifact for StrategyComparison {
     }
 }
 
+/// Why a list of strategies cannot be compared.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StrategyListError {
+    #[error(transparent)]
+    Unknown(#[from] crate::config::UnknownStrategy),
+    #[error("strategy `{0}` is listed twice")]
+    Twice(BatchStrategy),
+    #[error("name at least one strategy: serial, fixed, token_budget, continuous")]
+    Empty,
+}
+
 /// Parse `serial,fixed,token_budget,continuous` (order kept, duplicates refused).
-pub fn parse_strategies(list: &str) -> Result<Vec<BatchStrategy>, String> {
+pub fn parse_strategies(list: &str) -> Result<Vec<BatchStrategy>, StrategyListError> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let s = BatchStrategy::parse(name).map_err(|e| e.to_string())?;
+        let s = BatchStrategy::parse(name)?;
         if out.contains(&s) {
-            return Err(format!("strategy `{s}` is listed twice"));
+            return Err(StrategyListError::Twice(s));
         }
         out.push(s);
     }
     if out.is_empty() {
-        return Err("name at least one strategy: serial, fixed, token_budget, continuous".into());
+        return Err(StrategyListError::Empty);
     }
     Ok(out)
 }
@@ -253,9 +264,9 @@ mod tests {
             BatchStrategy::ALL
         );
         assert_eq!(parse_strategies("fixed").unwrap(), vec![BatchStrategy::Fixed]);
-        let err = parse_strategies("serial,dynamic").unwrap_err();
+        let err = parse_strategies("serial,dynamic").unwrap_err().to_string();
         assert!(err.contains("dynamic") && err.contains("token_budget"), "{err}");
-        assert!(parse_strategies("fixed,fixed").unwrap_err().contains("twice"));
+        assert!(parse_strategies("fixed,fixed").unwrap_err().to_string().contains("twice"));
         assert!(parse_strategies(" , ").is_err());
     }
 

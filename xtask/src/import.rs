@@ -32,7 +32,7 @@ pub struct ImportCmd {
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
-    Format::parse(s)
+    Format::parse(s).map_err(|e| e.to_string())
 }
 
 impl ImportCmd {

@@ -112,7 +112,7 @@ impl FromStr for StrategyList {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        parse_strategies(s).map(StrategyList)
+        parse_strategies(s).map(StrategyList).map_err(|e| e.to_string())
     }
 }
 

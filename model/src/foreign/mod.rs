@@ -60,13 +60,18 @@ impl Format {
         }
     }
 
-    pub fn parse(name: &str) -> Result<Format, String> {
-        Format::ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| {
-            let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
-            format!("unknown format `{name}`; the formats are {}", names.join(", "))
-        })
+    pub fn parse(name: &str) -> Result<Format, UnknownFormat> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == name)
+            .ok_or_else(|| UnknownFormat(name.to_string()))
     }
 }
+
+/// A format name that is none of [`Format::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format `{0}`; the formats are vllm-bench, guidellm, aiperf")]
+pub struct UnknownFormat(pub String);
 
 /// Why a file could not be imported.
 #[derive(Debug, thiserror::Error)]
@@ -398,8 +403,10 @@ mod tests {
     #[test]
     fn formats_are_named_and_failures_classed_from_what_the_source_says() {
         assert_eq!(Format::parse("aiperf"), Ok(Format::Aiperf));
-        let e = Format::parse("genai-perf").unwrap_err();
+        let e = Format::parse("genai-perf").unwrap_err().to_string();
         assert!(e.contains("vllm-bench, guidellm, aiperf"), "{e}");
+        let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        assert!(e.ends_with(&names.join(", ")), "the message lists every format: {e}");
         assert_eq!(failure_class(Some(503), "Service Unavailable"), Outcome::Http(503));
         assert_eq!(failure_class(None, "ReadTimeout: timed out"), Outcome::Timeout);
         assert_eq!(failure_class(None, "ClientConnectorError"), Outcome::ConnectError);
