@@ -80,7 +80,11 @@ impl ConsoleTable {
         for row in &self.rows {
             t.add_row(row.iter().enumerate().map(|(i, text)| {
                 let cell = Cell::new(text);
-                if self.right.contains(&i) { cell.set_alignment(CellAlignment::Right) } else { cell }
+                if self.right.contains(&i) {
+                    cell.set_alignment(CellAlignment::Right)
+                } else {
+                    cell
+                }
             }));
         }
         t.to_string()
