@@ -8,12 +8,11 @@ use anyhow::{Context, bail};
 use bench::accept::driver::{self, AcceptSpec, TargetSpec};
 use bench::accept::{AcceptThresholds, AcceptanceReport, dataset};
 use clap::{Args, Subcommand};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, Table};
 use infergate_model::config::BenchConfig;
 use infergate_model::summary::EngineParams;
 use xshell::Shell;
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::text::{BLANK, fmt_opt};
 use crate::{gitinfo, measure};
@@ -221,18 +220,23 @@ impl AcceptCmd {
 
 /// The console report: one row per check, then the verdict and the actions.
 pub fn render(r: &AcceptanceReport) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t.set_header(["layer", "check", "value", "threshold", "result", "action when failed"]);
+    let mut t = ConsoleTable::framed([
+        "layer",
+        "check",
+        "value",
+        "threshold",
+        "result",
+        "action when failed",
+    ]);
     for l in &r.layers {
         if l.checks.is_empty() {
-            t.add_row([
-                Cell::new(&l.name),
-                Cell::new(BLANK),
-                Cell::new(BLANK),
-                Cell::new(BLANK),
-                Cell::new(l.verdict.as_str()),
-                Cell::new(l.notes.join("; ")),
+            t.row([
+                l.name.to_string(),
+                BLANK.to_string(),
+                BLANK.to_string(),
+                BLANK.to_string(),
+                l.verdict.as_str().to_string(),
+                l.notes.join("; "),
             ]);
         }
         for c in &l.checks {
@@ -245,13 +249,13 @@ pub fn render(r: &AcceptanceReport) -> String {
             let near_one = c.threshold > 0.99 && c.threshold < 1.0;
             let small = c.threshold != 0.0 && c.threshold.abs() < 0.01;
             let decimals = if near_one || small { 6 } else { 4 };
-            t.add_row([
-                Cell::new(format!("{} ({})", l.name, l.verdict.as_str())),
-                Cell::new(&c.name),
-                Cell::new(fmt_opt(c.value, decimals)),
-                Cell::new(format!("{} {}", c.op, c.threshold)),
-                Cell::new(result),
-                Cell::new(&c.action),
+            t.row([
+                format!("{} ({})", l.name, l.verdict.as_str()),
+                c.name.to_string(),
+                fmt_opt(c.value, decimals),
+                format!("{} {}", c.op, c.threshold),
+                result.to_string(),
+                c.action.to_string(),
             ]);
         }
     }

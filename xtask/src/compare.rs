@@ -9,13 +9,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::compare::{Change, Comparison, MetricComparison, compare, default_metrics};
 use infergate_model::stats::{DEFAULT_CONFIDENCE, Estimate};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::text::{BLANK, join_clean, num};
 
@@ -123,17 +122,16 @@ fn change_cell(m: &MetricComparison) -> String {
 
 /// The console table and its legend.
 pub fn render(c: &Comparison) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
     let pct = num(c.confidence * 100.0);
-    t.set_header(vec![
+    let mut t = ConsoleTable::framed([
         "Metric".to_string(),
         format!("A ({pct}% interval)"),
         format!("B ({pct}% interval)"),
         "B - A".to_string(),
         "Relative".to_string(),
         "Change".to_string(),
-    ]);
+    ])
+    .right_aligned(1..5);
     for m in &c.metrics {
         let (abs, rel) = difference_cell(m);
         let name = if m.unit.is_empty() || m.unit == "ratio" || m.unit == "count" {
@@ -141,13 +139,13 @@ pub fn render(c: &Comparison) -> String {
         } else {
             format!("{} ({})", m.metric, m.unit)
         };
-        t.add_row(vec![
-            Cell::new(name),
-            Cell::new(estimate_cell(m.a.estimate.as_ref())).set_alignment(CellAlignment::Right),
-            Cell::new(estimate_cell(m.b.estimate.as_ref())).set_alignment(CellAlignment::Right),
-            Cell::new(abs).set_alignment(CellAlignment::Right),
-            Cell::new(rel).set_alignment(CellAlignment::Right),
-            Cell::new(change_cell(m)),
+        t.row([
+            name,
+            estimate_cell(m.a.estimate.as_ref()),
+            estimate_cell(m.b.estimate.as_ref()),
+            abs,
+            rel,
+            change_cell(m),
         ]);
     }
     let side = |name: &str, s: &infergate_model::compare::Side| {

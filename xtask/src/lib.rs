@@ -19,6 +19,7 @@ pub mod adr;
 pub mod bench;
 pub mod chart;
 pub mod compare;
+pub mod console;
 #[cfg(feature = "runtime")]
 pub mod dataset;
 pub mod deploy;

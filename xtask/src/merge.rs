@@ -6,12 +6,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::merge::{MergeReport, MergedShard};
 use infergate_model::summary::{Invocation, RunStatus, Summary};
 use xshell::Shell;
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::text::fmt_opt;
 
@@ -68,30 +67,36 @@ fn status_word(s: RunStatus) -> String {
 }
 
 /// The shards as merged, one row each, then the missing ones.
-pub fn shard_table(report: &MergeReport) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t.set_header(["shard", "status", "requests", "start offset ms", "window s", "directory"]);
+pub fn shard_table(report: &MergeReport) -> ConsoleTable {
+    let mut t = ConsoleTable::framed([
+        "shard",
+        "status",
+        "requests",
+        "start offset ms",
+        "window s",
+        "directory",
+    ])
+    .right_aligned(2..5);
     let row = |s: &MergedShard| {
         let n = report.shard_count;
         vec![
-            Cell::new(format!("{}/{n}", s.index)),
-            Cell::new(if s.problems.is_empty() {
+            format!("{}/{n}", s.index),
+            if s.problems.is_empty() {
                 status_word(s.status)
             } else {
                 format!("incomplete ({})", s.problems.join("; "))
-            }),
-            Cell::new(s.requests).set_alignment(CellAlignment::Right),
-            Cell::new(format!("{:.3}", s.offset_ms)).set_alignment(CellAlignment::Right),
-            Cell::new(fmt_opt(s.window.duration_s, 3)).set_alignment(CellAlignment::Right),
-            Cell::new(&s.dir),
+            },
+            s.requests.to_string(),
+            format!("{:.3}", s.offset_ms),
+            fmt_opt(s.window.duration_s, 3),
+            s.dir.to_string(),
         ]
     };
     for s in &report.shards {
-        t.add_row(row(s));
+        t.row(row(s));
     }
     for i in &report.missing {
-        t.add_row([format!("{i}/{}", report.shard_count), "missing".into()]);
+        t.row([format!("{i}/{}", report.shard_count), "missing".into()]);
     }
     t
 }

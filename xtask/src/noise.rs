@@ -8,13 +8,13 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use comfy_table::{Table, presets};
 use infergate_model::history::EntryKind;
 use infergate_model::stats::noise::{RunNoise, run_noise, trials_per_arm};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
 use crate::bench::BenchCmd;
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::text::{BLANK, num};
 
@@ -110,11 +110,16 @@ impl NoiseCmd {
         Ok(self.metrics.clone())
     }
 
-    fn table(&self, set: &TrialSet, metrics: &[String], alpha: f64) -> Table {
-        let mut t = Table::new();
-        t.load_style(presets::ASCII_MARKDOWN);
+    fn table(&self, set: &TrialSet, metrics: &[String], alpha: f64) -> ConsoleTable {
         let per_arm = format!("trials per arm ({}%)", num(self.change * 100.0));
-        t.set_header(["metric", "trials", "mean", "run CV", "95% interval", per_arm.as_str()]);
+        let mut t = ConsoleTable::markdown([
+            "metric",
+            "trials",
+            "mean",
+            "run CV",
+            "95% interval",
+            per_arm.as_str(),
+        ]);
         for m in metrics {
             let values: Vec<Option<f64>> = set.trials.iter().map(|x| x.summary.metric(m)).collect();
             let RunNoise { trials, mean, log_sd, cv } = run_noise(&values);
@@ -127,7 +132,7 @@ impl NoiseCmd {
                 .and_then(|s| trials_per_arm(s, self.change, alpha, POWER))
                 .map_or(BLANK.to_string(), |n| n.to_string());
             let mean = if mean.is_finite() { num(mean) } else { BLANK.to_string() };
-            t.add_row([m.clone(), trials.to_string(), mean, cv_text, interval, need]);
+            t.row([m.clone(), trials.to_string(), mean, cv_text, interval, need]);
         }
         t
     }

@@ -16,14 +16,13 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use bench::runner::{self, RunControl, RunSpec};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::config::{BatchStrategy, EngineConfig, Source};
 use infergate_model::strategy_compare::{
     COMPARISON_FILE, StrategyComparison, StrategyRow, variant_config,
 };
 use infergate_model::summary::{EngineParams, RunStatus};
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::measure;
 use crate::plan::{self, BenchPlan, GateVerdicts, StrategyList};
@@ -160,15 +159,9 @@ fn display_path(path: &Path, root: &Path) -> String {
     path.strip_prefix(root).unwrap_or(path).display().to_string()
 }
 
-fn right(s: impl ToString) -> Cell {
-    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
-}
-
 /// The comparison table: one row per strategy; blank cells were not measured.
-pub fn table(rows: &[StrategyRow]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t.set_header([
+pub fn table(rows: &[StrategyRow]) -> ConsoleTable {
+    let mut t = ConsoleTable::framed([
         "strategy",
         "batch size or budget",
         "ok / failed",
@@ -180,20 +173,21 @@ pub fn table(rows: &[StrategyRow]) -> Table {
         "device-s",
         "cost",
         "cost / 1M output",
-    ]);
+    ])
+    .right_aligned(2..11);
     for r in rows {
-        t.add_row([
-            Cell::new(r.strategy),
-            Cell::new(&r.batching),
-            right(format!("{} / {}", r.ok, r.failed)),
-            right(fmt_opt(r.mean_ttft_ms, 1)),
-            right(fmt_opt(r.mean_e2e_ms, 1)),
-            right(fmt_opt(r.mean_queue_ms, 1)),
-            right(r.total_tokens.map_or_else(|| BLANK.to_string(), |n| n.to_string())),
-            right(fmt_opt(r.output_tokens_per_s, 1)),
-            right(fmt_opt(r.device_seconds, 2)),
-            right(fmt_opt(r.cost, 5)),
-            right(fmt_opt(r.cost_per_1m_output_tokens, 3)),
+        t.row([
+            r.strategy.to_string(),
+            r.batching.to_string(),
+            format!("{} / {}", r.ok, r.failed),
+            fmt_opt(r.mean_ttft_ms, 1),
+            fmt_opt(r.mean_e2e_ms, 1),
+            fmt_opt(r.mean_queue_ms, 1),
+            r.total_tokens.map_or_else(|| BLANK.to_string(), |n| n.to_string()),
+            fmt_opt(r.output_tokens_per_s, 1),
+            fmt_opt(r.device_seconds, 2),
+            fmt_opt(r.cost, 5),
+            fmt_opt(r.cost_per_1m_output_tokens, 3),
         ]);
     }
     t

@@ -5,11 +5,10 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 use bench::runner::{RunControl, RunError, RunSpec};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::summary::RunStatus;
 use infergate_model::sweep::{self, StageResult, SweepSetup, SweepSummary};
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::plan::{self, BenchPlan, GateVerdicts, SweepPlan};
 use crate::text::fmt_opt;
@@ -151,15 +150,9 @@ fn slo_text(s: &SweepSummary) -> String {
     parts.join(", ")
 }
 
-fn right(s: impl ToString) -> Cell {
-    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
-}
-
 /// The sweep as a console table, one row per stage.
-pub fn table(s: &SweepSummary) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t.set_header([
+pub fn table(s: &SweepSummary) -> ConsoleTable {
+    let mut t = ConsoleTable::framed([
         s.dimension.name(),
         "ok/total",
         "req/s",
@@ -171,21 +164,22 @@ pub fn table(s: &SweepSummary) -> Table {
         "GPU %",
         "cost/1M tok",
         "SLO",
-    ]);
+    ])
+    .right_aligned(1..10);
     for r in &s.stages {
         let knee = s.knee.as_ref().is_some_and(|k| k.stage == r.stage);
-        t.add_row([
-            Cell::new(format!("{}{}", r.load, if knee { " (knee)" } else { "" })),
-            right(format!("{}/{}", r.ok, r.requests)),
-            right(fmt_opt(r.requests_per_s, 2)),
-            right(fmt_opt(r.output_tokens_per_s, 1)),
-            right(fmt_opt(r.ttft_p99_ms, 1)),
-            right(fmt_opt(r.tpot_p99_ms, 1)),
-            right(fmt_opt(r.server_preemptions, 0)),
-            right(fmt_opt(r.server_kv_cache_usage_max, 2)),
-            right(fmt_opt(r.gpu_utilization_pct, 0)),
-            right(fmt_opt(r.cost_per_1m_output_tokens, 4)),
-            Cell::new(if r.meets_slo { "met".to_string() } else { r.violations.join("; ") }),
+        t.row([
+            format!("{}{}", r.load, if knee { " (knee)" } else { "" }),
+            format!("{}/{}", r.ok, r.requests),
+            fmt_opt(r.requests_per_s, 2),
+            fmt_opt(r.output_tokens_per_s, 1),
+            fmt_opt(r.ttft_p99_ms, 1),
+            fmt_opt(r.tpot_p99_ms, 1),
+            fmt_opt(r.server_preemptions, 0),
+            fmt_opt(r.server_kv_cache_usage_max, 2),
+            fmt_opt(r.gpu_utilization_pct, 0),
+            fmt_opt(r.cost_per_1m_output_tokens, 4),
+            if r.meets_slo { "met".to_string() } else { r.violations.join("; ") },
         ]);
     }
     t

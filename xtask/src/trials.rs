@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bench::runner::{self, RunControl, StopSignals};
-use comfy_table::{Table, presets};
 use infergate_model::stats::{self, Options};
 use infergate_model::summary::RunStatus;
 use infergate_model::trials::{
@@ -29,6 +28,7 @@ use infergate_model::trials::{
     TrialsFile, is_trial_set,
 };
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::measure;
 use crate::plan::{BenchPlan, GateSettings, TrialPlan};
@@ -459,9 +459,7 @@ pub fn until_decided(
 
 /// The console table of a set's estimates: metric, estimate [lo, hi], n and method.
 pub fn render_estimates(index: &TrialsFile) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header([
+    let mut table = ConsoleTable::markdown([
         "Metric".to_string(),
         format!("Estimate [{}% CI]", num(index.confidence * 100.0)),
         "n, method".to_string(),
@@ -475,7 +473,7 @@ pub fn render_estimates(index: &TrialsFile) -> String {
             Some(e) => (render::estimate_text(e, unit), render::basis_text(e)),
             None => (BLANK.to_string(), m.blank.clone().unwrap_or_default()),
         };
-        table.add_row([metric.clone(), estimate, basis, per_trial.join(", ")]);
+        table.row([metric.clone(), estimate, basis, per_trial.join(", ")]);
     }
     table.to_string()
 }

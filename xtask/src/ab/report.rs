@@ -2,12 +2,12 @@
 //! metric (baseline, candidate, the change with its interval, the budget, the verdict and where
 //! the budget comes from), and GitHub annotations. Pure: a file in, text out.
 
-use comfy_table::{Cell, CellAlignment, Table, presets};
 use infergate_model::ab::{AbFile, AbStatus, AbVerdict, Arm, CheckLook, NoiseSource};
 use infergate_model::summary::Scale;
 
 use infergate_model::stats::sig_text;
 
+use crate::console::ConsoleTable;
 use crate::text::{BLANK, gh_escape, num};
 
 /// A change as it reads: `+3.1%` or `-2.0 points`.
@@ -63,9 +63,7 @@ pub fn render(file: &AbFile) -> String {
         d.spending.fail,
         d.spending.pass
     );
-    let mut table = Table::new();
-    table.load_style(presets::UTF8_FULL_CONDENSED);
-    table.set_header([
+    let mut table = ConsoleTable::framed([
         "metric",
         "baseline",
         "candidate",
@@ -73,9 +71,9 @@ pub fn render(file: &AbFile) -> String {
         "budget",
         "verdict",
         "source",
-    ]);
+    ])
+    .right_aligned(1..4);
     for (c, check) in look.checks.iter().zip(&file.checks) {
-        let right = |s: String| Cell::new(s).set_alignment(CellAlignment::Right);
         let (base, cand, change) = match &c.change {
             Some(ch) => (
                 sig_text(ch.baseline),
@@ -89,14 +87,14 @@ pub fn render(file: &AbFile) -> String {
             ),
             None => (BLANK.into(), BLANK.into(), c.reason.clone().unwrap_or_default()),
         };
-        table.add_row(vec![
-            Cell::new(&c.metric),
-            right(base),
-            right(cand),
-            right(change),
-            Cell::new(format!("{} (catches {})", check.budget_text(), check.detect_text())),
-            Cell::new(verdict_text(c)),
-            Cell::new(&check.source),
+        table.row([
+            c.metric.to_string(),
+            base,
+            cand,
+            change,
+            format!("{} (catches {})", check.budget_text(), check.detect_text()),
+            verdict_text(c),
+            check.source.to_string(),
         ]);
     }
     out += &table.to_string();

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use comfy_table::{Table, presets};
 use git2::{ObjectType, Oid, Repository, Sort, Tree};
 
 use super::check::git;
@@ -19,6 +18,7 @@ use super::check::semdiff::{flatten, inline, same_value};
 use super::model::{Adr, AdrStatus, Decided};
 use super::parse::parse_adr;
 use super::records::is_record_file;
+use crate::console::ConsoleTable;
 use crate::settings::{self, SETTINGS_FILE, Settings};
 use crate::text::BLANK;
 
@@ -208,15 +208,21 @@ pub fn render(key: &str, entries: &[Entry]) -> String {
     if entries.is_empty() {
         return format!("{key}: no governed file of this history sets it\n");
     }
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header(["Commit", "Date", "File", "Value", "Record", "Status", "Record date"]);
+    let mut table = ConsoleTable::markdown([
+        "Commit",
+        "Date",
+        "File",
+        "Value",
+        "Record",
+        "Status",
+        "Record date",
+    ]);
     for e in entries {
         let (label, status, date) = e
             .record
             .clone()
             .unwrap_or_else(|| ("no record".to_string(), BLANK.to_string(), BLANK.to_string()));
-        table.add_row([
+        table.row([
             format!("{} {}", e.commit, e.summary),
             e.date.clone(),
             e.file.clone(),

@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use comfy_table::{Table, presets};
 use serde_json::json;
 
 use super::check::semdiff::{inline, same_value};
 use super::live::{is_live, superseded_parts};
 use super::model::{Adr, AdrStatus, Decided, LinkKind};
+use crate::console::ConsoleTable;
 use crate::text::BLANK;
 
 /// What a record supersedes: `0001` (whole), `0001 (in part: 2)` (the number of metrics and
@@ -44,9 +44,7 @@ fn environments(adr: &Adr) -> Vec<String> {
 
 /// The `adr list` table.
 pub fn list_table(adrs: &[Adr]) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header([
+    let mut table = ConsoleTable::markdown([
         "ADR",
         "Title",
         "Status",
@@ -58,7 +56,7 @@ pub fn list_table(adrs: &[Adr]) -> String {
         "File",
     ]);
     for adr in adrs {
-        table.add_row([
+        table.row([
             adr.number.map_or("?".into(), |n| format!("{n:04}")),
             adr.title().unwrap_or("(no title)").to_string(),
             adr.status_value().map_or("(invalid)".into(), |s| s.to_string()),
@@ -178,11 +176,9 @@ pub fn unnamed_values(
 
 /// The `adr list --exempt` table.
 pub fn unnamed_table(unnamed: &[Unnamed]) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header(["Governed key", "Value", "Live records"]);
+    let mut table = ConsoleTable::markdown(["Governed key", "Value", "Live records"]);
     for u in unnamed {
-        table.add_row([
+        table.row([
             format!("{}: {}", u.file, u.key),
             inline(&u.value),
             if u.others.is_empty() { "none name it".to_string() } else { u.others.join(", ") },

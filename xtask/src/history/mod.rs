@@ -13,9 +13,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use comfy_table::{Table, presets};
 use xshell::Shell;
 
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 
 #[derive(Debug, Args)]
@@ -60,9 +60,7 @@ impl HistoryCmd {
             HistoryAction::List => {
                 let h = store::read(&root)?;
                 println!("{}", h.describe());
-                let mut t = Table::new();
-                t.load_style(presets::ASCII_MARKDOWN);
-                t.set_header([
+                let mut t = ConsoleTable::markdown([
                     "measured",
                     "kind",
                     "run",
@@ -78,7 +76,7 @@ impl HistoryCmd {
                         .commit
                         .as_deref()
                         .map_or("—".to_string(), |c| c.chars().take(12).collect());
-                    t.add_row(vec![
+                    t.row(vec![
                         e.measured_at.clone(),
                         e.kind.as_str().to_string(),
                         e.run_id.clone(),

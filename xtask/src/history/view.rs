@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use comfy_table::{Table, presets};
 use infergate_model::stats::changepoint::Settings;
 use serde::Serialize;
 
 use super::series::{self, Built, Change, Filter, Series};
 use crate::ab::args::parse_fraction;
 use crate::chart::{self, Axis, Chart, Mark, MarkAxis};
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::text::{BLANK, gh_escape, num};
 
@@ -234,15 +234,19 @@ pub fn render_table(built: &Built) -> String {
     }
     for s in &built.series {
         let _ = writeln!(out, "{}", header(s));
-        let mut t = Table::new();
-        t.load_style(presets::ASCII_MARKDOWN);
-        t.set_header(["commit", "date", "trials", "value [95% interval]", "record in force"]);
+        let mut t = ConsoleTable::markdown([
+            "commit",
+            "date",
+            "trials",
+            "value [95% interval]",
+            "record in force",
+        ]);
         for p in &s.points {
             let interval = match (p.lo, p.hi) {
                 (Some(lo), Some(hi)) => format!("{} [{}, {}]", num(p.value), num(lo), num(hi)),
                 _ => format!("{} (one trial: no interval)", num(p.value)),
             };
-            t.add_row(vec![
+            t.row(vec![
                 short(&p.commit),
                 p.date.clone(),
                 p.trials.len().to_string(),

@@ -1,27 +1,15 @@
 //! Console tables of a run's summary, and the rows they share with `report.html`.
 
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::Summary;
 use infergate_model::metrics::Stats;
 use infergate_model::server_metrics::GaugeStats;
 
+use crate::console::ConsoleTable;
 use crate::text::{BLANK, fmt_opt};
 
-fn table() -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t
-}
-
-fn right(s: impl ToString) -> Cell {
-    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
-}
-
 /// The latency table: one row per metric.
-pub fn latency_table(s: &Summary) -> Table {
-    let mut t = table();
-    t.set_header([
+pub fn latency_table(s: &Summary) -> ConsoleTable {
+    let mut t = ConsoleTable::framed([
         "metric (ms)",
         "count",
         "mean",
@@ -32,25 +20,26 @@ pub fn latency_table(s: &Summary) -> Table {
         "p99",
         "p99.9",
         "max",
-    ]);
+    ])
+    .right_aligned(1..10);
     for (name, stats, blank_row) in latency_rows(s) {
-        let mut row = vec![Cell::new(name)];
+        let mut row = vec![name.to_string()];
         match stats {
             Some(st) => {
-                row.push(right(st.count));
+                row.push(st.count.to_string());
                 for v in [st.mean, st.stdev, st.p50, st.p90, st.p95, st.p99, st.p999, st.max] {
                     // NaN: a statistic the tool of an imported run did not report.
-                    row.push(right(if v.is_nan() { BLANK.to_string() } else { format!("{v:.2}") }));
+                    row.push(if v.is_nan() { BLANK.to_string() } else { format!("{v:.2}") });
                 }
             }
             None => {
                 if !blank_row {
                     continue;
                 }
-                row.extend((0..9).map(|_| right(BLANK)));
+                row.extend((0..9).map(|_| BLANK.to_string()));
             }
         }
-        t.add_row(row);
+        t.row(row);
     }
     t
 }
@@ -68,11 +57,10 @@ pub fn latency_rows(s: &Summary) -> [(&'static str, &Option<Stats>, bool); 5] {
 }
 
 /// Requests, throughput, goodput, schedule.
-pub fn overview_table(s: &Summary) -> Table {
-    let mut t = table();
-    t.set_header(["", "value"]);
+pub fn overview_table(s: &Summary) -> ConsoleTable {
+    let mut t = ConsoleTable::framed(["", "value"]);
     for (k, v) in overview_rows(s) {
-        t.add_row([Cell::new(k), Cell::new(v)]);
+        t.row([k, v]);
     }
     t
 }

@@ -3,12 +3,12 @@
 
 use std::fmt;
 
-use comfy_table::{Table, presets};
 use infergate_model::summary::RunStatus;
 
 use infergate_model::stats::Estimate;
 
 use super::evaluate::{Check, Effect, GateReport, Verdict};
+use crate::console::ConsoleTable;
 use crate::text::{BLANK, gh_escape, num, plural, with_unit};
 
 /// The verdict column: what the check does to the gate, and why when it was not measured.
@@ -54,14 +54,12 @@ pub fn basis_text(e: &Estimate) -> String {
 /// The report table: metric, estimate with its interval, n and method, limit, verdict, source
 /// record.
 pub fn render_table(report: &GateReport) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
     let confidence = report
         .checks
         .iter()
         .find_map(|c| c.estimate.as_ref().filter(|e| e.method.is_interval()))
         .map_or(String::new(), |e| format!(" [{}% CI]", num(e.confidence * 100.0)));
-    table.set_header([
+    let mut table = ConsoleTable::markdown([
         "Metric".to_string(),
         format!("Measured{confidence}"),
         "n, method".to_string(),
@@ -77,7 +75,7 @@ pub fn render_table(report: &GateReport) -> String {
             (None, Some(v)) => with_unit(v, &t.unit),
             (None, None) => BLANK.to_string(),
         };
-        table.add_row([
+        table.row([
             t.metric.clone(),
             measured,
             c.estimate.as_ref().map_or(BLANK.to_string(), basis_text),

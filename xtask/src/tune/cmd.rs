@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, CellAlignment, Table};
 use infergate_model::config::{EngineConfig, Source};
 use infergate_model::summary::{EngineParams, RunStatus};
 use infergate_model::trials::TrialSet;
@@ -30,6 +28,7 @@ use super::model::{
     SloCompliance, TuneFile, TuneRow, slo_check,
 };
 use crate::bench::BenchCmd;
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::plan::BenchMode;
 use crate::serve::{self, EngineProcess, ServeEngine};
@@ -711,15 +710,9 @@ pub fn legend(file: &TuneFile) -> String {
     s
 }
 
-fn right(s: impl ToString) -> Cell {
-    Cell::new(s.to_string()).set_alignment(CellAlignment::Right)
-}
-
 /// Every configuration, one row each; blank cells were not measured.
-pub fn table(file: &TuneFile) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_FULL_CONDENSED);
-    t.set_header([
+pub fn table(file: &TuneFile) -> ConsoleTable {
+    let mut t = ConsoleTable::framed([
         "configuration",
         "status",
         "trials × requests",
@@ -730,7 +723,8 @@ pub fn table(file: &TuneFile) -> Table {
         "TPOT P99 ms",
         "SLOs",
         "front",
-    ]);
+    ])
+    .right_aligned(2..8);
     for r in &file.rows {
         let winner = file.winner.as_deref() == Some(r.name.as_str());
         let status = match r.status {
@@ -757,17 +751,17 @@ pub fn table(file: &TuneFile) -> Table {
             (false, true) => "goodput",
             (false, false) => "",
         };
-        t.add_row([
-            Cell::new(if winner { format!("{} (winner)", r.name) } else { r.name.clone() }),
-            Cell::new(status),
-            right(n),
-            right(shown(r.estimates.goodput_rps.as_ref(), r.goodput_rps, 2)),
-            right(fmt_opt(r.goodput_ratio.map(|g| g * 100.0), 1)),
-            right(shown(r.estimates.output_tokens_per_s.as_ref(), r.output_tokens_per_s, 1)),
-            right(shown(r.estimates.ttft_p99_ms.as_ref(), r.ttft_p99_ms, 1)),
-            right(fmt_opt(r.tpot_p99_ms, 1)),
-            Cell::new(slos),
-            Cell::new(front),
+        t.row([
+            if winner { format!("{} (winner)", r.name) } else { r.name.clone() },
+            status,
+            n,
+            shown(r.estimates.goodput_rps.as_ref(), r.goodput_rps, 2),
+            fmt_opt(r.goodput_ratio.map(|g| g * 100.0), 1),
+            shown(r.estimates.output_tokens_per_s.as_ref(), r.output_tokens_per_s, 1),
+            shown(r.estimates.ttft_p99_ms.as_ref(), r.ttft_p99_ms, 1),
+            fmt_opt(r.tpot_p99_ms, 1),
+            slos.to_string(),
+            front.to_string(),
         ]);
     }
     t

@@ -20,7 +20,6 @@ use std::path::Path;
 
 use anyhow::Context;
 use clap::Args;
-use comfy_table::{Table, presets};
 use git2::{Repository, Tree};
 use infergate_model::config::{BenchConfig, Source};
 
@@ -33,6 +32,7 @@ use crate::adr::live;
 use crate::adr::model::{Adr, AdrStatus, Problem};
 use crate::adr::parse::{number_from_file_name, parse_adr};
 use crate::adr::records::is_record_file;
+use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
 use crate::text::{gh_escape, plural, quote};
@@ -665,11 +665,9 @@ fn coverage_cell(c: &Coverage) -> String {
 
 /// The coverage table: key, old -> new, covered by.
 pub fn coverage_table(outcome: &Outcome) -> String {
-    let mut table = Table::new();
-    table.load_style(presets::ASCII_MARKDOWN);
-    table.set_header(["Key", "Old -> new", "Covered by"]);
+    let mut table = ConsoleTable::markdown(["Key", "Old -> new", "Covered by"]);
     for c in &outcome.coverage {
-        table.add_row([c.change.target(), c.change.old_to_new(), coverage_cell(c)]);
+        table.row([c.change.target(), c.change.old_to_new(), coverage_cell(c)]);
     }
     table.to_string()
 }
