@@ -17,7 +17,7 @@ use crate::exit::Status;
 use crate::text::{BLANK, fmt_opt};
 use crate::{gitinfo, measure};
 
-pub const DEFAULT_DATASET: &str = "configs/acceptance/dataset.jsonl";
+pub(crate) const DEFAULT_DATASET: &str = "configs/acceptance/dataset.jsonl";
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]

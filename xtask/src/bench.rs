@@ -210,7 +210,7 @@ fn parse_stage_duration(s: &str) -> Result<f64, String> {
 }
 
 /// `--trials`, `--max-trials`: 1..=1000.
-pub fn parse_trials(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_trials(s: &str) -> Result<u32, String> {
     let max = infergate_model::config::limits::MAX_TRIALS;
     match s.trim().parse::<u32>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
@@ -228,19 +228,19 @@ fn parse_warmup_trials(s: &str) -> Result<u32, String> {
 }
 
 /// `--confidence`: within (0, 1).
-pub fn parse_confidence(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_confidence(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
         _ => Err(format!("must be a coverage within (0, 1) such as 0.95, got `{s}`")),
     }
 }
 
-pub const DEFAULT_CONFIG: &str = "configs/bench.toml";
+pub(crate) const DEFAULT_CONFIG: &str = "configs/bench.toml";
 
 impl BenchCmd {
     /// The bench flags of another command (`gate --ab`, which measures through the bench),
     /// parsed as `cargo xtask bench ARGS` would parse them.
-    pub fn from_args(args: &[String]) -> Result<BenchCmd, clap::Error> {
+    pub(crate) fn from_args(args: &[String]) -> Result<BenchCmd, clap::Error> {
         use clap::Parser;
         #[derive(Parser, Debug)]
         #[command(name = "cargo xtask bench")]
@@ -316,7 +316,7 @@ impl BenchCmd {
     /// The arguments that measure the same profile with the same settings (what a trial set
     /// records to add trials later): profile, config, target, load and workload flags, `--set`;
     /// not the output, gate or reporting flags. An API key appears only as its variable's name.
-    pub fn profile_args(&self) -> Vec<String> {
+    pub(crate) fn profile_args(&self) -> Vec<String> {
         let mut a: Vec<String> = vec!["--profile".into(), self.profile.clone()];
         let mut opt = |flag: &str, v: Option<String>| {
             if let Some(v) = v {
@@ -592,13 +592,13 @@ fn run_single(plan: &BenchPlan) -> anyhow::Result<Status> {
 }
 
 /// The default directory of shard `s` of run `run_id`: `<run id>-shard-<I>`.
-pub fn shard_dir(run_id: &str, s: infergate_model::shard::Shard) -> String {
+pub(crate) fn shard_dir(run_id: &str, s: infergate_model::shard::Shard) -> String {
     format!("{run_id}-shard-{}", s.index)
 }
 
 /// The bench config: `explicit` when given, else configs/bench.toml when present, else the
 /// built-in defaults. Paths are relative to the repository root and named so in messages.
-pub fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<BenchConfig> {
+pub(crate) fn load_config(root: &Path, explicit: Option<&Path>) -> anyhow::Result<BenchConfig> {
     Ok(match explicit {
         Some(p) => BenchConfig::load_in(root, p)?,
         None if root.join(DEFAULT_CONFIG).exists() => {

@@ -40,7 +40,7 @@ pub struct CompareCmd {
 }
 
 /// A confidence strictly between 0 and 1.
-pub fn parse_confidence(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_confidence(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(c) if c > 0.0 && c < 1.0 => Ok(c),
         _ => Err(format!("`{s}` is not a confidence: give a number between 0 and 1, like 0.95")),

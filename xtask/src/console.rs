@@ -37,7 +37,7 @@ impl ConsoleTable {
     }
 
     /// A framed table with this header.
-    pub fn framed<S: Into<String>>(header: impl IntoIterator<Item = S>) -> ConsoleTable {
+    pub(crate) fn framed<S: Into<String>>(header: impl IntoIterator<Item = S>) -> ConsoleTable {
         ConsoleTable::new(Style::Framed, header)
     }
 
@@ -47,7 +47,10 @@ impl ConsoleTable {
     }
 
     /// The columns (0-based) whose cells are right-aligned.
-    pub fn right_aligned(mut self, columns: impl IntoIterator<Item = usize>) -> ConsoleTable {
+    pub(crate) fn right_aligned(
+        mut self,
+        columns: impl IntoIterator<Item = usize>,
+    ) -> ConsoleTable {
         self.right.extend(columns);
         self
     }

@@ -18,7 +18,7 @@ use crate::settings::{SETTINGS_FILE, Settings};
 use crate::text::join_clean;
 
 /// The variable the user-id key is read from unless `--user-id-key-env` names another.
-pub const DEFAULT_KEY_ENV: &str = "INFERGATE_USER_ID_KEY";
+pub(crate) const DEFAULT_KEY_ENV: &str = "INFERGATE_USER_ID_KEY";
 
 /// Malformed log lines named on the console (all are in the provenance, up to its limit).
 const SHOWN_MALFORMED: usize = 20;

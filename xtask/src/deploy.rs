@@ -21,15 +21,15 @@ use xshell::Shell;
 use crate::exit::Status;
 
 /// The image `deploy render` names by default (built from `deploy/container/Dockerfile`).
-pub const DEFAULT_IMAGE: &str = "infergate-bench:latest";
+pub(crate) const DEFAULT_IMAGE: &str = "infergate-bench:latest";
 /// The Secret the pods read API keys from, one key per variable name.
-pub const API_KEY_SECRET: &str = "infergate-api-keys";
+pub(crate) const API_KEY_SECRET: &str = "infergate-api-keys";
 /// Where the pods mount the ConfigMap (the repository root of the bench inside the pod).
-pub const CONFIG_ROOT: &str = "/infergate";
+pub(crate) const CONFIG_ROOT: &str = "/infergate";
 /// Where the pods mount the run directories' volume.
-pub const RUNS_ROOT: &str = "/runs";
+pub(crate) const RUNS_ROOT: &str = "/runs";
 /// The bench binary in the image.
-pub const BINARY: &str = "infergate";
+pub(crate) const BINARY: &str = "infergate";
 
 #[derive(Debug, Subcommand)]
 pub enum DeployCmd {
@@ -189,7 +189,7 @@ impl RenderCmd {
 
 /// Refuse a profile that cannot run as `count` shards: it needs a target, and every shard its
 /// part of the load.
-pub fn check_shards(resolved: &ResolvedProfile, count: u32) -> anyhow::Result<()> {
+pub(crate) fn check_shards(resolved: &ResolvedProfile, count: u32) -> anyhow::Result<()> {
     // At least one shard (`completions: 0` would run the merge on nothing), at most the bound.
     Shard::new(0, count).map_err(anyhow::Error::msg)?;
     if resolved.target.is_none() {
@@ -241,7 +241,7 @@ fn check_items(root: &Path, resolved: &ResolvedProfile, count: u32) -> anyhow::R
 
 /// A Kubernetes name (RFC 1123 label): 1 to 63 lowercase letters, digits and `-`, starting and
 /// ending with a letter or digit.
-pub fn check_k8s_name(flag: &str, v: &str) -> anyhow::Result<()> {
+pub(crate) fn check_k8s_name(flag: &str, v: &str) -> anyhow::Result<()> {
     let ok = (1..=63).contains(&v.len())
         && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !v.starts_with('-')
@@ -257,7 +257,7 @@ pub fn check_k8s_name(flag: &str, v: &str) -> anyhow::Result<()> {
 
 /// A Kubernetes storage quantity: a positive number with an optional binary (`Ki`, `Mi`, `Gi`,
 /// `Ti`, `Pi`, `Ei`) or decimal (`k`, `M`, `G`, `T`, `P`, `E`) suffix: `10Gi`, `500M`, `1.5Ti`.
-pub fn check_quantity(flag: &str, v: &str) -> anyhow::Result<()> {
+pub(crate) fn check_quantity(flag: &str, v: &str) -> anyhow::Result<()> {
     const SUFFIXES: [&str; 12] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"];
     let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let suffix = &v[digits.len()..];
@@ -278,11 +278,11 @@ pub fn check_quantity(flag: &str, v: &str) -> anyhow::Result<()> {
 }
 
 /// The most a ConfigMap holds (Kubernetes refuses larger ones).
-pub const CONFIG_MAP_LIMIT: usize = 1024 * 1024;
+pub(crate) const CONFIG_MAP_LIMIT: usize = 1024 * 1024;
 
 /// The files the pods read, relative to the root, with their text: the bench config, the
 /// target's engine config, the workload's dataset, trace and empirical length files.
-pub fn shipped_files(
+pub(crate) fn shipped_files(
     root: &Path,
     config: &str,
     resolved: &ResolvedProfile,
@@ -321,7 +321,7 @@ pub fn shipped_files(
 
 /// A Kubernetes name (DNS-1123 label) made of `s`: lower case, `-` for anything else, at most
 /// `max` characters, no `-` at either end.
-pub fn dns_name(s: &str, max: usize) -> String {
+pub(crate) fn dns_name(s: &str, max: usize) -> String {
     let mapped: String = s
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
@@ -496,7 +496,7 @@ fn pod_security() -> Value {
 }
 
 /// A JSON value as a YAML document (block style; multi-line strings as literal blocks).
-pub fn to_yaml(v: &Value) -> String {
+pub(crate) fn to_yaml(v: &Value) -> String {
     fn conv(v: &Value) -> yaml_rust2::Yaml {
         use yaml_rust2::Yaml;
         match v {

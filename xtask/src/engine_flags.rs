@@ -88,7 +88,7 @@ fn common_notes(cfg: &EngineConfig, notes: &mut Vec<String>) {
 }
 
 /// `vllm serve` flags. Every parameter of the file has a vLLM flag.
-pub fn render_vllm(cfg: &EngineConfig) -> Rendered {
+pub(crate) fn render_vllm(cfg: &EngineConfig) -> Rendered {
     let e = &cfg.engine;
     let s = &cfg.scheduler;
     let mut notes = Vec::new();
@@ -135,7 +135,7 @@ pub fn render_vllm(cfg: &EngineConfig) -> Rendered {
 }
 
 /// `python -m sglang.launch_server` flags, where SGLang has an equivalent.
-pub fn render_sglang(cfg: &EngineConfig) -> Rendered {
+pub(crate) fn render_sglang(cfg: &EngineConfig) -> Rendered {
     let e = &cfg.engine;
     let s = &cfg.scheduler;
     let mut notes = Vec::new();

@@ -24,7 +24,7 @@ impl Exit {
 pub const SUCCESS: Exit =
     Exit { code: 0, name: "success", meaning: "the command did what it was asked" };
 
-pub const POLICY_VIOLATED: Exit = Exit {
+pub(crate) const POLICY_VIOLATED: Exit = Exit {
     code: 1,
     name: "policy-violated",
     meaning: "a policy was violated: a gate failed, a lint or check found violations, an \
@@ -32,7 +32,7 @@ pub const POLICY_VIOLATED: Exit = Exit {
               error over its bounds, or a run had no successful request",
 };
 
-pub const USAGE_ERROR: Exit = Exit {
+pub(crate) const USAGE_ERROR: Exit = Exit {
     code: 2,
     name: "usage-error",
     meaning: "usage or tool error: bad arguments, unreadable or invalid files, unreachable target",
@@ -46,7 +46,7 @@ pub const INCONCLUSIVE: Exit = Exit {
               failed; never a pass; or a self-test whose every attempt the machine disturbed",
 };
 
-pub const NO_DATA: Exit = Exit {
+pub(crate) const NO_DATA: Exit = Exit {
     code: 4,
     name: "no-data",
     meaning: "a watch could not evaluate a rollback condition for its window (the metrics page \
@@ -61,14 +61,14 @@ pub const NO_RECORD: Exit = Exit {
               measured; not decided, never a pass (write its record with `adr new`)",
 };
 
-pub const OVERSATURATED: Exit = Exit {
+pub(crate) const OVERSATURATED: Exit = Exit {
     code: 6,
     name: "oversaturated",
     meaning: "a bench run was stopped early: the server fell behind its open-loop schedule by a \
               growing margin (over-saturation); what was measured until then is written",
 };
 
-pub const INTERRUPTED: Exit = Exit {
+pub(crate) const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
     meaning: "stopped by Ctrl-C or SIGTERM; what was measured is written",
@@ -138,7 +138,7 @@ impl Status {
         self.exit().exit_code()
     }
 
-    pub fn from_ok(ok: bool) -> Status {
+    pub(crate) fn from_ok(ok: bool) -> Status {
         if ok { Status::Success } else { Status::PolicyViolated }
     }
 
@@ -159,11 +159,11 @@ impl Status {
 }
 
 /// Print an error and its causes: `error: ...` then one `  caused by: ...` line per source.
-pub fn print_error(e: &anyhow::Error) {
+pub(crate) fn print_error(e: &anyhow::Error) {
     eprintln!("{}", render_error(e));
 }
 
-pub fn render_error(e: &anyhow::Error) -> String {
+pub(crate) fn render_error(e: &anyhow::Error) -> String {
     let mut out = format!("error: {e}");
     for cause in e.chain().skip(1) {
         out.push_str(&format!("\n  caused by: {cause}"));

@@ -184,13 +184,13 @@ impl Command {
 
 /// The repository root commands work in when `-C` does not name one: see [`find_root`], from
 /// the current directory.
-pub fn project_root() -> PathBuf {
+pub(crate) fn project_root() -> PathBuf {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     find_root(&cwd, &built_root())
 }
 
 /// The workspace root this binary was built from.
-pub fn built_root() -> PathBuf {
+pub(crate) fn built_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
@@ -200,7 +200,7 @@ pub fn built_root() -> PathBuf {
 /// `built` (the source tree of this binary) when `cwd` is inside it, so a source tree without
 /// git still works from its subdirectories; else `cwd` itself. An installed binary thus works
 /// on the repository it is run in, never silently on the tree it was compiled in.
-pub fn find_root(cwd: &Path, built: &Path) -> PathBuf {
+pub(crate) fn find_root(cwd: &Path, built: &Path) -> PathBuf {
     if let Some(repo) = cwd.ancestors().find(|d| d.join(".git").exists()) {
         return repo.to_path_buf();
     }
@@ -248,7 +248,7 @@ where
 }
 
 /// Run a parsed command line.
-pub fn run_cli(cli: Cli) -> anyhow::Result<Status> {
+pub(crate) fn run_cli(cli: Cli) -> anyhow::Result<Status> {
     let root = cli.root.unwrap_or_else(project_root);
     let sh = Shell::new()?;
     sh.change_dir(&root);

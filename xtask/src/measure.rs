@@ -15,7 +15,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// A flag set when Ctrl-C or SIGTERM arrives, for commands that run many runs (each run
 /// handles its own signals; between runs the command checks the flag).
-pub fn listen_for_stop() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+pub(crate) fn listen_for_stop() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let mut signals = rt.block_on(async { bench::runner::StopSignals::listen() });
@@ -29,7 +29,7 @@ pub fn listen_for_stop() -> anyhow::Result<std::sync::Arc<std::sync::atomic::Ato
 
 /// The default output directory of `command` (`bench`, `accept`): `target/<command>/<name>`
 /// under the repository root.
-pub fn default_out_dir(root: &Path, command: &str, name: &str) -> PathBuf {
+pub(crate) fn default_out_dir(root: &Path, command: &str, name: &str) -> PathBuf {
     root.join("target").join(command).join(name)
 }
 

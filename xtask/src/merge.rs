@@ -67,7 +67,7 @@ fn status_word(s: RunStatus) -> String {
 }
 
 /// The shards as merged, one row each, then the missing ones.
-pub fn shard_table(report: &MergeReport) -> ConsoleTable {
+pub(crate) fn shard_table(report: &MergeReport) -> ConsoleTable {
     let mut t = ConsoleTable::framed([
         "shard",
         "status",
@@ -102,7 +102,7 @@ pub fn shard_table(report: &MergeReport) -> ConsoleTable {
 }
 
 /// The spread of the shards' windows, one line.
-pub fn spread_line(report: &MergeReport) -> String {
+pub(crate) fn spread_line(report: &MergeReport) -> String {
     format!(
         "shards' loads started {:.3} ms apart and ended {} ms apart; common window {} s, {} ok \
          requests/s in it",

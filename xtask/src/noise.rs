@@ -19,7 +19,7 @@ use crate::exit::Status;
 use crate::text::{BLANK, num};
 
 /// Power of the trials-per-arm figure.
-pub const POWER: f64 = 0.95;
+pub(crate) const POWER: f64 = 0.95;
 
 #[derive(Debug, clap::Args)]
 pub struct NoiseCmd {

@@ -23,7 +23,7 @@ pub use crate::thresholds::GateVerdicts;
 use crate::thresholds::{self, GateOptions, GateReport, Thresholds};
 
 /// The name a `--base-url` target is recorded under.
-pub const CLI_TARGET: &str = "cli";
+pub(crate) const CLI_TARGET: &str = "cli";
 
 /// Everything `cargo xtask bench` runs, resolved from the command line once.
 #[derive(Debug)]
@@ -129,12 +129,12 @@ pub fn sweep_id(run_id: &str) -> String {
 }
 
 /// The run id of stage `index` (from 0) of a sweep.
-pub fn stage_run_id(sweep_id: &str, index: usize) -> String {
+pub(crate) fn stage_run_id(sweep_id: &str, index: usize) -> String {
     format!("{sweep_id}-{:02}", index + 1)
 }
 
 /// The run id of one strategy of a comparison started as run `run_id`.
-pub fn strategy_run_id(run_id: &str, strategy: BatchStrategy) -> String {
+pub(crate) fn strategy_run_id(run_id: &str, strategy: BatchStrategy) -> String {
     format!("{run_id}-{strategy}")
 }
 
@@ -165,7 +165,7 @@ impl ProfileSource {
 
 /// Why a command line cannot become a plan (beyond what clap refuses and config errors).
 #[derive(Debug, PartialEq, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     #[error("--base-url must start with http:// or https://, got `{0}`")]
     BaseUrl(String),
     #[error(
@@ -202,7 +202,7 @@ pub enum PlanError {
 }
 
 /// Refuse a comparison of a profile that does not run the engine simulator.
-pub fn check_comparable(profile: &ResolvedProfile) -> Result<(), PlanError> {
+pub(crate) fn check_comparable(profile: &ResolvedProfile) -> Result<(), PlanError> {
     if let Some((name, _)) = &profile.target {
         return Err(PlanError::CompareWithTarget {
             profile: profile.name.clone(),
@@ -245,7 +245,7 @@ impl BenchPlan {
 
 /// A command line as it can be pasted into a shell: `cargo xtask` and the arguments, each
 /// quoted when the shell would read it otherwise ([`crate::text::quote`]).
-pub fn command_line(args: &[OsString]) -> String {
+pub(crate) fn command_line(args: &[OsString]) -> String {
     let mut out = String::from("cargo xtask");
     for a in args {
         out.push(' ');

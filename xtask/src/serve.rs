@@ -101,7 +101,7 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// llama-server's arguments for an engine config: slots from max_num_seqs, context for every
 /// slot, metrics on, loopback only.
-pub fn llama_cpp_args(
+pub(crate) fn llama_cpp_args(
     cfg: &EngineConfig,
     model: &Path,
     alias: &str,
@@ -139,7 +139,7 @@ pub fn llama_cpp_args(
 /// Start `engine` for the engine-config text `text` (read as the file `config`), with its log at
 /// `log`, and wait until it is ready: the lifecycle `tune` and `gate --ab` give each
 /// configuration.
-pub fn start_config(
+pub(crate) fn start_config(
     root: &Path,
     engine: ServeEngine,
     (config, text): (&Path, &str),

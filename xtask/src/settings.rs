@@ -81,7 +81,7 @@ impl Settings {
 /// A governed pattern is a path under `configs/` ending in `.toml` (decision lines can only
 /// name such files), made of letters, digits, `_-./` and `*`, without empty, `.` or `..`
 /// segments.
-pub fn validate_pattern(p: &str) -> Result<(), BadPattern> {
+pub(crate) fn validate_pattern(p: &str) -> Result<(), BadPattern> {
     let ok = p.starts_with("configs/")
         && p.ends_with(".toml")
         && p.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
@@ -95,7 +95,7 @@ pub fn validate_pattern(p: &str) -> Result<(), BadPattern> {
     "governed file `{0}` is not a path under configs/ ending in .toml (letters, digits, \
      `_-./` and `*` wildcards); decision records can only name such files"
 )]
-pub struct BadPattern(pub String);
+pub(crate) struct BadPattern(pub String);
 
 /// Whether `path` (relative to the repository root, `/`-separated) matches `pattern`: segment by
 /// segment, `*` matching any run of characters within a segment.
@@ -114,12 +114,12 @@ fn glob_segment(p: &[u8], s: &[u8]) -> bool {
 }
 
 /// The bench configuration, whose `engine_config` keys name engine parameter files.
-pub const BENCH_FILE: &str = "configs/bench.toml";
+pub(crate) const BENCH_FILE: &str = "configs/bench.toml";
 
 /// An `engine_config = "..."` of the bench configuration (a profile's `sim` section, a target,
 /// wherever it is written): the file a run takes its engine parameters from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EngineConfigRef {
+pub(crate) struct EngineConfigRef {
     /// The path as written, with a leading `./` removed.
     pub path: String,
     /// Dotted key of the setting (`profile.tuned.sim.engine_config`).
@@ -131,7 +131,7 @@ pub struct EngineConfigRef {
 impl EngineConfigRef {
     /// Why a decision record cannot govern this file, if it cannot: it must be a path under
     /// `configs/` ending in `.toml`.
-    pub fn ungovernable(&self) -> Option<String> {
+    pub(crate) fn ungovernable(&self) -> Option<String> {
         let literal = !self.path.contains('*');
         if literal && validate_pattern(&self.path).is_ok() {
             return None;
@@ -148,7 +148,7 @@ impl EngineConfigRef {
 /// Every `engine_config` string of the bench configuration, in file order. Each is governed
 /// (`adr check` adds it to the governed files): a profile cannot take its engine parameters
 /// from a file that escapes the records. Invalid TOML is an error naming the line.
-pub fn engine_config_refs(source: &Source) -> Result<Vec<EngineConfigRef>, ConfigError> {
+pub(crate) fn engine_config_refs(source: &Source) -> Result<Vec<EngineConfigRef>, ConfigError> {
     let table: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
     let mut out = Vec::new();
     fn walk(t: &toml::Table, at: &mut Vec<String>, out: &mut Vec<(Vec<String>, String)>) {
@@ -178,7 +178,7 @@ pub fn engine_config_refs(source: &Source) -> Result<Vec<EngineConfigRef>, Confi
 }
 
 /// Whether `path` is governed by any of `patterns`.
-pub fn is_governed(patterns: &[String], path: &str) -> bool {
+pub(crate) fn is_governed(patterns: &[String], path: &str) -> bool {
     patterns.iter().any(|p| matches(p, path))
 }
 

@@ -14,7 +14,7 @@ use crate::plan::{self, BenchPlan, GateVerdicts, SweepPlan};
 use crate::text::fmt_opt;
 use crate::{measure, text};
 
-pub const CHART_FILE: &str = "sweep.svg";
+pub(crate) const CHART_FILE: &str = "sweep.svg";
 
 /// Run the sweep of `plan`: every stage is resolved before the first one is measured; with
 /// `--gate` each stage is gated and the sweep fails (exit 1) when any stage fails the gate.
@@ -103,7 +103,7 @@ fn stage_specs(plan: &BenchPlan, setup: &SweepSetup, items: u64) -> anyhow::Resu
 }
 
 /// What names a stage among the runs of its sweep: its load (`concurrency 32`, `rate 4`).
-pub fn stage_label(dimension: infergate_model::sweep::Dimension, load: f64) -> String {
+pub(crate) fn stage_label(dimension: infergate_model::sweep::Dimension, load: f64) -> String {
     format!("{} {}", dimension.name(), infergate_model::config::limits::number(load))
 }
 
@@ -188,7 +188,7 @@ pub fn table(s: &SweepSummary) -> ConsoleTable {
 /// The sweep chart: output throughput and latency p99 against load (GPU utilisation too, when
 /// sampled), the knee and the SLOs labelled; values that were not measured are left out and
 /// counted (see `chart::figures::sweep_svg`).
-pub fn render_svg(s: &SweepSummary) -> String {
+pub(crate) fn render_svg(s: &SweepSummary) -> String {
     crate::chart::figures::sweep_svg(s)
 }
 

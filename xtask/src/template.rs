@@ -19,7 +19,7 @@ use minijinja::{
 use serde::Serialize;
 
 /// The report page (`report.html`).
-pub const PAGE: &str = "page.html";
+pub(crate) const PAGE: &str = "page.html";
 /// A decision record's draft (`adr new`).
 pub const RECORD: &str = "record.md";
 

@@ -8,13 +8,13 @@
 pub use infergate_model::BLANK;
 
 /// A value with `decimals` decimals, or [`BLANK`] when there is none.
-pub fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
+pub(crate) fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
 }
 
 /// A value with its unit for people (`201 ms`); ratios, counts and currency stand alone. The
 /// number is [`num`]'s.
-pub fn with_unit(v: f64, unit: &str) -> String {
+pub(crate) fn with_unit(v: f64, unit: &str) -> String {
     infergate_model::stats::in_unit(num(v), unit)
 }
 
@@ -26,7 +26,7 @@ pub fn num(v: f64) -> String {
 
 /// `root` joined with `rel` for messages and file access, without `.` components
 /// (`/repo` + `./runs/a` is `/repo/runs/a`, not `/repo/./runs/a`); an absolute `rel` stands alone.
-pub fn join_clean(root: &std::path::Path, rel: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn join_clean(root: &std::path::Path, rel: &std::path::Path) -> std::path::PathBuf {
     root.join(rel).components().filter(|c| !matches!(c, std::path::Component::CurDir)).collect()
 }
 
@@ -45,7 +45,7 @@ pub fn yaml(doc: &yaml_rust2::Yaml) -> String {
 }
 
 /// `1 record`, `2 records`.
-pub fn plural(n: usize, word: &str) -> String {
+pub(crate) fn plural(n: usize, word: &str) -> String {
     if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
 }
 
@@ -57,7 +57,7 @@ pub fn quote(arg: &str) -> String {
 }
 
 /// Escape a GitHub workflow-command message (`%`, CR, LF) or property (also `:` and `,`).
-pub fn gh_escape(s: &str, property: bool) -> String {
+pub(crate) fn gh_escape(s: &str, property: bool) -> String {
     let mut out = s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
     if property {
         out = out.replace(':', "%3A").replace(',', "%2C");
@@ -66,7 +66,7 @@ pub fn gh_escape(s: &str, property: bool) -> String {
 }
 
 /// Lines that differ between two texts: `-` only in `old`, `+` only in `new`, in order.
-pub fn line_diff(old: &str, new: &str) -> Vec<String> {
+pub(crate) fn line_diff(old: &str, new: &str) -> Vec<String> {
     let a: Vec<&str> = old.lines().collect();
     let b: Vec<&str> = new.lines().collect();
     // Longest common subsequence, small inputs.

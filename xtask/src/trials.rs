@@ -36,12 +36,12 @@ use crate::text::{BLANK, num};
 use crate::thresholds::{self, GATE_FILE, GateReport, Thresholds, render};
 
 /// The directory name of trial `n` (from 1).
-pub fn trial_dir_name(n: usize) -> String {
+pub(crate) fn trial_dir_name(n: usize) -> String {
     format!("trial-{n:02}")
 }
 
 /// The directory name of warmup trial `k` (from 1).
-pub fn warmup_dir_name(k: usize) -> String {
+pub(crate) fn warmup_dir_name(k: usize) -> String {
     format!("warmup-{k:02}")
 }
 
@@ -65,7 +65,7 @@ fn entry_of(dir: String, s: &infergate_model::summary::Summary) -> TrialEntry {
 /// The metrics a set estimates: the documented defaults, then every metric a threshold for
 /// `profile` names, whatever environment it holds for (the set's is known once it ran; the
 /// gate then selects by it).
-pub fn gated_metrics(thresholds: Option<&Thresholds>, profile: &str) -> Vec<String> {
+pub(crate) fn gated_metrics(thresholds: Option<&Thresholds>, profile: &str) -> Vec<String> {
     let mut out: Vec<String> = DEFAULT_METRICS.iter().map(|m| m.to_string()).collect();
     if let Some(t) = thresholds {
         for th in thresholds::evaluate::select(t, profile, None).applying {
@@ -87,7 +87,7 @@ pub enum Added {
 }
 
 /// A trial set being measured: its directory, its index, and the plan each trial runs.
-pub struct SetWriter<'a> {
+pub(crate) struct SetWriter<'a> {
     plan: &'a BenchPlan,
     pub dir: PathBuf,
     pub index: TrialsFile,
@@ -131,7 +131,7 @@ impl<'a> SetWriter<'a> {
 
     /// Measure warmup trial `k` (from 1) into `warmup-NN`, then rewrite `trials.json`: listed
     /// with its headline metrics, never part of an estimate.
-    pub fn add_warmup(&mut self) -> anyhow::Result<Added> {
+    pub(crate) fn add_warmup(&mut self) -> anyhow::Result<Added> {
         let k = self.index.warmup.len() + 1;
         let label = format!("warmup trial {k}");
         let name = warmup_dir_name(k);
@@ -157,7 +157,7 @@ impl<'a> SetWriter<'a> {
     }
 
     /// Measure one more trial, then rewrite `trials.json`.
-    pub fn add_trial(&mut self) -> anyhow::Result<Added> {
+    pub(crate) fn add_trial(&mut self) -> anyhow::Result<Added> {
         let n = self.index.trials.len() + 1;
         let label = format!("trial {n}");
         let name = trial_dir_name(n);
@@ -415,7 +415,7 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
 /// `max_trials`. Look k of at most K is made at `confidence_at_look(k, K, 1 - confidence)`
 /// (Bonferroni); the looks start at 2 trials (a t interval needs two). Returns the status and
 /// the last look's report (`None` when interrupted before any look).
-pub fn until_decided(
+pub(crate) fn until_decided(
     w: &mut SetWriter<'_>,
     gate: &GateSettings,
     max_trials: u32,
@@ -458,7 +458,7 @@ pub fn until_decided(
 }
 
 /// The console table of a set's estimates: metric, estimate [lo, hi], n and method.
-pub fn render_estimates(index: &TrialsFile) -> String {
+pub(crate) fn render_estimates(index: &TrialsFile) -> String {
     let mut table = ConsoleTable::markdown([
         "Metric".to_string(),
         format!("Estimate [{}% CI]", num(index.confidence * 100.0)),

@@ -55,7 +55,7 @@ pub struct WatchCmd {
 
 /// One watched condition and where its episode stands.
 #[derive(Clone, Debug)]
-pub struct Watched {
+pub(crate) struct Watched {
     pub live: LiveCondition,
     pub source: Source,
     /// How the condition is decided on the engine's buckets, when that is not its own words
@@ -88,7 +88,7 @@ pub struct Held {
 
 /// The conditions on one target, evaluated scrape by scrape.
 #[derive(Clone, Debug, Default)]
-pub struct Watch {
+pub(crate) struct Watch {
     pub watched: Vec<Watched>,
     scrapes: Vec<Scrape>,
 }
@@ -174,7 +174,7 @@ impl Watch {
     /// A scrape at `now_s` that failed (or held no engine series): no condition has data. A
     /// breaking episode is not ended by it (the next scrape decides), but the time without data
     /// counts.
-    pub fn push_failed(&mut self, _now_s: f64) {
+    pub(crate) fn push_failed(&mut self, _now_s: f64) {
         for w in &mut self.watched {
             w.value = None;
         }
@@ -182,7 +182,7 @@ impl Watch {
 
     /// The conditions whose stretch without data has just reached their window (each reported
     /// once per stretch): they could not be evaluated for it.
-    pub fn newly_without_data(&mut self, now_s: f64) -> Vec<usize> {
+    pub(crate) fn newly_without_data(&mut self, now_s: f64) -> Vec<usize> {
         let mut out = Vec::new();
         for (i, w) in self.watched.iter_mut().enumerate() {
             let gap = now_s - w.last_data_s;
@@ -204,7 +204,7 @@ impl Watch {
     }
 
     /// One line: each condition's value and, while it holds, for how long of its window.
-    pub fn status_line(&self, now_s: f64) -> String {
+    pub(crate) fn status_line(&self, now_s: f64) -> String {
         let parts: Vec<String> = self
             .watched
             .iter()

@@ -103,7 +103,7 @@ pub struct AbArgs {
 }
 
 /// `5%` or `0.05`: a fraction within (0, 1).
-pub fn parse_fraction(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let v = match t.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),

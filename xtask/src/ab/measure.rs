@@ -35,7 +35,7 @@ pub struct ArmRun {
 }
 
 /// Measures the trials of a gate and keeps `ab.json` up to date.
-pub struct CliMeasure<'a> {
+pub(crate) struct CliMeasure<'a> {
     pub plan: &'a BenchPlan,
     pub dir: PathBuf,
     pub design: Design,
@@ -59,7 +59,7 @@ pub struct CliMeasure<'a> {
 
 /// Why a trial could not run (an error, not a verdict).
 #[derive(Debug, thiserror::Error)]
-pub enum MeasureError {
+pub(crate) enum MeasureError {
     #[error(transparent)]
     Run(#[from] anyhow::Error),
     #[error(transparent)]
@@ -182,7 +182,7 @@ impl<'a> CliMeasure<'a> {
 }
 
 /// A trial's directory: its number and arm (`007-candidate`).
-pub fn trial_dir(slot: &Slot) -> String {
+pub(crate) fn trial_dir(slot: &Slot) -> String {
     format!("{:03}-{}", slot.trial, slot.arm.as_str())
 }
 

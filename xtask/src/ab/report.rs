@@ -135,7 +135,7 @@ pub fn render(file: &AbFile) -> String {
     out
 }
 
-pub fn status_text(s: Option<AbStatus>) -> &'static str {
+pub(crate) fn status_text(s: Option<AbStatus>) -> &'static str {
     match s {
         Some(AbStatus::Pass) => "pass",
         Some(AbStatus::Fail) => "FAIL",

@@ -21,8 +21,8 @@ use crate::thresholds::series::{
     source,
 };
 
-pub const RULES_FILE: &str = "deploy/prometheus/infergate-rules.yml";
-pub const K8S_FILE: &str = "deploy/k8s/infergate-prometheusrule.yml";
+pub(crate) const RULES_FILE: &str = "deploy/prometheus/infergate-rules.yml";
+pub(crate) const K8S_FILE: &str = "deploy/k8s/infergate-prometheusrule.yml";
 
 /// The two generated files and what went into them.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,7 +49,7 @@ fn camel(s: &str) -> String {
 }
 
 /// The alert name of a condition: `InfergateAdr0001MetricsTtftMsP99RollBack`.
-pub fn alert_name(c: &LiveCondition) -> String {
+pub(crate) fn alert_name(c: &LiveCondition) -> String {
     format!(
         "InfergateAdr{:04}{}{}",
         c.adr,
@@ -60,7 +60,7 @@ pub fn alert_name(c: &LiveCondition) -> String {
 
 /// The series a condition is written over on `engine`, a latency quantile resolved on the
 /// engine's default buckets; or why there is none.
-pub fn engine_source(c: &LiveCondition, engine: Engine) -> Result<Source, NotExportable> {
+pub(crate) fn engine_source(c: &LiveCondition, engine: Engine) -> Result<Source, NotExportable> {
     let src = source(&c.condition.metric, engine)?;
     match src.family().and_then(default_bounds) {
         Some(bounds) => resolve(&src, &c.condition, bounds),

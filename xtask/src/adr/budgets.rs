@@ -38,14 +38,14 @@ pub struct ProposedBudget {
 
 /// The change the default A/B design resolves at 95% power for log spread `s` across
 /// `blocking` blocking metrics.
-pub fn resolvable(s: f64, blocking: usize) -> f64 {
+pub(crate) fn resolvable(s: f64, blocking: usize) -> f64 {
     let alpha = infergate_model::ab::DEFAULT_ALPHA_FAIL / blocking.max(1) as f64;
     let n = 2.0 * infergate_model::ab::design::TARGET_BLOCKS as f64;
     ((normal_quantile(1.0 - alpha) + normal_quantile(0.95)) * s * (2.0 / n).sqrt()).exp_m1()
 }
 
 /// The budget for a metric of log spread `s`.
-pub fn budget_for(s: f64, blocking: usize) -> f64 {
+pub(crate) fn budget_for(s: f64, blocking: usize) -> f64 {
     let half = (resolvable(s, blocking) / 2.0 * 100.0).ceil() / 100.0;
     infergate_model::ab::DEFAULT_BUDGET.max(half)
 }

@@ -13,7 +13,7 @@ use super::model::SectionKind;
 
 /// The whole draft.
 #[derive(Debug, Serialize)]
-pub struct Draft {
+pub(crate) struct Draft {
     /// `ADR-0007`'s number, zero-padded as files and titles spell it.
     pub number: String,
     pub title: String,
@@ -65,8 +65,8 @@ pub struct Table {
 }
 
 /// Column alignments in a [`Table`].
-pub const LEFT: &str = "---";
-pub const RIGHT: &str = "---:";
+pub(crate) const LEFT: &str = "---";
+pub(crate) const RIGHT: &str = "---:";
 
 impl Table {
     /// A table of columns `(header, alignment)`, no rows yet.

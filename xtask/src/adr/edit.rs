@@ -18,7 +18,7 @@ fn join(lines: &[String], crlf: bool) -> String {
 
 /// Replace the value of a `Key: value` line (list markers, bold and front matter kept), or the
 /// whole content of a bare line (`## Status` section).
-pub fn replace_value(line: &str, value: &str) -> String {
+pub(crate) fn replace_value(line: &str, value: &str) -> String {
     if let Some(colon) = line.find(':') {
         let mut end = colon + 1;
         let bytes = line.as_bytes();
@@ -37,14 +37,14 @@ pub fn replace_value(line: &str, value: &str) -> String {
 /// A field an edit needs is missing from the record.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{} has no {field} line", .path.display())]
-pub struct MissingField {
+pub(crate) struct MissingField {
     pub path: PathBuf,
     /// `status` or `date`.
     pub field: &'static str,
 }
 
 /// Set the status and the date lines of a parsed record. Both must exist (lint requires them).
-pub fn set_status_and_date(
+pub(crate) fn set_status_and_date(
     text: &str,
     adr: &Adr,
     status: &str,
@@ -63,7 +63,7 @@ pub fn set_status_and_date(
 
 /// Add a line to the Links section: it replaces a lone `None.`, otherwise follows the last
 /// line of the section. Without a Links section, one is appended.
-pub fn add_link(text: &str, adr: &Adr, link: &str) -> String {
+pub(crate) fn add_link(text: &str, adr: &Adr, link: &str) -> String {
     let (mut lines, crlf) = split(text);
     match adr.section(SectionKind::Links) {
         Some(section) => {

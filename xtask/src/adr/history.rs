@@ -39,7 +39,7 @@ pub struct Entry {
 
 /// The record at a commit whose decision line names `file: key` with `value` (`removed` for
 /// `None`), preferring an Accepted one, then the highest number: `(label, number)`.
-pub fn naming_record(
+pub(crate) fn naming_record(
     adrs: &[Adr],
     file: &str,
     key: &str,

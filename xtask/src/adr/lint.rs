@@ -25,7 +25,7 @@ pub fn lint_files(files: &[(PathBuf, String)]) -> Vec<Problem> {
 }
 
 /// Lint parsed records (a whole directory: numbers and links are checked across them).
-pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
+pub(crate) fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
     let mut problems = Vec::new();
     for adr in adrs {
         problems.extend(adr.problems.iter().cloned());
@@ -42,7 +42,7 @@ pub fn lint_adrs(adrs: &[Adr]) -> Vec<Problem> {
 }
 
 /// Whether a file name is `NNNN-slug.md` (slug: lowercase letters and digits joined by `-`).
-pub fn valid_file_name(name: &str) -> bool {
+pub(crate) fn valid_file_name(name: &str) -> bool {
     let Some(stem) = name.strip_suffix(".md") else { return false };
     let (Some(num), Some(slug)) = (stem.get(..4), stem.get(4..)) else { return false };
     num.bytes().all(|b| b.is_ascii_digit())
@@ -411,7 +411,7 @@ fn lint_cycles(adrs: &[Adr], out: &mut Vec<Problem>) {
 /// What the repository says about the records' scope: the bench profiles that exist
 /// (`None`: unknown, not checked) and which of the files the decision lines name are missing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RepoFacts {
+pub(crate) struct RepoFacts {
     pub profiles: Option<Vec<String>>,
     /// Files named by decision lines that do not exist.
     pub missing_files: Vec<String>,
@@ -440,13 +440,13 @@ impl RepoFacts {
 
 /// Where an asset a record links is, relative to the repository root: beside the record
 /// (`docs/adr/0003-x.md` links `assets/0003-latency.svg`: `docs/adr/assets/0003-latency.svg`).
-pub fn asset_path(adr: &Adr, target: &str) -> String {
+pub(crate) fn asset_path(adr: &Adr, target: &str) -> String {
     let dir = adr.path.parent().map(|p| p.to_string_lossy().replace('\\', "/")).unwrap_or_default();
     if dir.is_empty() { target.to_string() } else { format!("{dir}/{target}") }
 }
 
 /// Every asset the records link, once, sorted (relative to the repository root).
-pub fn asset_files(adrs: &[Adr]) -> Vec<String> {
+pub(crate) fn asset_files(adrs: &[Adr]) -> Vec<String> {
     let mut files: Vec<String> =
         adrs.iter().flat_map(|a| a.assets.iter().map(|x| asset_path(a, &x.value))).collect();
     files.sort();
@@ -455,7 +455,7 @@ pub fn asset_files(adrs: &[Adr]) -> Vec<String> {
 }
 
 /// The profile names of a bench configuration (`[profile.NAME]`); `None` when it is not TOML.
-pub fn bench_profiles(text: &str) -> Option<Vec<String>> {
+pub(crate) fn bench_profiles(text: &str) -> Option<Vec<String>> {
     let t: toml::Table = toml::from_str(text).ok()?;
     Some(match t.get("profile") {
         Some(toml::Value::Table(p)) => p.keys().cloned().collect(),
@@ -464,7 +464,7 @@ pub fn bench_profiles(text: &str) -> Option<Vec<String>> {
 }
 
 /// Every file the decision lines of the records name, once, sorted.
-pub fn decision_files(adrs: &[Adr]) -> Vec<String> {
+pub(crate) fn decision_files(adrs: &[Adr]) -> Vec<String> {
     let mut files: Vec<String> =
         adrs.iter().flat_map(|a| a.decisions.iter().map(|d| d.file.clone())).collect();
     files.sort();
@@ -476,7 +476,7 @@ pub fn decision_files(adrs: &[Adr]) -> Vec<String> {
 /// profile that exists, and a live record's `= value` decision lines name files that exist,
 /// unless another Proposed or Accepted record decides that key `removed` (a deleted governed
 /// file is decided key by key with `removed` in a record that supersedes the old one).
-pub fn lint_scope(adrs: &[Adr], facts: &RepoFacts) -> Vec<Problem> {
+pub(crate) fn lint_scope(adrs: &[Adr], facts: &RepoFacts) -> Vec<Problem> {
     let mut out = Vec::new();
     for adr in adrs {
         for a in &adr.assets {
@@ -556,7 +556,7 @@ pub fn lint_scope(adrs: &[Adr], facts: &RepoFacts) -> Vec<Problem> {
 }
 
 /// Lint the records of the work tree at `root`: [`lint_adrs`] and [`lint_scope`].
-pub fn lint_in_repo(root: &Path, adrs: &[Adr]) -> Vec<Problem> {
+pub(crate) fn lint_in_repo(root: &Path, adrs: &[Adr]) -> Vec<Problem> {
     let mut problems = lint_adrs(adrs);
     problems.extend(lint_scope(adrs, &RepoFacts::read(root, adrs)));
     problems.sort();
@@ -566,7 +566,7 @@ pub fn lint_in_repo(root: &Path, adrs: &[Adr]) -> Vec<Problem> {
 
 /// What `adr lint` found in a directory.
 #[derive(Debug)]
-pub struct LintReport {
+pub(crate) struct LintReport {
     /// Records read.
     pub files: usize,
     pub problems: Vec<Problem>,
@@ -574,7 +574,7 @@ pub struct LintReport {
 
 /// Read every record in `dir` (relative to `root`; `template.md` and `README.md` are not
 /// records) and lint them. Paths in problems are `dir/<file>`. I/O errors are `Err`.
-pub fn lint_dir(root: &Path, dir: &Path) -> anyhow::Result<LintReport> {
+pub(crate) fn lint_dir(root: &Path, dir: &Path) -> anyhow::Result<LintReport> {
     let files = read_records(root, dir)?;
     let adrs: Vec<Adr> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
     Ok(LintReport { files: files.len(), problems: lint_in_repo(root, &adrs) })

@@ -78,7 +78,7 @@ pub fn list_table(adrs: &[Adr]) -> String {
 /// (`null` when invalid); `superseded_by` the number of a `Superseded by` status; `supersedes`
 /// the records its Links supersede whole, `supersedes_in_part` those it supersedes in part with
 /// what it takes over; `superseded_in_part` what other records took over from it.
-pub fn list_json(adrs: &[Adr]) -> serde_json::Value {
+pub(crate) fn list_json(adrs: &[Adr]) -> serde_json::Value {
     let items: Vec<serde_json::Value> = adrs
         .iter()
         .map(|adr| {
@@ -129,7 +129,7 @@ pub fn list_json(adrs: &[Adr]) -> serde_json::Value {
 
 /// A governed value that no live record names with that value.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Unnamed {
+pub(crate) struct Unnamed {
     pub file: String,
     pub key: String,
     pub value: toml::Value,
@@ -139,7 +139,7 @@ pub struct Unnamed {
 
 /// The values of the governed files (`(path, flattened keys)`) that no live record's decision
 /// lines name with that value: what `ADR-Exempt` commits or edits without a record left behind.
-pub fn unnamed_values(
+pub(crate) fn unnamed_values(
     governed: &[(String, BTreeMap<String, toml::Value>)],
     adrs: &[Adr],
 ) -> Vec<Unnamed> {
@@ -175,7 +175,7 @@ pub fn unnamed_values(
 }
 
 /// The `adr list --exempt` table.
-pub fn unnamed_table(unnamed: &[Unnamed]) -> String {
+pub(crate) fn unnamed_table(unnamed: &[Unnamed]) -> String {
     let mut table = ConsoleTable::markdown(["Governed key", "Value", "Live records"]);
     for u in unnamed {
         table.row([

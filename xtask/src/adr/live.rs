@@ -16,7 +16,7 @@ use crate::thresholds::file::{
 use crate::thresholds::rollback::RollbackCondition;
 
 /// Whether a record is live: Accepted, and no Accepted record lists it under `Supersedes`.
-pub fn is_live(adr: &Adr, all: &[Adr]) -> bool {
+pub(crate) fn is_live(adr: &Adr, all: &[Adr]) -> bool {
     if adr.status_value() != Some(AdrStatus::Accepted) {
         return false;
     }
@@ -30,7 +30,7 @@ pub fn is_live(adr: &Adr, all: &[Adr]) -> bool {
 /// The parts of `adr` that other records supersede in part (`Supersedes in part NNNN: ...`),
 /// with the superseding record's number. A superseding record counts once it was accepted (its
 /// status is Accepted, or Superseded by a later record, which then decides those parts).
-pub fn superseded_parts<'a>(adr: &Adr, all: &'a [Adr]) -> Vec<(u32, &'a Part)> {
+pub(crate) fn superseded_parts<'a>(adr: &Adr, all: &'a [Adr]) -> Vec<(u32, &'a Part)> {
     let Some(n) = adr.number else { return Vec::new() };
     let mut out = Vec::new();
     for other in all {
@@ -164,7 +164,7 @@ pub fn live_rollback(adrs: &[Adr]) -> Vec<LiveCondition> {
 /// Notes for a new record `me`: each live record whose thresholds gate the same runs (same
 /// profile, or one of them unscoped) and set a metric `me` sets, with the command that resolves
 /// it. Accepting `me` is refused while such a record is live.
-pub fn live_in_scope_of(me: &Adr, all: &[Adr]) -> Vec<String> {
+pub(crate) fn live_in_scope_of(me: &Adr, all: &[Adr]) -> Vec<String> {
     let mine = |m: &str, env: &Option<EnvironmentKey>| {
         me.thresholds.iter().any(|t| t.metric == m && environments_overlap(&t.environment, env))
     };
@@ -351,7 +351,7 @@ impl std::fmt::Display for ThresholdChange {
 /// What leaves and what enters the live thresholds from `before` to `after`: a threshold is the
 /// same when its metric, comparator, limit, unit, action, profile, scenario, environment and
 /// record are (its line may move). Those that leave come first, each group in the given order.
-pub fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
+pub(crate) fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
     let same = |a: &Threshold, b: &Threshold| {
         (&a.metric, a.comparator, &a.unit, a.action, &a.profile, a.adr)
             == (&b.metric, b.comparator, &b.unit, b.action, &b.profile, b.adr)
@@ -420,7 +420,7 @@ pub enum SyncState {
 
 /// Compare `current` (the committed file's text, `None` when absent) with the file the records
 /// generate. Errors are the problems of [`generate`].
-pub fn check_in_sync(
+pub(crate) fn check_in_sync(
     adrs: &[Adr],
     adr_dir: &str,
     current: Option<&str>,

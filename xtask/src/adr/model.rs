@@ -36,7 +36,7 @@ pub struct Located<T> {
 /// The directory, beside the records, of the files a record links (its charts), as the record
 /// links them: `assets/NNNN-name.svg`, named by the record's number. `adr check` treats them as
 /// part of their record.
-pub const ASSETS_DIR: &str = "assets/";
+pub(crate) const ASSETS_DIR: &str = "assets/";
 
 /// The status of a record. Only `Accepted` records that no accepted record supersedes are live:
 /// their thresholds are enforced.
@@ -52,14 +52,14 @@ pub enum AdrStatus {
 
 /// The line that starts the flag of an adopted run that misses its SLO (`adr new` writes it);
 /// lint looks for it.
-pub const SLO_MISSED: &str = "> **SLO missed:**";
+pub(crate) const SLO_MISSED: &str = "> **SLO missed:**";
 /// The line where a person states why a configuration that misses its SLO is adopted.
-pub const SLO_EXCEPTION: &str = "SLO exception:";
+pub(crate) const SLO_EXCEPTION: &str = "SLO exception:";
 
 /// The problem of a record without a status.
-pub const NO_STATUS: &str = "no status; write `- Status: Proposed` under the title";
+pub(crate) const NO_STATUS: &str = "no status; write `- Status: Proposed` under the title";
 
-pub const STATUS_CHOICES: &str =
+pub(crate) const STATUS_CHOICES: &str =
     "Proposed, Accepted, Rejected, Deprecated, Superseded by NNNN (NNNN = the superseding record)";
 
 /// A status that is none of [`STATUS_CHOICES`], as written (trimmed, without a final `.`).
@@ -250,7 +250,7 @@ pub enum SectionKind {
 }
 
 /// Sections every record must have, non-empty, with their canonical headings.
-pub const REQUIRED_SECTIONS: [(SectionKind, &str); 7] = [
+pub(crate) const REQUIRED_SECTIONS: [(SectionKind, &str); 7] = [
     (SectionKind::Context, "Context"),
     (SectionKind::MetricsMatrix, "Metrics matrix"),
     (SectionKind::Decision, "Decision"),
@@ -274,7 +274,7 @@ impl SectionKind {
 
     /// Recognise a heading: case-insensitive, a leading `1.` style number is ignored, and a few
     /// common spellings are accepted (`Solidified rules`, `Thresholds`, `Rollback`).
-    pub fn from_heading(heading: &str) -> Option<SectionKind> {
+    pub(crate) fn from_heading(heading: &str) -> Option<SectionKind> {
         let t = heading.trim();
         let t = t.trim_start_matches(|c: char| c.is_ascii_digit());
         let t = t.trim_start_matches(['.', ')']).trim().trim_end_matches(':').trim();
@@ -367,7 +367,7 @@ impl Adr {
 
     /// Why the status is unknown: the problem at the status line, or the missing-status problem.
     /// Empty when the status is valid.
-    pub fn status_problems(&self) -> Vec<Problem> {
+    pub(crate) fn status_problems(&self) -> Vec<Problem> {
         if self.status.is_some() {
             return Vec::new();
         }

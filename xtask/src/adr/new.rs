@@ -30,7 +30,7 @@ use crate::thresholds::rollback::{DEFAULT_WINDOW, RollbackAction, RollbackCondit
 
 /// The matrix columns (besides Config and Conclusion): header, metric, action of the proposed
 /// threshold.
-pub const MATRIX: [(&str, &str, Action); 7] = [
+pub(crate) const MATRIX: [(&str, &str, Action); 7] = [
     ("TTFT P99 (ms)", "metrics.ttft_ms.p99", Action::Block),
     ("TPOT P99 (ms)", "metrics.tpot_ms.p99", Action::Block),
     ("ITL jitter", "metrics.itl_jitter", Action::Warn),
@@ -44,7 +44,7 @@ pub const MATRIX: [(&str, &str, Action); 7] = [
 /// engine's token goodput (output tokens delivered to clients that stayed over those it
 /// computed; runs that cancel requests on purpose) and energy per 1M output tokens (runs with
 /// GPU power samples).
-pub const MEASURED_ONLY: [(&str, &str, Action); 2] = [
+pub(crate) const MEASURED_ONLY: [(&str, &str, Action); 2] = [
     ("Token goodput", "goodput.token_ratio", Action::Warn),
     ("Energy (J / 1M output tokens)", "server.gpu.joules_per_1m_output_tokens", Action::Warn),
 ];
@@ -89,7 +89,10 @@ pub enum RunPathError {
 /// (`comparison.json`) stands for every strategy's run in the comparison's order, or for its
 /// first strategy's run when used as the baseline; any other path for the one run
 /// [`resolve_run_dir`] finds.
-pub fn resolve_run_dirs(path: &Path, as_baseline: bool) -> Result<Vec<PathBuf>, RunPathError> {
+pub(crate) fn resolve_run_dirs(
+    path: &Path,
+    as_baseline: bool,
+) -> Result<Vec<PathBuf>, RunPathError> {
     use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
     if !path.join(COMPARISON_FILE).is_file() {
         return resolve_run_dir(path, as_baseline).map(|d| vec![d]);
@@ -120,7 +123,10 @@ pub struct RowStats {
 }
 
 /// Each row's [`RowStats`] from its trials, at `confidence`.
-pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
+pub(crate) fn row_stats(
+    sets: &[infergate_model::trials::TrialSet],
+    confidence: f64,
+) -> Vec<RowStats> {
     let metrics: Vec<&str> = all_columns().map(|(_, m, _)| m).collect();
     // The gate's estimation, so the record's intervals are the ones its gate will compute.
     let opts =
@@ -225,7 +231,7 @@ pub fn flatten_params(params: &Json) -> BTreeMap<String, Json> {
 }
 
 /// A JSON value as a TOML value (`None` for null, which TOML cannot hold).
-pub fn json_to_toml(v: &Json) -> Option<toml::Value> {
+pub(crate) fn json_to_toml(v: &Json) -> Option<toml::Value> {
     Some(match v {
         Json::Null => return None,
         Json::Bool(b) => toml::Value::Boolean(*b),
@@ -247,7 +253,7 @@ fn toml_text(v: &Json) -> String {
 
 /// One experiment's engine parameters against the baseline's.
 #[derive(Debug, Default, PartialEq)]
-pub struct ParamDiff {
+pub(crate) struct ParamDiff {
     /// Keys whose value differs or that only the experiment has: (key, baseline value, new value).
     pub changed: Vec<(String, Option<Json>, Json)>,
     /// Keys only the baseline has.
@@ -256,7 +262,7 @@ pub struct ParamDiff {
 
 /// The parameter diff of `exp` against `base`; `None` when either run recorded no engine
 /// parameters (the diff is unknown, not empty).
-pub fn param_diff(base: &Summary, exp: &Summary) -> Option<(String, ParamDiff)> {
+pub(crate) fn param_diff(base: &Summary, exp: &Summary) -> Option<(String, ParamDiff)> {
     let b = base.engine.as_ref()?;
     let e = exp.engine.as_ref()?;
     let bp = flatten_params(&b.params);
@@ -276,14 +282,14 @@ pub fn param_diff(base: &Summary, exp: &Summary) -> Option<(String, ParamDiff)> 
 }
 
 /// The engine config files of two runs, `(baseline's, experiment's)`, when both recorded one.
-pub fn param_files(base: &Summary, exp: &Summary) -> Option<(String, String)> {
+pub(crate) fn param_files(base: &Summary, exp: &Summary) -> Option<(String, String)> {
     Some((base.engine.as_ref()?.file.clone(), exp.engine.as_ref()?.file.clone()))
 }
 
 /// What distinguishes a run among the runs of the command that made it: the part its
 /// summary records (a sweep stage's load, `concurrency 32`; a comparison's strategy,
 /// `continuous`), else the load of the sweep stage it was (`extra.sweep`).
-pub fn run_part(r: &Summary) -> Option<String> {
+pub(crate) fn run_part(r: &Summary) -> Option<String> {
     if let Some(part) = r.invocation.as_ref().and_then(|i| i.part.clone()) {
         return Some(part);
     }
@@ -295,7 +301,7 @@ pub fn run_part(r: &Summary) -> Option<String> {
 /// ([`run_part`]: `continuous`, `concurrency 32`; the baseline `Baseline (serial)`), and by its
 /// place (`Baseline`, `Exp-2`) when nothing does or two rows would share a name
 /// (`Exp-2 (concurrency 32)`).
-pub fn row_labels(runs: &[&Summary]) -> Vec<String> {
+pub(crate) fn row_labels(runs: &[&Summary]) -> Vec<String> {
     let parts: Vec<Option<String>> = runs.iter().map(|r| run_part(r)).collect();
     let unique = |p: &String| parts.iter().filter(|q| q.as_ref() == Some(p)).count() == 1;
     parts
@@ -368,7 +374,7 @@ pub fn resolve_run_dir(path: &Path, as_baseline: bool) -> Result<PathBuf, RunPat
 }
 
 /// The knee of the sweep a run belongs to (`extra.sweep`): `concurrency 128`.
-pub fn knee_cell(r: &Summary) -> String {
+pub(crate) fn knee_cell(r: &Summary) -> String {
     let Some(sw) = &r.extra.sweep else { return BLANK.to_string() };
     match sw.knee {
         Some(k) => format!("{} {}", sw.dimension, sig_text(k)),
@@ -377,7 +383,7 @@ pub fn knee_cell(r: &Summary) -> String {
 }
 
 /// The layer verdicts of the acceptance a run belongs to (`extra.acceptance`).
-pub fn acceptance_cell(r: &Summary) -> String {
+pub(crate) fn acceptance_cell(r: &Summary) -> String {
     let Some(a) = &r.extra.acceptance else { return BLANK.to_string() };
     let layers: Vec<String> = [
         ("numeric", &a.numeric.verdict),
@@ -625,7 +631,7 @@ fn context_section(o: &mut Body, ctx: &Runs<'_>) {
 
 /// The settings in which run `r` differs from the baseline `b`, named field by field:
 /// `load.concurrency 64 -> 32`, `workload.dataset ...`, `slo.ttft_ms ...`, the model, the host.
-pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
+pub(crate) fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     for section in ["load", "workload", "slo"] {
         let flat =
@@ -671,7 +677,7 @@ pub fn scenario_differences(b: &Summary, r: &Summary) -> Vec<String> {
 
 /// The settings of a run's resolved profile that make its scenario (the shape and size of the
 /// load, the dataset, the lengths): what its thresholds are scoped to besides the profile.
-pub const SCENARIO_KEYS: [&str; 7] = [
+pub(crate) const SCENARIO_KEYS: [&str; 7] = [
     "load.mode",
     "load.concurrency",
     "load.rate",
@@ -682,7 +688,7 @@ pub const SCENARIO_KEYS: [&str; 7] = [
 ];
 
 /// The [`SCENARIO_KEYS`] a run's resolved profile sets, with their TOML values.
-pub fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
+pub(crate) fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
     let config = s.config.to_json();
     SCENARIO_KEYS
         .iter()

@@ -100,7 +100,7 @@ pub fn next_number(paths: &[PathBuf]) -> u32 {
 /// Write a generated file (a record, gate.toml) atomically: its directory is created, then
 /// `infergate_model::rundir::write_atomic` writes a synced temporary file and renames it over `path` (the
 /// temporary file is removed when that fails), so a reader never sees half of it.
-pub fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(infergate_model::rundir::write_atomic(path, text.as_bytes())?)

@@ -49,7 +49,7 @@ impl Axis {
 
 /// Loads that grow geometrically (each at least 1.5 times the previous, the last at least 8
 /// times the first, all > 0) sit on a log axis: on a linear one the small loads crowd the left.
-pub fn is_geometric(values: &[f64]) -> bool {
+pub(crate) fn is_geometric(values: &[f64]) -> bool {
     values.len() >= 3
         && values.iter().all(|v| v.is_finite() && *v > 0.0)
         && values.windows(2).all(|w| w[1] >= 1.5 * w[0])

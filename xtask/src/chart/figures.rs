@@ -10,15 +10,15 @@ use super::{Axis, Chart, Mark, MarkAxis, Series};
 
 /// Most points drawn per CDF: quantiles at evenly spaced ranks, so a 10,000-request run's page
 /// stays small; the note says when values were thinned.
-pub const CDF_POINTS: usize = 400;
+pub(crate) const CDF_POINTS: usize = 400;
 /// Most requests drawn in a timeline; above it every k-th request is drawn, and the note says so.
-pub const TIMELINE_REQUESTS: usize = 2000;
+pub(crate) const TIMELINE_REQUESTS: usize = 2000;
 /// Time bins of the failures-over-time chart.
-pub const ERROR_BINS: usize = 30;
+pub(crate) const ERROR_BINS: usize = 30;
 
 /// The CDF of `values`: `(value, % of values <= it)` at no more than [`CDF_POINTS`] ranks
 /// (always the first and the last).
-pub fn cdf_points(values: &[f64]) -> Vec<(f64, Option<f64>)> {
+pub(crate) fn cdf_points(values: &[f64]) -> Vec<(f64, Option<f64>)> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -36,7 +36,7 @@ pub fn cdf_points(values: &[f64]) -> Vec<(f64, Option<f64>)> {
 }
 
 /// The latency CDFs of a run: chart id and metric.
-pub const CDFS: [(&str, &str); 4] =
+pub(crate) const CDFS: [(&str, &str); 4] =
     [("ttft-cdf", "TTFT"), ("tpot-cdf", "TPOT"), ("itl-cdf", "ITL"), ("e2e-cdf", "E2E")];
 
 /// Per-request latencies of one run, in the order of [`CDFS`]: chart id, metric, values (ms).
@@ -44,7 +44,7 @@ pub type Samples = [(&'static str, &'static str, Vec<f64>); 4];
 
 /// The per-request latencies of the ok requests among `measured` (warmup already left out):
 /// TTFT, TPOT, ITL (every gap) and E2E, as the summary's metrics count them.
-pub fn latency_samples(measured: &[&RequestRecord]) -> Samples {
+pub(crate) fn latency_samples(measured: &[&RequestRecord]) -> Samples {
     let ok: Vec<&&RequestRecord> = measured.iter().filter(|r| r.class.is_ok()).collect();
     [
         ("ttft-cdf", "TTFT", ok.iter().filter_map(|r| r.ttft_ms()).collect()),
@@ -113,7 +113,7 @@ fn sweep_note(s: &SweepSummary) -> String {
 }
 
 /// Latency p99 against load, the SLOs and the knee marked.
-pub fn sweep_latency(s: &SweepSummary) -> Chart {
+pub(crate) fn sweep_latency(s: &SweepSummary) -> Chart {
     let mut chart = Chart::new(
         "sweep-latency",
         "Latency p99 against load",
@@ -147,7 +147,7 @@ pub fn sweep_latency(s: &SweepSummary) -> Chart {
 }
 
 /// Output throughput (and requests per second) against load, the knee marked.
-pub fn sweep_throughput(s: &SweepSummary) -> Chart {
+pub(crate) fn sweep_throughput(s: &SweepSummary) -> Chart {
     let mut chart = Chart::new(
         "sweep-throughput",
         "Output throughput against load",
@@ -163,7 +163,7 @@ pub fn sweep_throughput(s: &SweepSummary) -> Chart {
 }
 
 /// GPU utilisation against load, when any stage sampled it.
-pub fn sweep_gpu(s: &SweepSummary) -> Option<Chart> {
+pub(crate) fn sweep_gpu(s: &SweepSummary) -> Option<Chart> {
     if s.stages.iter().all(|r| r.gpu_utilization_pct.is_none()) {
         return None;
     }
@@ -182,7 +182,7 @@ pub fn sweep_gpu(s: &SweepSummary) -> Option<Chart> {
 }
 
 /// The charts of a sweep, stacked into one SVG document (`sweep.svg`).
-pub fn sweep_svg(s: &SweepSummary) -> String {
+pub(crate) fn sweep_svg(s: &SweepSummary) -> String {
     let charts: Vec<Chart> = [Some(sweep_throughput(s)), Some(sweep_latency(s)), sweep_gpu(s)]
         .into_iter()
         .flatten()
@@ -215,7 +215,7 @@ fn svg_height(svg: &str) -> f64 {
 }
 
 /// Every k-th of `n` requests so that at most [`TIMELINE_REQUESTS`] are drawn.
-pub fn timeline_stride(n: usize) -> usize {
+pub(crate) fn timeline_stride(n: usize) -> usize {
     n.div_ceil(TIMELINE_REQUESTS).max(1)
 }
 
@@ -281,7 +281,7 @@ pub fn timeline(records: &[&RequestRecord]) -> Chart {
 
 /// Failed requests by outcome class over time (by when they ended), in [`ERROR_BINS`] bins
 /// over the run; a run without failures says so.
-pub fn errors_over_time(records: &[&RequestRecord]) -> Chart {
+pub(crate) fn errors_over_time(records: &[&RequestRecord]) -> Chart {
     let mut chart = Chart::new(
         "errors",
         "Failed requests by class over time",
@@ -325,7 +325,7 @@ pub fn errors_over_time(records: &[&RequestRecord]) -> Chart {
 }
 
 /// GPU utilisation over time from `nvidia-smi` samples `(t_ms, mean % over the GPUs)`.
-pub fn gpu_over_time(samples: &[(f64, f64)]) -> Chart {
+pub(crate) fn gpu_over_time(samples: &[(f64, f64)]) -> Chart {
     let mut chart = Chart::new(
         "gpu",
         "GPU utilisation over time (nvidia-smi)",
@@ -342,7 +342,7 @@ pub fn gpu_over_time(samples: &[(f64, f64)]) -> Chart {
 /// The server's gauges over time from its scrapes (`summary.server.samples`: time in ms and
 /// running, waiting, KV cache usage as a ratio): requests running and waiting, and KV cache usage
 /// in percent. A failed scrape, or a gauge the server does not expose, is a blank.
-pub fn server_over_time(samples: &[(f64, [Option<f64>; 3])]) -> [Chart; 2] {
+pub(crate) fn server_over_time(samples: &[(f64, [Option<f64>; 3])]) -> [Chart; 2] {
     let t = Axis::linear("time since the run started (s)");
     let mut queue = Chart::new(
         "server-queue",
@@ -435,7 +435,7 @@ pub fn pareto(
 }
 
 /// `pareto.svg` of a tune: throughput and goodput against TTFT P99, one above the other.
-pub fn pareto_svg(points: &[ParetoPoint]) -> String {
+pub(crate) fn pareto_svg(points: &[ParetoPoint]) -> String {
     stack(&[
         pareto(
             "pareto-throughput",

@@ -127,7 +127,7 @@ impl Chart {
 }
 
 /// Text for SVG and HTML: `&`, `<`, `>` and quotes escaped.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -10,7 +10,7 @@ use infergate_model::trials::TrialSet;
 
 /// Gate a set with the history of `root` pooled in, printing what was used (a note a line),
 /// and append the set to the history. A single run is gated on its own and not appended.
-pub fn gate_with_history(
+pub(crate) fn gate_with_history(
     root: &Path,
     set: &TrialSet,
     thresholds: &crate::thresholds::Thresholds,

@@ -21,7 +21,7 @@ use super::store::{self, History};
 
 /// The priors of one trial set.
 #[derive(Clone, Debug, Default)]
-pub struct SetPriors {
+pub(crate) struct SetPriors {
     /// Per metric, the pooled variance (absent: nothing matched).
     pub pooled: BTreeMap<String, Pooled>,
     /// What the history was: `refs/infergate/history at ...: N entries`, or why it was not
@@ -47,7 +47,7 @@ impl SetPriors {
         }
     }
 
-    pub fn from_history(h: &History, set: &TrialSet, metrics: &[&str]) -> SetPriors {
+    pub(crate) fn from_history(h: &History, set: &TrialSet, metrics: &[&str]) -> SetPriors {
         let first = &set.trials[0].summary;
         let (scenario, fingerprint) = (history::scenario_of(first), history::fingerprint_of(first));
         let exclude = set.index.as_ref().map_or(first.run_id.clone(), |i| i.run_id.clone());
@@ -129,7 +129,7 @@ pub fn ab_priors(
 }
 
 /// Append a trial set (two trials or more) to the history; a line for the report.
-pub fn append_set(root: &Path, kind: EntryKind, set: &TrialSet, metrics: &[&str]) -> String {
+pub(crate) fn append_set(root: &Path, kind: EntryKind, set: &TrialSet, metrics: &[&str]) -> String {
     if set.trials.len() < 2 {
         return "noise history: a single run has no run-to-run spread; not appended".into();
     }

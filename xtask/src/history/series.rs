@@ -460,7 +460,7 @@ impl<'r> Lookups<'r> {
 }
 
 /// `YYYY-MM-DD` or an error that says so.
-pub fn parse_since(s: &str) -> anyhow::Result<String> {
+pub(crate) fn parse_since(s: &str) -> anyhow::Result<String> {
     chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
         .map(|d| d.format("%Y-%m-%d").to_string())
         .with_context(|| format!("--since {s:?}: expected a date as YYYY-MM-DD"))

@@ -13,7 +13,7 @@ use git2::{ObjectType, Oid, Repository, Signature};
 use infergate_model::history::{Entry, parse_line};
 
 /// The ref the history lives under.
-pub const HISTORY_REF: &str = "refs/infergate/history";
+pub(crate) const HISTORY_REF: &str = "refs/infergate/history";
 
 /// What the history holds, and what of it could not be read.
 #[derive(Clone, Debug, Default)]

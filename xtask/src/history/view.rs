@@ -68,7 +68,7 @@ pub enum SeriesFormat {
 
 /// A failure of `--check`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Unexplained {
+pub(crate) struct Unexplained {
     pub series: String,
     pub metric: String,
     pub change: Change,
@@ -186,7 +186,7 @@ fn signed(v: f64, lo: f64, hi: f64, positive: bool) -> String {
 
 /// The change points to the worse beyond `min_change` whose first bad commit is among the
 /// line's last `last` commits, with no record changed in their range.
-pub fn unexplained(built: &Built, last: usize, min_change: f64) -> Vec<Unexplained> {
+pub(crate) fn unexplained(built: &Built, last: usize, min_change: f64) -> Vec<Unexplained> {
     let from = built.line.commits.len().saturating_sub(last);
     let mut out = Vec::new();
     for s in &built.series {
@@ -304,7 +304,7 @@ fn describe_change(s: &Series, c: &Change) -> String {
 
 /// One scenario and fingerprint as Apache Otava's CSV importer reads it: `time,commit,` then a
 /// column per metric (the point's value; empty where the commit has none).
-pub fn otava_csv(built: &Built) -> anyhow::Result<String> {
+pub(crate) fn otava_csv(built: &Built) -> anyhow::Result<String> {
     let mut keys: Vec<String> = built.series.iter().map(Series::key).collect();
     keys.dedup();
     if keys.len() > 1 {
@@ -383,7 +383,7 @@ pub fn jsonl(built: &Built) -> String {
 }
 
 /// The chart of one series: the value and its interval along the line, change points marked.
-pub fn chart_of(s: &Series) -> Chart {
+pub(crate) fn chart_of(s: &Series) -> Chart {
     let x = |p: &series::Point| p.position as f64;
     let mut c = Chart::new(
         format!("history-{}-{}", s.key().replace('/', "-"), s.metric),

@@ -49,7 +49,7 @@ pub struct Finished {
 
 impl Job {
     /// The command line as `cargo xtask ...` (redacted), for results and messages.
-    pub fn command_line(&self, redactor: &Redactor) -> String {
+    pub(crate) fn command_line(&self, redactor: &Redactor) -> String {
         let args: Vec<String> = self.args.iter().map(|a| crate::text::quote(a)).collect();
         redactor.redact(&format!("cargo xtask {}", args.join(" ")))
     }

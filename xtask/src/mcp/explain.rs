@@ -17,7 +17,7 @@ use crate::adr::{ADR_DIR, parse_adr};
 /// The arguments of `explain_record`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExplainArgs {
+pub(crate) struct ExplainArgs {
     /// The record: its number (`7`, `0007`, `ADR-0007`) or its path relative to the repository
     /// root (`docs/adr/0007-enable-chunked-prefill.md`).
     pub record: String,

@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::child::{Finished, Job};
 
 /// Where the tools write what they measure, under the repository root.
-pub const OUT_DIR: &str = "target/mcp";
+pub(crate) const OUT_DIR: &str = "target/mcp";
 
 /// `bench`: measure a profile.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// The bench profile of configs/bench.toml (default `default`: the embedded simulator
     /// unless the profile names a target).
     #[serde(default)]
@@ -42,7 +42,7 @@ pub struct BenchArgs {
 /// `gate`: a run against the live records' thresholds, or an A/B gate.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GateArgs {
+pub(crate) struct GateArgs {
     /// A run directory, trial set, sweep or strategy comparison (relative to the repository
     /// root). Exactly one of `run` and `ab`.
     #[serde(default)]
@@ -91,7 +91,7 @@ pub struct AbArgs {
 /// `compare`: two runs or trial sets metric by metric.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CompareArgs {
+pub(crate) struct CompareArgs {
     /// The baseline: a run directory or a trial set's directory.
     pub a: String,
     /// The candidate.
@@ -105,7 +105,7 @@ pub struct CompareArgs {
 /// `adr_new`: draft the next decision record from measured runs.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AdrNewArgs {
+pub(crate) struct AdrNewArgs {
     /// The decision's title.
     pub title: String,
     /// The baseline run (a run, trial set, sweep, acceptance or comparison directory).
@@ -131,7 +131,7 @@ pub struct AdrNewArgs {
 /// `adr_lint`, `adr_check`: no argument but the revisions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NoArgs {}
+pub(crate) struct NoArgs {}
 
 /// `adr_check`: the pull-request rule between two revisions.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -147,7 +147,7 @@ pub struct AdrCheckArgs {
 /// `accept`: the three-layer acceptance of a candidate engine against a baseline.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct AcceptArgs {
+pub(crate) struct AcceptArgs {
     /// The baseline target (a `[targets.NAME]` of configs/bench.toml).
     pub baseline: String,
     /// The candidate target.
@@ -168,7 +168,7 @@ pub struct AcceptArgs {
 
 /// The result of a tool that ran a command.
 #[derive(Debug, Serialize, JsonSchema)]
-pub struct CommandOutput {
+pub(crate) struct CommandOutput {
     /// The command that ran (`cargo xtask bench --profile default ...`).
     pub command: String,
     /// Its exit code (docs/exit-codes.md); null when it was stopped by a signal.
@@ -242,7 +242,7 @@ pub struct KeyChangeOut {
 }
 
 /// A unique directory or file name under [`OUT_DIR`] for one call of `tool`.
-pub fn out_path(tool: &str) -> PathBuf {
+pub(crate) fn out_path(tool: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -295,7 +295,7 @@ impl GateArgs {
 
 /// `gate` arguments that name no command: what to give instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum GateJobError {
+pub(crate) enum GateJobError {
     #[error(
         "`thresholds` goes with `run`; an A/B gate takes the live records' budgets and thresholds"
     )]
@@ -411,7 +411,7 @@ impl CommandOutput {
 
     /// Whether the command could not do what it was asked (a usage or tool error, a kill):
     /// the call's result is then an error result. A failed gate is a result, not an error.
-    pub fn is_error(&self) -> bool {
+    pub(crate) fn is_error(&self) -> bool {
         !matches!(self.exit_code, Some(0 | 1 | 3 | 4 | 130))
     }
 

@@ -46,7 +46,7 @@ pub fn latency_table(s: &Summary) -> ConsoleTable {
 
 /// The latency rows: (name, stats, shown blank when not measured). The server's queue time is
 /// a row only when the server reported it.
-pub fn latency_rows(s: &Summary) -> [(&'static str, &Option<Stats>, bool); 5] {
+pub(crate) fn latency_rows(s: &Summary) -> [(&'static str, &Option<Stats>, bool); 5] {
     [
         ("TTFT", &s.metrics.ttft_ms, true),
         ("TPOT", &s.metrics.tpot_ms, true),
@@ -84,7 +84,7 @@ fn plateau_text(s: &Summary) -> String {
 }
 
 /// The rows of the overview: what each line is, and its value (blank when not measured).
-pub fn overview_rows(s: &Summary) -> Vec<(String, String)> {
+pub(crate) fn overview_rows(s: &Summary) -> Vec<(String, String)> {
     let classes: Vec<String> =
         s.requests.by_class.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let mut rows: Vec<(String, String)> = vec![

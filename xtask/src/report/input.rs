@@ -153,7 +153,7 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
 
 /// One run directory: its summary (required) and its records (a missing or damaged
 /// `requests.jsonl` leaves the charts that need them blank, with the reason).
-pub fn read_run(dir: &Path, name: String) -> anyhow::Result<RunInput> {
+pub(crate) fn read_run(dir: &Path, name: String) -> anyhow::Result<RunInput> {
     let summary_path = dir.join(SUMMARY_FILE);
     let summary = Summary::read(&summary_path)
         .with_context(|| format!("cannot read {}", summary_path.display()))?;

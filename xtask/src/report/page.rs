@@ -16,7 +16,10 @@ use crate::text::{BLANK, fmt_opt};
 use crate::thresholds::Thresholds;
 
 /// The page for `input`; `thresholds` (gate.toml) draws the limits that gate its runs.
-pub fn render_page(input: &Input, thresholds: Option<&Thresholds>) -> anyhow::Result<String> {
+pub(crate) fn render_page(
+    input: &Input,
+    thresholds: Option<&Thresholds>,
+) -> anyhow::Result<String> {
     let mut p = Page::default();
     match input {
         Input::Run(run) => run_page(&mut p, run, thresholds),

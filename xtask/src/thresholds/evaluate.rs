@@ -227,7 +227,7 @@ impl GateReport {
     }
 
     /// Checks of thresholds set for another scenario (a sweep stage's other load).
-    pub fn not_this_scenario(&self) -> usize {
+    pub(crate) fn not_this_scenario(&self) -> usize {
         self.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario).count()
     }
 
@@ -271,7 +271,7 @@ pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
 /// on the reference machine. With 500 the interval's ends wobble by about 0.12 bootstrap
 /// standard errors between seeds (0.06 with 2000): about 6% of the half-width
 /// (`docs/performance.md`).
-pub const GATE_RESAMPLES: u32 = 500;
+pub(crate) const GATE_RESAMPLES: u32 = 500;
 
 /// How the gate decides.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -297,7 +297,7 @@ impl Default for GateOptions {
 
 impl GateOptions {
     /// The estimation options of these settings.
-    pub fn estimation(&self) -> Options {
+    pub(crate) fn estimation(&self) -> Options {
         Options { resamples: self.resamples, ..Options::default().with_confidence(self.confidence) }
     }
 }
@@ -391,7 +391,7 @@ pub fn evaluate(set: &TrialSet, thresholds: &Thresholds, opts: &GateOptions) -> 
 
 /// [`evaluate`] with the run-to-run variance of a matching noise history pooled into each
 /// metric's interval (`crate::history::priors`), as its `notes` say.
-pub fn evaluate_pooled(
+pub(crate) fn evaluate_pooled(
     set: &TrialSet,
     thresholds: &Thresholds,
     opts: &GateOptions,

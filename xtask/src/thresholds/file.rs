@@ -51,13 +51,13 @@ pub struct Threshold {
 
 impl Threshold {
     /// Whether this threshold gates runs of bench profile `profile`.
-    pub fn applies_to(&self, profile: &str) -> bool {
+    pub(crate) fn applies_to(&self, profile: &str) -> bool {
         self.profile.as_deref().is_none_or(|p| p == profile)
     }
 
     /// Whether this threshold holds for a run measured on `env`: it names that environment or
     /// none. `None` (the environment is not known yet): every threshold may hold.
-    pub fn holds_for(&self, env: Option<&EnvironmentKey>) -> bool {
+    pub(crate) fn holds_for(&self, env: Option<&EnvironmentKey>) -> bool {
         match (&self.environment, env) {
             (Some(mine), Some(env)) => mine == env,
             _ => true,
@@ -77,7 +77,7 @@ pub fn environment_text(env: Option<&EnvironmentKey>) -> String {
 
 /// How a threshold without an environment key is shown (and may be written in a record's
 /// Environment column): it holds for any environment.
-pub const ANY_ENVIRONMENT: &str = "any";
+pub(crate) const ANY_ENVIRONMENT: &str = "any";
 
 /// A regression budget of a live record: how much worse than the baseline arm of an A/B gate
 /// (`gate --ab`) a metric may be. Relative for a positive metric (`0.05`: 5% worse), in points
@@ -109,7 +109,7 @@ impl Budget {
     }
 
     /// Whether this budget gates A/B gates of bench profile `profile`.
-    pub fn applies_to(&self, profile: &str) -> bool {
+    pub(crate) fn applies_to(&self, profile: &str) -> bool {
         self.profile.as_deref().is_none_or(|p| p == profile)
     }
 }

@@ -13,7 +13,7 @@ use super::rule::{Action, Comparator};
 /// Default headroom of proposed thresholds.
 pub const DEFAULT_HEADROOM: f64 = 0.10;
 /// Significant digits of proposed limits.
-pub const LIMIT_DIGITS: i32 = 3;
+pub(crate) const LIMIT_DIGITS: i32 = 3;
 
 /// A proposed threshold for one metric of a measured run.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +35,7 @@ pub struct Proposed {
 }
 
 /// Power at which a record states the smallest regression its gate detects.
-pub const DETECT_POWER: f64 = 0.95;
+pub(crate) const DETECT_POWER: f64 = 0.95;
 
 /// The threshold proposed for `metric` of run `run` ([`propose_limit`]); `None` when the metric
 /// is not in the registry or the run did not measure it.
@@ -59,7 +59,7 @@ pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Op
 /// `headroom` of the estimate (`infergate_model::stats::propose_limit`), rounded away from the value to
 /// [`LIMIT_DIGITS`] significant digits; with the smallest regression it detects. Observed
 /// counts have no interval: their limit is [`propose_limit`]'s from the worst trial.
-pub fn propose_from_estimate(
+pub(crate) fn propose_from_estimate(
     metric: &str,
     estimate: &Estimate,
     action: Action,
@@ -107,7 +107,7 @@ pub fn propose_from_estimate(
 /// Why no value of `metric` can break `value <comparator> limit`, when none can: every known
 /// metric is at least 0 (a cosine at least -1), a share at most 1, so `>= 0` or `<= 1` of a
 /// share holds for every run and decides nothing. `None`: a run can break it.
-pub fn unbreakable(metric: &str, comparator: Comparator, limit: f64) -> Option<String> {
+pub(crate) fn unbreakable(metric: &str, comparator: Comparator, limit: f64) -> Option<String> {
     let def = metric_def(metric)?;
     let floor = if def.path == "extra.acceptance.numeric.cos_min" { -1.0 } else { 0.0 };
     let ceiling = (def.scale == Scale::Share).then_some(1.0);
@@ -146,7 +146,7 @@ pub fn propose_limit(value: f64, better: Better, headroom: f64) -> (Comparator, 
 
 /// Round to `digits` significant digits, up (toward +inf) or down, ignoring binary noise below
 /// 1e-9 of the last digit.
-pub fn round_sig(x: f64, digits: i32, up: bool) -> f64 {
+pub(crate) fn round_sig(x: f64, digits: i32, up: bool) -> f64 {
     if x == 0.0 || !x.is_finite() {
         return x;
     }
@@ -162,10 +162,10 @@ pub fn round_sig(x: f64, digits: i32, up: bool) -> f64 {
 #[error(
     "headroom `{0}` must be a percentage like `10%` (or a fraction like 0.1) from 0 up to 100%"
 )]
-pub struct BadHeadroom(pub String);
+pub(crate) struct BadHeadroom(pub String);
 
 /// Parse a headroom: `10%` or a fraction `0.1`; at least 0 and below 100%.
-pub fn parse_headroom(s: &str) -> Result<f64, BadHeadroom> {
+pub(crate) fn parse_headroom(s: &str) -> Result<f64, BadHeadroom> {
     let t = s.trim();
     let v = match t.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),

@@ -29,13 +29,13 @@ fn verdict_text(c: &Check) -> &'static str {
 }
 
 /// An estimate with its interval in the metric's unit: `84.23 ms [80.1, 88.3]`.
-pub fn estimate_text(e: &Estimate, unit: &str) -> String {
+pub(crate) fn estimate_text(e: &Estimate, unit: &str) -> String {
     e.interval().in_unit(unit).to_string()
 }
 
 /// Where an estimate comes from: `3 trials, 300 requests, t_interval`, marked `UNDERSAMPLED`
 /// (a percentile from fewer samples than it needs) and when run-to-run variance is not counted.
-pub fn basis_text(e: &Estimate) -> String {
+pub(crate) fn basis_text(e: &Estimate) -> String {
     let mut out = format!(
         "{}, {}, {}",
         plural(e.trials as usize, "trial"),

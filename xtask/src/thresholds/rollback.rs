@@ -32,7 +32,7 @@ pub enum RollbackAction {
     Investigate,
 }
 
-pub const ACTION_CHOICES: &str = "`roll back`, `investigate`";
+pub(crate) const ACTION_CHOICES: &str = "`roll back`, `investigate`";
 
 impl RollbackAction {
     pub fn parse(s: &str) -> Option<RollbackAction> {
@@ -79,10 +79,10 @@ pub struct Window {
 }
 
 /// The window `adr new` writes (the field notes' "for 5 minutes"); edit it before accepting.
-pub const DEFAULT_WINDOW: Window = Window { seconds: 300 };
+pub(crate) const DEFAULT_WINDOW: Window = Window { seconds: 300 };
 
 /// The longest window accepted (a day): longer is no rollback trigger.
-pub const MAX_WINDOW_S: u64 = 86_400;
+pub(crate) const MAX_WINDOW_S: u64 = 86_400;
 
 /// A window that is not a whole number and one unit (`s`, `m`, `h`), positive and at most a
 /// day; the text as written (trimmed).
@@ -189,7 +189,7 @@ const GRAMMAR: &str = "write ``- `METRIC` above|below|>|>=|<|<= LIMIT UNIT for W
 
 /// Parse a list item's text (the marker already stripped). `None`: not a condition (it does not
 /// start with a backticked name); `Err`: a condition that does not parse, every reason.
-pub fn parse_condition(item: &str) -> Option<Result<RollbackCondition, Vec<String>>> {
+pub(crate) fn parse_condition(item: &str) -> Option<Result<RollbackCondition, Vec<String>>> {
     let rest = item.trim().strip_prefix('`')?;
     let end = rest.find('`')?;
     let metric = rest[..end].trim();

@@ -54,7 +54,7 @@ impl GateVerdicts {
 
     /// The `block` thresholds of a sweep that no stage was the scenario of:
     /// `ADR-0003 metrics.ttft_ms.p99`, each once.
-    pub fn unjudged(&self) -> Vec<String> {
+    pub(crate) fn unjudged(&self) -> Vec<String> {
         let Some((_, first)) = self.runs.first() else { return Vec::new() };
         let mut out = Vec::new();
         for c in first.checks.iter().filter(|c| c.threshold.action == Action::Block) {

@@ -94,7 +94,7 @@ impl Source {
 /// `adr alerts` writes its rules for (`watch` reads the bounds from `/metrics`). vLLM's from
 /// `vllm/v1/metrics/loggers.py`, SGLang's from `sglang/srt/metrics/collector.py` (both
 /// configurable: SGLang's `--bucket-time-to-first-token` and the like).
-pub fn default_bounds(family: &str) -> Option<&'static [f64]> {
+pub(crate) fn default_bounds(family: &str) -> Option<&'static [f64]> {
     const VLLM_TTFT: &[f64] = &[
         0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
         20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
@@ -166,7 +166,7 @@ pub fn resolve(
 /// buckets: the lowest bucket bound at or above its limit, in ms, with the histogram. `None`
 /// when the metric is no latency quantile with a histogram on that engine; `Err` (why) when no
 /// bound lies at or above the limit.
-pub fn resolvable_limit(
+pub(crate) fn resolvable_limit(
     c: &RollbackCondition,
     engine: Engine,
 ) -> Option<Result<(f64, &'static str), NotExportable>> {
@@ -190,7 +190,7 @@ fn num(v: f64) -> String {
 
 /// How a resolved condition is decided, in words: `more than 1% of requests over 500 ms`, and
 /// whether that is the record's limit or the effective one the buckets allow.
-pub fn decided_as(src: &Source, c: &RollbackCondition) -> Option<String> {
+pub(crate) fn decided_as(src: &Source, c: &RollbackCondition) -> Option<String> {
     let Source::ShareOver { family, bound_s, max_share, .. } = src else { return None };
     let bound_ms = bound_s * 1000.0;
     let share =
@@ -306,7 +306,7 @@ pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
 /// observation while the engine is deployed: a histogram's count did not increase, or the
 /// series that existed within the last day is absent now (the target is down or stopped
 /// exporting it). An engine that was never scraped (another engine's group) raises nothing.
-pub fn absent_promql(src: &Source, c: &RollbackCondition) -> String {
+pub(crate) fn absent_promql(src: &Source, c: &RollbackCondition) -> String {
     let w = c.window;
     let (series, idle) = match src {
         Source::GaugeMax { names } => (format!("{{__name__=~\"{}\"}}", names.join("|")), None),
@@ -326,7 +326,7 @@ pub fn absent_promql(src: &Source, c: &RollbackCondition) -> String {
 }
 
 /// The alert expression: the value in the registry unit, compared as the condition breaks.
-pub fn promql(src: &Source, c: &RollbackCondition) -> String {
+pub(crate) fn promql(src: &Source, c: &RollbackCondition) -> String {
     let w = c.window;
     let value = match src {
         Source::Quantile { family, q } => {
@@ -384,7 +384,7 @@ fn buckets(e: &Exposition, family: &str) -> Vec<(f64, f64)> {
 /// Prometheus's `histogram_quantile` over cumulative bucket counts (ascending `le`, the last
 /// `+Inf`): linear interpolation inside the bucket that holds the rank; the highest finite
 /// bound when the rank falls in `+Inf`; `None` without observations.
-pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+pub(crate) fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     let (last_le, total) = *buckets.last()?;
     if !last_le.is_infinite() || total <= 0.0 || buckets.len() < 2 {
         return None;

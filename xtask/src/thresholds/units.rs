@@ -5,7 +5,7 @@
 /// A limit written in a unit that does not fit its metric.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unit `{}` does not fit {metric}, whose unit is `{metric_unit}`{}", shown(.written), aliases(.metric_unit))]
-pub struct UnitError {
+pub(crate) struct UnitError {
     /// The unit as written (trimmed; may be empty).
     pub written: String,
     pub metric: String,
@@ -27,7 +27,7 @@ fn aliases(metric_unit: &str) -> &'static str {
 
 /// Convert a limit written in `written` to the registry unit `metric_unit`.
 /// Accepted: the registry unit itself, `%` for `ratio` metrics, `s` for `ms` metrics.
-pub fn to_metric_unit(
+pub(crate) fn to_metric_unit(
     value: f64,
     written: &str,
     metric_unit: &str,

@@ -149,7 +149,7 @@ pub fn read_tune_table(source: &Source) -> Result<TuneSpec, ConfigError> {
 }
 
 /// A value as it is written in names and tables: strings without quotes.
-pub fn value_text(v: &toml::Value) -> String {
+pub(crate) fn value_text(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
         v => v.to_string(),
@@ -166,7 +166,7 @@ fn short_key<'a>(key: &'a str, keys: &[&str]) -> &'a str {
 /// Most configurations a grid may describe (the product of its axes' value counts): 10^12.
 /// Configurations are built one at a time from their index, never all at once, so a large grid
 /// with `--max-configs` costs only what is measured; a product beyond this is refused.
-pub const MAX_GRID_PRODUCT: u64 = 1_000_000_000_000;
+pub(crate) const MAX_GRID_PRODUCT: u64 = 1_000_000_000_000;
 /// Configurations beyond `--max-configs` are rows of `tune.json` (`skipped: beyond
 /// --max-configs`) up to this many; more are only counted.
 pub const LISTED_SKIPS: u64 = 1000;

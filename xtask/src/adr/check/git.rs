@@ -10,7 +10,7 @@ use git2::{Commit, Delta, DiffFindOptions, ErrorCode, ObjectType, Oid, Repositor
 use super::rule::Exemption;
 
 /// The trailer that waives the rule for a pull request.
-pub const EXEMPT_TRAILER: &str = "ADR-Exempt";
+pub(crate) const EXEMPT_TRAILER: &str = "ADR-Exempt";
 
 /// What `--fetch-depth` advice says, once.
 const SHALLOW_ADVICE: &str = "the repository is a shallow clone (only part of the history was \
@@ -54,7 +54,7 @@ pub fn resolve<'r>(repo: &'r Repository, rev: &str, what: &str) -> anyhow::Resul
 }
 
 /// The merge base of `base` and `head`.
-pub fn merge_base(repo: &Repository, base: Oid, head: Oid) -> anyhow::Result<Oid> {
+pub(crate) fn merge_base(repo: &Repository, base: Oid, head: Oid) -> anyhow::Result<Oid> {
     match repo.merge_base(base, head) {
         Ok(oid) => Ok(oid),
         Err(e) if e.code() == ErrorCode::NotFound && repo.is_shallow() => {
@@ -77,7 +77,7 @@ pub fn short(oid: Oid) -> String {
 
 /// A file the diff touches; paths are `/`-separated and relative to the repository root.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileChange {
+pub(crate) struct FileChange {
     /// `None`: added.
     pub old: Option<String>,
     /// `None`: deleted.
@@ -85,7 +85,7 @@ pub struct FileChange {
 }
 
 /// The files that differ between two trees, with renames (and copies) detected.
-pub fn tree_changes(
+pub(crate) fn tree_changes(
     repo: &Repository,
     old: &Tree<'_>,
     new: &Tree<'_>,
@@ -111,7 +111,11 @@ pub fn tree_changes(
 }
 
 /// The text of the file at `path` in `tree`; `None` when there is no such file.
-pub fn read_text(repo: &Repository, tree: &Tree<'_>, path: &str) -> anyhow::Result<Option<String>> {
+pub(crate) fn read_text(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+) -> anyhow::Result<Option<String>> {
     let entry = match tree.get_path(Path::new(path)) {
         Ok(e) => e,
         Err(e) if e.code() == ErrorCode::NotFound => return Ok(None),
@@ -159,7 +163,7 @@ pub fn read_dir(
 }
 
 /// The commits reachable from `head` and not from `merge_base`, newest first.
-pub fn pr_commits<'r>(
+pub(crate) fn pr_commits<'r>(
     repo: &'r Repository,
     head: Oid,
     merge_base: Oid,
@@ -181,7 +185,7 @@ pub fn pr_commits<'r>(
 ///
 /// Each comes with its commit's id; its `keys` are left empty for the caller, who knows which
 /// files are governed.
-pub fn exemptions(commits: &[Commit<'_>]) -> Vec<(Oid, Exemption)> {
+pub(crate) fn exemptions(commits: &[Commit<'_>]) -> Vec<(Oid, Exemption)> {
     let mut out = Vec::new();
     for c in commits {
         let message = String::from_utf8_lossy(c.message_bytes()).into_owned();

@@ -69,7 +69,7 @@ pub struct FileNote {
 }
 
 /// The line at head of each changed key that is still there, by (file, key).
-pub type KeyLines = BTreeMap<(String, String), usize>;
+pub(crate) type KeyLines = BTreeMap<(String, String), usize>;
 
 /// What the check looked at and what the rule says.
 #[derive(Clone, Debug, PartialEq)]
@@ -592,7 +592,7 @@ fn key_changes(
 /// path, or else the same record number (a renamed record), is one record changed; what is left
 /// is added or deleted. Git's similarity-based rename detection is not used for records: two
 /// records written from the same template look alike without being the same record.
-pub fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<RecordChange> {
+pub(crate) fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<RecordChange> {
     let number = |f: &RecordFile| number_from_file_name(&f.path);
     let mut old: Vec<Option<RecordFile>> = old.into_iter().map(Some).collect();
     let mut out = Vec::new();
@@ -627,7 +627,7 @@ pub fn run(root: &Path, dir: &Path, args: CheckArgs) -> anyhow::Result<Status> {
 }
 
 /// The title `adr new` is suggested for the keys a record must name.
-pub fn suggested_title(changes: &[&KeyChange]) -> String {
+pub(crate) fn suggested_title(changes: &[&KeyChange]) -> String {
     match changes {
         [c] => match &c.new {
             Some(v) => format!("Set {} to {}", c.key, semdiff::inline(v)),
@@ -640,7 +640,7 @@ pub fn suggested_title(changes: &[&KeyChange]) -> String {
 }
 
 /// The exact `cargo xtask adr new` command that starts the missing record.
-pub fn adr_new_command(changes: &[&KeyChange]) -> String {
+pub(crate) fn adr_new_command(changes: &[&KeyChange]) -> String {
     format!(
         "cargo xtask adr new {} --baseline RUN_BASE --exp RUN_HEAD",
         quote(&suggested_title(changes))
@@ -664,7 +664,7 @@ fn coverage_cell(c: &Coverage) -> String {
 }
 
 /// The coverage table: key, old -> new, covered by.
-pub fn coverage_table(outcome: &Outcome) -> String {
+pub(crate) fn coverage_table(outcome: &Outcome) -> String {
     let mut table = ConsoleTable::markdown(["Key", "Old -> new", "Covered by"]);
     for c in &outcome.coverage {
         table.row([c.change.target(), c.change.old_to_new(), coverage_cell(c)]);

@@ -55,14 +55,14 @@ impl RecordChange {
     pub fn deleted(path: impl Into<PathBuf>, text: impl Into<String>) -> RecordChange {
         RecordChange { old: Some(RecordFile::new(path, text)), new: None }
     }
-    pub fn is_added(&self) -> bool {
+    pub(crate) fn is_added(&self) -> bool {
         self.old.is_none() && self.new.is_some()
     }
 }
 
 /// A file of the records' assets directory (`docs/adr/assets/NNNN-x.svg`) the diff touches.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AssetChange {
+pub(crate) struct AssetChange {
     /// Relative to the repository root: the head path, or the base path of a deleted file.
     pub path: PathBuf,
     /// `added`, `modified`, `deleted` or `renamed from OLD`.
@@ -72,7 +72,7 @@ pub struct AssetChange {
 /// Assets are part of their record (the `NNNN` their name starts with): the assets of a record
 /// that was Accepted at the merge base are not added, edited, renamed or deleted, as the
 /// record itself is not (rule 4). `base` is the records at the merge base.
-pub fn asset_edits(assets: &[AssetChange], base: &[Adr]) -> Vec<Violation> {
+pub(crate) fn asset_edits(assets: &[AssetChange], base: &[Adr]) -> Vec<Violation> {
     let mut out = Vec::new();
     for a in assets {
         let name = a.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -103,7 +103,7 @@ pub fn asset_edits(assets: &[AssetChange], base: &[Adr]) -> Vec<Violation> {
 /// bench profile that is not what it was at the merge base: the profile's runs measure another
 /// scenario than the records' thresholds were set for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScenarioChange {
+pub(crate) struct ScenarioChange {
     /// The bench profile.
     pub profile: String,
     /// The workload key that names the file (`workload.conversations`).
@@ -115,7 +115,10 @@ pub struct ScenarioChange {
 }
 
 /// The profiles live thresholds gate: those they name, or every profile when one names none.
-pub fn gated_profiles(threshold_profiles: &[Option<String>], profiles: &[String]) -> Vec<String> {
+pub(crate) fn gated_profiles(
+    threshold_profiles: &[Option<String>],
+    profiles: &[String],
+) -> Vec<String> {
     if threshold_profiles.iter().any(Option::is_none) {
         return profiles.to_vec();
     }
@@ -129,7 +132,10 @@ pub fn gated_profiles(threshold_profiles: &[Option<String>], profiles: &[String]
 /// parameter it needs a record the diff adds, Proposed or Accepted, that measured that profile
 /// (its `Measured scenario: profile` is the profile); each change no such record covers is a
 /// violation at the file.
-pub fn scenario_edits(changes: &[ScenarioChange], records: &[RecordChange]) -> Vec<Violation> {
+pub(crate) fn scenario_edits(
+    changes: &[ScenarioChange],
+    records: &[RecordChange],
+) -> Vec<Violation> {
     let measured: Vec<String> = records
         .iter()
         .filter(|rc| rc.is_added())
@@ -163,7 +169,10 @@ pub fn scenario_edits(changes: &[ScenarioChange], records: &[RecordChange]) -> V
 /// accept`, which `dataset refresh` keeps fresh) still changes what the runs on it measure: it
 /// needs a record the diff adds, Proposed or Accepted, that cites it (`adr new` lists a
 /// refreshed dataset of its runs under Reproduction). `how` says what changed and the refresh.
-pub fn refreshed_edits(refreshed: &[(String, String)], records: &[RecordChange]) -> Vec<Violation> {
+pub(crate) fn refreshed_edits(
+    refreshed: &[(String, String)],
+    records: &[RecordChange],
+) -> Vec<Violation> {
     let citing: Vec<&str> = records
         .iter()
         .filter(|rc| rc.is_added())
@@ -298,7 +307,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// Changed keys no added record covers.
-    pub fn uncovered(&self) -> impl Iterator<Item = &Coverage> {
+    pub(crate) fn uncovered(&self) -> impl Iterator<Item = &Coverage> {
         self.coverage.iter().filter(|c| !c.covered())
     }
 
@@ -326,7 +335,7 @@ impl Outcome {
 /// What accepting every Proposed record the pull request adds would contradict: the
 /// decisions of governed keys that conflict with a live record's (those `adr accept` refuses)
 /// and that the added records bring, each at its line. `added` are the added records' paths.
-pub fn live_contradictions(adrs: &[Adr], added: &[PathBuf]) -> Vec<Violation> {
+pub(crate) fn live_contradictions(adrs: &[Adr], added: &[PathBuf]) -> Vec<Violation> {
     let all = crate::adr::live::decision_conflicts;
     let before = all(adrs);
     let mut accepted = adrs.to_vec();

@@ -22,11 +22,11 @@ pub struct KeyChange {
 }
 
 /// How an absent value is shown.
-pub const UNSET: &str = "(unset)";
+pub(crate) const UNSET: &str = "(unset)";
 
 impl KeyChange {
     /// `old -> new`, TOML values, `(unset)` for an absent one.
-    pub fn old_to_new(&self) -> String {
+    pub(crate) fn old_to_new(&self) -> String {
         format!("{} -> {}", show(self.old.as_ref()), show(self.new.as_ref()))
     }
 
@@ -36,7 +36,7 @@ impl KeyChange {
     }
 
     /// The decision line that names this change (`... = value` or `... removed`).
-    pub fn decision_line(&self) -> String {
+    pub(crate) fn decision_line(&self) -> String {
         match &self.new {
             Some(v) => format!("{}: {} = {}", self.file, self.key, inline(v)),
             None => format!("{}: {} removed", self.file, self.key),
@@ -123,7 +123,7 @@ pub fn parse(source: &Source) -> Result<toml::Table, ConfigError> {
 
 /// The key changes of one file. `file` names it in the changes; `old` / `new` are its versions
 /// (`None`: absent). Changes are sorted by key.
-pub fn diff_file(
+pub(crate) fn diff_file(
     file: &str,
     old: Option<&Source>,
     new: Option<&Source>,
@@ -134,7 +134,7 @@ pub fn diff_file(
 }
 
 /// The key changes between two flattened versions of `file`, sorted by key.
-pub fn diff_maps(
+pub(crate) fn diff_maps(
     file: &str,
     old: &BTreeMap<String, toml::Value>,
     new: &BTreeMap<String, toml::Value>,

@@ -121,14 +121,14 @@ impl TuneRow {
     }
 
     /// Measured and within every SLO, decided by the intervals.
-    pub fn meets_slos(&self) -> bool {
+    pub(crate) fn meets_slos(&self) -> bool {
         self.status == RowStatus::Measured
             && self.slo_misses.is_empty()
             && self.slo_undecided.is_empty()
     }
 
     /// Meets, misses or undecided; `None` when not measured.
-    pub fn slo_compliance(&self) -> Option<SloCompliance> {
+    pub(crate) fn slo_compliance(&self) -> Option<SloCompliance> {
         let c = if !self.slo_misses.is_empty() {
             SloCompliance::Misses
         } else if !self.slo_undecided.is_empty() {
@@ -307,7 +307,7 @@ impl TuneFile {
 
     /// `--trials N` that would count run-to-run variance, or decide more often: 3 after single
     /// runs, else twice as many as ran.
-    pub fn more_trials(&self) -> usize {
+    pub(crate) fn more_trials(&self) -> usize {
         (self.trials() * 2).max(SUGGESTED_TRIALS)
     }
 }

@@ -51,7 +51,7 @@ impl TuneRow {
 
 impl Rival {
     /// The winner is shown better than it ([`beats`]).
-    pub fn beaten(&self) -> bool {
+    pub(crate) fn beaten(&self) -> bool {
         beats(self.difference.as_ref(), self.change)
     }
 }

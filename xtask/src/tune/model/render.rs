@@ -8,7 +8,7 @@ use super::file::{DecidedBy, Rival, RowStatus, TieBreak, TuneFile};
 
 impl TuneFile {
     /// The measured configurations as points of the Pareto charts (`pareto.svg`).
-    pub fn pareto_points(&self) -> Vec<crate::chart::figures::ParetoPoint> {
+    pub(crate) fn pareto_points(&self) -> Vec<crate::chart::figures::ParetoPoint> {
         self.rows
             .iter()
             .filter(|r| r.status == RowStatus::Measured)
