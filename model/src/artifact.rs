@@ -150,9 +150,7 @@ pub fn write<A: Artifact>(dir: &Path, value: &A) -> Result<PathBuf, ArtifactErro
 
 /// Write an artifact atomically to a file the user named (`compare --out FILE`).
 pub fn write_at<A: Artifact>(path: &Path, value: &A) -> Result<(), ArtifactError> {
-    let mut bytes = serde_json::to_vec_pretty(value).expect("artifacts serialise");
-    bytes.push(b'\n');
-    Ok(rundir::write_atomic(path, &bytes)?)
+    Ok(rundir::write_json(path, value)?)
 }
 
 #[cfg(test)]

@@ -202,10 +202,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunDirError> {
 
 pub fn write_summary(dir: &Path, summary: &Summary) -> Result<PathBuf, RunDirError> {
     let path = dir.join(SUMMARY_FILE);
-    let mut text = serde_json::to_vec_pretty(summary).expect("summaries serialize");
-    text.push(b'\n');
-    write_atomic(&path, &text)?;
+    write_json(&path, summary)?;
     Ok(path)
+}
+
+/// Write a JSON document atomically: pretty, with a final newline. The one format of the JSON
+/// files beside a run (the summary and every other artifact).
+pub fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), RunDirError> {
+    let mut bytes = serde_json::to_vec_pretty(value).expect("documents serialise");
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
 }
 
 /// Write the latency histograms (microseconds) as an HdrHistogram V2 interval log, one

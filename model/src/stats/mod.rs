@@ -167,11 +167,8 @@ impl fmt::Display for ShortEstimate<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let e = self.0;
         if e.method == Method::Observed {
-            return if e.lo == e.hi {
-                f.write_str(&sig_text(e.value))
-            } else {
-                write!(f, "{} to {}", sig_text(e.lo), sig_text(e.hi))
-            };
+            // An observed count has one form, the interval's (`0`, `0 to 2`).
+            return e.interval().fmt(f);
         }
         // A spread below a billionth of the value is floating-point noise of identical trials.
         let half = e.half_width();
