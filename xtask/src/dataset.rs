@@ -14,11 +14,16 @@ use infergate_model::refresh::scrub::{MIN_KEY_BYTES, Scrubber};
 use xshell::Shell;
 
 use crate::exit::Status;
+use crate::outpath::Output;
 use crate::settings::{SETTINGS_FILE, Settings};
 use crate::text::join_clean;
 
 /// The variable the user-id key is read from unless `--user-id-key-env` names another.
 pub(crate) const DEFAULT_KEY_ENV: &str = "INFERGATE_USER_ID_KEY";
+
+/// The longest window, in days (a century: any real log's whole span, and far from the
+/// millisecond clock's limits).
+const MAX_WINDOW_DAYS: f64 = 36_525.0;
 
 /// Malformed log lines named on the console (all are in the provenance, up to its limit).
 const SHOWN_MALFORMED: usize = 20;
@@ -61,10 +66,14 @@ pub struct RefreshArgs {
     /// The dataset to refresh (an acceptance or bench JSONL dataset).
     #[arg(long, value_name = "FILE")]
     pub dataset: PathBuf,
-    /// Where the refreshed dataset is written (may be the dataset itself); its provenance goes
-    /// to FILE.provenance.json.
+    /// Where the refreshed dataset is written; its provenance goes to FILE.provenance.json.
+    /// Never the log, never inside `.git/`; an existing file (the dataset itself, to refresh
+    /// it in place) only with --force.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Replace the output and its provenance when they exist.
+    #[arg(long)]
+    pub force: bool,
     /// Share of the dataset's items replaced, in (0, 1].
     #[arg(long, default_value_t = 0.1)]
     pub share: f64,
@@ -134,8 +143,8 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
     share_flag("failed-share", a.failed_share)?;
     share_flag("min-structured-share", a.min_structured_share)?;
     share_flag("max-malformed-share", a.max_malformed_share)?;
-    if !(a.window_days.is_finite() && a.window_days > 0.0) {
-        bail!("--window-days {} must be a positive number of days", a.window_days);
+    if !(a.window_days.is_finite() && a.window_days > 0.0 && a.window_days <= MAX_WINDOW_DAYS) {
+        bail!("--window-days {} must be a number of days in (0, {MAX_WINDOW_DAYS}]", a.window_days);
     }
     let since = a.since.as_deref().map(|t| parse_time("since", t)).transpose()?;
     let until = a.until.as_deref().map(|t| parse_time("until", t)).transpose()?;
@@ -205,6 +214,17 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
 }
 
 fn refresh(root: &Path, a: RefreshArgs) -> anyhow::Result<Status> {
+    let prov = provenance_path(&a.out);
+    let outputs = [
+        Output { flag: "--out", path: &a.out },
+        Output { flag: "--out's provenance", path: &prov },
+    ];
+    // The log is never written over; the dataset only with --force (a refresh in place).
+    let mut inputs = vec![("--log", a.log.as_path())];
+    if !a.force {
+        inputs.push(("--dataset", a.dataset.as_path()));
+    }
+    crate::outpath::check(root, &outputs, &inputs, a.force)?;
     let opts = options(root, &a)?;
     let done = match replace::refresh(&opts) {
         Ok(done) => done,

@@ -39,6 +39,7 @@ pub mod merge;
 pub mod model;
 #[cfg(feature = "runtime")]
 pub mod noise;
+pub mod outpath;
 #[cfg(feature = "runtime")]
 pub mod plan;
 pub mod report;

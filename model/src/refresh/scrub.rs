@@ -39,6 +39,10 @@ pub(crate) const SECRET_PATTERNS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Fields whose values are a request's structure, never scrubbed: a message's role, a content
+/// part's kind, the response format (a JSON Schema).
+const STRUCTURAL_FIELDS: &[&str] = &["role", "type", "response_format"];
+
 /// The fixed text whose HMAC identifies a key (`key_id`).
 const KEY_ID_TEXT: &[u8] = b"infergate dataset refresh key id";
 
@@ -85,10 +89,7 @@ impl Scrubber {
     ) -> Result<Scrubber, ScrubError> {
         let mut sources: Vec<String> = DEFAULT_PII.iter().map(|s| s.to_string()).collect();
         sources.extend(pii.iter().filter(|p| !sources.contains(p)).cloned().collect::<Vec<_>>());
-        let compile = |p: &str| {
-            Regex::new(p)
-                .map_err(|e| ScrubError::Pattern { pattern: p.to_string(), message: e.to_string() })
-        };
+        let compile = |p: &str| compile_pattern(p);
         Ok(Scrubber {
             secrets: SECRET_PATTERNS.iter().map(|(_, p)| compile(p)).collect::<Result<_, _>>()?,
             pii: sources.iter().map(|p| compile(p)).collect::<Result<_, _>>()?,
@@ -99,12 +100,10 @@ impl Scrubber {
         })
     }
 
-    /// Whether `pattern` is a valid PII pattern (a regular expression of the `regex` crate).
+    /// Whether `pattern` is a valid PII pattern: a regular expression of the `regex` crate that
+    /// does not match the empty text (one that does would put a mark between every character).
     pub fn check_pattern(pattern: &str) -> Result<(), ScrubError> {
-        Regex::new(pattern).map(|_| ()).map_err(|e| ScrubError::Pattern {
-            pattern: pattern.to_string(),
-            message: e.to_string(),
-        })
+        compile_pattern(pattern).map(|_| ())
     }
 
     /// The PII patterns in force.
@@ -166,7 +165,7 @@ impl Scrubber {
                 ("metadata", Value::Object(m)) => Value::Object(self.metadata(m, line, &known)?),
                 _ => self.value(k, v, &known),
             };
-            out.insert(self.text(k, &known), v);
+            out.insert(k.clone(), v);
         }
         Ok(out)
     }
@@ -186,26 +185,48 @@ impl Scrubber {
                 }
                 _ => self.value(k, v, known),
             };
-            out.insert(self.text(k, known), v);
+            out.insert(k.clone(), v);
         }
         Ok(out)
     }
 
-    /// A value under field `key`: blanked when the field names a secret, else scrubbed.
+    /// A value under field `key`: blanked when the field names a secret, else scrubbed. Keys
+    /// are never rewritten, and neither are the values that are the request's structure rather
+    /// than its text: a message's `role`, a content part's `type`, and a `response_format`
+    /// (its JSON Schema names fields, it holds no user's text).
     fn value(&mut self, key: &str, v: &Value, known: &Redactor) -> Value {
         if is_secret_field(key) && !v.is_null() {
             self.counts.secrets += 1;
             return Value::String(SECRET.into());
         }
+        if STRUCTURAL_FIELDS.contains(&key) {
+            return v.clone();
+        }
         match v {
             Value::String(s) => Value::String(self.text(s, known)),
             Value::Array(a) => Value::Array(a.iter().map(|x| self.value("", x, known)).collect()),
-            Value::Object(o) => Value::Object(
-                o.iter().map(|(k, x)| (self.text(k, known), self.value(k, x, known))).collect(),
-            ),
+            Value::Object(o) => {
+                Value::Object(o.iter().map(|(k, x)| (k.clone(), self.value(k, x, known))).collect())
+            }
             other => other.clone(),
         }
     }
+}
+
+fn compile_pattern(pattern: &str) -> Result<Regex, ScrubError> {
+    let re = Regex::new(pattern).map_err(|e| ScrubError::Pattern {
+        pattern: pattern.to_string(),
+        message: e.to_string(),
+    })?;
+    if re.is_match("") {
+        return Err(ScrubError::Pattern {
+            pattern: pattern.to_string(),
+            message: "it matches the empty text, so it would mark every position of every \
+                      string; give a pattern that needs at least one character"
+                .to_string(),
+        });
+    }
+    Ok(re)
 }
 
 fn hmac_hex(key: &[u8], data: &[u8]) -> String {
@@ -294,5 +315,31 @@ mod tests {
         assert_eq!(s.pii_patterns().len(), 2);
         let e = Scrubber::new(&["(".into()], None, "K").err().unwrap().to_string();
         assert!(e.starts_with("PII pattern `(` is not a valid regular expression"), "{e}");
+        for empty in ["", "a*", "(?:x)?"] {
+            let e = Scrubber::check_pattern(empty).unwrap_err().to_string();
+            assert!(e.contains("matches the empty text"), "{empty}: {e}");
+        }
+    }
+
+    #[test]
+    fn pii_patterns_rewrite_string_values_never_keys_roles_or_schemas() {
+        let mut s = Scrubber::new(&["user".into(), "type".into()], None, "K").unwrap();
+        let req = json!({
+            "messages": [
+                {"role": "user", "content": "the user said hi"},
+                {"role": "user", "content": [{"type": "text", "text": "user type"}]},
+            ],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "user",
+                "schema": {"type": "object", "properties": {"user": {"type": "string"}},
+                           "required": ["user"]}}},
+            "user_type": "x",
+        });
+        let out = Value::Object(s.request(req.as_object().unwrap(), 1, &[]).unwrap());
+        assert_eq!(out["messages"][0]["role"], json!("user"));
+        assert_eq!(out["messages"][0]["content"], json!("the [pii] said hi"));
+        assert_eq!(out["messages"][1]["content"][0]["type"], json!("text"));
+        assert_eq!(out["messages"][1]["content"][0]["text"], json!("[pii] [pii]"));
+        assert_eq!(out["response_format"], req["response_format"]);
+        assert!(out.as_object().unwrap().contains_key("user_type"), "{out}");
     }
 }

@@ -469,3 +469,62 @@ fn a_litellm_log_is_read_by_its_documented_payload() {
         "{written}"
     );
 }
+
+/// Where a refresh may write: never the log, never inside `.git/`, never over an existing file
+/// without `--force` (the dataset itself included), each refused before anything is written
+/// (exit 2); PII patterns rewrite string values only, so `user` leaves keys and roles and the
+/// empty pattern is refused.
+#[test]
+fn a_refresh_writes_only_where_it_may_and_pii_patterns_leave_keys_and_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    git2::Repository::init(root).unwrap();
+    write_inputs(root);
+    let log = std::fs::read(root.join("log.jsonl")).unwrap();
+    let dataset = std::fs::read(root.join("dataset.jsonl")).unwrap();
+    let config = std::fs::read(root.join(".git/config")).unwrap();
+    let refused = |out: &str, extra: &[&str], why: &str| {
+        let o = refresh(root, "42", out, extra);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{out}: {stderr}");
+        assert!(stderr.contains(why), "{out}: {stderr}");
+    };
+    refused("log.jsonl", &["--force"], "--out log.jsonl is the --log file");
+    refused("./sub/../log.jsonl", &[], "is the --log file");
+    refused(".git/config", &["--force"], "inside the git directory");
+    refused("dataset.jsonl", &[], "--out dataset.jsonl is the --dataset file");
+    refused("out.jsonl", &["--pii-pattern", ""], "matches the empty text");
+    assert_eq!(std::fs::read(root.join("log.jsonl")).unwrap(), log);
+    assert_eq!(std::fs::read(root.join("dataset.jsonl")).unwrap(), dataset);
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+    assert!(!root.join("out.jsonl").exists() && !root.join(".git/config.provenance.json").exists());
+    // A first refresh writes; a second over it needs --force, as does one in place.
+    let first = refresh(root, "42", "out.jsonl", &["--pii-pattern", "user"]);
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let written = std::fs::read(root.join("out.jsonl")).unwrap();
+    refused(
+        "out.jsonl",
+        &[],
+        "--out out.jsonl exists: refused, nothing written (--force replaces it)",
+    );
+    assert_eq!(std::fs::read(root.join("out.jsonl")).unwrap(), written);
+    let in_place = refresh(root, "42", "dataset.jsonl", &["--force"]);
+    assert_eq!(in_place.status.code(), Some(0), "{}", String::from_utf8_lossy(&in_place.stderr));
+    // `user` as a PII pattern: the roles and keys stay, and the bench's reader takes the result.
+    let text = String::from_utf8(written).unwrap();
+    assert!(!text.contains(r#""role":"[pii]""#), "{text}");
+    let roles: BTreeSet<String> = items(&text)
+        .iter()
+        .filter_map(|v| v.get("messages"))
+        .flat_map(|m| m.as_array().unwrap().iter())
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .collect();
+    assert!(roles.contains("user"), "{roles:?}");
+    for v in items(&text) {
+        assert!(v.as_object().unwrap().keys().all(|k| !k.contains("[pii]")), "{v}");
+    }
+    let cfg = infergate_model::config::WorkloadConfig::default();
+    let workload =
+        infergate_model::workload::Workload::from_jsonl(&root.join("out.jsonl"), &text, &cfg);
+    assert!(workload.is_ok(), "{:?}", workload.err());
+}
