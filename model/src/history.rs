@@ -150,7 +150,19 @@ impl Entry {
     }
 
     /// Set the id from the content.
+    ///
+    /// A value that is no finite number is made blank first (a per-trial value) or left out (a
+    /// paired difference): JSON has no spelling for it, and an entry must read back exactly as
+    /// it was sealed, or every later reader would take it for one edited by hand.
     pub fn seal(&mut self) {
+        for v in self.values.values_mut().flatten() {
+            if v.is_some_and(|x| !x.is_finite()) {
+                *v = None;
+            }
+        }
+        for d in self.paired.values_mut() {
+            d.retain(|x| x.is_finite());
+        }
         self.id.clear();
         let text = serde_json::to_string(self).expect("entries serialise");
         self.id = key_of(&text);
@@ -171,11 +183,16 @@ impl Entry {
     }
 }
 
-/// The resolved settings that decide noise, without the simulator's per-trial noise seed.
+/// The resolved settings that decide noise, without the simulator's per-trial noise seed and
+/// without where the engine config was read from (an A/B gate copies each arm's config into
+/// its own output directory; the config's content is [`Scenario::engine_config`]).
 fn settings_hash(s: &Summary) -> String {
     let mut config = s.config.to_json();
     if let Some(noise) = config.pointer_mut("/sim/noise").and_then(|n| n.as_object_mut()) {
         noise.remove("seed");
+    }
+    if let Some(sim) = config.get_mut("sim").and_then(|n| n.as_object_mut()) {
+        sim.remove("engine_config");
     }
     let pick = |k: &str| config.get(k).cloned().unwrap_or_default();
     let text =
@@ -453,6 +470,52 @@ mod tests {
         };
         e.seal();
         e
+    }
+
+    #[test]
+    fn entries_read_back_with_their_ids_whatever_their_values() {
+        // Values whose text the default JSON number parser does not read back to the same
+        // number (the last digits of a per-trial mean), and small and whole ones.
+        let values = [
+            1.0,
+            1e-7,
+            754.416171234,
+            0.1 + 0.2,
+            2.0f64.sqrt() * 1e300,
+            5e-324,
+            123456789.12345679,
+            0.30000000000000004,
+        ];
+        let mut e = entry("a", &values, "h1");
+        e.kind = EntryKind::AbBaseline;
+        e.paired.insert("metrics.ttft_ms.p99".into(), values.iter().map(|v| v / 3.0).collect());
+        e.seal();
+        let line = serde_json::to_string(&e).unwrap();
+        let back = parse_line(&line).unwrap();
+        assert_eq!(back.id, e.id);
+        assert_eq!(back, e);
+        // What JSON cannot spell is blank (or left out) before the seal, not after.
+        let mut odd = entry("n", &[f64::NAN, 1.0, f64::INFINITY], "h1");
+        odd.paired.insert("metrics.ttft_ms.p99".into(), vec![f64::NAN, 0.5]);
+        odd.seal();
+        assert_eq!(odd.values["metrics.ttft_ms.p99"], vec![None, Some(1.0), None]);
+        assert_eq!(odd.paired["metrics.ttft_ms.p99"], vec![0.5]);
+        assert_eq!(parse_line(&serde_json::to_string(&odd).unwrap()).unwrap(), odd);
+        // Every value a random walk over the doubles gives, too.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = f64::from_bits(x >> 2);
+            if !v.is_finite() {
+                continue;
+            }
+            let e = entry("r", &[v, v * 0.5], "h1");
+            let back = parse_line(&serde_json::to_string(&e).unwrap())
+                .unwrap_or_else(|err| panic!("{v:e}: {err}"));
+            assert_eq!(back.id, e.id, "{v:e}");
+        }
     }
 
     #[test]

@@ -50,7 +50,9 @@ pub(crate) const NO_DATA: Exit = Exit {
     code: 4,
     name: "no-data",
     meaning: "a watch could not evaluate a rollback condition for its window (the metrics page \
-              failed or no request finished) and none held; never an all-clear",
+              failed or no request finished) and none held, or a history check found nothing to \
+              check (no history, or no measured commit among the last it was asked to check); \
+              never an all-clear",
 };
 
 pub const NO_RECORD: Exit = Exit {
@@ -169,6 +171,32 @@ pub(crate) fn render_error(e: &anyhow::Error) -> String {
         out.push_str(&format!("\n  caused by: {cause}"));
     }
     out
+}
+
+/// A reader that closed standard output early (`cargo xtask history list | head -1`) ends the
+/// process as SIGPIPE ends any Unix tool (the shell sees 141), instead of the panic with which
+/// `println!` meets a closed pipe. Every other panic keeps the default report. Called first
+/// thing by the binary; what a command wrote to files before is already written.
+pub fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            #[cfg(unix)]
+            // SAFETY: resetting a signal's disposition and raising it on this process has no
+            // memory effects; the default action of SIGPIPE ends the process.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+        }
+        default(info)
+    }));
 }
 
 #[cfg(test)]

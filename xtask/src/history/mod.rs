@@ -17,6 +17,7 @@ use xshell::Shell;
 
 use crate::console::ConsoleTable;
 use crate::exit::Status;
+use crate::outpath::Output;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -35,9 +36,12 @@ pub enum HistoryAction {
     Export {
         #[arg(long, value_enum, default_value_t = Format::Csv)]
         format: Format,
-        /// Write here instead of standard output.
+        /// Write here instead of standard output (never inside `.git/`).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Replace --out when it exists.
+        #[arg(long, requires = "out")]
+        force: bool,
     },
     /// Join another copy of the history (a fetched ref or revision) into this one, by entry id.
     Merge {
@@ -90,7 +94,14 @@ impl HistoryCmd {
                 println!("{t}");
                 Ok(Status::Success)
             }
-            HistoryAction::Export { format, out } => {
+            HistoryAction::Export { format, out, force } => {
+                let out = match &out {
+                    Some(p) => {
+                        let o = [Output { flag: "--out", path: p }];
+                        crate::outpath::check(&root, &o, &[], force)?.pop()
+                    }
+                    None => None,
+                };
                 let h = store::read(&root)?;
                 for p in &h.problems {
                     eprintln!("warning: left out of the export: {p}");
@@ -101,7 +112,6 @@ impl HistoryCmd {
                 };
                 match out {
                     Some(path) => {
-                        let path = root.join(path);
                         infergate_model::rundir::write_atomic(&path, text.as_bytes())
                             .with_context(|| format!("cannot write {}", path.display()))?;
                     }

@@ -146,6 +146,8 @@ pub struct Built {
     pub line: Line,
     pub series: Vec<Series>,
     pub notes: Vec<String>,
+    /// Whether the history ref exists (a history with no entry on the line is still one).
+    pub has_history: bool,
 }
 
 /// The first-parent line of `branch` in `repo`.
@@ -282,7 +284,7 @@ pub fn build(line: Line, entries: &[Entry], filter: &Filter) -> Built {
             });
         }
     }
-    Built { line, series, notes }
+    Built { line, series, notes, has_history: true }
 }
 
 fn point(line: &Line, pos: usize, es: &[&Entry], metric: &str, positive: bool) -> Option<Point> {

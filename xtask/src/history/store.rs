@@ -64,7 +64,15 @@ fn open(root: &Path) -> anyhow::Result<Repository> {
 }
 
 fn read_repo(repo: &Repository, refname: &str) -> anyhow::Result<History> {
-    let Ok(reference) = repo.find_reference(refname) else { return Ok(History::default()) };
+    // Only a ref that is not there is "no history yet": one that does not parse (a loose ref
+    // file of junk, a packed line that is no object id) is an unreadable history, said so.
+    let reference = match repo.find_reference(refname) {
+        Ok(r) => r,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(History::default()),
+        Err(e) => {
+            bail!("{refname} cannot be read ({}): the history is unreadable", e.message())
+        }
+    };
     let commit = reference.peel_to_commit().with_context(|| {
         format!("{refname} does not point at a commit: the history is unreadable")
     })?;
@@ -304,5 +312,10 @@ mod tests {
         let blob = repo.blob(b"x").unwrap();
         repo.reference(HISTORY_REF, blob, true, "").unwrap();
         assert!(read(dir.path()).unwrap_err().to_string().contains("does not point at a commit"));
+        // A loose ref file that does not parse: unreadable, not "no history".
+        std::fs::write(dir.path().join(".git").join(HISTORY_REF), "junk\n").unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{HISTORY_REF} cannot be read (")), "{e}");
+        assert!(append(dir.path(), &[entry("c", "h1")], "t").is_err());
     }
 }

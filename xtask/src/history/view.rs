@@ -45,9 +45,9 @@ pub struct SeriesArgs {
     /// among the last --last commits and no decision record changed in its range.
     #[arg(long)]
     pub check: bool,
-    /// With --check: how many of the line's last commits are checked.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub last: usize,
+    /// With --check: how many of the line's last commits are checked (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub last: u64,
     /// With --check: the smallest change that fails (relative; points for shares).
     #[arg(long, value_name = "P", default_value = "5%", value_parser = parse_fraction)]
     pub min_change: f64,
@@ -94,7 +94,12 @@ impl SeriesArgs {
         if !self.check {
             return Ok(Status::Success);
         }
-        let failures = unexplained(&built, self.last, self.min_change);
+        let last = usize::try_from(self.last).unwrap_or(usize::MAX);
+        if let Some(why) = nothing_to_check(&built, last) {
+            eprintln!("history check: nothing checked: {why}");
+            return Ok(Status::NoData);
+        }
+        let failures = unexplained(&built, last, self.min_change);
         if failures.is_empty() {
             eprintln!(
                 "history check: no change to the worse of {} or more without a record in the last {} commits",
@@ -137,6 +142,7 @@ impl SeriesArgs {
             .with_context(|| format!("{} is not in a git repository", root.display()))?;
         let line = series::line(&repo, &self.branch)?;
         let mut built = series::build(line, &history.entries, &filter);
+        built.has_history = history.tip.is_some();
         if !history.problems.is_empty() {
             built.notes.insert(
                 0,
@@ -182,6 +188,23 @@ fn signed(v: f64, lo: f64, hi: f64, positive: bool) -> String {
         if positive { format!("{:+.1}%", x * 100.0) } else { format!("{:+.1} points", x * 100.0) }
     };
     format!("{} [{}, {}]", f(v), f(lo), f(hi))
+}
+
+/// Why a check of the line's last `last` commits has nothing to decide on, if it has not: no
+/// history at all, or no measured point (of the metrics and scenario asked for) among them.
+pub(crate) fn nothing_to_check(built: &Built, last: usize) -> Option<String> {
+    if !built.has_history {
+        return Some(format!("there is no {} in this repository", super::store::HISTORY_REF));
+    }
+    let from = built.line.commits.len().saturating_sub(last);
+    let points = built.series.iter().flat_map(|s| &s.points).filter(|p| p.position >= from).count();
+    (points == 0).then(|| {
+        format!(
+            "no measured commit among the last {last} of {} (the history holds none of them, or \
+             none of the metrics or scenario asked for)",
+            built.line.branch
+        )
+    })
 }
 
 /// The change points to the worse beyond `min_change` whose first bad commit is among the

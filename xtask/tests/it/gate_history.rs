@@ -147,3 +147,123 @@ fn the_history_exports_as_csv_and_jsonl_and_merges_another_copy() {
     let list = xtask(root, &["history", "list"]);
     assert!(list.stdout.contains(": 2 entries"), "{}", list.stdout);
 }
+
+/// The drill: twenty A/B gates in a row in one clone, each with the simulator's noise on (5%
+/// run CV, 10% step CV) and its own seed. Each appends its two sets; every set reads back (no
+/// file of the history left out for an id that does not match its content) and the last gate
+/// pools the nineteen before it.
+#[test]
+fn twenty_ab_gates_in_a_row_append_forty_sets_that_all_read_back_and_pool() {
+    let g = crate::support::configs_repo();
+    let root = g.path();
+    const GATES: usize = 20;
+    for seed in 1..=GATES {
+        let seed = seed.to_string();
+        let out = xtask(
+            root,
+            &[
+                "gate",
+                "--ab",
+                "HEAD",
+                "--out",
+                &format!("ab{seed}"),
+                "--max-requests",
+                "20",
+                "--trial-requests",
+                "1",
+                "--set",
+                "workload.max_tokens=4",
+                "--set",
+                "load.warmup_requests=1",
+                "--set",
+                "load.concurrency=2",
+                "--set",
+                "workload.repeats=3",
+                "--set",
+                "sim.noise.run_cv=0.05",
+                "--set",
+                "sim.noise.step_cv=0.1",
+                "--set",
+                &format!("sim.noise.seed={seed}"),
+            ],
+        );
+        assert!(matches!(out.code, 0 | 3), "gate {seed}: {}\n{}", out.stdout, out.stderr);
+        let all = format!("{}{}", out.stdout, out.stderr);
+        assert!(all.contains("noise history: 2 set(s) appended"), "gate {seed}: {all}");
+        assert!(!all.contains("left out") && !all.contains("not appended"), "gate {seed}: {all}");
+    }
+    let list = xtask(root, &["history", "list"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(list.stdout.contains(&format!(": {} entries", 2 * GATES)), "{}", list.stdout);
+    assert!(!list.stdout.contains("left out"), "{}", list.stdout);
+    // Every line reads back with its id, through the model's own reader.
+    let jsonl = xtask(root, &["history", "export", "--format", "jsonl"]);
+    let entries: Vec<_> =
+        jsonl.stdout.lines().map(|l| infergate_model::history::parse_line(l).unwrap()).collect();
+    assert_eq!(entries.len(), 2 * GATES);
+    // The last gate pooled the history's earlier A/B gates of this scenario.
+    let last: infergate_model::ab::AbFile =
+        infergate_model::artifact::read(&root.join(format!("ab{GATES}"))).unwrap();
+    let pooled = format!("the history's {} A/B gate(s)", GATES - 1);
+    assert!(
+        last.priors.values().any(|p| p.label.starts_with(&pooled)),
+        "{:?}",
+        last.priors.values().map(|p| &p.label).collect::<Vec<_>>()
+    );
+}
+
+/// A history ref that does not parse is an unreadable history (exit 2, the ref named), never
+/// "no history"; a `--check` that checked nothing (no ref, nothing in its window) exits 4; an
+/// export never writes over a file without `--force`, nor inside `.git/`.
+#[test]
+fn a_junk_ref_is_an_error_and_a_check_of_nothing_is_not_an_all_clear() {
+    let g = repo(500.0);
+    let root = g.path();
+    // No ref at all: listing says so; a check has nothing to check.
+    let list = xtask(root, &["history", "list"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let check = xtask(root, &["history", "--check"]);
+    assert_eq!(check.code, 4, "{}{}", check.stdout, check.stderr);
+    assert!(
+        check.stderr.contains("nothing checked: there is no refs/infergate/history"),
+        "{}",
+        check.stderr
+    );
+    let zero = xtask(root, &["history", "--check", "--last", "0"]);
+    assert_eq!(zero.code, 2, "{}", zero.stderr);
+    // A history, but nothing of the metric asked for in the window.
+    write_set(&root.join("a"), &trials("a", &[100.0, 102.0], None));
+    assert_eq!(gate(root, "a").code, 0);
+    let check = xtask(root, &["history", "--check", "--metric", "metrics.no_such_metric"]);
+    assert_eq!(check.code, 4, "{}{}", check.stdout, check.stderr);
+    assert!(check.stderr.contains("no measured commit among the last 10"), "{}", check.stderr);
+    // An export over an existing file, or into .git/: refused, nothing written.
+    std::fs::write(root.join("h.csv"), "keep\n").unwrap();
+    let out = xtask(root, &["history", "export", "--out", "h.csv"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--out h.csv exists"), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(root.join("h.csv")).unwrap(), "keep\n");
+    let out = xtask(root, &["history", "export", "--out", "h.csv", "--force"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(std::fs::read_to_string(root.join("h.csv")).unwrap().starts_with("id,kind,"));
+    let config = std::fs::read(root.join(".git/config")).unwrap();
+    let out = xtask(root, &["history", "export", "--out", ".git/config", "--force"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("inside the git directory"), "{}", out.stderr);
+    assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
+    // Junk in the ref's file: list, check and the gate's append all say the history is
+    // unreadable, naming the ref.
+    std::fs::write(root.join(".git/refs/infergate/history"), "junk\n").unwrap();
+    for args in [&["history", "list"][..], &["history", "--check"][..]] {
+        let out = xtask(root, args);
+        assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains("refs/infergate/history cannot be read"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    write_set(&root.join("b"), &trials("b", &[100.0, 101.0], None));
+    let out = gate(root, "b");
+    assert!(out.stderr.contains("warning: noise history: not appended"), "{}", out.stderr);
+}
