@@ -141,7 +141,8 @@ pub enum AdrSub {
 
 #[derive(Debug, Args)]
 pub struct NewArgs {
-    /// Title of the decision.
+    /// Title of the decision: one line (a line break or other control character is refused).
+    #[arg(value_parser = new::parse_one_line)]
     pub title: String,
     /// Baseline run: a bench run directory or its summary.json; a trial set's directory (its
     /// trials, as estimates with intervals); a sweep directory (its knee stage), an acceptance
@@ -165,8 +166,8 @@ pub struct NewArgs {
     /// Headroom of the proposed thresholds: `10%` or a fraction.
     #[arg(long, default_value = "10%", value_parser = parse_headroom)]
     pub headroom: f64,
-    /// Who decides (written into the record; a placeholder to fill otherwise).
-    #[arg(long)]
+    /// Who decides (written into the record; a placeholder to fill otherwise); one line.
+    #[arg(long, value_parser = new::parse_one_line)]
     pub deciders: Option<String>,
     /// Coverage of the estimates' intervals, within (0, 1).
     #[arg(long, default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = crate::compare::parse_confidence)]

@@ -404,8 +404,20 @@ pub(crate) fn strip_adr_prefix(title: &str) -> (Option<u32>, &str) {
         let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
         if digits > 0 {
             let n = rest[..digits].parse().ok();
-            let after = rest[digits..].trim_start_matches([':', ' ', '-', '.']).trim();
-            return (n, after);
+            // One separator (`ADR-7: T`, `ADR-7. T`, `ADR-7 - T`, `ADR-7 T`): a title's own
+            // leading dots or dashes are its own.
+            let after = &rest[digits..];
+            let after = match after.strip_prefix([':', '.']) {
+                Some(a) => a.trim_start(),
+                None => {
+                    let a = after.trim_start();
+                    a.strip_prefix(['-', '\u{2013}', '\u{2014}'])
+                        .filter(|r| r.starts_with(char::is_whitespace))
+                        .unwrap_or(a)
+                        .trim_start()
+                }
+            };
+            return (n, after.trim_end());
         }
     }
     (None, t)
@@ -447,5 +459,10 @@ mod tests {
     fn adr_prefix_is_split_from_titles() {
         assert_eq!(strip_adr_prefix("ADR-0007: Chunked prefill"), (Some(7), "Chunked prefill"));
         assert_eq!(strip_adr_prefix("Use chunked prefill"), (None, "Use chunked prefill"));
+        assert_eq!(strip_adr_prefix("ADR-0002: ../../x"), (Some(2), "../../x"));
+        assert_eq!(strip_adr_prefix("ADR-0002: -x"), (Some(2), "-x"));
+        assert_eq!(strip_adr_prefix("ADR-12. Title"), (Some(12), "Title"));
+        assert_eq!(strip_adr_prefix("ADR-12 - Title"), (Some(12), "Title"));
+        assert_eq!(strip_adr_prefix("ADR-12 Title"), (Some(12), "Title"));
     }
 }

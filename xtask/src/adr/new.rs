@@ -225,6 +225,50 @@ pub fn slug(title: &str) -> Result<String, NewAdrError> {
     Ok(out)
 }
 
+/// A record field given on the command line (the title, the deciders): one line of text. A
+/// line break would start a line of the record's own (`- Status: Accepted` under the title), so
+/// it and every other control character are refused rather than folded.
+pub fn parse_one_line(text: &str) -> Result<String, String> {
+    match text.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!(
+            "holds a control character ({}): a record's title and deciders are one line of text",
+            c.escape_default()
+        )),
+        None => Ok(text.to_string()),
+    }
+}
+
+/// A title as Markdown text that reads back as itself: as given when CommonMark reads it so
+/// (`max_num_seqs`, `(8k batches)!`), else with every character it could take for markup (a
+/// backslash escape, emphasis, code, a link, HTML, an entity, a closing `#` sequence)
+/// escaped with a backslash.
+pub(crate) fn markdown_text(title: &str) -> String {
+    if heading_text(title) == title {
+        return title.to_string();
+    }
+    let mut out = String::with_capacity(title.len() * 2);
+    for c in title.chars() {
+        if matches!(c, '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '&' | '#' | '!') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The text of `# {markdown}` as the records' parser reads a heading.
+fn heading_text(markdown: &str) -> String {
+    use pulldown_cmark::{Event, Parser};
+    let doc = format!("# {markdown}\n");
+    let mut text = String::new();
+    for event in Parser::new_ext(&doc, pulldown_cmark::Options::ENABLE_TABLES) {
+        if let Event::Text(t) | Event::Code(t) | Event::InlineHtml(t) | Event::Html(t) = event {
+            text.push_str(&t);
+        }
+    }
+    text.trim().to_string()
+}
+
 /// Engine parameters flattened to dotted keys (`scheduler.max_num_seqs`).
 pub fn flatten_params(params: &Json) -> BTreeMap<String, Json> {
     infergate_model::summary::flatten_params(params)
@@ -522,7 +566,7 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
     ];
     let draft = Draft {
         number: format!("{:04}", input.number),
-        title: input.title.trim().to_string(),
+        title: markdown_text(input.title.trim()),
         status: "Proposed",
         date: input.date.format("%Y-%m-%d").to_string(),
         deciders: input
@@ -1828,6 +1872,28 @@ mod tests {
         for (header, metric, _) in all_columns() {
             assert!(infergate_model::summary::metric_def(metric).is_some(), "{header}: {metric}");
         }
+    }
+
+    #[test]
+    fn titles_are_one_line_and_read_back_as_written() {
+        assert!(parse_one_line("Sneaky\n- Status: Accepted").unwrap_err().contains("\\n"));
+        assert!(parse_one_line("a\rb").is_err());
+        assert!(parse_one_line("tab\there").is_err());
+        assert_eq!(parse_one_line("Raise max_num_seqs").unwrap(), "Raise max_num_seqs");
+        for t in [
+            "../../x",
+            "\\..",
+            "Enable chunked prefill (8k batches)!",
+            "Raise max_num_seqs to 512",
+            "*not* emphasis, `not code`, [not](a link) <b>not html</b> &amp; x \\*",
+            "Issue #42 ##",
+            "- a list? 1. no",
+        ] {
+            let md = markdown_text(t);
+            assert_eq!(heading_text(&md), t, "{t} written as {md}");
+        }
+        // Plain titles stay plain.
+        assert_eq!(markdown_text("Raise max_num_seqs to 512"), "Raise max_num_seqs to 512");
     }
 
     #[test]

@@ -463,3 +463,54 @@ fn adr_supersede_with_parts_takes_over_named_thresholds_only() {
     let out = xtask(root, &["adr", "list"]);
     assert!(out.stdout.contains("| 0001 (in part: 1) |"), "{}", out.stdout);
 }
+
+/// A record's title is one line: a line break that would write `- Status: Accepted` under the
+/// title is refused before anything is written; titles CommonMark would read otherwise
+/// (`../../x`, a backslash escape, emphasis) read back as given.
+#[test]
+fn a_title_cannot_write_the_records_header_and_reads_back_as_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::create_dir_all(root.join("docs/adr")).unwrap();
+    write_run(&root.join("runs"), &summary("r", 1.0, 1.0, 1.0, engine_params(true, 1)));
+    let out = xtask(root, &["adr", "new", "Sneaky\n- Status: Accepted", "--baseline", "runs/r"]);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("one line of text"), "{}", out.stderr);
+    let out = xtask(
+        root,
+        &["adr", "new", "X", "--deciders", "a\r- Status: Accepted", "--baseline", "runs/r"],
+    );
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert_eq!(std::fs::read_dir(root.join("docs/adr")).unwrap().count(), 0);
+    for title in ["../../x", "\\..x", "*Raise* max_num_seqs to [512](x) <b>", "Issue #42 #"] {
+        let out = xtask(root, &["adr", "new", title, "--baseline", "runs/r"]);
+        assert!(out.stdout.contains("Proposed"), "{title}: {}{}", out.stdout, out.stderr);
+    }
+    let list = xtask(root, &["adr", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    let titles: Vec<&str> =
+        v.as_array().unwrap().iter().map(|r| r["title"].as_str().unwrap()).collect();
+    let statuses: Vec<&str> =
+        v.as_array().unwrap().iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["../../x", "\\..x", "*Raise* max_num_seqs to [512](x) <b>", "Issue #42 #"]);
+    assert!(statuses.iter().all(|s| *s == "Proposed"), "{statuses:?}");
+}
+
+/// A reader that closed the pipe (`| head`) ends the command as SIGPIPE ends any Unix tool:
+/// no panic report on stderr.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = crate::support::xtask_command(&repo_root(), &["adr", "list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end closed before the command writes a byte.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.signal(), Some(13), "{:?}: {stderr}", out.status);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
