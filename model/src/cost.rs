@@ -97,15 +97,13 @@ mod tests {
         let e = EngineParams {
             file: "configs/engine.toml".into(),
             params: json!({"engine": {"tensor_parallel_size": 4}, "device": {"price_per_hour": 2.49}}),
-            derived_from: None,
-            changes: vec![],
+            ..EngineParams::default()
         };
         assert_eq!(device_price(Some(&e)), (Some(2.49), Some(4)));
         let e = EngineParams {
             file: "x".into(),
             params: json!({"engine": {}, "device": {"price_per_hour": 1.0, "count": 8}}),
-            derived_from: None,
-            changes: vec![],
+            ..EngineParams::default()
         };
         assert_eq!(device_price(Some(&e)), (Some(1.0), Some(8)));
         assert_eq!(device_price(None), (None, None));

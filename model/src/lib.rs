@@ -34,6 +34,7 @@ pub mod rundir;
 pub mod schedule;
 pub mod scheduler;
 pub mod selftest;
+pub mod served;
 pub mod server_metrics;
 pub mod session;
 pub mod shard;

@@ -587,7 +587,7 @@ pub struct Invocation {
     pub part: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EngineParams {
     /// The file the parameters were read from (the file the run used), relative to the
     /// repository root when possible.
@@ -601,6 +601,27 @@ pub struct EngineParams {
     /// The keys the variant sets otherwise than `derived_from`, with that file's values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ParamChange>,
+    /// The engine that said what it runs (`llama.cpp`, `vLLM`, `SGLang`, `TGI`), when one did
+    /// ([`crate::served`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_by: Option<String>,
+    /// What the engine said it runs, read from its own endpoints before and after the load:
+    /// each value with its engine config key and where it was read. Empty: nothing revealed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served: Vec<crate::served::ServedValue>,
+    /// The keys `params` sets and the engine answered otherwise: the run measured another
+    /// configuration than the file says (a gate does not pass it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<crate::served::ServedMismatch>,
+}
+
+impl EngineParams {
+    /// Record what the engine said it runs, and the keys of the file it contradicts.
+    pub fn set_served(&mut self, reading: &crate::served::ServedReading) {
+        self.served_by = reading.engine.clone();
+        self.served = reading.values.clone();
+        self.mismatches = crate::served::mismatches(&self.params, &self.served);
+    }
 }
 
 /// One key a variant engine config sets otherwise than the governed file it derives from.
@@ -620,7 +641,15 @@ impl EngineParams {
         let source = crate::config::Source::read_in(root, Path::new(file))?;
         let table: toml::Table = toml::from_str(&source.text).map_err(|e| source.toml_error(&e))?;
         let params = serde_json::to_value(table).expect("TOML tables convert to JSON");
-        Ok(EngineParams { file: file.to_string(), params, derived_from: None, changes: vec![] })
+        Ok(EngineParams {
+            file: file.to_string(),
+            params,
+            derived_from: None,
+            changes: vec![],
+            served_by: None,
+            served: vec![],
+            mismatches: vec![],
+        })
     }
 
     /// The parameters of a variant `file` generated from the governed file `base` (its
@@ -643,6 +672,9 @@ impl EngineParams {
             params,
             derived_from: Some(base.to_string()),
             changes,
+            served_by: None,
+            served: vec![],
+            mismatches: vec![],
         }
     }
 }
