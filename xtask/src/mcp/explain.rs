@@ -1,7 +1,8 @@
 //! The `explain_record` tool: what a decision record fixes and why, read with the records'
 //! own parser (`crate::adr::parse_adr`): its status and whether it is live, the reasons (its
 //! Context and Decision sections), the governed parameters it fixes, the thresholds and
-//! regression budgets it gates with, its rollback conditions and its links.
+//! regression budgets it gates with, its rollback conditions and its links. Only a file inside
+//! the repository is read: the path, symbolic links resolved, must stay under the repository root.
 
 use std::path::{Path, PathBuf};
 
@@ -113,6 +114,12 @@ pub enum ExplainError {
     NotARecord(String),
     #[error("no record at {0}")]
     NoFile(String),
+    /// The path leads out of the repository (a symbolic link on the way).
+    #[error(
+        "{} resolves to {}, outside the repository {}: only a record inside it is read",
+        .path.display(), .target.display(), .root.display()
+    )]
+    Outside { path: PathBuf, target: PathBuf, root: PathBuf },
     #[error("cannot read {}: {error}", .path.display())]
     Unreadable { path: PathBuf, error: std::io::Error },
 }
@@ -122,7 +129,8 @@ pub enum ExplainError {
 pub fn explain(root: &Path, which: &str) -> Result<Explanation, ExplainError> {
     let records = read_records(root, Path::new(ADR_DIR)).map_err(ExplainError::Records)?;
     let path = resolve(root, which, &records)?;
-    let text = std::fs::read_to_string(root.join(&path))
+    let file = inside(root, &path)?;
+    let text = std::fs::read_to_string(&file)
         .map_err(|error| ExplainError::Unreadable { path: path.clone(), error })?;
     let adr = parse_adr(&path, &text);
     let all: Vec<Adr> = records.iter().map(|(p, t)| parse_adr(p, t)).collect();
@@ -155,6 +163,18 @@ fn resolve(
         return Err(ExplainError::NoFile(w.to_string()));
     }
     Ok(rel.to_path_buf())
+}
+
+/// The file `path` (relative to `root`) names, every symbolic link resolved, when it is inside
+/// the repository; what is read is that file, so a link changed in between is not followed.
+fn inside(root: &Path, path: &Path) -> Result<PathBuf, ExplainError> {
+    let unreadable = |error| ExplainError::Unreadable { path: path.to_path_buf(), error };
+    let root = root.canonicalize().map_err(unreadable)?;
+    let target = root.join(path).canonicalize().map_err(unreadable)?;
+    if !target.starts_with(&root) {
+        return Err(ExplainError::Outside { path: path.to_path_buf(), target, root });
+    }
+    Ok(target)
 }
 
 fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
@@ -281,6 +301,39 @@ mod tests {
         );
         assert!(
             explain(t.path(), "docs/adr/none.md").unwrap_err().to_string().contains("no record at")
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symbolic_link_out_of_the_repository_is_refused_naming_it() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret.md");
+        std::fs::write(&secret, RECORD).unwrap();
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join(ADR_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("0003-enable-chunked-prefill.md"), RECORD).unwrap();
+        std::os::unix::fs::symlink(&secret, dir.join("0004-elsewhere.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), t.path().join("docs/out")).unwrap();
+        // A link that stays inside is read.
+        std::os::unix::fs::symlink("0003-enable-chunked-prefill.md", dir.join("0005-same.md"))
+            .unwrap();
+        // The records by number are the directory's files, links left out.
+        let by_number = explain(t.path(), "4").unwrap_err().to_string();
+        assert_eq!(by_number, "no record numbered 4 in docs/adr");
+        for which in ["docs/adr/0004-elsewhere.md", "docs/out/secret.md"] {
+            let e = explain(t.path(), which).unwrap_err();
+            assert!(matches!(e, ExplainError::Outside { .. }), "{which}: {e}");
+            let why = e.to_string();
+            assert!(why.contains("outside the repository"), "{why}");
+            assert!(why.contains(&secret.canonicalize().unwrap().display().to_string()), "{why}");
+        }
+        let e = explain(t.path(), "docs/adr/0004-elsewhere.md").unwrap_err().to_string();
+        assert!(e.starts_with("docs/adr/0004-elsewhere.md resolves to "), "{e}");
+        assert_eq!(
+            explain(t.path(), "docs/adr/0005-same.md").unwrap().title,
+            explain(t.path(), "3").unwrap().title
         );
     }
 }

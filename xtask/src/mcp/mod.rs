@@ -10,8 +10,13 @@
 //! - [`explain`]: `explain_record`, a record read with the records' parser.
 //!
 //! In stdio mode the server's stdout is the protocol channel: nothing else prints there (the
-//! commands' output is captured from their own pipes). Every text a result carries passes the
-//! bench's redaction ([`infergate_model::redact::Redactor`]) of the API keys the environment holds.
+//! commands' output is captured from their own pipes). Its transport ([`lines`]) reads one message
+//! a line, each line at most [`lines::MAX_LINE`] bytes: a longer line is skipped unread and
+//! answered with a JSON-RPC error, as is a line of JSON that is no JSON-RPC message (its `id`
+//! echoed). Over HTTP, requests whose `Host` is not a loopback name or whose `Origin` is neither a
+//! loopback origin nor one given with `--allow-origin` are refused with 403 (DNS rebinding). Every
+//! text a result carries passes the bench's redaction ([`infergate_model::redact::Redactor`]) of
+//! the API keys the environment holds.
 
 pub mod child;
 pub mod explain;
@@ -50,6 +55,12 @@ pub struct McpCmd {
     /// stderr) instead of stdio.
     #[arg(long, value_name = "PORT")]
     pub http: Option<u16>,
+    /// With `--http`: also serve browser pages of this origin (`https://app.example`,
+    /// `http://app.example:8080`, `http://app.example:*` for any port); repeatable. Requests
+    /// without an `Origin` header and from loopback origins (`http(s)://127.0.0.1`, `localhost`,
+    /// `[::1]`, any port) are always served; any other origin gets 403.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http", value_parser = parse_origin)]
+    pub allow_origins: Vec<String>,
 }
 
 impl McpCmd {
@@ -58,7 +69,7 @@ impl McpCmd {
         let rt = crate::measure::runtime()?;
         rt.block_on(async move {
             match self.http {
-                Some(port) => serve_http(root, port).await,
+                Some(port) => serve_http(root, port, self.allow_origins).await,
                 None => serve_stdio(root).await,
             }
         })?;
@@ -67,22 +78,90 @@ impl McpCmd {
 }
 
 async fn serve_stdio(root: PathBuf) -> anyhow::Result<()> {
+    let (stdin, stdout) = rmcp::transport::stdio();
     let service = Server { root }
-        .serve(rmcp::transport::stdio())
+        .serve(lines::LineTransport::new(stdin, stdout, lines::MAX_LINE))
         .await
         .context("cannot start the MCP server on stdio")?;
     service.waiting().await.context("the MCP server stopped")?;
     Ok(())
 }
 
-async fn serve_http(root: PathBuf, port: u16) -> anyhow::Result<()> {
+/// The `Host` names the HTTP transport answers to: the loopback address it binds, by name and
+/// by number (any port).
+const LOOPBACK_HOSTS: [&str; 3] = ["127.0.0.1", "localhost", "::1"];
+
+/// The browser origins always served: the loopback hosts over http and https, any port.
+fn loopback_origins() -> Vec<String> {
+    let hosts = ["127.0.0.1", "localhost", "[::1]"];
+    ["http", "https"]
+        .iter()
+        .flat_map(|scheme| hosts.iter().map(move |host| format!("{scheme}://{host}:*")))
+        .collect()
+}
+
+/// An `--allow-origin` value: `http` or `https`, a host and a port (`:*` for any), nothing
+/// else; without a port the scheme's (80, 443), as browsers leave it out. The origin as the
+/// transport's allow list takes it.
+fn parse_origin(value: &str) -> Result<String, String> {
+    let why = |what: &str| {
+        format!(
+            "`{value}` is not an origin ({what}): give a scheme, a host and optionally a port, \
+             as a browser sends it in `Origin` (`https://app.example`, `http://app.example:8080`, \
+             `http://app.example:*` for any port)"
+        )
+    };
+    let (scheme, rest) = value.split_once("://").ok_or_else(|| why("no `scheme://`"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return Err(why("the scheme is not http or https")),
+    };
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.contains(['/', '?', '#', '@']) {
+        return Err(why("an origin has no path, query, fragment or user"));
+    }
+    let (authority, any_port) = match authority.strip_suffix(":*") {
+        Some(a) => (a, true),
+        None => (authority, false),
+    };
+    if authority.is_empty() {
+        return Err(why("no host"));
+    }
+    let parsed = axum::http::uri::Authority::try_from(authority)
+        .map_err(|e| why(&format!("the host does not parse: {e}")))?;
+    let host = parsed.host();
+    let port_text = authority[host.len()..].strip_prefix(':');
+    if port_text.is_some_and(|p| parsed.port_u16().map(|n| n.to_string()).as_deref() != Some(p)) {
+        return Err(why("the port is not a number"));
+    }
+    if any_port && parsed.port().is_some() {
+        return Err(why("a port and `:*`"));
+    }
+    let port = match (any_port, parsed.port_u16()) {
+        (true, _) => "*".to_string(),
+        (false, Some(p)) => p.to_string(),
+        (false, None) => default_port.to_string(),
+    };
+    Ok(format!("{scheme}://{}:{port}", host.to_ascii_lowercase()))
+}
+
+async fn serve_http(root: PathBuf, port: u16, allow_origins: Vec<String>) -> anyhow::Result<()> {
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     };
+    let mut origins = loopback_origins();
+    origins.extend(allow_origins);
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(LOOPBACK_HOSTS)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(lines::MAX_LINE);
     let service = StreamableHttpService::new(
         move || Ok(Server { root: root.clone() }),
         Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
+        config,
     );
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -514,4 +593,401 @@ fn explain_text(e: &explain::Explanation) -> String {
         t.push_str(&format!("\nroll back: {}", r.condition));
     }
     t
+}
+
+/// The stdio transport: one JSON-RPC message a line on stdin, one a line on stdout, as rmcp's
+/// own, but bounded and answering what it cannot deliver. A line longer than [`MAX_LINE`] bytes
+/// is skipped without being held (memory stays bounded) and answered with `-32600`, echoing the
+/// request's `id` when one is among its first [`ID_PREFIX`] bytes; a line of JSON that is no
+/// JSON-RPC message is answered with `-32600` and its `id` (rmcp's transport answers both
+/// without an `id`, or not at all). A line that is not JSON, or an invalid notification, gets no
+/// answer: it has no `id` to answer, and answering unreadable input invites an echo loop.
+pub mod lines {
+    use std::future::Future;
+    use std::sync::Arc;
+
+    use rmcp::RoleServer;
+    use rmcp::model::{ErrorData, NumberOrString, RequestId};
+    use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+    use rmcp::transport::Transport;
+    use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+    use tokio::sync::{Mutex, mpsc};
+
+    /// The longest line read: 16 MiB, as rmcp's own stdio transport.
+    pub const MAX_LINE: usize = 16 * 1024 * 1024;
+    /// The bytes of an over-long line kept to find its `id`.
+    pub const ID_PREFIX: usize = 64 * 1024;
+    /// Messages read ahead of the server (reading waits while they are not taken).
+    const READ_AHEAD: usize = 16;
+
+    type Incoming = RxJsonRpcMessage<RoleServer>;
+    type Outgoing = TxJsonRpcMessage<RoleServer>;
+
+    /// Messages read from `R` and written to `W`, a line each.
+    pub struct LineTransport<W> {
+        incoming: mpsc::Receiver<Incoming>,
+        out: Arc<Mutex<W>>,
+        reader: tokio::task::JoinHandle<()>,
+    }
+
+    impl<W: AsyncWrite + Unpin + Send + 'static> LineTransport<W> {
+        /// Read `input` (lines of at most `max_line` bytes) on a task of its own; answers go to
+        /// `output`.
+        pub fn new<R: AsyncRead + Unpin + Send + 'static>(
+            input: R,
+            output: W,
+            max_line: usize,
+        ) -> LineTransport<W> {
+            let out = Arc::new(Mutex::new(output));
+            let (tx, incoming) = mpsc::channel(READ_AHEAD);
+            let reader = tokio::spawn(read(Lines::new(input, max_line), tx, out.clone()));
+            LineTransport { incoming, out, reader }
+        }
+    }
+
+    impl<W> Drop for LineTransport<W> {
+        fn drop(&mut self) {
+            self.reader.abort();
+        }
+    }
+
+    impl<W: AsyncWrite + Unpin + Send + 'static> Transport<RoleServer> for LineTransport<W> {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            item: Outgoing,
+        ) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
+            let out = self.out.clone();
+            async move { write(&out, &item).await }
+        }
+
+        async fn receive(&mut self) -> Option<Incoming> {
+            self.incoming.recv().await
+        }
+
+        async fn close(&mut self) -> std::io::Result<()> {
+            self.reader.abort();
+            self.out.lock().await.flush().await
+        }
+    }
+
+    /// One message and its newline, whole (the lock keeps messages from interleaving).
+    async fn write<W: AsyncWrite + Unpin>(
+        out: &Mutex<W>,
+        message: &Outgoing,
+    ) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut out = out.lock().await;
+        out.write_all(&line).await?;
+        out.flush().await
+    }
+
+    /// Until the input ends (or the server stops taking messages, or the output is gone): each
+    /// message to the server, each answer of the transport's own to the output.
+    async fn read<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+        mut lines: Lines<R>,
+        tx: mpsc::Sender<Incoming>,
+        out: Arc<Mutex<W>>,
+    ) {
+        loop {
+            let answer = match lines.next().await {
+                Ok(Line::Whole(line)) => match decode(&line) {
+                    Decoded::Message(m) => {
+                        if tx.send(*m).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Decoded::Unanswered => continue,
+                    Decoded::Invalid(answer) => *answer,
+                },
+                Ok(Line::TooLong { start }) => too_long(&start, lines.max),
+                Ok(Line::End) => return,
+                Err(e) => {
+                    eprintln!("error: cannot read the MCP client's messages on stdin: {e}");
+                    return;
+                }
+            };
+            if write(&out, &answer).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// What one line holds.
+    #[derive(Debug, PartialEq)]
+    pub enum Line {
+        /// A line (without its newline) of at most the limit's bytes.
+        Whole(Vec<u8>),
+        /// A longer line: its first [`ID_PREFIX`] bytes; the rest was read past, not kept.
+        TooLong { start: Vec<u8> },
+        /// The input ended.
+        End,
+    }
+
+    /// The lines of an input, each at most `max` bytes held.
+    pub struct Lines<R> {
+        input: BufReader<R>,
+        max: usize,
+    }
+
+    impl<R: AsyncRead + Unpin> Lines<R> {
+        pub fn new(input: R, max: usize) -> Lines<R> {
+            Lines { input: BufReader::new(input), max }
+        }
+
+        /// The next line; the last one may end without a newline.
+        pub async fn next(&mut self) -> std::io::Result<Line> {
+            let mut line = Vec::new();
+            let mut too_long = false;
+            loop {
+                let available = self.input.fill_buf().await?;
+                if available.is_empty() {
+                    return Ok(match (too_long, line.is_empty()) {
+                        (true, _) => Line::TooLong { start: line },
+                        (false, true) => Line::End,
+                        (false, false) => Line::Whole(line),
+                    });
+                }
+                let newline = available.iter().position(|&b| b == b'\n');
+                let text = &available[..newline.unwrap_or(available.len())];
+                if !too_long && line.len() + text.len() > self.max {
+                    too_long = true;
+                    line.truncate(ID_PREFIX);
+                    line.shrink_to_fit();
+                }
+                let room = if too_long { ID_PREFIX.saturating_sub(line.len()) } else { text.len() };
+                line.extend_from_slice(&text[..room.min(text.len())]);
+                let used = newline.map_or(available.len(), |i| i + 1);
+                self.input.consume(used);
+                if newline.is_some() {
+                    return Ok(if too_long {
+                        Line::TooLong { start: line }
+                    } else {
+                        Line::Whole(line)
+                    });
+                }
+            }
+        }
+    }
+
+    /// What the server gets of a line, or what the transport answers itself.
+    enum Decoded {
+        Message(Box<Incoming>),
+        Invalid(Box<Outgoing>),
+        Unanswered,
+    }
+
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+    fn decode(line: &[u8]) -> Decoded {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(BOM).unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Decoded::Unanswered;
+        }
+        let error = match serde_json::from_slice::<Incoming>(line) {
+            Ok(m) => return Decoded::Message(Box::new(m)),
+            Err(e) => e,
+        };
+        let Ok(value) = serde_json::from_slice::<serde_json::Value>(line) else {
+            return Decoded::Unanswered;
+        };
+        let id = value.get("id").and_then(request_id);
+        if id.is_none() && value.get("method").is_some() {
+            // A notification: JSON-RPC never answers one.
+            return Decoded::Unanswered;
+        }
+        Decoded::Invalid(Box::new(invalid(
+            id,
+            format!(
+                "Invalid request: not a JSON-RPC 2.0 request, notification or response of the \
+                 Model Context Protocol (`\"jsonrpc\": \"2.0\"`, an `id`, a `method` and its \
+                 `params` object): {error}"
+            ),
+        )))
+    }
+
+    /// The answer to a line over the limit.
+    fn too_long(start: &[u8], max: usize) -> Outgoing {
+        invalid(
+            leading_id(start),
+            format!(
+                "Invalid request: the message is longer than {max} bytes, the most one line may \
+                 hold; it was skipped unread"
+            ),
+        )
+    }
+
+    fn invalid(id: Option<RequestId>, message: String) -> Outgoing {
+        Outgoing::error(ErrorData::invalid_request(message, None), id)
+    }
+
+    /// A JSON-RPC id: a string or an integer.
+    fn request_id(v: &serde_json::Value) -> Option<RequestId> {
+        match v {
+            serde_json::Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
+            serde_json::Value::Number(n) => n.as_i64().map(NumberOrString::Number),
+            _ => None,
+        }
+    }
+
+    /// The `id` of the message `start` begins, when it is a member of the top-level object
+    /// before the text ends (members are read past one by one, none of them kept).
+    pub fn leading_id(start: &[u8]) -> Option<RequestId> {
+        let mut rest = skip_space(start).strip_prefix(b"{")?;
+        loop {
+            let (key, after) = json_value::<String>(rest)?;
+            rest = skip_space(after).strip_prefix(b":")?;
+            if key == "id" {
+                let (id, after) = json_value::<serde_json::Value>(rest)?;
+                // A number is whole only when something follows it.
+                matches!(skip_space(after).first(), Some(b',' | b'}')).then_some(())?;
+                return request_id(&id);
+            }
+            let (_, after) = json_value::<serde::de::IgnoredAny>(rest)?;
+            rest = skip_space(after).strip_prefix(b",")?;
+        }
+    }
+
+    /// The JSON value `text` starts with, and the text after it.
+    fn json_value<T: serde::de::DeserializeOwned>(text: &[u8]) -> Option<(T, &[u8])> {
+        let mut values = serde_json::Deserializer::from_slice(text).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        Some((value, &text[values.byte_offset()..]))
+    }
+
+    fn skip_space(text: &[u8]) -> &[u8] {
+        let n = text.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        &text[n..]
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn lines_of(input: &[u8], max: usize) -> Vec<Line> {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            rt.block_on(async {
+                let mut lines = Lines::new(input, max);
+                let mut all = Vec::new();
+                loop {
+                    let line = lines.next().await.unwrap();
+                    if line == Line::End {
+                        return all;
+                    }
+                    all.push(line);
+                }
+            })
+        }
+
+        #[test]
+        fn a_line_over_the_limit_is_skipped_keeping_only_its_start() {
+            let long = format!("{{\"id\":7,\"x\":\"{}\"}}", "a".repeat(ID_PREFIX * 3));
+            let input = format!("short\n{long}\n{}\nlast", "b".repeat(ID_PREFIX * 3));
+            let lines = lines_of(input.as_bytes(), ID_PREFIX * 3);
+            assert_eq!(lines.len(), 4);
+            assert_eq!(lines[0], Line::Whole(b"short".to_vec()));
+            let Line::TooLong { start } = &lines[1] else { panic!("{:?}", lines[1]) };
+            assert_eq!((start.len(), &start[..8]), (ID_PREFIX, &b"{\"id\":7,"[..]));
+            assert_eq!(lines[2], Line::Whole(vec![b'b'; ID_PREFIX * 3]), "exactly the limit");
+            assert_eq!(lines[3], Line::Whole(b"last".to_vec()), "the last line needs no newline");
+            let over_at_the_end = lines_of(&[b'c'; 40], 39);
+            assert!(matches!(&over_at_the_end[..], [Line::TooLong { start }] if start.len() == 40));
+        }
+
+        #[test]
+        fn the_id_is_found_at_the_start_of_a_message() {
+            let id = |s: &str| leading_id(s.as_bytes());
+            assert_eq!(
+                id(r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a""#),
+                Some(NumberOrString::Number(7))
+            );
+            assert_eq!(
+                id(r#" { "method" : "tools/call" , "id" : "s-1" , "params": [1, 2"#),
+                Some(NumberOrString::String("s-1".into()))
+            );
+            assert_eq!(
+                id(r#"{"params":{"nested":{"id":3}},"id":4,"#),
+                Some(NumberOrString::Number(4))
+            );
+            assert_eq!(id(r#"{"method":"x","params":{"long"#), None, "the id comes after the cut");
+            assert_eq!(id(r#"{"jsonrpc":"2.0","id":12"#), None, "a number cut short");
+            assert_eq!(id(r#"{"id":1.5,"method":"x"}"#), None);
+            assert_eq!(id(r#"[{"id":1}]"#), None);
+        }
+
+        #[test]
+        fn json_that_is_no_message_is_answered_with_its_id_and_notifications_are_not() {
+            let answer = |line: &str| match decode(line.as_bytes()) {
+                Decoded::Invalid(a) => Some(serde_json::to_value(*a).unwrap()),
+                Decoded::Message(_) => panic!("{line} is a message"),
+                Decoded::Unanswered => None,
+            };
+            let a =
+                answer(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":"x"}"#).unwrap();
+            assert_eq!((a["id"].clone(), a["error"]["code"].clone()), (9.into(), (-32600).into()));
+            let a = answer(r#"{"jsonrpc":"1.0","id":"s","method":"ping"}"#).unwrap();
+            assert_eq!(a["id"], "s");
+            assert_eq!(answer("[1,2]").unwrap().get("id"), None, "no id to echo");
+            assert_eq!(answer(r#"{"jsonrpc":"2.0","method":"tools/call","params":"x"}"#), None);
+            assert_eq!(answer("not json"), None);
+            assert_eq!(answer("  \r"), None);
+            assert!(matches!(
+                decode(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r"),
+                Decoded::Message(_)
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_allowed_origin_is_a_scheme_a_host_and_a_port() {
+        let ok = |v: &str| parse_origin(v).unwrap_or_else(|e| panic!("{v}: {e}"));
+        assert_eq!(ok("https://App.Example"), "https://app.example:443");
+        assert_eq!(ok("http://app.example/"), "http://app.example:80");
+        assert_eq!(ok("http://app.example:8080"), "http://app.example:8080");
+        assert_eq!(ok("HTTP://app.example:*"), "http://app.example:*");
+        assert_eq!(ok("http://[::1]:3000"), "http://[::1]:3000");
+        for (bad, why) in [
+            ("app.example", "no `scheme://`"),
+            ("ftp://app.example", "not http or https"),
+            ("https://app.example/path", "no path"),
+            ("https://user@app.example", "no path, query, fragment or user"),
+            ("https://app.example:8080:*", "a port and `:*`"),
+            ("https://", "no host"),
+            ("https://app.example:port", "the port is not a number"),
+            ("https://app.example:", "the port is not a number"),
+            ("https://a b", "does not parse"),
+        ] {
+            let e = parse_origin(bad).unwrap_err();
+            assert!(e.contains(why) && e.starts_with(&format!("`{bad}` is not an origin")), "{e}");
+        }
+        assert!(loopback_origins().contains(&"https://[::1]:*".to_string()));
+    }
+
+    #[test]
+    fn allow_origin_goes_with_http() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            crate::Cli::try_parse_from(["cargo xtask", "mcp"].iter().chain(args)).map(|c| c.command)
+        };
+        let Ok(crate::Command::Mcp(m)) = parse(&[
+            "--http",
+            "0",
+            "--allow-origin",
+            "https://a.example",
+            "--allow-origin=http://b:*",
+        ]) else {
+            panic!("does not parse")
+        };
+        assert_eq!(m.allow_origins, ["https://a.example:443", "http://b:*"]);
+        assert!(parse(&["--allow-origin", "https://a.example"]).is_err(), "without --http");
+    }
 }

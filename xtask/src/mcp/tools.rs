@@ -4,6 +4,10 @@
 //! processes of this binary ([`super::child`]) with their output under `target/mcp/`; their
 //! result holds the JSON of the file they wrote, read back through its typed artifact. The
 //! checks that only read (`adr_lint`, `adr_check`, `explain_record`) run in the server.
+//!
+//! No argument of a tool can become a flag of its command: an option's value is one word with its
+//! flag (`--set=VALUE`), and the positional arguments (a run directory, a title) come after `--`,
+//! so `{"run": "--help"}` names a directory called `--help`.
 
 use std::path::{Path, PathBuf};
 
@@ -266,17 +270,18 @@ impl BenchArgs {
 }
 
 impl GateArgs {
-    /// The command and the file or directory it writes: `gate RUN --json FILE`, or
-    /// `gate --ab ... --out DIR`.
+    /// The command and the file or directory it writes: `gate --json=FILE -- RUN`, or
+    /// `gate --ab ... --out=DIR`.
     pub fn job(&self, out: &Path) -> Result<Job, GateJobError> {
         match (&self.run, &self.ab) {
             (Some(run), None) => {
-                let mut args = vec!["gate".to_string(), run.clone()];
+                let mut args = vec!["gate".to_string()];
                 push_opt(&mut args, "--thresholds", self.thresholds.as_deref());
                 push_opt(&mut args, "--json", Some(&out.to_string_lossy()));
                 if self.no_history {
                     args.push("--no-history".into());
                 }
+                push_positional(&mut args, &[run]);
                 Ok(Job { args, watch: None, total: None })
             }
             (None, Some(ab)) if self.thresholds.is_none() => {
@@ -330,22 +335,24 @@ impl AbArgs {
 
 impl CompareArgs {
     pub fn job(&self, out: &Path) -> Job {
-        let mut args = vec!["compare".to_string(), self.a.clone(), self.b.clone()];
+        let mut args = vec!["compare".to_string()];
         push_each(&mut args, "--metric", &self.metrics);
         push_opt(&mut args, "--out", Some(&out.to_string_lossy()));
+        push_positional(&mut args, &[&self.a, &self.b]);
         Job { args, watch: None, total: None }
     }
 }
 
 impl AdrNewArgs {
     pub fn job(&self) -> Job {
-        let mut args = vec!["adr".to_string(), "new".to_string(), self.title.clone()];
+        let mut args = vec!["adr".to_string(), "new".to_string()];
         push_opt(&mut args, "--baseline", self.baseline.as_deref());
         push_each(&mut args, "--exp", &self.experiments);
         push_opt(&mut args, "--tune", self.tune.as_deref());
         push_opt(&mut args, "--choose", self.choose.map(|n| n.to_string()).as_deref());
         push_opt(&mut args, "--headroom", self.headroom.as_deref());
         push_opt(&mut args, "--deciders", self.deciders.as_deref());
+        push_positional(&mut args, &[&self.title]);
         Job { args, watch: None, total: None }
     }
 }
@@ -377,6 +384,12 @@ fn push_each(args: &mut Vec<String>, flag: &str, values: &[String]) {
     for v in values {
         push_opt(args, flag, Some(v));
     }
+}
+
+/// The positional arguments, last and after `--`: each is a value, whatever it starts with.
+fn push_positional(args: &mut Vec<String>, values: &[&String]) {
+    args.push("--".into());
+    args.extend(values.iter().map(|v| v.to_string()));
 }
 
 impl CommandOutput {
@@ -524,7 +537,7 @@ mod tests {
         let out = Path::new("target/mcp/gate-x");
         assert_eq!(
             gate(Some("runs/a"), false).job(out).unwrap().args,
-            ["gate", "runs/a", "--json=target/mcp/gate-x"]
+            ["gate", "--json=target/mcp/gate-x", "--", "runs/a"]
         );
         assert_eq!(
             gate(None, true).job(out).unwrap().args,
@@ -538,8 +551,94 @@ mod tests {
         );
         assert!(gate(None, false).job(out).is_err());
         let quiet = GateArgs { no_history: true, ..gate(Some("runs/a"), false) };
-        assert_eq!(quiet.job(out).unwrap().args.last().unwrap(), "--no-history");
+        assert_eq!(
+            quiet.job(out).unwrap().args,
+            ["gate", "--json=target/mcp/gate-x", "--no-history", "--", "runs/a"]
+        );
         assert!(gate(Some("r"), true).job(out).is_err());
+    }
+
+    /// Every string a tool takes, `--help` and `-x` included, reaches the command's parser as
+    /// that value: the real command line parses with each field holding it.
+    #[test]
+    fn arguments_that_look_like_flags_are_parsed_as_values() {
+        use crate::Command as C;
+        let parse = |job: Job| {
+            let mut argv = vec!["cargo xtask".to_string()];
+            argv.extend(job.args);
+            <crate::Cli as clap::Parser>::try_parse_from(&argv)
+                .unwrap_or_else(|e| panic!("{argv:?} does not parse: {e}"))
+                .command
+        };
+        let h = || "--help".to_string();
+        let out = Path::new("target/mcp/x");
+
+        let gate =
+            GateArgs { run: Some(h()), thresholds: Some("-t".into()), ab: None, no_history: false };
+        let C::Gate(g) = parse(gate.job(out).unwrap()) else { panic!("not gate") };
+        assert_eq!((g.run.unwrap(), g.thresholds), ("--help".into(), "-t".into()));
+
+        let ab = AbArgs {
+            base: Some("--json".into()),
+            profile: Some(h()),
+            sets: vec!["--out".into()],
+            candidate_sets: vec!["-C".into()],
+            max_requests: None,
+            trial_requests: None,
+            engine: None,
+        };
+        let gate = GateArgs { run: None, thresholds: None, ab: Some(ab), no_history: true };
+        let C::Gate(g) = parse(gate.job(out).unwrap()) else { panic!("not gate") };
+        assert_eq!(g.ab.ab.as_deref(), Some("--json"));
+        assert_eq!(
+            (g.ab.profile.as_str(), g.ab.sets, g.ab.candidate_sets),
+            ("--help", vec!["--out".to_string()], vec!["-C".to_string()])
+        );
+
+        let compare = CompareArgs { a: h(), b: "-V".into(), metrics: vec!["--out".into()] };
+        let C::Compare(c) = parse(compare.job(out)) else { panic!("not compare") };
+        assert_eq!(
+            (c.a, c.b, c.metrics),
+            ("--help".into(), "-V".into(), vec!["--out".to_string()])
+        );
+
+        let new = AdrNewArgs {
+            title: h(),
+            baseline: Some("-b".into()),
+            experiments: vec!["--tune".into(), "-x".into()],
+            tune: None,
+            choose: Some(1),
+            headroom: None,
+            deciders: Some("--version".into()),
+        };
+        let C::Adr(a) = parse(new.job()) else { panic!("not adr") };
+        let crate::adr::AdrSub::New(n) = a.command else { panic!("not adr new") };
+        assert_eq!((n.title.as_str(), n.baseline.unwrap()), ("--help", "-b".into()));
+        assert_eq!(n.experiments, [PathBuf::from("--tune"), PathBuf::from("-x")]);
+        assert_eq!(n.deciders.as_deref(), Some("--version"));
+
+        let bench = BenchArgs {
+            profile: Some(h()),
+            overrides: vec!["--out=/tmp".into()],
+            trials: None,
+            requests: None,
+            target: Some("-q".into()),
+        };
+        let C::Bench(b) = parse(bench.job(out)) else { panic!("not bench") };
+        assert_eq!((b.profile.as_str(), b.target.as_deref()), ("--help", Some("-q")));
+        assert_eq!((b.sets, b.out), (vec!["--out=/tmp".to_string()], Some(out.to_path_buf())));
+
+        let accept = AcceptArgs {
+            baseline: h(),
+            candidate: "-V".into(),
+            dataset: Some("--all".into()),
+            judge: Some("-h".into()),
+            all: false,
+            concurrency: None,
+        };
+        let C::Accept(a) = parse(accept.job(out)) else { panic!("not accept") };
+        assert_eq!((a.baseline.as_deref(), a.candidate.as_deref()), (Some("--help"), Some("-V")));
+        assert_eq!((a.dataset, a.judge.as_deref(), a.all), ("--all".into(), Some("-h"), false));
     }
 
     #[test]
