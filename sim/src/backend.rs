@@ -94,6 +94,12 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// The engine config served, as vLLM's `GET /server_info?config_format=json` answers it;
+    /// `None` for a backend without one (the timing mode).
+    fn server_info(&self) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Forget the prefix cache (`POST /reset_prefix_cache`): the blocks forgotten; `None` for
     /// a backend without one.
     fn reset_prefix_cache(&self) -> Option<u64> {

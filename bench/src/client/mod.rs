@@ -26,12 +26,14 @@ mod body;
 mod exec;
 mod keepalive;
 mod preflight;
+mod served;
 
 pub use access::*;
 pub use body::*;
 pub use exec::*;
 use keepalive::*;
 pub use preflight::*;
+pub use served::{SERVED_BODY_BYTES, SERVED_READING_TIMEOUT, SERVED_TIMEOUT};
 
 /// Why the HTTP client for a target cannot be built.
 #[derive(Debug, thiserror::Error)]

@@ -10,6 +10,7 @@ use crate::client::{
     read_api_key,
 };
 use infergate_model::config::{ClientConfig, Endpoint, Profile, Target};
+use infergate_model::served::ServedReading;
 use infergate_model::summary::{EngineParams, TargetInfo};
 use infergate_sim::SimHandle;
 
@@ -126,6 +127,8 @@ pub(crate) struct Connected {
     pub simulator: Option<SimHandle>,
     /// The spec's, else those of the embedded simulator's engine config.
     pub engine: Option<EngineParams>,
+    /// What the engine said it runs before the load.
+    pub served: ServedReading,
 }
 
 /// What connecting a run needs: its profile (the client, the model and endpoint it asks for,
@@ -189,5 +192,37 @@ pub(crate) async fn connect_run(run: RunTarget<'_>, run_dir: &Path) -> Result<Co
     for n in &connection.notes {
         console.info(&format!("note: {n}"));
     }
-    Ok(Connected { connection, simulator, engine })
+    let served = read_served(&connection).await;
+    if let Some(e) = &engine {
+        let found = infergate_model::served::mismatches(&e.params, &served.values);
+        if let Some(n) = infergate_model::served::mismatch_note(&e.file, &found) {
+            console.info(&format!("note: {n}"));
+        }
+    }
+    Ok(Connected { connection, simulator, engine, served })
+}
+
+/// What the engine of a connected target says it runs (`bench::client::served`).
+pub(crate) async fn read_served(c: &Connection) -> ServedReading {
+    let r = &c.resolved;
+    c.client.read_served(&r.root, r.models.as_ref(), &r.model).await
+}
+
+/// The served configuration, read before the load and after it, recorded beside the engine
+/// parameters; a key they contradict is a note of the summary (and the console's).
+pub(crate) fn record_served(
+    engine: Option<&mut EngineParams>,
+    before: ServedReading,
+    after: ServedReading,
+    notes: &mut Vec<String>,
+    console: &Console,
+) {
+    let (reading, changed) = infergate_model::served::combine(before, after);
+    notes.extend(changed);
+    let Some(e) = engine else { return };
+    e.set_served(&reading);
+    if let Some(n) = infergate_model::served::mismatch_note(&e.file, &e.mismatches) {
+        console.info(&format!("note: {n}"));
+        notes.push(n);
+    }
 }

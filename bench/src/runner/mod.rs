@@ -439,7 +439,7 @@ async fn run_in(
         .await?;
         Ok::<_, RunError>((connected, prepared))
     };
-    let (connect::Connected { connection, simulator, engine }, prepared) = tokio::select! {
+    let (connect::Connected { connection, simulator, mut engine, served }, prepared) = tokio::select! {
         r = before_load => r?,
         _ = control.stopped() => return Err(RunError::Interrupted { dir }),
     };
@@ -459,6 +459,9 @@ async fn run_in(
         quiet: spec.quiet,
     };
     let driven = drive::drive(load, &connection, prepared, &dir, &control, &mut notes).await?;
+    let after = connect::read_served(&connection).await;
+    let console = Console { quiet: spec.quiet };
+    connect::record_served(engine.as_mut(), served, after, &mut notes, &console);
     let mut scheduler = None;
     if let Some(h) = simulator {
         scheduler = h.scheduler_report();

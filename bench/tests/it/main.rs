@@ -21,6 +21,7 @@ mod noise_statistics;
 mod oversized;
 mod reader_props;
 mod secrets;
+mod served;
 mod server_side;
 mod sessions;
 mod shards;

@@ -46,6 +46,8 @@ struct Shared {
     reasoning_tokens: AtomicU32,
     describe: String,
     max_model_len: u32,
+    /// The engine config served, as `GET /server_info` answers it.
+    server_info: serde_json::Value,
     log: Option<Mutex<DecisionLog>>,
 }
 
@@ -144,6 +146,7 @@ impl EngineBackend {
             reasoning_tokens: AtomicU32::new(0),
             describe: spec.describe(),
             max_model_len: spec.max_model_len,
+            server_info: spec.server_info(),
             log: log.map(Mutex::new),
         });
         tokio::spawn(drive(Arc::clone(&shared)));
@@ -227,6 +230,10 @@ impl Backend for EngineBackend {
 
     fn max_model_len(&self) -> Option<u32> {
         Some(self.shared.max_model_len)
+    }
+
+    fn server_info(&self) -> Option<serde_json::Value> {
+        Some(self.shared.server_info.clone())
     }
 
     fn reasoning_tokens(&self) -> u32 {

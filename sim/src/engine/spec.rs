@@ -225,6 +225,40 @@ impl EngineSpec {
     }
 }
 
+impl EngineSpec {
+    /// The engine config served, as vLLM's `GET /server_info?config_format=json` shows its own
+    /// (`{"vllm_config": {"model_config": ..., "cache_config": ..., "scheduler_config": ...,
+    /// "parallel_config": ...}}`): the values in effect, defaults and derived budgets
+    /// included.
+    pub fn server_info(&self) -> serde_json::Value {
+        let e = &self.config.engine;
+        serde_json::json!({"vllm_config": {
+            "model_config": {
+                "model": e.model,
+                "served_model_name": self.served_model_name,
+                "dtype": e.dtype.as_str(),
+                "quantization": e.quantization.map(|q| q.as_str()),
+                "max_model_len": self.max_model_len,
+            },
+            "cache_config": {
+                "block_size": self.block_size,
+                "gpu_memory_utilization": e.gpu_memory_utilization,
+                "enable_prefix_caching": self.prefix_caching,
+                "cache_dtype": "auto",
+                "num_gpu_blocks": self.num_blocks,
+            },
+            "scheduler_config": {
+                "max_num_seqs": self.max_num_seqs,
+                "max_num_batched_tokens": self.max_num_batched_tokens,
+                "enable_chunked_prefill": self.chunked_prefill,
+                "policy": self.policy.as_str(),
+                "async_scheduling": self.cost.async_scheduling,
+            },
+            "parallel_config": {"tensor_parallel_size": self.tensor_parallel_size},
+        }})
+    }
+}
+
 fn on_off(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }

@@ -1,8 +1,9 @@
 //! The simulator's OpenAI-compatible HTTP server.
 //!
 //! Endpoints: `POST /v1/chat/completions`, `POST /v1/completions` (streamed and not), `GET
-//! /v1/models`, `GET /health`, `POST /tokenize`, `GET /metrics` (Prometheus text), and
-//! `GET /sim/requests` (the simulator's own per-request record, for cross-checks).
+//! /v1/models`, `GET /health`, `POST /tokenize`, `GET /metrics` (Prometheus text, with vLLM's
+//! `vllm:cache_config_info`), `GET /server_info?config_format=json` (the engine config in
+//! effect, as vLLM shows its own), and `GET /sim/requests` (the simulator's own per-request record, for cross-checks).
 //!
 //! It owns the wire format and the faults; an engine [`Backend`] decides when tokens are ready.
 //! Every response names the model `sim/<name>`: it is a model of an engine, not an engine; and
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -236,6 +237,7 @@ pub async fn start(
         .route("/tokenize", post(tokenize))
         .route("/reset_prefix_cache", post(reset_prefix_cache))
         .route("/metrics", get(metrics))
+        .route("/server_info", get(server_info))
         .route("/sim/requests", get(sim_requests))
         .route("/v1/chat/completions", post(|s, h, b| completions(s, h, b, Kind::Chat)))
         .route("/v1/completions", post(|s, h, b| completions(s, h, b, Kind::Completions)))
@@ -323,6 +325,29 @@ async fn metrics(State(st): State<Arc<ServerState>>) -> Response {
         out.push_str(&format!("infergate_sim:requests_total{{outcome=\"{k}\"}} {v}\n"));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// `GET /server_info`, as vLLM serves it: the engine config in effect (`config_format=json`,
+/// else the same as one line of text under `vllm_config`); 404 for the timing mode, which has
+/// no engine config.
+async fn server_info(
+    State(st): State<Arc<ServerState>>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    match st.backend.server_info() {
+        Some(info) if q.get("config_format").map(String::as_str) == Some("json") => {
+            axum::Json(info).into_response()
+        }
+        Some(info) => {
+            let text = info.get("vllm_config").map(Value::to_string).unwrap_or_default();
+            axum::Json(json!({"vllm_config": text})).into_response()
+        }
+        None => error_response(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            "this simulator mode runs no engine config",
+        ),
+    }
 }
 
 async fn sim_requests(State(st): State<Arc<ServerState>>) -> Response {
