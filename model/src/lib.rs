@@ -38,6 +38,7 @@ pub mod served;
 pub mod server_metrics;
 pub mod session;
 pub mod shard;
+pub mod sources;
 pub mod sse;
 pub mod stats;
 pub mod steady;
