@@ -761,6 +761,63 @@ mod tests {
         assert_eq!(x.get("unmapped.\"--x\"").unwrap().value.as_str(), Some("-5"));
     }
 
+    fn value(x: &Extracted, key: &str) -> toml::Value {
+        x.get(key).unwrap_or_else(|| panic!("{key} in {:?}", x.params)).value.clone()
+    }
+
+    #[test]
+    fn sglang_chunked_prefill_and_switches() {
+        let d = decl(EngineKind::Sglang, None, None);
+        let on = "python3 -m sglang.launch_server --model-path m --max-running-requests 32 \\\n  --chunked-prefill-size 4096 --max-prefill-tokens 16384 --disable-radix-cache \\\n  --mem-fraction-static 0.85 --disable-overlap-schedule --page-size 1\n";
+        let x = extract(&d, "s.sh", on).unwrap();
+        assert_eq!(seqs(&x), (32, 1));
+        assert_eq!(value(&x, "scheduler.enable_chunked_prefill"), toml::Value::Boolean(true));
+        assert_eq!(value(&x, "scheduler.max_num_batched_tokens"), toml::Value::Integer(4096));
+        assert_eq!(value(&x, "sglang.max_prefill_tokens"), toml::Value::Integer(16384));
+        assert_eq!(value(&x, "scheduler.enable_prefix_caching"), toml::Value::Boolean(false));
+        assert_eq!(value(&x, "token_interval.async_scheduling"), toml::Value::Boolean(false));
+        assert_eq!(value(&x, "engine.model"), toml::Value::String("m".into()));
+        assert!(x.notes.iter().any(|n| n.contains("mem-fraction-static")), "{:?}", x.notes);
+        let off = "python -m sglang.launch_server --model-path m --chunked-prefill-size -1 --max-prefill-tokens 8192\n";
+        let x = extract(&d, "s.sh", off).unwrap();
+        assert_eq!(value(&x, "scheduler.enable_chunked_prefill"), toml::Value::Boolean(false));
+        assert_eq!(value(&x, "scheduler.max_num_batched_tokens"), toml::Value::Integer(8192));
+    }
+
+    #[test]
+    fn llama_cpp_context_is_shared_by_the_slots() {
+        let d = decl(EngineKind::LlamaCpp, None, None);
+        let x = extract(&d, "run.sh", "/opt/llama.cpp/build/bin/llama-server -m /models/q.gguf -c 32768 -np 4 -ngl 99 -b 2048 --no-cache-prompt\n").unwrap();
+        assert_eq!(seqs(&x).0, 4);
+        assert_eq!(value(&x, "engine.max_model_len"), toml::Value::Integer(8192));
+        assert_eq!(value(&x, "scheduler.max_num_batched_tokens"), toml::Value::Integer(2048));
+        assert_eq!(value(&x, "scheduler.enable_prefix_caching"), toml::Value::Boolean(false));
+        assert_eq!(value(&x, "unmapped.\"-ngl\""), toml::Value::String("99".into()));
+        let x = extract(&d, "run.sh", "llama-server --model q.gguf --ctx-size 4096\n").unwrap();
+        assert_eq!(value(&x, "llama_cpp.ctx_size"), toml::Value::Integer(4096));
+        assert!(x.get("engine.max_model_len").is_none());
+        assert!(x.notes.iter().any(|n| n.contains("llama_cpp.ctx_size")), "{:?}", x.notes);
+    }
+
+    #[test]
+    fn tgi_and_tensorrt_llm() {
+        let d = decl(EngineKind::Tgi, None, None);
+        let x = extract(&d, "Dockerfile", "FROM ghcr.io/huggingface/text-generation-inference\nENTRYPOINT [\"text-generation-launcher\", \"--model-id\", \"m\", \"--max-concurrent-requests\", \"128\", \"--max-batch-total-tokens\", \"100000\", \"--num-shard\", \"2\"]\n").unwrap();
+        assert_eq!(seqs(&x).0, 128);
+        assert_eq!(value(&x, "tgi.max_batch_total_tokens"), toml::Value::Integer(100000));
+        assert_eq!(value(&x, "engine.tensor_parallel_size"), toml::Value::Integer(2));
+        let d = decl(EngineKind::Trtllm, None, None);
+        let x = extract(&d, "serve.sh", "trtllm-serve m --max_batch_size 64 --max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9 --tp_size 2 --extra_llm_api_options opts.yaml\n").unwrap();
+        assert_eq!(seqs(&x).0, 64);
+        assert_eq!(value(&x, "trtllm.kv_cache_free_gpu_memory_fraction"), toml::Value::Float(0.9));
+        assert!(x.get("engine.gpu_memory_utilization").is_none());
+        let opts = "max_batch_size: 64\nmax_num_tokens: 8192\nenable_chunked_prefill: true\nkv_cache_config:\n  free_gpu_memory_fraction: 0.9\n  enable_block_reuse: false\n";
+        let y = extract(&d, "opts.yaml", opts).unwrap();
+        assert_eq!(seqs(&y), (64, 1));
+        assert_eq!(value(&y, "trtllm.kv_cache_free_gpu_memory_fraction"), toml::Value::Float(0.9));
+        assert_eq!(value(&y, "scheduler.enable_prefix_caching"), toml::Value::Boolean(false));
+    }
+
     use proptest::prelude::*;
 
     proptest! {
