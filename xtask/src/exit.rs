@@ -70,6 +70,15 @@ pub(crate) const OVERSATURATED: Exit = Exit {
               growing margin (over-saturation); what was measured until then is written",
 };
 
+pub const SERVED_MISMATCH: Exit = Exit {
+    code: 7,
+    name: "served-mismatch",
+    meaning: "a gate found a run whose server answered another configuration than the engine \
+              config file it names (summary `engine.mismatches`): the run measured something \
+              else than the file says; never a pass (start the server as the file says, or \
+              change the file, and measure again)",
+};
+
 pub(crate) const INTERRUPTED: Exit = Exit {
     code: 130,
     name: "interrupted",
@@ -85,6 +94,7 @@ pub const EXIT_CODES: &[Exit] = &[
     NO_DATA,
     NO_RECORD,
     OVERSATURATED,
+    SERVED_MISMATCH,
     INTERRUPTED,
 ];
 
@@ -104,6 +114,8 @@ pub enum Status {
     NoRecord,
     /// [`OVERSATURATED`].
     Oversaturated,
+    /// [`SERVED_MISMATCH`].
+    ServedMismatch,
     /// [`INTERRUPTED`].
     Interrupted,
 }
@@ -117,6 +129,7 @@ impl Status {
         Status::NoData,
         Status::NoRecord,
         Status::Oversaturated,
+        Status::ServedMismatch,
         Status::Interrupted,
     ];
 
@@ -128,6 +141,7 @@ impl Status {
             Status::NoData => NO_DATA,
             Status::NoRecord => NO_RECORD,
             Status::Oversaturated => OVERSATURATED,
+            Status::ServedMismatch => SERVED_MISMATCH,
             Status::Interrupted => INTERRUPTED,
         }
     }
@@ -145,16 +159,18 @@ impl Status {
     }
 
     /// The status of several outcomes together: an interruption outranks an over-saturated
-    /// run, which outranks a violation, which outranks a run no record covers, which outranks
-    /// an undecided gate, which outranks success.
+    /// run, which outranks a run that measured another configuration than its file, which
+    /// outranks a violation, which outranks a run no record covers, which outranks an
+    /// undecided gate, which outranks success.
     pub fn worst(self, other: Status) -> Status {
         let rank = |s: Status| match s {
             Status::Success => 0,
             Status::Inconclusive | Status::NoData => 1,
             Status::NoRecord => 2,
             Status::PolicyViolated => 3,
-            Status::Oversaturated => 4,
-            Status::Interrupted => 5,
+            Status::ServedMismatch => 4,
+            Status::Oversaturated => 5,
+            Status::Interrupted => 6,
         };
         if rank(other) > rank(self) { other } else { self }
     }

@@ -378,6 +378,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     }
     let choose = chosen_row(args.choose, &baseline, &experiments)?;
     measured_environment(&run_dirs, &sets, choose)?;
+    new::served_check(&baseline, &experiments, choose)?;
     let NextRecord { mut files, number, path } = next_record(root, dir, &new::slug(&args.title)?)?;
     let full = root.join(&path);
     // The record's charts, written beside it before it links them.

@@ -66,6 +66,23 @@ pub enum NewAdrError {
     /// The draft's template failed: a bug of the tool, not of its input.
     #[error("cannot render the record: {0}")]
     Render(String),
+    /// A decision line sets a key to a value the chosen run's server said it did not run: the
+    /// run did not measure the value the record would decide.
+    #[error(
+        "decision line `{line}` is contradicted by the server run {run} measured: it served {key} \
+         = {served} ({read_at}), not {decided}; the run measured another configuration than its \
+         engine config file. Start the server as the file says (or change the file) and measure \
+         again"
+    )]
+    ServedContradicts {
+        line: String,
+        run: String,
+        key: String,
+        decided: String,
+        served: String,
+        /// Where the server said it.
+        read_at: String,
+    },
 }
 
 /// Why a path does not stand for one run (see [`resolve_run_dir`]).
@@ -530,6 +547,7 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
         labels,
         all,
     };
+    served_check(input.baseline, input.experiments, input.choose)?;
     // Each section's writer fills a body; the decision's and the thresholds' return what the
     // rollback conditions are made of.
     let mut decision = Body::default();
@@ -1149,6 +1167,55 @@ fn decision_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<String> {
     };
     o.push('\n');
     rollback_values
+}
+
+/// The values the decision makes mandatory, as the decision section writes them: the file
+/// they are made in and each `(key, value)`.
+fn decided_values(
+    baseline: &Summary,
+    chosen: &Summary,
+    choose: usize,
+) -> Option<(String, Vec<(String, Json)>)> {
+    if let Some((governed, changes)) = derivation(chosen) {
+        let values = changes.iter().map(|c| (c.key.clone(), c.to.clone())).collect();
+        return Some((governed.to_string(), values));
+    }
+    if choose == 0 {
+        let e = baseline.engine.as_ref()?;
+        return Some((e.file.clone(), flatten_params(&e.params).into_iter().collect()));
+    }
+    let (file, d) = param_diff(baseline, chosen)?;
+    Some((file, d.changed.into_iter().map(|(k, _, new)| (k, new)).collect()))
+}
+
+/// Refuse a decision line the chosen run's server contradicts (`summary.engine.served`): the
+/// record would decide a value nobody measured. Checked before anything is written.
+pub(crate) fn served_check(
+    baseline: &Summary,
+    experiments: &[Summary],
+    choose: usize,
+) -> Result<(), NewAdrError> {
+    let Some(chosen) = choose.checked_sub(1).map_or(Some(baseline), |i| experiments.get(i)) else {
+        return Ok(());
+    };
+    let Some(served) = chosen.engine.as_ref().map(|e| e.served.as_slice()) else {
+        return Ok(());
+    };
+    let Some((file, values)) = decided_values(baseline, chosen, choose) else { return Ok(()) };
+    for (key, value) in values {
+        if let Some(s) = infergate_model::served::contradicting(&key, &value, served) {
+            let decided = json_to_toml(&value).map_or_else(|| value.to_string(), |t| t.to_string());
+            return Err(NewAdrError::ServedContradicts {
+                line: format!("{file}: {key} = {decided}"),
+                run: code(&chosen.run_id),
+                key,
+                decided,
+                served: infergate_model::served::show(&s.value),
+                read_at: s.source.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one `configs/<file>.toml: section.key = value` line each>";
@@ -1817,6 +1884,7 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
              is ignored by git), so keep them where reviewers can read them.\n",
         );
     }
+    served_configuration(o, ctx);
     refreshed_datasets(o, input);
     let notes: Vec<String> = runs
         .iter()
@@ -1830,6 +1898,39 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
         }
     }
     o.push('\n');
+}
+
+/// What each run's server said it runs (`summary.engine.served`): the engine config keys
+/// with their values and where each was read; runs whose server revealed nothing say so.
+fn served_configuration(o: &mut Body, ctx: &Runs<'_>) {
+    let engines: Vec<_> = ctx.all.iter().map(|r| r.engine.as_ref()).collect();
+    if engines.iter().all(|e| e.is_none_or(|e| e.served.is_empty())) {
+        return;
+    }
+    o.push_str("\nWhat each run's server said it runs (read from the engine before and after the load):\n\n");
+    for (i, e) in engines.iter().enumerate() {
+        let label = &ctx.labels[i];
+        let Some(e) = e.filter(|e| !e.served.is_empty()) else {
+            o.line(format_args!("- {label}: not revealed"));
+            continue;
+        };
+        let by = e.served_by.as_deref().map_or(String::new(), |b| format!(" ({b})"));
+        let values: Vec<String> = e
+            .served
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} ({})",
+                    code(&format!("{} = {}", v.key, infergate_model::served::show(&v.value))),
+                    v.source
+                )
+            })
+            .collect();
+        o.line(format_args!("- {label}{by}: {}", values.join(", ")));
+        for m in &e.mismatches {
+            o.line(format_args!("  - differs from the file: {}", m.text(&e.file)));
+        }
+    }
 }
 
 /// The runs' datasets refreshed from production: what was replaced, from which log, window

@@ -149,6 +149,11 @@ pub struct GateReport {
     pub pooling: Vec<String>,
     /// The thresholds read the run's plateau figures (its profile's `steady.gate`).
     pub plateau: bool,
+    /// The keys whose served value contradicts the engine config file of a run of the set
+    /// (summary `engine.mismatches`), one line each: the run measured another configuration
+    /// than its file says, and never passes ([`Status::ServedMismatch`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub served_mismatches: Vec<String>,
 }
 
 impl GateReport {
@@ -207,14 +212,29 @@ impl GateReport {
     /// Every blocking threshold was decided and held, for a run of an environment a record
     /// covers.
     pub fn passed(&self) -> bool {
-        self.nothing_blocks() && self.undecided() == 0 && !self.no_record()
+        self.nothing_blocks()
+            && self.undecided() == 0
+            && !self.no_record()
+            && self.served_mismatches.is_empty()
     }
 
-    /// Exit status: policy violated when a `block` threshold failed, when no threshold applies
-    /// to the run while other profiles have some, or when the run was interrupted; else no
+    /// Exit status: a served configuration that contradicts the run's file outranks the
+    /// verdicts (they measured another configuration); else policy violated when a `block` threshold
+    /// failed, when no threshold applies to the run while other profiles have some, or when
+    /// the run was interrupted; else no
     /// record when the profile's thresholds are keyed to other environments only; else
     /// inconclusive when a `block` threshold is undecided; else success.
     pub fn status(&self) -> Status {
+        let status = self.verdict_status();
+        if self.served_mismatches.is_empty() {
+            status
+        } else {
+            status.worst(Status::ServedMismatch)
+        }
+    }
+
+    /// [`Self::status`] from the checks alone.
+    fn verdict_status(&self) -> Status {
         if !self.nothing_blocks() {
             Status::PolicyViolated
         } else if self.no_record() {
@@ -479,7 +499,23 @@ pub(crate) fn evaluate_pooled(
         other_environments,
         pooling,
         plateau: first.gates_on_plateau(),
+        served_mismatches: served_mismatches(set),
     }
+}
+
+/// The served-configuration mismatches of a set's trials, one line each (the trial named when
+/// the set has several).
+pub(crate) fn served_mismatches(set: &TrialSet) -> Vec<String> {
+    let several = set.trials.len() > 1;
+    let mut out = Vec::new();
+    for (i, t) in set.trials.iter().enumerate() {
+        let Some(e) = &t.summary.engine else { continue };
+        for m in &e.mismatches {
+            let who = if several { format!("trial {}: ", i + 1) } else { String::new() };
+            out.push(format!("{who}{}", m.text(&e.file)));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -573,6 +609,7 @@ mod tests {
             other_profiles,
             environment: None,
             other_environments: Vec::new(),
+            served_mismatches: Vec::new(),
             pooling: Vec::new(),
             plateau: false,
         }
@@ -610,5 +647,22 @@ mod tests {
         let r = report(vec![], vec!["tuned".into()]);
         assert!(r.ungoverned() && !r.passed());
         assert!(report(vec![], vec![]).passed());
+    }
+
+    #[test]
+    fn a_served_mismatch_never_passes_and_outranks_the_verdicts() {
+        for checks in [
+            vec![(Action::Block, Verdict::Pass)],
+            vec![(Action::Block, Verdict::Fail)],
+            vec![(Action::Block, Verdict::Inconclusive)],
+            vec![],
+        ] {
+            let mut r = report(checks, vec![]);
+            r.served_mismatches =
+                vec!["scheduler.max_num_seqs: configs/engine.toml says 256, the server 64".into()];
+            assert!(!r.passed(), "{r:?}");
+            assert_eq!(r.status(), Status::ServedMismatch, "{r:?}");
+            assert_eq!(r.status().code(), 7);
+        }
     }
 }

@@ -173,6 +173,14 @@ fn annotations(out: &mut fmt::Formatter<'_>, report: &GateReport) -> fmt::Result
             )
         )?;
     }
+    for m in &report.served_mismatches {
+        writeln!(
+            out,
+            "::error title={}::{}",
+            gh_escape("gate: served configuration differs", true),
+            gh_escape(&format!("run {}: {m}", report.run_id), false)
+        )?;
+    }
     if report.no_record() {
         writeln!(
             out,
@@ -264,6 +272,9 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
         writeln!(out, "note: the client host was busy during {busy}")?;
     }
     status_line(out, report.run_status)?;
+    for m in &report.served_mismatches {
+        writeln!(out, "served configuration: {m} (the gate does not pass this run)")?;
+    }
     let quoted = |ps: &[String]| ps.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
     if report.ungoverned() {
         writeln!(
@@ -329,6 +340,9 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
         crate::exit::Status::Success => "passed",
         crate::exit::Status::Inconclusive => "INCONCLUSIVE",
         crate::exit::Status::NoRecord => "NOT DECIDED (no record for this environment)",
+        crate::exit::Status::ServedMismatch => {
+            "NOT PASSED (the server runs another configuration than the run's engine config file)"
+        }
         _ => "FAILED",
     };
     writeln!(

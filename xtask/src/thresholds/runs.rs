@@ -70,11 +70,14 @@ impl GateVerdicts {
         out
     }
 
-    /// Failed when any run failed or a blocking threshold was no stage's scenario; else no
+    /// A served-configuration mismatch when a run measured another configuration than its
+    /// file; else failed when any run failed or a blocking threshold was no stage's scenario; else no
     /// record when no live record covers the environment of a run; else inconclusive when any
     /// run was undecided.
     pub fn status(&self) -> Status {
-        if !(self.failed().is_empty() && self.unjudged().is_empty()) {
+        if !self.ended(Status::ServedMismatch).is_empty() {
+            Status::ServedMismatch
+        } else if !(self.failed().is_empty() && self.unjudged().is_empty()) {
             Status::PolicyViolated
         } else if !self.ended(Status::NoRecord).is_empty() {
             Status::NoRecord
@@ -102,6 +105,14 @@ impl GateVerdicts {
                 "error: no stage of the sweep is the scenario of {}: nothing measured vouches \
                  for it; include that load in the sweep, or gate a run of that scenario",
                 unjudged.join(", ")
+            );
+        }
+        let mismatched = self.ended(Status::ServedMismatch);
+        if !mismatched.is_empty() {
+            eprintln!(
+                "error: the server answered another configuration than the engine config file \
+                 for {}",
+                mismatched.join("; ")
             );
         }
         let uncovered = self.ended(Status::NoRecord);

@@ -63,6 +63,9 @@ mod repo_policy;
 // The self-test measures with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod selftest;
+// The served configuration read back by `bench`, a command of the runtime build only.
+#[cfg(feature = "runtime")]
+mod served;
 // `bench --shard` and `bench merge`, commands of the runtime build only.
 #[cfg(feature = "runtime")]
 mod shards;
