@@ -66,22 +66,20 @@ pub enum NewAdrError {
     /// The draft's template failed: a bug of the tool, not of its input.
     #[error("cannot render the record: {0}")]
     Render(String),
-    /// A decision line sets a key to a value the chosen run's server said it did not run: the
-    /// run did not measure the value the record would decide.
+    /// Decision lines set keys to values the chosen run's server said it did not run: the run
+    /// did not measure the values the record would decide.
     #[error(
-        "decision line `{line}` is contradicted by the server run {run} measured: it served {key} \
-         = {served} ({read_at}), not {decided}; the run measured another configuration than its \
-         engine config file. Start the server as the file says (or change the file) and measure \
-         again"
+        "the server run {run} measured contradicts the decision: {}; the run measured another \
+         configuration than its engine config file. Start the server as the file says (or change \
+         the file) and measure again",
+        .lines.join("; ")
     )]
     ServedContradicts {
-        line: String,
         run: String,
-        key: String,
-        decided: String,
-        served: String,
-        /// Where the server said it.
-        read_at: String,
+        /// Each contradicted line with what the server said:
+        /// `` `configs/engine.toml: scheduler.max_num_seqs = 256`: the server ran
+        /// scheduler.max_num_seqs = 64 (GET /server_info ...) ``.
+        lines: Vec<String>,
     },
 }
 
@@ -1202,18 +1200,20 @@ pub(crate) fn served_check(
         return Ok(());
     };
     let Some((file, values)) = decided_values(baseline, chosen, choose) else { return Ok(()) };
+    let mut lines = Vec::new();
     for (key, value) in values {
         if let Some(s) = infergate_model::served::contradicting(&key, &value, served) {
             let decided = json_to_toml(&value).map_or_else(|| value.to_string(), |t| t.to_string());
-            return Err(NewAdrError::ServedContradicts {
-                line: format!("{file}: {key} = {decided}"),
-                run: code(&chosen.run_id),
-                key,
-                decided,
-                served: infergate_model::served::show(&s.value),
-                read_at: s.source.clone(),
-            });
+            lines.push(format!(
+                "{}: the server ran {key} = {} ({})",
+                code(&format!("{file}: {key} = {decided}")),
+                infergate_model::served::show(&s.value),
+                s.source
+            ));
         }
+    }
+    if !lines.is_empty() {
+        return Err(NewAdrError::ServedContradicts { run: code(&chosen.run_id), lines });
     }
     Ok(())
 }

@@ -730,3 +730,77 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
     let o = gate("slower", "160", &["--candidate-set", "scheduler.max_num_seqs=1"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+/// llama.cpp says what it serves (`GET /props`): started as its file says, the slots are read
+/// back and nothing differs; started with `-np 4` against a file saying 2, the summary holds 4
+/// with where it was read, the run is noted, `gate` does not pass it (exit 7) and `adr new`
+/// refuses the decision line it contradicts (exit 2).
+#[test]
+fn the_served_slots_are_read_back_and_a_server_started_otherwise_is_caught() {
+    let Some((_turn, model)) = engine() else { return };
+    let root = repo(0, 2);
+    let r = root.path();
+    std::fs::create_dir_all(r.join("docs/adr")).unwrap();
+    let o = xtask(r, &["adr", "thresholds"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let short = |out: &str| -> Output {
+        let args = ["bench", "--requests", "2", "--max-tokens", "4", "--set"];
+        let mut args = args.to_vec();
+        args.extend(["load.warmup_requests=0", "--out", out]);
+        xtask(r, &args)
+    };
+    let slots = |s: &infergate_model::Summary| {
+        let e = s.engine.as_ref().expect("the target's engine config");
+        let v = e.served.iter().find(|v| v.key == "scheduler.max_num_seqs").expect("read back");
+        (v.value.clone(), v.source.clone())
+    };
+
+    // As the file says (2 slots of 512 tokens).
+    let e = start(r, &model, 2, &[]);
+    write_bench_config(r, port_of(&e));
+    let o = short("runs/as-file");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    e.stop();
+    let s = infergate_model::Summary::read(&r.join("runs/as-file")).unwrap();
+    assert_eq!(slots(&s), (serde_json::json!(2), "GET /props total_slots".to_string()));
+    let engine = s.engine.as_ref().unwrap();
+    assert_eq!(engine.served_by.as_deref(), Some("llama.cpp"));
+    let ctx = engine.served.iter().find(|v| v.key == "engine.max_model_len").unwrap();
+    assert_eq!(ctx.value, serde_json::json!(512), "one slot's context: {ctx:?}");
+    assert!(engine.mismatches.is_empty(), "{:?}", engine.mismatches);
+    assert!(!s.notes.iter().any(|n| n.contains("served configuration")), "{:?}", s.notes);
+
+    // Four slots (the same 512 tokens each) while the file says 2.
+    let e = start(r, &model, 2, &["-np", "4", "-c", "2048"]);
+    write_bench_config(r, port_of(&e));
+    let o = short("runs/np4");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    e.stop();
+    assert!(
+        text(&o).contains(
+            "scheduler.max_num_seqs: configs/engine-llamacpp.toml says 2, the server 4 \
+             (GET /props total_slots)"
+        ),
+        "the console says so: {}",
+        text(&o)
+    );
+    let s = infergate_model::Summary::read(&r.join("runs/np4")).unwrap();
+    assert_eq!(slots(&s), (serde_json::json!(4), "GET /props total_slots".to_string()));
+    let m = &s.engine.as_ref().unwrap().mismatches;
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!((m[0].config.clone(), m[0].served.clone()), (2.into(), 4.into()));
+    assert!(s.notes.iter().any(|n| n.contains("served configuration differs")), "{:?}", s.notes);
+
+    let o = xtask(r, &["gate", "runs/np4", "--allow-busy-host"]);
+    assert_eq!(o.status.code(), Some(7), "{}", text(&o));
+    let o = xtask(r, &["gate", "runs/as-file", "--allow-busy-host"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = xtask(r, &["adr", "new", "Two slots", "--baseline", "runs/np4"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("configs/engine-llamacpp.toml: scheduler.max_num_seqs = 2")
+            && text(&o).contains("the server ran scheduler.max_num_seqs = 4"),
+        "{}",
+        text(&o)
+    );
+}

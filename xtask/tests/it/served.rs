@@ -75,7 +75,7 @@ fn a_simulator_serving_another_engine_config_is_caught_by_gate_and_adr_new() {
     assert_eq!(a.code, 2, "{}{}", a.stdout, a.stderr);
     assert!(
         a.stderr.contains("configs/engine.toml: scheduler.max_num_seqs = 256")
-            && a.stderr.contains("scheduler.max_num_seqs = 64"),
+            && a.stderr.contains("the server ran scheduler.max_num_seqs = 64"),
         "{}",
         a.stderr
     );
