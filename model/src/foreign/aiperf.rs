@@ -13,10 +13,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 
 use super::{
-    Checker, ImportError, Imported, ImportedLoad, MAX_FILE_BYTES, MAX_LINE_BYTES, MAX_SECONDS,
-    Source, Stat, Written, counts_of, failure_class, ms_factor, parse_line,
+    Checker, ImportError, Imported, ImportedLoad, Loose, MAX_FILE_BYTES, MAX_LINE_BYTES,
+    MAX_REQUESTS, MAX_SECONDS, MAX_VALUES, Source, Stat, Written, counts_of, failure_class,
+    ms_factor, parse_line,
 };
 use crate::outcome::Outcome;
 use crate::record::RequestRecord;
@@ -115,8 +117,73 @@ struct Metadata {
 
 #[derive(Debug, Deserialize)]
 struct MetricValue {
-    value: serde_json::Value,
+    value: Reading,
     unit: String,
+}
+
+/// A per-request metric's value: a number, a list of numbers (8 bytes each, not a JSON tree),
+/// null, or something else (described, not kept).
+#[derive(Debug)]
+enum Reading {
+    One(f64),
+    List(Vec<f64>),
+    Null,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Reading {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Reading, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Reading;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or a list of numbers")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Reading, E> {
+                Ok(Reading::One(v as f64))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Reading, E> {
+                Ok(Reading::One(v as f64))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Reading, E> {
+                Ok(Reading::One(v))
+            }
+            fn visit_unit<E>(self) -> Result<Reading, E> {
+                Ok(Reading::Null)
+            }
+            fn visit_none<E>(self) -> Result<Reading, E> {
+                Ok(Reading::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Reading, E> {
+                Ok(Reading::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Reading, E> {
+                Ok(Reading::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Reading, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Reading::Other)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Reading, A::Error> {
+                let mut out = Vec::new();
+                let mut numbers = true;
+                while let Some(v) = a.next_element::<Loose>()? {
+                    match v.as_f64() {
+                        Some(x) if numbers => out.push(x),
+                        _ => numbers = false,
+                    }
+                }
+                Ok(if numbers { Reading::List(out) } else { Reading::Other })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -388,14 +455,30 @@ fn records(source: &mut Source) -> Result<Vec<RequestRecord>, ImportError> {
     let path = source.path().to_path_buf();
     let mut lines = Vec::new();
     let mut buf = Vec::new();
-    let mut number = 0;
+    let (mut number, mut gaps) = (0, 0);
+    let too_many = |line, what, limit| ImportError::TooMany {
+        path: path.clone(),
+        line: Some(line),
+        what,
+        limit,
+    };
     while source.line(&mut buf, number + 1, MAX_LINE_BYTES)? {
         number += 1;
         if buf.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+        if lines.len() == MAX_REQUESTS {
+            return Err(too_many(number, "requests", MAX_REQUESTS));
+        }
         let r: Record = parse_line(&path, number, &buf, WHAT_RECORD)?;
-        lines.push(line_of(&Checker::new(&path).at_line(number), number, r)?);
+        let line = line_of(&Checker::new(&path).at_line(number), number, r)?;
+        if let Answer::Streamed { gaps: g, .. } = &line.outcome {
+            gaps += g.len();
+            if gaps > MAX_VALUES {
+                return Err(too_many(number, "inter-chunk gaps", MAX_VALUES));
+            }
+        }
+        lines.push(line);
     }
     let Some(first) = lines.iter().min_by_key(|l| l.start_ns) else { return Ok(Vec::new()) };
     let (origin, origin_line) = (first.start_ns, first.line);
@@ -471,30 +554,29 @@ fn line_of(c: &Checker, line: usize, r: Record) -> Result<Line, ImportError> {
         })?;
         let not_numbers =
             || field_err(format!("metrics.{name}.value"), "not a number or list of numbers".into());
-        let (scalar, nums): (bool, Vec<f64>) = match &m.value {
-            serde_json::Value::Array(a) => (
-                false,
-                a.iter().map(|v| v.as_f64()).collect::<Option<_>>().ok_or_else(not_numbers)?,
-            ),
-            v => (true, vec![v.as_f64().ok_or_else(not_numbers)?]),
+        let (scalar, mut nums): (bool, Vec<f64>) = match &m.value {
+            Reading::List(a) => (false, a.clone()),
+            Reading::One(v) => (true, vec![*v]),
+            Reading::Null | Reading::Other => return Err(not_numbers()),
         };
-        let mut out = Vec::with_capacity(nums.len());
-        for (k, v) in nums.into_iter().enumerate() {
+        for (k, v) in nums.iter_mut().enumerate() {
             let field = match scalar {
                 true => format!("metrics.{name}.value"),
                 false => format!("metrics.{name}.value[{k}]"),
             };
-            out.push(c.latency(&field, v, f)?);
+            *v = c.latency(&field, *v, f)?;
         }
-        Ok(Some((scalar, out)))
+        Ok(Some((scalar, nums)))
     };
     let count = |name: &str| -> Result<Option<u64>, ImportError> {
         let Some(m) = r.metrics.get(name) else { return Ok(None) };
         let field = format!("metrics.{name}.value");
-        match m.value.as_f64() {
-            Some(v) => c.whole(&field, v).map(Some),
-            None if m.value.is_null() => Ok(None),
-            None => Err(field_err(field, "not a number of tokens".into())),
+        match m.value {
+            Reading::One(v) => c.whole(&field, v).map(Some),
+            Reading::Null => Ok(None),
+            Reading::List(_) | Reading::Other => {
+                Err(field_err(field, "not a number of tokens".into()))
+            }
         }
     };
     let outcome = match (&r.error, md.was_cancelled) {

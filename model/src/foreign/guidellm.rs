@@ -12,15 +12,17 @@
 //! output tokens - 1, so TPOT (one value per request) is computed here from the kept requests,
 //! as infergate computes it for a run it measured, and is blank when the report kept a sample.
 
+use std::cell::Cell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::path::Path;
 
 use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    Checker, ImportError, Imported, ImportedLoad, Loose, MAX_FILE_BYTES, MILLIS, Reported, SECONDS,
-    Source, Stat, Written, counts_of, failure_class,
+    Capped, Checker, ImportError, Imported, ImportedLoad, Loose, MAX_FILE_BYTES, MAX_REQUESTS,
+    MILLIS, Nullable, Reported, SECONDS, Source, Stat, Written, counts_of, failure_class,
 };
 use crate::metrics::{MetricsAccumulator, Slo, Stats};
 use crate::outcome::Outcome;
@@ -226,14 +228,46 @@ struct Percentiles {
     p999: f64,
 }
 
-#[derive(Debug, Deserialize)]
+/// The requests a benchmark kept, by status: at most [`MAX_REQUESTS`] of them in all.
+#[derive(Debug, Default)]
 struct Requests {
-    #[serde(default)]
     successful: Vec<RequestStats>,
-    #[serde(default)]
     errored: Vec<RequestStats>,
-    #[serde(default)]
     incomplete: Vec<RequestStats>,
+}
+
+impl<'de> Deserialize<'de> for Requests {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Requests;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("the kept requests by status")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Requests, A::Error> {
+                let mut r = Requests::default();
+                let left = Cell::new(MAX_REQUESTS);
+                let list = || {
+                    let each = PhantomData::<RequestStats>;
+                    Nullable(Capped::new(&left, "kept requests", MAX_REQUESTS, each))
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    let class = match key.as_str() {
+                        "successful" => &mut r.successful,
+                        "errored" => &mut r.errored,
+                        "incomplete" => &mut r.incomplete,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *class = map.next_value_seed(list())?.unwrap_or_default();
+                }
+                Ok(r)
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 #[derive(Debug, Deserialize)]

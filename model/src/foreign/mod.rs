@@ -16,12 +16,15 @@
 //! checked before it is opened for reading, and the reading itself stops one byte past the
 //! limit, so a device or a pipe is bounded too), parsed as it streams (no copy of the text, no
 //! JSON tree; a JSON Lines file line by line, each at most [`MAX_LINE_BYTES`]) and hashed as it
-//! passes. Every value read is checked against what it can be ([`Checker`]): durations and
-//! latencies finite, never negative and at most [`MAX_SECONDS`], wall-clock times between
-//! [`EPOCH_MIN_S`] and [`EPOCH_MAX_S`], ends not before starts, counts at most [`MAX_COUNT`] and
-//! consistent with the per-class totals, rates at most [`MAX_RATE`], per-request arrays one
-//! entry per request; an impossible value is refused ([`ImportError::Impossible`]) with the
-//! file, the field (its JSON path, with the index) and what it can be.
+//! passes. At most [`MAX_REQUESTS`] requests and [`MAX_VALUES`] per-request values are decoded
+//! from one file ([`Capped`]: refused as a list grows past them), so a compact file cannot make
+//! the records take more than a bounded amount of memory. Every value read is checked against
+//! what it can be ([`Checker`]): durations and latencies finite, never negative and at most
+//! [`MAX_SECONDS`], wall-clock times between [`EPOCH_MIN_S`] and [`EPOCH_MAX_S`], ends not
+//! before starts, counts at most [`MAX_COUNT`] and consistent with the per-class totals, rates
+//! at most [`MAX_RATE`], per-request arrays one entry per request; an impossible value is
+//! refused ([`ImportError::Impossible`]) with the file, the field (its JSON path, with the
+//! index) and what it can be.
 //!
 //! These files are not [`crate::artifact::Artifact`]s: their formats and version fields are the
 //! tools' own (guidellm's nested in `metadata`, AIPerf's a `"1.4"` string, none in vLLM's), so
@@ -31,12 +34,13 @@ pub(crate) mod aiperf;
 pub(crate) mod guidellm;
 pub(crate) mod vllm;
 
+use std::cell::Cell;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, Visitor};
+use serde::de::{DeserializeOwned, DeserializeSeed, Error as _, IgnoredAny, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 pub use crate::imported::{ImportSource, ImportedConfig, ImportedLoad};
@@ -68,6 +72,13 @@ pub const EPOCH_MAX_S: f64 = 4_102_444_800.0;
 pub const MAX_COUNT: u64 = 1_000_000_000_000_000;
 /// The highest rate (requests or tokens per second) a file may hold: 10^9 per second.
 pub const MAX_RATE: f64 = 1e9;
+/// The most requests one file may hold (entries of a per-request array, kept requests, lines):
+/// 1,000,000. Each becomes a record of about half a kilobyte, whatever few bytes of the file it
+/// took.
+pub const MAX_REQUESTS: usize = 1_000_000;
+/// The most per-request values (ITL gaps, inter-chunk gaps) one file may hold in all:
+/// 50,000,000, 400 MB as numbers (a real 512 MiB vLLM result holds about 27 million).
+pub const MAX_VALUES: usize = 50_000_000;
 
 /// The formats `import` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +156,14 @@ pub enum ImportError {
     /// read up to one byte past the limit.
     #[error("{}: {}", path.display(), too_large(*size, *limit))]
     TooLarge { path: PathBuf, size: Option<u64>, limit: u64 },
+    /// More requests, or per-request values, than one file may hold ([`MAX_REQUESTS`],
+    /// [`MAX_VALUES`]): the line where the one too many came, for a JSON Lines file.
+    #[error(
+        "{}{}: more than {limit} {what}: infergate imports at most {limit} from one file",
+        path.display(),
+        at(line)
+    )]
+    TooMany { path: PathBuf, line: Option<usize>, what: &'static str, limit: usize },
     /// A line of a JSON Lines file over [`MAX_LINE_BYTES`].
     #[error("{}:{line}: a line longer than {}, the longest infergate reads", path.display(), bytes(*limit))]
     LineTooLong { path: PathBuf, line: usize, limit: u64 },
@@ -379,6 +398,90 @@ pub(crate) fn parse_line<T: DeserializeOwned>(
     decode(&mut de, std::marker::PhantomData::<T>)
         .and_then(|v| de.end().map(|()| v).map_err(|e| (String::new(), e)))
         .map_err(|(field, e)| ImportError::of_json(path, what, field, e).at_line(line))
+}
+
+/// A list decoded entry by entry, each by `item`, refused as soon as it would take more than
+/// `left` entries (`left` may be shared by several lists: the file's budget of values), before
+/// the memory is spent.
+pub(crate) struct Capped<'a, S> {
+    pub left: &'a Cell<usize>,
+    /// What the entries are and how many a file may hold (`requests`, [`MAX_REQUESTS`]).
+    pub what: &'static str,
+    pub limit: usize,
+    pub item: S,
+}
+
+impl<'a, S: Clone> Clone for Capped<'a, S> {
+    fn clone(&self) -> Self {
+        Capped { left: self.left, what: self.what, limit: self.limit, item: self.item.clone() }
+    }
+}
+
+impl<'a, S> Capped<'a, S> {
+    pub fn new(left: &'a Cell<usize>, what: &'static str, limit: usize, item: S) -> Self {
+        Capped { left, what, limit, item }
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de> + Clone> DeserializeSeed<'de> for Capped<'_, S> {
+    type Value = Vec<S::Value>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de> + Clone> Visitor<'de> for Capped<'_, S> {
+    type Value = Vec<S::Value>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a list of {}", self.what)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Vec::new();
+        loop {
+            if self.left.get() == 0 {
+                // One more entry is one too many; the end of the list is not.
+                return match seq.next_element::<IgnoredAny>()? {
+                    None => Ok(out),
+                    Some(_) => Err(A::Error::custom(format!(
+                        "more than {} {}: infergate imports at most {} from one file",
+                        self.limit, self.what, self.limit
+                    ))),
+                };
+            }
+            match seq.next_element_seed(self.item.clone())? {
+                Some(v) => out.push(v),
+                None => return Ok(out),
+            }
+            self.left.set(self.left.get() - 1);
+        }
+    }
+}
+
+/// `null` or what `S` decodes.
+#[derive(Clone)]
+pub(crate) struct Nullable<S>(pub S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Nullable<S> {
+    type Value = Option<S::Value>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Nullable<S> {
+    type Value = Option<S::Value>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("null or a value")
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(d).map(Some)
+    }
 }
 
 /// A value read only when it is a number; anything else is skipped as it streams (an array
@@ -1297,6 +1400,27 @@ mod tests {
             Err(ImportError::LineTooLong { line: 1, .. })
         ));
         assert!(endless.reader.get_ref().read < 1 << 20);
+    }
+
+    #[test]
+    fn a_capped_list_is_refused_at_one_entry_too_many_and_shares_its_budget() {
+        let decode = |text: &str, left: &Cell<usize>| {
+            let seed = Capped::new(left, "things", 3, std::marker::PhantomData::<u64>);
+            seed.deserialize(&mut serde_json::Deserializer::from_str(text))
+        };
+        assert_eq!(decode("[1, 2, 3]", &Cell::new(3)).unwrap(), vec![1, 2, 3]);
+        let e = decode("[1, 2, 3, 4]", &Cell::new(3)).unwrap_err().to_string();
+        assert!(e.starts_with("more than 3 things: infergate imports at most 3"), "{e}");
+        // Lists of lists draw on one budget.
+        let left = Cell::new(3);
+        let inner = Capped::new(&left, "gaps", 3, std::marker::PhantomData::<f64>);
+        let outer_left = Cell::new(10);
+        let outer = Capped::new(&outer_left, "requests", 10, inner);
+        let e = outer
+            .deserialize(&mut serde_json::Deserializer::from_str("[[1, 2], [3], [4]]"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("more than 3 gaps"), "{e}");
     }
 
     #[test]

@@ -12,15 +12,18 @@
 //! latencies are finite, never negative and end after the first and the last token, send times
 //! span at most [`MAX_SECONDS`].
 
+use std::cell::Cell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::path::Path;
 
 use serde::de::{Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    Checker, ImportError, Imported, ImportedLoad, Loose, MAX_FILE_BYTES, MAX_SECONDS, MILLIS, Num,
-    SECONDS, Source, Stat, Written, counts_of, failure_class,
+    Capped, Checker, ImportError, Imported, ImportedLoad, Loose, MAX_FILE_BYTES, MAX_REQUESTS,
+    MAX_SECONDS, MAX_VALUES, MILLIS, Nullable, Num, SECONDS, Source, Stat, Written, counts_of,
+    failure_class,
 };
 use crate::outcome::Outcome;
 use crate::record::RequestRecord;
@@ -72,6 +75,14 @@ struct VllmResult {
     keyed: Vec<(String, Loose)>,
 }
 
+/// A per-request array (`null` or a list of at most [`MAX_REQUESTS`] entries).
+fn per_request<'de, A: MapAccess<'de>, T: Deserialize<'de>>(
+    map: &mut A,
+) -> Result<Option<Vec<T>>, A::Error> {
+    let left = Cell::new(MAX_REQUESTS);
+    map.next_value_seed(Nullable(Capped::new(&left, "requests", MAX_REQUESTS, PhantomData::<T>)))
+}
+
 /// The measurements infergate has no metric for, kept in a note with their values.
 const NOTED: [&str; 2] = ["max_output_tokens_per_s", "max_concurrent_requests"];
 
@@ -85,6 +96,8 @@ impl<'de> Deserialize<'de> for VllmResult {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<VllmResult, A::Error> {
                 let mut r = VllmResult::default();
+                // The file's budget of ITL gaps, all requests together.
+                let gaps = Cell::new(MAX_VALUES);
                 let (mut duration, mut completed, mut input, mut throughput) =
                     (None, None, None, None);
                 while let Some(key) = map.next_key::<String>()? {
@@ -106,13 +119,19 @@ impl<'de> Deserialize<'de> for VllmResult {
                         "request_goodput" => r.request_goodput = map.next_value()?,
                         "output_throughput" => r.output_throughput = map.next_value()?,
                         "total_token_throughput" => r.total_token_throughput = map.next_value()?,
-                        "input_lens" => r.input_lens = map.next_value()?,
-                        "output_lens" => r.output_lens = map.next_value()?,
-                        "ttfts" => r.ttfts = map.next_value()?,
-                        "itls" => r.itls = map.next_value()?,
-                        "latencies" => r.latencies = map.next_value()?,
-                        "start_times" => r.start_times = map.next_value()?,
-                        "errors" => r.errors = map.next_value()?,
+                        "input_lens" => r.input_lens = per_request(&mut map)?,
+                        "output_lens" => r.output_lens = per_request(&mut map)?,
+                        "ttfts" => r.ttfts = per_request(&mut map)?,
+                        "itls" => {
+                            let left = Cell::new(MAX_REQUESTS);
+                            let gaps =
+                                Capped::new(&gaps, "ITL gaps", MAX_VALUES, PhantomData::<f64>);
+                            let lists = Capped::new(&left, "requests", MAX_REQUESTS, gaps);
+                            r.itls = map.next_value_seed(Nullable(lists))?;
+                        }
+                        "latencies" => r.latencies = per_request(&mut map)?,
+                        "start_times" => r.start_times = per_request(&mut map)?,
+                        "errors" => r.errors = per_request(&mut map)?,
                         k if statistic_key(k).is_some() || NOTED.contains(&k) => {
                             let v = map.next_value::<Loose>()?;
                             r.keyed.push((key, v));
@@ -577,6 +596,21 @@ mod tests {
             "itls": [[0.01], [0.01], [0.01]], "errors": [""]});
         let (_d, path, got) = import(&doc);
         assert_refused(got, &path, "errors");
+    }
+
+    #[test]
+    fn a_file_of_more_requests_than_the_limit_is_refused_as_it_is_read() {
+        // Two bytes a request in the file, half a kilobyte a record: refused at the one too
+        // many, before the records are built.
+        let zeros = vec!["0"; MAX_REQUESTS + 1].join(",");
+        let text = format!(
+            r#"{{"duration": 1, "completed": 1, "total_input_tokens": 1, "request_throughput": 1, "ttfts": [{zeros}]}}"#
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("many.json");
+        std::fs::write(&path, text).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(e.contains("field `ttfts`: more than 1000000 requests"), "{e}");
     }
 
     /// One impossible value of the consistent result: where, what, and the field the refusal
