@@ -2,8 +2,11 @@
 //! (`fixtures/import/`): every statistic the fixture holds is in the imported summary with the
 //! same value (each expected value read from the fixture, converted as documented), the
 //! statistics it does not hold are null, its per-request data round-trips into
-//! `requests.jsonl`, a malformed file or one of an unknown format version is refused with the
-//! file and the field, and a record whose baseline was imported lints and says so.
+//! `requests.jsonl`, guidellm's TPOT is infergate's (one value per request, from its kept
+//! requests), a malformed file, one of an unknown format version or one holding an impossible
+//! value is refused (exit 2, never a panic) with the file and the field, `/dev/zero` and a
+//! 1 GB file are refused within 500 MB of peak memory (measured with `wait4`), and a record
+//! whose baseline was imported lints and says so.
 //!
 //! The fixtures are written from each tool's own writer code: `vllm-bench.json` follows
 //! `vllm/benchmarks/serve.py` of vLLM (vllm-project/vllm at commit 009e6d4a, 2026: `benchmark()`
@@ -202,11 +205,9 @@ fn a_guidellm_report_imports_its_benchmark_and_every_kept_request() {
     let b = &src["benchmarks"][0];
     let m = &b["metrics"];
     // guidellm's request latency is in seconds: milliseconds by one multiplication.
-    for (theirs, ours, scale) in [
-        ("time_to_first_token_ms", "ttft_ms", 1.0),
-        ("inter_token_latency_ms", "tpot_ms", 1.0),
-        ("request_latency", "e2e_ms", 1000.0),
-    ] {
+    for (theirs, ours, scale) in
+        [("time_to_first_token_ms", "ttft_ms", 1.0), ("request_latency", "e2e_ms", 1000.0)]
+    {
         let d = &m[theirs]["successful"];
         for (stat, field) in [
             ("mean", "mean"),
@@ -224,6 +225,22 @@ fn a_guidellm_report_imports_its_benchmark_and_every_kept_request() {
         assert_at(s, &format!("metrics.{ours}.count"), d["count"].as_f64().unwrap());
     }
     assert!(at(s, "metrics.itl_ms").is_null(), "guidellm records no per-gap ITL");
+    // TPOT is infergate's, one value per kept successful request with more than one output
+    // token: (last token - first token) / (output tokens - 1).
+    let tpots: Vec<f64> = b["requests"]["successful"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["output_metrics"]["total_tokens"].as_u64().unwrap() > 1)
+        .map(|r| {
+            let t = &r["info"]["timings"];
+            let n = r["output_metrics"]["total_tokens"].as_f64().unwrap();
+            let span = t["last_token_iteration"].as_f64().unwrap()
+                - t["first_token_iteration"].as_f64().unwrap();
+            span * 1000.0 / (n - 1.0)
+        })
+        .collect();
+    assert_tpot(s, &tpots);
     for (theirs, ours) in [
         ("requests_per_second", "throughput.requests_per_s"),
         ("output_tokens_per_second", "throughput.output_tokens_per_s"),
@@ -502,4 +519,313 @@ fn a_record_with_an_imported_baseline_lints_and_says_it_was_imported() {
     std::fs::write(&record, filled.join("\n") + "\n").unwrap();
     let lint = xtask(r, &["adr", "lint"]);
     assert_eq!(lint.code, 0, "{}{}", lint.stdout, lint.stderr);
+}
+
+/// The summary's TPOT is one value per request, exactly `expected` (to the microsecond the
+/// summary keeps): its count, minimum, maximum and mean.
+fn assert_tpot(s: &Value, expected: &[f64]) {
+    let near = |path: &str, v: f64| {
+        let got = at(s, path).as_f64().unwrap_or_else(|| panic!("summary `{path}` is blank"));
+        assert!((got - v).abs() <= 1e-3, "summary `{path}`: {got}, expected {v}");
+    };
+    assert_at(s, "metrics.tpot_ms.count", expected.len() as f64);
+    near("metrics.tpot_ms.min", expected.iter().copied().fold(f64::INFINITY, f64::min));
+    near("metrics.tpot_ms.max", expected.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+    near("metrics.tpot_ms.mean", expected.iter().sum::<f64>() / expected.len() as f64);
+}
+
+/// A copy of fixture `name` in a scratch directory (the AIPerf directory: every file of it) as
+/// `file`, its JSON edited by `edit`.
+fn edited_json(name: &str, file: &str, edit: impl Fn(&mut Value)) -> (tempfile::TempDir, PathBuf) {
+    edited(name, file, |t| {
+        let mut v: Value = serde_json::from_str(t).unwrap();
+        edit(&mut v);
+        serde_json::to_string_pretty(&v).unwrap()
+    })
+}
+
+/// A copy of the AIPerf fixture whose `profile_export.jsonl` line `line` (from 1) is edited.
+fn edited_aiperf_line(line: usize, edit: impl Fn(&mut Value)) -> (tempfile::TempDir, PathBuf) {
+    let (dir, _) = edited("aiperf", "profile_export.jsonl", |t| {
+        let mut lines: Vec<String> = t.lines().map(str::to_string).collect();
+        let mut v: Value = serde_json::from_str(&lines[line - 1]).unwrap();
+        edit(&mut v);
+        lines[line - 1] = v.to_string();
+        lines.join("\n") + "\n"
+    });
+    let export = dir.path().join("profile_export_aiperf.json");
+    (dir, export)
+}
+
+fn set(v: &mut Value, pointer: &str, to: Value) {
+    *v.pointer_mut(pointer).unwrap_or_else(|| panic!("the fixture has {pointer}")) = to;
+}
+
+#[test]
+fn guidellm_tpot_is_one_value_per_request_with_more_than_one_output_token() {
+    // Three successful requests: 4 output tokens over 30 ms after the first (10 ms each), one
+    // token (no TPOT), 9 tokens over 40 ms (5 ms each). guidellm's own inter_token_latency_ms
+    // weights each request by its output tokens - 1: 3 + 0 + 8 = 11 values, mean 70 / 11.
+    let (_d, f) = edited_json("guidellm-benchmarks.json", "benchmarks.json", |v| {
+        let ok = "/benchmarks/0/requests/successful";
+        for (i, (first, last, tokens)) in [
+            (1764930000.05, 1764930000.08, 4),
+            (1764930000.06, 1764930000.06, 1),
+            (1764930000.16, 1764930000.2, 9),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            set(v, &format!("{ok}/{i}/info/timings/first_token_iteration"), first.into());
+            set(v, &format!("{ok}/{i}/info/timings/last_token_iteration"), last.into());
+            set(v, &format!("{ok}/{i}/output_metrics/total_tokens"), tokens.into());
+        }
+        let itl = "/benchmarks/0/metrics/inter_token_latency_ms/successful";
+        set(v, &format!("{itl}/count"), 11.into());
+        set(v, &format!("{itl}/mean"), (70.0 / 11.0).into());
+        set(v, &format!("{itl}/min"), 5.0.into());
+    });
+    let got = import("guidellm", &f);
+    let s = &got.summary;
+    let start = |t: f64| (t - 1764930000.0) * 1000.0;
+    let expected = [
+        (start(1764930000.08) - start(1764930000.05)) / 3.0,
+        (start(1764930000.2) - start(1764930000.16)) / 8.0,
+    ];
+    assert!((expected[0] - 10.0).abs() < 1e-3 && (expected[1] - 5.0).abs() < 1e-3);
+    assert_tpot(s, &expected);
+    // The records give the same figures, request by request.
+    let recs = got.records.unwrap();
+    let per_request: Vec<f64> = recs.iter().filter_map(RequestRecord::tpot_ms).collect();
+    assert_eq!(per_request.len(), 2, "{per_request:?}");
+    for (got, want) in per_request.iter().zip(expected) {
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+    }
+    // guidellm's token-weighted figure is not the summary's TPOT; a note keeps it.
+    assert_ne!(at(s, "metrics.tpot_ms.count").as_u64(), Some(11));
+    let notes = at(s, "notes").to_string();
+    assert!(
+        notes.contains("inter_token_latency_ms (weighted by output tokens - 1: count 11"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn a_guidellm_report_that_kept_a_sample_has_no_tpot_and_says_why() {
+    let (_d, f) = edited_json("guidellm-benchmarks.json", "benchmarks.json", |v| {
+        let ok = v.pointer_mut("/benchmarks/0/requests/successful").unwrap();
+        ok.as_array_mut().unwrap().pop();
+    });
+    let got = import("guidellm", &f);
+    assert!(got.records.is_none());
+    assert_null(&got.summary, "metrics.tpot_ms");
+    let notes = at(&got.summary, "notes").to_string();
+    assert!(
+        notes.contains("kept 3 of the benchmark's 4 requests") && notes.contains("no TPOT"),
+        "{notes}"
+    );
+}
+
+#[test]
+fn inputs_that_panicked_the_importer_exit_2_with_the_file_and_the_field() {
+    // vLLM per-request arrays of different lengths, without `ttfts`.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("result.json");
+    std::fs::write(
+        &f,
+        r#"{"duration":1,"completed":3,"total_input_tokens":3,"request_throughput":3,"output_lens":[2,2,2],"itls":[[0.01],[0.01],[0.01]],"errors":[""]}"#,
+    )
+    .unwrap();
+    refused(
+        "vllm-bench",
+        &f,
+        &[f.to_str().unwrap(), "field `errors`", "holds 1 entries, `output_lens` 3"],
+    );
+    // An AIPerf record whose TTFT is an empty list.
+    let (_d, export) = edited_aiperf_line(2, |v| {
+        set(v, "/metrics/time_to_first_token/value", serde_json::json!([]))
+    });
+    refused(
+        "aiperf",
+        &export,
+        &[
+            "profile_export.jsonl:2:",
+            "field `metrics.time_to_first_token.value`",
+            "a request has one TTFT",
+        ],
+    );
+}
+
+#[test]
+fn impossible_values_are_refused_with_the_file_and_the_field() {
+    let vllm = |pointer: &'static str, to: Value| {
+        edited_json("vllm-bench.json", "vllm-bench.json", move |v| set(v, pointer, to.clone()))
+    };
+    // A negative TTFT and a negative duration: a first token before its send, a window of -2 s.
+    let (_d, f) = vllm("/ttfts/1", (-0.05).into());
+    refused(
+        "vllm-bench",
+        &f,
+        &[f.to_str().unwrap(), "field `ttfts[1]` is -0.05", "never negative"],
+    );
+    let (_d, f) = vllm("/duration", (-2.0).into());
+    refused("vllm-bench", &f, &[f.to_str().unwrap(), "field `duration` is -2", "never negative"]);
+    // Send times of 1e308 and -1e308.
+    let (_d, f) = vllm("/start_times/2", 1e308.into());
+    refused("vllm-bench", &f, &["field `start_times[2]` is 1e308", "at most 30 days"]);
+    let (_d, f) = vllm("/start_times/0", (-1e308).into());
+    refused(
+        "vllm-bench",
+        &f,
+        &["field `start_times[1]`", "after the first send (`start_times[0]`"],
+    );
+    // A request that ends before its first token.
+    let (_d, f) = vllm("/latencies/0", 0.01.into());
+    refused("vllm-bench", &f, &["field `latencies[0]` is 0.01", "before `ttfts[0]` (0.05)"]);
+    // An AIPerf request that ends before it starts, and a benchmark that ends before it starts.
+    let (_d, export) = edited_aiperf_line(3, |v| {
+        set(v, "/metadata/request_end_ns", 1764930000000000000u64.into())
+    });
+    refused(
+        "aiperf",
+        &export,
+        &[
+            "profile_export.jsonl:3:",
+            "field `metadata.request_end_ns`",
+            "before `metadata.request_start_ns`",
+        ],
+    );
+    let (_d, f) = edited_json("aiperf", "profile_export_aiperf.json", |v| {
+        set(v, "/end_time", "2026-12-04T23:59:59.000000".into())
+    });
+    refused("aiperf", &f, &[f.to_str().unwrap(), "field `end_time`", "before `start_time`"]);
+    // guidellm totals that contradict its classes (ok 3, total 40), and a report that kept more
+    // successful requests than it counted (kept 3, counted 1).
+    let (_d, f) = edited_json("guidellm-benchmarks.json", "benchmarks.json", |v| {
+        set(v, "/benchmarks/0/metrics/request_totals/total", 40.into())
+    });
+    refused(
+        "guidellm",
+        &f,
+        &[
+            f.to_str().unwrap(),
+            "field `benchmarks[0].metrics.request_totals.total` is 40",
+            "3 + 1 + 0 = 4",
+        ],
+    );
+    let (_d, f) = edited_json("guidellm-benchmarks.json", "benchmarks.json", |v| {
+        set(v, "/benchmarks/0/metrics/request_totals/successful", 1.into());
+        set(v, "/benchmarks/0/metrics/request_totals/total", 2.into());
+    });
+    refused(
+        "guidellm",
+        &f,
+        &["field `benchmarks[0].requests.successful`", "request_totals.successful` is 1"],
+    );
+}
+
+/// The import of `file`, run as a child process, and its peak resident set in bytes (the
+/// kernel's `ru_maxrss` of the child, from `wait4`; it may include the pages the child shared
+/// with this process before it ran the binary, so it never reads low).
+///
+/// The child may map at most 4 GiB (`RLIMIT_AS`; the import runs on one thread): an importer
+/// that reads without a bound fails here in seconds, refused its memory, instead of taking the
+/// machine's.
+#[cfg(target_os = "linux")]
+fn import_measured(format: &str, file: &Path) -> (Out, u64) {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let root = tempfile::tempdir().unwrap();
+    let mut command = crate::support::xtask_command(
+        root.path(),
+        &["import", format, file.to_str().unwrap(), "--out", "runs/imported"],
+    );
+    // SAFETY: between fork and exec the closure only makes the setrlimit system call.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit { rlim_cur: 4 << 30, rlim_max: 4 << 30 };
+            match libc::setrlimit(libc::RLIMIT_AS, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        });
+    }
+    // Reaped by `wait4` below, which std's handle does not see.
+    #[allow(clippy::zombie_processes)]
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the xtask binary");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            r.read_to_string(&mut s).unwrap();
+            s
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 reaps our own child (std's handle is not waited
+    // on after this).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(waited, pid, "{}", std::io::Error::last_os_error());
+    let code = if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { -1 };
+    let out = Out { code, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() };
+    (out, usage.ru_maxrss as u64 * 1024)
+}
+
+/// What the import tests allow one import of a hostile file to take: 500 MB resident.
+#[cfg(target_os = "linux")]
+const PEAK_BOUND: u64 = 500_000_000;
+
+#[cfg(target_os = "linux")]
+#[test]
+fn dev_zero_and_a_1_gb_file_end_with_a_clear_error_within_the_memory_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    // Sparse: a gigabyte of zeros that takes no disk.
+    std::fs::File::create(&big).unwrap().set_len(1 << 30).unwrap();
+    let zero = Path::new("/dev/zero");
+    for format in ["vllm-bench", "guidellm", "aiperf"] {
+        let (out, peak) = import_measured(format, zero);
+        assert_eq!(out.code, 2, "{format} /dev/zero: {}", out.stderr);
+        assert!(out.stderr.contains("/dev/zero:1:1: not valid JSON"), "{}", out.stderr);
+        assert!(peak < PEAK_BOUND, "{format} /dev/zero: peak {peak} bytes");
+        eprintln!("peak RSS, import {format} /dev/zero: {:.1} MB", peak as f64 / 1e6);
+        let (out, peak) = import_measured(format, &big);
+        assert_eq!(out.code, 2, "{format} 1 GiB: {}", out.stderr);
+        for want in [big.to_str().unwrap(), "1 GiB (1073741824 bytes) long", "at most 512 MiB"] {
+            assert!(out.stderr.contains(want), "`{want}` not in {}", out.stderr);
+        }
+        assert!(peak < PEAK_BOUND, "{format} 1 GiB: peak {peak} bytes");
+        eprintln!("peak RSS, import {format} (1 GiB file): {:.1} MB", peak as f64 / 1e6);
+    }
+    // AIPerf's per-request file read from beside the export: a link to /dev/zero is one
+    // endless line, refused at the per-line limit; a 1 GiB one is refused by its size.
+    let (d, export) = edited_json("aiperf", "profile_export_aiperf.json", |v| {
+        set(v, "/aiperf_version", "0.13.0-test".into())
+    });
+    let jsonl = d.path().join("profile_export.jsonl");
+    std::fs::remove_file(&jsonl).unwrap();
+    std::os::unix::fs::symlink(zero, &jsonl).unwrap();
+    let (out, peak) = import_measured("aiperf", &export);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    let line = format!("{}:1: a line longer than 16 MiB", jsonl.display());
+    assert!(out.stderr.contains(&line), "`{line}` not in {}", out.stderr);
+    assert!(peak < PEAK_BOUND, "aiperf, its records /dev/zero: peak {peak} bytes");
+    eprintln!(
+        "peak RSS, import aiperf (profile_export.jsonl -> /dev/zero): {:.1} MB",
+        peak as f64 / 1e6
+    );
+    std::fs::remove_file(&jsonl).unwrap();
+    std::fs::File::create(&jsonl).unwrap().set_len(1 << 30).unwrap();
+    let (out, peak) = import_measured("aiperf", &export);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("profile_export.jsonl: 1 GiB"), "{}", out.stderr);
+    assert!(peak < PEAK_BOUND, "aiperf, its records 1 GiB: peak {peak} bytes");
 }
