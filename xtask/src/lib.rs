@@ -30,6 +30,7 @@ pub mod gate;
 pub mod gitinfo;
 pub mod history;
 pub mod import;
+pub mod init;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 #[cfg(feature = "runtime")]
@@ -115,6 +116,9 @@ pub enum Command {
     #[cfg(feature = "runtime")]
     #[command(subcommand)]
     Dataset(dataset::DatasetCmd),
+    /// Set up this git repository for infergate: bench and engine configs (`--from` the team's
+    /// deployment files), decision records, thresholds, workflows; never overwrites.
+    Init(init::InitCmd),
     /// Decision records: new, list, accept, supersede, lint, check, thresholds.
     Adr(adr::AdrCmd),
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
@@ -164,6 +168,7 @@ impl Command {
             Command::Deploy(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
             Command::Dataset(cmd) => cmd.run(sh),
+            Command::Init(cmd) => cmd.run(sh),
             Command::Adr(cmd) => cmd.run(sh),
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),

@@ -45,6 +45,7 @@ mod gate_noise;
 mod history;
 mod history_series;
 mod import;
+mod init;
 // Runs measured with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod host_target;
