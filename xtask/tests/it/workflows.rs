@@ -382,7 +382,7 @@ fn every_job_that_builds_caches_cargo_first() {
     }
 }
 
-/// A pushed `v*` tag builds `xtask` with `--locked --release` for Linux on x86_64 and aarch64,
+/// A pushed `v*` tag builds `infergate` and `cargo-infergate` with `--locked --release` for Linux on x86_64 and aarch64,
 /// each on a runner of its architecture, and publishes the archives with their SHA-256 sums.
 #[test]
 fn a_tag_releases_the_binary_for_both_linux_targets_with_checksums() {
@@ -415,6 +415,16 @@ fn a_tag_releases_the_binary_for_both_linux_targets_with_checksums() {
     for flag in ["build", "--locked", "--release", "-p", "xtask", "--all-features", "--target"] {
         assert!(cargo[0].iter().any(|w| w == flag), "{flag} in {:?}", cargo[0]);
     }
+    for bin in ["infergate", "cargo-infergate"] {
+        assert!(
+            cargo[0].windows(2).any(|w| w[0] == "--bin" && w[1] == bin),
+            "{bin} in {:?}",
+            cargo[0]
+        );
+        assert!(all.contains(&format!("release/{bin}\"")), "{bin} packed: {all}");
+    }
+    // The archive name the Action's install script downloads.
+    assert!(all.contains("NAME=\"infergate-${GITHUB_REF_NAME}-${{ matrix.target }}\""), "{all}");
     assert!(all.contains("sha256sum -- *.tar.gz > SHA256SUMS"), "{all}");
     assert!(all.contains("gh release create"), "{all}");
     assert_eq!(doc["jobs"]["release"]["needs"].as_str(), Some("build"));
