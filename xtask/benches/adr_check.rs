@@ -8,7 +8,10 @@
 //!
 //! Prints the time of `xtask::adr::check::check` (what the command does besides printing) for
 //! the pull request (base `main`) and for the worst case, a base at the first commit (every
-//! commit walked for `ADR-Exempt` trailers, every record in the diff).
+//! commit walked for `ADR-Exempt` trailers, every record in the diff); then the same with the
+//! five YAML sources of a team's repository declared (`[[adr.source]]`: Helm values, a
+//! Deployment, a vLLM config, compose, a script; `xtask/tests/it/fixtures/team/`), the pull
+//! request changing the Helm values' `maxNumSeqs` with its record.
 
 // The benchmark uses only part of the tests' repository builder.
 #[allow(dead_code)]
@@ -83,8 +86,31 @@ fn add_record(g: &mut GitRepo, n: usize, seqs: usize) {
     g.write("thresholds/gate.toml", Some(&gate(n, &text)));
 }
 
-fn generate_repo() -> (GitRepo, git2::Oid) {
+/// The team fixture's files (path, text).
+fn team_files() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/team");
+    let mut out = Vec::new();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("the fixture") {
+            let p = e.expect("an entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+                out.push((rel, std::fs::read_to_string(&p).expect("a fixture file")));
+            }
+        }
+    }
+    out
+}
+
+fn generate_repo(sources: bool) -> (GitRepo, git2::Oid) {
     let mut g = GitRepo::init();
+    let team = if sources { team_files() } else { Vec::new() };
+    for (path, text) in &team {
+        g.write(path, Some(text));
+    }
     g.write("configs/engine.toml", Some(&engine(100)));
     g.write("configs/bench.toml", Some("[profile.default]\n"));
     g.write("docs/adr/README.md", Some("# Records\n"));
@@ -114,6 +140,20 @@ fn generate_repo() -> (GitRepo, git2::Oid) {
     g.commit("ADR-0201: raise max_num_seqs to 999");
     g.write("src/module2.rs", Some("pub const VERSION: usize = 1;\n"));
     g.commit("Follow-up");
+    if sources {
+        let (path, text) = team.iter().find(|(p, _)| p == "deploy/helm/values.yaml").unwrap();
+        g.write(path, Some(&text.replace("maxNumSeqs: 256", "maxNumSeqs: 128")));
+        let n = RECORDS + 2;
+        let adr = record(n, 999, false)
+            .replace(
+                "- configs/engine.toml: scheduler.max_num_seqs = 999",
+                "- deploy/helm/values.yaml: scheduler.max_num_seqs = 128",
+            )
+            .replace(&format!("- Supersedes [ADR-{:04}]", n - 1), "- Related to [ADR")
+            .replace("Status: Accepted", "Status: Proposed");
+        g.write(&record_path(n), Some(&adr));
+        g.commit("Fewer sequences in the chart");
+    }
     (g, first)
 }
 
@@ -140,8 +180,14 @@ fn main() {
         println!("adr_check: run with `cargo bench -p xtask --bench adr_check`");
         return;
     }
+    for sources in [false, true] {
+        run(sources);
+    }
+}
+
+fn run(sources: bool) {
     let t = Instant::now();
-    let (g, first) = generate_repo();
+    let (g, first) = generate_repo(sources);
     let generated = t.elapsed();
     let packed = std::process::Command::new("git")
         .args(["repack", "-a", "-d", "-q"])
@@ -149,8 +195,10 @@ fn main() {
         .status()
         .is_ok_and(|s| s.success());
     println!(
-        "generated {COMMITS} commits + 3 on the pull request, {} records, in {:.1} s ({})",
-        RECORDS + 1,
+        "generated {COMMITS} commits + {} on the pull request, {} records{}, in {:.1} s ({})",
+        if sources { 4 } else { 3 },
+        RECORDS + 1 + usize::from(sources),
+        if sources { ", five YAML sources declared" } else { "" },
         generated.as_secs_f64(),
         if packed { "packed with git repack" } else { "loose objects: git not found" }
     );

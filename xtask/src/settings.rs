@@ -10,12 +10,23 @@
 //! pii_patterns = ['\b\d{3}-\d{2}-\d{4}\b']
 //! ```
 //!
+//! Sources anywhere in the repository, in the formats teams deploy with, are governed as well
+//! (docs/governed-sources.md):
+//!
+//! ```toml
+//! [[adr.source]]
+//! path = "deploy/helm/values.yaml"
+//! engine = "vllm"
+//! at = "servingEngineSpec.modelSpec[0].vllmConfig"
+//! ```
+//!
 //! A missing file means the defaults; unknown keys are refused with their line.
 //!
 //! Every file the bench configuration (`configs/bench.toml`) names as an `engine_config` is
 //! governed as well ([`engine_config_refs`]).
 
 use infergate_model::config::{ConfigError, Source};
+use infergate_model::sources::SourceDecl;
 use serde::Deserialize;
 
 /// Where the settings live, relative to the repository root.
@@ -53,6 +64,10 @@ pub struct AdrSettings {
     /// path segment.
     #[serde(default)]
     pub governed: Vec<String>,
+    /// `[[adr.source]]`: engine parameters where the team deploys them (any file of the
+    /// repository, read in the engine's spellings into the canonical keys).
+    #[serde(default, rename = "source")]
+    pub sources: Vec<SourceDecl>,
 }
 
 impl Settings {
@@ -63,7 +78,20 @@ impl Settings {
             validate_pattern(pattern)
                 .map_err(|e| source.error_at(&["adr", "governed"], e.to_string()))?;
         }
+        for (i, decl) in s.adr.sources.iter().enumerate() {
+            validate_source(decl).map_err(|why| {
+                let e = source.error_at(&["adr"], why);
+                let line = nth_table_line(&source.text, "adr.source", i).or(e.line);
+                ConfigError { line, col: None, ..e }
+            })?;
+        }
         Ok(s)
+    }
+
+    /// The declared sources whose path pattern matches `path`.
+    pub fn sources_of<'s>(&'s self, path: &str) -> impl Iterator<Item = &'s SourceDecl> + 's {
+        let path = path.to_string();
+        self.adr.sources.iter().filter(move |d| matches(&d.path, &path))
     }
 
     /// The governed patterns: [`ALWAYS_GOVERNED`] and the configured ones.
@@ -87,6 +115,47 @@ pub(crate) fn validate_pattern(p: &str) -> Result<(), BadPattern> {
         && p.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
         && p.chars().all(|c| c.is_ascii_alphanumeric() || "_-./*".contains(c));
     if ok { Ok(()) } else { Err(BadPattern(p.to_string())) }
+}
+
+/// Why a `[[adr.source]]` cannot be read, if it cannot: its path must be a file of the
+/// repository (letters, digits, `_-./`, `*` within a segment), and `at` and `args` exclude
+/// each other and must be key paths.
+fn validate_source(d: &SourceDecl) -> Result<(), String> {
+    let path_ok = !d.path.is_empty()
+        && d.path.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        && d.path.chars().all(|c| c.is_ascii_alphanumeric() || "_-./*".contains(c));
+    if !path_ok {
+        return Err(format!(
+            "[[adr.source]] path `{}` is not a file of the repository: a path from its root of \
+             letters, digits, `_-./` and `*` wildcards within a segment",
+            d.path
+        ));
+    }
+    if d.at.is_some() && d.args.is_some() {
+        return Err(format!(
+            "[[adr.source]] `{}` has both `at` (where the parameters sit) and `args` (where a \
+             command line sits); give one",
+            d.path
+        ));
+    }
+    for (name, p) in [("at", &d.at), ("args", &d.args)] {
+        if let Some(p) = p {
+            infergate_model::sources::path::KeyPath::parse(p).map_err(|e| {
+                format!("[[adr.source]] `{}`: `{name} = \"{p}\"` is not a key path: {e}", d.path)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The 1-based line of the `index`-th `[[name]]` header of a TOML text.
+fn nth_table_line(text: &str, name: &str, index: usize) -> Option<usize> {
+    let header = format!("[[{name}]]");
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.split('#').next().unwrap_or("").trim().replace(' ', "") == header)
+        .nth(index)
+        .map(|(i, _)| i + 1)
 }
 
 /// A governed pattern that is not a path under `configs/` ending in `.toml`.

@@ -1,6 +1,6 @@
 //! `cargo xtask adr history KEY`: the timeline of a governed key's values through git history
 //! (git2, committed content only): each commit of HEAD's first-parent line where the value in a
-//! governed file changed (or the key appeared or went away), with the record that names that
+//! governed file (or a declared source, read into the canonical keys) changed (or the key appeared or went away), with the record that names that
 //! value at that commit (or, marked `(later)`, a record written afterwards that names it), the
 //! record's status and date (as they stand at HEAD), and the commit.
 //!
@@ -21,6 +21,7 @@ use super::records::is_record_file;
 use crate::console::ConsoleTable;
 use crate::settings::{self, SETTINGS_FILE, Settings};
 use crate::text::BLANK;
+use infergate_model::sources::{SourceDecl, extract};
 
 /// One change of the key's value in one governed file.
 #[derive(Clone, Debug, PartialEq)]
@@ -69,16 +70,36 @@ pub(crate) fn naming_record(
     candidates.last().map(|a| (a.label(), a.number))
 }
 
-/// The governed files of a tree (`configs/engine*.toml` and the settings' patterns) and the
-/// blob of each.
-fn governed_blobs(repo: &Repository, tree: &Tree<'_>) -> anyhow::Result<Vec<(String, Oid)>> {
-    let patterns = match git::read_text(repo, tree, SETTINGS_FILE)? {
+/// A governed file of a tree: its path, its blob, and the `[[adr.source]]` it is read by (none
+/// for a governed TOML file).
+type Governed = (String, Oid, Option<SourceDecl>);
+
+/// The governed files of a tree (`configs/engine*.toml`, the settings' patterns and the
+/// declared sources) and the blob of each.
+fn governed_blobs(repo: &Repository, tree: &Tree<'_>) -> anyhow::Result<Vec<Governed>> {
+    let settings = match git::read_text(repo, tree, SETTINGS_FILE)? {
         Some(t) => Settings::parse(&infergate_model::config::Source::new(SETTINGS_FILE, t))
-            .map(|s| s.governed_patterns())
-            .unwrap_or_else(|_| Settings::default().governed_patterns()),
-        None => Settings::default().governed_patterns(),
+            .unwrap_or_default(),
+        None => Settings::default(),
     };
+    let patterns = settings.governed_patterns();
     let mut out = Vec::new();
+    if !settings.adr.sources.is_empty() {
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+            if e.kind() == Some(ObjectType::Blob)
+                && let Ok(name) = e.name()
+            {
+                let path = format!("{dir}{name}");
+                if !settings::is_governed(&patterns, &path)
+                    && let Some(decl) = settings.sources_of(&path).next()
+                {
+                    out.push((path, e.id(), Some(decl.clone())));
+                }
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .context("cannot walk the tree")?;
+    }
     let Ok(entry) = tree.get_path(Path::new("configs")) else { return Ok(out) };
     let Ok(configs) = repo.find_tree(entry.id()) else { return Ok(out) };
     configs
@@ -88,7 +109,7 @@ fn governed_blobs(repo: &Repository, tree: &Tree<'_>) -> anyhow::Result<Vec<(Str
             {
                 let path = format!("configs/{dir}{name}");
                 if settings::is_governed(&patterns, &path) {
-                    out.push((path, e.id()));
+                    out.push((path, e.id(), None));
                 }
             }
             git2::TreeWalkResult::Ok
@@ -114,26 +135,34 @@ pub fn timeline(
     walk.push(head.id())?;
     let head_adrs = records_at(&repo, &head.tree()?, dir)?;
     let mut values: BTreeMap<String, Option<toml::Value>> = BTreeMap::new();
-    let mut parsed: BTreeMap<Oid, Option<toml::Value>> = BTreeMap::new();
+    let mut parsed: BTreeMap<(Oid, Option<String>), Option<toml::Value>> = BTreeMap::new();
     let mut out = Vec::new();
     for oid in walk {
         let oid = oid.context("cannot walk the history")?;
         let commit = repo.find_commit(oid)?;
         let tree = commit.tree()?;
         let mut now: BTreeMap<String, Option<toml::Value>> = BTreeMap::new();
-        for (path, blob) in governed_blobs(&repo, &tree)? {
+        for (path, blob, decl) in governed_blobs(&repo, &tree)? {
             if file.is_some_and(|f| f != path) {
                 continue;
             }
-            let value = match parsed.get(&blob) {
+            let cache_key = (blob, decl.as_ref().map(|d| format!("{d:?}")));
+            let value = match parsed.get(&cache_key) {
                 Some(v) => v.clone(),
                 None => {
                     let b = repo.find_blob(blob)?;
-                    let v = std::str::from_utf8(b.content())
-                        .ok()
-                        .and_then(|t| toml::from_str::<toml::Table>(t).ok())
-                        .and_then(|t| flatten(&t).remove(key));
-                    parsed.insert(blob, v.clone());
+                    let text = std::str::from_utf8(b.content()).ok();
+                    // A version that does not read has no value of the key (as before: an
+                    // invalid TOML file holds none).
+                    let v = match &decl {
+                        None => text
+                            .and_then(|t| toml::from_str::<toml::Table>(t).ok())
+                            .and_then(|t| flatten(&t).remove(key)),
+                        Some(d) => text
+                            .and_then(|t| extract(d, &path, t).ok())
+                            .and_then(|e| e.get(key).map(|p| p.value.clone())),
+                    };
+                    parsed.insert(cache_key, v.clone());
                     v
                 }
             };

@@ -671,10 +671,11 @@ fn governed_files(
             Err(e) => Err(e).with_context(|| format!("cannot read {rel}")),
         }
     };
-    let mut patterns = match read(SETTINGS_FILE)? {
-        Some(t) => Settings::parse(&Source::new(SETTINGS_FILE, t))?.governed_patterns(),
-        None => Settings::default().governed_patterns(),
+    let settings = match read(SETTINGS_FILE)? {
+        Some(t) => Settings::parse(&Source::new(SETTINGS_FILE, t))?,
+        None => Settings::default(),
     };
+    let mut patterns = settings.governed_patterns();
     if let Some(t) = read(BENCH_FILE)? {
         for r in settings::engine_config_refs(&Source::new(BENCH_FILE, t))? {
             if r.ungovernable().is_none() && !patterns.contains(&r.path) {
@@ -699,14 +700,34 @@ fn governed_files(
         }
     }
     paths.sort();
-    paths
+    let mut out: Vec<(String, std::collections::BTreeMap<String, toml::Value>)> = paths
         .into_iter()
         .map(|p| {
             let text = read(&p)?.unwrap_or_default();
             let table = check::semdiff::parse(&Source::new(&p, text))?;
             Ok((p, check::semdiff::flatten(&table)))
         })
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    // The declared sources among the repository's tracked files, read as `adr check` reads
+    // them.
+    if !settings.adr.sources.is_empty() {
+        let repo = check::git::open(root)?;
+        let index = repo.index().context("cannot read the git index")?;
+        let mut tracked: Vec<String> =
+            index.iter().map(|e| String::from_utf8_lossy(&e.path).into_owned()).collect();
+        tracked.sort();
+        for path in tracked {
+            if settings::is_governed(&patterns, &path) {
+                continue;
+            }
+            let Some(decl) = settings.sources_of(&path).next() else { continue };
+            let Some(text) = read(&path)? else { continue };
+            let e = infergate_model::sources::extract(decl, &path, &text)
+                .with_context(|| format!("cannot read the governed source {path}"))?;
+            out.push((path, e.params.into_iter().map(|p| (p.key, p.value)).collect()));
+        }
+    }
+    Ok(out)
 }
 
 pub use list::list_table;

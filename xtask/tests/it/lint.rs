@@ -285,7 +285,7 @@ fn each_broken_record_is_reported_at_its_line() {
             "- configs/../engine.toml: a.b = 1",
             NEW,
             21,
-            "not a file under configs/",
+            "is not a path of a file of the repository",
         ),
         (
             "decision twice",

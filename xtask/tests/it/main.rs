@@ -70,6 +70,7 @@ mod served;
 // `bench --shard` and `bench merge`, commands of the runtime build only.
 #[cfg(feature = "runtime")]
 mod shards;
+mod sources;
 // Its runs are measured with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod report;

@@ -7,12 +7,15 @@
 //!
 //! - [`git`]: revisions, merge base, changed files, blobs, `ADR-Exempt` trailers (I/O);
 //! - [`semdiff`]: the key-by-key diff of two versions of a TOML file (pure);
+//! - [`sources`]: the governed sources elsewhere in the repository (`[[adr.source]]`: Helm
+//!   values, manifests, scripts...), diffed per canonical key, and their drift at head;
 //! - [`rule`]: the rule over typed inputs (pure);
 //! - [`check`] puts them together and [`render`] prints the outcome (pure).
 
 pub mod git;
 pub mod rule;
 pub mod semdiff;
+pub mod sources;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -83,6 +86,8 @@ pub struct Report {
     pub shallow: bool,
     /// Governed file patterns.
     pub governed: Vec<String>,
+    /// The declared sources at head (`path (engine)`).
+    pub sources: Vec<String>,
     /// Added, deleted and renamed governed files.
     pub file_notes: Vec<FileNote>,
     /// Record files the diff touches.
@@ -128,6 +133,12 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         &mut file_notes,
         &mut config_problems,
     )?;
+    let (source_changes, source_lines, source_notes) = sources::changes(&sides, &gov.decls)?;
+    let toml_governed = |f: &str| settings::is_governed(&governed, f);
+    changes.extend(source_changes.into_iter().filter(|c| !toml_governed(&c.file)));
+    key_lines.extend(source_lines);
+    file_notes.extend(source_notes.into_iter().filter(|n| !toml_governed(&n.path)));
+    let drift = sources::drift(&sides, &gov.decls)?;
 
     // The records at head: lint, and gate.toml against them.
     let head_records: Vec<(std::path::PathBuf, String)> =
@@ -172,7 +183,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
     let refused: Vec<Exemption> = refused.into_iter().map(|(_, e)| e).collect();
     let mut exemptions = Vec::new();
     for (oid, mut e) in exempt {
-        e.keys = commit_keys(&repo, oid, dir, &governed)?;
+        e.keys = commit_keys(&repo, oid, dir, &governed, &gov.decls)?;
         exemptions.push(e);
     }
 
@@ -185,6 +196,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         exemptions: &exemptions,
     });
     outcome.violations.extend(rule::asset_edits(&assets, &base_adrs));
+    outcome.violations.extend(drift.into_iter().map(Violation::Drift));
     let added: Vec<std::path::PathBuf> = outcome.added.iter().map(|(_, p, _)| p.clone()).collect();
     outcome.violations.extend(rule::live_contradictions(&adrs, &added));
     outcome.violations.extend(stale_alerts(&repo, &head_tree, &adrs)?);
@@ -201,6 +213,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         commits: commits.len(),
         shallow: repo.is_shallow(),
         governed,
+        sources: gov.decls.head.iter().map(|d| format!("{} ({})", d.path, d.engine)).collect(),
         file_notes,
         records,
         key_lines,
@@ -240,6 +253,7 @@ fn commit_keys(
     oid: git2::Oid,
     dir: &str,
     governed: &[String],
+    decls: &sources::Decls,
 ) -> anyhow::Result<Vec<(String, String)>> {
     let commit = repo.find_commit(oid).with_context(|| format!("cannot read commit {oid}"))?;
     let tree = commit.tree().with_context(|| format!("cannot read the tree of {oid}"))?;
@@ -259,6 +273,11 @@ fn commit_keys(
         if let Ok((changes, _)) = key_changes(&sides, vec![p]) {
             keys.extend(changes.into_iter().map(|c| (c.file, c.key)));
         }
+    }
+    // The sources as head declares them, on both sides of the commit.
+    let decls = sources::Decls { base: decls.head.clone(), head: decls.head.clone() };
+    if let Ok((changes, _, _)) = sources::changes(&sides, &decls) {
+        keys.extend(changes.into_iter().map(|c| (c.file, c.key)));
     }
     Ok(keys)
 }
@@ -380,6 +399,7 @@ fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Governance> {
     let mut problems = Vec::new();
     let mut repointed = Vec::new();
     let mut at_base: BTreeMap<String, String> = BTreeMap::new();
+    let mut decls = sources::Decls { base: Vec::new(), head: Vec::new() };
     for (tree, at) in [(sides.base, &sides.at_base), (sides.head, &sides.at_head)] {
         let text = git::read_text(sides.repo, tree, SETTINGS_FILE)?;
         let s = match text {
@@ -391,6 +411,11 @@ fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Governance> {
             if !governed.contains(&p) {
                 governed.push(p);
             }
+        }
+        if std::ptr::eq(tree, sides.head) {
+            decls.head = s.adr.sources;
+        } else {
+            decls.base = s.adr.sources;
         }
         let Some(bench) = git::read_text(sides.repo, tree, BENCH_FILE)? else { continue };
         let refs = settings::engine_config_refs(&Source::new(BENCH_FILE, bench))
@@ -414,7 +439,7 @@ fn governed_patterns(sides: &Sides<'_>) -> anyhow::Result<Governance> {
             }
         }
     }
-    Ok(Governance { patterns: governed, problems, repointed })
+    Ok(Governance { patterns: governed, problems, repointed, decls })
 }
 
 /// The governed files and what the bench configuration says about them.
@@ -425,6 +450,8 @@ struct Governance {
     /// `(path, key, line)`: an `engine_config` setting that names another file at head than at
     /// the merge base (or is new): runs of that profile take every key of the file from now on.
     repointed: Vec<(String, String, usize)>,
+    /// The `[[adr.source]]` declarations at each side.
+    decls: sources::Decls,
 }
 
 /// Every key of each file an `engine_config` setting newly points at counts as set (the whole
@@ -726,6 +753,9 @@ fn render_header(w: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
         writeln!(w, "note: shallow clone; the merge base was found in the fetched history")?;
     }
     writeln!(w, "governed files: {}", r.governed.join(", "))?;
+    if !r.sources.is_empty() {
+        writeln!(w, "governed sources: {}", r.sources.join(", "))?;
+    }
     for e in &o.exemptions {
         writeln!(
             w,
@@ -934,7 +964,10 @@ fn annotations(out: &mut fmt::Formatter<'_>, r: &Report) -> fmt::Result {
     }
     for v in &o.violations {
         let (file, line, message) = match v {
-            Violation::Lint(p) | Violation::AcceptedEdited(p) | Violation::ScenarioChanged(p) => {
+            Violation::Lint(p)
+            | Violation::AcceptedEdited(p)
+            | Violation::ScenarioChanged(p)
+            | Violation::Drift(p) => {
                 (p.path.display().to_string(), format!(",line={}", p.line), p.message.clone())
             }
             Violation::Thresholds(m) => (GATE_FILE.to_string(), String::new(), m.clone()),

@@ -276,6 +276,8 @@ pub enum Violation {
     LiveContradicted(Problem),
     /// A generated file at head (the alert rules) is not what the records at head generate.
     Stale(String),
+    /// Two governed sources of one deployment give a key different values at head.
+    Drift(Problem),
 }
 
 impl std::fmt::Display for Violation {
@@ -283,7 +285,9 @@ impl std::fmt::Display for Violation {
         match self {
             Violation::Lint(p) => write!(f, "{p}"),
             Violation::Thresholds(m) => f.write_str(m),
-            Violation::AcceptedEdited(p) | Violation::ScenarioChanged(p) => write!(f, "{p}"),
+            Violation::AcceptedEdited(p) | Violation::ScenarioChanged(p) | Violation::Drift(p) => {
+                write!(f, "{p}")
+            }
             Violation::LiveContradicted(p) => write!(
                 f,
                 "{p}: the live record's decision is in force until a record of this pull request \

@@ -28,19 +28,72 @@ pub fn parse_iso_date(s: &str) -> Result<chrono::NaiveDate, DateError> {
     }
 }
 
-/// The text of a line if it is meant as a decision line (it starts with `configs/`).
+/// The text of a line if it is meant as a decision line: it starts with `configs/`, or with a
+/// repository path (no spaces) followed by `: ` and a dotted key with at least one dot, then
+/// ` = ` or ` removed` (a governed source anywhere in the repository: `deploy/helm/values.yaml:
+/// scheduler.max_num_seqs = 128`). Prose such as `Note: a = b` is not one.
 pub(super) fn decision_candidate(raw: &str) -> Option<&str> {
     let t = strip_list_marker(raw.trim());
     let t = match t.strip_prefix('`').and_then(|r| r.strip_suffix('`')) {
         Some(inner) if !inner.contains('`') => inner.trim(),
         _ => t,
     };
-    t.starts_with("configs/").then_some(t)
+    if t.starts_with("configs/") {
+        return Some(t);
+    }
+    let (file, rest) = t.split_once(": ")?;
+    let key_end = rest.find([' ', '=']).unwrap_or(rest.len());
+    let (key, after) = rest.split_at(key_end);
+    let after = after.trim_start();
+    let shaped = file_ok(file)
+        && key_segments(key).is_some_and(|s| s.len() >= 2)
+        && (after.starts_with('=') || after.starts_with("removed"));
+    shaped.then_some(t)
+}
+
+/// A repository file as a decision line names it: `/`-separated, letters, digits and `_-.`,
+/// no empty, `.` or `..` segment, not absolute.
+fn file_ok(file: &str) -> bool {
+    !file.is_empty()
+        && file.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        && file.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
+}
+
+/// The segments of a dotted key: bare segments (letters, digits, `_`, `-`) or TOML basic
+/// strings (`unmapped."--kv-cache-dtype"`); `None` when it is not one.
+pub(crate) fn key_segments(key: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = key;
+    loop {
+        let (seg, tail) = if let Some(quoted) = rest.strip_prefix('"') {
+            let end = quoted.find('"')?;
+            let seg = &quoted[..end];
+            if seg.is_empty() || seg.contains('\\') {
+                return None;
+            }
+            (seg.to_string(), &quoted[end + 1..])
+        } else {
+            let end = rest.find('.').unwrap_or(rest.len());
+            let seg = &rest[..end];
+            let bare = !seg.is_empty()
+                && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !bare {
+                return None;
+            }
+            (seg.to_string(), &rest[end..])
+        };
+        out.push(seg);
+        if tail.is_empty() {
+            return Some(out);
+        }
+        rest = tail.strip_prefix('.')?;
+    }
 }
 
 /// The two shapes of a decision line, for messages.
 pub const DECISION_LINE_SHAPES: &str = "a decision line is `configs/<file>.toml: section.key = value` \
-     (value in TOML) or `configs/<file>.toml: section.key removed`";
+     (value in TOML) or `configs/<file>.toml: section.key removed`; a governed source elsewhere \
+     in the repository is named by its path (`deploy/helm/values.yaml: scheduler.max_num_seqs = 128`)";
 
 /// A line meant as a decision line that has neither shape of [`DECISION_LINE_SHAPES`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -48,7 +101,10 @@ pub enum DecisionLineError {
     /// The line, without `: ` after its file.
     #[error("`{0}`: missing `: ` after the file; {DECISION_LINE_SHAPES}")]
     NoFile(String),
-    #[error("`{0}` is not a file under configs/ ending in .toml; {DECISION_LINE_SHAPES}")]
+    #[error(
+        "`{0}` is not a path of a file of the repository (letters, digits, `_-./`, no `.` or \
+         `..` segment; a file under configs/ ends in .toml); {DECISION_LINE_SHAPES}"
+    )]
     BadFile(String),
     #[error("`{0}` is not a dotted key (section.key); {DECISION_LINE_SHAPES}")]
     BadKey(String),
@@ -71,21 +127,12 @@ pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), Decisio
         return Err(DecisionLineError::NoFile(s.to_string()));
     };
     let file = file.trim();
-    let file_ok = file.starts_with("configs/")
-        && file.ends_with(".toml")
-        && file.len() > "configs/.toml".len()
-        && file.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
-        && file.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
-    if !file_ok {
+    let configs_file = !file.starts_with("configs/")
+        || (file.ends_with(".toml") && file.len() > "configs/.toml".len());
+    if !file_ok(file) || !configs_file {
         return Err(DecisionLineError::BadFile(file.to_string()));
     }
-    let key_ok = |key: &str| {
-        !key.is_empty()
-            && key.split('.').all(|seg| {
-                !seg.is_empty()
-                    && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            })
-    };
+    let key_ok = |key: &str| key_segments(key).is_some();
     let Some((key, value)) = rest.split_once('=') else {
         let without_comment = rest.split_once('#').map_or(rest, |(before, _)| before);
         let words: Vec<&str> = without_comment.split_whitespace().collect();

@@ -1,0 +1,225 @@
+//! `adr check` on a repository shaped like a team's (`fixtures/team/`): a Helm chart's values,
+//! a Kubernetes Deployment's args, a vLLM config YAML, a compose file and a launch script,
+//! each declared as an `[[adr.source]]`. A change of `max_num_seqs` in any of them fails
+//! naming the file, its line and `scheduler.max_num_seqs`, and passes with a record naming it;
+//! reordering, `=` against a space, re-quoting and re-indenting are not changes; an unknown
+//! flag is; sources of one deployment that disagree fail naming both lines.
+
+use std::path::Path;
+
+use crate::support::gitrepo::GitRepo;
+use crate::support::governed::{Governed, record};
+use crate::support::{Out, repo_root, xtask};
+
+/// The fixture's files (path relative to the fixture, text).
+fn team_files() -> Vec<(String, String)> {
+    let root = repo_root().join("xtask/tests/it/fixtures/team");
+    let mut out = Vec::new();
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    walk(&root, &root, &mut out);
+    out.sort();
+    out
+}
+
+/// The team's repository on `main`, HEAD on `pr`.
+fn team(files: &[(String, String)]) -> GitRepo {
+    let mut g = Governed::default();
+    for (p, t) in files {
+        g = g.with(p, t);
+    }
+    g.on_branch_pr().0
+}
+
+fn text_of<'a>(files: &'a [(String, String)], path: &str) -> &'a str {
+    &files.iter().find(|(p, _)| p == path).unwrap().1
+}
+
+fn check(g: &GitRepo) -> Out {
+    xtask(g.path(), &["adr", "check", "--base", "main"])
+}
+
+/// The line of `file` at head that holds `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+/// Each source with the edit that sets max_num_seqs to 128 and the text on its line.
+const EDITS: &[(&str, &str, &str, &str)] = &[
+    ("deploy/helm/values.yaml", "maxNumSeqs: 256", "maxNumSeqs: 128", "maxNumSeqs"),
+    ("deploy/k8s/vllm.yaml", "- \"256\"", "- \"128\"", "- --max-num-seqs"),
+    ("serve/vllm-config.yaml", "max-num-seqs: 256", "max-num-seqs: 128", "max-num-seqs"),
+    // A folded block scalar: its flags are named at the block's first line.
+    ("docker-compose.yml", "--max-num-seqs 256", "--max-num-seqs 128", "--model meta-llama"),
+    ("scripts/serve.sh", "--max-num-seqs 256", "--max-num-seqs 128", "--max-num-seqs"),
+];
+
+#[test]
+fn a_changed_max_num_seqs_in_any_source_needs_a_record_naming_it() {
+    let files = team_files();
+    for (file, from, to, on) in EDITS {
+        let mut g = team(&files);
+        let text = text_of(&files, file).replace(from, to);
+        assert_ne!(text, text_of(&files, file), "{file}");
+        g.commit_files("Fewer sequences", &[(file, Some(&text))]);
+        let out = check(&g);
+        assert_eq!(out.code, 1, "{file}: {}{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.contains("governed sources: deploy/helm/values.yaml (vllm), "),
+            "{}",
+            out.stdout
+        );
+        let line = line_of(&text, on);
+        assert!(
+            out.stdout.contains(&format!("{file}: scheduler.max_num_seqs 256 -> 128")),
+            "{file}: {}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains(&format!("  - {file}: scheduler.max_num_seqs = 128\n")),
+            "{file}: {}",
+            out.stdout
+        );
+        let github = xtask(g.path(), &["adr", "check", "--base", "main", "--github"]);
+        assert!(
+            github.stdout.contains(&format!("::error file={file},line={line}")),
+            "{file}: line {line}: {}",
+            github.stdout
+        );
+        // The same pull request with a record naming the change passes.
+        let adr = record(
+            2,
+            "Serve fewer sequences",
+            "Proposed",
+            &format!("- {file}: scheduler.max_num_seqs = 128"),
+            "None.",
+        );
+        g.commit_files("ADR-0002", &[("docs/adr/0002-serve-fewer-sequences.md", Some(&adr))]);
+        let out = check(&g);
+        assert_eq!(out.code, 0, "{file}: {}{}", out.stdout, out.stderr);
+    }
+}
+
+#[test]
+fn reordering_requoting_and_reindenting_are_not_changes_and_an_unknown_flag_is() {
+    let files = team_files();
+    let same: &[(&str, &str, &str)] = &[
+        (
+            "deploy/helm/values.yaml",
+            "        maxNumSeqs: 256\n        gpuMemoryUtilization: 0.9\n",
+            "        gpuMemoryUtilization: 0.90\n        maxNumSeqs: \"256\"\n",
+        ),
+        (
+            "deploy/k8s/vllm.yaml",
+            "            - --max-num-seqs\n            - \"256\"\n            - --max-num-batched-tokens=8192\n",
+            "            - --max-num-batched-tokens\n            - '8192'\n            - --max-num-seqs=256\n",
+        ),
+        ("serve/vllm-config.yaml", "max-num-seqs: 256\n", "max-num-seqs:     256   # the slots\n"),
+        (
+            "docker-compose.yml",
+            "--max-num-seqs 256\n      --gpu-memory-utilization 0.9",
+            "--gpu-memory-utilization=0.9\n      --max-num-seqs=256",
+        ),
+        (
+            "scripts/serve.sh",
+            "  --max-num-seqs 256 \\\n  --max-num-batched-tokens 8192 \\\n",
+            "    --max-num-batched-tokens='8192' \\\n    --max-num-seqs \"256\" \\\n",
+        ),
+    ];
+    for (file, from, to) in same {
+        let mut g = team(&files);
+        let text = text_of(&files, file).replace(from, to);
+        assert_ne!(text, text_of(&files, file), "{file}");
+        g.commit_files("Restyle", &[(file, Some(&text))]);
+        let out = check(&g);
+        assert_eq!(out.code, 0, "{file}: {}{}", out.stdout, out.stderr);
+        assert!(out.stdout.contains("governed changes: none"), "{file}: {}", out.stdout);
+    }
+    // An added flag the vocabulary does not know is a change of its own key.
+    let mut g = team(&files);
+    let file = "scripts/serve.sh";
+    let text =
+        text_of(&files, file).replace("--port 8000", "--port 8000 \\\n  --kv-cache-dtype fp8");
+    g.commit_files("Quantize the cache", &[(file, Some(&text))]);
+    let out = check(&g);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("scripts/serve.sh: unmapped.\"--kv-cache-dtype\""),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn two_sources_of_one_deployment_must_agree() {
+    let files = team_files();
+    let settings = text_of(&files, "configs/xtask.toml")
+        .replace("deployment = \"script\"", "deployment = \"helm\"");
+    let mut with = files.clone();
+    with.retain(|(p, _)| p != "configs/xtask.toml");
+    with.push(("configs/xtask.toml".into(), settings));
+    // Agreeing: the check passes.
+    let mut g = team(&with);
+    g.commit_files("Unrelated", &[("README.md", Some("x\n"))]);
+    let out = check(&g);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    // The script says 128 while the chart says 256: both files and lines are named.
+    let script =
+        text_of(&files, "scripts/serve.sh").replace("--max-num-seqs 256", "--max-num-seqs 128");
+    let adr = record(
+        2,
+        "Serve fewer sequences",
+        "Proposed",
+        "- scripts/serve.sh: scheduler.max_num_seqs = 128",
+        "None.",
+    );
+    g.commit_files(
+        "Fewer sequences in the script",
+        &[
+            ("scripts/serve.sh", Some(&script)),
+            ("docs/adr/0002-serve-fewer-sequences.md", Some(&adr)),
+        ],
+    );
+    let out = check(&g);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let helm = line_of(text_of(&files, "deploy/helm/values.yaml"), "maxNumSeqs");
+    let sh = line_of(&script, "--max-num-seqs");
+    let all = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        all.contains(&format!("scripts/serve.sh:{sh}: scheduler.max_num_seqs = 128 here, but deploy/helm/values.yaml:{helm} gives scheduler.max_num_seqs = 256")),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_source_that_cannot_be_read_is_a_clear_error_at_its_line() {
+    let files = team_files();
+    let bad: &[(&str, &str, &str)] = &[
+        ("deploy/helm/values.yaml", "      vllmConfig:\n", "      vllmConfig: [\n"),
+        ("scripts/serve.sh", "--port 8000", "--port '8000"),
+    ];
+    for (file, from, to) in bad {
+        let mut g = team(&files);
+        let text = text_of(&files, file).replace(from, to);
+        g.commit_files("Break it", &[(file, Some(&text))]);
+        let out = check(&g);
+        assert_eq!(out.code, 2, "{file}: {}{}", out.stdout, out.stderr);
+        assert!(out.stderr.contains(&format!("{file}:")), "{file}: {}", out.stderr);
+    }
+    // A key path that resolves to nothing.
+    let settings = text_of(&files, "configs/xtask.toml").replace("modelSpec[0]", "modelSpec[3]");
+    let mut g = team(&files);
+    g.commit_files("Point elsewhere", &[("configs/xtask.toml", Some(&settings))]);
+    let out = check(&g);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("deploy/helm/values.yaml"), "{}", out.stderr);
+}
