@@ -12,7 +12,7 @@ use clap::{Args, Subcommand};
 use infergate_model::config::{BatchStrategy, EngineConfig, Source};
 use xshell::Shell;
 
-use crate::engine_flags::{EngineKind, render};
+use crate::engine_flags::{EngineKind, Format, render, write};
 use crate::exit::Status;
 
 #[derive(Debug, Subcommand)]
@@ -48,6 +48,11 @@ pub struct ArgsCmd {
     /// Engine whose flags to render.
     #[arg(long, value_enum, default_value_t = EngineKind::Vllm)]
     pub engine: EngineKind,
+    /// Where the parameters go: a shell command, or the fragment of a deployment file (Helm
+    /// values, a container's args, vLLM's --config YAML, a compose command), so a governed
+    /// source can be generated from the engine config instead of kept apart.
+    #[arg(long, value_enum, default_value_t = Format::Shell)]
+    pub format: Format,
 }
 
 impl ArgsCmd {
@@ -70,7 +75,8 @@ impl ArgsCmd {
             return Err(anyhow::Error::new(err).context(invalid()));
         }
         let rendered = render(&cfg, self.engine);
-        println!("{}", rendered.shell());
+        let text = write(&rendered, self.engine, self.format).map_err(anyhow::Error::msg)?;
+        print!("{text}");
         for note in &rendered.notes {
             eprintln!("note: {note}");
         }
@@ -98,6 +104,7 @@ mod tests {
             EngineCmd::Args(ArgsCmd {
                 config: "configs/engine.toml".into(),
                 engine: EngineKind::Vllm,
+                format: Format::Shell,
             })
         };
         assert_eq!(cmd().run(&sh).unwrap(), Status::Success);

@@ -2,7 +2,9 @@
 //!
 //! Every value is rendered explicitly, defaults included, so the deployment does not depend on
 //! an engine version's own defaults. Parameters that do not map one to one are returned as
-//! notes. `engine args` prints the result; `engine serve` starts vLLM with it.
+//! notes. `engine args` prints the result ([`Format`]: a shell command, or the deployment
+//! file's fragment: Helm values, a container's `args`, vLLM's `--config` YAML, a compose
+//! `command:`); `engine serve` starts vLLM with it.
 
 use clap::ValueEnum;
 use infergate_model::config::{EngineConfig, SchedulerPolicy};
@@ -51,6 +53,128 @@ impl Rendered {
             }
         }
         out
+    }
+}
+
+/// How `engine args` writes a rendered command line: where the team keeps its parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A shell command, one flag per line.
+    Shell,
+    /// The vLLM production-stack chart's `vllmConfig` (camelCase fields; the flags the chart
+    /// has no field for in `extraArgs`), to paste under `servingEngineSpec.modelSpec[N]`.
+    HelmValues,
+    /// A Kubernetes container's `command` and `args`.
+    K8sArgs,
+    /// vLLM's `--config` YAML (`max-num-seqs: 256`).
+    VllmConfig,
+    /// A compose service's `command:` (after the image's `vllm serve` entrypoint).
+    Compose,
+}
+
+/// The production-stack chart's `vllmConfig` fields, by vLLM flag.
+const HELM_FIELDS: &[(&str, &str)] = &[
+    ("--dtype", "dtype"),
+    ("--tensor-parallel-size", "tensorParallelSize"),
+    ("--gpu-memory-utilization", "gpuMemoryUtilization"),
+    ("--max-model-len", "maxModelLen"),
+    ("--max-num-seqs", "maxNumSeqs"),
+    ("--enable-chunked-prefill", "enableChunkedPrefill"),
+    ("--enable-prefix-caching", "enablePrefixCaching"),
+];
+
+/// A rendered command line written as `format`; an error for a format the engine has no such
+/// file for (the Helm chart and the `--config` YAML are vLLM's).
+pub fn write(r: &Rendered, engine: EngineKind, format: Format) -> Result<String, String> {
+    use yaml_rust2::Yaml;
+    use yaml_rust2::yaml::Hash;
+    let s = |v: &str| Yaml::String(v.to_string());
+    let list = |items: &[String]| Yaml::Array(items.iter().map(|a| s(a)).collect());
+    // A switch as a field: `--no-x` is `x: false`, `--x` is `x: true`.
+    let fields = || {
+        r.flags.iter().map(|(flag, value)| {
+            let (name, v) = match (flag.strip_prefix("--no-"), value) {
+                (Some(name), None) => (format!("--{name}"), Yaml::Boolean(false)),
+                (None, None) => (flag.clone(), Yaml::Boolean(true)),
+                (_, Some(v)) => (flag.clone(), typed(v)),
+            };
+            (name, v)
+        })
+    };
+    let vllm_only = |what: &str| {
+        if engine == EngineKind::Vllm {
+            Ok(())
+        } else {
+            Err(format!("{what} is vLLM's; render --engine vllm, or --format k8s-args or compose"))
+        }
+    };
+    let mut doc = Hash::new();
+    match format {
+        Format::Shell => return Ok(format!("{}\n", r.shell())),
+        Format::K8sArgs => {
+            let program = match engine {
+                EngineKind::Vllm => r.program[..2].to_vec(),
+                EngineKind::Sglang => r.program.clone(),
+            };
+            let args: Vec<String> = r.argv().into_iter().skip(program.len()).collect();
+            doc.insert(s("command"), list(&program));
+            doc.insert(s("args"), list(&args));
+        }
+        Format::Compose => {
+            let args = match engine {
+                EngineKind::Vllm => r.argv().into_iter().skip(2).collect(),
+                EngineKind::Sglang => r.argv(),
+            };
+            doc.insert(s("command"), list(&args));
+        }
+        Format::VllmConfig => {
+            vllm_only("the --config YAML")?;
+            doc.insert(s("model"), s(&r.program[2]));
+            for (name, v) in fields() {
+                doc.insert(s(name.trim_start_matches('-')), v);
+            }
+        }
+        Format::HelmValues => {
+            vllm_only("the production-stack chart")?;
+            let mut cfg = Hash::new();
+            let mut extra = Vec::new();
+            for ((name, v), (flag, value)) in fields().zip(&r.flags) {
+                match HELM_FIELDS.iter().find(|(f, _)| *f == name) {
+                    Some((_, field)) => {
+                        cfg.insert(s(field), v);
+                    }
+                    None => {
+                        extra.push(flag.clone());
+                        extra.extend(value.clone());
+                    }
+                }
+            }
+            if !extra.is_empty() {
+                cfg.insert(s("extraArgs"), list(&extra));
+            }
+            let mut spec = Hash::new();
+            spec.insert(s("modelURL"), s(&r.program[2]));
+            spec.insert(s("vllmConfig"), Yaml::Hash(cfg));
+            doc.insert(s("modelSpec"), Yaml::Array(vec![Yaml::Hash(spec)]));
+            let mut top = Hash::new();
+            top.insert(s("servingEngineSpec"), Yaml::Hash(doc));
+            return Ok(crate::text::yaml(&Yaml::Hash(top)));
+        }
+    }
+    Ok(crate::text::yaml(&Yaml::Hash(doc)))
+}
+
+/// A flag's value as YAML: an integer, a float or a boolean as such, else a string.
+fn typed(v: &str) -> yaml_rust2::Yaml {
+    use yaml_rust2::Yaml;
+    if let Ok(i) = v.parse::<i64>() {
+        Yaml::Integer(i)
+    } else if v.parse::<f64>().is_ok_and(f64::is_finite) {
+        Yaml::Real(v.to_string())
+    } else if let Ok(b) = v.parse::<bool>() {
+        Yaml::Boolean(b)
+    } else {
+        Yaml::String(v.to_string())
     }
 }
 
@@ -271,5 +395,75 @@ mod tests {
         let r = render_vllm(&cfg("[engine]\nmodel = \"/models/my model\"\n"));
         let sh = r.shell();
         assert!(sh.starts_with("vllm serve '/models/my model' \\\n  --dtype auto \\\n"), "{sh}");
+    }
+
+    /// Every format, read back through the governed sources' readers (written apart from this
+    /// renderer, from the engines' own spellings), gives the engine config's values.
+    #[test]
+    fn every_format_reads_back_through_the_sources_as_the_engine_config() {
+        use infergate_model::sources::{EngineKind as Engine, SourceDecl, extract};
+        let c = cfg(&BASE.replace(
+            "enable_chunked_prefill = false",
+            "enable_chunked_prefill = true\nenable_prefix_caching = false",
+        ));
+        let r = render_vllm(&c);
+        let e = &c.engine;
+        let sch = &c.scheduler;
+        let expected: Vec<(&str, toml::Value)> = vec![
+            ("engine.model", e.model.clone().into()),
+            ("engine.dtype", e.dtype.as_str().into()),
+            ("engine.tensor_parallel_size", i64::from(e.tensor_parallel_size).into()),
+            ("engine.gpu_memory_utilization", e.gpu_memory_utilization.into()),
+            ("engine.max_model_len", i64::from(e.max_model_len.unwrap()).into()),
+            ("scheduler.max_num_seqs", i64::from(sch.max_num_seqs).into()),
+            (
+                "scheduler.max_num_batched_tokens",
+                i64::from(c.max_num_batched_tokens().unwrap()).into(),
+            ),
+            ("scheduler.enable_chunked_prefill", true.into()),
+            ("scheduler.enable_prefix_caching", false.into()),
+            ("scheduler.scheduler_policy", sch.scheduler_policy.as_str().into()),
+            ("scheduler.block_size", i64::from(sch.block_size).into()),
+            ("token_interval.async_scheduling", c.token_interval.async_scheduling.into()),
+        ];
+        let decl = |path: &str, at: Option<&str>, args: Option<&str>| SourceDecl {
+            path: path.into(),
+            engine: Engine::Vllm,
+            at: at.map(String::from),
+            args: args.map(String::from),
+            deployment: "default".into(),
+        };
+        let cases = [
+            (Format::Shell, decl("serve.sh", None, None), "serve.sh"),
+            (Format::K8sArgs, decl("c.yaml", None, Some("args")), "c.yaml"),
+            (Format::VllmConfig, decl("v.yaml", None, None), "v.yaml"),
+            (Format::Compose, decl("d.yml", None, Some("command")), "d.yml"),
+            (
+                Format::HelmValues,
+                decl("values.yaml", Some("servingEngineSpec.modelSpec[0].vllmConfig"), None),
+                "values.yaml",
+            ),
+        ];
+        for (format, decl, file) in cases {
+            let text = write(&r, EngineKind::Vllm, format).unwrap();
+            let got =
+                extract(&decl, file, &text).unwrap_or_else(|e| panic!("{format:?}: {e}\n{text}"));
+            for (key, want) in &expected {
+                if format == Format::HelmValues && *key == "engine.model" {
+                    continue; // the chart names the model in modelURL, outside vllmConfig
+                }
+                let param =
+                    got.get(key).unwrap_or_else(|| panic!("{format:?}: no {key} in\n{text}"));
+                assert_eq!(&param.value, want, "{format:?} {key}:\n{text}");
+            }
+            let unmapped: Vec<&str> = got
+                .params
+                .iter()
+                .map(|p| p.key.as_str())
+                .filter(|k| k.starts_with("unmapped."))
+                .collect();
+            assert!(unmapped.is_empty(), "{format:?}: {unmapped:?}\n{text}");
+        }
+        assert!(write(&render_sglang(&c), EngineKind::Sglang, Format::HelmValues).is_err());
     }
 }
