@@ -223,12 +223,36 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    // Under the name it was invoked by: `cargo infergate ARGS` runs `cargo-infergate infergate
+    // ARGS`, whose first argument is the subcommand's name.
+    let tool = text::set_tool(args.first().map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()));
+    if tool == "cargo infergate" && args.get(1).is_some_and(|a| a == "infergate") {
+        args.remove(1);
+    }
+    let command = <Cli as clap::CommandFactory>::command().name(tool).bin_name(tool);
     #[cfg_attr(not(feature = "runtime"), allow(unused_mut))]
-    let mut cli = match Cli::try_parse_from(&args) {
+    let mut cli = match command
+        .try_get_matches_from(&args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            // Help and errors in the invoked name, the texts written for `cargo xtask` too.
+            use std::io::IsTerminal;
+            let styled = e.render();
+            let terminal = if e.use_stderr() {
+                std::io::stderr().is_terminal()
+            } else {
+                std::io::stdout().is_terminal()
+            };
+            let shown = if terminal { styled.ansi().to_string() } else { styled.to_string() };
+            let shown = text::as_invoked(&shown);
+            if e.use_stderr() {
+                eprint!("{shown}");
+            } else {
+                print!("{shown}");
+            }
             let exit = if e.use_stderr() { exit::USAGE_ERROR } else { exit::SUCCESS };
             return exit.exit_code();
         }

@@ -246,7 +246,7 @@ impl BenchPlan {
 /// A command line as it can be pasted into a shell: `cargo xtask` and the arguments, each
 /// quoted when the shell would read it otherwise ([`crate::text::quote`]).
 pub(crate) fn command_line(args: &[OsString]) -> String {
-    let mut out = String::from("cargo xtask");
+    let mut out = String::from(crate::text::tool());
     for a in args {
         out.push(' ');
         out.push_str(&crate::text::quote(&a.to_string_lossy()));

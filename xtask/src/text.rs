@@ -8,6 +8,37 @@
 pub use infergate_model::BLANK;
 
 /// A value with `decimals` decimals, or [`BLANK`] when there is none.
+/// How the tool was invoked: `cargo xtask` (this repository's alias, the default),
+/// `infergate` or `cargo infergate`; set once at start ([`set_tool`]) from the program's name.
+static TOOL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// The command prefix a user types to run this tool, for usage lines, hints and the commands a
+/// record or a report says to run (`cargo xtask`, `infergate`, `cargo infergate`).
+pub fn tool() -> &'static str {
+    TOOL.get().copied().unwrap_or("cargo xtask")
+}
+
+/// The prefix for a program file name (`infergate`, `cargo-infergate`, anything else `cargo
+/// xtask`); set once, the first call wins.
+pub fn set_tool(program: &std::ffi::OsStr) -> &'static str {
+    let stem = std::path::Path::new(program)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match stem.as_str() {
+        "infergate" => "infergate",
+        "cargo-infergate" => "cargo infergate",
+        _ => "cargo xtask",
+    };
+    TOOL.get_or_init(|| name)
+}
+
+/// `text` with this repository's `cargo xtask` replaced by the invoked name ([`tool`]): help
+/// texts written once, shown under whichever name was typed.
+pub fn as_invoked(text: &str) -> String {
+    if tool() == "cargo xtask" { text.to_string() } else { text.replace("cargo xtask", tool()) }
+}
+
 pub(crate) fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| BLANK.to_string(), |v| format!("{v:.decimals$}"))
 }
