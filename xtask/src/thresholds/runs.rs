@@ -143,6 +143,7 @@ mod tests {
         GateReport {
             trials: 1,
             busy_trials: vec![],
+            served_mismatches: vec![],
             run_id: run_id.into(),
             run_status: RunStatus::Complete,
             simulated: true,
