@@ -304,7 +304,48 @@ fn run_page(p: &mut Page, run: &RunInput, thresholds: Option<&Thresholds>) {
         p.figure(&chart);
     }
     p.figure(&figures::gpu_over_time(&gpu_samples(s)));
+    served_section(p, s);
     p.notes(run.records_note.iter().chain(&s.notes));
+}
+
+/// What the engine said it runs (`engine.served`) beside its engine config file's values, a
+/// key the two contradict marked failed.
+fn served_section(p: &mut Page, s: &Summary) {
+    let Some(e) = &s.engine else { return };
+    p.section("Served configuration");
+    if e.served.is_empty() {
+        let text = "Not revealed: the engine answered none of the configuration endpoints \
+                    (docs/deployments.md).";
+        p.paragraph("note", vec![Span::text(text)]);
+        return;
+    }
+    let file = infergate_model::summary::flatten_params(&e.params);
+    let file_head = format!("{} says", e.file);
+    let head =
+        [("key", true), (file_head.as_str(), true), ("server says", true), ("read from", true)];
+    let mut rows = vec![Row::head(&head)];
+    for v in &e.served {
+        let config = file.get(&v.key).map(infergate_model::served::show);
+        let differs = e.mismatches.iter().any(|m| m.key == v.key);
+        rows.push(
+            Row::new(vec![
+                Cell::row_head(v.key.clone()),
+                Cell::value_left(config.as_deref().unwrap_or(BLANK)),
+                Cell::text(infergate_model::served::show(&v.value)),
+                Cell::text(v.source.clone()),
+            ])
+            .failed(differs),
+        );
+    }
+    p.table("served", rows);
+    if !e.mismatches.is_empty() {
+        let text = format!(
+            "The server runs another configuration than {}: {} (a gate does not pass this run).",
+            e.file,
+            e.mismatches.iter().map(|m| m.key.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        p.paragraph("note", vec![Span::text(text)]);
+    }
 }
 
 /// The latency table of a run (ms), blanks as blanks.

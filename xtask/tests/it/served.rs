@@ -67,6 +67,13 @@ fn a_simulator_serving_another_engine_config_is_caught_by_gate_and_adr_new() {
     assert_eq!(e.mismatches.len(), 1, "{:?}", e.mismatches);
     assert!(s.notes.iter().any(|n| n.contains("served configuration differs")), "{:?}", s.notes);
 
+    let o = xtask(r.path(), &["report", "runs/m"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let page = std::fs::read_to_string(r.path().join("runs/m/report.html")).unwrap();
+    assert!(page.contains("Served configuration"), "the report has the section");
+    assert!(page.contains("GET /server_info scheduler_config.max_num_seqs"), "and the source");
+    assert!(page.contains("configs/engine.toml says 256, the server 64"), "and the note");
+
     let g = xtask(r.path(), &["gate", "runs/m"]);
     assert_eq!(g.code, 7, "{}{}", g.stdout, g.stderr);
     assert!(g.stdout.contains("served configuration: scheduler.max_num_seqs"), "{}", g.stdout);
