@@ -178,7 +178,7 @@ impl Status {
 
 /// Print an error and its causes: `error: ...` then one `  caused by: ...` line per source.
 pub(crate) fn print_error(e: &anyhow::Error) {
-    eprintln!("{}", render_error(e));
+    eprintln!("{}", crate::text::as_invoked(&render_error(e)));
 }
 
 pub(crate) fn render_error(e: &anyhow::Error) -> String {

@@ -286,12 +286,13 @@ fn lint_links(adrs: &[Adr], out: &mut Vec<Problem>) {
                     let fix = match status {
                         Some(AdrStatus::SupersededBy(x)) if x == me => None,
                         Some(AdrStatus::Accepted) => {
-                            Some(format!("run `cargo xtask adr supersede {n} {me}`"))
+                            Some(format!("run `{} adr supersede {n} {me}`", crate::text::tool()))
                         }
                         Some(AdrStatus::SupersededBy(x)) => Some(format!(
                             "it is already `Superseded by {x:04}`: supersede that record instead \
-                             (`cargo xtask adr supersede {x} {me}` once {x:04} is Accepted) or \
-                             remove this link"
+                             (`{} adr supersede {x} {me}` once {x:04} is Accepted) or \
+                             remove this link",
+                            crate::text::tool()
                         )),
                         Some(other) => Some(format!(
                             "it is {other}, and only an Accepted record can be superseded: \

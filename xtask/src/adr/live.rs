@@ -181,12 +181,13 @@ pub(crate) fn live_in_scope_of(me: &Adr, all: &[Adr]) -> Vec<String> {
             me.number.map_or("NEW".into(), |n| n.to_string()),
         );
         out.push(format!(
-            "note: {} is live for {} and sets {} of this record's metrics; before `cargo xtask \
-             adr accept {n}`, supersede it (`cargo xtask adr supersede {o} {n}`) or supersede \
+            "note: {} is live for {} and sets {} of this record's metrics; before `{tool} \
+             adr accept {n}`, supersede it (`{tool} adr supersede {o} {n}`) or supersede \
              those thresholds in part (docs/adr/README.md, Partial supersession)",
             other.label(),
             scope_text(&other_scope),
-            shared
+            shared,
+            tool = crate::text::tool()
         ));
     }
     out
@@ -257,8 +258,14 @@ pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
                 t.line,
                 format!(
                     "metric `{metric}` is set by two live records {scope}: ADR-{:04} ({}:{}) and \
-                     ADR-{:04} ({}:{}); supersede one of them (`cargo xtask adr supersede OLD NEW`)",
-                    first.adr, first.file, first.line, t.adr, t.file, t.line
+                     ADR-{:04} ({}:{}); supersede one of them (`{} adr supersede OLD NEW`)",
+                    first.adr,
+                    first.file,
+                    first.line,
+                    t.adr,
+                    t.file,
+                    t.line,
+                    crate::text::tool()
                 ),
             ));
         }
@@ -295,7 +302,7 @@ pub fn decision_conflicts(adrs: &[Adr]) -> Vec<Problem> {
                 d.line,
                 format!(
                     "{file}: {key} is decided differently by two live records: {} ({}:{}) says \
-                     {} and {} ({}:{}) says {}; supersede one of them (`cargo xtask adr \
+                     {} and {} ({}:{}) says {}; supersede one of them (`{tool} adr \
                      supersede OLD NEW`, or in part: see docs/adr/README.md)",
                     first.label(),
                     first.path.display(),
@@ -304,7 +311,8 @@ pub fn decision_conflicts(adrs: &[Adr]) -> Vec<Problem> {
                     adr.label(),
                     adr.path.display(),
                     d.line,
-                    d.value
+                    d.value,
+                    tool = crate::text::tool()
                 ),
             ));
         }

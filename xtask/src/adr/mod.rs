@@ -35,6 +35,8 @@ pub mod records;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
+
+use crate::text::tool;
 use clap::{Args, Subcommand};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
@@ -557,7 +559,7 @@ fn print_new_problems(root: &Path, path: &Path, number: u32, files: &[(PathBuf, 
     let left: Vec<Problem> =
         lint::lint_in_repo(root, &adrs).into_iter().filter(|p| p.path == path).collect();
     if !left.is_empty() {
-        println!("fill in before `cargo xtask adr accept {number}`:");
+        println!("fill in before `{} adr accept {number}`:", tool());
         print_problems(&left);
     }
 }
@@ -783,7 +785,7 @@ fn run_accept(root: &Path, dir: &Path, number: u32) -> anyhow::Result<Status> {
         return Ok(Status::PolicyViolated);
     }
     write_file(&root.join(&path), &files[i].1)?;
-    println!("{label} accepted; run `cargo xtask adr thresholds` to update {}", GATE_FILE);
+    println!("{label} accepted; run `{} adr thresholds` to update {GATE_FILE}", tool());
     Ok(Status::Success)
 }
 
@@ -845,11 +847,12 @@ fn run_supersede(root: &Path, dir: &Path, old: u32, new: u32) -> anyhow::Result<
     println!("{} is Superseded by {new:04}; {} lists Supersedes {old:04}", o.label(), n.label());
     if n.status_value() == Some(AdrStatus::Proposed) {
         println!(
-            "accept {} (`cargo xtask adr accept {new}`) to put its thresholds in force",
-            n.label()
+            "accept {} (`{} adr accept {new}`) to put its thresholds in force",
+            n.label(),
+            tool()
         );
     }
-    println!("run `cargo xtask adr thresholds` to update {}", GATE_FILE);
+    println!("run `{} adr thresholds` to update {GATE_FILE}", tool());
     Ok(Status::Success)
 }
 
@@ -901,7 +904,8 @@ fn run_supersede_in_part(
     write_file(&root.join(&n.path), &text)?;
     println!("{} lists `{line}`; {} stays live for the rest of its decision", n.label(), o.label());
     println!(
-        "run `cargo xtask adr thresholds` to update {} once {} is Accepted",
+        "run `{} adr thresholds` to update {} once {} is Accepted",
+        tool(),
         GATE_FILE,
         n.label()
     );
@@ -947,11 +951,11 @@ fn run_thresholds(root: &Path, dir: &Path, out: &Path, check: bool) -> anyhow::R
                 Ok(Status::Success)
             }
             Ok(live::SyncState::Missing { .. }) => {
-                println!("{} does not exist; run `cargo xtask adr thresholds`", out.display());
+                println!("{} does not exist; run `{} adr thresholds`", out.display(), tool());
                 Ok(Status::PolicyViolated)
             }
             Ok(live::SyncState::OutOfDate { expected }) => {
-                println!("{} is out of date; run `cargo xtask adr thresholds`:", out.display());
+                println!("{} is out of date; run `{} adr thresholds`:", out.display(), tool());
                 for l in line_diff(current.as_deref().unwrap_or(""), &expected) {
                     println!("  {l}");
                 }
@@ -984,7 +988,7 @@ fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyh
             let current = match std::fs::read_to_string(root.join(out)) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    println!("{} does not exist; run `cargo xtask adr alerts`", out.display());
+                    println!("{} does not exist; run `{} adr alerts`", out.display(), tool());
                     stale = true;
                     continue;
                 }
@@ -993,7 +997,7 @@ fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyh
             if current.replace("\r\n", "\n") == *expected {
                 println!("{} is up to date", out.display());
             } else {
-                println!("{} is out of date; run `cargo xtask adr alerts`:", out.display());
+                println!("{} is out of date; run `{} adr alerts`:", out.display(), tool());
                 for l in line_diff(&current, expected) {
                     println!("  {l}");
                 }

@@ -593,7 +593,11 @@ pub fn render(input: &NewAdr<'_>) -> Result<String, NewAdrError> {
             .to_string(),
         sections,
     };
-    draft.render().map_err(|e| NewAdrError::Render(format!("{e:#}")))
+    // The commands the record names, in the name the tool was invoked by.
+    draft
+        .render()
+        .map(|text| crate::text::as_invoked(&text))
+        .map_err(|e| NewAdrError::Render(format!("{e:#}")))
 }
 
 /// The body one section's writer fills.

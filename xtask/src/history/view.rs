@@ -291,9 +291,10 @@ pub fn render_table(built: &Built) -> String {
             if c.commits_in_range > 1 {
                 let _ = writeln!(
                     out,
-                    "  {} commits in the range: measure its ends with `git checkout {} && cargo xtask gate --ab {} --profile {}`",
+                    "  {} commits in the range: measure its ends with `git checkout {} && {} gate --ab {} --profile {}`",
                     c.commits_in_range,
                     short(&c.first_bad),
+                    crate::text::tool(),
                     short(&c.last_good),
                     s.scenario.profile
                 );

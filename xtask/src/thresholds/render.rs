@@ -121,10 +121,11 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
             (_, Some(why)) => format!("{} cannot be decided: {why}", t.metric),
             (Some(e), None) => format!(
                 "{} = {} ({}) straddles {limit}: the data cannot decide; add trials \
-                 (`cargo xtask gate --until-decided`)",
+                 (`{} gate --until-decided`)",
                 t.metric,
                 estimate_text(e, &t.unit),
-                basis_text(e)
+                basis_text(e),
+                crate::text::tool()
             ),
             (None, None) => format!("{} cannot be decided", t.metric),
         };
@@ -281,9 +282,10 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
             out,
             "gate FAILED: no accepted record sets thresholds for profile `{}` (the thresholds \
              gate profile {} only); measure this scenario and write its record with \
-             `cargo xtask adr new`",
+             `{} adr new`",
             report.profile,
-            quoted(&report.other_profiles)
+            quoted(&report.other_profiles),
+            crate::text::tool()
         )?;
         if github {
             annotations(out, report)?;
@@ -371,7 +373,8 @@ fn environment_lines(out: &mut fmt::Formatter<'_>, report: &GateReport) -> fmt::
         let gpu = report.environment.as_ref().map_or("this environment".into(), |e| e.gpu_text());
         writeln!(
             out,
-            "  cargo xtask adr new 'Gate profile {} on {gpu}' --baseline RUN_BASE --exp RUN_HEAD",
+            "  {} adr new 'Gate profile {} on {gpu}' --baseline RUN_BASE --exp RUN_HEAD",
+            crate::text::tool(),
             report.profile
         )?;
         writeln!(

@@ -199,7 +199,7 @@ impl TuneCmd {
     fn refuse_flags(&self) -> anyhow::Result<()> {
         let b = &self.bench;
         if b.action.is_some() {
-            bail!("tune has no `merge`: merge shards with `cargo xtask bench merge DIR...`");
+            bail!("tune has no `merge`: merge shards with `{} bench merge DIR...`", crate::text::tool());
         }
         for (set, flag) in [
             (b.compare_strategies.is_some(), "--compare-strategies"),
@@ -625,8 +625,9 @@ impl Tune<'_> {
                 text.as_bytes(),
             )?;
             println!(
-                "applied to {}; record it: cargo xtask adr new \"<title>\" --tune {}",
+                "applied to {}; record it: {} adr new \"<title>\" --tune {}",
                 self.governed_rel,
+                crate::text::tool(),
                 rel(&self.dir, &self.root)
             );
         }

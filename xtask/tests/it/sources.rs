@@ -223,3 +223,37 @@ fn a_source_that_cannot_be_read_is_a_clear_error_at_its_line() {
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("deploy/helm/values.yaml"), "{}", out.stderr);
 }
+
+/// Invoked as `infergate` (a team's repository has no `cargo xtask`), the check's hints and
+/// errors name `infergate`.
+#[test]
+fn the_hints_name_the_tool_as_it_was_invoked() {
+    let files = team_files();
+    let mut g = team(&files);
+    let text =
+        text_of(&files, "serve/vllm-config.yaml").replace("max-num-seqs: 256", "max-num-seqs: 64");
+    g.commit_files("Fewer sequences", &[("serve/vllm-config.yaml", Some(&text))]);
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_infergate"))
+            .arg("-C")
+            .arg(g.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stdout, stderr) = run(&["adr", "check", "--base", "main"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("  infergate adr new 'Set scheduler.max_num_seqs to 64'"), "{stdout}");
+    assert!(!stdout.contains("cargo xtask") && !stderr.contains("cargo xtask"), "{stdout}{stderr}");
+    let (code, _, stderr) = run(&["adr", "check", "--base", "no-such-branch"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(!stderr.contains("cargo xtask"), "{stderr}");
+    let (code, _, stderr) = run(&["adr", "chek"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("Usage: infergate adr"), "{stderr}");
+}

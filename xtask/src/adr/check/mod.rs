@@ -641,7 +641,7 @@ pub(crate) fn pair_records(old: Vec<RecordFile>, new: Vec<RecordFile>) -> Vec<Re
 pub fn run(root: &Path, dir: &Path, args: CheckArgs) -> anyhow::Result<Status> {
     let dir = dir.to_string_lossy().replace('\\', "/");
     let report = check(root, &dir, &args.base, &args.head)?;
-    print!("{}", render(&report, args.github));
+    print!("{}", crate::text::as_invoked(&render(&report, args.github)));
     for e in &report.outcome.exemptions {
         eprintln!(
             "warning: adr check is waived for {} by `ADR-Exempt: {}` in commit {}",
