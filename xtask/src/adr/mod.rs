@@ -410,6 +410,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         stats: &stats,
         considered: tune.as_ref().map_or(&[][..], |t| t.considered.as_slice()),
         refreshed: &refreshed_datasets(root, &all)?,
+        sources: &declared_sources(root)?,
     };
     let text = new::render(&input)?;
     write_file(&full, &text)?;
@@ -730,6 +731,18 @@ fn governed_files(
         }
     }
     Ok(out)
+}
+
+/// The declared governed sources of the work tree (`[[adr.source]]`) with the canonical keys
+/// each gives, for the decision lines of `adr new`.
+fn declared_sources(root: &Path) -> anyhow::Result<Vec<(String, Vec<String>)>> {
+    let configs = governed_files(root)?;
+    let toml_governed = |p: &str| p.starts_with("configs/") && p.ends_with(".toml");
+    Ok(configs
+        .into_iter()
+        .filter(|(p, _)| !toml_governed(p))
+        .map(|(p, keys)| (p, keys.into_keys().filter(|k| !k.starts_with("unmapped.")).collect()))
+        .collect())
 }
 
 pub use list::list_table;

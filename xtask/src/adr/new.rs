@@ -204,6 +204,10 @@ pub struct NewAdr<'a> {
     /// The runs' workload files refreshed from production (`dataset refresh`), with their
     /// provenance: cited in the Reproduction section.
     pub refreshed: &'a [RefreshedDataset],
+    /// The governed sources where the team deploys (`[[adr.source]]`), each with the canonical
+    /// keys it gives: a value the decision makes mandatory gets a decision line for each source
+    /// that sets it too, so the pull request changing the deployment file is covered.
+    pub sources: &'a [(String, Vec<String>)],
 }
 
 /// A workload file of the runs that has a provenance file beside it (`dataset refresh`).
@@ -1387,7 +1391,12 @@ fn adopt_chosen(o: &mut Body, ctx: &Runs<'_>) -> Vec<String> {
             o.push_str("These values are now mandatory:\n\n");
             for (k, old, new) in &d.changed {
                 match json_to_toml(new) {
-                    Some(t) => o.line(format_args!("- {file}: {k} = {t}")),
+                    Some(t) => {
+                        o.line(format_args!("- {file}: {k} = {t}"));
+                        for (source, _) in input.sources.iter().filter(|(_, keys)| keys.contains(k)) {
+                            o.line(format_args!("- {source}: {k} = {t}"));
+                        }
+                    }
                     None => o.line(format_args!(
                         "- {} (null in the run, not a TOML value)",
                         code(&format!("{file}: {k}"))

@@ -65,6 +65,7 @@ fn input<'a>(
         stats: &[],
         considered: &[],
         refreshed: &[],
+        sources: &[],
     }
 }
 

@@ -257,3 +257,70 @@ fn the_hints_name_the_tool_as_it_was_invoked() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("Usage: infergate adr"), "{stderr}");
 }
+
+/// `adr new` reads the same sources: a decision on `scheduler.max_num_seqs` gets a decision
+/// line for each declared source that sets it, so the pull request that changes the Helm values
+/// with that record passes `adr check`.
+#[test]
+fn adr_new_names_the_sources_that_set_a_decided_key() {
+    use crate::support::{engine_params, summary, write_run};
+    let files = team_files();
+    let mut g = team(&files);
+    g.checkout();
+    let base = summary("base", 300.0, 20.0, 0.95, engine_params(false, 8192));
+    let mut exp = summary("exp", 250.0, 20.0, 0.97, engine_params(false, 8192));
+    exp.engine.as_mut().unwrap().params["scheduler"]["max_num_seqs"] = 128.into();
+    let runs = g.path().join("runs");
+    write_run(&runs, &base);
+    write_run(&runs, &exp);
+    let out = xtask(
+        g.path(),
+        &[
+            "adr",
+            "new",
+            "Serve fewer sequences",
+            "--baseline",
+            "runs/base",
+            "--exp",
+            "runs/exp",
+            "--choose",
+            "1",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let dir = g.path().join("docs/adr");
+    let record = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("0002-"))
+        .unwrap();
+    let text = std::fs::read_to_string(&record).unwrap();
+    for source in [
+        "deploy/helm/values.yaml",
+        "deploy/k8s/vllm.yaml",
+        "serve/vllm-config.yaml",
+        "docker-compose.yml",
+        "scripts/serve.sh",
+    ] {
+        assert!(
+            text.contains(&format!("- {source}: scheduler.max_num_seqs = 128\n")),
+            "{source}:\n{text}"
+        );
+    }
+    let helm =
+        text_of(&files, "deploy/helm/values.yaml").replace("maxNumSeqs: 256", "maxNumSeqs: 128");
+    let name = format!("docs/adr/{}", record.file_name().unwrap().to_string_lossy());
+    g.commit_files(
+        "Fewer sequences",
+        &[("deploy/helm/values.yaml", Some(&helm)), (&name, Some(&text))],
+    );
+    // The change is covered by the draft (which is still a draft: its placeholders and its
+    // contradiction of the live ADR-0001 are violations of their own until a person finishes it).
+    let out = check(&g);
+    assert!(
+        out.stdout
+            .contains("| deploy/helm/values.yaml: scheduler.max_num_seqs | 256 -> 128 | ADR-0002"),
+        "{}",
+        out.stdout
+    );
+}
