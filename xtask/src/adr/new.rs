@@ -1393,7 +1393,8 @@ fn adopt_chosen(o: &mut Body, ctx: &Runs<'_>) -> Vec<String> {
                 match json_to_toml(new) {
                     Some(t) => {
                         o.line(format_args!("- {file}: {k} = {t}"));
-                        for (source, _) in input.sources.iter().filter(|(_, keys)| keys.contains(k)) {
+                        for (source, _) in input.sources.iter().filter(|(_, keys)| keys.contains(k))
+                        {
                             o.line(format_args!("- {source}: {k} = {t}"));
                         }
                     }
@@ -1914,32 +1915,43 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
 }
 
 /// What each run's server said it runs (`summary.engine.served`): the engine config keys
-/// with their values and where each was read; runs whose server revealed nothing say so.
+/// with their values and the requests they were read from (the engine's own keys, such as
+/// `vllm.num_gpu_blocks`, stay in the summary); runs whose server revealed nothing say so.
 fn served_configuration(o: &mut Body, ctx: &Runs<'_>) {
     let engines: Vec<_> = ctx.all.iter().map(|r| r.engine.as_ref()).collect();
     if engines.iter().all(|e| e.is_none_or(|e| e.served.is_empty())) {
         return;
     }
-    o.push_str("\nWhat each run's server said it runs (read from the engine before and after the load):\n\n");
+    o.push_str(
+        "\nWhat each run's server said it runs (read from the engine before and after the \
+         load):\n\n",
+    );
     for (i, e) in engines.iter().enumerate() {
         let label = &ctx.labels[i];
         let Some(e) = e.filter(|e| !e.served.is_empty()) else {
             o.line(format_args!("- {label}: not revealed"));
             continue;
         };
-        let by = e.served_by.as_deref().map_or(String::new(), |b| format!(" ({b})"));
-        let values: Vec<String> = e
+        let shown: Vec<_> = e
             .served
             .iter()
-            .map(|v| {
-                format!(
-                    "{} ({})",
-                    code(&format!("{} = {}", v.key, infergate_model::served::show(&v.value))),
-                    v.source
-                )
+            .filter(|v| {
+                let section = v.key.split('.').next().unwrap_or("");
+                matches!(section, "engine" | "scheduler" | "token_interval")
+                    && v.key != "engine.model"
             })
             .collect();
-        o.line(format_args!("- {label}{by}: {}", values.join(", ")));
+        let mut from: Vec<String> = shown
+            .iter()
+            .map(|v| v.source.split(' ').take(2).collect::<Vec<_>>().join(" "))
+            .collect();
+        from.dedup();
+        let by = e.served_by.as_deref().map_or(String::new(), |b| format!("{b}, "));
+        let values: Vec<String> = shown
+            .iter()
+            .map(|v| code(&format!("{} = {}", v.key, infergate_model::served::show(&v.value))))
+            .collect();
+        o.line(format_args!("- {label} ({by}{}): {}", from.join(", "), values.join(", ")));
         for m in &e.mismatches {
             o.line(format_args!("  - differs from the file: {}", m.text(&e.file)));
         }

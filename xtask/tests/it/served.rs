@@ -113,9 +113,7 @@ fn the_embedded_simulator_serves_the_profiles_engine_config() {
         .expect("the record");
     let text = std::fs::read_to_string(record).unwrap();
     assert!(
-        text.contains(
-            "`scheduler.max_num_seqs = 256` (GET /server_info scheduler_config.max_num_seqs)"
-        ),
+        text.contains("(vLLM, GET /server_info") && text.contains("`scheduler.max_num_seqs = 256`"),
         "the Reproduction section shows what the server said:\n{text}"
     );
 }
