@@ -168,6 +168,9 @@ pub fn append_ab(
 fn report_append(root: &Path, entries: &[Entry]) -> String {
     match store::append(root, entries, "infergate: append measured sets") {
         Ok(n) => format!("noise history: {n} set(s) appended to {}", store::HISTORY_REF),
+        Err(e) if e.downcast_ref::<store::NotARepository>().is_some() => {
+            format!("noise history: not appended ({e:#})")
+        }
         Err(e) => {
             // Not a note among notes: every later gate pools without this set.
             eprintln!(

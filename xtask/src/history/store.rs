@@ -50,12 +50,17 @@ pub fn read(root: &Path) -> anyhow::Result<History> {
     read_repo(&open(root)?, HISTORY_REF)
 }
 
+/// Outside a git repository there is no history to read or append to.
+#[derive(Debug, thiserror::Error)]
+#[error("{} is not in a git repository", .0.display())]
+pub struct NotARepository(pub std::path::PathBuf);
+
 /// The repository holding `root`; one plain sentence when there is none.
 fn open(root: &Path) -> anyhow::Result<Repository> {
     match Repository::discover(root) {
         Ok(repo) => Ok(repo),
         Err(e) if e.code() == git2::ErrorCode::NotFound => {
-            bail!("{} is not in a git repository", root.display())
+            Err(NotARepository(root.to_path_buf()).into())
         }
         Err(e) => {
             Err(e).with_context(|| format!("opening the git repository of {}", root.display()))
