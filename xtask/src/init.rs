@@ -127,6 +127,11 @@ pub struct InitCmd {
     /// Replace the files that exist (named in the output).
     #[arg(long)]
     pub force: bool,
+    /// Also write a small `xtask/` crate whose `main` is infergate's entry point (it depends
+    /// on infergate by git revision) and the `.cargo/config.toml` alias, so `cargo xtask bench`
+    /// works in this Rust repository as in infergate's own.
+    #[arg(long)]
+    pub xtask: bool,
 }
 
 /// One file `init` writes, and how.
@@ -230,6 +235,17 @@ impl InitCmd {
         );
         println!("  {t} adr new \"<title>\" --baseline target/bench/<run id>");
         println!("  {t} adr check --base origin/main");
+        if self.xtask {
+            println!("  cargo xtask bench             # the same, through the xtask/ crate");
+            if std::fs::read_to_string(root.join("Cargo.toml"))
+                .is_ok_and(|t| t.contains("[workspace]"))
+            {
+                println!(
+                    "note: Cargo.toml is a workspace: add \"xtask\" to its members (init leaves \
+                     your Cargo.toml as it is)"
+                );
+            }
+        }
         println!("  git add -A && git commit -m \"Set up infergate\"");
         Ok(Status::Success)
     }
@@ -485,7 +501,42 @@ pub fn plan(cmd: &InitCmd, from: &[FromFile], date: &str) -> anyhow::Result<Vec<
             text: format!("# infergate run directories\n{}\n", GITIGNORE_LINES.join("\n")),
             append_lines: true,
         },
-    ])
+    ]
+    .into_iter()
+    .chain(if cmd.xtask { xtask_crate(version) } else { Vec::new() })
+    .collect())
+}
+
+/// The repository infergate is published from, whose tag `v<version>` the `--xtask` crate
+/// depends on.
+const REPOSITORY: &str = "https://github.com/infergate/infergate";
+
+/// `init --xtask`: an `xtask/` crate whose `main` is infergate's entry point, pinned to the
+/// tag of this version, and the cargo alias. A workspace at the root must list `xtask` in its
+/// members (said in the output, never edited).
+fn xtask_crate(version: &str) -> Vec<Planned> {
+    let file = |path: &str, text: String| Planned { path: path.into(), text, append_lines: false };
+    let manifest = format!(
+        "# `cargo xtask ...`: infergate's commands in this repository (`infergate init --xtask`).\n\
+         [package]\nname = \"xtask\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n\
+         [dependencies]\n\
+         # infergate by git revision: move the tag to take a newer release.\n\
+         infergate = {{ package = \"xtask\", git = \"{REPOSITORY}\", tag = \"v{version}\" }}\n"
+    );
+    let main = "//! `cargo xtask ...`: infergate's commands (bench, adr, gate, ...) in this repository.\n\n\
+                fn main() -> std::process::ExitCode {\n    \
+                infergate::exit::quiet_broken_pipe();\n    \
+                infergate::main_impl(std::env::args_os())\n}\n"
+        .to_string();
+    let alias =
+        "[alias]\n# `cargo xtask bench`, `cargo xtask adr check`, ...: infergate (xtask/).\n\
+                 xtask = \"run --quiet --package xtask --\"\n"
+            .to_string();
+    vec![
+        file("xtask/Cargo.toml", manifest),
+        file("xtask/src/main.rs", main),
+        file(".cargo/config.toml", alias),
+    ]
 }
 
 #[cfg(test)]
@@ -500,7 +551,49 @@ mod tests {
             api_key_env: None,
             from: vec![],
             force: false,
+            xtask: false,
         }
+    }
+
+    /// `--xtask`: a crate cargo reads (its manifest checked by `cargo metadata`, which resolves
+    /// nothing over the network with `--no-deps`), depending on this version's tag, whose main
+    /// is the library's entry point, and the alias.
+    #[test]
+    fn the_xtask_crate_is_a_valid_manifest_on_this_versions_tag_with_the_alias() {
+        let none = plan(&cmd(Engine::Vllm), &[], "2026-01-01").unwrap();
+        assert!(!none.iter().any(|f| f.path.starts_with("xtask/")));
+        let files = plan(&InitCmd { xtask: true, ..cmd(Engine::Vllm) }, &[], "2026-01-01").unwrap();
+        let text = |p: &str| files.iter().find(|f| f.path == p).unwrap().text.clone();
+        let manifest: toml::Table = toml::from_str(&text("xtask/Cargo.toml")).unwrap();
+        let dep = &manifest["dependencies"]["infergate"];
+        assert_eq!(dep["package"].as_str(), Some("xtask"));
+        assert_eq!(dep["git"].as_str(), Some(REPOSITORY));
+        assert_eq!(dep["tag"].as_str(), Some(format!("v{}", env!("CARGO_PKG_VERSION")).as_str()));
+        assert!(text("xtask/src/main.rs").contains("infergate::main_impl(std::env::args_os())"));
+        let alias: toml::Table = toml::from_str(&text(".cargo/config.toml")).unwrap();
+        assert_eq!(alias["alias"]["xtask"].as_str(), Some("run --quiet --package xtask --"));
+        let dir = tempfile::tempdir().unwrap();
+        for f in files.iter().filter(|f| f.path.starts_with("xtask/")) {
+            let path = dir.path().join(&f.path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, &f.text).unwrap();
+        }
+        let out = std::process::Command::new(env!("CARGO"))
+            .args([
+                "metadata",
+                "--no-deps",
+                "--format-version",
+                "1",
+                "--offline",
+                "--manifest-path",
+            ])
+            .arg(dir.path().join("xtask/Cargo.toml"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(meta["packages"][0]["name"], "xtask");
+        assert_eq!(meta["packages"][0]["dependencies"][0]["rename"], "infergate");
     }
 
     #[test]
