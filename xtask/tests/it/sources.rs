@@ -215,6 +215,14 @@ fn a_source_that_cannot_be_read_is_a_clear_error_at_its_line() {
         assert_eq!(out.code, 2, "{file}: {}{}", out.stdout, out.stderr);
         assert!(out.stderr.contains(&format!("{file}:")), "{file}: {}", out.stderr);
     }
+    // A key path that resolves in both documents of a multi-document file.
+    let settings = text_of(&files, "configs/xtask.toml")
+        .replace("args = \"spec.template.spec.containers[name=vllm].args\"", "at = \"metadata\"");
+    let mut g = team(&files);
+    g.commit_files("Point at both", &[("configs/xtask.toml", Some(&settings))]);
+    let out = check(&g);
+    assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("deploy/k8s/vllm.yaml"), "{}", out.stderr);
     // A key path that resolves to nothing.
     let settings = text_of(&files, "configs/xtask.toml").replace("modelSpec[0]", "modelSpec[3]");
     let mut g = team(&files);
@@ -323,4 +331,21 @@ fn adr_new_names_the_sources_that_set_a_decided_key() {
         "{}",
         out.stdout
     );
+}
+
+/// `adr history KEY` follows a canonical key through the declared sources too.
+#[test]
+fn adr_history_follows_a_key_through_a_source() {
+    let files = team_files();
+    let mut g = team(&files);
+    let helm =
+        text_of(&files, "deploy/helm/values.yaml").replace("maxNumSeqs: 256", "maxNumSeqs: 128");
+    g.commit_files("Fewer sequences in the chart", &[("deploy/helm/values.yaml", Some(&helm))]);
+    let out = xtask(g.path(), &["adr", "history", "scheduler.max_num_seqs"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let helm_rows: Vec<&str> =
+        out.stdout.lines().filter(|l| l.contains("deploy/helm/values.yaml")).collect();
+    assert_eq!(helm_rows.len(), 2, "{}", out.stdout);
+    assert!(helm_rows[0].contains("256") && helm_rows[1].contains("128"), "{}", out.stdout);
+    assert!(out.stdout.contains("scripts/serve.sh"), "{}", out.stdout);
 }
