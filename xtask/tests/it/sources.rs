@@ -349,3 +349,26 @@ fn adr_history_follows_a_key_through_a_source() {
     assert!(helm_rows[0].contains("256") && helm_rows[1].contains("128"), "{}", out.stdout);
     assert!(out.stdout.contains("scripts/serve.sh"), "{}", out.stdout);
 }
+
+/// `adr list --exempt` lists the sources' values that no live record names.
+#[test]
+fn adr_list_exempt_shows_the_sources_values_no_record_names() {
+    let files = team_files();
+    let mut g = team(&files);
+    g.checkout();
+    let out = xtask(g.path(), &["adr", "list", "--exempt"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    for row in [
+        "| deploy/helm/values.yaml: scheduler.max_num_seqs ",
+        "| scripts/serve.sh: scheduler.max_num_batched_tokens ",
+        "| docker-compose.yml: engine.gpu_memory_utilization ",
+    ] {
+        assert!(out.stdout.contains(row), "{row}\n{}", out.stdout);
+    }
+    // The engine config's key ADR-0001 names is not listed.
+    assert!(
+        !out.stdout.contains("| configs/engine.toml: scheduler.max_num_seqs "),
+        "{}",
+        out.stdout
+    );
+}
