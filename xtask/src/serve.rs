@@ -301,7 +301,12 @@ impl ServeCmd {
             proc.base_url,
             proc.log.display()
         );
-        println!("  {} bench --base-url {} --model {}", crate::text::tool(), proc.base_url, proc.model_id);
+        println!(
+            "  {} bench --base-url {} --model {}",
+            crate::text::tool(),
+            proc.base_url,
+            proc.model_id
+        );
         println!("Ctrl-C stops it.");
         wait_for_ctrl_c_or_exit(proc)
     }

@@ -199,7 +199,10 @@ impl TuneCmd {
     fn refuse_flags(&self) -> anyhow::Result<()> {
         let b = &self.bench;
         if b.action.is_some() {
-            bail!("tune has no `merge`: merge shards with `{} bench merge DIR...`", crate::text::tool());
+            bail!(
+                "tune has no `merge`: merge shards with `{} bench merge DIR...`",
+                crate::text::tool()
+            );
         }
         for (set, flag) in [
             (b.compare_strategies.is_some(), "--compare-strategies"),
