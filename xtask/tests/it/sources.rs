@@ -354,7 +354,7 @@ fn adr_history_follows_a_key_through_a_source() {
 #[test]
 fn adr_list_exempt_shows_the_sources_values_no_record_names() {
     let files = team_files();
-    let mut g = team(&files);
+    let g = team(&files);
     g.checkout();
     let out = xtask(g.path(), &["adr", "list", "--exempt"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
