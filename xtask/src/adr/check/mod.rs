@@ -551,18 +551,7 @@ fn changed_files(sides: &Sides<'_>, dir: &str, governed: &[String]) -> anyhow::R
                 governed_paths.push(p.to_string());
             }
         }
-        match (f.old.as_deref(), f.new.as_deref()) {
-            (Some(o), Some(n)) if o != n && (old_gov.is_some() || new_gov.is_some()) => {
-                file_notes.push(FileNote { path: n.into(), note: format!("renamed from {o}") })
-            }
-            (None, Some(n)) if new_gov.is_some() => {
-                file_notes.push(FileNote { path: n.into(), note: "added".into() })
-            }
-            (Some(o), None) if old_gov.is_some() => {
-                file_notes.push(FileNote { path: o.into(), note: "deleted".into() })
-            }
-            _ => {}
-        }
+        file_notes.extend(file_note(f, old_gov.is_some(), new_gov.is_some()));
         if let Some(p) = f.old.as_deref().filter(|p| in_records_dir(p)) {
             old_records
                 .extend(git::read_text(sides.repo, sides.base, p)?.map(|t| RecordFile::new(p, t)));
@@ -578,6 +567,19 @@ fn changed_files(sides: &Sides<'_>, dir: &str, governed: &[String]) -> anyhow::R
         records: pair_records(old_records, new_records),
         assets,
     })
+}
+
+/// What happened to a changed file that is governed at the base (`old`) or at head (`new`):
+/// renamed, added or deleted (a file modified in place has no note).
+fn file_note(f: &git::FileChange, old: bool, new: bool) -> Option<FileNote> {
+    match (f.old.as_deref(), f.new.as_deref()) {
+        (Some(o), Some(n)) if o != n && (old || new) => {
+            Some(FileNote { path: n.into(), note: format!("renamed from {o}") })
+        }
+        (None, Some(n)) if new => Some(FileNote { path: n.into(), note: "added".into() }),
+        (Some(o), None) if old => Some(FileNote { path: o.into(), note: "deleted".into() }),
+        _ => None,
+    }
 }
 
 /// The semantic diff of each governed file, by path (a renamed file loses every key at its old

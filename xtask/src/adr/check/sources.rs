@@ -99,18 +99,7 @@ pub(super) fn changes(
                 paths.push(p.to_string());
             }
         }
-        match (f.old.as_deref(), f.new.as_deref()) {
-            (Some(o), Some(n)) if o != n && (old.is_some() || new.is_some()) => {
-                notes.push(FileNote { path: n.into(), note: format!("renamed from {o}") })
-            }
-            (None, Some(n)) if new.is_some() => {
-                notes.push(FileNote { path: n.into(), note: "added".into() })
-            }
-            (Some(o), None) if old.is_some() => {
-                notes.push(FileNote { path: o.into(), note: "deleted".into() })
-            }
-            _ => {}
-        }
+        notes.extend(super::file_note(&f, old.is_some(), new.is_some()));
     }
     if decls.base != decls.head {
         for (p, _) in declared_files(sides.head, &decls.head)?
