@@ -117,7 +117,8 @@ fn err(file: &str, line: Option<usize>, message: String) -> SourceError {
 }
 
 fn load_yaml(file: &str, text: &str, what: &str) -> Result<Vec<Node>, SourceError> {
-    let mut builder = Builder::default();
+    let mut builder =
+        Builder { source: text.lines().map(String::from).collect(), ..Builder::default() };
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut builder, true) {
         let m = e.marker();
@@ -204,6 +205,25 @@ fn json_for_yaml(text: &str) -> String {
     out
 }
 
+/// A folded block scalar (`command: >-`) with the source's line breaks kept: YAML folds its
+/// lines into one, which would put every word of a command line on the block's first line. The
+/// block's lines from `line` on, dedented and joined with newlines, when they hold the same
+/// words as the folded `value`; and the line the first of them is on.
+fn folded_lines(source: &[String], value: &str, line: usize) -> Option<(String, usize)> {
+    let first_word = value.split_whitespace().next()?;
+    let start = (line.saturating_sub(1)..source.len().min(line + 2))
+        .find(|&i| source[i].trim_start().starts_with(first_word))?;
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let block = indent(&source[start]);
+    let lines: Vec<&str> = source[start..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) >= block)
+        .map(|l| l.get(block..).unwrap_or("").trim_end())
+        .collect();
+    let text = lines.join("\n").trim_end().to_string();
+    text.split_whitespace().eq(value.split_whitespace()).then_some((text, start + 1))
+}
+
 enum Frame {
     Seq {
         items: Vec<Node>,
@@ -225,6 +245,8 @@ struct Builder {
     docs: Vec<Node>,
     anchors: HashMap<usize, Node>,
     error: Option<(usize, String)>,
+    /// The source's lines, to place the words of a folded block scalar on their own lines.
+    source: Vec<String>,
 }
 
 impl Builder {
@@ -285,12 +307,20 @@ impl MarkedEventReceiver for Builder {
         let line = mark.line().max(1);
         match ev {
             Event::Scalar(text, style, anchor, _tag) => {
-                let value = if self.expects_key() || style != TScalarStyle::Plain {
-                    Value::Str(text)
-                } else {
-                    plain_scalar(&text)
+                let folded = (style == TScalarStyle::Folded && !self.expects_key())
+                    .then(|| folded_lines(&self.source, &text, line))
+                    .flatten();
+                let node = match folded {
+                    Some((text, first)) => Node { value: Value::Str(text), line: first },
+                    None => {
+                        let value = if self.expects_key() || style != TScalarStyle::Plain {
+                            Value::Str(text)
+                        } else {
+                            plain_scalar(&text)
+                        };
+                        Node { value, line }
+                    }
                 };
-                let node = Node { value, line };
                 if anchor > 0 {
                     self.anchors.insert(anchor, node.clone());
                 }
@@ -496,5 +526,20 @@ mod tests {
         assert_eq!(e.line, Some(3), "{e}");
         let e = load(Format::Toml, "v.toml", "a = 1\nb = \n").unwrap_err();
         assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn a_folded_block_keeps_each_words_line() {
+        let text = "services:\n  vllm:\n    command: >-\n      --model m\n      --max-num-seqs 256\n\n      --port 8000\n    ports: []\n";
+        let docs = load(Format::Yaml, "c.yml", text).unwrap();
+        let Value::Map(top) = &docs[0].value else { panic!() };
+        let Value::Map(services) = &top[0].value.value else { panic!() };
+        let Value::Map(vllm) = &services[0].value.value else { panic!() };
+        let command = &vllm[0].value;
+        assert_eq!(command.line, 4);
+        assert_eq!(
+            command.value,
+            Value::Str("--model m\n--max-num-seqs 256\n\n--port 8000".into())
+        );
     }
 }

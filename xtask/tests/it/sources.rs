@@ -58,8 +58,8 @@ const EDITS: &[(&str, &str, &str, &str)] = &[
     ("deploy/helm/values.yaml", "maxNumSeqs: 256", "maxNumSeqs: 128", "maxNumSeqs"),
     ("deploy/k8s/vllm.yaml", "- \"256\"", "- \"128\"", "- --max-num-seqs"),
     ("serve/vllm-config.yaml", "max-num-seqs: 256", "max-num-seqs: 128", "max-num-seqs"),
-    // A folded block scalar: its flags are named at the block's first line.
-    ("docker-compose.yml", "--max-num-seqs 256", "--max-num-seqs 128", "--model meta-llama"),
+    // A folded block scalar: each flag is named at its own line.
+    ("docker-compose.yml", "--max-num-seqs 256", "--max-num-seqs 128", "--max-num-seqs"),
     ("scripts/serve.sh", "--max-num-seqs 256", "--max-num-seqs 128", "--max-num-seqs"),
 ];
 
