@@ -29,9 +29,11 @@ pub fn parse_iso_date(s: &str) -> Result<chrono::NaiveDate, DateError> {
 }
 
 /// The text of a line if it is meant as a decision line: it starts with `configs/`, or with a
-/// repository path (no spaces) followed by `: ` and a dotted key with at least one dot, then
-/// ` = ` or ` removed` (a governed source anywhere in the repository: `deploy/helm/values.yaml:
-/// scheduler.max_num_seqs = 128`). Prose such as `Note: a = b` is not one.
+/// repository path (no spaces; a directory or an extension in it, or a `Dockerfile` or
+/// `Containerfile`) followed by `: ` and a dotted key with at least one dot, then ` = ` or
+/// ` removed` (a governed source anywhere in the repository: `deploy/helm/values.yaml:
+/// scheduler.max_num_seqs = 128`). Prose such as `Note: a = b` or `Before: scheduler.x = 1` is
+/// not one.
 pub(super) fn decision_candidate(raw: &str) -> Option<&str> {
     let t = strip_list_marker(raw.trim());
     let t = match t.strip_prefix('`').and_then(|r| r.strip_suffix('`')) {
@@ -45,7 +47,11 @@ pub(super) fn decision_candidate(raw: &str) -> Option<&str> {
     let key_end = rest.find([' ', '=']).unwrap_or(rest.len());
     let (key, after) = rest.split_at(key_end);
     let after = after.trim_start();
-    let shaped = file_ok(file)
+    let path_like = file.contains(['/', '.'])
+        || file.starts_with("Dockerfile")
+        || file.starts_with("Containerfile");
+    let shaped = path_like
+        && file_ok(file)
         && key_segments(key).is_some_and(|s| s.len() >= 2)
         && (after.starts_with('=') || after.starts_with("removed"));
     shaped.then_some(t)
@@ -471,6 +477,28 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decision_lines_name_any_repository_file_and_prose_is_not_one() {
+        for line in [
+            "- configs/engine.toml: scheduler.max_num_seqs = 128",
+            "- deploy/helm/values.yaml: scheduler.max_num_seqs = 128",
+            "- `docker-compose.yml: scheduler.max_num_seqs = 128`",
+            "- Dockerfile: scheduler.max_num_seqs = 4",
+            "- scripts/serve.sh: unmapped.\"--kv-cache-dtype\" = \"fp8\"",
+            "- deploy/k8s/vllm.yaml: scheduler.enable_chunked_prefill removed",
+        ] {
+            let c = decision_candidate(line).unwrap_or_else(|| panic!("{line}"));
+            assert!(parse_decision_line(c).is_ok(), "{line}: {:?}", parse_decision_line(c));
+        }
+        for prose in [
+            "- Note: a = b",
+            "- Before: scheduler.max_num_seqs = 256 was too many",
+            "Why: the tail = P99",
+        ] {
+            assert_eq!(decision_candidate(prose), None, "{prose}");
+        }
+    }
     use crate::adr::model::DecisionLine;
 
     #[test]
