@@ -143,7 +143,7 @@ pub struct BenchCmd {
     pub cooldown: Option<f64>,
     /// Coverage of the confidence intervals of a trial set's estimates and of the gate's
     /// verdicts, within (0, 1).
-    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
     pub confidence: f64,
     /// With --gate: decide even when a trial ran on a busy client host (by default its checks
     /// are inconclusive, naming the trial).
@@ -224,14 +224,6 @@ fn parse_warmup_trials(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(n) if n <= max => Ok(n),
         _ => Err(format!("must be a whole number of warmup trials within 0..={max}, got `{s}`")),
-    }
-}
-
-/// `--confidence`: within (0, 1).
-pub(crate) fn parse_confidence(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
-        _ => Err(format!("must be a coverage within (0, 1) such as 0.95, got `{s}`")),
     }
 }
 

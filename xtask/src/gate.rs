@@ -43,7 +43,7 @@ pub struct GateCmd {
     #[arg(long)]
     pub github: bool,
     /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
-    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = parse_confidence)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
     pub confidence: f64,
     /// Decide even when a trial was measured on a busy client host. By default every check
     /// of a set with such a trial (summary `environment.noise.busy`) is inconclusive, naming
@@ -68,14 +68,6 @@ pub struct GateCmd {
     pub json: Option<PathBuf>,
     #[command(flatten)]
     pub ab: crate::ab::AbArgs,
-}
-
-/// `--confidence`: within (0, 1).
-fn parse_confidence(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(p) if p > 0.0 && p < 1.0 => Ok(p),
-        _ => Err(format!("must be a coverage within (0, 1) such as 0.95, got `{s}`")),
-    }
 }
 
 /// `--max-trials`: 1..=1000.

@@ -22,6 +22,17 @@ use super::{Estimate, Method, StatsError, check_range, quantile_in_place, unders
 
 /// Default coverage of an interval.
 pub const DEFAULT_CONFIDENCE: f64 = 0.95;
+
+/// A coverage as the command line gives it (`--confidence 0.9`): a number strictly between 0
+/// and 1; the error says what is valid. The one parser of every command's `--confidence`.
+pub fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c > 0.0 && c < 1.0 => Ok(c),
+        _ => Err(format!(
+            "`{s}` is not a confidence: give a coverage between 0 and 1 (exclusive), like 0.95"
+        )),
+    }
+}
 /// Default number of bootstrap resamples: the 2.5% and 97.5% points of 2000 replicates are
 /// the 50th and 1950th values, stable to a few percent of the interval's width.
 pub const DEFAULT_RESAMPLES: u32 = 2000;
@@ -236,6 +247,16 @@ fn two_level_bootstrap<T: AsRef<[f64]>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_confidence_is_a_coverage_strictly_between_0_and_1() {
+        assert_eq!(parse_confidence("0.9"), Ok(0.9));
+        assert_eq!(parse_confidence(" 0.95 "), Ok(0.95));
+        for bad in ["1", "0", "-0.5", "ninety", "NaN", "inf"] {
+            let e = parse_confidence(bad).unwrap_err();
+            assert!(e.contains("between 0 and 1") && e.contains(bad), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn t_interval_matches_a_hand_computation() {

@@ -33,7 +33,7 @@ pub use decide::{
 pub use difference::{Difference, difference};
 pub use interval::{
     DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Options, PercentileMethod, mean_estimate,
-    percentile_estimate, t_interval,
+    parse_confidence, percentile_estimate, t_interval,
 };
 pub use sequential::{LOOK_RULE_CHOICES, LookRule, nominal_levels};
 

@@ -172,7 +172,7 @@ pub struct NewArgs {
     #[arg(long, value_parser = new::parse_one_line)]
     pub deciders: Option<String>,
     /// Coverage of the estimates' intervals, within (0, 1).
-    #[arg(long, default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = crate::compare::parse_confidence)]
+    #[arg(long, default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
     pub confidence: f64,
 }
 
