@@ -69,14 +69,9 @@ pub trait Measure {
     }
 }
 
-/// The gate's verdict at a look.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AbStatus {
-    Pass,
-    Fail,
-    Inconclusive,
-}
+/// The gate's verdict at a look: the same three outcomes, spelled the same in `ab.json`, as
+/// one metric's ([`AbVerdict`]).
+pub type AbStatus = AbVerdict;
 
 /// One look: after how many blocks, at which levels, and every check's verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
