@@ -29,10 +29,11 @@ pub fn parse_confidence(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(c) if c > 0.0 && c < 1.0 => Ok(c),
         _ => Err(format!(
-            "`{s}` is not a confidence: give a coverage between 0 and 1 (exclusive), like 0.95"
+            "`{s}` is not a confidence between 0 and 1: give a coverage within (0, 1), like 0.95"
         )),
     }
 }
+
 /// Default number of bootstrap resamples: the 2.5% and 97.5% points of 2000 replicates are
 /// the 50th and 1950th values, stable to a few percent of the interval's width.
 pub const DEFAULT_RESAMPLES: u32 = 2000;
