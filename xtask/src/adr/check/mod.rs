@@ -133,12 +133,14 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
         &mut file_notes,
         &mut config_problems,
     )?;
-    let (source_changes, source_lines, source_notes) = sources::changes(&sides, &gov.decls)?;
+    let at_head = sources::read_head(&sides, &gov.decls)?;
+    let (source_changes, source_lines, source_notes) =
+        sources::changes(&sides, &gov.decls, Some(&at_head))?;
     let toml_governed = |f: &str| settings::is_governed(&governed, f);
     changes.extend(source_changes.into_iter().filter(|c| !toml_governed(&c.file)));
     key_lines.extend(source_lines);
     file_notes.extend(source_notes.into_iter().filter(|n| !toml_governed(&n.path)));
-    let drift = sources::drift(&sides, &gov.decls)?;
+    let drift = sources::drift(&sides, &at_head)?;
 
     // The records at head: lint, and gate.toml against them.
     let head_records: Vec<(std::path::PathBuf, String)> =
@@ -276,7 +278,7 @@ fn commit_keys(
     }
     // The sources as head declares them, on both sides of the commit.
     let decls = sources::Decls { base: decls.head.clone(), head: decls.head.clone() };
-    if let Ok((changes, _, _)) = sources::changes(&sides, &decls) {
+    if let Ok((changes, _, _)) = sources::changes(&sides, &decls, None) {
         keys.extend(changes.into_iter().map(|c| (c.file, c.key)));
     }
     Ok(keys)

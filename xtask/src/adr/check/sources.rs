@@ -80,11 +80,28 @@ fn read(
     Ok(Some(e))
 }
 
+/// Every declared source at head, read once (path -> its deployment and parameters): the drift
+/// check reads them all, and the diff takes its head side from them.
+pub(super) type AtHead = BTreeMap<String, (String, Extracted)>;
+
+/// [`AtHead`] of `sides`.
+pub(super) fn read_head(sides: &Sides<'_>, decls: &Decls) -> anyhow::Result<AtHead> {
+    let mut out = AtHead::new();
+    for (path, decl) in declared_files(sides.head, &decls.head)? {
+        if let Some(e) = read(sides, true, &path, decl)? {
+            out.insert(path, (decl.deployment.clone(), e));
+        }
+    }
+    Ok(out)
+}
+
 /// The changes of the declared sources between the two sides: files the diff touches, and
 /// every file whose declaration differs between the sides (read otherwise, it says otherwise).
+/// `at_head`: the sources already read at head, when the caller has them.
 pub(super) fn changes(
     sides: &Sides<'_>,
     decls: &Decls,
+    at_head: Option<&AtHead>,
 ) -> anyhow::Result<(Vec<KeyChange>, KeyLines, Vec<FileNote>)> {
     let mut paths: Vec<String> = Vec::new();
     let mut notes = Vec::new();
@@ -119,9 +136,10 @@ pub(super) fn changes(
             Some(d) => read(sides, false, p, d)?,
             None => None,
         };
-        let new = match decls.of(true, p) {
-            Some(d) => read(sides, true, p, d)?,
-            None => None,
+        let new = match (at_head, decls.of(true, p)) {
+            (Some(known), _) => known.get(p).map(|(_, e)| e.clone()),
+            (None, Some(d)) => read(sides, true, p, d)?,
+            (None, None) => None,
         };
         let as_map = |e: &Option<Extracted>| -> BTreeMap<String, toml::Value> {
             e.iter().flat_map(|e| &e.params).map(|p| (p.key.clone(), p.value.clone())).collect()
@@ -148,8 +166,8 @@ struct Given {
 
 /// Keys that sources of one deployment give differently at head: one problem per pair of
 /// disagreeing files and key, at the later file's line, naming both files and lines.
-pub(super) fn drift(sides: &Sides<'_>, decls: &Decls) -> anyhow::Result<Vec<Problem>> {
-    if decls.head.is_empty() {
+pub(super) fn drift(sides: &Sides<'_>, at_head: &AtHead) -> anyhow::Result<Vec<Problem>> {
+    if at_head.is_empty() {
         return Ok(Vec::new());
     }
     // deployment -> key -> what each file gives.
@@ -170,14 +188,13 @@ pub(super) fn drift(sides: &Sides<'_>, decls: &Decls) -> anyhow::Result<Vec<Prob
             }
         }
     }
-    for (path, decl) in declared_files(sides.head, &decls.head)? {
-        let Some(e) = read(sides, true, &path, decl)? else { continue };
-        let keys = by.entry(decl.deployment.clone()).or_default();
-        for p in e.params.into_iter().filter(|p| !p.key.starts_with("unmapped.")) {
-            keys.entry(p.key).or_default().push(Given {
+    for (path, (deployment, e)) in at_head {
+        let keys = by.entry(deployment.clone()).or_default();
+        for p in e.params.iter().filter(|p| !p.key.starts_with("unmapped.")) {
+            keys.entry(p.key.clone()).or_default().push(Given {
                 file: path.clone(),
                 line: p.line,
-                value: p.value,
+                value: p.value.clone(),
             });
         }
     }
