@@ -622,7 +622,7 @@ fn write_assets(
 fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result<Status> {
     let adrs = load_records(root, dir)?;
     if exempt {
-        let governed = governed_files(root)?;
+        let governed = governed_files(root)?.all();
         let unnamed = list::unnamed_values(&governed, &adrs);
         if json {
             let items: Vec<serde_json::Value> = unnamed
@@ -662,9 +662,20 @@ fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result
 
 /// The governed files of the work tree (the settings' patterns and every `engine_config` of the
 /// bench configuration), each with its flattened keys, sorted by path.
-fn governed_files(
-    root: &Path,
-) -> anyhow::Result<Vec<(String, std::collections::BTreeMap<String, toml::Value>)>> {
+/// The governed values of the work tree, by file: the governed TOML files (flattened) and the
+/// declared sources (read into canonical keys).
+struct GovernedValues {
+    toml: Vec<(String, std::collections::BTreeMap<String, toml::Value>)>,
+    sources: Vec<(String, std::collections::BTreeMap<String, toml::Value>)>,
+}
+
+impl GovernedValues {
+    fn all(self) -> Vec<(String, std::collections::BTreeMap<String, toml::Value>)> {
+        self.toml.into_iter().chain(self.sources).collect()
+    }
+}
+
+fn governed_files(root: &Path) -> anyhow::Result<GovernedValues> {
     use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
     use infergate_model::config::Source;
     let read = |rel: &str| -> anyhow::Result<Option<String>> {
@@ -703,7 +714,7 @@ fn governed_files(
         }
     }
     paths.sort();
-    let mut out: Vec<(String, std::collections::BTreeMap<String, toml::Value>)> = paths
+    let toml = paths
         .into_iter()
         .map(|p| {
             let text = read(&p)?.unwrap_or_default();
@@ -713,6 +724,7 @@ fn governed_files(
         .collect::<anyhow::Result<_>>()?;
     // The declared sources among the repository's tracked files, read as `adr check` reads
     // them.
+    let mut sources = Vec::new();
     if !settings.adr.sources.is_empty() {
         let repo = check::git::open(root)?;
         let index = repo.index().context("cannot read the git index")?;
@@ -727,20 +739,18 @@ fn governed_files(
             let Some(text) = read(&path)? else { continue };
             let e = infergate_model::sources::extract(decl, &path, &text)
                 .with_context(|| format!("cannot read the governed source {path}"))?;
-            out.push((path, e.params.into_iter().map(|p| (p.key, p.value)).collect()));
+            sources.push((path, e.params.into_iter().map(|p| (p.key, p.value)).collect()));
         }
     }
-    Ok(out)
+    Ok(GovernedValues { toml, sources })
 }
 
 /// The declared governed sources of the work tree (`[[adr.source]]`) with the canonical keys
 /// each gives, for the decision lines of `adr new`.
 fn declared_sources(root: &Path) -> anyhow::Result<Vec<(String, Vec<String>)>> {
-    let configs = governed_files(root)?;
-    let toml_governed = |p: &str| p.starts_with("configs/") && p.ends_with(".toml");
-    Ok(configs
+    Ok(governed_files(root)?
+        .sources
         .into_iter()
-        .filter(|(p, _)| !toml_governed(p))
         .map(|(p, keys)| (p, keys.into_keys().filter(|k| !k.starts_with("unmapped.")).collect()))
         .collect())
 }
