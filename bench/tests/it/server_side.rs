@@ -24,7 +24,10 @@ interval_s = 0.05
 async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
     let dir = tempfile::tempdir().unwrap();
     let handle = start_engine_sim(SMALL_ENGINE, SimOptions::default()).await;
-    let out = run_against(&handle, profile(PROFILE, &[]), dir.path()).await;
+    // Long answers: a running request grows by 13 blocks, so any three long ones running at once
+    // exceed the budget, however the client's sends are spread on a busy machine.
+    let out =
+        run_against(&handle, profile(PROFILE, &["workload.max_tokens=200"]), dir.path()).await;
     let records = handle.records();
     // The simulator's counters after the run, read directly.
     let metrics = reqwest_get(&format!("{}/metrics", handle.base_url())).await;
@@ -38,13 +41,13 @@ async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
     // The bench's one-token probe (before the load, outside the window) carries no request id.
     let records: Vec<_> = records.into_iter().filter(|r| r.request_id.is_some()).collect();
     let sim_generated: u64 = records.iter().map(|r| r.output_tokens as u64).sum();
-    assert_eq!(sim_generated, 24 * 24);
+    assert_eq!(sim_generated, 24 * 200);
     assert_eq!(server.generation_tokens, Some(sim_generated as f64));
     assert_eq!(s.tokens.output_total, Some(sim_generated));
     assert_eq!(server.goodput_ratio, Some(1.0));
     let sim_prompt: u64 = records.iter().map(|r| r.prompt_tokens as u64).sum();
     assert_eq!(server.prompt_tokens, Some(sim_prompt as f64));
-    // 12 requests of ~170 tokens need ~132 blocks of 67: the KV budget binds, requests are
+    // 12 requests of ~360 tokens need ~270 blocks of 67: the KV budget binds, requests are
     // preempted, and the delta equals the simulator's own counter (it started at zero).
     let e = infergate_model::promtext::parse(&metrics);
     let preemptions = e.sum("vllm:num_preemptions_total").unwrap();
