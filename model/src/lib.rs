@@ -9,6 +9,7 @@
 
 pub mod ab;
 pub mod artifact;
+pub mod capacity;
 pub mod compare;
 pub mod config;
 pub mod cost;

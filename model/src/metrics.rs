@@ -204,6 +204,61 @@ impl Slo {
     }
 }
 
+impl Slo {
+    /// The configured objectives, by the name of the latency each limits (`ttft_ms`, ...).
+    pub fn objectives(&self) -> Vec<(&'static str, f64)> {
+        [("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms)]
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect()
+    }
+
+    /// The share of `records`' measured requests (warmup and cancelled-on-purpose left out,
+    /// failures counted as misses) meeting each configured objective on its own, by the
+    /// objective's name; an objective no answered request could be measured against is left
+    /// out. Goodput's ratio is the share meeting all of them at once.
+    pub fn attainment_by_objective<'a>(
+        &self,
+        records: impl IntoIterator<Item = &'a RequestRecord>,
+    ) -> BTreeMap<String, f64> {
+        let objectives = self.objectives();
+        let mut met = vec![0u64; objectives.len()];
+        let mut known = vec![true; objectives.len()];
+        let mut answered = 0u64;
+        for r in records {
+            if r.warmup || r.class == Outcome::Cancelled {
+                continue;
+            }
+            answered += 1;
+            if r.class != Outcome::Ok {
+                continue;
+            }
+            for (i, (name, limit)) in objectives.iter().enumerate() {
+                let one = match *name {
+                    "ttft_ms" => Slo { ttft_ms: Some(*limit), ..Slo::default() },
+                    "tpot_ms" => Slo { tpot_ms: Some(*limit), ..Slo::default() },
+                    _ => Slo { e2e_ms: Some(*limit), ..Slo::default() },
+                };
+                match one.met_by(r) {
+                    Some(true) => met[i] += 1,
+                    Some(false) => {}
+                    None => known[i] = false,
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        if answered == 0 {
+            return out;
+        }
+        for (i, (name, _)) in objectives.iter().enumerate() {
+            if known[i] {
+                out.insert(name.to_string(), met[i] as f64 / answered as f64);
+            }
+        }
+        out
+    }
+}
+
 /// Counts of the measured requests.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestCounts {

@@ -128,6 +128,21 @@ impl Default for StagePlan {
     }
 }
 
+impl StagePlan {
+    /// Measured and warmup requests of a stage counted in requests (no stage duration):
+    /// `base` measured (the profile's `load.requests`, else the workload's size), in a closed
+    /// loop at least 4 x concurrency, preceded by the warmup share.
+    pub fn stage_requests(&self, dimension: Dimension, load: f64, base: u64) -> (u64, u64) {
+        let mut n = base.max(1);
+        if dimension == Dimension::Concurrency {
+            n = n.max(4 * load as u64);
+        }
+        let f = self.warmup_fraction;
+        let warmup = (n as f64 * f / (1.0 - f)).round() as u64;
+        (n, warmup)
+    }
+}
+
 /// Directory name of a stage.
 pub fn stage_dir_name(index: usize, dimension: Dimension, value: f64) -> String {
     format!("stage-{:02}-{}-{}", index + 1, dimension.name(), value)
@@ -161,13 +176,10 @@ pub fn stage_overrides(
             o.push(Override::new("load.duration_s", d * (1.0 - f), origin));
         }
         None => {
-            let mut n = base.load.requests.unwrap_or(workload_items).max(1);
-            if dimension == Dimension::Concurrency {
-                n = n.max(4 * value as u64);
-            }
-            let warmup = (n as f64 * f / (1.0 - f)).round() as i64;
+            let base = base.load.requests.unwrap_or(workload_items);
+            let (n, warmup) = plan.stage_requests(dimension, value, base);
             o.push(Override::new("load.requests", n as i64, origin.clone()));
-            o.push(Override::new("load.warmup_requests", warmup, origin.clone()));
+            o.push(Override::new("load.warmup_requests", warmup as i64, origin.clone()));
             o.push(Override::new("load.warmup_s", 0.0, origin));
         }
     }
