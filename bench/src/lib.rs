@@ -8,6 +8,7 @@
 //! measures by default is `infergate-sim`.
 
 pub mod accept;
+pub mod capacity;
 pub mod client;
 pub mod fdlimit;
 pub mod known_answer;
