@@ -68,6 +68,7 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
                 profile: adr.profile.as_ref().map(|p| p.value.clone()),
                 scenario: adr.scenario.iter().cloned().collect(),
                 environment: row.environment.clone(),
+                load: row.load,
                 adr: number,
                 file: file.clone(),
                 line: row.line,
@@ -165,14 +166,18 @@ pub fn live_rollback(adrs: &[Adr]) -> Vec<LiveCondition> {
 /// profile, or one of them unscoped) and set a metric `me` sets, with the command that resolves
 /// it. Accepting `me` is refused while such a record is live.
 pub(crate) fn live_in_scope_of(me: &Adr, all: &[Adr]) -> Vec<String> {
-    let mine = |m: &str, env: &Option<EnvironmentKey>| {
-        me.thresholds.iter().any(|t| t.metric == m && environments_overlap(&t.environment, env))
+    let mine = |o: &super::model::ThresholdRow| {
+        me.thresholds.iter().any(|t| {
+            t.metric == o.metric
+                && t.load == o.load
+                && environments_overlap(&t.environment, &o.environment)
+        })
     };
     let scope = me.profile.as_ref().map(|p| p.value.clone());
     let mut out = Vec::new();
     for other in all.iter().filter(|a| a.path != me.path && is_live(a, all)) {
         let other_scope = other.profile.as_ref().map(|p| p.value.clone());
-        let shared = other.thresholds.iter().filter(|t| mine(&t.metric, &t.environment)).count();
+        let shared = other.thresholds.iter().filter(|t| mine(t)).count();
         if shared == 0 || !scopes_overlap(&scope, &other_scope) {
             continue;
         }
@@ -221,7 +226,9 @@ fn environment_scope(e: &Option<EnvironmentKey>) -> String {
 /// For one scenario a metric may be set by one live record only: one problem per extra record,
 /// naming both. Records that measured different bench profiles, or keyed their thresholds to
 /// different environments, set their own thresholds; an unkeyed threshold holds for every
-/// environment, so it conflicts with a keyed one of the same profile and metric.
+/// environment, so it conflicts with a keyed one of the same profile and metric. A load-bound
+/// threshold ("holds the SLO at concurrency 24") asks another question than the metric's
+/// threshold for the scenario: it conflicts only with one bound to the same load.
 pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
     let mut by_metric: BTreeMap<&str, Vec<&Threshold>> = BTreeMap::new();
     for t in thresholds {
@@ -232,6 +239,7 @@ pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
         for (i, t) in ts.iter().enumerate() {
             let earlier = ts[..i].iter().find(|f| {
                 (f.adr != t.adr || f.file != t.file)
+                    && f.load == t.load
                     && scopes_overlap(&f.profile, &t.profile)
                     && environments_overlap(&f.environment, &t.environment)
             });
@@ -240,6 +248,10 @@ pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
                 format!("for {}", scope_text(&t.profile))
             } else {
                 format!("for {} and {}", scope_text(&first.profile), scope_text(&t.profile))
+            };
+            let scope = match &t.load {
+                Some(load) => format!("{scope} at {load}"),
+                None => scope,
             };
             let scope = if first.environment == t.environment {
                 match &t.environment {
@@ -341,11 +353,10 @@ impl std::fmt::Display for ThresholdChange {
         let t = &self.threshold;
         write!(
             f,
-            "{} {} {} {} ({}, {}{}, ADR-{:04} {}:{})",
+            "{} {} {} ({}, {}{}, ADR-{:04} {}:{})",
             if self.enters { "+" } else { "-" },
             t.metric,
-            t.comparator,
-            crate::text::with_unit(t.limit, &t.unit),
+            t.limit_text(),
             t.action,
             scope_text(&t.profile),
             t.environment.as_ref().map_or(String::new(), |e| format!(" on `{e}`")),
@@ -357,8 +368,8 @@ impl std::fmt::Display for ThresholdChange {
 }
 
 /// What leaves and what enters the live thresholds from `before` to `after`: a threshold is the
-/// same when its metric, comparator, limit, unit, action, profile, scenario, environment and
-/// record are (its line may move). Those that leave come first, each group in the given order.
+/// same when its metric, comparator, limit, unit, action, profile, scenario, environment, load
+/// and record are (its line may move). Those that leave come first, each group in the given order.
 pub(crate) fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Vec<ThresholdChange> {
     let same = |a: &Threshold, b: &Threshold| {
         (&a.metric, a.comparator, &a.unit, a.action, &a.profile, a.adr)
@@ -366,6 +377,7 @@ pub(crate) fn threshold_changes(before: &[Threshold], after: &[Threshold]) -> Ve
             && a.limit.to_bits() == b.limit.to_bits()
             && a.scenario == b.scenario
             && a.environment == b.environment
+            && a.load == b.load
     };
     let leave = before.iter().filter(|b| !after.iter().any(|a| same(a, b)));
     let enter = after.iter().filter(|a| !before.iter().any(|b| same(a, b)));

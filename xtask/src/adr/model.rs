@@ -175,6 +175,10 @@ pub struct ThresholdRow {
     /// The environment the limit holds for (the table's optional `Environment` column); `None`
     /// (blank, `any`, or no such column): any environment.
     pub environment: Option<infergate_model::envkey::EnvironmentKey>,
+    /// The load the limit is decided at (the table's optional `At load` column: `concurrency
+    /// 24`, "holds the SLO at load L"); `None` (blank, or no such column): every run of the
+    /// profile.
+    pub load: Option<crate::thresholds::load::Load>,
     /// 1-based line of the table row.
     pub line: usize,
 }

@@ -45,6 +45,11 @@ pub enum Verdict {
     /// ([`GateReport::as_sweep_stage`]), and that gate fails a threshold no stage was the
     /// scenario of.
     NotThisScenario,
+    /// A load-bound threshold ("holds the SLO at concurrency 24") on a run measured at another
+    /// load: the run does not ask the threshold's question, so it is listed as not
+    /// applicable, with the load the run measured and the command that measures the
+    /// threshold's ([`Check::reason`]), and changes nothing in the gate's verdict.
+    NotApplicable,
 }
 
 /// What a check does to the gate.
@@ -82,7 +87,7 @@ impl Verdict {
     /// What this verdict does to the gate under `action`.
     pub fn effect(self, action: Action) -> Effect {
         match (self, action) {
-            (Verdict::Pass | Verdict::NotThisScenario, _) => Effect::None,
+            (Verdict::Pass | Verdict::NotThisScenario | Verdict::NotApplicable, _) => Effect::None,
             (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Block) => {
                 Effect::Blocks
             }
@@ -103,7 +108,8 @@ pub struct Check {
     pub measured: Option<f64>,
     /// The estimate the verdict was decided from: the value, interval, n and method.
     pub estimate: Option<Estimate>,
-    /// Why the check is inconclusive without an interval, or was refused (a busy host).
+    /// Why the check is inconclusive without an interval, was refused (a busy host), or is not
+    /// applicable (a load-bound threshold on a run at another load).
     pub reason: Option<String>,
     pub verdict: Verdict,
     /// The settings in which the run differs from the threshold's scenario:
@@ -251,6 +257,11 @@ impl GateReport {
         self.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario).count()
     }
 
+    /// Checks of load-bound thresholds at another load than the run's.
+    pub(crate) fn not_applicable(&self) -> usize {
+        self.checks.iter().filter(|c| c.verdict == Verdict::NotApplicable).count()
+    }
+
     /// The report of one stage of a sweep: a threshold set for another scenario than the
     /// stage's is not this record's scenario rather than a failure (the sweep's other loads are
     /// measured on purpose). A stage that is the scenario keeps every verdict.
@@ -265,11 +276,16 @@ impl GateReport {
 }
 
 /// The settings of the run's resolved profile (`summary.config`) that differ from the
-/// threshold's scenario, each `key value (set for value)`; `(unset)` when the run lacks one.
+/// threshold's scenario, each `key value (set for value)`; `(unset)` when the run lacks one. A
+/// load-bound threshold's load stands for the scenario's load settings
+/// ([`Load::SETTINGS`](super::load::Load::SETTINGS)): [`other_load`] decides those.
 pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
     let mut out = Vec::new();
     let config = summary.config.to_json();
     for (key, want) in &t.scenario {
+        if t.load.is_some() && super::load::Load::SETTINGS.contains(&key.as_str()) {
+            continue;
+        }
         let got = key.split('.').try_fold(&config, |v, k| v.get(k));
         let want_json = serde_json::to_value(want).ok();
         let same = match (got, &want_json) {
@@ -283,6 +299,30 @@ pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
         }
     }
     out
+}
+
+/// Why a load-bound threshold does not apply to a run: the load the run measured is not the
+/// threshold's (`None`: it is, or the threshold is bound to none). Names the run's load and the
+/// command that measures the threshold's.
+pub fn other_load(summary: &Summary, t: &Threshold) -> Option<String> {
+    let want = t.load?;
+    let got = super::load::Load::of_run(summary);
+    if got == Some(want) {
+        return None;
+    }
+    let measured = got.map_or_else(
+        || "a load without one concurrency or rate (a trace replay)".to_string(),
+        |l| l.to_string(),
+    );
+    Some(format!(
+        "the run measured {measured}; ADR-{:04} decides {} {} {} at {want} only: measure that \
+         load (`{}`)",
+        t.adr,
+        t.metric,
+        t.comparator,
+        crate::text::with_unit(t.limit, &t.unit),
+        super::load::gate_command(&summary.profile, &want)
+    ))
 }
 
 /// Resamples of a single run's request bootstrap in the gate and in `trials.json` (the
@@ -422,12 +462,13 @@ pub(crate) fn evaluate_pooled(
     let Selection { applying, other_profiles, other_environments } =
         select(thresholds, &first.profile, Some(&environment));
     let diffs: Vec<Vec<String>> = applying.iter().map(|t| scenario_diffs(first, t)).collect();
+    let elsewhere: Vec<Option<String>> = applying.iter().map(|t| other_load(first, t)).collect();
     // Each threshold's metric as the run's profile has it read (`Summary::gated_path`: the
     // plateau's figure under `steady.gate`).
     let paths: Vec<String> = applying
         .iter()
-        .zip(&diffs)
-        .filter(|(_, d)| d.is_empty())
+        .zip(diffs.iter().zip(&elsewhere))
+        .filter(|(_, (d, e))| d.is_empty() && e.is_none())
         .map(|(t, _)| first.gated_path(&t.metric))
         .collect();
     let mut metrics: Vec<&str> = paths.iter().map(String::as_str).collect();
@@ -441,8 +482,8 @@ pub(crate) fn evaluate_pooled(
     let busy = busy_trials(set);
     let checks = applying
         .into_iter()
-        .zip(diffs)
-        .map(|(t, scenario_diffs)| {
+        .zip(diffs.into_iter().zip(elsewhere))
+        .map(|(t, (scenario_diffs, elsewhere))| {
             let mut check = Check {
                 threshold: t.clone(),
                 measured: first.gated_metric(&t.metric),
@@ -451,6 +492,12 @@ pub(crate) fn evaluate_pooled(
                 verdict: Verdict::OtherScenario,
                 scenario_diffs,
             };
+            if let Some(why) = elsewhere {
+                check.verdict = Verdict::NotApplicable;
+                check.reason = Some(why);
+                check.scenario_diffs.clear();
+                return check;
+            }
             if !check.scenario_diffs.is_empty() {
                 return check;
             }
@@ -533,6 +580,7 @@ mod tests {
             profile: profile.map(str::to_string),
             scenario: Default::default(),
             environment: None,
+            load: None,
             adr: 1,
             file: "docs/adr/0001-x.md".into(),
             line: 9,

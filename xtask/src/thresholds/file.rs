@@ -10,6 +10,7 @@ use std::path::Path;
 use infergate_model::config::{ConfigError, Source};
 use serde::{Deserialize, Serialize};
 
+pub use super::load::Load;
 use super::rule::{Action, Comparator};
 pub use infergate_model::envkey::EnvironmentKey;
 
@@ -43,6 +44,11 @@ pub struct Threshold {
     /// environment (records written before thresholds were keyed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<EnvironmentKey>,
+    /// The load the threshold is bound to (`concurrency 24`: "holds the SLO at load L", from a
+    /// capacity search): it is decided on runs measured at that load only, and listed as not
+    /// applicable on the others. Absent: every run of the profile and scenario.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<Load>,
     /// Provenance: record number, file (relative to the repository root) and table-row line.
     pub adr: u32,
     pub file: String,
@@ -67,6 +73,12 @@ impl Threshold {
     /// The environment as `adr list` and reports show it: its text form, or `any`.
     pub fn environment_text(&self) -> String {
         environment_text(self.environment.as_ref())
+    }
+
+    /// `<= 201 ms`, and ` at concurrency 24` after it for a load-bound threshold.
+    pub fn limit_text(&self) -> String {
+        let at = self.load.map_or(String::new(), |l| format!(" at {l}"));
+        format!("{} {}{at}", self.comparator, crate::text::with_unit(self.limit, &self.unit))
     }
 }
 
@@ -187,7 +199,13 @@ pub fn render_file(t: &Thresholds, adr_dir: &str) -> String {
          # `adr thresholds --check` fails when this file is out of date.\n\
          # A threshold with a `profile` gates runs of that bench profile only; one with an\n\
          # `environment` gates runs measured on that GPU, engine, model and dtype only.\n\
-         version = {}\n",
+         {}version = {}\n",
+        if t.thresholds.iter().any(|th| th.load.is_some()) {
+            "# One with a `load` gates runs measured at that load only (\"holds the SLO at\n\
+             # concurrency 24\"); a run at another load lists it as not applicable.\n"
+        } else {
+            ""
+        },
         t.version
     );
     for th in &t.thresholds {
@@ -202,6 +220,10 @@ pub fn render_file(t: &Thresholds, adr_dir: &str) -> String {
         };
         let profile = match &th.environment {
             Some(env) => format!("{profile}environment = {}\n", s(&env.to_string())),
+            None => profile,
+        };
+        let profile = match &th.load {
+            Some(load) => format!("{profile}load = {}\n", s(&load.to_string())),
             None => profile,
         };
         out.push_str(&format!(
@@ -247,6 +269,7 @@ mod tests {
             profile: profile.map(str::to_string),
             scenario: BTreeMap::new(),
             environment: None,
+            load: None,
             adr: 2,
             file: "docs/adr/0002-t.md".into(),
             line: 11,
@@ -286,6 +309,37 @@ mod tests {
         assert_eq!(parse(&Source::new("gate.toml", text)).unwrap(), t);
         assert!(one(None).applies_to("any"));
         assert!(one(Some("x")).applies_to("x") && !one(Some("x")).applies_to("y"));
+    }
+
+    /// A load-bound threshold is written with its load and the header line that explains it;
+    /// a file without one keeps the header it had.
+    #[test]
+    fn a_load_bound_threshold_reads_back_with_its_load() {
+        let plain =
+            Thresholds { version: FORMAT_VERSION, thresholds: vec![one(None)], budgets: vec![] };
+        assert!(
+            !render_file(&plain, "docs/adr").contains("load"),
+            "{}",
+            render_file(&plain, "docs/adr")
+        );
+        let load = Load::new(super::super::load::Dimension::Concurrency, 24.0);
+        let bound = Threshold { load: Some(load), ..one(Some("x")) };
+        let t = Thresholds {
+            version: FORMAT_VERSION,
+            thresholds: vec![one(None), bound],
+            budgets: vec![],
+        };
+        let text = render_file(&t, "docs/adr");
+        assert!(
+            text.contains("# One with a `load` gates runs measured at that load only"),
+            "{text}"
+        );
+        assert!(text.contains("profile = \"x\"\nload = \"concurrency 24\"\nadr = 2\n"), "{text}");
+        assert_eq!(parse(&Source::new("gate.toml", text.clone())).unwrap(), t);
+        assert_eq!(t.thresholds[1].limit_text(), ">= 0.95 at concurrency 24");
+        let bad = text.replace("concurrency 24", "concurrency 2.5");
+        let e = parse(&Source::new("gate.toml", bad)).unwrap_err();
+        assert!(e.to_string().contains("whole number"), "{e}");
     }
 
     #[test]

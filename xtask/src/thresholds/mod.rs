@@ -4,6 +4,8 @@
 //! - [`units`]: limits in the registry unit of their metric (and the `%` / `s` aliases);
 //! - [`file`](mod@file): `thresholds/gate.toml`, the model ([`Threshold`], [`Thresholds`]), its reader and
 //!   writer;
+//! - [`load`](mod@load): the load a threshold is bound to ("holds the SLO at concurrency 24", from
+//!   a capacity search), decided only on runs measured at that load;
 //! - [`propose`]: limits proposed from measured values with a headroom (`adr new`);
 //! - [`evaluate`](mod@evaluate): a run or trial set against thresholds, decided from estimates
 //!   with intervals ([`GateReport`], [`Verdict`]: pass, fail, inconclusive);
@@ -20,6 +22,7 @@
 
 pub mod evaluate;
 pub mod file;
+pub mod load;
 pub mod propose;
 pub mod render;
 pub mod report_file;

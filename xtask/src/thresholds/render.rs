@@ -15,6 +15,7 @@ use crate::text::{BLANK, gh_escape, num, plural, with_unit};
 fn verdict_text(c: &Check) -> &'static str {
     match (c.verdict, c.effect()) {
         (Verdict::NotThisScenario, _) => "not this record's scenario",
+        (Verdict::NotApplicable, _) => "not applicable (other load)",
         (_, Effect::None) => "pass",
         (Verdict::Missing, Effect::Blocks) => "FAIL (not measured)",
         (Verdict::Missing, Effect::Warns) => "warn (not measured)",
@@ -79,7 +80,7 @@ pub fn render_table(report: &GateReport) -> String {
             t.metric.clone(),
             measured,
             c.estimate.as_ref().map_or(BLANK.to_string(), basis_text),
-            format!("{} {}", t.comparator, with_unit(t.limit, &t.unit)),
+            t.limit_text(),
             t.action.to_string(),
             verdict_text(c).to_string(),
             format!("ADR-{:04} ({}:{})", t.adr, t.file, t.line),
@@ -106,7 +107,7 @@ fn subject(report: &GateReport) -> String {
 fn failure_message(report: &GateReport, c: &Check) -> String {
     let t = &c.threshold;
     let subject = subject(report);
-    let limit = format!("{} {}", t.comparator, with_unit(t.limit, &t.unit));
+    let limit = t.limit_text();
     if c.verdict == Verdict::OtherScenario {
         return format!(
             "{subject} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that \
@@ -322,6 +323,16 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
              run-to-run; measure a trial set (`bench --trials N`) for a decision about the next run"
         )?;
     }
+    for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotApplicable) {
+        writeln!(
+            out,
+            "not applicable: ADR-{:04} {} {}: {}",
+            c.threshold.adr,
+            c.threshold.metric,
+            c.threshold.limit_text(),
+            c.reason.as_deref().unwrap_or("measured at another load")
+        )?;
+    }
     for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario) {
         writeln!(
             out,
@@ -336,6 +347,10 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
     let elsewhere = match report.not_this_scenario() {
         0 => String::new(),
         n => format!(", {n} for another scenario"),
+    };
+    let elsewhere = match report.not_applicable() {
+        0 => elsewhere,
+        n => format!("{elsewhere}, {n} not applicable (another load)"),
     };
     let undecided = report.undecided();
     let outcome = match report.status() {

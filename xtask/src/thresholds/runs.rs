@@ -190,6 +190,7 @@ mod tests {
             profile: Some("default".into()),
             scenario: [("load.concurrency".to_string(), toml::Value::Integer(32))].into(),
             environment: None,
+            load: None,
             adr: 3,
             file: "docs/adr/0003-x.md".into(),
             line: 40,

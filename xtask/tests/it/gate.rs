@@ -49,6 +49,7 @@ fn threshold(
         profile: None,
         scenario: Default::default(),
         environment: None,
+        load: None,
         adr: 1,
         file: "docs/adr/0001-govern.md".into(),
         line,

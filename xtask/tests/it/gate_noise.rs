@@ -75,6 +75,7 @@ fn threshold(metric: &str, limit: f64, line: usize) -> Threshold {
         profile: None,
         scenario: Default::default(),
         environment: None,
+        load: None,
         adr: 1,
         file: "docs/adr/0001-x.md".into(),
         line,

@@ -36,8 +36,8 @@ use sections::{
 };
 pub use values::{
     BudgetRowError, DECISION_LINE_SHAPES, DateError, DecisionLineError, ENVIRONMENT_COLUMN,
-    EnvironmentCellError, LinkError, ProfileLineError, UnknownMetric, gated_profile,
-    parse_budget_row, parse_decision_line, parse_environment_cell, parse_iso_date,
+    EnvironmentCellError, LOAD_COLUMN, LinkError, ProfileLineError, UnknownMetric, gated_profile,
+    parse_budget_row, parse_decision_line, parse_environment_cell, parse_iso_date, parse_load_cell,
     parse_threshold_row, scenario_profile,
 };
 
@@ -206,6 +206,42 @@ mod tests {
             adr.problems.iter().any(|p| p.line == 6 && p.message.contains("first is at line 5")),
             "{:?}",
             adr.problems
+        );
+    }
+
+    /// The At load column binds a row to a load: a metric may have one threshold per action
+    /// for the scenario and one at each load; a cell that is no load is a problem naming the
+    /// shapes.
+    #[test]
+    fn the_at_load_column_binds_rows_to_a_load() {
+        let adr = parse_adr(
+            Path::new("docs/adr/0001-x.md"),
+            "# T\n\n## CI gate thresholds\n\n\
+             | Metric | Comparator | Limit | Unit | Action | At load |\n|---|---|---|---|---|---|\n\
+             | `goodput.ratio` | >= | 0.9 | ratio | block | — |\n\
+             | `goodput.ratio` | >= | 0.95 | ratio | block | `concurrency 24` |\n\
+             | `goodput.ratio` | >= | 0.95 | ratio | block | rate=2.5 |\n\
+             | `goodput.ratio` | >= | 0.95 | ratio | block | concurrency 24 |\n\
+             | `goodput.ratio` | >= | 0.95 | ratio | block | concurrency 2.5 |\n",
+        );
+        let loads: Vec<(usize, Option<String>)> =
+            adr.thresholds.iter().map(|t| (t.line, t.load.map(|l| l.to_string()))).collect();
+        assert_eq!(
+            loads,
+            vec![(7, None), (8, Some("concurrency 24".into())), (9, Some("rate 2.5 req/s".into()))]
+        );
+        // The status block's problems (lines 1) aside.
+        let got: Vec<_> = messages(&adr).into_iter().filter(|(l, _)| *l > 1).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, 10);
+        assert!(
+            got[0].1.contains("already has a `block` threshold at concurrency 24 at line 8"),
+            "{got:?}"
+        );
+        assert_eq!(got[1].0, 11);
+        assert!(
+            got[1].1.contains("load `concurrency 2.5`") && got[1].1.contains("whole number"),
+            "{got:?}"
         );
     }
 

@@ -11,9 +11,9 @@ use std::path::Path;
 use super::markdown::{Doc, Field, FrontMatter, field, strip_list_marker};
 use super::placeholders::find_placeholders;
 use super::values::{
-    BLANK_CELL, ENVIRONMENT_COLUMN, decision_candidate, gated_profile, parse_budget_row,
-    parse_decision_line, parse_environment_cell, parse_iso_date, parse_link, parse_threshold_row,
-    scenario_profile, scenario_setting,
+    BLANK_CELL, ENVIRONMENT_COLUMN, LOAD_COLUMN, decision_candidate, gated_profile,
+    parse_budget_row, parse_decision_line, parse_environment_cell, parse_iso_date, parse_link,
+    parse_load_cell, parse_threshold_row, scenario_profile, scenario_setting,
 };
 use crate::adr::model::{
     AdrStatus, BudgetRow, DecisionLine, Link, Located, NO_STATUS, Problem, SectionKind,
@@ -178,6 +178,7 @@ pub(super) fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<
         }
         let idx: Vec<usize> = THRESHOLD_COLUMNS.iter().map(|c| col(c).unwrap_or(0)).collect();
         let env_col = col(ENVIRONMENT_COLUMN);
+        let load_col = col(LOAD_COLUMN);
         for (line, cells) in &table.rows {
             let cell = |i: usize| cells.get(idx[i]).map(|s| s.trim()).unwrap_or("");
             let env_cell = env_col.and_then(|i| cells.get(i)).map_or("", |s| s.trim());
@@ -188,18 +189,31 @@ pub(super) fn threshold_rows(doc: &Doc<'_>, problems: &mut Problems<'_>) -> Vec<
                     continue;
                 }
             };
+            let load = match parse_load_cell(load_col.and_then(|i| cells.get(i)).map_or("", |s| s))
+            {
+                Ok(load) => load,
+                Err(e) => {
+                    problems.add(*line, e);
+                    continue;
+                }
+            };
             match parse_threshold_row([cell(0), cell(1), cell(2), cell(3), cell(4)]) {
                 Ok(row) => {
-                    let row = ThresholdRow { line: *line, environment, ..row };
+                    let row = ThresholdRow { line: *line, environment, load, ..row };
                     if let Some(prev) = thresholds.iter().find(|t| {
                         t.metric == row.metric
                             && t.action == row.action
                             && t.environment == row.environment
+                            && t.load == row.load
                     }) {
                         let env = row
                             .environment
                             .as_ref()
                             .map_or(String::new(), |e| format!(" for environment `{e}`"));
+                        let env = match &row.load {
+                            Some(l) => format!("{env} at {l}"),
+                            None => env,
+                        };
                         problems.add(
                             *line,
                             format!(

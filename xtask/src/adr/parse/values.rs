@@ -331,6 +331,22 @@ pub fn parse_environment_cell(
     t.parse().map(Some).map_err(EnvironmentCellError)
 }
 
+/// The optional column of a thresholds table that binds a row to a load ("holds the SLO at
+/// load L").
+pub const LOAD_COLUMN: &str = "at load";
+
+/// An `At load` cell: blank or `—` for every run of the profile, else a load
+/// (`crate::thresholds::load`: `concurrency 24`, `rate 2.5 req/s`), backticks optional.
+pub fn parse_load_cell(
+    cell: &str,
+) -> Result<Option<crate::thresholds::load::Load>, crate::thresholds::load::LoadError> {
+    let t = cell.trim().trim_matches('`').trim();
+    if t.is_empty() || t == BLANK_CELL {
+        return Ok(None);
+    }
+    t.parse().map(Some)
+}
+
 /// Parse the five cells of a thresholds row (metric, comparator, limit, unit, action).
 pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>> {
     let [metric, comparator, limit, unit, action] = cells.map(|c| c.trim().trim_matches('`'));
@@ -378,6 +394,7 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
                 unit: def.unit.to_string(),
                 action,
                 environment: None,
+                load: None,
                 line: 0,
             })
         }
