@@ -24,7 +24,7 @@ use xshell::Shell;
 
 use super::grid::{self, Axis, TuneSpec, Variant};
 use super::model::{
-    AxisRecord, FORMAT_VERSION, GOODPUT, PARETO_FILE, RowEstimates, RowStatus, Search,
+    AxisRecord, FORMAT_VERSION, GOODPUT, Objective, PARETO_FILE, RowEstimates, RowStatus, Search,
     SloCompliance, TuneFile, TuneRow, slo_check,
 };
 use crate::bench::BenchCmd;
@@ -293,6 +293,7 @@ impl Tune<'_> {
             engine_config: self.governed_rel.clone(),
             engine: self.cmd.engine.name().into(),
             search: search.label(),
+            objective: Objective::Goodput,
             command: self.cmd.bench.command_line.clone(),
             axes: spec
                 .axes
@@ -311,6 +312,7 @@ impl Tune<'_> {
             rivals: Vec::new(),
             slo_undecided: Vec::new(),
             beyond_max_configs: 0,
+            capacity_overlaps: Vec::new(),
             warnings: Vec::new(),
         };
         let rungs: Vec<Option<Rung>> = match search {

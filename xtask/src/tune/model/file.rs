@@ -86,6 +86,48 @@ pub struct TuneRow {
     /// last rung); never the winner.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub eliminated: bool,
+    /// With `--capacity`: the configuration's capacity under the SLO (its search's bracket);
+    /// the row's other figures are those of the bracket's passing probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<RowCapacity>,
+    /// Cost per million output tokens (the engine config's device price), of the run the row
+    /// shows; blank without a price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_1m_output_tokens: Option<f64>,
+}
+
+/// A configuration's capacity search, as its row keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowCapacity {
+    /// `concurrency` or `rate`.
+    pub dimension: String,
+    /// The SLO attainment the search held the probes to.
+    pub target: f64,
+    pub bracket: infergate_model::capacity::Bracket,
+    /// The objective that broke at the bracket's failing end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+    /// Requests the search sent (warmup included).
+    pub requests: u64,
+}
+
+impl RowCapacity {
+    /// `concurrency [24, 28)`.
+    pub fn text(&self) -> String {
+        format!("{} {}", self.dimension, self.bracket.text())
+    }
+}
+
+/// What a tune ranks its configurations by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// Goodput at the profile's load (requests per second meeting every SLO objective).
+    #[default]
+    Goodput,
+    /// Capacity under the SLO: the highest load each configuration's search decided pass
+    /// (`--capacity`); ties by cost per million output tokens.
+    Capacity,
 }
 
 impl TuneRow {
@@ -117,6 +159,8 @@ impl TuneRow {
             sweep_stage: None,
             rung: None,
             eliminated: false,
+            capacity: None,
+            cost_per_1m_output_tokens: None,
         }
     }
 
@@ -182,6 +226,9 @@ impl SloCompliance {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DecidedBy {
+    /// `--objective capacity`: its capacity bracket lies wholly above every other
+    /// contender's (or it is the only configuration with a load decided to hold the SLO).
+    Capacity,
     /// Its goodput is significantly higher than every other contender's (or it is the only
     /// configuration that meets every SLO).
     Goodput,
@@ -200,6 +247,9 @@ pub enum TieBreak {
     TtftP99,
     /// Equal in both: the configuration measured first.
     Order,
+    /// `--objective capacity`: overlapping brackets, the lowest cost per million output
+    /// tokens.
+    Cost,
 }
 
 impl TieBreak {
@@ -208,6 +258,7 @@ impl TieBreak {
             TieBreak::Throughput => "throughput",
             TieBreak::TtftP99 => "TTFT P99",
             TieBreak::Order => "the configuration measured first",
+            TieBreak::Cost => "cost per 1M output tokens",
         }
     }
 }
@@ -240,6 +291,9 @@ pub struct TuneFile {
     pub engine: String,
     /// `grid`, `random (seed S)` or `successive halving`.
     pub search: String,
+    /// What the configurations are ranked by.
+    #[serde(default, skip_serializing_if = "is_goodput")]
+    pub objective: Objective,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
     pub axes: Vec<AxisRecord>,
@@ -269,6 +323,10 @@ pub struct TuneFile {
     /// rows (more than [`crate::tune::grid::LISTED_SKIPS`]): counted, not listed.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub beyond_max_configs: u64,
+    /// `--objective capacity`: the pairs of measured configurations whose capacity brackets
+    /// overlap (their capacities are not shown to differ).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_overlaps: Vec<(String, String)>,
     pub warnings: Vec<String>,
 }
 
@@ -277,6 +335,10 @@ impl infergate_model::artifact::Artifact for TuneFile {
     const VERSION: u32 = FORMAT_VERSION;
     const VERSION_FIELD: &'static str = "format";
     const WHAT: &'static str = "a tune";
+}
+
+fn is_goodput(o: &Objective) -> bool {
+    *o == Objective::Goodput
 }
 
 fn is_zero(n: &u64) -> bool {

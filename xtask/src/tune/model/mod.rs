@@ -21,8 +21,12 @@ pub mod search;
 mod tests;
 
 pub use file::{
-    AxisRecord, DecidedBy, FORMAT_VERSION, PARETO_FILE, Rival, RowEstimates, RowStatus,
-    SUGGESTED_TRIALS, SloCompliance, TUNE_FILE, TieBreak, TuneFile, TuneRow,
+    AxisRecord, DecidedBy, FORMAT_VERSION, Objective, PARETO_FILE, Rival, RowCapacity,
+    RowEstimates, RowStatus, SUGGESTED_TRIALS, SloCompliance, TUNE_FILE, TieBreak, TuneFile,
+    TuneRow,
 };
-pub use policy::{Choice, GOODPUT, beats, choose, edge_warnings, pareto_front, slo_check, winner};
+pub use policy::{
+    Choice, GOODPUT, beats, capacity_overlaps, choose, choose_by_capacity, edge_warnings,
+    pareto_front, slo_check, winner,
+};
 pub use search::{MIN_RUNG_REQUESTS, Search, better_half, halving_rungs};

@@ -25,7 +25,9 @@ use infergate_model::stats::{
     Comparator, DEFAULT_CONFIDENCE, Difference, Estimate, Verdict, verdict,
 };
 
-use super::file::{DecidedBy, Rival, RowStatus, SloCompliance, TieBreak, TuneFile, TuneRow};
+use super::file::{
+    DecidedBy, Objective, Rival, RowStatus, SloCompliance, TieBreak, TuneFile, TuneRow,
+};
 use crate::tune::grid::Axis;
 
 /// The metric the winner is chosen by, as the registry names it.
@@ -52,7 +54,11 @@ impl TuneRow {
 impl Rival {
     /// The winner is shown better than it ([`beats`]).
     pub(crate) fn beaten(&self) -> bool {
-        beats(self.difference.as_ref(), self.change)
+        match &self.difference {
+            Some(_) => beats(self.difference.as_ref(), self.change),
+            // A capacity rival: no goodput difference, `better` when the brackets separate.
+            None => self.change == Change::Better,
+        }
     }
 }
 
@@ -72,7 +78,11 @@ impl TuneFile {
             .filter(|r| r.slo == Some(SloCompliance::Undecided) && !r.eliminated)
             .map(|r| r.name.clone())
             .collect();
-        let choice = choose(&self.rows);
+        let choice = match self.objective {
+            Objective::Goodput => choose(&self.rows),
+            Objective::Capacity => choose_by_capacity(&self.rows),
+        };
+        self.capacity_overlaps = capacity_overlaps(&self.rows);
         let name = |i: usize| self.rows[i].name.clone();
         self.winner = choice.as_ref().map(|c| name(c.winner));
         self.decided_by = choice.as_ref().map(|c| c.decided_by);
@@ -198,6 +208,82 @@ pub fn choose(rows: &[TuneRow]) -> Option<Choice> {
         tie_break,
         rivals,
     })
+}
+
+/// The winner by capacity under the SLO (`--objective capacity`): among the measured rows
+/// whose search decided some load to hold the SLO, the highest bracket's passing load; its
+/// rivals are the other such rows. When its bracket separates from every rival's
+/// ([`infergate_model::capacity::Bracket::separates_from`]) capacity decided; otherwise the rows
+/// whose brackets overlap the leader's are tied, and the lowest cost per million output tokens
+/// chooses among them (then the higher passing load, then the row measured first).
+pub fn choose_by_capacity(rows: &[TuneRow]) -> Option<Choice> {
+    let pass = |i: usize| rows[i].capacity.as_ref().and_then(|c| c.bracket.pass);
+    let contenders: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].status == RowStatus::Measured && !rows[i].eliminated)
+        .filter(|&i| pass(i).is_some())
+        .collect();
+    let leader =
+        *contenders.iter().min_by(|&&a, &&b| cmp_desc(pass(a), pass(b)).then(a.cmp(&b)))?;
+    let bracket = |i: usize| &rows[i].capacity.as_ref().expect("a contender").bracket;
+    let mut tied: Vec<usize> = contenders
+        .iter()
+        .copied()
+        .filter(|&i| i == leader || !bracket(leader).separates_from(bracket(i)))
+        .collect();
+    let cost_order = |&a: &usize, &b: &usize| {
+        cmp_asc(rows[a].cost_per_1m_output_tokens, rows[b].cost_per_1m_output_tokens)
+            .then(cmp_desc(pass(a), pass(b)))
+            .then(a.cmp(&b))
+    };
+    tied.sort_by(cost_order);
+    let winner = tied[0];
+    let rivals: Vec<(usize, Option<Difference>, Change)> = contenders
+        .iter()
+        .filter(|&&i| i != winner)
+        .map(|&i| {
+            let change = if bracket(winner).separates_from(bracket(i)) && pass(winner) > pass(i) {
+                Change::Better
+            } else {
+                Change::NotSignificant
+            };
+            (i, None, change)
+        })
+        .collect();
+    let decided = tied.len() == 1;
+    let tie_break = (!decided).then(|| {
+        let (w, next) = (&rows[tied[0]], &rows[tied[1]]);
+        if cmp_asc(w.cost_per_1m_output_tokens, next.cost_per_1m_output_tokens) != Ordering::Equal {
+            TieBreak::Cost
+        } else {
+            TieBreak::Order
+        }
+    });
+    Some(Choice {
+        winner,
+        decided_by: if decided { DecidedBy::Capacity } else { DecidedBy::TieBreak },
+        tie_break,
+        rivals,
+    })
+}
+
+/// The pairs of measured rows with a capacity whose brackets overlap (neither separates from
+/// the other), in row order.
+pub fn capacity_overlaps(rows: &[TuneRow]) -> Vec<(String, String)> {
+    let with: Vec<&TuneRow> = rows
+        .iter()
+        .filter(|r| r.status == RowStatus::Measured && !r.eliminated && r.capacity.is_some())
+        .collect();
+    let mut out = Vec::new();
+    for (i, a) in with.iter().enumerate() {
+        for b in &with[i + 1..] {
+            let (ba, bb) =
+                (&a.capacity.as_ref().unwrap().bracket, &b.capacity.as_ref().unwrap().bracket);
+            if !ba.separates_from(bb) {
+                out.push((a.name.clone(), b.name.clone()));
+            }
+        }
+    }
+    out
 }
 
 /// Whether a goodput difference `winner - other` shows the winner better: significant, with

@@ -4,7 +4,7 @@
 
 use infergate_model::stats::Difference;
 
-use super::file::{DecidedBy, Rival, RowStatus, TieBreak, TuneFile};
+use super::file::{DecidedBy, Objective, Rival, RowStatus, TieBreak, TuneFile, TuneRow};
 
 impl TuneFile {
     /// The measured configurations as points of the Pareto charts (`pareto.svg`).
@@ -30,6 +30,9 @@ impl TuneFile {
     /// differences' intervals and the tie-break that chose. `None` without a winner.
     pub fn statement(&self) -> Option<String> {
         let w = self.winner_row()?;
+        if self.objective == Objective::Capacity {
+            return self.capacity_statement(w);
+        }
         let goodput = w
             .estimates
             .goodput_rps
@@ -53,10 +56,10 @@ impl TuneFile {
             rivals.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
         };
         match self.decided_by? {
-            DecidedBy::Goodput if self.rivals.is_empty() => {
+            DecidedBy::Goodput | DecidedBy::Capacity if self.rivals.is_empty() => {
                 Some(format!("{head}: the only configuration that meets every SLO"))
             }
-            DecidedBy::Goodput => {
+            DecidedBy::Goodput | DecidedBy::Capacity => {
                 let all: Vec<&Rival> = self.rivals.iter().collect();
                 Some(format!(
                     "{head}: significantly better in goodput than {} (differences {} req/s): \
@@ -84,9 +87,52 @@ impl TuneFile {
         }
     }
 
+    /// The winner by capacity: its bracket, then either that it lies above every other
+    /// configuration's, or which brackets overlap it and the tie-break that chose.
+    fn capacity_statement(&self, w: &TuneRow) -> Option<String> {
+        let cap = w.capacity.as_ref()?;
+        let head =
+            format!("{} (capacity {} at SLO attainment >= {})", w.name, cap.text(), cap.target);
+        let bracket_of = |name: &str| {
+            self.rows
+                .iter()
+                .find(|r| r.name == name)
+                .and_then(|r| r.capacity.as_ref())
+                .map(|c| format!("{name}'s {}", c.bracket.text()))
+                .unwrap_or_else(|| name.to_string())
+        };
+        let list =
+            |names: Vec<&str>| names.into_iter().map(bracket_of).collect::<Vec<_>>().join(", ");
+        match self.decided_by? {
+            DecidedBy::Capacity if self.rivals.is_empty() => {
+                Some(format!("{head}: the only configuration with a load that holds the SLO"))
+            }
+            DecidedBy::Capacity | DecidedBy::Goodput => Some(format!(
+                "{head}: its bracket lies above {}: decided by capacity",
+                list(self.rivals.iter().map(|r| r.name.as_str()).collect())
+            )),
+            DecidedBy::TieBreak => {
+                let rule = self.tie_break.unwrap_or(TieBreak::Order).as_str();
+                let tied: Vec<&str> =
+                    self.rivals.iter().filter(|r| !r.beaten()).map(|r| r.name.as_str()).collect();
+                Some(format!(
+                    "{head}; its bracket overlaps {} (capacities not shown to differ): chosen by \
+                     the tie-break ({rule}); a finer --capacity-resolution or more \
+                     --capacity-trials may separate them",
+                    list(tied)
+                ))
+            }
+        }
+    }
+
     /// Why there is no winner, for the error line: no measured configuration meets every SLO,
     /// and which ones the intervals could not decide.
     pub fn no_winner(&self) -> String {
+        if self.objective == Objective::Capacity {
+            return "no measured configuration's capacity search decided a load that holds the \
+                    SLO of the profile"
+                .to_string();
+        }
         let mut s = "no measured configuration meets every SLO of the profile".to_string();
         if !self.slo_undecided.is_empty() {
             s.push_str(&format!(

@@ -28,6 +28,7 @@ fn file(rows: Vec<TuneRow>) -> TuneFile {
         engine_config: "configs/engine.toml".into(),
         engine: "sim".into(),
         search: "grid".into(),
+        objective: Objective::Goodput,
         command: None,
         axes: vec![],
         rows,
@@ -39,10 +40,77 @@ fn file(rows: Vec<TuneRow>) -> TuneFile {
         rivals: vec![],
         slo_undecided: vec![],
         beyond_max_configs: 0,
+        capacity_overlaps: vec![],
         warnings: vec![],
     };
     f.decide(&[]);
     f
+}
+
+/// A row whose capacity search bracketed `[pass, fail)` concurrency, at `cost` per 1M tokens.
+fn capacity_row(name: &str, pass: f64, fail: f64, cost: Option<f64>) -> TuneRow {
+    let mut r = row(name, 1.0, 100.0, 100.0);
+    r.capacity = Some(RowCapacity {
+        dimension: "concurrency".into(),
+        target: 0.95,
+        bracket: infergate_model::capacity::Bracket { pass: Some(pass), fail: Some(fail) },
+        binding: Some("ttft_ms".into()),
+        requests: 1000,
+    });
+    r.cost_per_1m_output_tokens = cost;
+    r
+}
+
+fn capacity_file(rows: Vec<TuneRow>) -> TuneFile {
+    let mut f = file(rows);
+    f.objective = Objective::Capacity;
+    f.decide(&[]);
+    f
+}
+
+#[test]
+fn by_capacity_a_bracket_above_every_other_decides() {
+    let f = capacity_file(vec![
+        capacity_row("small", 8.0, 10.0, Some(1.0)),
+        capacity_row("large", 16.0, 18.0, Some(2.0)),
+    ]);
+    assert_eq!(f.winner.as_deref(), Some("large"));
+    assert_eq!(f.decided_by, Some(DecidedBy::Capacity));
+    assert!(f.capacity_overlaps.is_empty());
+    let s = f.statement().unwrap();
+    assert!(s.contains("capacity concurrency [16, 18)"), "{s}");
+    assert!(s.contains("above small's [8, 10)"), "{s}");
+}
+
+#[test]
+fn by_capacity_overlapping_brackets_go_to_the_lower_cost() {
+    let mut rows = vec![
+        capacity_row("a", 16.0, 20.0, Some(3.0)),
+        capacity_row("b", 18.0, 20.0, Some(2.0)),
+        capacity_row("c", 4.0, 6.0, Some(0.5)),
+        capacity_row("failed", 30.0, 40.0, Some(0.1)),
+    ];
+    rows[3].status = RowStatus::Failed;
+    let f = capacity_file(rows);
+    // b leads (18), a's bracket overlaps it: tied, b is cheaper; c is below both.
+    assert_eq!(f.winner.as_deref(), Some("b"));
+    assert_eq!(f.decided_by, Some(DecidedBy::TieBreak));
+    assert_eq!(f.tie_break, Some(TieBreak::Cost));
+    assert_eq!(f.capacity_overlaps, vec![("a".to_string(), "b".to_string())]);
+    assert_eq!(f.indistinguishable, vec!["a".to_string()]);
+    let s = f.statement().unwrap();
+    assert!(s.contains("overlaps a's [16, 20)"), "{s}");
+    assert!(s.contains("cost per 1M output tokens"), "{s}");
+    // The cheaper overlapping row wins even with the lower passing load.
+    let f = capacity_file(vec![
+        capacity_row("a", 18.0, 20.0, Some(3.0)),
+        capacity_row("b", 16.0, 20.0, Some(2.0)),
+    ]);
+    assert_eq!(f.winner.as_deref(), Some("b"));
+    // No load held the SLO anywhere: no winner.
+    let mut none = capacity_row("x", 1.0, 2.0, None);
+    none.capacity.as_mut().unwrap().bracket.pass = None;
+    assert_eq!(capacity_file(vec![none]).winner, None);
 }
 
 #[test]
