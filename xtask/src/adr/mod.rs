@@ -7,6 +7,7 @@
 //! - [`model`]: the typed record;
 //! - [`records`]: the records directory, reading and writing records, a record's decision lines;
 //! - [`lint`]: the lint rules; [`edit`]: status, date and link edits; [`new`]: a record from runs;
+//!   [`capacity`]: what a record says of configurations measured by capacity searches;
 //! - [`live`]: the live records' thresholds (gate.toml, whose format is [`crate::thresholds`]'s);
 //! - [`alerts`]: the live records' rollback conditions as Prometheus alerting rules;
 //! - [`check`]: `adr check` for pull requests; [`assets`]: the charts `adr new` writes beside a
@@ -20,6 +21,7 @@
 pub mod alerts;
 pub mod assets;
 pub mod budgets;
+pub mod capacity;
 pub mod check;
 pub mod draft;
 pub mod edit;
@@ -320,62 +322,36 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     // A sweep or an acceptance directory stands for one of its runs (new::resolve_run_dir).
     // Each run as the record names it: the resolved run directory (a sweep's stage, an
     // acceptance's side) relative to the root when it is under it.
-    let shown = |d: &Path| {
-        let rel = d.strip_prefix(root).unwrap_or(d);
-        rel.components()
-            .filter(|c| !matches!(c, std::path::Component::CurDir))
-            .collect::<PathBuf>()
-            .to_string_lossy()
-            .replace('\\', "/")
-    };
+    let shown = |d: &Path| shown_path(root, d);
     // A comparison directory stands for several runs (new::resolve_run_dirs): its first
     // strategy as the baseline, its strategies but the baseline's as experiments.
     let mut run_dirs: Vec<String> = Vec::new();
-    // Each row: its summary (a trial set's first trial stands for its scenario and parameters)
-    // and its trials.
-    let mut resolve =
-        |p: &Path, baseline: bool| -> anyhow::Result<Vec<(infergate_model::Summary, TrialSet)>> {
-            let dirs = new::resolve_run_dirs(&join_clean(root, p), baseline)
-                .map_err(anyhow::Error::new)
-                .with_context(|| format!("cannot use run {}", p.display()))?;
-            let mut out = Vec::new();
-            for d in dirs {
-                let name = shown(&d);
-                if !baseline && run_dirs.first() == Some(&name) {
-                    continue;
-                }
-                let set = TrialSet::load(&d)
-                    .map_err(anyhow::Error::new)
-                    .with_context(|| format!("cannot use run {}", p.display()))?;
-                run_dirs.push(name.clone());
-                let mut summary = set.trials[0].summary.clone();
-                // A trial set is one row: its first trial stands for it, not as "trial 1".
-                if set.index.is_some()
-                    && let Some(inv) = summary.invocation.as_mut()
-                {
-                    inv.part = None;
-                }
-                out.push((summary, set));
-            }
-            Ok(out)
-        };
-    let (mut baseline, baseline_set) = resolve(&baseline_path, true)?.remove(0);
+    let mut resolve = |p: &Path, baseline: bool| resolve_rows(root, p, baseline, &mut run_dirs);
+    let (mut baseline, baseline_set, baseline_capacity) = resolve(&baseline_path, true)?.remove(0);
     let mut experiments = Vec::new();
     let mut sets = vec![baseline_set];
+    let mut capacities = vec![baseline_capacity];
     for p in &args.experiments {
-        for (summary, set) in resolve(p, false)? {
+        for (summary, set, capacity) in resolve(p, false)? {
             experiments.push(summary);
             sets.push(set);
+            capacities.push(capacity);
         }
+    }
+    if capacities.iter().all(Option::is_none) {
+        capacities.clear();
     }
     name_tune_rows(tune.as_ref(), &mut baseline, &mut experiments);
     let stats = new::row_stats(&sets, args.confidence);
-    // Charts the runs wrote beside them (a sweep's sweep.svg).
+    // Charts the runs wrote beside them (a sweep's sweep.svg, a capacity search's
+    // capacity.svg).
     let mut charts: Vec<String> = Vec::new();
     for p in std::iter::once(&baseline_path).chain(args.experiments.iter()) {
-        let svg = join_clean(root, p).join("sweep.svg");
-        if svg.is_file() && !charts.contains(&shown(&svg)) {
-            charts.push(shown(&svg));
+        for name in ["sweep.svg", "capacity.svg"] {
+            let svg = join_clean(root, p).join(name);
+            if svg.is_file() && !charts.contains(&shown(&svg)) {
+                charts.push(shown(&svg));
+            }
         }
     }
     let choose = chosen_row(args.choose, &baseline, &experiments)?;
@@ -411,6 +387,7 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
         considered: tune.as_ref().map_or(&[][..], |t| t.considered.as_slice()),
         refreshed: &refreshed_datasets(root, &all)?,
         sources: &declared_sources(root)?,
+        capacities: &capacities,
     };
     let text = new::render(&input)?;
     write_file(&full, &text)?;
@@ -424,6 +401,95 @@ fn run_new(root: &Path, dir: &Path, mut args: NewArgs) -> anyhow::Result<Status>
     files.push((path.clone(), text));
     print_new_problems(root, &path, number, &files);
     Ok(Status::Success)
+}
+
+/// One configuration of `adr new`: its summary, its trials and, when a capacity search
+/// measured it, the search.
+type Row = (infergate_model::Summary, TrialSet, Option<capacity::CapacityRow>);
+
+/// A path as a record names it: relative to the root when it is under it, `/`-separated.
+fn shown_path(root: &Path, d: &Path) -> String {
+    let rel = d.strip_prefix(root).unwrap_or(d);
+    rel.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect::<PathBuf>()
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+/// The rows a path given to `adr new` stands for, each run directory added to `run_dirs` as the
+/// record names it. A run or a trial set is one row (a trial set's first trial stands for its
+/// scenario and parameters); a sweep or an acceptance directory stands for one of its runs
+/// (`new::resolve_run_dir`: the resolved run directory, a sweep's stage, an acceptance's side),
+/// a comparison directory for several (`new::resolve_run_dirs`); a capacity search's directory
+/// is one row with the search (its probe at the bracket's lower end stands for it in the other
+/// columns).
+fn resolve_rows(
+    root: &Path,
+    p: &Path,
+    baseline: bool,
+    run_dirs: &mut Vec<String>,
+) -> anyhow::Result<Vec<Row>> {
+    let full = join_clean(root, p);
+    if infergate_model::capacity::is_capacity_dir(&full) {
+        let dir = if full.is_dir() { full } else { full.parent().unwrap_or(root).to_path_buf() };
+        let (row, set) = capacity_row(&dir, shown_path(root, &dir))
+            .with_context(|| format!("cannot use the capacity search {}", p.display()))?;
+        run_dirs.push(row.dir.clone());
+        let mut summary = set.trials[0].summary.clone();
+        // A search is one row: neither its trial nor its probe's load names it.
+        if let Some(inv) = summary.invocation.as_mut() {
+            inv.part = None;
+        }
+        summary.extra.sweep = None;
+        return Ok(vec![(summary, set, Some(row))]);
+    }
+    let dirs = new::resolve_run_dirs(&full, baseline)
+        .map_err(anyhow::Error::new)
+        .with_context(|| format!("cannot use run {}", p.display()))?;
+    let mut out = Vec::new();
+    for d in dirs {
+        let name = shown_path(root, &d);
+        if !baseline && run_dirs.first() == Some(&name) {
+            continue;
+        }
+        let set = TrialSet::load(&d)
+            .map_err(anyhow::Error::new)
+            .with_context(|| format!("cannot use run {}", p.display()))?;
+        run_dirs.push(name.clone());
+        let mut summary = set.trials[0].summary.clone();
+        // A trial set is one row: its first trial stands for it, not as "trial 1".
+        if set.index.is_some()
+            && let Some(inv) = summary.invocation.as_mut()
+        {
+            inv.part = None;
+        }
+        out.push((summary, set, None));
+    }
+    Ok(out)
+}
+
+/// A capacity search's directory as a configuration: the search, and the trials of its probe at
+/// the bracket's lower end (else its lowest probe) as the row's trial set.
+fn capacity_row(dir: &Path, shown: String) -> anyhow::Result<(capacity::CapacityRow, TrialSet)> {
+    use infergate_model::trials::Trial;
+    let file = infergate_model::capacity::CapacityFile::read(dir)?;
+    let row = capacity::CapacityRow { file, dir: shown };
+    let Some(probe) = row.probe() else {
+        bail!("it measured no probe, so it has no capacity to record");
+    };
+    let mut trials = Vec::new();
+    for rel in probe.trials.iter().filter_map(|t| t.dir.as_deref()) {
+        let d = dir.join(rel);
+        let summary = infergate_model::Summary::read(&d)
+            .with_context(|| format!("cannot read the trial {rel} of its probe"))?;
+        trials.push(Trial { dir: d, summary });
+    }
+    let Some(first) = trials.first() else {
+        bail!("its probe at {} names no trial directory", probe.load);
+    };
+    let set_dir = first.dir.parent().unwrap_or(dir).to_path_buf();
+    Ok((row, TrialSet { dir: set_dir, trials, index: None, problems: Vec::new() }))
 }
 
 /// The next record of a directory: the records already there (path and text), and the number
@@ -1002,8 +1068,7 @@ fn run_thresholds(root: &Path, dir: &Path, out: &Path, check: bool) -> anyhow::R
 /// `adr alerts`: write (or with `check`, compare) the rules file and the manifest, in that order.
 fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyhow::Result<Status> {
     let adrs = load_records(root, dir)?;
-    let conds = live::live_rollback(&adrs);
-    let r = alerts::render(&conds, &live::live_budgets(&adrs));
+    let (conds, r) = alerts::render_records(&adrs);
     let files = [(&outs[0], &r.rules), (&outs[1], &r.k8s)];
     if check {
         let mut stale = false;
@@ -1044,6 +1109,12 @@ fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyh
     }
     for b in &r.budgets {
         println!("not an alert (a regression budget, decided by `gate --ab` only): {b}");
+    }
+    for t in &r.load_bound {
+        println!(
+            "not an alert (holds the SLO at a chosen load, which production traffic does not \
+             run at; decided by `gate` on a run at that load): {t}"
+        );
     }
     Ok(Status::Success)
 }

@@ -19,6 +19,7 @@ use infergate_model::compare::{Change, compare_estimates};
 use infergate_model::stats::{Estimate, sig_text, signed_sig_text};
 use infergate_model::trials::MetricEstimate;
 
+use super::capacity::{self as cap, CapacityRow};
 use super::draft::{Body, Draft, LEFT, RIGHT, Section, Table};
 use super::model::{SLO_EXCEPTION, SLO_MISSED, SectionKind};
 use crate::text::BLANK;
@@ -208,6 +209,10 @@ pub struct NewAdr<'a> {
     /// keys it gives: a value the decision makes mandatory gets a decision line for each source
     /// that sets it too, so the pull request changing the deployment file is covered.
     pub sources: &'a [(String, Vec<String>)],
+    /// Per row (baseline first), the capacity search it was measured by (`bench --capacity`),
+    /// `None` for a run, trial set or sweep; empty: no row is one. A capacity row's summary and
+    /// trials are those of its probe at the bracket's lower end (`super::capacity`).
+    pub capacities: &'a [Option<CapacityRow>],
 }
 
 /// A workload file of the runs that has a provenance file beside it (`dataset refresh`).
@@ -661,6 +666,16 @@ impl Runs<'_> {
     fn has_stats(&self) -> bool {
         !self.input.stats.is_empty()
     }
+
+    /// Row `i`'s capacity search, when it was measured by one.
+    fn capacity(&self, i: usize) -> Option<&CapacityRow> {
+        self.input.capacities.get(i)?.as_ref()
+    }
+
+    /// Whether a row was measured by a capacity search.
+    fn has_capacity(&self) -> bool {
+        self.input.capacities.iter().any(Option::is_some)
+    }
 }
 
 /// A matrix cell: the row's value (with its interval when it has one), then for an experiment
@@ -836,6 +851,7 @@ fn matrix_section(o: &mut Body, ctx: &Runs<'_>) {
         [("Config", LEFT), ("Requests", RIGHT)]
             .into_iter()
             .chain(columns.iter().map(|(h, _, _)| (*h, RIGHT)))
+            .chain(ctx.has_capacity().then_some((cap::COLUMN, RIGHT)))
             .chain(has_knee.then_some(("Knee", RIGHT)))
             .chain(has_acceptance.then_some(("Acceptance", LEFT)))
             .chain([("Conclusion", LEFT)]),
@@ -848,37 +864,10 @@ fn matrix_section(o: &mut Body, ctx: &Runs<'_>) {
         };
         let mut cells = vec![format!("{}{sim}", ctx.labels[i]), requests];
         cells.extend(columns.iter().map(|(_, metric, _)| matrix_cell(ctx, i, metric)));
+        cells.extend(ctx.has_capacity().then(|| cap::cell(input.capacities, i)));
         cells.extend(has_knee.then(|| knee_cell(r)));
         cells.extend(has_acceptance.then(|| acceptance_cell(r)));
-        let verdict = match (i, input.choose) {
-            (i, c) if i == c && i == 0 => "chosen: keep the baseline",
-            (0, _) => "reference",
-            (i, c) if i == c => "chosen",
-            _ => "not chosen",
-        };
-        let conclusion = if i == 0 {
-            verdict.to_string()
-        } else {
-            let (better, worse) = verdicts(ctx, i);
-            let mut why = Vec::new();
-            if !better.is_empty() {
-                why.push(format!("better: {}", better.join(", ")));
-            }
-            if !worse.is_empty() {
-                why.push(format!("worse: {}", worse.join(", ")));
-            }
-            if why.is_empty() && ctx.has_stats() {
-                format!(
-                    "{verdict}: no significant change at {}%",
-                    sig_text(ctx.confidence() * 100.0)
-                )
-            } else if why.is_empty() {
-                format!("{verdict}: within {}% of the baseline", sig_text(NOISE * 100.0))
-            } else {
-                format!("{verdict}: {}", why.join("; "))
-            }
-        };
-        cells.push(conclusion);
+        cells.push(conclusion(ctx, i));
         table.row(cells);
     }
     o.table(table);
@@ -918,6 +907,11 @@ fn matrix_section(o: &mut Body, ctx: &Runs<'_>) {
     if ctx.has_stats() {
         stats_legend(o, ctx);
     }
+    if ctx.has_capacity() {
+        for line in cap::legend(input.capacities, &ctx.labels) {
+            o.line(format_args!("\n{line}"));
+        }
+    }
     for (i, r) in runs.iter().enumerate().skip(1) {
         let diffs = scenario_differences(input.baseline, r);
         if !diffs.is_empty() {
@@ -928,6 +922,57 @@ fn matrix_section(o: &mut Body, ctx: &Runs<'_>) {
                 diffs.join(", ")
             ));
         }
+    }
+}
+
+/// Row `i`'s Conclusion cell: whether it is chosen, then, for an experiment, the metrics
+/// better and worse than the baseline's. Two rows measured by capacity searches compare their
+/// capacity (a change only when the brackets separate), and their other metrics only when both
+/// were probed at the same load.
+fn conclusion(ctx: &Runs<'_>, i: usize) -> String {
+    let verdict = match (i, ctx.input.choose) {
+        (i, c) if i == c && i == 0 => "chosen: keep the baseline",
+        (0, _) => "reference",
+        (i, c) if i == c => "chosen",
+        _ => "not chosen",
+    };
+    if i == 0 {
+        return verdict.to_string();
+    }
+    let capacity = match (ctx.capacity(0), ctx.capacity(i)) {
+        (Some(b), Some(r)) => {
+            Some((cap::compare(b, r), b.probe().map(|p| p.load) == r.probe().map(|p| p.load)))
+        }
+        _ => None,
+    };
+    // Capacity rows probed at other loads: their other columns are not like for like.
+    let other_loads = matches!(capacity, Some((_, false)));
+    let (mut better, mut worse) =
+        if other_loads { (Vec::new(), Vec::new()) } else { verdicts(ctx, i) };
+    let mut extra = Vec::new();
+    match capacity {
+        Some((cap::Comparison::Higher(t), _)) => better.insert(0, t),
+        Some((cap::Comparison::Lower(t), _)) => worse.insert(0, t),
+        Some((cap::Comparison::Overlap(t) | cap::Comparison::Other(t), _)) => extra.push(t),
+        None => {}
+    }
+    if other_loads {
+        extra.push("other columns probed at other loads, not compared".to_string());
+    }
+    let mut why = Vec::new();
+    if !better.is_empty() {
+        why.push(format!("better: {}", better.join(", ")));
+    }
+    if !worse.is_empty() {
+        why.push(format!("worse: {}", worse.join(", ")));
+    }
+    why.extend(extra);
+    if !why.is_empty() {
+        format!("{verdict}: {}", why.join("; "))
+    } else if ctx.has_stats() {
+        format!("{verdict}: no significant change at {}%", sig_text(ctx.confidence() * 100.0))
+    } else {
+        format!("{verdict}: within {}% of the baseline", sig_text(NOISE * 100.0))
     }
 }
 
@@ -1494,7 +1539,15 @@ fn thresholds_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<Proposed> {
             unbreakable.join("; ")
         ));
     }
-    thresholds_table(o, ctx, &proposed);
+    let held = ctx.capacity(chosen_i).map(cap::held_at).unwrap_or_default();
+    if let Some(rule) = ctx
+        .capacity(chosen_i)
+        .filter(|_| !held.is_empty())
+        .and_then(|c| cap::held_at_rule(c, chosen_label, &chosen.profile))
+    {
+        o.line(format_args!("{rule}"));
+    }
+    thresholds_table(o, ctx, &proposed, &held);
     detects_statement(o, &proposed);
     let blocking = proposed.iter().filter(|p| p.action == Action::Block).count();
     super::budgets::render(o, &budget_proposals(ctx, blocking), chosen_label);
@@ -1561,8 +1614,9 @@ fn thresholds_rule(o: &mut Body, ctx: &Runs<'_>) {
 }
 
 /// The thresholds table: each proposed limit with its evidence (the estimate and what it
-/// detects, when the rows have estimates) and the SLO beside it.
-fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
+/// detects, when the rows have estimates) and the SLO beside it; then the "holds the SLO at
+/// load L" rows of a chosen capacity search, in an `At load` column the others leave blank.
+fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &[cap::HeldAt]) {
     let chosen = ctx.chosen;
     let slo = &chosen.goodput.slo;
     let slo_of = |metric: &str| match metric {
@@ -1574,7 +1628,9 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
     let evidence: &[&str] = if ctx.has_stats() { &["Estimate", "Detects"] } else { &[] };
     let head = ["Metric", "Comparator", "Limit", "Unit", "Action"].iter().chain(evidence);
     let environment = code(&EnvironmentKey::of(chosen).to_string());
-    let mut table = Table::new(head.chain(&["SLO", "Environment"]).map(|h| (*h, LEFT)));
+    let at_load: &[&str] = if held.is_empty() { &[] } else { &["At load"] };
+    let mut table =
+        Table::new(head.chain(&["SLO", "Environment"]).chain(at_load).map(|h| (*h, LEFT)));
     o.push('\n');
     for p in proposed {
         let slo_cell = match slo_of(p.metric) {
@@ -1621,6 +1677,21 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed]) {
         cells.extend(evidence);
         cells.push(slo_cell);
         cells.push(environment.clone());
+        cells.extend(at_load.iter().map(|_| BLANK.to_string()));
+        table.row(cells);
+    }
+    for h in held {
+        let mut cells = vec![
+            code(&h.metric),
+            h.comparator.to_string(),
+            h.limit.to_string(),
+            h.unit.to_string(),
+            cap::HELD_AT_ACTION.to_string(),
+        ];
+        if ctx.has_stats() {
+            cells.extend([h.evidence.clone(), BLANK.to_string()]);
+        }
+        cells.extend([BLANK.to_string(), environment.clone(), code(&h.load.to_string())]);
         table.row(cells);
     }
     o.table(table);
@@ -1762,6 +1833,7 @@ fn rollback_section(
         o.push_str("\nInvestigate, without rolling back, when a warning threshold breaks:\n\n");
         o.extend(warns.iter().map(|p| condition(p, RollbackAction::Investigate)));
     }
+    held_at_rollback(o, ctx);
     if rollback_values.is_empty() {
         o.push_str("\nRolling back means reverting the change that broke the threshold: this record keeps the baseline configuration.\n\n");
     } else {
@@ -1777,6 +1849,20 @@ fn rollback_section(
         }
         o.push('\n');
     }
+}
+
+/// Under the rollback conditions of a record that holds the SLO at a load: when that rolls
+/// back, in prose (no alert evaluates it, so it is no condition line).
+fn held_at_rollback(o: &mut Body, ctx: &Runs<'_>) {
+    let Some(row) = ctx.capacity(ctx.input.choose) else { return };
+    let (Some(load), false) = (row.held_load(), cap::held_at(row).is_empty()) else { return };
+    o.line(format_args!(
+        "\nRoll back, too, when a gate run at {load} (`{}`) decides that the SLO no longer holds \
+         there ({}): no alert evaluates it, since production traffic does not run at a chosen \
+         load.",
+        crate::thresholds::load::gate_command(&ctx.chosen.profile, &load),
+        row.question()
+    ));
 }
 
 /// A path relative to the repository root as a markdown link from the record's directory
@@ -1879,6 +1965,9 @@ fn reproduction_section(o: &mut Body, ctx: &Runs<'_>) {
         "\nEach run was measured {how} by `cargo xtask bench`; its run directory holds \
          summary.json (every number above) and requests.jsonl."
     ));
+    if ctx.has_capacity() {
+        o.line(format_args!("{}", cap::REPRODUCTION));
+    }
     if !input.charts.is_empty() {
         let list: Vec<String> =
             input.charts.iter().map(|c| repo_link(c, input.record_dir)).collect();

@@ -315,12 +315,8 @@ pub fn other_load(summary: &Summary, t: &Threshold) -> Option<String> {
         |l| l.to_string(),
     );
     Some(format!(
-        "the run measured {measured}; ADR-{:04} decides {} {} {} at {want} only: measure that \
+        "the run measured {measured}, and the threshold is decided at {want} only: measure that \
          load (`{}`)",
-        t.adr,
-        t.metric,
-        t.comparator,
-        crate::text::with_unit(t.limit, &t.unit),
         super::load::gate_command(&summary.profile, &want)
     ))
 }

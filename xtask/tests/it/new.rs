@@ -66,6 +66,7 @@ fn input<'a>(
         considered: &[],
         refreshed: &[],
         sources: &[],
+        capacities: &[],
     }
 }
 
