@@ -10,6 +10,7 @@ use infergate_model::config::{EngineConfig, Source};
 use infergate_model::summary::Scale;
 
 use crate::adr::check::git;
+use crate::thresholds::load::Load;
 use crate::thresholds::{Action, Thresholds, evaluate};
 use crate::tune::grid::{self, Variant};
 
@@ -101,11 +102,14 @@ pub fn candidate_text(
 /// budget when it states one, else `budget`; without any live threshold for the profile, the
 /// default metrics, blocking. The thresholds are selected for the candidate's `environment`
 /// (the simulated device of its engine config; `None` for a real engine, whose GPU is known
-/// once it runs: every environment's metrics of the profile).
+/// once it runs: every environment's metrics of the profile). A threshold bound to a load
+/// ("holds the SLO at concurrency 24") names its metric only when both arms run that `load`
+/// ([`not_applicable`] says why the others are left out).
 pub fn checks(
     thresholds: Option<&Thresholds>,
     profile: &str,
     environment: Option<&infergate_model::envkey::EnvironmentKey>,
+    load: Option<&Load>,
     budget: (f64, &str),
 ) -> anyhow::Result<Vec<BudgetCheck>> {
     let mut out: Vec<BudgetCheck> = Vec::new();
@@ -126,10 +130,13 @@ pub fn checks(
             let def = infergate_model::summary::metric_def(&th.metric);
             if out.iter().any(|c| c.metric == th.metric)
                 || def.is_none_or(|d| d.scale == Scale::Count)
+                || th.load.is_some_and(|l| Some(&l) != load)
             {
                 continue;
             }
-            let source = format!("{} on ADR-{:04}'s metric (line {})", budget.1, th.adr, th.line);
+            let at = th.load.map_or(String::new(), |l| format!(", at {l}"));
+            let source =
+                format!("{} on ADR-{:04}'s metric (line {}{at})", budget.1, th.adr, th.line);
             out.push(BudgetCheck::new(
                 &th.metric,
                 budget.0,
@@ -146,6 +153,46 @@ pub fn checks(
         }
     }
     Ok(out)
+}
+
+/// The live thresholds of the profile bound to another load than the arms run (`load`:
+/// `None` when the arms run none, or different ones), one note each: what the threshold
+/// decides, the load the arms run, and the settings that compare the arms at its load. An A/B
+/// gate decides paired differences at the load both arms run; "holds the SLO at load L" is a
+/// question about load L.
+pub fn not_applicable(
+    thresholds: Option<&Thresholds>,
+    profile: &str,
+    environment: Option<&infergate_model::envkey::EnvironmentKey>,
+    load: Option<&Load>,
+) -> Vec<String> {
+    let Some(t) = thresholds else { return Vec::new() };
+    let arms = load.map_or_else(|| "no one concurrency or rate".to_string(), |l| l.to_string());
+    evaluate::select(t, profile, environment)
+        .applying
+        .into_iter()
+        .filter_map(|th| {
+            let want = th.load.filter(|l| Some(l) != load)?;
+            let sets = match want.dimension {
+                crate::thresholds::load::Dimension::Concurrency => format!(
+                    "--set load.mode=closed --set load.concurrency={}",
+                    infergate_model::stats::sig_text(want.value)
+                ),
+                crate::thresholds::load::Dimension::Rate => {
+                    format!("--set load.mode=open --set load.rate={}", want.value)
+                }
+            };
+            Some(format!(
+                "not applicable: ADR-{:04} {} {} (line {}): the arms run {arms}; compare them at \
+                 that load with `gate --ab {sets}`, or decide it with `{}`",
+                th.adr,
+                th.metric,
+                th.limit_text(),
+                th.line,
+                crate::thresholds::load::gate_command(profile, &want)
+            ))
+        })
+        .collect()
 }
 
 /// A short stable hash of a config's text.
@@ -182,9 +229,61 @@ mod tests {
 
     #[test]
     fn without_live_thresholds_the_default_metrics_are_gated() {
-        let c = checks(None, "default", None, (0.05, "--budget 5%")).unwrap();
+        let c = checks(None, "default", None, None, (0.05, "--budget 5%")).unwrap();
         let metrics: Vec<&str> = c.iter().map(|c| c.metric.as_str()).collect();
         assert_eq!(metrics, infergate_model::ab::DEFAULT_METRICS);
         assert!(c.iter().all(|c| c.blocking && c.budget == 0.05));
+    }
+
+    /// A threshold bound to a load names its metric only when the arms run that load; else it
+    /// is a note naming the arms' load and the settings that measure its own.
+    #[test]
+    fn a_load_bound_threshold_is_checked_only_at_its_load() {
+        let at = |metric: &str, load: Option<&str>, line: usize| crate::thresholds::Threshold {
+            metric: metric.into(),
+            comparator: crate::thresholds::Comparator::Ge,
+            limit: 0.95,
+            unit: "ratio".into(),
+            action: Action::Block,
+            profile: Some("default".into()),
+            scenario: Default::default(),
+            environment: None,
+            load: load.map(|l| l.parse().unwrap()),
+            adr: 2,
+            file: "docs/adr/0002-x.md".into(),
+            line,
+        };
+        let t = Thresholds {
+            version: 1,
+            thresholds: vec![
+                at("error_rate", None, 30),
+                at("goodput.ratio", Some("concurrency 8"), 31),
+            ],
+            budgets: vec![],
+        };
+        let budget = (0.05, "--budget 5%");
+        let c8: Load = "concurrency 8".parse().unwrap();
+        let c4: Load = "concurrency 4".parse().unwrap();
+        let metrics = |load: Option<&Load>| -> Vec<String> {
+            checks(Some(&t), "default", None, load, budget)
+                .unwrap()
+                .into_iter()
+                .map(|c| c.metric)
+                .collect()
+        };
+        assert_eq!(metrics(Some(&c8)), ["error_rate", "goodput.ratio"]);
+        assert_eq!(metrics(Some(&c4)), ["error_rate"]);
+        assert_eq!(metrics(None), ["error_rate"]);
+        assert!(not_applicable(Some(&t), "default", None, Some(&c8)).is_empty());
+        let notes = not_applicable(Some(&t), "default", None, Some(&c4));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(
+                "not applicable: ADR-0002 goodput.ratio >= 0.95 at concurrency 8 (line 31): the \
+                 arms run concurrency 4; compare them at that load with `gate --ab --set \
+                 load.mode=closed --set load.concurrency=8`"
+            ) && notes[0].contains("bench --profile default --concurrency 8 --gate`"),
+            "{notes:?}"
+        );
     }
 }

@@ -29,6 +29,8 @@ struct Setup {
     cand_profile: infergate_model::config::ResolvedProfile,
     dir: std::path::PathBuf,
     checks: Vec<ab::BudgetCheck>,
+    /// The live thresholds the gate leaves out, one note each (bound to another load).
+    notes: Vec<String>,
     design: Design,
 }
 
@@ -162,12 +164,26 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
             .map(|p| infergate_model::envkey::EnvironmentKey::simulated(&p)),
         _ => None,
     };
+    // The load both arms run: a threshold bound to another is not the A/B gate's question.
+    let load_of = |p: &infergate_model::config::ResolvedProfile| {
+        serde_json::to_value(&p.profile)
+            .ok()
+            .and_then(|j| crate::thresholds::load::Load::of_config(&j))
+    };
+    let load = Some(load_of(&plan.profile)).filter(|l| *l == load_of(&cand_profile)).flatten();
     let checks = arms::checks(
         thresholds.as_ref(),
         &plan.profile.name,
         environment.as_ref(),
+        load.as_ref(),
         (budget, &budget_source),
     )?;
+    let notes = arms::not_applicable(
+        thresholds.as_ref(),
+        &plan.profile.name,
+        environment.as_ref(),
+        load.as_ref(),
+    );
     let design = design(root, args, &plan)?;
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(Setup {
@@ -181,6 +197,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
         cand_profile,
         dir,
         checks,
+        notes,
         design,
     })
 }
@@ -239,7 +256,7 @@ fn start_arms(root: &Path, args: &AbArgs, s: &Setup) -> anyhow::Result<[ArmRun; 
 
 /// The `ab.json` the gate starts from.
 fn ab_file(args: &AbArgs, s: &Setup, arms: &[ArmRun; 2]) -> AbFile {
-    let mut notes = Vec::new();
+    let mut notes = s.notes.clone();
     if s.base_text == s.cand_text && s.bench_sets.is_empty() {
         notes.push(format!(
             "the candidate runs the same {} as the baseline: an A/A check",
