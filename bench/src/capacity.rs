@@ -70,6 +70,18 @@ fn file_of(setup: &CapacitySetup, search: &Search) -> CapacityFile {
     f
 }
 
+/// How a search ended: its file (as written), and whether Ctrl-C or SIGTERM stopped it.
+#[derive(Debug)]
+pub struct CapacityRun {
+    pub file: CapacityFile,
+    /// Ctrl-C or SIGTERM stopped a trial (before or during its load): the search is marked
+    /// interrupted and keeps every trial measured before.
+    pub interrupted: bool,
+    /// A trial that could not run ended the search (after at least one trial ran; the file's
+    /// note says which).
+    pub failure: Option<RunError>,
+}
+
 /// Run the search to its end: every trial `make_spec(search, probe, load, trial)` builds (its
 /// `out_dir` inside the search's directory), `on_trial` told of each. Stops (the search marked
 /// interrupted, the note says why) when a run is interrupted or cannot run; an error only when
@@ -80,7 +92,7 @@ pub async fn run(
     control: RunControl,
     mut make_spec: impl FnMut(&Search, usize, f64, u32) -> Result<RunSpec, RunError>,
     mut on_trial: impl FnMut(&Search, usize, &TrialMeasure, &Summary),
-) -> Result<CapacityFile, RunError> {
+) -> Result<CapacityRun, RunError> {
     let dir = setup.dir.as_path();
     std::fs::create_dir_all(dir).map_err(|source| {
         RunError::RunDir(infergate_model::rundir::RunDirError::Io {
@@ -89,7 +101,15 @@ pub async fn run(
         })
     })?;
     let mut failure = None;
+    let mut interrupted = false;
     while let Step::Measure { probe, load, trial } = search.next_step() {
+        // A trial stopped by the over-saturation watch leaves the control stopped: the next
+        // trial starts afresh, unless Ctrl-C stopped the search.
+        if control.rearm() {
+            interrupted = true;
+            search.interrupt();
+            break;
+        }
         let spec = match make_spec(&search, probe, load, trial) {
             Ok(spec) => spec,
             Err(e) => {
@@ -113,7 +133,7 @@ pub async fn run(
                     &out.summary,
                     started.elapsed().as_secs_f64(),
                 );
-                let interrupted = out.summary.status == RunStatus::Interrupted;
+                interrupted = out.summary.status == RunStatus::Interrupted;
                 if interrupted {
                     // An interrupted trial is kept on disk but not decided on.
                     search.interrupt();
@@ -126,6 +146,12 @@ pub async fn run(
                     break;
                 }
             }
+            Err(RunError::Interrupted { .. }) => {
+                // Stopped before the trial's load: nothing of it is measured.
+                interrupted = true;
+                search.interrupt();
+                break;
+            }
             Err(e) => {
                 failure = Some(e);
                 break;
@@ -133,14 +159,14 @@ pub async fn run(
         }
     }
     let mut file = file_of(setup, &search);
-    if let Some(e) = failure {
+    if let Some(e) = &failure {
         if search.trials == 0 {
-            return Err(e);
+            return Err(failure.expect("a failure"));
         }
         search.interrupt();
         file = file_of(setup, &search);
         file.notes.push(format!("trial {} could not run: {e}", search.trials + 1));
     }
     file.write(dir).map_err(RunError::Artifact)?;
-    Ok(file)
+    Ok(CapacityRun { file, interrupted, failure })
 }

@@ -37,8 +37,8 @@ pub enum RunStatus {
     /// recorded until then is here, and a note says why.
     Aborted,
     /// Stopped early: the server fell behind the open loop's schedule by a growing margin
-    /// (`steady.stop_oversaturated`); what was measured until then is here, and a note says
-    /// what the watch saw.
+    /// (`steady.stop_oversaturated`); what was measured until then is here (possibly no
+    /// successful request: a stop during the warmup), and a note says what the watch saw.
     Oversaturated,
 }
 

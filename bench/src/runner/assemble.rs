@@ -129,7 +129,10 @@ pub fn assemble(parts: RunParts<'_>) -> Summary {
     summary.status = run_status(driven.interrupted, summary.requests.ok);
     if let Some(o) = &driven.oversaturated {
         summary.notes.push(o.note(&profile.steady));
-        if summary.status == RunStatus::Complete {
+        // Stopped by the watch: the growing queue is why, also when no measured request
+        // succeeded before the stop (it came during the warmup, or every request in flight was
+        // cancelled at the end of the grace period).
+        if matches!(summary.status, RunStatus::Complete | RunStatus::Failed) {
             summary.status = RunStatus::Oversaturated;
         }
     }

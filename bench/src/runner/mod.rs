@@ -166,6 +166,21 @@ impl RunControl {
         });
     }
 
+    /// Back to running after a run that stopped sending by itself (the over-saturation stop),
+    /// so the next run of a search or a sweep sent with this control starts; a control that was
+    /// interrupted stays so. Whether it was, after the call: `false` means the next run may start.
+    pub fn rearm(&self) -> bool {
+        self.tx.send_if_modified(|p| {
+            if *p != Phase::Running && !self.interrupted.load(Ordering::SeqCst) {
+                *p = Phase::Running;
+                true
+            } else {
+                false
+            }
+        });
+        self.was_interrupted()
+    }
+
     /// Cancel everything in flight now, at the end of the grace period: the run counts as
     /// interrupted only when something asked it to stop ([`RunControl::interrupt`]).
     pub(crate) fn cancel_in_flight(&self) {
