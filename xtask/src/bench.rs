@@ -1,28 +1,31 @@
 //! `cargo xtask bench`: measure a server (the embedded simulator by default).
 //!
 //! The flags ([`BenchCmd`]) resolve once into a [`BenchPlan`] (`plan.rs`); this module runs a
-//! single run itself and hands sweeps to `sweep.rs` and strategy comparisons to
-//! `strategies.rs`, which take the plan, never the flags.
+//! single run itself and hands sweeps to `sweep.rs`, capacity searches to `capacity.rs`, trial
+//! sets to `trials.rs` and strategy comparisons to `strategies.rs`, which take the plan, never
+//! the flags.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use bench::runner::{self, RunControl};
 use clap::Args;
+use infergate_model::capacity::{Budget, CapacitySpec, Limit};
 use infergate_model::config::{BenchConfig, Override, Target};
 use infergate_model::summary::{EngineParams, RunStatus};
-use infergate_model::sweep::{StagePlan, SweepSpec};
+use infergate_model::sweep::{Dimension, StagePlan, SweepSpec};
 use xshell::Shell;
 
 use crate::exit::Status;
 use crate::plan::{
-    BenchMode, BenchPlan, GateSettings, PlanError, ProfileSource, StrategyList, SweepPlan,
-    TrialPlan, check_comparable,
+    BenchMode, BenchPlan, CapacityPlan, GateSettings, PlanError, ProfileSource, StrategyList,
+    SweepPlan, TrialPlan, check_capacity, check_comparable,
 };
 use crate::thresholds::{GateOptions, Thresholds};
 use crate::{gitinfo, measure, report, thresholds};
 
 #[derive(Clone, Debug, Args)]
+#[command(group(clap::ArgGroup::new("load_search").args(["sweep", "capacity"])))]
 pub struct BenchCmd {
     /// Profile from the bench config.
     #[arg(short, long, default_value = "default")]
@@ -87,13 +90,66 @@ pub struct BenchCmd {
         conflicts_with_all = ["concurrency", "rate", "compare_strategies"]
     )]
     pub sweep: Option<SweepSpec>,
-    /// Sweep: length of each stage in seconds (default: stages are counted in requests).
-    #[arg(long, value_name = "SECONDS", requires = "sweep", value_parser = parse_stage_duration)]
+    /// Sweep or capacity search: length of each stage (each trial of a probe) in seconds
+    /// (default: stages are counted in requests).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "load_search",
+        value_parser = parse_stage_duration
+    )]
     pub stage_duration: Option<f64>,
-    /// Sweep: share of each stage dropped as warmup before the measured steady state, within
-    /// 0..0.9 (default: 1/3).
-    #[arg(long, value_name = "F", requires = "sweep", value_parser = parse_warmup_fraction)]
+    /// Sweep or capacity search: share of each stage (each trial of a probe) dropped as warmup
+    /// before the measured steady state, within 0..0.9 (default: 1/3).
+    #[arg(long, value_name = "F", requires = "load_search", value_parser = parse_warmup_fraction)]
     pub warmup_fraction: Option<f64>,
+    /// Capacity under the SLO: the highest load at which the profile's goodput SLO (`[slo]`)
+    /// holds, `concurrency` (closed loop) or `rate` (open loop, requests per second), searched
+    /// probe by probe, each decided from its interval over trials (see docs/capacity.md). The
+    /// capacity directory gets capacity.json, capacity.svg and a run directory per trial. Exit
+    /// 0: a load was decided to hold the SLO; 1: none held it; 3: no load could be decided.
+    #[arg(
+        long,
+        value_name = "DIM",
+        value_parser = parse_capacity_dimension,
+        conflicts_with_all = [
+            "sweep", "compare_strategies", "trials", "concurrency", "rate", "trace", "shard",
+            "gate", "warmup_trials", "until_decided",
+        ]
+    )]
+    pub capacity: Option<Dimension>,
+    /// Capacity: the SLO attainment a load must reach (the share of its measured requests
+    /// meeting every objective of `[slo]`), within (0, 1] (default 0.95).
+    #[arg(long, value_name = "F", requires = "capacity")]
+    pub capacity_target: Option<f64>,
+    /// Capacity: a percentile limit every load must hold too, METRIC<=VALUE (like
+    /// metrics.ttft_ms.p99<=350); repeatable.
+    #[arg(long, value_name = "METRIC<=V", requires = "capacity")]
+    pub capacity_limit: Vec<Limit>,
+    /// Capacity: the first load probed (default 1); the search doubles it until a load fails,
+    /// or halves it while the first fails.
+    #[arg(long, value_name = "N", requires = "capacity")]
+    pub capacity_start: Option<f64>,
+    /// Capacity: the highest load probed (default 4096 concurrent requests, 10000 requests/s).
+    #[arg(long, value_name = "N", requires = "capacity")]
+    pub capacity_max: Option<f64>,
+    /// Capacity: the bracket's relative width at which the search stops, within (0, 1)
+    /// (default 0.1).
+    #[arg(long, value_name = "F", requires = "capacity")]
+    pub capacity_resolution: Option<f64>,
+    /// Capacity: trials a load measures before it is decided, and the most it grows to while
+    /// undecided: MIN..MAX, or N for N..N (default 2..5).
+    #[arg(
+        long,
+        value_name = "MIN..MAX",
+        requires = "capacity",
+        value_parser = parse_capacity_trials
+    )]
+    pub capacity_trials: Option<(u32, u32)>,
+    /// Capacity: what the search may spend, requests sent (5000), a time (90s, 20m, 1h) or
+    /// both (5000,20m); the search stops before a probe that would not fit (default: no budget).
+    #[arg(long, value_name = "BUDGET", requires = "capacity")]
+    pub capacity_budget: Option<Budget>,
     /// Gate every measured run (a single run, each stage of a sweep, each run of a comparison)
     /// against the thresholds of the accepted decision records: exit 1 when a blocking
     /// threshold fails.
@@ -110,8 +166,8 @@ pub struct BenchCmd {
     /// directory).
     #[arg(long, value_name = "LIST", conflicts_with_all = ["base_url", "target"])]
     pub compare_strategies: Option<StrategyList>,
-    /// Also write report.html (see `cargo xtask report`) into the run, sweep or comparison
-    /// directory at the end.
+    /// Also write report.html (see `cargo xtask report`) into the run, sweep, capacity or
+    /// comparison directory at the end.
     #[arg(long)]
     pub report: bool,
     /// Measure the profile N times, a trial set: each trial a run directory (`trial-01`, ...)
@@ -141,8 +197,8 @@ pub struct BenchCmd {
     /// Seconds to wait between two trials (overrides the profile's `cooldown_s`).
     #[arg(long, value_name = "SECONDS")]
     pub cooldown: Option<f64>,
-    /// Coverage of the confidence intervals of a trial set's estimates and of the gate's
-    /// verdicts, within (0, 1).
+    /// Coverage of the confidence intervals of a trial set's estimates, of the gate's verdicts
+    /// and of a capacity search's decision at each load, within (0, 1).
     #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
     pub confidence: f64,
     /// With --gate: decide even when a trial ran on a busy client host (by default its checks
@@ -198,6 +254,29 @@ fn parse_warmup_fraction(s: &str) -> Result<f64, String> {
         return Err(format!("must be within 0..0.9, got {f}"));
     }
     Ok(f)
+}
+
+/// `--capacity`: `concurrency` or `rate`.
+fn parse_capacity_dimension(s: &str) -> Result<Dimension, String> {
+    match s.trim() {
+        "concurrency" => Ok(Dimension::Concurrency),
+        "rate" => Ok(Dimension::Rate),
+        other => Err(format!(
+            "`{other}`: a capacity is searched over `concurrency` (closed loop) or `rate` (open \
+             loop, requests per second)"
+        )),
+    }
+}
+
+/// `--capacity-trials`: `MIN..MAX`, or `N` for `N..N` (their range is checked with the rest of
+/// the search's settings).
+fn parse_capacity_trials(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("`{s}`: give MIN..MAX trials a probe (like 2..5), or N for N..N");
+    let whole = |p: &str| p.trim().parse::<u32>().map_err(|_| bad());
+    match s.split_once("..") {
+        Some((lo, hi)) => Ok((whole(lo)?, whole(hi)?)),
+        None => whole(s).map(|n| (n, n)),
+    }
 }
 
 /// `--stage-duration`: seconds > 0.
@@ -336,17 +415,50 @@ impl BenchCmd {
         a
     }
 
+    /// How a sweep's stages and a capacity search's trials split into warmup and the measured
+    /// steady state.
+    fn stage_plan(&self) -> StagePlan {
+        let default = StagePlan::default();
+        StagePlan {
+            warmup_fraction: self.warmup_fraction.unwrap_or(default.warmup_fraction),
+            stage_duration_s: self.stage_duration,
+        }
+    }
+
+    /// The capacity search the flags ask for, over `dimension`, the defaults where a flag is
+    /// absent (its ranges are checked with the plan).
+    fn capacity_spec(&self, dimension: Dimension) -> CapacitySpec {
+        let mut spec = CapacitySpec::new(dimension);
+        if let Some(v) = self.capacity_target {
+            spec.target = v;
+        }
+        spec.limits = self.capacity_limit.clone();
+        if let Some(v) = self.capacity_start {
+            spec.start = v;
+        }
+        if let Some(v) = self.capacity_max {
+            spec.max_load = v;
+        }
+        if let Some(v) = self.capacity_resolution {
+            spec.resolution = v;
+        }
+        if let Some((min, max)) = self.capacity_trials {
+            (spec.min_trials, spec.max_trials) = (min, max);
+        }
+        spec.confidence = self.confidence;
+        spec.budget = self.capacity_budget.clone().unwrap_or_default();
+        spec.plan = self.stage_plan();
+        spec
+    }
+
     /// The mode the flags select (clap has refused the combinations that are not supported).
     pub fn mode(&self) -> BenchMode {
         if let Some(spec) = &self.sweep {
-            let default = StagePlan::default();
-            return BenchMode::Sweep(SweepPlan {
-                spec: spec.clone(),
-                stages: StagePlan {
-                    warmup_fraction: self.warmup_fraction.unwrap_or(default.warmup_fraction),
-                    stage_duration_s: self.stage_duration,
-                },
-            });
+            return BenchMode::Sweep(SweepPlan { spec: spec.clone(), stages: self.stage_plan() });
+        }
+        if let Some(dimension) = self.capacity {
+            let spec = self.capacity_spec(dimension);
+            return BenchMode::Capacity(CapacityPlan { spec, base_requests: 0 });
         }
         match &self.compare_strategies {
             Some(list) => BenchMode::Compare(list.clone()),
@@ -401,6 +513,13 @@ impl BenchCmd {
         }
         if let BenchMode::Compare(_) = mode {
             check_comparable(&profile)?;
+        }
+        if let BenchMode::Capacity(cp) = &mut mode {
+            cp.base_requests = match profile.profile.load.requests {
+                Some(n) => n,
+                None => crate::plan::workload_items(root, &profile.profile)?,
+            };
+            check_capacity(&profile, cp)?;
         }
         let engine = match &profile.target {
             Some((_, t)) => {
@@ -525,6 +644,7 @@ pub fn execute(plan: &BenchPlan) -> anyhow::Result<Status> {
         BenchMode::Sweep(sweep) => crate::sweep::run(plan, sweep),
         BenchMode::Compare(list) => crate::strategies::run(plan, list),
         BenchMode::Trials(tp) => crate::trials::run(plan, tp),
+        BenchMode::Capacity(cp) => crate::capacity::run(plan, cp),
     }
 }
 
@@ -801,6 +921,81 @@ mod tests {
         let BenchMode::Sweep(sweep) = plan.unwrap().mode else { panic!("sweep") };
         assert_eq!(sweep.stages.warmup_fraction, 0.25);
         assert_eq!(sweep.stages.stage_duration_s, Some(4.0));
+    }
+
+    #[test]
+    fn a_capacity_plan_holds_its_search_and_refuses_what_cannot_answer() {
+        use clap::error::ErrorKind;
+        let ws = workspace(ENGINE);
+        let args = [
+            "--capacity",
+            "rate",
+            "--set",
+            "slo.ttft_ms=500",
+            "--capacity-target",
+            "0.9",
+            "--capacity-limit",
+            "metrics.ttft_ms.p99<=350",
+            "--capacity-start",
+            "2",
+            "--capacity-max",
+            "64",
+            "--capacity-resolution",
+            "0.2",
+            "--capacity-trials",
+            "3..4",
+            "--capacity-budget",
+            "5000,20m",
+            "--warmup-fraction",
+            "0.25",
+            "--confidence",
+            "0.9",
+        ];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        let BenchMode::Capacity(cp) = &plan.mode else { panic!("{:?}", plan.mode) };
+        let spec = &cp.spec;
+        assert_eq!(spec.dimension, Dimension::Rate);
+        assert_eq!((spec.target, spec.start, spec.max_load), (0.9, 2.0, 64.0));
+        assert_eq!((spec.resolution, spec.min_trials, spec.max_trials), (0.2, 3, 4));
+        assert_eq!(spec.limits[0].to_string(), "metrics.ttft_ms.p99 <= 350");
+        assert_eq!((spec.budget.requests, spec.budget.seconds), (Some(5000), Some(1200.0)));
+        assert_eq!((spec.plan.warmup_fraction, spec.confidence), (0.25, 0.9));
+        // The workload's 2 lengths x 4 repeats: the requests a trial counts from.
+        assert_eq!(cp.base_requests, 8);
+        let dir = ws.path().join("target/bench").join(format!("capacity-{RUN_ID}"));
+        assert_eq!(plan.out_dir, dir);
+        // The defaults, and N trials as N..N.
+        let args = ["--capacity", "concurrency", "--set", "slo.e2e_ms=900", "--capacity-trials"];
+        let plan = plan_in(ws.path(), &[&args[..], &["3"]].concat()).unwrap();
+        let BenchMode::Capacity(cp) = &plan.mode else { panic!("{:?}", plan.mode) };
+        let default = infergate_model::capacity::CapacitySpec::new(Dimension::Concurrency);
+        assert_eq!((cp.spec.min_trials, cp.spec.max_trials), (3, 3));
+        assert_eq!((cp.spec.target, cp.spec.max_load), (default.target, default.max_load));
+        // Refused before anything runs: no SLO, a setting out of range, a budget too small.
+        let refusal = |args: &[&str]| {
+            let err = plan_in(ws.path(), args).unwrap_err();
+            err.downcast::<PlanError>().unwrap_or_else(|e| panic!("not a plan error: {e:#}"))
+        };
+        let err = refusal(&["--capacity", "concurrency"]);
+        assert_eq!(err, PlanError::CapacityWithoutSlo("default".into()));
+        let slo = ["--capacity", "concurrency", "--set", "slo.ttft_ms=500"];
+        let err = refusal(&[&slo[..], &["--capacity-target", "1.01"]].concat());
+        assert!(matches!(err, PlanError::Capacity { flag: "--capacity-target", .. }), "{err}");
+        let err = refusal(&[&slo[..], &["--capacity-budget", "20"]].concat());
+        // 2 trials of 8 measured (at least 4 x concurrency 1) and 4 warmup requests.
+        assert!(err.to_string().contains("at least 24"), "{err}");
+        assert!(parse(&[&slo[..], &["--capacity-budget", "24"]].concat()).is_ok());
+        assert!(plan_in(ws.path(), &[&slo[..], &["--capacity-budget", "24"]].concat()).is_ok());
+        // clap: the capacity's settings need --capacity; the other modes and loads conflict.
+        let err = parse(&["--capacity-budget", "50"]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::MissingRequiredArgument, "{err}");
+        for other in [&["--sweep", "rate=1,2"][..], &["--concurrency", "4"], &["--trials", "2"]] {
+            let err = parse(&[&["--capacity", "rate"][..], other].concat()).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::ArgumentConflict, "{other:?}: {err}");
+        }
+        let err = parse(&["--capacity", "latency"]).unwrap_err();
+        assert!(err.to_string().contains("`concurrency`"), "{err}");
+        assert!(parse(&["--capacity", "rate", "--stage-duration", "5"]).is_ok());
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub mod accept;
 pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
+#[cfg(feature = "runtime")]
+pub mod capacity;
 pub mod chart;
 pub mod compare;
 pub mod console;

@@ -1,7 +1,7 @@
 //! The resolved plan of `cargo xtask bench`: what the flags ask for, resolved once (config read,
 //! profile resolved, run id chosen, output directory, gate settings) into one value that the
-//! modes run from: a single run, a load sweep (`sweep.rs`) or a strategy comparison
-//! (`strategies.rs`). `bench.rs` builds the plan from the flags and dispatches on its mode; the
+//! modes run from: a single run, a load sweep (`sweep.rs`), a capacity search (`capacity.rs`),
+//! a trial set (`trials.rs`) or a strategy comparison (`strategies.rs`). `bench.rs` builds the plan from the flags and dispatches on its mode; the
 //! modes depend on this module only, never on the flags.
 
 use std::ffi::OsString;
@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use bench::runner::RunSpec;
 use infergate_model::Summary;
+use infergate_model::capacity::CapacitySpec;
 use infergate_model::config::{
     BatchStrategy, BenchConfig, ConfigError, Override, ResolvedProfile, SimMode, Target,
 };
@@ -65,6 +66,17 @@ pub enum BenchMode {
     Compare(StrategyList),
     /// The profile measured several times, a trial set (`--trials`, profile key `trials`).
     Trials(TrialPlan),
+    /// The highest load at which the profile's SLO holds, searched probe by probe
+    /// (`--capacity`).
+    Capacity(CapacityPlan),
+}
+
+/// A capacity search: its question and rules, and the measured requests per trial its loads
+/// start from (the profile's `load.requests`, else the workload's size).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CapacityPlan {
+    pub spec: CapacitySpec,
+    pub base_requests: u64,
 }
 
 /// A trial set: how many trials, the pause between them, the intervals' coverage, and with
@@ -93,6 +105,7 @@ impl BenchMode {
             BenchMode::Sweep(_) => sweep_id(run_id),
             BenchMode::Compare(_) => format!("{run_id}-strategies"),
             BenchMode::Trials(_) => format!("{run_id}-trials"),
+            BenchMode::Capacity(_) => capacity_id(run_id),
         }
     }
 }
@@ -126,6 +139,35 @@ impl fmt::Display for StrategyList {
 /// The id of a sweep started as run `run_id`.
 pub fn sweep_id(run_id: &str) -> String {
     format!("sweep-{run_id}")
+}
+
+/// The id of a capacity search started as run `run_id`.
+pub fn capacity_id(run_id: &str) -> String {
+    format!("capacity-{run_id}")
+}
+
+/// The run id of trial `trial` (from 1) of probe `probe` (from 0) of a capacity search.
+pub(crate) fn probe_run_id(capacity_id: &str, probe: usize, trial: u32) -> String {
+    format!("{capacity_id}-{:02}-{trial:02}", probe + 1)
+}
+
+/// The workload's items, as a sweep's stages and a capacity search's trials count their
+/// requests from when the profile sets no `load.requests`: a dataset's lines, else the
+/// synthetic workload's lengths x repeats.
+pub fn workload_items(
+    root: &Path,
+    profile: &infergate_model::config::Profile,
+) -> anyhow::Result<u64> {
+    use anyhow::Context;
+    Ok(match &profile.workload.dataset {
+        Some(d) => {
+            let path = root.join(d);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read the dataset {}", path.display()))?;
+            infergate_model::workload::dataset_line_count(&text) as u64
+        }
+        None => infergate_model::sweep::synthetic_items(profile),
+    })
 }
 
 /// The run id of stage `index` (from 0) of a sweep.
@@ -195,6 +237,14 @@ pub(crate) enum PlanError {
     )]
     ShardWithoutTarget(String),
     #[error(
+        "--capacity searches the highest load meeting the profile's goodput SLO, but profile \
+         `{0}` sets no objective in [slo]; set one or more of ttft_ms, tpot_ms, e2e_ms (in \
+         [profile.{0}.slo], or --set slo.ttft_ms=500)"
+    )]
+    CapacityWithoutSlo(String),
+    #[error("{flag}: {message}")]
+    Capacity { flag: &'static str, message: String },
+    #[error(
         "--start-at {0} is more than a day ahead; the shard would wait that long before its \
          load (a mistyped date?)"
     )]
@@ -213,6 +263,21 @@ pub(crate) fn check_comparable(profile: &ResolvedProfile) -> Result<(), PlanErro
         return Err(PlanError::CompareNeedsEngine(profile.name.clone()));
     }
     Ok(())
+}
+
+/// Refuse a capacity search that cannot answer, before anything is sent: a profile without a
+/// goodput SLO, a setting outside its range, a budget too small for the first probe.
+pub(crate) fn check_capacity(
+    profile: &ResolvedProfile,
+    plan: &CapacityPlan,
+) -> Result<(), PlanError> {
+    if profile.profile.slo.is_empty() {
+        return Err(PlanError::CapacityWithoutSlo(profile.name.clone()));
+    }
+    plan.spec.validate().map_err(|(flag, message)| PlanError::Capacity { flag, message })?;
+    plan.spec
+        .check_budget(plan.base_requests)
+        .map_err(|message| PlanError::Capacity { flag: "--capacity-budget", message })
 }
 
 impl BenchPlan {

@@ -21,15 +21,7 @@ pub(crate) const CHART_FILE: &str = "sweep.svg";
 pub fn run(plan: &BenchPlan, sweep_plan: &SweepPlan) -> anyhow::Result<Status> {
     let root = &plan.root;
     let profile = &plan.profile.profile;
-    let items = match &profile.workload.dataset {
-        Some(d) => {
-            let path = root.join(d);
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read the dataset {}", path.display()))?;
-            infergate_model::workload::dataset_line_count(&text) as u64
-        }
-        None => sweep::synthetic_items(profile),
-    };
+    let items = plan::workload_items(root, profile)?;
     let dir = plan.out_dir.clone();
     if dir.join(sweep::SWEEP_FILE).exists() {
         bail!("{} already holds a sweep; choose another --out directory", dir.display());

@@ -1,12 +1,13 @@
 //! The charts themselves, from measured values: latency CDFs (one series per run, overlaid),
-//! a sweep's latency and throughput against load with the knee and the SLOs, a run's
-//! per-request timeline and its failures by class over time.
+//! a sweep's latency and throughput against load with the knee and the SLOs, a capacity
+//! search's SLO attainment against load with the target and the bracket, a run's per-request
+//! timeline and its failures by class over time.
 
 use infergate_model::record::RequestRecord;
 use infergate_model::sweep::{StageResult, SweepSummary};
 
 use super::axis::label;
-use super::{Axis, Chart, Mark, MarkAxis, Series};
+use super::{Axis, Band, Chart, Mark, MarkAxis, Series};
 
 /// Most points drawn per CDF: quantiles at evenly spaced ranks, so a 10,000-request run's page
 /// stays small; the note says when values were thinned.
@@ -188,6 +189,90 @@ pub(crate) fn sweep_svg(s: &SweepSummary) -> String {
         .flatten()
         .collect();
     stack(&charts)
+}
+
+/// A capacity search's SLO attainment against load: each probe's attainment with its interval
+/// over trials, coloured by its verdict, the target as a line and the bracket shaded between
+/// the highest load decided pass and the lowest decided fail. A probe without an interval (an
+/// over-saturated trial, an open probe) is drawn at its trials' mean where they measured one.
+pub(crate) fn capacity_attainment(f: &infergate_model::capacity::CapacityFile) -> Chart {
+    use infergate_model::capacity::Dimension;
+    use infergate_model::stats::Verdict;
+    let dim = f.search.spec.dimension;
+    let unit = match dim {
+        Dimension::Concurrency => "concurrent requests",
+        Dimension::Rate => "requests/s",
+    };
+    let mut loads: Vec<f64> = f.search.probes.iter().map(|p| p.load).collect();
+    loads.sort_by(f64::total_cmp);
+    loads.dedup();
+    let mut x = Axis::loads(format!("{} ({unit})", dim.name()), &loads);
+    if x.scale == super::Scale::Log {
+        x.title.push_str(", log scale");
+    }
+    let y = Axis { include: vec![1.0], ..Axis::linear("SLO attainment (share of requests)") };
+    let mut chart = Chart::new("capacity-attainment", "SLO attainment against load", x, y);
+    let groups = [
+        ("pass", Some(Verdict::Pass), 2),
+        ("fail", Some(Verdict::Fail), 3),
+        ("inconclusive", Some(Verdict::Inconclusive), 1),
+        ("open", None, 7),
+    ];
+    for (name, verdict, color) in groups {
+        let mut probes: Vec<_> = f.search.probes.iter().filter(|p| p.verdict == verdict).collect();
+        if probes.is_empty() {
+            continue;
+        }
+        probes.sort_by(|a, b| a.load.total_cmp(&b.load));
+        let point = |p: &infergate_model::capacity::Probe| {
+            p.attainment.as_ref().map(|e| e.value).or_else(|| {
+                let v: Vec<f64> = p.trials.iter().filter_map(|t| t.attainment).collect();
+                (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+            })
+        };
+        let mut series =
+            Series::line(name, color, probes.iter().map(|p| (p.load, point(p))).collect());
+        series.scatter = true;
+        series.intervals = probes
+            .iter()
+            .filter_map(|p| p.attainment.as_ref().map(|e| (p.load, e.lo, e.hi)))
+            .collect();
+        chart.series.push(series);
+    }
+    let target = f.search.spec.target;
+    chart.marks.push(Mark::limit(MarkAxis::Y, target, format!("target {}", label(target))));
+    let b = &f.bracket;
+    match (b.pass, b.fail) {
+        (Some(pass), Some(fail)) => {
+            chart.bands.push(Band { from: pass, to: fail, label: format!("capacity {}", b.text()) })
+        }
+        (pass, fail) => {
+            for (v, what) in [(pass, "highest pass"), (fail, "lowest fail")] {
+                if let Some(v) = v {
+                    chart.marks.push(Mark {
+                        axis: MarkAxis::X,
+                        value: v,
+                        label: format!("{what}: {}={}", dim.name(), label(v)),
+                        knee: true,
+                    });
+                }
+            }
+        }
+    }
+    let over = f.search.probes.iter().filter(|p| p.binding.as_deref() == Some("oversaturated"));
+    let over: Vec<String> = over.map(|p| label(p.load)).collect();
+    let trials: usize = f.search.probes.iter().map(|p| p.trials.len()).sum();
+    let mut note = format!(
+        "{} probes, {trials} trials; each point is a probe's attainment, the bar its \
+         confidence interval over trials",
+        f.search.probes.len()
+    );
+    if !over.is_empty() {
+        note.push_str(&format!("; over-saturated at {}", over.join(", ")));
+    }
+    chart.notes.push(note);
+    chart.empty = "no probe measured an SLO attainment (blank, not zero)".into();
+    chart
 }
 
 /// Charts one above the other in one SVG document.

@@ -26,17 +26,36 @@ pub struct Series {
     pub scatter: bool,
     /// Horizontal spans `(y, x_start, x_end)` (a timeline), drawn instead of `points`.
     pub spans: Vec<(f64, f64, f64)>,
+    /// Vertical intervals `(x, low, high)` drawn beside the points (an estimate's confidence
+    /// interval at each load).
+    pub intervals: Vec<(f64, f64, f64)>,
     /// Colour index into [`style::PALETTE`].
     pub color: usize,
 }
 
 impl Series {
     pub fn line(name: impl Into<String>, color: usize, points: Vec<(f64, Option<f64>)>) -> Series {
-        Series { name: name.into(), points, markers: false, scatter: false, spans: vec![], color }
+        Series {
+            name: name.into(),
+            points,
+            markers: false,
+            scatter: false,
+            spans: vec![],
+            intervals: vec![],
+            color,
+        }
     }
 
     pub fn spans(name: impl Into<String>, color: usize, spans: Vec<(f64, f64, f64)>) -> Series {
-        Series { name: name.into(), points: vec![], markers: false, scatter: false, spans, color }
+        Series {
+            name: name.into(),
+            points: vec![],
+            markers: false,
+            scatter: false,
+            spans,
+            intervals: vec![],
+            color,
+        }
     }
 
     /// Points drawn.
@@ -79,6 +98,14 @@ impl Mark {
     }
 }
 
+/// A shaded range of x values (a capacity's bracket), labelled, drawn behind the series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    pub from: f64,
+    pub to: f64,
+    pub label: String,
+}
+
 /// A whole chart.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chart {
@@ -89,6 +116,8 @@ pub struct Chart {
     pub y: Axis,
     pub series: Vec<Series>,
     pub marks: Vec<Mark>,
+    /// Shaded x ranges.
+    pub bands: Vec<Band>,
     /// Lines under the chart: n, sampling, what is blank.
     pub notes: Vec<String>,
     /// What the plot area says when no series has a point.
@@ -104,6 +133,7 @@ impl Chart {
             y,
             series: vec![],
             marks: vec![],
+            bands: vec![],
             notes: vec![],
             empty: "nothing was measured: blank".into(),
         }
@@ -164,13 +194,21 @@ pub fn render(chart: &Chart) -> String {
                 .filter(|p| p.1.is_some())
                 .map(|p| p.0)
                 .chain(s.spans.iter().flat_map(|sp| [sp.1, sp.2]))
+                .chain(s.intervals.iter().map(|iv| iv.0))
         })
         .chain(chart.marks.iter().filter(|m| m.axis == MarkAxis::X).map(|m| m.value))
+        .chain(chart.bands.iter().flat_map(|b| [b.from, b.to]))
         .collect();
     let ys: Vec<f64> = chart
         .series
         .iter()
-        .flat_map(|s| s.points.iter().filter_map(|p| p.1).chain(s.spans.iter().map(|sp| sp.0)))
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .filter_map(|p| p.1)
+                .chain(s.spans.iter().map(|sp| sp.0))
+                .chain(s.intervals.iter().flat_map(|iv| [iv.1, iv.2]))
+        })
         .chain(chart.marks.iter().filter(|m| m.axis == MarkAxis::Y).map(|m| m.value))
         .collect();
     let xr = Range::of(&chart.x, &xs);
@@ -274,6 +312,7 @@ pub fn render(chart: &Chart) -> String {
         c((top + bottom) / 2.0),
         esc(&chart.y.title)
     );
+    draw_bands(&mut o, chart, &px, (left, right, top, bottom));
     // Series.
     let mut any = false;
     for s in &chart.series {
@@ -286,6 +325,7 @@ pub fn render(chart: &Chart) -> String {
             s.drawn(),
             s.blanks()
         );
+        draw_intervals(&mut o, s, col, &px, &py);
         if s.spans.is_empty() {
             draw_line(&mut o, s, col, &px, &py);
         } else {
@@ -324,6 +364,66 @@ pub fn render(chart: &Chart) -> String {
     }
     o.push_str("</svg>\n");
     o
+}
+
+/// Each band as a shaded rectangle over the plot's height, its label at the top.
+fn draw_bands(
+    o: &mut String,
+    chart: &Chart,
+    px: &dyn Fn(f64) -> Option<f64>,
+    (left, right, top, bottom): (f64, f64, f64, f64),
+) {
+    for b in &chart.bands {
+        let (Some(a), Some(z)) = (px(b.from), px(b.to)) else { continue };
+        let (a, z) = (a.clamp(left, right), z.clamp(left, right));
+        let _ = writeln!(
+            o,
+            "<g class=\"band\" data-label=\"{}\"><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" \
+             fill=\"{}\" fill-opacity=\"0.18\"/><text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"{}\">{}</text></g>",
+            esc(&b.label),
+            c(a.min(z)),
+            c(top),
+            c((z - a).abs().max(1.0)),
+            c(bottom - top),
+            style::BAND,
+            c((a + z) / 2.0),
+            c(bottom - 6.0),
+            style::MUTED,
+            esc(&b.label)
+        );
+    }
+}
+
+/// A series' intervals: a vertical line from low to high with short caps.
+fn draw_intervals(
+    o: &mut String,
+    s: &Series,
+    col: &str,
+    px: &dyn Fn(f64) -> Option<f64>,
+    py: &dyn Fn(f64) -> Option<f64>,
+) {
+    if s.intervals.is_empty() {
+        return;
+    }
+    let mut d = String::new();
+    for &(x, lo, hi) in &s.intervals {
+        if let (Some(x), Some(a), Some(b)) = (px(x), py(lo), py(hi)) {
+            let _ = write!(
+                d,
+                "M{x} {a}V{b}M{l} {a}H{r}M{l} {b}H{r}",
+                x = c(x),
+                a = c(a),
+                b = c(b),
+                l = c(x - 4.0),
+                r = c(x + 4.0)
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "<path class=\"intervals\" data-intervals=\"{}\" d=\"{d}\" stroke=\"{col}\" stroke-width=\"1.5\" fill=\"none\"/>",
+        s.intervals.len()
+    );
 }
 
 fn draw_line(

@@ -24,6 +24,8 @@ pub(crate) const GRID: &str = "#e6e6e6";
 /// Marks (knee, SLO, threshold lines) are dashed and labelled.
 pub(crate) const MARK: &str = "#b00020";
 pub(crate) const KNEE: &str = "#333";
+/// Shaded ranges (a capacity's bracket), drawn translucent behind the series.
+pub(crate) const BAND: &str = "#009E73";
 
 /// Series colours (colour-blind safe, Okabe-Ito), used in order.
 pub(crate) const PALETTE: [&str; 8] =

@@ -1,6 +1,6 @@
-//! What a report is made of, read from the files a run, a trial set, a sweep or a strategy
-//! comparison or a tune wrote (`summary.json`, `requests.jsonl`, `trials.json`, `sweep.json`,
-//! `comparison.json`, `tune.json`; docs/run-directory.md).
+//! What a report is made of, read from the files a run, a trial set, a sweep, a capacity search,
+//! a strategy comparison or a tune wrote (`summary.json`, `requests.jsonl`, `trials.json`,
+//! `sweep.json`, `capacity.json`, `comparison.json`, `tune.json`; docs/run-directory.md).
 //! A new kind of result (trial sets, tunes, `compare` outputs) is one more [`Input`] variant,
 //! one more arm in [`read`] and one in the page.
 
@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use infergate_model::Summary;
+use infergate_model::capacity::{CAPACITY_FILE, CapacityFile};
 use infergate_model::record::RequestRecord;
 use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
 use infergate_model::sweep::{SWEEP_FILE, SweepSummary};
@@ -56,6 +57,14 @@ pub enum Input {
         tune: Box<TuneFile>,
         notes: Vec<String>,
     },
+    /// A capacity search (`capacity.json`): its probes, the bracket, and the trials of the
+    /// probes at the bracket's ends.
+    Capacity {
+        dir: PathBuf,
+        capacity: Box<CapacityFile>,
+        trials: Vec<RunInput>,
+        notes: Vec<String>,
+    },
     /// A trial set (`trials.json`): its estimates and its trials.
     TrialSet {
         dir: PathBuf,
@@ -73,14 +82,15 @@ impl Input {
             Input::Sweep { dir, .. }
             | Input::Comparison { dir, .. }
             | Input::TrialSet { dir, .. }
+            | Input::Capacity { dir, .. }
             | Input::Tune { dir, .. } => dir,
         }
     }
 }
 
-/// Read what `path` holds: a sweep directory (`sweep.json`), a strategy comparison
-/// (`comparison.json`), a tune (`tune.json`), a trial set (`trials.json`) or a run directory
-/// (`summary.json`); a path to one of those files stands
+/// Read what `path` holds: a sweep directory (`sweep.json`), a capacity search
+/// (`capacity.json`), a strategy comparison (`comparison.json`), a tune (`tune.json`), a trial
+/// set (`trials.json`) or a run directory (`summary.json`); a path to one of those files stands
 /// for its directory.
 pub fn read(path: &Path) -> anyhow::Result<Input> {
     let dir = if path.is_file() {
@@ -90,7 +100,8 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
     };
     if !dir.is_dir() {
         anyhow::bail!(
-            "{} does not exist: give a run, trial set, sweep, strategy comparison or tune directory",
+            "{} does not exist: give a run, trial set, sweep, capacity, strategy comparison or tune \
+             directory",
             path.display()
         );
     }
@@ -106,6 +117,9 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
             }
         }
         return Ok(Input::Sweep { dir, sweep, stages, notes });
+    }
+    if dir.join(CAPACITY_FILE).is_file() {
+        return read_capacity(dir);
     }
     if dir.join(COMPARISON_FILE).is_file() {
         let comparison = StrategyComparison::read(&dir)?;
@@ -145,10 +159,32 @@ pub fn read(path: &Path) -> anyhow::Result<Input> {
         return read_run(&dir, name).map(|r| Input::Run(Box::new(r)));
     }
     anyhow::bail!(
-        "{} holds no {SUMMARY_FILE}, {TRIALS_FILE}, {SWEEP_FILE}, {COMPARISON_FILE} or {TUNE_FILE}: \
-         give a run directory, a trial set, a sweep, a strategy comparison or a tune directory",
+        "{} holds no {SUMMARY_FILE}, {TRIALS_FILE}, {SWEEP_FILE}, {CAPACITY_FILE}, \
+         {COMPARISON_FILE} or {TUNE_FILE}: give a run directory, a trial set, a sweep, a capacity \
+         search, a strategy comparison or a tune directory",
         dir.display()
     )
+}
+
+/// A capacity search: `capacity.json` and the trials of the probes at the bracket's ends (each
+/// named by its load and trial), whose latency distributions the page overlays.
+fn read_capacity(dir: PathBuf) -> anyhow::Result<Input> {
+    let capacity = CapacityFile::read(&dir).context("cannot read the capacity search")?;
+    let mut notes = Vec::new();
+    let mut trials = Vec::new();
+    let ends = [capacity.bracket.pass, capacity.bracket.fail];
+    let dim = capacity.search.spec.dimension.name();
+    for p in capacity.search.probes.iter().filter(|p| ends.contains(&Some(p.load))) {
+        for (k, t) in p.trials.iter().enumerate() {
+            let Some(rel) = &t.dir else { continue };
+            let name = format!("{dim}={} #{}", crate::chart::axis::label(p.load), k + 1);
+            match read_run(&dir.join(rel), name) {
+                Ok(run) => trials.push(run),
+                Err(e) => notes.push(format!("{rel} left out: {e:#}")),
+            }
+        }
+    }
+    Ok(Input::Capacity { dir, capacity: Box::new(capacity), trials, notes })
 }
 
 /// One run directory: its summary (required) and its records (a missing or damaged

@@ -1,6 +1,6 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no script, no network: its
-//! Content-Security-Policy forbids every fetch) per run, trial set, sweep, strategy comparison
-//! or tune. This module builds the page's view (`Page`: headings, tables of rows and cells,
+//! Content-Security-Policy forbids every fetch) per run, trial set, sweep, capacity search,
+//! strategy comparison or tune. This module builds the page's view (`Page`: headings, tables of rows and cells,
 //! figures, paragraphs, notes) from what the run directory holds; `page.html` renders it
 //! (`crate::template`).
 
@@ -41,6 +41,9 @@ pub(crate) fn render_page(
             }
             overlaid(&mut p, stages, thresholds);
             p.notes(notes.iter().chain(&sweep.notes));
+        }
+        Input::Capacity { capacity, trials, notes, .. } => {
+            capacity_page(&mut p, capacity, trials, notes, thresholds);
         }
         Input::Tune { tune, notes, .. } => {
             p.title = format!("Tune: profile {}", tune.profile);
@@ -528,6 +531,71 @@ fn overlaid(p: &mut Page, runs: &[RunInput], thresholds: Option<&Thresholds>) {
         rows.push(Row::new(cells).failed(s.failed > 0));
     }
     p.table("failures", rows);
+}
+
+/// A capacity search: the bracket in the header, the probes, the attainment against load, the
+/// latency distributions of the trials at the bracket's ends.
+fn capacity_page(
+    p: &mut Page,
+    f: &infergate_model::capacity::CapacityFile,
+    trials: &[RunInput],
+    notes: &[String],
+    thresholds: Option<&Thresholds>,
+) {
+    let s = &f.search;
+    let dim = s.spec.dimension.name();
+    p.title = format!("Capacity under the SLO: profile {}", f.profile);
+    p.meta = format!(
+        "{dim} {}; SLO attainment >= {}; binding objective {}; {}; {} trials, {} requests",
+        f.bracket.text(),
+        infergate_model::stats::sig_text(s.spec.target),
+        f.binding.as_deref().unwrap_or(BLANK),
+        s.stop.map(|r| r.words()).unwrap_or("not finished"),
+        s.trials,
+        s.spent_requests
+    );
+    p.section("Probes");
+    p.table("capacity", capacity_table(f));
+    p.section("SLO attainment against load");
+    p.figure(&figures::capacity_attainment(f));
+    if !trials.is_empty() {
+        overlaid(p, trials, thresholds);
+    }
+    p.notes(notes.iter().chain(&f.notes));
+}
+
+/// One row per probe, in the order measured: load, trials, attainment [interval], verdict,
+/// binding objective, reason.
+fn capacity_table(f: &infergate_model::capacity::CapacityFile) -> Vec<Row> {
+    use infergate_model::stats::Verdict;
+    let head = [
+        (f.search.spec.dimension.name(), false),
+        ("trials", false),
+        ("attainment", false),
+        ("verdict", true),
+        ("binding", true),
+        ("reason", true),
+    ];
+    let mut rows = vec![Row::head(&head)];
+    for p in &f.search.probes {
+        let att = p.attainment.as_ref().map(|e| e.interval().to_string()).unwrap_or_default();
+        let verdict = match p.verdict {
+            Some(Verdict::Pass) => "pass",
+            Some(Verdict::Fail) => "fail",
+            Some(Verdict::Inconclusive) => "inconclusive",
+            None => "open",
+        };
+        let cells = vec![
+            Cell::plain(crate::chart::axis::label(p.load)),
+            Cell::plain(p.trials.len().to_string()),
+            Cell::value(&att),
+            Cell::text(verdict),
+            Cell::text(p.binding.clone().unwrap_or_default()),
+            Cell::text(p.reason.clone().unwrap_or_default()),
+        ];
+        rows.push(Row::new(cells).failed(p.verdict == Some(Verdict::Fail)));
+    }
+    rows
 }
 
 fn sweep_table(s: &infergate_model::sweep::SweepSummary) -> Vec<Row> {
