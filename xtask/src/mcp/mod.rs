@@ -217,9 +217,12 @@ pub fn tools() -> Vec<Tool> {
             "bench",
             "Measure a bench profile of configs/bench.toml (the embedded simulator unless it \
              names a target), as `cargo xtask bench`. Writes a run directory (or a trial set \
-             with `trials`) under target/mcp/; returns its summary.json (or trials.json). Sends \
-             progress notifications; cancelling stops the run as Ctrl-C does (what was measured \
-             is written, status `interrupted`).",
+             with `trials`) under target/mcp/; returns its summary.json (or trials.json). With \
+             `capacity`, searches the highest load at which the profile's goodput SLO holds \
+             (`bench --capacity`) and returns capacity.json: the bracket [pass, fail), each \
+             probe's attainment with its interval; exit 0 a load held the SLO, 1 none did, 3 \
+             none was decided. Sends progress notifications; cancelling stops the run as Ctrl-C \
+             does (what was measured is written, status `interrupted`).",
             Writes::Target,
         ),
         tool::<GateArgs, CommandOutput>(
@@ -460,6 +463,9 @@ impl Call<'_> {
 }
 
 fn read_bench(dir: &Path) -> Result<Option<serde_json::Value>, String> {
+    if infergate_model::capacity::is_capacity_dir(dir) {
+        return read_artifact::<infergate_model::capacity::CapacityFile>(dir);
+    }
     if dir.join(infergate_model::trials::TRIALS_FILE).is_file() {
         let t = infergate_model::trials::TrialsFile::read(dir).map_err(|e| format!("{e:#}"))?;
         return serde_json::to_value(t).map(Some).map_err(|e| e.to_string());

@@ -2,7 +2,8 @@
 //! fields refused), its structured result (JSON Schema from the type) and what it runs. The
 //! commands that measure or write (`bench`, `gate`, `compare`, `adr_new`, `accept`) run as child
 //! processes of this binary ([`super::child`]) with their output under `target/mcp/`; their
-//! result holds the JSON of the file they wrote, read back through its typed artifact. The
+//! result holds the JSON of the file they wrote (`bench`: summary.json, trials.json or
+//! capacity.json), read back through its typed artifact. The
 //! checks that only read (`adr_lint`, `adr_check`, `explain_record`) run in the server.
 //!
 //! No argument of a tool can become a flag of its command: an option's value is one word with its
@@ -41,6 +42,90 @@ pub(crate) struct BenchArgs {
     /// A target of configs/bench.toml to measure instead of the profile's.
     #[serde(default)]
     pub target: Option<String>,
+    /// Search the capacity under the SLO instead of measuring one run: the highest load at
+    /// which the profile's goodput SLO holds (`cargo xtask bench --capacity`); the result is
+    /// capacity.json.
+    #[serde(default)]
+    pub capacity: Option<CapacityArgs>,
+}
+
+/// Which load a capacity search varies.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum CapacityDimension {
+    /// Closed loop: concurrent requests.
+    Concurrency,
+    /// Open loop: requests per second.
+    Rate,
+}
+
+/// A capacity search's settings, as `cargo xtask bench --capacity` takes them (docs/capacity.md);
+/// each absent one has the command's default.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CapacityArgs {
+    /// The load searched (`--capacity`).
+    pub dimension: CapacityDimension,
+    /// The SLO attainment a load must reach, within (0, 1] (default 0.95).
+    #[serde(default)]
+    pub target: Option<f64>,
+    /// Percentile limits every load must hold too, `METRIC<=VALUE`
+    /// (`metrics.ttft_ms.p99<=350`).
+    #[serde(default)]
+    pub limits: Vec<String>,
+    /// The first load probed (default 1).
+    #[serde(default)]
+    pub start: Option<f64>,
+    /// The highest load probed.
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// The bracket's relative width at which the search stops, within (0, 1) (default 0.1).
+    #[serde(default)]
+    pub resolution: Option<f64>,
+    /// Trials a probe measures before its first decision and the most it grows to, `MIN..MAX`
+    /// or `N` (default `3..5`).
+    #[serde(default)]
+    pub trials: Option<String>,
+    /// What the search may spend: requests (`5000`), a time (`20m`) or both (`5000,20m`).
+    #[serde(default)]
+    pub budget: Option<String>,
+    /// Coverage of each probe's decision, within (0, 1) (default 0.95).
+    #[serde(default)]
+    pub confidence: Option<f64>,
+    /// Each trial's length in seconds (default: trials are counted in requests).
+    #[serde(default)]
+    pub stage_duration: Option<f64>,
+    /// The share of each trial dropped as warmup, within 0..0.9 (default 1/3).
+    #[serde(default)]
+    pub warmup_fraction: Option<f64>,
+}
+
+impl CapacityArgs {
+    /// The flags of `bench --capacity`, each one word.
+    fn push(&self, args: &mut Vec<String>) {
+        let dim = match self.dimension {
+            CapacityDimension::Concurrency => "concurrency",
+            CapacityDimension::Rate => "rate",
+        };
+        push_opt(args, "--capacity", Some(dim));
+        let n = |v: Option<f64>| v.map(|v| v.to_string());
+        push_opt(args, "--capacity-target", n(self.target).as_deref());
+        push_each(args, "--capacity-limit", &self.limits);
+        push_opt(args, "--capacity-start", n(self.start).as_deref());
+        push_opt(args, "--capacity-max", n(self.max).as_deref());
+        push_opt(args, "--capacity-resolution", n(self.resolution).as_deref());
+        push_opt(args, "--capacity-trials", self.trials.as_deref());
+        push_opt(args, "--capacity-budget", self.budget.as_deref());
+        push_opt(args, "--confidence", n(self.confidence).as_deref());
+        push_opt(args, "--stage-duration", n(self.stage_duration).as_deref());
+        push_opt(args, "--warmup-fraction", n(self.warmup_fraction).as_deref());
+    }
+
+    /// The requests the search may send, when its budget says.
+    fn budget_requests(&self) -> Option<f64> {
+        let budget = self.budget.as_deref()?.parse::<infergate_model::capacity::Budget>().ok()?;
+        budget.requests.map(|r| r as f64)
+    }
 }
 
 /// `gate`: a run against the live records' thresholds, or an A/B gate.
@@ -263,8 +348,14 @@ impl BenchArgs {
         push_each(&mut args, "--set", &self.overrides);
         push_opt(&mut args, "--trials", self.trials.map(|n| n.to_string()).as_deref());
         push_opt(&mut args, "--requests", self.requests.map(|n| n.to_string()).as_deref());
+        if let Some(c) = &self.capacity {
+            c.push(&mut args);
+        }
         push_opt(&mut args, "--out", Some(&out.to_string_lossy()));
-        let total = self.requests.map(|r| (r * u64::from(self.trials.unwrap_or(1))) as f64);
+        let total = match &self.capacity {
+            Some(c) => c.budget_requests(),
+            None => self.requests.map(|r| (r * u64::from(self.trials.unwrap_or(1))) as f64),
+        };
         Job { args, watch: Some(out.to_path_buf()), total }
     }
 }
@@ -505,6 +596,7 @@ mod tests {
             trials: Some(3),
             requests: Some(20),
             target: None,
+            capacity: None,
         };
         let job = b.job(Path::new("target/mcp/bench-x"));
         assert_eq!(
@@ -520,6 +612,42 @@ mod tests {
             ]
         );
         assert_eq!(job.total, Some(60.0));
+        let c = BenchArgs {
+            profile: None,
+            overrides: vec![],
+            trials: None,
+            requests: None,
+            target: None,
+            capacity: Some(CapacityArgs {
+                dimension: CapacityDimension::Rate,
+                target: Some(0.99),
+                limits: vec!["metrics.ttft_ms.p99<=350".into()],
+                start: None,
+                max: Some(64.0),
+                resolution: None,
+                trials: Some("2..3".into()),
+                budget: Some("5000,20m".into()),
+                confidence: None,
+                stage_duration: None,
+                warmup_fraction: Some(0.25),
+            }),
+        };
+        let job = c.job(Path::new("target/mcp/bench-c"));
+        assert_eq!(
+            job.args,
+            [
+                "bench",
+                "--capacity=rate",
+                "--capacity-target=0.99",
+                "--capacity-limit=metrics.ttft_ms.p99<=350",
+                "--capacity-max=64",
+                "--capacity-trials=2..3",
+                "--capacity-budget=5000,20m",
+                "--warmup-fraction=0.25",
+                "--out=target/mcp/bench-c"
+            ]
+        );
+        assert_eq!(job.total, Some(5000.0), "the budget's requests");
         let gate = |run: Option<&str>, ab: bool| GateArgs {
             run: run.map(String::from),
             thresholds: None,
@@ -623,6 +751,7 @@ mod tests {
             trials: None,
             requests: None,
             target: Some("-q".into()),
+            capacity: None,
         };
         let C::Bench(b) = parse(bench.job(out)) else { panic!("not bench") };
         assert_eq!((b.profile.as_str(), b.target.as_deref()), ("--help", Some("-q")));

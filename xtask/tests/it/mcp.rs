@@ -309,6 +309,34 @@ fn tool_arguments_that_look_like_flags_are_values() {
     assert!(records.iter().all(|r| !r.contains("help")), "adr_new wrote a record: {records:?}");
 }
 
+/// `bench` with `capacity` runs `bench --capacity` and returns `capacity.json`, the document
+/// the file holds: on the timing simulator every load holds the SLO, so the search ends at the
+/// highest load it may probe. Settings the command refuses are its usage error, naming the flag.
+#[test]
+fn a_capacity_search_returns_capacity_json() {
+    use infergate_model::capacity::{CapacityFile, StopReason};
+    let g = repository();
+    let mut raw = Raw::start(g.path());
+    let capacity = json!({"dimension": "concurrency", "max": 2, "trials": "2"});
+    raw.call(2, "bench", json!({"overrides": ["slo.ttft_ms=1000"], "capacity": capacity}));
+    let bad = json!({"dimension": "rate", "target": 2});
+    raw.call(3, "bench", json!({"overrides": ["slo.ttft_ms=1000"], "capacity": bad}));
+    let answer = raw.answer(json!(2));
+    let out = &answer["result"]["structuredContent"];
+    assert_eq!((&out["exit_code"], &out["status"]), (&json!(0), &json!("success")), "{out}");
+    assert!(out["command"].as_str().unwrap().contains(" --capacity=concurrency "), "{out}");
+    let file = CapacityFile::read(&g.path().join(out["wrote"].as_str().unwrap())).unwrap();
+    assert_eq!(out["result"], serde_json::to_value(&file).unwrap());
+    assert_eq!((file.bracket.pass, file.bracket.fail), (Some(2.0), None));
+    assert_eq!(file.search.stop, Some(StopReason::MaxLoad));
+    let refused = raw.answer(json!(3));
+    let out = &refused["result"]["structuredContent"];
+    assert_eq!(out["exit_code"], 2, "{out}");
+    assert!(out["diagnostics"].as_str().unwrap().contains("--capacity-target"), "{out}");
+    assert_eq!(out["wrote"], Value::Null, "nothing written: {out}");
+    assert!(raw.close().is_empty());
+}
+
 /// A line longer than the transport's 16 MiB is read past, not held: answered with `-32600`
 /// and the request's id, and the next request is served. The server's peak memory grows by
 /// less than two limits while it reads a line of three (it holds at most one limit's bytes).
