@@ -271,6 +271,21 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
             r.name
         )
     }));
+    considered.extend(tune.capacity_overlaps.iter().map(|(a, b)| {
+        let bracket = |name: &str| {
+            tune.rows
+                .iter()
+                .find(|r| r.name == name)
+                .and_then(|r| r.capacity.as_ref())
+                .map_or_else(String::new, |c| format!(" {}", c.text()))
+        };
+        format!(
+            "Capacity brackets overlap: `{a}`{} and `{b}`{}: their capacities are not shown to \
+             differ.",
+            bracket(a),
+            bracket(b)
+        )
+    }));
     considered.extend(tune.warnings.iter().map(|w| format!("Edge of the grid: {w}.")));
     let dirs: Vec<PathBuf> = measured.iter().map(|r| tune_dir.join(&r.dir)).collect();
     Ok(TuneInputs {

@@ -16,16 +16,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
+use infergate_model::capacity::{CAPACITY_FILE, CapacityFile};
 use infergate_model::config::{EngineConfig, Source};
+use infergate_model::summary::Summary;
 use infergate_model::summary::{EngineParams, RunStatus};
-use infergate_model::trials::TrialSet;
+use infergate_model::trials::{Trial, TrialSet};
 use serde_json::Value as Json;
 use xshell::Shell;
 
 use super::grid::{self, Axis, TuneSpec, Variant};
 use super::model::{
-    AxisRecord, FORMAT_VERSION, GOODPUT, Objective, PARETO_FILE, RowEstimates, RowStatus, Search,
-    SloCompliance, TuneFile, TuneRow, slo_check,
+    AxisRecord, FORMAT_VERSION, GOODPUT, Objective, PARETO_FILE, RowCapacity, RowEstimates,
+    RowStatus, Search, SloCompliance, TuneFile, TuneRow, slo_check,
 };
 use crate::bench::BenchCmd;
 use crate::console::ConsoleTable;
@@ -70,6 +72,9 @@ pub enum SearchKind {
 #[derive(Debug, Args)]
 // The bench flags come with `bench merge`, which is no tune's: hidden, and refused.
 #[command(mut_subcommand("merge", |c| c.hide(true)))]
+// `--objective capacity` searches each configuration's capacity: `--capacity concurrency`
+// unless the dimension is given.
+#[command(mut_arg("capacity", |a| a.default_value_if("objective", "capacity", "concurrency")))]
 pub struct TuneCmd {
     /// Bench flags: the profile each configuration runs (`--out` is the tune directory).
     #[command(flatten)]
@@ -109,6 +114,12 @@ pub struct TuneCmd {
     /// Write the winner's keys into the governed engine config.
     #[arg(long)]
     pub apply: bool,
+    /// What the configurations are ranked by: `goodput` at the profile's load, or `capacity`
+    /// under the SLO (each configuration's `--capacity` search; `--capacity concurrency` unless
+    /// given; ties by cost per 1M output tokens). Default: capacity with `--capacity`, else
+    /// goodput.
+    #[arg(long, value_enum, value_name = "OBJECTIVE")]
+    pub objective: Option<Objective>,
 }
 
 /// What every configuration shares.
@@ -136,16 +147,21 @@ struct Rung {
 }
 
 impl TuneCmd {
-    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+    pub fn run(mut self, sh: &Shell) -> anyhow::Result<Status> {
         self.refuse_flags()?;
+        if self.objective == Some(Objective::Capacity) && self.bench.capacity.is_none() {
+            self.bench.capacity = Some(infergate_model::sweep::Dimension::Concurrency);
+        }
         let root = sh.current_dir();
         let spec = self.spec(&root)?;
         let run_id = bench::runner::new_run_id();
         let base = self.bench.plan(&root, run_id.clone())?;
-        if let (BenchMode::Sweep(_), SearchKind::Halving) = (&base.mode, self.search) {
+        if let (BenchMode::Sweep(_) | BenchMode::Capacity(_), SearchKind::Halving) =
+            (&base.mode, self.search)
+        {
             bail!(
-                "--search halving splits a run's requests into rungs; with --sweep each \
-                 configuration runs several loads: choose one of them"
+                "--search halving splits a run's requests into rungs; with --sweep or --capacity \
+                 each configuration runs several loads: choose one of them"
             );
         }
         if self.engine == TuneEngine::Sim
@@ -243,6 +259,16 @@ impl TuneCmd {
         Ok(spec)
     }
 
+    /// What the rows are ranked by: as asked, else capacity when each configuration runs a
+    /// capacity search.
+    fn objective(&self) -> Objective {
+        self.objective.unwrap_or(if self.bench.capacity.is_some() {
+            Objective::Capacity
+        } else {
+            Objective::Goodput
+        })
+    }
+
     fn search(&self) -> Search {
         match self.search {
             SearchKind::Grid => Search::Grid,
@@ -293,7 +319,7 @@ impl Tune<'_> {
             engine_config: self.governed_rel.clone(),
             engine: self.cmd.engine.name().into(),
             search: search.label(),
-            objective: Objective::Goodput,
+            objective: self.cmd.objective(),
             command: self.cmd.bench.command_line.clone(),
             axes: spec
                 .axes
@@ -505,6 +531,13 @@ impl Tune<'_> {
         ));
         if engine.is_none() {
             plan.profile.profile.sim.engine_config = row.config.clone();
+            // Sweep stages and capacity probes resolve their profiles again from the source:
+            // the variant config goes with them as an override.
+            plan.source.overrides.push(infergate_model::config::Override::new(
+                "sim.engine_config",
+                row.config.clone(),
+                format!("tune configuration `{}`", row.name),
+            ));
         }
         let status = crate::bench::execute(&plan);
         if let Some(e) = engine {
@@ -534,6 +567,9 @@ impl Tune<'_> {
     /// a sweep: its knee stage, else its last), each with its estimate (t across trials, the
     /// request bootstrap of a single run), and the SLOs decided from the intervals.
     fn fill(&self, row: &mut TuneRow, run_dir: &Path) {
+        if run_dir.join(CAPACITY_FILE).is_file() {
+            return fill_capacity(row, run_dir, &self.slo);
+        }
         let run_dir = match sweep_stage(run_dir) {
             Ok(Some((dir, which))) => {
                 row.sweep_stage = Some(which);
@@ -552,46 +588,7 @@ impl Tune<'_> {
                 return;
             }
         };
-        let m = |metric: &str| mean(set.per_trial(metric));
-        row.trials = set.trials.len();
-        row.requests = set.requests();
-        row.goodput_rps = m("goodput.requests_per_s");
-        row.goodput_ratio = m("goodput.ratio");
-        row.output_tokens_per_s = m("throughput.output_tokens_per_s");
-        row.ttft_p99_ms = m("metrics.ttft_ms.p99");
-        row.tpot_p99_ms = m("metrics.tpot_ms.p99");
-        row.e2e_p99_ms = m("metrics.e2e_ms.p99");
-        let metrics = [
-            GOODPUT,
-            "throughput.output_tokens_per_s",
-            "metrics.ttft_ms.p99",
-            "metrics.tpot_ms.p99",
-            "metrics.e2e_ms.p99",
-        ];
-        let mut est = set.estimates(&metrics, infergate_model::stats::Options::default());
-        let mut take = |m: &str| est.remove(m).and_then(|e| e.estimate);
-        row.estimates = RowEstimates {
-            goodput_rps: take(metrics[0]),
-            output_tokens_per_s: take(metrics[1]),
-            ttft_p99_ms: take(metrics[2]),
-            tpot_p99_ms: take(metrics[3]),
-            e2e_p99_ms: take(metrics[4]),
-        };
-        let all_failed = set.trials.iter().all(|t| t.summary.status == RunStatus::Failed);
-        if all_failed {
-            row.error = Some("no measured request succeeded; see requests.jsonl".into());
-            return;
-        }
-        row.status = RowStatus::Measured;
-        let e = &row.estimates;
-        (row.slo_misses, row.slo_undecided) = slo_check(
-            &self.slo,
-            [
-                (row.ttft_p99_ms, e.ttft_p99_ms.as_ref()),
-                (row.tpot_p99_ms, e.tpot_p99_ms.as_ref()),
-                (row.e2e_p99_ms, e.e2e_p99_ms.as_ref()),
-            ],
-        );
+        fill_from_set(row, &set, &self.slo);
     }
 
     fn finish(&self, file: &TuneFile, interrupted: bool) -> anyhow::Result<Status> {
@@ -640,6 +637,99 @@ impl Tune<'_> {
     }
 }
 
+/// The row's figures from a run or trial set: each metric the mean of its trials with its
+/// estimate (t across trials, the request bootstrap of a single run), and the SLOs decided from
+/// the intervals.
+fn fill_from_set(row: &mut TuneRow, set: &TrialSet, slo: &infergate_model::metrics::Slo) {
+    let m = |metric: &str| mean(set.per_trial(metric));
+    row.trials = set.trials.len();
+    row.requests = set.requests();
+    row.goodput_rps = m("goodput.requests_per_s");
+    row.goodput_ratio = m("goodput.ratio");
+    row.output_tokens_per_s = m("throughput.output_tokens_per_s");
+    row.ttft_p99_ms = m("metrics.ttft_ms.p99");
+    row.tpot_p99_ms = m("metrics.tpot_ms.p99");
+    row.e2e_p99_ms = m("metrics.e2e_ms.p99");
+    let metrics = [
+        GOODPUT,
+        "throughput.output_tokens_per_s",
+        "metrics.ttft_ms.p99",
+        "metrics.tpot_ms.p99",
+        "metrics.e2e_ms.p99",
+    ];
+    let mut est = set.estimates(&metrics, infergate_model::stats::Options::default());
+    let mut take = |m: &str| est.remove(m).and_then(|e| e.estimate);
+    row.estimates = RowEstimates {
+        goodput_rps: take(metrics[0]),
+        output_tokens_per_s: take(metrics[1]),
+        ttft_p99_ms: take(metrics[2]),
+        tpot_p99_ms: take(metrics[3]),
+        e2e_p99_ms: take(metrics[4]),
+    };
+    let all_failed = set.trials.iter().all(|t| t.summary.status == RunStatus::Failed);
+    if all_failed {
+        row.error = Some("no measured request succeeded; see requests.jsonl".into());
+        return;
+    }
+    row.status = RowStatus::Measured;
+    let e = &row.estimates;
+    (row.slo_misses, row.slo_undecided) = slo_check(
+        slo,
+        [
+            (row.ttft_p99_ms, e.ttft_p99_ms.as_ref()),
+            (row.tpot_p99_ms, e.tpot_p99_ms.as_ref()),
+            (row.e2e_p99_ms, e.e2e_p99_ms.as_ref()),
+        ],
+    );
+}
+
+/// A capacity search's row: its bracket, and the figures of the probe that stands for it (the
+/// bracket's passing load, else the lowest load probed) over that probe's trials.
+fn fill_capacity(row: &mut TuneRow, dir: &Path, slo: &infergate_model::metrics::Slo) {
+    let file = match CapacityFile::read(dir) {
+        Ok(f) => f,
+        Err(e) => {
+            row.error = Some(format!("no capacity search to read: {e}"));
+            return;
+        }
+    };
+    let bracket = file.bracket.clone();
+    row.capacity = Some(RowCapacity {
+        dimension: file.search.spec.dimension.name().to_string(),
+        target: file.search.spec.target,
+        bracket: bracket.clone(),
+        binding: file.binding.clone(),
+        requests: file.search.spent_requests,
+    });
+    let lowest = file.search.probes.iter().map(|p| p.load).min_by(f64::total_cmp);
+    let Some(load) = bracket.pass.or(lowest) else {
+        row.error = Some("the capacity search measured no load".into());
+        return;
+    };
+    let Some(probe) = file.search.probes.iter().find(|p| p.load == load) else { return };
+    let trials: Vec<Trial> = probe
+        .trials
+        .iter()
+        .filter_map(|t| t.dir.as_ref())
+        .filter_map(|d| {
+            let dir = dir.join(d);
+            Summary::read(&dir).ok().map(|summary| Trial { dir, summary })
+        })
+        .collect();
+    if trials.is_empty() {
+        row.error =
+            Some(format!("no trial of {} {load} to read", file.search.spec.dimension.name()));
+        return;
+    }
+    let which =
+        if bracket.pass == Some(load) { "capacity, passing load" } else { "lowest load probed" };
+    row.sweep_stage = Some(format!("{which}: {} {load}", file.search.spec.dimension.name()));
+    let set = TrialSet::from_trials(dir.to_path_buf(), trials);
+    row.cost_per_1m_output_tokens = mean(set.per_trial("cost.per_1m_output_tokens"));
+    fill_from_set(row, &set, slo);
+    row.requests = file.search.spent_requests;
+}
+
 /// The stage of a sweep directory that stands for it, with which one it is in words (`knee,
 /// concurrency 8`); `None` for a run or trial set.
 fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
@@ -655,8 +745,13 @@ fn sweep_stage(dir: &Path) -> Result<Option<(PathBuf, String)>, String> {
     Ok(Some((dir.join(&stage.dir), format!("{which}: {} {}", sweep.dimension.name(), stage.load))))
 }
 
-/// A run, trial set or sweep that ran to its end.
+/// A run, trial set, sweep or capacity search that ran to its end.
 fn complete(dir: &Path) -> bool {
+    if dir.join(CAPACITY_FILE).is_file() {
+        return CapacityFile::read(dir).is_ok_and(|c| {
+            c.search.stop.is_some_and(|s| s != infergate_model::capacity::StopReason::Interrupted)
+        });
+    }
     if dir.join(infergate_model::sweep::SWEEP_FILE).is_file() {
         return infergate_model::sweep::SweepSummary::read(dir).is_ok_and(|s| {
             s.stages.len() == s.values.len()
@@ -674,6 +769,15 @@ fn rel(path: &Path, root: &Path) -> String {
 }
 
 fn progress_line(r: &TuneRow) -> String {
+    if let (RowStatus::Measured, Some(c)) = (&r.status, &r.capacity) {
+        return format!(
+            "capacity {} at SLO attainment >= {}{}, {} requests",
+            c.text(),
+            c.target,
+            c.binding.as_deref().map(|b| format!(" (binding: {b})")).unwrap_or_default(),
+            c.requests
+        );
+    }
     match (&r.status, &r.error) {
         (RowStatus::Measured, _) => format!(
             "goodput {} req/s, {} output tok/s, TTFT P99 {} ms{}",
@@ -716,8 +820,12 @@ pub fn legend(file: &TuneFile) -> String {
     s
 }
 
-/// Every configuration, one row each; blank cells were not measured.
+/// Every configuration, one row each; blank cells were not measured. A capacity tune's table
+/// ([`capacity_table`]) leads with each configuration's bracket.
 pub fn table(file: &TuneFile) -> ConsoleTable {
+    if file.rows.iter().any(|r| r.capacity.is_some()) {
+        return capacity_table(file);
+    }
     let mut t = ConsoleTable::framed([
         "configuration",
         "status",
@@ -768,6 +876,46 @@ pub fn table(file: &TuneFile) -> ConsoleTable {
             fmt_opt(r.tpot_p99_ms, 1),
             slos.to_string(),
             front.to_string(),
+        ]);
+    }
+    t
+}
+
+/// A capacity tune's rows: the bracket, the binding objective, the search's requests, the cost
+/// and the passing load's figures.
+fn capacity_table(file: &TuneFile) -> ConsoleTable {
+    let mut t = ConsoleTable::framed([
+        "configuration",
+        "status",
+        "capacity",
+        "binding",
+        "requests",
+        "cost / 1M tok",
+        "goodput req/s",
+        "TTFT P99 ms",
+    ])
+    .right_aligned(4..8);
+    for r in &file.rows {
+        let winner = file.winner.as_deref() == Some(r.name.as_str());
+        let status = match (r.status, &r.error) {
+            (RowStatus::Measured, _) => "measured".to_string(),
+            (RowStatus::Interrupted, _) => "interrupted".into(),
+            (s, e) => format!(
+                "{}: {}",
+                if s == RowStatus::Skipped { "skipped" } else { "failed" },
+                e.as_deref().unwrap_or_default().lines().next().unwrap_or_default()
+            ),
+        };
+        let c = r.capacity.as_ref();
+        t.row([
+            if winner { format!("{} (winner)", r.name) } else { r.name.clone() },
+            status,
+            c.map_or(BLANK.into(), |c| c.text()),
+            c.and_then(|c| c.binding.clone()).unwrap_or_else(|| BLANK.into()),
+            c.map_or(BLANK.into(), |c| c.requests.to_string()),
+            fmt_opt(r.cost_per_1m_output_tokens, 3),
+            shown(r.estimates.goodput_rps.as_ref(), r.goodput_rps, 2),
+            shown(r.estimates.ttft_p99_ms.as_ref(), r.ttft_p99_ms, 1),
         ]);
     }
     t

@@ -616,3 +616,103 @@ fn a_tune_report_lists_its_configurations_and_draws_both_fronts() {
             && html.contains("data-chart=\"pareto-goodput\"")
     );
 }
+
+/// `tune --objective capacity`: each configuration's capacity search against its own
+/// simulator, the rows ranked by their brackets: four slots carry more concurrent requests
+/// under the SLO than one, by brackets that separate, and tune.json says so.
+#[test]
+fn by_capacity_the_configuration_with_more_slots_carries_more_load() {
+    let root = copy_of_configs();
+    let o = xtask(
+        root.path(),
+        &[
+            "tune",
+            "--out",
+            "runs/cap",
+            "--grid",
+            "scheduler.max_num_seqs=1,4",
+            "--objective",
+            "capacity",
+            "--capacity",
+            "concurrency",
+            "--capacity-max",
+            "16",
+            "--capacity-resolution",
+            "0.25",
+            "--requests",
+            "8",
+            "--max-tokens",
+            "8",
+            "--set",
+            "workload.input_lengths=[64]",
+            "--set",
+            "slo.ttft_ms=250",
+        ],
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let tune = TuneFile::read(&root.path().join("runs/cap")).unwrap();
+    assert_eq!(tune.objective, xtask::tune::model::Objective::Capacity);
+    let cap = |seqs: i64| {
+        let r = tune
+            .rows
+            .iter()
+            .find(|r| setting(r, "scheduler.max_num_seqs") == &serde_json::json!(seqs))
+            .unwrap();
+        assert_eq!(r.status, RowStatus::Measured, "{r:?}");
+        r.capacity.clone().expect("a capacity row")
+    };
+    let (one, four) = (cap(1), cap(4));
+    assert_eq!(one.dimension, "concurrency");
+    let (p1, p4) = (one.bracket.pass.unwrap(), four.bracket.pass.unwrap());
+    assert!(p4 > p1, "one slot {} against four {}", one.text(), four.text());
+    assert!(four.bracket.separates_from(&one.bracket));
+    assert_eq!(tune.winner.as_deref(), Some("max_num_seqs=4"));
+    assert_eq!(tune.decided_by, Some(DecidedBy::Capacity));
+    assert!(tune.capacity_overlaps.is_empty());
+    let statement = tune.statement().unwrap();
+    assert!(statement.contains(&format!("capacity {}", four.text())), "{statement}");
+    assert!(
+        o.stdout.contains("capacity") && o.stdout.contains(&one.bracket.text()),
+        "{}",
+        o.stdout
+    );
+    // Each row's figures are its passing load's trials.
+    let r4 = tune.winner_row().unwrap();
+    assert_eq!(
+        r4.sweep_stage.as_deref(),
+        Some(&*format!("capacity, passing load: concurrency {p4}"))
+    );
+    assert!(r4.cost_per_1m_output_tokens.is_some());
+    // The record of the tune: each configuration's bracket in the Capacity at SLO column.
+    let o = xtask(root.path(), &["adr", "new", "Four slots", "--tune", "runs/cap"]);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let record = std::fs::read_to_string(new_record(root.path())).unwrap();
+    assert!(record.contains("Capacity at SLO"), "{record}");
+    assert!(
+        record.contains(&one.bracket.text()) && record.contains(&four.bracket.text()),
+        "{record}"
+    );
+    assert!(record.contains("decided by capacity"), "{record}");
+}
+
+/// `--objective capacity` alone searches each configuration's capacity in concurrency.
+#[test]
+fn the_capacity_objective_searches_concurrency_unless_told() {
+    use clap::Parser;
+    let parse = |args: &[&str]| {
+        let mut all = vec!["xtask", "tune", "--grid", "scheduler.max_num_seqs=1,4"];
+        all.extend(args);
+        match xtask::Cli::try_parse_from(all).unwrap().command {
+            xtask::Command::Tune(t) => (t.objective, t.bench.capacity),
+            _ => unreachable!(),
+        }
+    };
+    use infergate_model::sweep::Dimension;
+    use xtask::tune::model::Objective;
+    assert_eq!(
+        parse(&["--objective", "capacity"]),
+        (Some(Objective::Capacity), Some(Dimension::Concurrency))
+    );
+    assert_eq!(parse(&["--capacity", "rate"]), (None, Some(Dimension::Rate)));
+    assert_eq!(parse(&[]), (None, None));
+}
