@@ -9,6 +9,9 @@ mod support;
 mod adr_check;
 mod adr_props;
 mod alerts;
+// `bench --capacity` measures the simulator: the runtime build only.
+#[cfg(feature = "runtime")]
+mod capacity;
 // Prometheus and `watch` against the simulator, which only the runtime build has.
 #[cfg(feature = "runtime")]
 mod alerts_live;
