@@ -138,7 +138,7 @@ pub struct BenchCmd {
     #[arg(long, value_name = "F", requires = "capacity")]
     pub capacity_resolution: Option<f64>,
     /// Capacity: trials a load measures before it is decided, and the most it grows to while
-    /// undecided: MIN..MAX, or N for N..N (default 2..5).
+    /// undecided: MIN..MAX, or N for N..N (default 3..5).
     #[arg(
         long,
         value_name = "MIN..MAX",
@@ -271,7 +271,7 @@ fn parse_capacity_dimension(s: &str) -> Result<Dimension, String> {
 /// `--capacity-trials`: `MIN..MAX`, or `N` for `N..N` (their range is checked with the rest of
 /// the search's settings).
 fn parse_capacity_trials(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("`{s}`: give MIN..MAX trials a probe (like 2..5), or N for N..N");
+    let bad = || format!("`{s}`: give MIN..MAX trials a probe (like 3..5), or N for N..N");
     let whole = |p: &str| p.trim().parse::<u32>().map_err(|_| bad());
     match s.split_once("..") {
         Some((lo, hi)) => Ok((whole(lo)?, whole(hi)?)),
@@ -978,7 +978,8 @@ mod tests {
         };
         let err = refusal(&["--capacity", "concurrency"]);
         assert_eq!(err, PlanError::CapacityWithoutSlo("default".into()));
-        let slo = ["--capacity", "concurrency", "--set", "slo.ttft_ms=500"];
+        let slo =
+            ["--capacity", "concurrency", "--set", "slo.ttft_ms=500", "--capacity-trials", "2..5"];
         let err = refusal(&[&slo[..], &["--capacity-target", "1.01"]].concat());
         assert!(matches!(err, PlanError::Capacity { flag: "--capacity-target", .. }), "{err}");
         let err = refusal(&[&slo[..], &["--capacity-budget", "20"]].concat());

@@ -29,7 +29,8 @@ pub(crate) const POLICY_VIOLATED: Exit = Exit {
     name: "policy-violated",
     meaning: "a policy was violated: a gate failed, a lint or check found violations, an \
               acceptance layer failed, a test failed, a self-test found the bench's own timing \
-              error over its bounds, or a run had no successful request",
+              error over its bounds, a run had no successful request, or a capacity search \
+              found no load holding the SLO",
 };
 
 pub(crate) const USAGE_ERROR: Exit = Exit {
@@ -43,7 +44,8 @@ pub const INCONCLUSIVE: Exit = Exit {
     name: "inconclusive",
     meaning: "a gate could not decide: a blocking threshold is inconclusive (its confidence \
               interval straddles the limit, it has no interval, or the host was busy) and none \
-              failed; never a pass; or a self-test whose every attempt the machine disturbed",
+              failed; never a pass; or a self-test whose every attempt the machine disturbed; or \
+              a capacity search that could decide no load",
 };
 
 pub(crate) const NO_DATA: Exit = Exit {

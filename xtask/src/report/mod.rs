@@ -1,7 +1,7 @@
 //! Reports of measured results: the console tables of a run ([`console`]) and `cargo xtask
 //! report PATH`, which writes `report.html` (summary table, latency CDFs, a sweep's charts
-//! against load, the per-request timeline, failures over time) into a run, sweep or strategy
-//! comparison directory. `bench --report` writes the same page at the end of a run.
+//! against load, a capacity search's attainment against load, the per-request timeline,
+//! failures over time) into a run, sweep, capacity or strategy comparison directory. `bench --report` writes the same page at the end of a run.
 
 pub mod console;
 pub mod input;
@@ -25,8 +25,8 @@ pub const REPORT_FILE: &str = "report.html";
 #[derive(Debug, Args)]
 pub struct ReportCmd {
     /// Relative to the repository root: a run directory (summary.json), a trial set (trials.json),
-    /// a sweep directory (sweep.json), a strategy comparison directory (comparison.json) or a tune
-    /// directory (tune.json), or one of those files.
+    /// a sweep directory (sweep.json), a capacity search (capacity.json), a strategy comparison
+    /// directory (comparison.json) or a tune directory (tune.json), or one of those files.
     pub path: PathBuf,
     /// Thresholds file, relative to the repository root, whose limits are drawn on the latency CDFs (skipped when the file is absent).
     #[arg(long, value_name = "FILE", default_value = thresholds::GATE_FILE)]

@@ -222,7 +222,8 @@ fn a_path_without_results_is_refused_with_what_is_valid() {
     assert_eq!(o.code, 2);
     assert!(
         o.stderr.contains(
-            "holds no summary.json, trials.json, sweep.json, comparison.json or tune.json"
+            "holds no summary.json, trials.json, sweep.json, capacity.json, comparison.json or \
+             tune.json"
         ),
         "{}",
         o.stderr
