@@ -232,6 +232,9 @@ pub fn tools() -> Vec<Tool> {
              working tree's (`ab`), as `cargo xtask gate`. Writes the gate's report \
              (target/mcp/gate-*, JSON) or the A/B gate's directory (target/mcp/gate-ab-*, \
              ab.json); returns it. The exit code says the verdict: 0 pass, 1 fail, 3 undecided. \
+             A threshold bound to a load (\"holds the SLO at concurrency 24\", from a capacity \
+             search) is decided on a run at that load and reported as `not_applicable`, with the \
+             reason and the command that measures its load, on a run at another. \
              The gate of a trial set and the A/B gate also append to the noise history, the git \
              ref refs/infergate/history, as the command does (`no_history`: not).",
             Writes::Target,

@@ -15,6 +15,7 @@ mod capacity;
 // Prometheus and `watch` against the simulator, which only the runtime build has.
 #[cfg(feature = "runtime")]
 mod alerts_live;
+mod capacity_records;
 // Reports of runs measured with `bench` (runtime build), in headless Chromium.
 #[cfg(feature = "runtime")]
 mod browser;
