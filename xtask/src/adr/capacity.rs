@@ -273,3 +273,84 @@ pub(crate) fn held_at_rule(row: &CapacityRow, label: &str, profile: &str) -> Opt
         crate::thresholds::load::gate_command(profile, &load)
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use infergate_model::capacity::{CapacitySpec, Search};
+
+    use super::*;
+
+    /// A finished search of `dimension` whose probes at `pass` and `fail` were decided so.
+    fn row(dimension: Dimension, pass: f64, fail: f64) -> CapacityRow {
+        let mut search = Search::new(CapacitySpec::new(dimension), 100);
+        for (load, verdict) in [(pass, Verdict::Pass), (fail, Verdict::Fail)] {
+            search.probes.push(Probe {
+                load,
+                trials: vec![Default::default(); 2],
+                attainment: None,
+                limits: vec![],
+                verdict: Some(verdict),
+                reason: None,
+                binding: None,
+            });
+        }
+        let file = CapacityFile::new("c".into(), "default".into(), Default::default(), search);
+        CapacityRow { file, dir: "runs/c".into() }
+    }
+
+    #[test]
+    fn a_capacity_change_is_counted_only_when_the_brackets_separate() {
+        let c = Dimension::Concurrency;
+        let rows = [Some(row(c, 8.0, 9.0)), Some(row(c, 2.0, 3.0)), Some(row(c, 6.0, 10.0)), None];
+        let (base, lower, wide) =
+            (rows[0].as_ref().unwrap(), rows[1].as_ref().unwrap(), rows[2].as_ref().unwrap());
+        assert_eq!(
+            compare(base, lower),
+            Comparison::Lower("Capacity at SLO [8, 9) -> [2, 3) concurrency".into())
+        );
+        assert_eq!(
+            compare(lower, base),
+            Comparison::Higher("Capacity at SLO [2, 3) -> [8, 9) concurrency".into())
+        );
+        // [6, 10) holds 8 and fails 9 as well as [8, 9) could: no difference shown.
+        assert_eq!(
+            compare(base, wide),
+            Comparison::Overlap(
+                "capacity: the brackets overlap ([8, 9) -> [6, 10) concurrency), no capacity \
+                 difference shown"
+                    .into()
+            )
+        );
+        assert!(matches!(compare(base, &row(Dimension::Rate, 8.0, 9.0)), Comparison::Other(_)));
+        assert_eq!(cell(&rows, 0), "[8, 9) concurrency");
+        assert_eq!(cell(&rows, 1), "[2, 3) concurrency (-6, -75.0%; separate)");
+        assert_eq!(cell(&rows, 2), "[6, 10) concurrency (-2, -25.0%; overlap)");
+        assert_eq!(cell(&rows, 3), "—");
+    }
+
+    #[test]
+    fn the_slo_is_held_at_the_lower_end_and_only_with_one() {
+        let r = row(Dimension::Concurrency, 8.0, 9.0);
+        let held = held_at(&r);
+        assert_eq!(held.len(), 1);
+        let h = &held[0];
+        assert_eq!(
+            (h.metric.as_str(), h.comparator, h.limit),
+            ("goodput.ratio", Comparator::Ge, 0.95)
+        );
+        assert_eq!(h.load.to_string(), "concurrency 8");
+        let rule = held_at_rule(&r, "Baseline", "default").unwrap();
+        assert!(
+            rule.contains("decided concurrency 8 to hold it (SLO attainment >= 0.95"),
+            "{rule}"
+        );
+        assert!(rule.contains("below its lowest failing concurrency 9"), "{rule}");
+        assert!(rule.contains("bench --profile default --concurrency 8 --gate`"), "{rule}");
+        // Nothing passed: no load holds the SLO, nothing to propose.
+        let mut none = r.clone();
+        none.file.search.probes.remove(0);
+        none.file.bracket = none.file.search.bracket();
+        assert!(held_at(&none).is_empty() && held_at_rule(&none, "Baseline", "default").is_none());
+        assert_eq!(none.probe().map(|p| p.load), Some(9.0), "its lowest probe stands for it");
+    }
+}

@@ -150,13 +150,15 @@ pub struct NewArgs {
     pub title: String,
     /// Baseline run: a bench run directory or its summary.json; a trial set's directory (its
     /// trials, as estimates with intervals); a sweep directory (its knee stage), an acceptance
-    /// directory (its baseline run) or a strategy comparison's directory (its first strategy's
-    /// run).
+    /// directory (its baseline run), a strategy comparison's directory (its first strategy's
+    /// run) or a capacity search's directory (`bench --capacity`: its bracket, and its probe at
+    /// the bracket's lower end).
     #[arg(long, value_name = "RUN", required_unless_present = "tune")]
     pub baseline: Option<PathBuf>,
     /// Experiment runs, in order (`--choose 1`, 2, ...); a sweep directory stands for its knee
     /// stage, an acceptance directory for its candidate run, a strategy comparison's directory
-    /// for each strategy's run but the baseline's.
+    /// for each strategy's run but the baseline's, a capacity search's directory for its
+    /// bracket.
     #[arg(long = "exp", value_name = "RUN")]
     pub experiments: Vec<PathBuf>,
     /// A tune directory (`cargo xtask tune`): every measured configuration a row (the one

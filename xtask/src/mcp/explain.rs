@@ -80,6 +80,10 @@ pub struct ThresholdOut {
     pub unit: String,
     /// `block` fails the gate, `warn` reports.
     pub action: String,
+    /// The load it is decided at, "holds the SLO at load L" (`concurrency 24`, `rate 2.5
+    /// req/s`): the gate decides it on runs at that load only. Absent: every run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
     pub line: usize,
 }
 
@@ -200,6 +204,7 @@ fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
                 limit: t.limit,
                 unit: t.unit.clone(),
                 action: t.action.to_string(),
+                load: t.load.map(|l| l.to_string()),
                 line: t.line,
             })
             .collect(),

@@ -197,7 +197,8 @@ pub(crate) struct CompareArgs {
 pub(crate) struct AdrNewArgs {
     /// The decision's title.
     pub title: String,
-    /// The baseline run (a run, trial set, sweep, acceptance or comparison directory).
+    /// The baseline run (a run, trial set, sweep, acceptance, comparison or capacity
+    /// directory).
     #[serde(default)]
     pub baseline: Option<String>,
     /// The experiment runs, in order.
