@@ -4,8 +4,9 @@
 //! `adr thresholds` carries the load into gate.toml, the gate decides it on a run at that load
 //! (pass on the unchanged configuration, fail with a quarter of the slots) and lists it as not
 //! applicable at another load; `adr alerts` says no alert evaluates it; the MCP `gate` tool
-//! reports it like the other checks. Without the simulator: the gate's verdict is not changed
-//! by a threshold of another load, lint refuses a load that is none, and the alerts name it.
+//! reports it like the other checks; `gate --ab` checks it only when its arms run its load.
+//! Without the simulator: the gate's verdict is not changed by a threshold of another load,
+//! lint refuses a load that is none, and the alerts name it.
 
 use infergate_model::Summary;
 use infergate_model::trials::{Trial, TrialSet};
@@ -391,4 +392,59 @@ fn the_mcp_gate_tool_reports_a_threshold_of_another_load_as_not_applicable() {
         "{why}"
     );
     assert!(out["console"].as_str().unwrap().contains("not applicable (other load)"), "{out}");
+}
+
+/// The A/B gate compares its arms at the load both run: a threshold bound to that load adds its
+/// metric to the checks, one bound to another load adds nothing and is a note of the report
+/// (and of `ab.json`) naming the arms' load and the settings that compare them at its own.
+#[cfg(feature = "runtime")]
+#[test]
+fn the_ab_gate_checks_a_threshold_bound_to_its_arms_load_and_notes_the_others() {
+    let g = configs_repo();
+    let root = g.path();
+    let gate = "version = 1\n\
+        [[threshold]]\nmetric = \"goodput.ratio\"\ncomparator = \">=\"\nlimit = 0.95\nunit = \"ratio\"\n\
+        action = \"block\"\nload = \"concurrency 24\"\nadr = 2\nfile = \"docs/adr/0002-x.md\"\nline = 40\n\
+        [[threshold]]\nmetric = \"metrics.tpot_ms.p99\"\ncomparator = \"<=\"\nlimit = 1000.0\nunit = \"ms\"\n\
+        action = \"block\"\nload = \"concurrency 4\"\nadr = 2\nfile = \"docs/adr/0002-x.md\"\nline = 41\n";
+    std::fs::create_dir_all(root.join("thresholds")).unwrap();
+    std::fs::write(root.join("thresholds/gate.toml"), gate).unwrap();
+    // An A/A gate of small trials at concurrency 4.
+    let o = xtask(
+        root,
+        &[
+            "gate",
+            "--ab",
+            "main",
+            "--out",
+            "ab",
+            "--set",
+            "workload.max_tokens=16",
+            "--set",
+            "load.warmup_requests=2",
+            "--set",
+            "load.concurrency=4",
+            "--max-requests",
+            "300",
+            "--trial-requests",
+            "2",
+            "--no-history",
+        ],
+    );
+    assert!(matches!(o.code, 0 | 3), "{}", o.text());
+    let file: infergate_model::ab::AbFile =
+        infergate_model::artifact::read(&root.join("ab")).unwrap();
+    let checks: Vec<(&str, &str)> =
+        file.checks.iter().map(|c| (c.metric.as_str(), c.source.as_str())).collect();
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(checks[0].0, "metrics.tpot_ms.p99");
+    assert!(
+        checks[0].1.ends_with("on ADR-0002's metric (line 41, at concurrency 4)"),
+        "{checks:?}"
+    );
+    let note = "not applicable: ADR-0002 goodput.ratio >= 0.95 at concurrency 24 (line 40): the \
+                arms run concurrency 4; compare them at that load with `gate --ab --set \
+                load.mode=closed --set load.concurrency=24`";
+    assert!(file.notes.iter().any(|n| n.starts_with(note)), "{:?}", file.notes);
+    assert!(o.stdout.contains(&format!("note: {note}")), "{}", o.stdout);
 }
