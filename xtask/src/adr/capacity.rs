@@ -131,14 +131,16 @@ impl CapacityRow {
     }
 }
 
-/// Row `i`'s Capacity at SLO cell: its bracket; for an experiment whose search and the
+/// Row `i`'s Capacity at SLO cell: its bracket and the attainment target it was searched for
+/// (`[8, 9) concurrency, attainment >= 0.95`); for an experiment whose search and the
 /// baseline's asked the same question, the change of the lower end (absolute, %) and whether
 /// the brackets separate. `—` for a row that is no capacity search.
 pub(crate) fn cell(rows: &[Option<CapacityRow>], i: usize) -> String {
     let Some(row) = rows.get(i).and_then(Option::as_ref) else {
         return crate::text::BLANK.to_string();
     };
-    let text = row.bracket_text();
+    let target = sig_text(row.file.search.spec.target);
+    let text = format!("{}, attainment >= {target}", row.bracket_text());
     let Some(base) = rows.first().and_then(Option::as_ref).filter(|_| i > 0) else {
         return text;
     };
@@ -322,9 +324,9 @@ mod tests {
             )
         );
         assert!(matches!(compare(base, &row(Dimension::Rate, 8.0, 9.0)), Comparison::Other(_)));
-        assert_eq!(cell(&rows, 0), "[8, 9) concurrency");
-        assert_eq!(cell(&rows, 1), "[2, 3) concurrency (-6, -75.0%; separate)");
-        assert_eq!(cell(&rows, 2), "[6, 10) concurrency (-2, -25.0%; overlap)");
+        assert_eq!(cell(&rows, 0), "[8, 9) concurrency, attainment >= 0.95");
+        assert_eq!(cell(&rows, 1), "[2, 3) concurrency, attainment >= 0.95 (-6, -75.0%; separate)");
+        assert_eq!(cell(&rows, 2), "[6, 10) concurrency, attainment >= 0.95 (-2, -25.0%; overlap)");
         assert_eq!(cell(&rows, 3), "—");
     }
 

@@ -266,11 +266,13 @@ fn a_record_from_two_capacity_searches_holds_the_slo_at_its_load() {
     let text = std::fs::read_to_string(&path).unwrap();
     let matrix: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
     assert!(matrix[0].contains("| Capacity at SLO | Conclusion |"), "{}", matrix[0]);
-    let base_cell = format!("| {} concurrency | chosen: keep the baseline |", b.text());
+    let base_cell =
+        format!("| {} concurrency, attainment >= 0.95 | chosen: keep the baseline |", b.text());
     assert!(matrix[1].ends_with(&base_cell), "{}", matrix[1]);
     let pct = (q.pass.unwrap() - held) / held * 100.0;
     let change = format!(
-        "| {} concurrency ({}, {pct:+.1}%; separate) | not chosen: worse: Capacity at SLO {} -> {} \
+        "| {} concurrency, attainment >= 0.95 ({}, {pct:+.1}%; separate) | not chosen: worse: \
+         Capacity at SLO {} -> {} \
          concurrency; other columns probed at other loads, not compared |",
         q.text(),
         infergate_model::stats::signed_sig_text(q.pass.unwrap() - held),
