@@ -10,6 +10,7 @@ mod ab_gate;
 mod accept;
 mod access;
 mod cancellation;
+mod capacity_statistics;
 mod cold_start;
 mod config_props;
 mod diagnose;

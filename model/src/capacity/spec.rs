@@ -18,8 +18,13 @@ pub const DEFAULT_TARGET: f64 = 0.95;
 /// The bracket's default relative width: the search stops when the highest passing and the
 /// lowest failing load are within 10% of each other (GuideLLM's goodput profile's default).
 pub const DEFAULT_RESOLUTION: f64 = 0.1;
-/// Trials every probe measures before it is decided (an interval over trials needs two).
-pub const DEFAULT_MIN_TRIALS: u32 = 2;
+/// Trials every probe measures before it is decided. An interval over trials needs two, but
+/// two are not enough for attainment: below the capacity a trial meets the SLO with every
+/// request, and near it the run-to-run noise makes some trials read exactly 1 and others far
+/// less. A t interval over two trials that happen to agree has no width, and passes a load
+/// whose expected attainment is well under the target; a third trial that agrees as well is
+/// rarer (docs/statistics.md, "Capacity under the SLO").
+pub const DEFAULT_MIN_TRIALS: u32 = 3;
 /// Trials an undecided probe may grow to.
 pub const DEFAULT_MAX_TRIALS: u32 = 5;
 /// The search's default starting load: concurrency 1, or one request per second.
@@ -175,7 +180,7 @@ pub struct CapacitySpec {
 
 impl CapacitySpec {
     /// A search with the defaults: start at 1, grow to the dimension's maximum, 10% resolution,
-    /// 2 to 5 trials a probe at 95% confidence, no budget.
+    /// 3 to 5 trials a probe at 95% confidence, no budget.
     pub fn new(dimension: Dimension) -> CapacitySpec {
         CapacitySpec {
             dimension,

@@ -39,9 +39,9 @@ fn grows_by_doubling_then_bisects_to_the_resolution() {
     assert!(pass <= 39.0 && fail > 39.0, "{b:?}");
     assert!(fail - pass <= s.spec.step(pass), "{b:?}");
     assert_eq!(s.binding().as_deref(), Some("ttft_ms"));
-    // Two trials a probe (both the same: decided at the first look).
-    assert!(s.probes.iter().all(|p| p.trials.len() == 2));
-    assert_eq!(s.spent_requests, 200 * s.probes.len() as u64);
+    // Three trials a probe (all the same: decided at the first look).
+    assert!(s.probes.iter().all(|p| p.trials.len() == 3));
+    assert_eq!(s.spent_requests, 300 * s.probes.len() as u64);
 }
 
 #[test]
@@ -86,6 +86,24 @@ fn a_probe_that_straddles_the_target_adds_trials_then_splits_the_bracket() {
 }
 
 #[test]
+fn two_trials_that_agree_at_the_ceiling_do_not_decide_a_probe() {
+    // Near the capacity the run-to-run noise makes some trials meet the SLO with every request
+    // and others far from it: at 32 the first two read 1, the rest 0.3. Two equal readings give
+    // a t interval of no width; the default minimum of three trials does not pass the load.
+    let s = run(Search::new(CapacitySpec::new(Dimension::Concurrency), 10), |l, t| {
+        let mut m = measure(1000.0, l, t, 0.0);
+        if l >= 32.0 && t > 2 {
+            m.attainment = Some(0.3);
+        }
+        m
+    });
+    let p32 = s.probes.iter().find(|p| p.load == 32.0).unwrap();
+    assert_ne!(p32.verdict, Some(Verdict::Pass), "{p32:?}");
+    assert!(p32.trials.len() >= 3);
+    assert!(s.bracket().pass.unwrap() < 32.0, "{:?}", s.bracket());
+}
+
+#[test]
 fn noisy_trials_are_decided_by_their_interval() {
     let spec = CapacitySpec::new(Dimension::Concurrency);
     let s = run(Search::new(spec, 10), |l, t| measure(37.0, l, t, 0.01));
@@ -96,8 +114,8 @@ fn noisy_trials_are_decided_by_their_interval() {
             Verdict::Fail => assert!(e.hi < 0.95, "{p:?}"),
             Verdict::Inconclusive => assert!(e.lo < 0.95 && e.hi >= 0.95, "{p:?}"),
         }
-        // Later looks spend alpha: the first look's confidence is 1 - 0.05 / 4.
-        assert!((e.confidence - (1.0 - 0.05 / 4.0)).abs() < 1e-12);
+        // Looks at 3, 4 and 5 trials spend alpha: each look's confidence is 1 - 0.05 / 3.
+        assert!((e.confidence - (1.0 - 0.05 / 3.0)).abs() < 1e-12);
     }
 }
 
@@ -116,11 +134,11 @@ fn the_budget_ends_the_search_before_a_probe_it_cannot_pay() {
     assert_eq!(s.bracket().fail, None);
     spec.budget.requests = Some(20);
     let err = spec.check_budget(10).unwrap_err();
-    assert!(err.contains("smaller than one probe: 30 requests (2 trials of 15)"), "{err}");
+    assert!(err.contains("smaller than one probe: 45 requests (3 trials of 15)"), "{err}");
     spec.budget = "2m".parse().unwrap();
     spec.dimension = Dimension::Rate;
     spec.plan.stage_duration_s = Some(90.0);
-    assert!(spec.check_budget(10).unwrap_err().contains("shorter than one probe: 180 s"));
+    assert!(spec.check_budget(10).unwrap_err().contains("shorter than one probe: 270 s"));
 }
 
 #[test]
