@@ -639,6 +639,8 @@ fn by_capacity_the_configuration_with_more_slots_carries_more_load() {
             "16",
             "--capacity-resolution",
             "0.25",
+            "--capacity-trials",
+            "2..4",
             "--requests",
             "8",
             "--max-tokens",
