@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use infergate_model::capacity::StopReason;
 use infergate_model::config::EngineConfig;
 use xtask::serve::{self, EngineProcess, ServeEngine, ServeOptions};
 
@@ -803,4 +804,106 @@ fn the_served_slots_are_read_back_and_a_server_started_otherwise_is_caught() {
         "{}",
         text(&o)
     );
+}
+
+/// The TTFT objective of the capacity searches: a third of the median end-to-end time of one
+/// request at a time on `port` (the searches' workload), so the SLO follows how fast this machine
+/// runs the model: a request that starts at once meets it, one that waits for another's whole
+/// answer misses it.
+fn ttft_objective_ms(root: &Path, port: u16) -> f64 {
+    write_capacity_config(root, port, 600_000.0);
+    let args = ["bench", "-q", "--concurrency", "1", "--requests", "8", "--out", "runs/single"];
+    let o = xtask(root, &args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let s = infergate_model::Summary::read(&root.join("runs/single")).unwrap();
+    (s.metrics.e2e_ms.expect("E2E measured").p50 / 3.0).round()
+}
+
+/// A profile for a capacity search on llama.cpp: answers of 24 tokens (`ignore_eos`), 8 measured
+/// requests a trial (4 x concurrency above 2), and a TTFT objective of `ttft_ms`.
+fn write_capacity_config(root: &Path, port: u16, ttft_ms: f64) {
+    let text = format!(
+        "[targets.llama]\nbase_url = \"http://127.0.0.1:{port}\"\nmodel = \"gemma-3-270m\"\n\
+         engine_config = \"configs/engine-llamacpp.toml\"\n\n\
+         [profile.default]\ntarget = \"llama\"\n\
+         [profile.default.load]\nconcurrency = 1\nrequests = 8\n\
+         [profile.default.workload]\ninput_lengths = [24]\nrepeats = 4\nmax_tokens = 24\nignore_eos = true\n\
+         [profile.default.slo]\nttft_ms = {ttft_ms}\n\
+         [profile.default.client]\nrequest_timeout_s = 120\nstall_timeout_s = 60\n"
+    );
+    std::fs::write(root.join("configs/bench.toml"), text).unwrap();
+}
+
+/// Capacity under the SLO on llama.cpp: the same search (closed loop up to concurrency 6, a TTFT
+/// objective of a third of one request's time, 75% of the requests within it, a budget of
+/// requests) on 4 slots ends within its budget with a bracket, and on 1 slot lower: one slot
+/// starts a second client's request only after the first one's whole answer, where four start
+/// up to four at once.
+#[test]
+fn capacity_on_four_llama_cpp_slots_is_above_capacity_on_one() {
+    let Some((_turn, model)) = engine() else { return };
+    let started = std::time::Instant::now();
+    const BUDGET: u64 = 400;
+    let mut objective = None;
+    let mut searched = Vec::new();
+    for slots in [4, 1] {
+        let root = repo(0, slots);
+        let r = root.path();
+        let e = start(r, &model, slots, &[]);
+        let ttft_ms = *objective.get_or_insert_with(|| ttft_objective_ms(r, port_of(&e)));
+        write_capacity_config(r, port_of(&e), ttft_ms);
+        let o = xtask(
+            r,
+            &[
+                "bench",
+                "-q",
+                "--capacity",
+                "concurrency",
+                "--capacity-max",
+                "6",
+                "--capacity-resolution",
+                "0.3",
+                "--capacity-target",
+                "0.75",
+                "--capacity-trials",
+                "2..4",
+                "--capacity-budget",
+                &BUDGET.to_string(),
+                "--warmup-fraction",
+                "0.2",
+                "--out",
+                "runs/capacity",
+            ],
+        );
+        drop(e);
+        let f = xtask_capacity(r, &o);
+        assert!(f.search.spent_requests <= BUDGET, "{slots} slots: {}", f.search.spent_requests);
+        assert_ne!(f.search.stop, Some(StopReason::Interrupted), "{slots} slots: {:?}", f.notes);
+        eprintln!(
+            "{slots} slots: capacity {} (binding {:?}, stop {:?}), {} probes, {} trials, \
+             {} requests, {:.0} s; TTFT objective {ttft_ms} ms",
+            f.bracket.text(),
+            f.binding,
+            f.search.stop,
+            f.search.probes.len(),
+            f.search.trials,
+            f.search.spent_requests,
+            f.search.spent_s
+        );
+        searched.push(f);
+    }
+    let (four, one) = (&searched[0].bracket, &searched[1].bracket);
+    let pass = four.pass.expect("4 slots hold the SLO at some load");
+    let lower = one.pass.is_some_and(|p| p < pass) || one.fail.is_some_and(|f| f <= pass);
+    assert!(lower, "1 slot {} is not below 4 slots {}", one.text(), four.text());
+    eprintln!("both searches in {:.0?}", started.elapsed());
+}
+
+/// The capacity search `o` wrote into `root/runs/capacity`, having ended with a decided end of
+/// its bracket (exit 0: a load held the SLO; 1: none did).
+fn xtask_capacity(root: &Path, o: &Output) -> infergate_model::capacity::CapacityFile {
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(o));
+    let f = infergate_model::capacity::CapacityFile::read(&root.join("runs/capacity")).unwrap();
+    assert!(f.bracket.pass.is_some() || f.bracket.fail.is_some(), "{}", text(o));
+    f
 }
