@@ -51,13 +51,20 @@ pub fn run(plan: &BenchPlan, cp: &CapacityPlan) -> anyhow::Result<Status> {
     if !plan.quiet {
         eprintln!("{}", intro(&search));
     }
+    // Each trial's run hears Ctrl-C during its load; between two runs this flag does, and the
+    // next run starts interrupted.
+    let stop = measure::listen_for_stop()?;
+    let control = RunControl::default();
     // Every trial of the search draws the simulator's noise from a seed of its own.
     let mut seed = 0u64;
     let result = measure::runtime()?.block_on(bench::capacity::run(
         &setup,
         search,
-        RunControl::default(),
+        control.clone(),
         |search, probe, load, trial| {
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                control.interrupt();
+            }
             seed += 1;
             trial_spec(plan, &setup, search, (probe, load, trial), items, seed)
                 .map_err(|e| RunError::Setup(format!("{e:#}").into()))

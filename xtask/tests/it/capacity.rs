@@ -179,6 +179,33 @@ fn a_search_against_the_simulator_ends_with_a_decided_bracket() {
 }
 
 #[test]
+fn ctrl_c_keeps_what_the_search_measured_and_exits_130() {
+    use std::time::Duration;
+    let r = repo(SLO);
+    let args = ["bench", "-q", "--capacity", "concurrency", "--capacity-max", "8"];
+    let mut child = crate::support::Reaped(
+        crate::support::xtask_command(r.path(), &[&args[..], &["--out", "runs/cap"]].concat())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let file = r.path().join("runs/cap/capacity.json");
+    crate::support::wait_until(Duration::from_secs(60), "the first trial", || file.is_file());
+    // One Ctrl-C: a trial's run hears it during its load, the search between two runs.
+    let pid = child.0.id().to_string();
+    let sent = std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    assert!(sent.success());
+    let status = crate::support::poll_for(Duration::from_secs(30), || child.0.try_wait().unwrap())
+        .expect("the search stops after Ctrl-C");
+    assert_eq!(status.code(), Some(130));
+    let f = CapacityFile::read(&r.path().join("runs/cap")).unwrap();
+    assert_eq!(f.search.stop, Some(StopReason::Interrupted), "{:?}", f.notes);
+    assert!(f.search.trials >= 1, "the trials measured before are kept");
+    check_probes(&r.path().join("runs/cap"), &f);
+}
+
+#[test]
 fn an_open_loop_probe_at_twice_the_capacity_fails_over_saturated() {
     let r = repo(SLO);
     let long = ["--set", "workload.max_tokens=32"];
