@@ -24,6 +24,9 @@ pub async fn run(
     let mut stages = Vec::new();
     let mut first_error = None;
     for (i, &load) in spec.values.iter().enumerate() {
+        // A stage stopped by the over-saturation watch leaves the control stopped: the next
+        // stage starts afresh (an interrupted control stays so, and its run says it was).
+        control.rearm();
         let run_spec = make_spec(i, load)?;
         let rel = run_spec
             .out_dir

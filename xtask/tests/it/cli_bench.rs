@@ -605,6 +605,25 @@ fn an_open_loop_at_twice_the_capacity_is_stopped_early_and_exits_6() {
     assert_eq!(s.status, infergate_model::summary::RunStatus::Complete, "{:?}", s.notes);
 }
 
+/// A sweep whose stages are all past the capacity (13 requests/s): each stage is stopped early
+/// and says so in its summary, and the next stage still runs.
+#[test]
+fn every_over_saturated_stage_of_a_sweep_is_measured_and_stopped_early() {
+    let r = engine_repo();
+    let args = ["bench", "-q", "--sweep", "rate=40,50", "--requests", "300", "--out", "runs/sw"];
+    let o = xtask(r.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let sweep = infergate_model::sweep::SweepSummary::read(&r.path().join("runs/sw")).unwrap();
+    assert_eq!(sweep.stages.len(), 2, "{:?}", sweep.notes);
+    for st in &sweep.stages {
+        assert_eq!(st.status, infergate_model::summary::RunStatus::Oversaturated, "{st:?}");
+        let s = infergate_model::Summary::read(&r.path().join("runs/sw").join(&st.dir)).unwrap();
+        // 300 measured requests after 150 of warmup were scheduled.
+        let sent = s.requests.total + s.requests.warmup;
+        assert!(sent < 450, "stage {}: {sent} requests sent", st.stage);
+    }
+}
+
 #[test]
 fn steady_gate_makes_the_gate_read_the_plateaus_figures() {
     // A cold start of 4 s from the preflight: the first requests of the load take 200 ms to
