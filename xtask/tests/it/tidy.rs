@@ -20,6 +20,7 @@ const SHORT_FUNCTIONS: &[&str] = &[
     "xtask/src/ab/",
     "bench/src/accept/",
     "bench/src/sweep.rs",
+    "bench/src/capacity.rs",
     "model/src/sweep.rs",
     "model/src/strategy_compare.rs",
     "bench/src/client/",
@@ -31,6 +32,7 @@ const SHORT_FUNCTIONS: &[&str] = &[
     "xtask/src/adr/",
     "xtask/src/bench",
     "xtask/src/sweep.rs",
+    "xtask/src/capacity.rs",
     "xtask/src/strategies.rs",
 ];
 
