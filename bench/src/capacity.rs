@@ -1,7 +1,8 @@
 //! Running a capacity search: the model's [`Search`] asks for trials, each one a normal run
 //! through the runner (`<dir>/probe-NN-<dimension>-<load>/trial-KK/`), and takes back what the
 //! run measured ([`measure`]); `capacity.json` is rewritten atomically after every trial, so an
-//! interrupted search (Ctrl-C) keeps every trial it measured.
+//! interrupted search (Ctrl-C) keeps every trial it measured. A target's caches are reset before
+//! every trial, as a trial set does ([`crate::runner::isolation`]).
 
 use std::path::Path;
 use std::time::Instant;
@@ -110,13 +111,16 @@ pub async fn run(
             search.interrupt();
             break;
         }
-        let spec = match make_spec(&search, probe, load, trial) {
+        let mut spec = match make_spec(&search, probe, load, trial) {
             Ok(spec) => spec,
             Err(e) => {
                 failure = Some(e);
                 break;
             }
         };
+        if spec.isolation.is_none() {
+            spec.isolation = Some(isolate(&spec).await);
+        }
         let rel = spec
             .out_dir
             .strip_prefix(dir)
@@ -169,4 +173,18 @@ pub async fn run(
     }
     file.write(dir).map_err(RunError::Artifact)?;
     Ok(CapacityRun { file, interrupted, failure })
+}
+
+/// Keep what earlier trials left out of the next, as a trial set does
+/// (`crate::runner::isolation`): the embedded simulator is built anew for every run; a
+/// target's caches are reset before every trial (the first too), where the engine offers it.
+async fn isolate(spec: &RunSpec) -> infergate_model::summary::Isolation {
+    let Some((name, target)) = &spec.profile.target else {
+        return infergate_model::summary::Isolation::FreshEngine;
+    };
+    // A key that cannot be read fails the run itself, with its message; the reset is tried
+    // without it.
+    let key =
+        target.api_key_env.as_deref().and_then(|var| crate::client::read_api_key(var, name).ok());
+    crate::runner::isolation::reset_caches(&target.base_url, key.as_deref()).await
 }
