@@ -636,9 +636,9 @@ fn by_capacity_the_configuration_with_more_slots_carries_more_load() {
             "--capacity",
             "concurrency",
             "--capacity-max",
-            "16",
+            "8",
             "--capacity-resolution",
-            "0.25",
+            "0.34",
             "--capacity-trials",
             "2..4",
             "--requests",
@@ -648,7 +648,7 @@ fn by_capacity_the_configuration_with_more_slots_carries_more_load() {
             "--set",
             "workload.input_lengths=[64]",
             "--set",
-            "slo.ttft_ms=250",
+            "slo.ttft_ms=150",
         ],
     );
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
