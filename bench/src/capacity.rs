@@ -119,7 +119,7 @@ pub async fn run(
             }
         };
         if spec.isolation.is_none() {
-            spec.isolation = Some(isolate(&spec).await);
+            spec.isolation = Some(runner::isolation::isolate(&spec.profile).await);
         }
         let rel = spec
             .out_dir
@@ -173,18 +173,4 @@ pub async fn run(
     }
     file.write(dir).map_err(RunError::Artifact)?;
     Ok(CapacityRun { file, interrupted, failure })
-}
-
-/// Keep what earlier trials left out of the next, as a trial set does
-/// (`crate::runner::isolation`): the embedded simulator is built anew for every run; a
-/// target's caches are reset before every trial (the first too), where the engine offers it.
-async fn isolate(spec: &RunSpec) -> infergate_model::summary::Isolation {
-    let Some((name, target)) = &spec.profile.target else {
-        return infergate_model::summary::Isolation::FreshEngine;
-    };
-    // A key that cannot be read fails the run itself, with its message; the reset is tried
-    // without it.
-    let key =
-        target.api_key_env.as_deref().and_then(|var| crate::client::read_api_key(var, name).ok());
-    crate::runner::isolation::reset_caches(&target.base_url, key.as_deref()).await
 }

@@ -230,18 +230,7 @@ impl<'a> SetWriter<'a> {
     /// simulator is built anew for every run; a target's caches are reset before every run
     /// (the first too: the engine may have served other runs), where the engine offers it.
     fn isolate(&self) -> anyhow::Result<infergate_model::summary::Isolation> {
-        use infergate_model::summary::Isolation;
-        let Some((name, target)) = &self.plan.profile.target else {
-            return Ok(Isolation::FreshEngine);
-        };
-        // A key that cannot be read fails the run itself, with its message; the reset is
-        // tried without it.
-        let key = target
-            .api_key_env
-            .as_deref()
-            .and_then(|var| bench::client::read_api_key(var, name).ok());
-        let rt = measure::runtime()?;
-        Ok(rt.block_on(runner::isolation::reset_caches(&target.base_url, key.as_deref())))
+        Ok(measure::runtime()?.block_on(runner::isolation::isolate(&self.plan.profile)))
     }
 
     /// After a run: rewrite `trials.json` and say how the set goes on by the run's status.

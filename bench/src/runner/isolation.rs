@@ -15,6 +15,19 @@ use std::time::Duration;
 
 pub use infergate_model::summary::Isolation;
 
+/// Isolate a run of `profile` from the runs before it: the embedded simulator is built anew
+/// for every run (nothing to do); a target's caches are reset (the first run's too: the engine
+/// may have served other runs), where the engine offers it. A key that cannot be read fails the
+/// run itself, with its message; the reset is tried without it.
+pub async fn isolate(profile: &infergate_model::config::ResolvedProfile) -> Isolation {
+    let Some((name, target)) = &profile.target else {
+        return Isolation::FreshEngine;
+    };
+    let key =
+        target.api_key_env.as_deref().and_then(|var| crate::client::read_api_key(var, name).ok());
+    reset_caches(&target.base_url, key.as_deref()).await
+}
+
 /// The server's root from its API base (`http://h:8000/v1` -> `http://h:8000`).
 fn server_root(base_url: &str) -> String {
     let t = base_url.trim_end_matches('/');

@@ -104,6 +104,19 @@ impl CapacityFile {
         }
     }
 
+    /// The probe whose trials stand for the search where one load's figures are wanted (a
+    /// record's other columns, a tune's row): the bracket's lower end, else (nothing passed)
+    /// the lowest load probed with a trial.
+    pub fn standing_probe(&self) -> Option<&Probe> {
+        let probes = &self.search.probes;
+        let pass = self.bracket.pass.and_then(|l| {
+            probes.iter().find(|p| p.load == l && p.verdict == Some(crate::stats::Verdict::Pass))
+        });
+        pass.or_else(|| {
+            probes.iter().filter(|p| !p.trials.is_empty()).min_by(|a, b| a.load.total_cmp(&b.load))
+        })
+    }
+
     /// Read `capacity.json` of a search directory (or the file itself).
     pub fn read(path: &std::path::Path) -> Result<CapacityFile, crate::artifact::ArtifactError> {
         crate::artifact::read(path)

@@ -13,7 +13,7 @@
 //!   target and percentile limits, bound to its bracket's lower end ([`held_at`]).
 
 use infergate_model::capacity::{Bracket, CapacityFile, Probe};
-use infergate_model::stats::{Verdict, sig_text, signed_sig_text};
+use infergate_model::stats::{sig_text, signed_sig_text};
 
 use crate::thresholds::load::{Dimension, Load};
 use crate::thresholds::{Action, Comparator};
@@ -56,14 +56,7 @@ impl CapacityRow {
     /// The probe whose trials stand for the row in the matrix's other columns: the bracket's
     /// lower end, else (nothing passed) the lowest load probed with a trial.
     pub fn probe(&self) -> Option<&Probe> {
-        let probes = &self.file.search.probes;
-        let pass = self
-            .bracket()
-            .pass
-            .and_then(|l| probes.iter().find(|p| p.load == l && p.verdict == Some(Verdict::Pass)));
-        pass.or_else(|| {
-            probes.iter().filter(|p| !p.trials.is_empty()).min_by(|a, b| a.load.total_cmp(&b.load))
-        })
+        self.file.standing_probe()
     }
 
     /// The load the SLO was decided to hold at: the bracket's lower end.
@@ -279,6 +272,7 @@ pub(crate) fn held_at_rule(row: &CapacityRow, label: &str, profile: &str) -> Opt
 #[cfg(test)]
 mod tests {
     use infergate_model::capacity::{CapacitySpec, Search};
+    use infergate_model::stats::Verdict;
 
     use super::*;
 

@@ -701,12 +701,11 @@ fn fill_capacity(row: &mut TuneRow, dir: &Path, slo: &infergate_model::metrics::
         binding: file.binding.clone(),
         requests: file.search.spent_requests,
     });
-    let lowest = file.search.probes.iter().map(|p| p.load).min_by(f64::total_cmp);
-    let Some(load) = bracket.pass.or(lowest) else {
+    let Some(probe) = file.standing_probe() else {
         row.error = Some("the capacity search measured no load".into());
         return;
     };
-    let Some(probe) = file.search.probes.iter().find(|p| p.load == load) else { return };
+    let load = probe.load;
     let trials: Vec<Trial> = probe
         .trials
         .iter()
