@@ -346,14 +346,16 @@ mod tests {
     #[test]
     fn targets_or_logits_are_required() {
         use clap::Parser;
-        let cli = crate::Cli::try_parse_from(["cargo xtask", "accept"]).unwrap();
-        let crate::Command::Accept(cmd) = cli.command else { panic!("accept") };
+        let cli = crate::Cli::try_parse_from(["cargo xtask", "acceptance"]).unwrap();
+        let crate::Command::Acceptance(cmd) = cli.command else { panic!("acceptance") };
         let err = cmd.spec(Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(err.contains("--baseline TARGET --candidate TARGET"), "{err}");
-        assert!(crate::Cli::try_parse_from(["cargo xtask", "accept", "--baseline", "a"]).is_err());
+        assert!(
+            crate::Cli::try_parse_from(["cargo xtask", "acceptance", "--baseline", "a"]).is_err()
+        );
         let cli = crate::Cli::try_parse_from([
             "cargo xtask",
-            "accept",
+            "acceptance",
             "dataset",
             "--items",
             "5",
@@ -363,7 +365,7 @@ mod tests {
         .unwrap();
         assert!(matches!(
             cli.command,
-            crate::Command::Accept(AcceptCmd { sub: Some(AcceptSub::Dataset(_)), .. })
+            crate::Command::Acceptance(AcceptCmd { sub: Some(AcceptSub::Dataset(_)), .. })
         ));
     }
 }

@@ -181,8 +181,8 @@ pub struct BenchCmd {
     )]
     pub trials: Option<u32>,
     /// Append the trial set's per-trial values to the history of the repository
-    /// (`refs/infergate/history`), for `cargo xtask history` (a gated set is appended anyway).
-    #[arg(long, requires = "trials")]
+    /// (`refs/infergate/history`), for `cargo xtask trend` (a gated set is appended anyway).
+    #[arg(long = "history", requires = "trials")]
     pub record_history: bool,
     /// Measure N whole trials before the trial set's first, for an engine's cold start: each a
     /// run directory `warmup-NN` in --out, listed in trials.json with its headline metrics,
@@ -238,6 +238,13 @@ pub struct BenchCmd {
 pub enum BenchAction {
     /// Merge the run directories of a sharded run (`bench --shard I/N`) into one run.
     Merge(crate::merge::MergeCmd),
+    /// Measure the base revision's governed engine config (the baseline) against the working
+    /// tree's (the candidate) in one job, trials interleaved, and decide every gated metric on
+    /// the paired difference.
+    Ab(Box<crate::bench_actions::AbCmd>),
+    /// Add trials to a measured trial set, with the settings its trials.json records, until
+    /// every blocking threshold is decided.
+    Trials(crate::bench_actions::TrialsCmd),
 }
 
 /// `--start-at`: an RFC 3339 time.
@@ -608,8 +615,11 @@ impl BenchCmd {
     }
 
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
-        if let Some(BenchAction::Merge(merge)) = self.action {
-            return merge.run(sh, self.command_line);
+        match self.action {
+            Some(BenchAction::Merge(merge)) => return merge.run(sh, self.command_line),
+            Some(BenchAction::Ab(ab)) => return ab.run(sh),
+            Some(BenchAction::Trials(trials)) => return trials.run(sh),
+            None => {}
         }
         let plan = self.plan(&sh.current_dir(), self.run_id()?)?;
         let status = execute(&plan)?;

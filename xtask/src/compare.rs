@@ -28,7 +28,7 @@ pub struct CompareCmd {
     #[arg(value_name = "B")]
     pub b: PathBuf,
     /// Coverage of the intervals, within (0, 1).
-    #[arg(long, default_value_t = DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
+    #[arg(long, value_name = "P", default_value_t = DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
     pub confidence: f64,
     /// A metric to compare (dotted summary.json name, repeatable); default: latencies (mean,
     /// P99), throughput, goodput and failures.

@@ -23,6 +23,7 @@ pub enum EngineCmd {
     #[cfg(feature = "runtime")]
     Serve(crate::serve::ServeCmd),
     /// Install the small real model the tests use into the cache (once) and print its path.
+    #[command(hide = true)]
     Model,
 }
 
@@ -42,8 +43,8 @@ impl EngineCmd {
 
 #[derive(Debug, Args)]
 pub struct ArgsCmd {
-    /// Engine-parameter file.
-    #[arg(long, value_name = "FILE", default_value = "configs/engine.toml")]
+    /// The engine config file (engine parameters).
+    #[arg(long = "engine-config", value_name = "FILE", default_value = "configs/engine.toml")]
     pub config: PathBuf,
     /// Engine whose flags to render.
     #[arg(long, value_enum, default_value_t = EngineKind::Vllm)]

@@ -5,10 +5,11 @@
 //! is a set of one): pass, fail or inconclusive ([`crate::thresholds::evaluate`]). A metric
 //! the run did not measure is a failure, not a pass. Failures of `block` thresholds fail the
 //! gate (exit 1); an inconclusive `block` threshold with no failure leaves it undecided (exit
-//! 3); `warn` thresholds are reported only. `--until-decided --max-trials K` adds trials to a
-//! trial set, with the bench arguments its `trials.json` records, until every blocking
-//! threshold is decided (`crate::trials::until_decided`). A set whose trial 1 looks like a
-//! cold start gets a note under the report.
+//! 3); `warn` thresholds are reported only. The gate measures nothing: `bench trials SET
+//! --until-decided --max-trials K` adds trials to a trial set, with the bench arguments its
+//! `trials.json` records, until every blocking threshold is decided ([`until_decided`], then
+//! `crate::trials::until_decided`). A set whose trial 1 looks like a cold start gets a note
+//! under the report.
 //!
 //! A strategy comparison's directory (`comparison.json`) gates every strategy's run, a sweep's
 //! directory (`sweep.json`) every stage ([`crate::thresholds::runs`]): exit 1 when any fails.
@@ -34,7 +35,7 @@ pub struct GateCmd {
     /// A bench run directory or its summary.json, a trial set's directory (trials.json); a
     /// strategy comparison's directory (every strategy's run) or a sweep's directory (every
     /// stage).
-    #[arg(value_name = "PATH", required_unless_present = "ab", conflicts_with = "ab")]
+    #[arg(value_name = "PATH", required = true)]
     pub run: Option<PathBuf>,
     /// Thresholds file, relative to the repository root.
     #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
@@ -54,24 +55,19 @@ pub struct GateCmd {
     /// The default since busy hosts are refused unless --allow-busy-host; kept for scripts.
     #[arg(long, hide = true, conflicts_with = "allow_busy_host")]
     pub refuse_busy_host: bool,
-    /// Add trials to the trial set, with the settings its trials.json records, until every
-    /// blocking threshold is decided, up to --max-trials (each look at a Bonferroni-corrected
-    /// confidence).
-    #[arg(long, requires = "max_trials")]
-    pub until_decided: bool,
-    /// With --until-decided: the most trials the set may hold.
-    #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
-    pub max_trials: Option<u32>,
-    /// Also write the verdicts as JSON to FILE (relative to the repository root): the exit
-    /// status and every run's checks (`gate.json`'s format, docs/mcp.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["ab", "until_decided"])]
+    /// Also write the verdicts as JSON to FILE (relative to the repository root; `-`:
+    /// standard output): the exit status and every run's checks (`gate.json`'s format,
+    /// docs/mcp.md).
+    #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    #[command(flatten)]
-    pub ab: crate::ab::AbArgs,
+    /// Neither read nor append the noise history (`refs/infergate/history`).
+    #[arg(long)]
+    pub no_history: bool,
 }
 
-/// `--max-trials`: 1..=1000.
-fn parse_trials(s: &str) -> Result<u32, String> {
+/// `bench trials --max-trials`: 1..=1000.
+#[cfg(feature = "runtime")]
+pub(crate) fn parse_trials(s: &str) -> Result<u32, String> {
     let max = infergate_model::config::limits::MAX_TRIALS;
     match s.trim().parse::<u32>() {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
@@ -82,10 +78,7 @@ fn parse_trials(s: &str) -> Result<u32, String> {
 impl GateCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        if self.ab.ab.is_some() {
-            return run_ab(&root, &self.ab, &join_clean(&root, &self.thresholds), self.github);
-        }
-        let Some(run) = &self.run else { anyhow::bail!("gate needs a PATH (or --ab)") };
+        let Some(run) = &self.run else { anyhow::bail!("gate needs a PATH") };
         let path = join_clean(&root, run);
         let read_thresholds = || {
             Thresholds::load(&join_clean(&root, &self.thresholds))
@@ -96,10 +89,6 @@ impl GateCmd {
             refuse_busy_host: !self.allow_busy_host,
             ..GateOptions::default()
         };
-        if self.until_decided {
-            let max = self.max_trials.unwrap_or(1);
-            return until_decided(&root, &path, read_thresholds()?, options, max, self.github);
-        }
         let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
             let set = TrialSet::load(&path).context("cannot gate the run")?;
             let thresholds = read_thresholds()?;
@@ -141,7 +130,7 @@ impl GateCmd {
             let runs =
                 verdicts.runs.into_iter().map(|(l, report)| GateRun { label: Some(l), report });
             write_gate_file(
-                &join_clean(&root, file),
+                &json_path(&root, file),
                 GateFile::new(status, problems, runs.collect()),
             )?;
         }
@@ -157,33 +146,25 @@ impl GateCmd {
         runs: Vec<GateRun>,
     ) -> anyhow::Result<()> {
         let Some(file) = &self.json else { return Ok(()) };
-        write_gate_file(&join_clean(root, file), GateFile::new(status, set.problems.clone(), runs))
+        write_gate_file(&json_path(root, file), GateFile::new(status, set.problems.clone(), runs))
     }
 }
 
+/// `--json FILE` relative to the root; `-` stays `-` (standard output).
+fn json_path(root: &Path, file: &Path) -> PathBuf {
+    if file == Path::new("-") { file.to_path_buf() } else { join_clean(root, file) }
+}
+
 fn write_gate_file(path: &Path, file: GateFile) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        println!("{}", serde_json::to_string_pretty(&file)?);
+        return Ok(());
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     infergate_model::artifact::write_at(path, &file)
         .with_context(|| format!("cannot write {}", path.display()))
-}
-
-#[cfg(feature = "runtime")]
-fn run_ab(
-    root: &Path,
-    args: &crate::ab::AbArgs,
-    thresholds: &Path,
-    github: bool,
-) -> anyhow::Result<Status> {
-    crate::ab::run(root, args, thresholds, github)
-}
-
-#[cfg(not(feature = "runtime"))]
-fn run_ab(_: &Path, _: &crate::ab::AbArgs, _: &Path, _: bool) -> anyhow::Result<Status> {
-    anyhow::bail!(
-        "gate --ab measures engines: this build has no runtime (build xtask with its default features)"
-    )
 }
 
 /// A trial set that is not what its files say (a trial's records disagree with its summary, a
@@ -212,7 +193,7 @@ impl GateCmd {
         thresholds: &Thresholds,
         options: &GateOptions,
     ) -> crate::thresholds::GateReport {
-        if self.ab.no_history {
+        if self.no_history {
             return evaluate(set, thresholds, options);
         }
         crate::history::gating::gate_with_history(root, set, thresholds, options)
@@ -228,10 +209,10 @@ fn cold_start_note(set: &TrialSet, thresholds: &Thresholds) {
     }
 }
 
-/// `--until-decided`: re-plan the set's profile from the bench arguments its `trials.json`
-/// records, add trials to it, print the last look's report.
+/// `bench trials --until-decided`: re-plan the set's profile from the bench arguments its
+/// `trials.json` records, add trials to it, print the last look's report.
 #[cfg(feature = "runtime")]
-fn until_decided(
+pub(crate) fn until_decided(
     root: &Path,
     path: &Path,
     thresholds: Thresholds,
@@ -280,7 +261,7 @@ fn until_decided(
     Ok(status)
 }
 
-/// `--until-decided` adds trials with what the working tree holds now: refused when that is no
+/// `bench trials --until-decided` adds trials with what the working tree holds now: refused when that is no
 /// longer what the set measured (its profile, scenario, engine config or workload files differ
 /// from trial 1's, the key named), or when the set is incomplete.
 #[cfg(feature = "runtime")]
@@ -324,21 +305,6 @@ fn refuse_changed(
         );
     }
     Ok(())
-}
-
-#[cfg(not(feature = "runtime"))]
-fn until_decided(
-    _root: &Path,
-    _path: &Path,
-    _thresholds: Thresholds,
-    _options: GateOptions,
-    _max_trials: u32,
-    _github: bool,
-) -> anyhow::Result<Status> {
-    anyhow::bail!(
-        "--until-decided measures trials, which this build cannot (built without the `runtime` \
-         feature)"
-    )
 }
 
 /// The runs a comparison or sweep directory holds, each with its label, and the verdicts they

@@ -18,8 +18,11 @@ pub mod adr;
 #[cfg(feature = "runtime")]
 pub mod bench;
 #[cfg(feature = "runtime")]
+pub mod bench_actions;
+#[cfg(feature = "runtime")]
 pub mod capacity;
 pub mod chart;
+pub mod cli_doc;
 pub mod compare;
 pub mod console;
 #[cfg(feature = "runtime")]
@@ -53,6 +56,7 @@ pub mod serve;
 pub mod settings;
 #[cfg(feature = "runtime")]
 pub mod sim;
+pub mod spelling;
 #[cfg(feature = "runtime")]
 pub mod strategies;
 #[cfg(feature = "runtime")]
@@ -106,7 +110,7 @@ pub enum Command {
     Selftest(selftest::SelftestCmd),
     /// Accept a candidate engine against a baseline: numeric, engine and business layers.
     #[cfg(feature = "runtime")]
-    Accept(accept::AcceptCmd),
+    Acceptance(accept::AcceptCmd),
     /// The governed engine parameters (configs/engine.toml) for a real engine.
     #[command(subcommand)]
     Engine(engine::EngineCmd),
@@ -126,9 +130,9 @@ pub enum Command {
     /// Check a run against thresholds/gate.toml (exit 1 when a blocking threshold fails).
     Gate(gate::GateCmd),
     /// The history of measured sets (`refs/infergate/history`): each metric's series along
-    /// main with its change points (`--check`: exit 1 on an unexplained regression); list,
-    /// export, merge.
-    History(history::HistoryCmd),
+    /// main with its change points (`--fail-on-regression`: exit 1 on an unexplained
+    /// regression); list, export, merge.
+    Trend(history::HistoryCmd),
     /// N trials of the unchanged configuration: each metric's run-to-run CV and the trials per
     /// arm an A/B gate needs to see a given change; the trials go into the noise history.
     #[cfg(feature = "runtime")]
@@ -143,14 +147,15 @@ pub enum Command {
     #[cfg(feature = "runtime")]
     Tune(Box<tune::TuneCmd>),
     /// Run every test of the workspace (with the real engine when LLAMA_SERVER is set).
+    #[command(hide = true)]
     Test(test_cmd::TestCmd),
     /// Watch a target's /metrics against the live records' rollback conditions (exit 1 when a
     /// rollback condition holds for its window).
     #[cfg(feature = "runtime")]
     Watch(watch::WatchCmd),
     /// A Model Context Protocol server for coding agents (stdio; `--http PORT` for streamable
-    /// HTTP on 127.0.0.1): bench, gate, compare, adr_new, adr_lint, adr_check, accept and
-    /// explain_record as tools (docs/mcp.md).
+    /// HTTP on 127.0.0.1): bench, gate, compare, adr_new, adr_lint, adr_check, acceptance
+    /// and explain_record as tools (docs/mcp.md).
     #[cfg(feature = "mcp")]
     Mcp(mcp::McpCmd),
 }
@@ -165,7 +170,7 @@ impl Command {
             #[cfg(feature = "runtime")]
             Command::Selftest(c) => c.run(sh),
             #[cfg(feature = "runtime")]
-            Command::Accept(c) => c.run(sh),
+            Command::Acceptance(c) => c.run(sh),
             Command::Engine(cmd) => cmd.run(sh),
             Command::Deploy(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
@@ -175,7 +180,7 @@ impl Command {
             Command::Gate(cmd) => cmd.run(sh),
             Command::Compare(cmd) => cmd.run(sh),
             Command::Import(cmd) => cmd.run(sh),
-            Command::History(cmd) => cmd.run(sh),
+            Command::Trend(cmd) => cmd.run(sh),
             #[cfg(feature = "runtime")]
             Command::Noise(cmd) => cmd.run(sh),
             Command::Report(cmd) => cmd.run(sh),
@@ -231,6 +236,10 @@ where
     let tool = text::set_tool(args.first().map_or(std::ffi::OsStr::new(""), |a| a.as_os_str()));
     if tool == "cargo infergate" && args.get(1).is_some_and(|a| a == "infergate") {
         args.remove(1);
+    }
+    // Old spellings still run for one release, each with a warning naming the new one.
+    for old in spelling::rewrite(&mut args) {
+        eprintln!("{}", spelling::warning(&old));
     }
     let command = <Cli as clap::CommandFactory>::command().name(tool).bin_name(tool);
     #[cfg_attr(not(feature = "runtime"), allow(unused_mut))]

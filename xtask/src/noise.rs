@@ -33,13 +33,13 @@ pub struct NoiseCmd {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
     /// Trials to measure (at least 3).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(3..=1000))]
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub trials: u32,
     /// The relative change the trials-per-arm figure is for (0.05 = 5% worse).
     #[arg(long, value_name = "P", default_value_t = infergate_model::ab::DEFAULT_BUDGET, value_parser = crate::ab::args::parse_fraction)]
     pub change: f64,
     /// Metrics to report (repeatable; default: the A/B gate's default metrics).
-    #[arg(long = "metric", value_name = "PATH")]
+    #[arg(long = "metric", value_name = "METRIC")]
     pub metrics: Vec<String>,
     /// The trial set's directory (default: target/noise/<run id>).
     #[arg(long, value_name = "DIR")]

@@ -184,3 +184,23 @@ mod tests {
         assert!(matches!(e, OutPathError::InGitDir { .. }), "{e}");
     }
 }
+
+/// `--json FILE`: `value` as pretty JSON to FILE (relative to `root`, its directory made), or
+/// to standard output for `-`.
+pub(crate) fn write_json(
+    root: &Path,
+    file: &Path,
+    value: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let text = serde_json::to_string_pretty(value)?;
+    if file == Path::new("-") {
+        println!("{text}");
+        return Ok(());
+    }
+    let path = root.join(file);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}

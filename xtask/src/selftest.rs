@@ -40,9 +40,10 @@ pub struct SelftestCmd {
     /// each, after one warmup request per stream.
     #[arg(long)]
     pub requests: Option<u64>,
-    /// Print the result as JSON (the record written to target/selftest/latest.json).
-    #[arg(long)]
-    pub json: bool,
+    /// Also write the result as JSON to FILE (`-`: to standard output, instead of the text):
+    /// the record written to target/selftest/latest.json.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
 }
 
 impl SelftestCmd {
@@ -81,9 +82,10 @@ impl SelftestCmd {
         let fingerprint = infergate_model::summary::Environment::detect().fingerprint();
         let record = outcome.record(&plan, fingerprint, load_avg());
         let path = SelftestFile::new(record.clone()).write(&root)?;
-        if self.json {
-            println!("{}", serde_json::to_string_pretty(&record)?);
-        } else {
+        if let Some(file) = &self.json {
+            crate::outpath::write_json(&root, file, &record)?;
+        }
+        if self.json.as_deref() != Some(std::path::Path::new("-")) {
             print!("{}", text(&record));
         }
         eprintln!("written {}", path.display());

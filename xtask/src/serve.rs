@@ -29,19 +29,23 @@ pub enum ServeEngine {
 
 #[derive(Debug, Args)]
 pub struct ServeCmd {
-    /// Engine-parameter file.
-    #[arg(long, value_name = "FILE", default_value = "configs/engine-llamacpp.toml")]
+    /// The engine config file (engine parameters).
+    #[arg(
+        long = "engine-config",
+        value_name = "FILE",
+        default_value = "configs/engine-llamacpp.toml"
+    )]
     pub config: PathBuf,
     #[arg(long, value_enum, default_value_t = ServeEngine::LlamaCpp)]
     pub engine: ServeEngine,
     /// Model file for llama.cpp (default: the cached Gemma 3 270M, installed on first use).
-    #[arg(long, value_name = "GGUF")]
+    #[arg(long = "gguf", value_name = "GGUF")]
     pub model: Option<PathBuf>,
     /// Port (default: a free one).
     #[arg(long)]
     pub port: Option<u16>,
     /// Seconds to wait for the engine to answer /health.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub ready_timeout: u64,
 }
 

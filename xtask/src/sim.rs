@@ -21,6 +21,7 @@ pub struct SimCmd {
     /// Bench profile whose [sim] section configures the simulator.
     #[arg(short, long, default_value = "default")]
     pub profile: String,
+    /// Bench config file (default: configs/bench.toml).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Override a field of the profile, e.g. --set sim.timing.ttft_ms=80.

@@ -32,7 +32,7 @@ use crate::thresholds::series::{
 pub struct WatchCmd {
     /// The target of the bench configuration whose metrics are watched (its `metrics_url`, else
     /// `<server root>/metrics`).
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     pub target: String,
     /// Bench configuration file (default configs/bench.toml).
     #[arg(long, value_name = "FILE")]

@@ -1,4 +1,4 @@
-//! The flags of `gate --ab`, parsed once; [`AbArgs::settings`] resolves the numbers a gate runs
+//! The flags of `bench ab`, parsed once; [`AbArgs::settings`] resolves the numbers a gate runs
 //! with (defaults from `infergate_model::ab`).
 
 use std::path::PathBuf;
@@ -29,73 +29,72 @@ impl AbEngine {
     }
 }
 
-/// `gate --ab`: baseline and candidate in one job.
+/// `bench ab [BASE_REV]`: baseline and candidate in one job.
 #[derive(Clone, Debug, Args)]
 pub struct AbArgs {
-    /// Measure the base revision's governed engine config (the baseline) against the working
-    /// tree's (the candidate) in one job, trials interleaved, and decide every gated metric on
-    /// the paired difference. Without a value: the merge base of HEAD and origin/main (else
+    /// The base revision whose governed engine config is the baseline, measured against the
+    /// working tree's (the candidate). Default: the merge base of HEAD and origin/main (else
     /// main).
-    #[arg(long, value_name = "BASE_REV", num_args = 0..=1, default_missing_value = "")]
+    #[arg(value_name = "BASE_REV")]
     pub ab: Option<String>,
-    /// With --ab: the bench profile both arms run.
-    #[arg(long, default_value = "default", requires = "ab")]
+    /// The bench profile both arms run.
+    #[arg(long, default_value = "default")]
     pub profile: String,
-    /// With --ab: the bench config (default configs/bench.toml).
-    #[arg(long, value_name = "FILE", requires = "ab")]
+    /// Bench config file (default: configs/bench.toml).
+    #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// With --ab: the governed engine config the arms differ in (default: the profile's
+    /// The governed engine config the arms differ in (default: the profile's
     /// target's `engine_config`, else its `sim.engine_config`).
-    #[arg(long, value_name = "FILE", requires = "ab")]
+    #[arg(long, value_name = "FILE")]
     pub engine_config: Option<String>,
-    /// With --ab: a setting for both arms: a bench setting as `bench --set` takes it, or an
+    /// A setting for both arms: a bench setting as `bench --set` takes it, or an
     /// engine key (`engine.gpu_memory_utilization=0.45`) applied to both arms' engine configs.
-    #[arg(long = "set", value_name = "KEY=VALUE", requires = "ab")]
+    #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-    /// With --ab: a setting for the candidate only: an engine-config key (`scheduler.*`,
+    /// A setting for the candidate only: an engine-config key (`scheduler.*`,
     /// `engine.*`, ...) changes the candidate's config, any other a bench setting
     /// (`sim.slowdown=1.1`).
-    #[arg(long = "candidate-set", value_name = "KEY=VALUE", requires = "ab")]
+    #[arg(long = "candidate-set", value_name = "KEY=VALUE")]
     pub candidate_sets: Vec<String>,
-    /// With --ab: the gate's directory (default target/gate-ab/<run id>).
-    #[arg(long, value_name = "DIR", requires = "ab")]
+    /// The gate's directory (default target/gate-ab/<run id>).
+    #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// With --ab: the regression budget of the metrics whose live record states none: `5%`
+    /// The regression budget of the metrics whose live record states none: `5%`
     /// worse (points for shares), of the metrics the live thresholds gate, else of the default
     /// list.
-    #[arg(long, value_name = "P", requires = "ab", value_parser = parse_fraction)]
+    #[arg(long, value_name = "P", value_parser = parse_fraction)]
     pub budget: Option<f64>,
-    /// With --ab: the requests the whole gate may send, both arms, warmups included.
-    #[arg(long, value_name = "N", requires = "ab", default_value_t = ab::DEFAULT_MAX_REQUESTS)]
+    /// The requests the whole gate may send, both arms, warmups included.
+    #[arg(long, value_name = "N", default_value_t = ab::DEFAULT_MAX_REQUESTS)]
     pub max_requests: u64,
-    /// With --ab: measured requests per trial (default: as many trials as the budget holds,
+    /// Measured requests per trial (default: as many trials as the budget holds,
     /// aiming at 56 blocks of 4).
-    #[arg(long, value_name = "N", requires = "ab", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub trial_requests: Option<u32>,
-    /// With --ab: how many looks (the last after every block).
-    #[arg(long, value_name = "K", requires = "ab", default_value_t = ab::DEFAULT_LOOKS, value_parser = clap::value_parser!(u32).range(1..=50))]
+    /// How many looks (the last after every block).
+    #[arg(long, value_name = "K", default_value_t = ab::DEFAULT_LOOKS, value_parser = clap::value_parser!(u32).range(1..=50))]
     pub looks: u32,
-    /// With --ab: how the looks share the error rates: pocock (default), obrien-fleming or
+    /// How the looks share the error rates: pocock (default), obrien-fleming or
     /// bonferroni.
-    #[arg(long, value_name = "RULE", requires = "ab", value_parser = parse_rule)]
+    #[arg(long, value_name = "RULE", value_parser = parse_rule)]
     pub spending: Option<LookRule>,
-    /// With --ab: the chance that an unchanged configuration fails (all looks and metrics).
-    #[arg(long, value_name = "P", requires = "ab", default_value_t = ab::DEFAULT_ALPHA_FAIL, value_parser = parse_alpha)]
+    /// The chance that an unchanged configuration fails (all looks and metrics).
+    #[arg(long, value_name = "P", default_value_t = ab::DEFAULT_ALPHA_FAIL, value_parser = parse_alpha)]
     pub alpha_fail: f64,
-    /// With --ab: the chance that a configuration twice the budget worse passes.
-    #[arg(long, value_name = "P", requires = "ab", default_value_t = ab::DEFAULT_ALPHA_PASS, value_parser = parse_alpha)]
+    /// The chance that a configuration twice the budget worse passes.
+    #[arg(long, value_name = "P", default_value_t = ab::DEFAULT_ALPHA_PASS, value_parser = parse_alpha)]
     pub alpha_pass: f64,
-    /// With --ab: seed of the blocks' orders (ABBA or BAAB).
-    #[arg(long, requires = "ab", default_value_t = 1)]
+    /// Seed of the blocks' orders (ABBA or BAAB).
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// With --ab: the engine both arms run in.
-    #[arg(long, value_enum, requires = "ab", default_value_t = AbEngine::Sim)]
+    /// The engine both arms run in.
+    #[arg(long, value_enum, default_value_t = AbEngine::Sim)]
     pub engine: AbEngine,
-    /// With --ab and --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
-    #[arg(long, value_name = "GGUF", requires = "ab")]
+    /// With --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
+    #[arg(long, value_name = "GGUF")]
     pub gguf: Option<PathBuf>,
-    /// With --ab: seconds to wait for a started engine to answer /health.
-    #[arg(long, value_name = "SECONDS", requires = "ab", default_value_t = 180)]
+    /// Seconds to wait for a started engine to answer /health.
+    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
     pub ready_timeout: u64,
     /// Neither read nor append the noise history (`refs/infergate/history`).
     #[arg(long)]

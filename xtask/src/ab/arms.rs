@@ -184,7 +184,7 @@ pub fn not_applicable(
             };
             Some(format!(
                 "not applicable: ADR-{:04} {} {} (line {}): the arms run {arms}; compare them at \
-                 that load with `gate --ab {sets}`, or decide it with `{}`",
+                 that load with `bench ab {sets}`, or decide it with `{}`",
                 th.adr,
                 th.metric,
                 th.limit_text(),
@@ -280,7 +280,7 @@ mod tests {
         assert!(
             notes[0].starts_with(
                 "not applicable: ADR-0002 goodput.ratio >= 0.95 at concurrency 8 (line 31): the \
-                 arms run concurrency 4; compare them at that load with `gate --ab --set \
+                 arms run concurrency 4; compare them at that load with `bench ab --set \
                  load.mode=closed --set load.concurrency=8`"
             ) && notes[0].contains("bench --profile default --concurrency 8 --gate`"),
             "{notes:?}"

@@ -120,7 +120,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
         && let Some((name, _)) = &plan.profile.target
     {
         bail!(
-            "profile `{}` measures target `{name}`; gate --ab runs each arm in its own engine: \
+            "profile `{}` measures target `{name}`; bench ab runs each arm in its own engine: \
              choose a profile without a target (the simulator) or pass --engine llama-cpp / vllm",
             plan.profile.name
         );

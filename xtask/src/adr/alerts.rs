@@ -222,7 +222,7 @@ fn header(kind: &str, missing: &[String], budgets: &[String], load_bound: &[Stri
     if !budgets.is_empty() {
         o.push_str(
             "#\n# Not an alert: regression budgets compare a candidate with a baseline measured in the same\n\
-             # job (`gate --ab`); a live series has no baseline to compare with:\n",
+             # job (`bench ab`); a live series has no baseline to compare with:\n",
         );
         for b in budgets {
             o.push_str(&format!("#   {b}\n"));

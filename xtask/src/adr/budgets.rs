@@ -85,7 +85,7 @@ pub fn render(o: &mut Body, proposed: &[ProposedBudget], chosen_label: &str) {
         return;
     }
     o.line(format_args!(
-        "\nRegression budgets (`cargo xtask gate --ab`: the candidate measured beside the baseline \
+        "\nRegression budgets (`cargo xtask bench ab`: the candidate measured beside the baseline \
          in one job, decided on the paired difference; an absolute gate and the alerts do not \
          evaluate them). Proposed from {chosen_label}'s run-to-run noise: the default {} worse, \
          or half of what the A/B gate's default design resolves at that noise when that is \

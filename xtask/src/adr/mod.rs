@@ -82,9 +82,10 @@ pub enum AdrSub {
         /// value (what `ADR-Exempt` commits left without a record).
         #[arg(long)]
         exempt: bool,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        /// Also write the list as JSON to FILE (`-`: to standard output, instead of the
+        /// table).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
     /// Mark a Proposed record Accepted (refused while `adr lint` finds problems in it).
     Accept {
@@ -176,7 +177,7 @@ pub struct NewArgs {
     #[arg(long, value_parser = new::parse_one_line)]
     pub deciders: Option<String>,
     /// Coverage of the estimates' intervals, within (0, 1).
-    #[arg(long, default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
     pub confidence: f64,
 }
 
@@ -702,12 +703,17 @@ fn write_assets(
     Ok(drawn)
 }
 
-fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result<Status> {
+fn run_list(
+    root: &Path,
+    dir: &Path,
+    exempt: bool,
+    json: Option<PathBuf>,
+) -> anyhow::Result<Status> {
     let adrs = load_records(root, dir)?;
     if exempt {
         let governed = governed_files(root)?.all();
         let unnamed = list::unnamed_values(&governed, &adrs);
-        if json {
+        if let Some(file) = &json {
             let items: Vec<serde_json::Value> = unnamed
                 .iter()
                 .map(|u| {
@@ -717,8 +723,10 @@ fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result
                     })
                 })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&items)?);
-            return Ok(Status::Success);
+            crate::outpath::write_json(root, file, &items)?;
+            if file == Path::new("-") {
+                return Ok(Status::Success);
+            }
         }
         let keys: usize = governed.iter().map(|(_, k)| k.len()).sum();
         if unnamed.is_empty() {
@@ -735,9 +743,10 @@ fn run_list(root: &Path, dir: &Path, exempt: bool, json: bool) -> anyhow::Result
         }
         return Ok(Status::Success);
     }
-    if json {
-        println!("{}", serde_json::to_string_pretty(&list::list_json(&adrs))?);
-    } else {
+    if let Some(file) = &json {
+        crate::outpath::write_json(root, file, &list::list_json(&adrs))?;
+    }
+    if json.as_deref() != Some(Path::new("-")) {
         println!("{}", list_table(&adrs));
     }
     Ok(Status::Success)
@@ -1125,7 +1134,7 @@ fn run_alerts(root: &Path, dir: &Path, outs: &[PathBuf; 2], check: bool) -> anyh
         println!("not exportable: {m}");
     }
     for b in &r.budgets {
-        println!("not an alert (a regression budget, decided by `gate --ab` only): {b}");
+        println!("not an alert (a regression budget, decided by `bench ab` only): {b}");
     }
     for t in &r.load_bound {
         println!(

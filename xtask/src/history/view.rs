@@ -43,18 +43,18 @@ pub struct SeriesArgs {
     pub html: Option<PathBuf>,
     /// Exit 1 when a change point to the worse beyond --min-change has its first bad commit
     /// among the last --last commits and no decision record changed in its range.
-    #[arg(long)]
+    #[arg(long = "fail-on-regression")]
     pub check: bool,
-    /// With --check: how many of the line's last commits are checked (at least 1).
+    /// With --fail-on-regression: how many of the line's last commits are checked (at least 1).
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub last: u64,
-    /// With --check: the smallest change that fails (relative; points for shares).
+    /// With --fail-on-regression: the smallest change that fails (relative; points for shares).
     #[arg(long, value_name = "P", default_value = "5%", value_parser = parse_fraction)]
     pub min_change: f64,
     /// The largest p-value of a change point (the permutation test's).
     #[arg(long, value_name = "P", default_value = "2%", value_parser = parse_fraction)]
     pub alpha: f64,
-    /// With --check: GitHub annotations (`::error`) for each failure.
+    /// With --fail-on-regression: also print GitHub annotations (`::error`) for each failure.
     #[arg(long)]
     pub github: bool,
 }
@@ -291,7 +291,7 @@ pub fn render_table(built: &Built) -> String {
             if c.commits_in_range > 1 {
                 let _ = writeln!(
                     out,
-                    "  {} commits in the range: measure its ends with `git checkout {} && {} gate --ab {} --profile {}`",
+                    "  {} commits in the range: measure its ends with `git checkout {} && {} bench ab {} --profile {}`",
                     c.commits_in_range,
                     short(&c.first_bad),
                     crate::text::tool(),

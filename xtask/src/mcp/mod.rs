@@ -228,8 +228,8 @@ pub fn tools() -> Vec<Tool> {
         tool::<GateArgs, CommandOutput>(
             "gate",
             "Gate a run, trial set, sweep or comparison against the live records' thresholds \
-             (`run`), or run an A/B gate of the base revision's engine config against the \
-             working tree's (`ab`), as `cargo xtask gate`. Writes the gate's report \
+             (`run`), as `cargo xtask gate`, or measure and gate the base revision's engine \
+             config against the working tree's (`ab`), as `cargo xtask bench ab`. Writes the gate's report \
              (target/mcp/gate-*, JSON) or the A/B gate's directory (target/mcp/gate-ab-*, \
              ab.json); returns it. The exit code says the verdict: 0 pass, 1 fail, 3 undecided. \
              A threshold bound to a load (\"holds the SLO at concurrency 24\", from a capacity \
@@ -266,9 +266,9 @@ pub fn tools() -> Vec<Tool> {
             Writes::Nothing,
         ),
         tool::<AcceptArgs, CommandOutput>(
-            "accept",
+            "acceptance",
             "Accept a candidate engine against a baseline (numeric, engine and business \
-             layers), as `cargo xtask accept`: needs both targets running and a build with the \
+             layers), as `cargo xtask acceptance`: needs both targets running and a build with the \
              `acceptance` feature. Writes target/mcp/accept-*/; returns acceptance.json. Sends \
              progress notifications; cancellable.",
             Writes::Target,
@@ -321,7 +321,8 @@ impl ServerHandler for Server {
             "gate" => call.gate(parse(args)?).await,
             "compare" => call.compare(parse(args)?).await,
             "adr_new" => call.adr_new(parse(args)?).await,
-            "accept" => call.accept(parse(args)?).await,
+            // `accept`: the tool's name before `acceptance`, for one release.
+            "acceptance" | "accept" => call.accept(parse(args)?).await,
             "adr_lint" => {
                 let _: NoArgs = parse(args)?;
                 self.in_server(tools::lint, lint_text)
@@ -407,7 +408,7 @@ impl Call<'_> {
 
     async fn accept(self, a: AcceptArgs) -> Result<CallToolResponse, McpError> {
         let out = tools::out_path("accept");
-        self.command("accept", a.job(&out), Some(out), read_accept).await
+        self.command("acceptance", a.job(&out), Some(out), read_accept).await
     }
 
     async fn adr_new(mut self, a: AdrNewArgs) -> Result<CallToolResponse, McpError> {

@@ -1,6 +1,6 @@
 //! The tools of `cargo xtask mcp`: each one's arguments (JSON Schema from the type, unknown
 //! fields refused), its structured result (JSON Schema from the type) and what it runs. The
-//! commands that measure or write (`bench`, `gate`, `compare`, `adr_new`, `accept`) run as child
+//! commands that measure or write (`bench`, `gate`, `compare`, `adr_new`, `acceptance`) run as child
 //! processes of this binary ([`super::child`]) with their output under `target/mcp/`; their
 //! result holds the JSON of the file they wrote (`bench`: summary.json, trials.json or
 //! capacity.json), read back through its typed artifact. The
@@ -140,7 +140,7 @@ pub(crate) struct GateArgs {
     #[serde(default)]
     pub thresholds: Option<String>,
     /// Measure the base revision's engine config against the working tree's in one job and
-    /// decide each metric on the paired difference (`cargo xtask gate --ab`).
+    /// decide each metric on the paired difference (`cargo xtask bench ab`).
     #[serde(default)]
     pub ab: Option<AbArgs>,
     /// Neither read nor append the noise history (the git ref `refs/infergate/history`), which
@@ -149,7 +149,7 @@ pub(crate) struct GateArgs {
     pub no_history: bool,
 }
 
-/// The A/B gate's settings (`cargo xtask gate --ab`).
+/// The A/B gate's settings (`cargo xtask bench ab`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AbArgs {
@@ -234,7 +234,7 @@ pub struct AdrCheckArgs {
     pub head: Option<String>,
 }
 
-/// `accept`: the three-layer acceptance of a candidate engine against a baseline.
+/// `acceptance`: the three-layer acceptance of a candidate engine against a baseline.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AcceptArgs {
@@ -363,7 +363,7 @@ impl BenchArgs {
 
 impl GateArgs {
     /// The command and the file or directory it writes: `gate --json=FILE -- RUN`, or
-    /// `gate --ab ... --out=DIR`.
+    /// `bench ab ... --out=DIR -- [BASE_REV]`.
     pub fn job(&self, out: &Path) -> Result<Job, GateJobError> {
         match (&self.run, &self.ab) {
             (Some(run), None) => {
@@ -376,13 +376,7 @@ impl GateArgs {
                 push_positional(&mut args, &[run]);
                 Ok(Job { args, watch: None, total: None })
             }
-            (None, Some(ab)) if self.thresholds.is_none() => {
-                let mut job = ab.job(out);
-                if self.no_history {
-                    job.args.push("--no-history".into());
-                }
-                Ok(job)
-            }
+            (None, Some(ab)) if self.thresholds.is_none() => Ok(ab.job(out, self.no_history)),
             (None, Some(_)) => Err(GateJobError::ThresholdsWithAb),
             (Some(_), Some(_)) => Err(GateJobError::RunAndAb),
             (None, None) => Err(GateJobError::NothingToGate),
@@ -404,12 +398,8 @@ pub(crate) enum GateJobError {
 }
 
 impl AbArgs {
-    fn job(&self, out: &Path) -> Job {
-        let mut args = vec!["gate".to_string()];
-        args.push(match &self.base {
-            Some(rev) => format!("--ab={rev}"),
-            None => "--ab".to_string(),
-        });
+    fn job(&self, out: &Path, no_history: bool) -> Job {
+        let mut args = vec!["bench".to_string(), "ab".to_string()];
         push_opt(&mut args, "--profile", self.profile.as_deref());
         push_each(&mut args, "--set", &self.sets);
         push_each(&mut args, "--candidate-set", &self.candidate_sets);
@@ -421,6 +411,12 @@ impl AbArgs {
         );
         push_opt(&mut args, "--engine", self.engine.as_deref());
         push_opt(&mut args, "--out", Some(&out.to_string_lossy()));
+        if no_history {
+            args.push("--no-history".into());
+        }
+        if let Some(rev) = &self.base {
+            push_positional(&mut args, &[rev]);
+        }
         Job { args, watch: Some(out.to_path_buf()), total: self.max_requests.map(|n| n as f64) }
     }
 }
@@ -451,7 +447,7 @@ impl AdrNewArgs {
 
 impl AcceptArgs {
     pub fn job(&self, out: &Path) -> Job {
-        let mut args = vec!["accept".to_string()];
+        let mut args = vec!["acceptance".to_string()];
         push_opt(&mut args, "--baseline", Some(&self.baseline));
         push_opt(&mut args, "--candidate", Some(&self.candidate));
         push_opt(&mut args, "--dataset", self.dataset.as_deref());
@@ -671,8 +667,8 @@ mod tests {
         assert_eq!(
             gate(None, true).job(out).unwrap().args,
             [
-                "gate",
-                "--ab",
+                "bench",
+                "ab",
                 "--candidate-set=sim.slowdown=1.2",
                 "--max-requests=400",
                 "--out=target/mcp/gate-x"
@@ -717,8 +713,9 @@ mod tests {
             engine: None,
         };
         let gate = GateArgs { run: None, thresholds: None, ab: Some(ab), no_history: true };
-        let C::Gate(g) = parse(gate.job(out).unwrap()) else { panic!("not gate") };
-        assert_eq!(g.ab.ab.as_deref(), Some("--json"));
+        let C::Bench(b) = parse(gate.job(out).unwrap()) else { panic!("not bench") };
+        let Some(crate::bench::BenchAction::Ab(g)) = b.action else { panic!("not bench ab") };
+        assert_eq!((g.ab.ab.as_deref(), g.ab.no_history), (Some("--json"), true));
         assert_eq!(
             (g.ab.profile.as_str(), g.ab.sets, g.ab.candidate_sets),
             ("--help", vec!["--out".to_string()], vec!["-C".to_string()])
@@ -766,7 +763,7 @@ mod tests {
             all: false,
             concurrency: None,
         };
-        let C::Accept(a) = parse(accept.job(out)) else { panic!("not accept") };
+        let C::Acceptance(a) = parse(accept.job(out)) else { panic!("not acceptance") };
         assert_eq!((a.baseline.as_deref(), a.candidate.as_deref()), (Some("--help"), Some("-V")));
         assert_eq!((a.dataset, a.judge.as_deref(), a.all), ("--all".into(), Some("-h"), false));
     }

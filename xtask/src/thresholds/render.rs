@@ -122,7 +122,7 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
             (_, Some(why)) => format!("{} cannot be decided: {why}", t.metric),
             (Some(e), None) => format!(
                 "{} = {} ({}) straddles {limit}: the data cannot decide; add trials \
-                 (`{} gate --until-decided`)",
+                 (`{} bench trials SET --until-decided`)",
                 t.metric,
                 estimate_text(e, &t.unit),
                 basis_text(e),
@@ -447,7 +447,7 @@ pub fn budgets_note<'a>(
         .collect();
     if !budgets.is_empty() {
         eprintln!(
-            "note: regression budgets, decided by `gate --ab` only (they compare with a baseline \
+            "note: regression budgets, decided by `bench ab` only (they compare with a baseline \
              measured in the same job, which an absolute gate has not): {}",
             budgets.join("; ")
         );

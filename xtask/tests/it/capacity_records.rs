@@ -4,7 +4,7 @@
 //! `adr thresholds` carries the load into gate.toml, the gate decides it on a run at that load
 //! (pass on the unchanged configuration, fail with a quarter of the slots) and lists it as not
 //! applicable at another load; `adr alerts` says no alert evaluates it; the MCP `gate` tool
-//! reports it like the other checks; `gate --ab` checks it only when its arms run its load.
+//! reports it like the other checks; `bench ab` checks it only when its arms run its load.
 //! Without the simulator: the gate's verdict is not changed by a threshold of another load,
 //! lint refuses a load that is none, and the alerts name it.
 
@@ -415,8 +415,8 @@ fn the_ab_gate_checks_a_threshold_bound_to_its_arms_load_and_notes_the_others() 
     let o = xtask(
         root,
         &[
-            "gate",
-            "--ab",
+            "bench",
+            "ab",
             "main",
             "--out",
             "ab",
@@ -445,7 +445,7 @@ fn the_ab_gate_checks_a_threshold_bound_to_its_arms_load_and_notes_the_others() 
         "{checks:?}"
     );
     let note = "not applicable: ADR-0002 goodput.ratio >= 0.95 at concurrency 24 (line 40): the \
-                arms run concurrency 4; compare them at that load with `gate --ab --set \
+                arms run concurrency 4; compare them at that load with `bench ab --set \
                 load.mode=closed --set load.concurrency=24`";
     assert!(file.notes.iter().any(|n| n.starts_with(note)), "{:?}", file.notes);
     assert!(o.stdout.contains(&format!("note: {note}")), "{}", o.stdout);

@@ -356,14 +356,14 @@ fn adr_list_exempt_shows_governed_values_no_live_record_names() {
         out.stdout
     );
 
-    let out = xtask(root, &["adr", "list", "--json"]);
+    let out = xtask(root, &["adr", "list", "--json", "-"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v[0]["adr"], 1);
     assert_eq!(v[0]["status"], "Accepted");
     assert_eq!(v[0]["live"], true);
     assert_eq!(v[0]["file"], "docs/adr/0001-x.md");
-    let out = xtask(root, &["adr", "list", "--exempt", "--json"]);
+    let out = xtask(root, &["adr", "list", "--exempt", "--json", "-"]);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2, "{v}");
 }
@@ -486,7 +486,7 @@ fn a_title_cannot_write_the_records_header_and_reads_back_as_given() {
         let out = xtask(root, &["adr", "new", title, "--baseline", "runs/r"]);
         assert!(out.stdout.contains("Proposed"), "{title}: {}{}", out.stdout, out.stderr);
     }
-    let list = xtask(root, &["adr", "list", "--json"]);
+    let list = xtask(root, &["adr", "list", "--json", "-"]);
     let v: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
     let titles: Vec<&str> =
         v.as_array().unwrap().iter().map(|r| r["title"].as_str().unwrap()).collect();

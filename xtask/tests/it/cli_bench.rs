@@ -411,7 +411,7 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     assert!(stderr(&o).contains("within 1..=1000"), "{}", stderr(&o));
 }
 
-/// `gate --until-decided` adds trials with the recorded settings, each look at the Bonferroni
+/// `bench trials SET --until-decided` adds trials with the recorded settings, each look at the Bonferroni
 /// confidence, and says how many it used; a limit at the set's own mean stays undecided.
 #[test]
 fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
@@ -434,7 +434,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     write(mean);
     let o = xtask(
         r.path(),
-        &["gate", "set", "--allow-busy-host", "--until-decided", "--max-trials", "4"],
+        &["bench", "trials", "set", "--allow-busy-host", "--until-decided", "--max-trials", "4"],
     );
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
@@ -449,7 +449,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     write(mean * 10.0);
     let o = xtask(
         r.path(),
-        &["gate", "set", "--allow-busy-host", "--until-decided", "--max-trials", "6"],
+        &["bench", "trials", "set", "--allow-busy-host", "--until-decided", "--max-trials", "6"],
     );
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
@@ -460,7 +460,7 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     std::fs::write(&engine, text.replace("max_model_len = 4096", "max_model_len = 2048")).unwrap();
     let o = xtask(
         r.path(),
-        &["gate", "set", "--allow-busy-host", "--until-decided", "--max-trials", "6"],
+        &["bench", "trials", "set", "--allow-busy-host", "--until-decided", "--max-trials", "6"],
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(

@@ -484,8 +484,10 @@ fn a_trial_set_passes_fails_or_is_inconclusive_by_its_interval_and_exit_3_is_nev
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("within (0, 1)"), "{}", out.stderr);
     // A set without the bench arguments of its trials cannot be extended.
-    let out =
-        crate::support::xtask(dir.path(), &["gate", "set", "--until-decided", "--max-trials", "5"]);
+    let out = crate::support::xtask(
+        dir.path(),
+        &["bench", "trials", "set", "--until-decided", "--max-trials", "5"],
+    );
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("does not record the bench arguments"), "{}", out.stderr);
 }
@@ -819,7 +821,7 @@ fn the_verdicts_are_written_as_json_with_the_exit_status() {
         assert_eq!((check.verdict, check.threshold.limit), (verdict, limit));
         assert_eq!(check.estimate.as_ref().map(|e| e.trials), Some(3), "three trials");
     }
-    let out = crate::support::xtask(dir.path(), &["gate", "--ab", "--json", "x.json"]);
+    let out = crate::support::xtask(dir.path(), &["bench", "ab", "--json", "x.json"]);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("--json"), "{}", out.stderr);
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask gate --ab` through the binary, on the embedded simulator in a git repository
+//! `cargo xtask bench ab` through the binary, on the embedded simulator in a git repository
 //! of its own: the base revision's engine config against the working tree's, `--candidate-set`
 //! for bench settings and engine keys, exits 0 / 1 / 3 / 2 / 130, and `ab.json` and the trial
 //! run directories as documented in docs/run-directory.md. The loads are small (2 to 4
@@ -23,7 +23,7 @@ const SMALL: &[&str] = &[
 ];
 
 fn gate(root: &Path, extra: &[&str]) -> crate::support::Out {
-    let mut args = vec!["gate", "--ab", "main", "--out", "ab"];
+    let mut args = vec!["bench", "ab", "main", "--out", "ab"];
     args.extend_from_slice(SMALL);
     args.extend_from_slice(extra);
     xtask(root, &args)
@@ -141,28 +141,26 @@ fn the_working_tree_change_is_the_candidate_and_an_unchanged_one_does_not_fail()
 #[test]
 fn bad_revisions_budgets_and_targets_are_refused_before_anything_runs() {
     let g = repo();
-    let out = xtask(g.path(), &["gate", "--ab", "nope"]);
+    let out = xtask(g.path(), &["bench", "ab", "nope"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(
         out.stderr.contains("base revision `nope` is not in this repository"),
         "{}",
         out.stderr
     );
-    let out = xtask(g.path(), &["gate", "--ab", "main", "--max-requests", "40"]);
+    let out = xtask(g.path(), &["bench", "ab", "main", "--max-requests", "40"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("raise --max-requests to at least"), "{}", out.stderr);
-    let out = xtask(g.path(), &["gate", "--ab", "main", "--profile", "vllm"]);
+    let out = xtask(g.path(), &["bench", "ab", "main", "--profile", "vllm"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("--engine llama-cpp / vllm"), "{}", out.stderr);
-    let out = xtask(g.path(), &["gate", "--ab", "main", "--budget", "150%"]);
+    let out = xtask(g.path(), &["bench", "ab", "main", "--budget", "150%"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("such as 5%"), "{}", out.stderr);
     let out = xtask(g.path(), &["gate", "some/run", "--ab", "main"]);
     assert_eq!(out.code, 2, "a run and --ab exclude each other: {}", out.stderr);
-    let out = xtask(
-        g.path(),
-        &["gate", "--ab", "main", "--engine-config", "configs/engine-missing.toml"],
-    );
+    let out =
+        xtask(g.path(), &["bench", "ab", "main", "--engine-config", "configs/engine-missing.toml"]);
     assert_eq!(out.code, 2);
     assert!(!g.path().join("ab").exists() && !g.path().join("target/gate-ab").exists());
 }
@@ -171,8 +169,8 @@ fn bad_revisions_budgets_and_targets_are_refused_before_anything_runs() {
 fn ctrl_c_keeps_the_measured_trials_in_ab_json() {
     let g = repo();
     let mut args = vec![
-        "gate",
-        "--ab",
+        "bench",
+        "ab",
         "main",
         "--out",
         "ab",

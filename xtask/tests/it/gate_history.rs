@@ -74,7 +74,7 @@ fn matching_history_is_pooled_and_other_gpus_noisier_sets_and_corrupt_refs_are_n
         assert!(out.stderr.contains("set(s) appended to refs/infergate/history"), "{}", out.stderr);
         // The record's regression budget is listed as the A/B gate's, and left be.
         assert!(
-            out.stderr.contains("decided by `gate --ab` only")
+            out.stderr.contains("decided by `bench ab` only")
                 && out
                     .stderr
                     .contains("metrics.tpot_ms.mean at most 5% worse than the baseline (ADR-0001)"),
@@ -122,13 +122,13 @@ fn the_history_exports_as_csv_and_jsonl_and_merges_another_copy() {
     let root = g.path();
     write_set(&root.join("a"), &trials("a", &[100.0, 102.0], None));
     gate(root, "a");
-    let csv = xtask(root, &["history", "export"]);
+    let csv = xtask(root, &["trend", "export"]);
     assert_eq!(csv.code, 0, "{}", csv.stderr);
     assert!(csv.stdout.starts_with(
         "id,kind,run_id,measured_at,commit,profile,scenario,fingerprint,metric,trial,value\n"
     ));
     assert!(csv.stdout.lines().any(|l| l.contains(",metrics.ttft_ms.p99,2,102")), "{}", csv.stdout);
-    let jsonl = xtask(root, &["history", "export", "--format", "jsonl", "--out", "h.jsonl"]);
+    let jsonl = xtask(root, &["trend", "export", "--format", "jsonl", "--out", "h.jsonl"]);
     assert_eq!(jsonl.code, 0);
     let text = std::fs::read_to_string(root.join("h.jsonl")).unwrap();
     let entry = infergate_model::history::parse_line(text.lines().next().unwrap()).unwrap();
@@ -141,10 +141,10 @@ fn the_history_exports_as_csv_and_jsonl_and_merges_another_copy() {
     let theirs = repo.refname_to_id("refs/infergate/history").unwrap();
     repo.reference("refs/remotes/origin/infergate-history", theirs, true, "").unwrap();
     repo.reference("refs/infergate/history", tip, true, "rewind").unwrap();
-    let out = xtask(root, &["history", "merge", "refs/remotes/origin/infergate-history"]);
+    let out = xtask(root, &["trend", "merge", "refs/remotes/origin/infergate-history"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.starts_with("1 entries"), "{}", out.stdout);
-    let list = xtask(root, &["history", "list"]);
+    let list = xtask(root, &["trend", "list"]);
     assert!(list.stdout.contains(": 2 entries"), "{}", list.stdout);
 }
 
@@ -162,8 +162,8 @@ fn twenty_ab_gates_in_a_row_append_forty_sets_that_all_read_back_and_pool() {
         let out = xtask(
             root,
             &[
-                "gate",
-                "--ab",
+                "bench",
+                "ab",
                 "HEAD",
                 "--out",
                 &format!("ab{seed}"),
@@ -192,12 +192,12 @@ fn twenty_ab_gates_in_a_row_append_forty_sets_that_all_read_back_and_pool() {
         assert!(all.contains("noise history: 2 set(s) appended"), "gate {seed}: {all}");
         assert!(!all.contains("left out") && !all.contains("not appended"), "gate {seed}: {all}");
     }
-    let list = xtask(root, &["history", "list"]);
+    let list = xtask(root, &["trend", "list"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
     assert!(list.stdout.contains(&format!(": {} entries", 2 * GATES)), "{}", list.stdout);
     assert!(!list.stdout.contains("left out"), "{}", list.stdout);
     // Every line reads back with its id, through the model's own reader.
-    let jsonl = xtask(root, &["history", "export", "--format", "jsonl"]);
+    let jsonl = xtask(root, &["trend", "export", "--format", "jsonl"]);
     let entries: Vec<_> =
         jsonl.stdout.lines().map(|l| infergate_model::history::parse_line(l).unwrap()).collect();
     assert_eq!(entries.len(), 2 * GATES);
@@ -220,41 +220,42 @@ fn a_junk_ref_is_an_error_and_a_check_of_nothing_is_not_an_all_clear() {
     let g = repo(500.0);
     let root = g.path();
     // No ref at all: listing says so; a check has nothing to check.
-    let list = xtask(root, &["history", "list"]);
+    let list = xtask(root, &["trend", "list"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
-    let check = xtask(root, &["history", "--check"]);
+    let check = xtask(root, &["trend", "--fail-on-regression"]);
     assert_eq!(check.code, 4, "{}{}", check.stdout, check.stderr);
     assert!(
         check.stderr.contains("nothing checked: there is no refs/infergate/history"),
         "{}",
         check.stderr
     );
-    let zero = xtask(root, &["history", "--check", "--last", "0"]);
+    let zero = xtask(root, &["trend", "--fail-on-regression", "--last", "0"]);
     assert_eq!(zero.code, 2, "{}", zero.stderr);
     // A history, but nothing of the metric asked for in the window.
     write_set(&root.join("a"), &trials("a", &[100.0, 102.0], None));
     assert_eq!(gate(root, "a").code, 0);
-    let check = xtask(root, &["history", "--check", "--metric", "metrics.no_such_metric"]);
+    let check =
+        xtask(root, &["trend", "--fail-on-regression", "--metric", "metrics.no_such_metric"]);
     assert_eq!(check.code, 4, "{}{}", check.stdout, check.stderr);
     assert!(check.stderr.contains("no measured commit among the last 10"), "{}", check.stderr);
     // An export over an existing file, or into .git/: refused, nothing written.
     std::fs::write(root.join("h.csv"), "keep\n").unwrap();
-    let out = xtask(root, &["history", "export", "--out", "h.csv"]);
+    let out = xtask(root, &["trend", "export", "--out", "h.csv"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("--out h.csv exists"), "{}", out.stderr);
     assert_eq!(std::fs::read_to_string(root.join("h.csv")).unwrap(), "keep\n");
-    let out = xtask(root, &["history", "export", "--out", "h.csv", "--force"]);
+    let out = xtask(root, &["trend", "export", "--out", "h.csv", "--force"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(std::fs::read_to_string(root.join("h.csv")).unwrap().starts_with("id,kind,"));
     let config = std::fs::read(root.join(".git/config")).unwrap();
-    let out = xtask(root, &["history", "export", "--out", ".git/config", "--force"]);
+    let out = xtask(root, &["trend", "export", "--out", ".git/config", "--force"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("inside the git directory"), "{}", out.stderr);
     assert_eq!(std::fs::read(root.join(".git/config")).unwrap(), config);
     // Junk in the ref's file: list, check and the gate's append all say the history is
     // unreadable, naming the ref.
     std::fs::write(root.join(".git/refs/infergate/history"), "junk\n").unwrap();
-    for args in [&["history", "list"][..], &["history", "--check"][..]] {
+    for args in [&["trend", "list"][..], &["trend", "--fail-on-regression"][..]] {
         let out = xtask(root, args);
         assert_eq!(out.code, 2, "{args:?}: {}{}", out.stdout, out.stderr);
         assert!(

@@ -1,4 +1,4 @@
-//! `cargo xtask history`: each metric's series along main's first-parent commits with its change
+//! `cargo xtask trend`: each metric's series along main's first-parent commits with its change
 //! points, the records in force and changed, `--check`, the exports (Apache Otava reads the CSV
 //! and finds the same change points), and what is never mixed: other fingerprints, commits off
 //! the line, duplicates, dirty trees. The real series is this repository's own simulator
@@ -116,7 +116,7 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
         })
         .collect();
     append(g.path(), &entries);
-    let out = xtask(g.path(), &["history", "--metric", METRIC]);
+    let out = xtask(g.path(), &["trend", "--metric", METRIC]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let want = format!("change point: {}..{} (2 commits), +", short(commits[5]), short(commits[7]));
     assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);
@@ -125,7 +125,7 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
     // Bisect hint: the range's two ends, and the commit that changed a governed file.
     assert!(
         out.stdout.contains(&format!(
-            "git checkout {} && cargo xtask gate --ab {} --profile default",
+            "git checkout {} && cargo xtask bench ab {} --profile default",
             short(commits[7]),
             short(commits[5])
         )),
@@ -142,7 +142,7 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
     assert_eq!(rows.len(), 13, "{}", out.stdout);
     assert!(rows[5].contains("ADR-0001") && rows[6].contains("ADR-0002"), "{rows:?}");
     // Explained by a record: the check passes.
-    let out = xtask(g.path(), &["history", "--check", "--metric", METRIC]);
+    let out = xtask(g.path(), &["trend", "--fail-on-regression", "--metric", METRIC]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
 
     // The same step with no record: the check fails, with an annotation naming the commit.
@@ -156,7 +156,7 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
         })
         .collect();
     append(g.path(), &entries);
-    let out = xtask(g.path(), &["history", "--check", "--github"]);
+    let out = xtask(g.path(), &["trend", "--fail-on-regression", "--github"]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(
         out.stdout.contains(&format!("::error title=change point at {}::", short(commits[7]))),
@@ -165,13 +165,13 @@ fn a_step_on_main_is_a_change_point_at_its_commit_with_the_record_that_explains_
     );
     assert!(out.stderr.contains("no decision record changed in that range"), "{}", out.stderr);
     // Outside the last 3 commits the change is not this check's to fail.
-    let out = xtask(g.path(), &["history", "--check", "--last", "3"]);
+    let out = xtask(g.path(), &["trend", "--fail-on-regression", "--last", "3"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // A larger --min-change lets a 20% step pass.
-    let out = xtask(g.path(), &["history", "--check", "--min-change", "25%"]);
+    let out = xtask(g.path(), &["trend", "--fail-on-regression", "--min-change", "25%"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     // The HTML page: the series and its change point.
-    let out = xtask(g.path(), &["history", "--html", "history.html"]);
+    let out = xtask(g.path(), &["trend", "--html", "history.html"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let page = std::fs::read_to_string(g.path().join("history.html")).unwrap();
     assert!(page.contains("data-chart=\"history-"), "{page}");
@@ -210,7 +210,7 @@ fn few_points_other_hosts_rewritten_commits_duplicates_and_dirty_trees_are_named
     entries.push(dirty);
     append(g.path(), &entries);
 
-    let out = xtask(g.path(), &["history"]);
+    let out = xtask(g.path(), &["trend"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let headers: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with(METRIC)).collect();
     assert_eq!(headers.len(), 2, "{}", out.stdout);
@@ -248,15 +248,15 @@ fn few_points_other_hosts_rewritten_commits_duplicates_and_dirty_trees_are_named
         out.stdout.lines().find(|l| l.starts_with(&format!("| {}", short(commits[2])))).unwrap();
     assert!(row.contains("| 6 "), "{row}");
     // Otava's CSV holds one scenario and fingerprint: two are refused, naming the way out.
-    let out = xtask(g.path(), &["history", "--format", "csv"]);
+    let out = xtask(g.path(), &["trend", "--format", "csv"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("choose one with --scenario"), "{}", out.stderr);
     // A bad date names what is valid.
-    let out = xtask(g.path(), &["history", "--since", "yesterday"]);
+    let out = xtask(g.path(), &["trend", "--since", "yesterday"]);
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("YYYY-MM-DD"), "{}", out.stderr);
     // JSONL: a point a line, each naming its scenario and fingerprint.
-    let out = xtask(g.path(), &["history", "--format", "jsonl"]);
+    let out = xtask(g.path(), &["trend", "--format", "jsonl"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let lines: Vec<serde_json::Value> =
         out.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -293,11 +293,11 @@ fn apache_otava_finds_the_same_change_points_in_the_exported_csv() {
         })
         .collect();
     append(g.path(), &entries);
-    let out = xtask(g.path(), &["history", "--format", "csv", "--out", "series.csv"]);
+    let out = xtask(g.path(), &["trend", "--format", "csv", "--out", "series.csv"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let ours = xtask(g.path(), &["history", "--format", "jsonl"]);
+    let ours = xtask(g.path(), &["trend", "--format", "jsonl"]);
     assert_eq!(ours.code, 0);
-    let table = xtask(g.path(), &["history"]).stdout;
+    let table = xtask(g.path(), &["trend"]).stdout;
     let our_bad: Vec<String> = table
         .lines()
         .filter_map(|l| l.strip_prefix("change point: "))
@@ -336,7 +336,7 @@ fn apache_otava_finds_the_same_change_points_in_the_exported_csv() {
 }
 
 /// This repository's own `default` profile on the simulator, measured at 10 commits with
-/// `bench --trials 3 --record-history`; commit 6 lowers `scheduler.max_num_seqs` from 256 to
+/// `bench --trials 3 --history`; commit 6 lowers `scheduler.max_num_seqs` from 256 to
 /// 4 (16 clients: twelve queue) for good. The change point lands on commit 6.
 #[cfg(feature = "runtime")]
 #[test]
@@ -371,7 +371,7 @@ fn the_simulator_profile_measured_at_ten_commits_moves_at_the_commit_that_change
                 "-q",
                 "--trials",
                 "3",
-                "--record-history",
+                "--history",
                 "--cooldown",
                 "0",
                 "--requests",
@@ -389,7 +389,7 @@ fn the_simulator_profile_measured_at_ten_commits_moves_at_the_commit_that_change
         assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
         assert!(out.stderr.contains("appended to refs/infergate/history"), "{}", out.stderr);
     }
-    let out = xtask(g.path(), &["history", "--metric", METRIC]);
+    let out = xtask(g.path(), &["trend", "--metric", METRIC]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
     let want = format!("change point: {}..{} (1 commit)", short(commits[4]), short(commits[5]));
     assert!(out.stdout.contains(&want), "{want}\n{}", out.stdout);

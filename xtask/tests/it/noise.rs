@@ -66,7 +66,7 @@ fn twenty_trials_report_the_configured_run_cv_within_30_percent_and_feed_the_his
     let set = infergate_model::trials::TrialSet::load(&g.path().join("noise")).unwrap();
     assert_eq!(set.trials.len(), 20);
     assert!(out.stderr.contains("1 set(s) appended to refs/infergate/history"), "{}", out.stderr);
-    let list = xtask(g.path(), &["history", "list"]);
+    let list = xtask(g.path(), &["trend", "list"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
     let noise_rows: Vec<&str> = list.stdout.lines().filter(|l| l.contains("| noise ")).collect();
     assert_eq!(noise_rows.len(), 1, "{}", list.stdout);

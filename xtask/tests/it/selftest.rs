@@ -13,7 +13,7 @@ fn the_selftest_measures_the_benchs_own_error_and_later_runs_record_it() {
     let r = copy_of_configs();
     // The command measures again while the machine stalls the server (up to six attempts, as
     // the known-answer tests do) and exits 3 when every attempt was disturbed.
-    let o = xtask(r.path(), &["selftest", "--concurrency", "4", "--requests", "40", "--json"]);
+    let o = xtask(r.path(), &["selftest", "--concurrency", "4", "--requests", "40", "--json", "-"]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let record: SelftestRecord = serde_json::from_str(&o.stdout).expect(&o.stdout);
     assert_eq!(record.verdict, Verdict::WithinBounds, "{}", o.stderr);

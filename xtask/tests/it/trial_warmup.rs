@@ -1,5 +1,5 @@
 //! Warmup trials (`--warmup-trials`, `load.warmup_trials`) and the cold-start note of a trial
-//! set: what `bench` writes, what `gate --until-decided` adds, and what `adr new` says.
+//! set: what `bench` writes, what `bench trials SET --until-decided` adds, and what `adr new` says.
 
 use std::path::Path;
 
@@ -130,7 +130,7 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
         [seed(&dir.join("warmup-01")), seed(&dir.join("trial-01")), seed(&dir.join("trial-02"))];
     assert!(seeds[0] != seeds[1] && seeds[0] != seeds[2], "{seeds:?}");
 
-    // gate --until-decided adds trials to the warm engine's set: no second warmup. A limit at
+    // bench trials SET --until-decided adds trials to the warm engine's set: no second warmup. A limit at
     // the set's own mean cannot be decided, so it measures up to the maximum.
     let mean = index.metrics["metrics.tpot_ms.mean"].estimate.as_ref().unwrap().value;
     std::fs::create_dir_all(r.path().join("thresholds")).unwrap();
@@ -143,7 +143,7 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
         ),
     )
     .unwrap();
-    let o = xtask(r.path(), &["gate", "set", "--until-decided", "--max-trials", "3"]);
+    let o = xtask(r.path(), &["bench", "trials", "set", "--until-decided", "--max-trials", "3"]);
     assert_eq!(o.code, 3, "{}{}", o.stdout, o.stderr);
     let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!((index.warmup.len(), index.trials.len()), (1, 3));

@@ -294,7 +294,7 @@ fn the_bench_gate_is_manual_on_a_gpu_runner_and_keeps_the_run() {
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("engine args --engine vllm --config configs/engine.toml")),
+            .any(|l| l.starts_with("engine args --engine vllm --engine-config configs/engine.toml")),
         "{lines:?}"
     );
     assert!(lines.iter().any(|l| l.starts_with("bench ") && l.contains("--gate")), "{lines:?}");
@@ -323,17 +323,14 @@ fn main_appends_to_the_history_and_checks_its_change_points() {
     assert_eq!(branches, vec!["main"]);
     let found = assert_commands_parse("history.yml", &scripts(&doc).join("\n"));
     let lines: Vec<String> = found.iter().map(|i| i.argv[1..].join(" ")).collect();
+    assert!(lines.iter().any(|l| l.starts_with("bench ") && l.contains("--history")), "{lines:?}");
     assert!(
-        lines.iter().any(|l| l.starts_with("bench ") && l.contains("--record-history")),
+        lines.iter().any(|l| l.starts_with("trend ")
+            && l.contains("--fail-on-regression")
+            && l.contains("--github")),
         "{lines:?}"
     );
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("history ") && l.contains("--check") && l.contains("--github")),
-        "{lines:?}"
-    );
-    assert!(lines.iter().any(|l| l.starts_with("history merge ")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("trend merge ")), "{lines:?}");
 }
 
 #[test]
