@@ -26,7 +26,7 @@ for CASE in $CASES; do
         [ "$CASE" = slower ] && EXTRA="--candidate-set sim.slowdown=1.10"
         START=$(date +%s)
         # shellcheck disable=SC2086
-        "$BIN" gate --ab HEAD --out "$DIR" --seed "$S" --no-history \
+        "$BIN" bench ab HEAD --out "$DIR" --seed "$S" --no-history \
             --set sim.noise.run_cv=0.05 --set sim.noise.step_cv=0.1 --set "sim.noise.seed=$S" \
             --set workload.repeats=3 $EXTRA >"$DIR.log" 2>&1
         CODE=$?

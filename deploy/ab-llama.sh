@@ -42,7 +42,7 @@ for CASE in $CASES; do
         fi
         START=$(date +%s)
         # shellcheck disable=SC2086
-        "$BIN" gate --ab HEAD --engine llama-cpp $MODEL --profile llama-cpp \
+        "$BIN" bench ab HEAD --engine llama-cpp $MODEL --profile llama-cpp \
             --out "$DIR" --seed "$S" --no-history --set scheduler.max_num_seqs=4 \
             --trial-requests 4 --set workload.max_tokens=16 ${MAX_REQUESTS:+--max-requests $MAX_REQUESTS} \
             $EXTRA >"$DIR.log" 2>&1
