@@ -23,6 +23,7 @@ mod cli;
 // `bench` is a command of the runtime build only.
 #[cfg(feature = "runtime")]
 mod cli_bench;
+mod cli_grammar;
 #[cfg(feature = "runtime")]
 mod cli_limits;
 #[cfg(feature = "runtime")]
@@ -40,7 +41,7 @@ mod compare;
 mod dataset_refresh;
 mod deploy;
 mod gate;
-// `gate --ab` measures the simulator: the runtime build only.
+// `bench ab` measures the simulator: the runtime build only.
 #[cfg(feature = "runtime")]
 mod gate_ab;
 mod gate_history;
