@@ -130,6 +130,26 @@ fn resolve(path: &Path) -> PathBuf {
     out
 }
 
+/// `--json FILE`: `value` as pretty JSON to FILE (relative to `root`, its directory made), or
+/// to standard output for `-`.
+pub(crate) fn write_json(
+    root: &Path,
+    file: &Path,
+    value: &impl serde::Serialize,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let text = serde_json::to_string_pretty(value)?;
+    if file == Path::new("-") {
+        println!("{text}");
+        return Ok(());
+    }
+    let path = root.join(file);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,24 +203,4 @@ mod tests {
         let e = check(dir.path(), &[out("--out", "elsewhere/.git/config")], &[], true).unwrap_err();
         assert!(matches!(e, OutPathError::InGitDir { .. }), "{e}");
     }
-}
-
-/// `--json FILE`: `value` as pretty JSON to FILE (relative to `root`, its directory made), or
-/// to standard output for `-`.
-pub(crate) fn write_json(
-    root: &Path,
-    file: &Path,
-    value: &impl serde::Serialize,
-) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    let text = serde_json::to_string_pretty(value)?;
-    if file == Path::new("-") {
-        println!("{text}");
-        return Ok(());
-    }
-    let path = root.join(file);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
