@@ -1,5 +1,5 @@
-//! `cargo xtask accept`: accept a candidate engine against a baseline in three layers (numeric,
-//! engine, business); `cargo xtask accept dataset` writes an acceptance dataset.
+//! `cargo xtask acceptance`: accept a candidate engine against a baseline in three layers
+//! (numeric, engine, business); `cargo xtask acceptance dataset` writes an acceptance dataset.
 //! See docs/acceptance.md.
 
 use std::path::{Path, PathBuf};
@@ -126,7 +126,7 @@ impl AcceptCmd {
                 "this build of xtask leaves out the acceptance checks (JSON Schema validation of \
                  structured outputs, `.npy` logits: the default build does, to build faster); \
                  run the same command built with them: `cargo run --package xtask --features \
-                 acceptance -- accept ...`"
+                 acceptance -- acceptance ...`"
             );
         }
         let dir = spec.out_dir.clone();

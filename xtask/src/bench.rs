@@ -316,7 +316,7 @@ fn parse_warmup_trials(s: &str) -> Result<u32, String> {
 pub(crate) const DEFAULT_CONFIG: &str = "configs/bench.toml";
 
 impl BenchCmd {
-    /// The bench flags of another command (`gate --ab`, which measures through the bench),
+    /// The bench flags of another command (`bench ab`, which measures through the bench),
     /// parsed as `cargo xtask bench ARGS` would parse them.
     pub(crate) fn from_args(args: &[String]) -> Result<BenchCmd, clap::Error> {
         use clap::Parser;

@@ -191,7 +191,7 @@ pub(crate) fn render_error(e: &anyhow::Error) -> String {
     out
 }
 
-/// A reader that closed standard output early (`cargo xtask history list | head -1`) ends the
+/// A reader that closed standard output early (`cargo xtask trend list | head -1`) ends the
 /// process as SIGPIPE ends any Unix tool (the shell sees 141), instead of the panic with which
 /// `println!` meets a closed pipe. Every other panic keeps the default report. Called first
 /// thing by the binary; what a command wrote to files before is already written.

@@ -45,7 +45,7 @@ pub struct BenchPlan {
     pub git: Option<GitInfo>,
     /// `--gate`: applied to every measured run of the mode.
     pub gate: Option<GateSettings>,
-    /// `--record-history`: a trial set is appended to the history (a gated one is anyway).
+    /// `--history`: a trial set is appended to the history (a gated one is anyway).
     pub record_history: bool,
     pub mode: BenchMode,
     /// The command line the plan was resolved from (`cargo xtask bench ...`), recorded in every
@@ -86,7 +86,7 @@ pub struct TrialPlan {
     pub count: u32,
     pub cooldown_s: f64,
     /// Whole trials measured before trial 1 (`load.warmup_trials`, `--warmup-trials`): a
-    /// fresh set runs them, trials added to an existing set (`gate --until-decided`) do not.
+    /// fresh set runs them, trials added to an existing set (`bench trials`) do not.
     pub warmup: u32,
     pub confidence: f64,
     /// `--until-decided --max-trials K`: the gate adds trials up to K until every blocking

@@ -141,7 +141,7 @@ pub(crate) fn llama_cpp_args(
 }
 
 /// Start `engine` for the engine-config text `text` (read as the file `config`), with its log at
-/// `log`, and wait until it is ready: the lifecycle `tune` and `gate --ab` give each
+/// `log`, and wait until it is ready: the lifecycle `tune` and `bench ab` give each
 /// configuration.
 pub(crate) fn start_config(
     root: &Path,

@@ -8,11 +8,11 @@
 //! [`infergate_model::trials::DEFAULT_METRICS`]), each trial's value and the estimate with its interval
 //! at `--confidence`. With `--gate` the set is gated; with `--until-decided --max-trials K`
 //! trials are added until every blocking threshold is decided ([`until_decided`], which
-//! `gate --until-decided` uses too).
+//! `bench trials SET --until-decided` uses too).
 //!
 //! `--warmup-trials N` (`load.warmup_trials`) measures N whole trials first, `warmup-01`, ...,
 //! listed in `trials.json` with their headline metrics and never estimated or gated; trials
-//! added to an existing set (`gate --until-decided`) run none (the engine is warm). When trial
+//! added to an existing set (`bench trials`) run none (the engine is warm). When trial
 //! 1 looks like a cold start ([`infergate_model::trials::cold_start`]), `trials.json` and the console say
 //! so; the estimates are not changed.
 
@@ -124,7 +124,7 @@ impl<'a> SetWriter<'a> {
         Ok(SetWriter { plan, dir, index, metrics: metrics_of(plan) })
     }
 
-    /// An existing set, to add trials to (`gate --until-decided`).
+    /// An existing set, to add trials to (`bench trials SET --until-decided`).
     pub fn resume(plan: &'a BenchPlan, dir: PathBuf, index: TrialsFile) -> SetWriter<'a> {
         SetWriter { plan, dir, index, metrics: metrics_of(plan) }
     }

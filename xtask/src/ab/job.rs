@@ -1,4 +1,4 @@
-//! *(runtime)* `gate --ab` from its flags to its exit code: the base revision and the arms'
+//! *(runtime)* `bench ab` from its flags to its exit code: the base revision and the arms'
 //! configs, the checks, the plan, each arm's engine, the measurement, the report.
 
 use std::path::Path;
@@ -34,7 +34,7 @@ struct Setup {
     design: Design,
 }
 
-/// `gate --ab`: set the gate up, measure it, report and exit as the gate.
+/// `bench ab`: set the gate up, measure it, report and exit as the gate.
 pub fn run(
     root: &Path,
     args: &AbArgs,

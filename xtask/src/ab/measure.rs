@@ -1,4 +1,4 @@
-//! *(runtime)* The trials of `gate --ab`: the gate's plan, set up once (arms, engines, checks),
+//! *(runtime)* The trials of `bench ab`: the gate's plan, set up once (arms, engines, checks),
 //! run through [`infergate_model::ab::run`] with [`CliMeasure`], each trial an ordinary run directory in
 //! the gate's directory (`warmup-baseline/`, `001-baseline/`, `002-candidate/`, ...), `ab.json`
 //! rewritten after every trial and look.

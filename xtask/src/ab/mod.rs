@@ -1,4 +1,4 @@
-//! `cargo xtask gate --ab BASE_REV`: the governed engine configuration of a base revision (the
+//! `cargo xtask bench ab [BASE_REV]`: the governed engine configuration of a base revision (the
 //! baseline) and of the working tree (the candidate) measured side by side in one job on this
 //! machine, and each gated metric decided on the paired difference against its regression
 //! budget ([`infergate_model::ab`]).

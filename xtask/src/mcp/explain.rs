@@ -48,7 +48,7 @@ pub struct Explanation {
     pub parameters: Vec<Parameter>,
     /// The CI gate thresholds.
     pub thresholds: Vec<ThresholdOut>,
-    /// Regression budgets of the A/B gate (`gate --ab`).
+    /// Regression budgets of the A/B gate (`bench ab`).
     pub budgets: Vec<BudgetOut>,
     /// The scenario the thresholds were set for (`load.concurrency = 64`).
     pub scenario: Vec<String>,
