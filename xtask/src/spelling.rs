@@ -62,6 +62,24 @@ fn find_flag(args: &[String], from: usize, name: &str) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
+/// Remove the flags `gate` took and ignored in a mode that moved to `bench`: each switch of
+/// `switches`, and each flag of `valued` with its value (`--flag V` or `--flag=V`).
+fn drop_ignored(args: &mut Vec<String>, from: usize, switches: &[&str], valued: &[&str]) {
+    let mut at = from;
+    while at < args.len() && args[at] != "--" {
+        let a = args[at].as_str();
+        if switches.contains(&a) {
+            args.remove(at);
+        } else if valued.contains(&a) {
+            args.drain(at..(at + 2).min(args.len()));
+        } else if valued.iter().any(|v| a.starts_with(&format!("{v}="))) {
+            args.remove(at);
+        } else {
+            at += 1;
+        }
+    }
+}
+
 /// Rewrite the old spellings in `args` (the program's name first) to their new ones; the
 /// spellings rewritten, in order, for [`warning`].
 pub fn rewrite(args: &mut Vec<OsString>) -> Vec<Deprecated> {
@@ -97,6 +115,10 @@ pub fn rewrite(args: &mut Vec<OsString>) -> Vec<Deprecated> {
         }
         "gate" => {
             if let Some(at) = find_flag(&s, i + 1, "--ab") {
+                // `gate --ab` took and ignored the flags of gating a measured run.
+                let ignored = ["--allow-busy-host", "--refuse-busy-host"];
+                drop_ignored(&mut s, i + 1, &ignored, &["--confidence"]);
+                let at = find_flag(&s, i + 1, "--ab").unwrap_or(at);
                 // `--ab=REV`, `--ab REV` (the next word when not a flag) or `--ab` alone.
                 let flag = s.remove(at);
                 let rev = match flag.strip_prefix("--ab=") {
@@ -110,6 +132,8 @@ pub fn rewrite(args: &mut Vec<OsString>) -> Vec<Deprecated> {
                 }
                 used.push(GATE_AB);
             } else if find_flag(&s, i + 1, "--until-decided").is_some() {
+                // ... and `gate --until-decided` the history's switch.
+                drop_ignored(&mut s, i + 1, &["--no-history"], &[]);
                 s.splice(i..=i, ["bench".to_string(), "trials".to_string()]);
                 used.push(GATE_UNTIL);
             }
@@ -172,6 +196,14 @@ mod tests {
         assert_eq!(rw("gate --ab --max-requests 9").0, "bench ab --max-requests 9");
         assert_eq!(rw("gate --ab main --looks 2").0, "bench ab main --looks 2");
         assert_eq!(rw("gate --looks 2 --ab=v1").0, "bench ab v1 --looks 2");
+        assert_eq!(
+            rw("gate --confidence 0.9 --ab main --allow-busy-host --seed 3").0,
+            "bench ab main --seed 3"
+        );
+        assert_eq!(
+            rw("gate s --no-history --until-decided --max-trials 3").0,
+            "bench trials s --until-decided --max-trials 3"
+        );
         assert_eq!(
             rw("gate --until-decided --max-trials 4 runs/a").0,
             "bench trials --until-decided --max-trials 4 runs/a"
