@@ -65,6 +65,15 @@ mod noise;
 // Starts real engines through `xtask::serve`, which only the runtime build has.
 #[cfg(feature = "runtime")]
 mod real_engine;
+
+/// Every scenario against llama.cpp (`real_engine::chain`), as one test. Its name sorts first:
+/// the harness starts tests in name order, so the chain, the longest part of this binary, holds
+/// one thread from the start while the other tests share the rest.
+#[cfg(feature = "runtime")]
+#[test]
+fn a_real_engine_chain() {
+    real_engine::chain();
+}
 mod repo_policy;
 // The self-test measures with `bench`, a command of the runtime build only.
 #[cfg(feature = "runtime")]

@@ -12,22 +12,79 @@ use infergate_model::capacity::StopReason;
 use infergate_model::config::EngineConfig;
 use xtask::serve::{self, EngineProcess, ServeEngine, ServeOptions};
 
-/// The real engine's turn: one real-engine test at a time, since each runs llama.cpp on every
-/// core and two at once would measure each other (a poisoned lock only means another test
-/// failed).
-static ENGINE_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Every scenario against llama.cpp, one after another on one test thread
+/// (`a_real_engine_chain` in `main.rs` calls it). Each runs llama.cpp on every core, so two at
+/// once would measure each other; and as one test the chain holds one of the harness's threads
+/// from the start while the other tests share the rest, instead of eight tests waiting on a lock
+/// at the end of the run. A failed scenario does not stop the chain: every scenario runs, and the
+/// chain fails naming each one that failed.
+pub fn chain() {
+    let Some(model) = engine() else { return };
+    type Scenario = (&'static str, fn(PathBuf));
+    let scenarios: &[Scenario] = &[
+        ("a_short_bench_against_llama_cpp", a_short_bench_against_llama_cpp),
+        ("the_whole_loop_on_real_numbers", the_whole_loop_on_real_numbers),
+        #[cfg(feature = "acceptance")]
+        (
+            "a_real_acceptance_pair_reports_the_drift_per_position",
+            a_real_acceptance_pair_reports_the_drift_per_position,
+        ),
+        (
+            "a_tune_over_llama_cpp_slots_stops_every_server",
+            a_tune_over_llama_cpp_slots_stops_every_server,
+        ),
+        (
+            "sessions_send_the_streamed_answers_back_to_llama_cpp",
+            sessions_send_the_streamed_answers_back_to_llama_cpp,
+        ),
+        (
+            "ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots",
+            ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots,
+        ),
+        (
+            "the_served_slots_are_read_back_and_a_server_started_otherwise_is_caught",
+            the_served_slots_are_read_back_and_a_server_started_otherwise_is_caught,
+        ),
+        (
+            "capacity_on_four_llama_cpp_slots_is_above_capacity_on_one",
+            capacity_on_four_llama_cpp_slots_is_above_capacity_on_one,
+        ),
+    ];
+    // `INFERGATE_REAL_ENGINE=name,...` runs only the scenarios named (a developer's rerun of one).
+    let only: Option<Vec<String>> = std::env::var("INFERGATE_REAL_ENGINE")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let mut failed = Vec::new();
+    for (name, scenario) in scenarios {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == name)) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let model = model.clone();
+        let outcome = std::panic::catch_unwind(move || scenario(model));
+        let took = started.elapsed().as_secs_f64();
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "real engine: {name}: {} in {took:.0} s",
+            if outcome.is_ok() { "ok" } else { "FAILED" }
+        );
+        if outcome.is_err() {
+            failed.push(*name);
+        }
+    }
+    assert!(failed.is_empty(), "real-engine scenarios failed: {}", failed.join(", "));
+}
 
-/// The engine's turn (held for the rest of the test) and the model, or `None` (skipped)
-/// outside CI.
-fn engine() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+/// The model, or `None` (skipped) outside CI.
+fn engine() -> Option<PathBuf> {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
     let binary = serve::llama_server_binary();
     let model =
         std::env::var_os("INFERGATE_MODEL").map(PathBuf::from).or_else(xtask::model::cached);
     match (binary, model) {
-        (Some(b), Some(m)) if b.is_file() && m.is_file() => {
-            Some((ENGINE_TURN.lock().unwrap_or_else(|e| e.into_inner()), m))
-        }
+        (Some(b), Some(m)) if b.is_file() && m.is_file() => Some(m),
         (b, m) => {
             let why = format!(
                 "real-engine test SKIPPED: llama-server {} and model {} (set LLAMA_SERVER and run `cargo xtask engine model`, or use `cargo xtask test`)",
@@ -101,9 +158,7 @@ fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
-#[test]
-fn a_short_bench_against_llama_cpp() {
-    let Some((_turn, model)) = engine() else { return };
+fn a_short_bench_against_llama_cpp(model: PathBuf) {
     let root = repo(0, 2);
     let e = start(root.path(), &model, 2, &[]);
     write_bench_config(root.path(), port_of(&e));
@@ -202,9 +257,7 @@ fn a_short_bench_against_llama_cpp() {
 
 /// Two slot counts -> a decision record -> accepted -> thresholds -> the gate passes on the
 /// accepted run and blocks on a deliberately tighter threshold.
-#[test]
-fn the_whole_loop_on_real_numbers() {
-    let Some((_turn, model)) = engine() else { return };
+fn the_whole_loop_on_real_numbers(model: PathBuf) {
     let root = repo(0, 1);
     let r = root.path();
     // Baseline: one slot.
@@ -318,10 +371,8 @@ const ACCEPT_DATASET: &str = r#"{"id":"capital","category":"chat","messages":[{"
 /// The same model served twice, the default f16 K cache against a q4_0 K cache: a real
 /// precision trade-off. Greedy decoding mostly picks the same tokens while the log-probs drift;
 /// the numeric layer lists the drift position by position and fails the default thresholds.
-#[test]
 #[cfg(feature = "acceptance")]
-fn a_real_acceptance_pair_reports_the_drift_per_position() {
-    let Some((_turn, model)) = engine() else { return };
+fn a_real_acceptance_pair_reports_the_drift_per_position(model: PathBuf) {
     let root = repo(0, 2);
     let r = root.path();
     let baseline = start(r, &model, 2, &[]);
@@ -338,7 +389,7 @@ fn a_real_acceptance_pair_reports_the_drift_per_position() {
     let o = xtask(
         r,
         &[
-            "accept",
+            "acceptance",
             "-q",
             "--baseline",
             "f16",
@@ -421,9 +472,7 @@ fn processes_with(parts: &[&str]) -> Vec<String> {
 
 /// `tune --engine llama-cpp` over slots 1, 2, 4: one llama-server per configuration, each
 /// stopped after its run; the record of the tune passes lint once a reviewer fills it in.
-#[test]
-fn a_tune_over_llama_cpp_slots_stops_every_server() {
-    let Some((_turn, model)) = engine() else { return };
+fn a_tune_over_llama_cpp_slots_stops_every_server(model: PathBuf) {
     let root = repo(0, 2);
     let r = root.path();
     let model = model.display().to_string();
@@ -598,9 +647,7 @@ fn chat_exchanges(tap: &Tap) -> Vec<(Vec<serde_json::Value>, String)> {
 /// Sessions against llama.cpp, seen from a proxy in front of it: each turn llama.cpp received
 /// carries, as its assistant messages, the answers llama.cpp itself streamed on the session's
 /// earlier turns, verbatim (not the dataset's recorded answers), and waits out the think time.
-#[test]
-fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
-    let Some((_turn, model)) = engine() else { return };
+fn sessions_send_the_streamed_answers_back_to_llama_cpp(model: PathBuf) {
     let root = repo(0, 1);
     let e = start(root.path(), &model, 1, &[]);
     let proxy = tap(port_of(&e));
@@ -667,7 +714,7 @@ fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
     assert!(answered.iter().all(|a| a != "recorded"));
 }
 
-/// `gate --ab --engine llama-cpp` on small measurement budgets (96 and 160 requests), one llama-server
+/// `bench ab --engine llama-cpp` on small measurement budgets (96 and 160 requests), one llama-server
 /// per arm, 4 clients, short prompts and 24-token answers (decoding dominates a request): the
 /// unchanged configuration never fails (with a CPU-bound process running beside the job); a
 /// candidate with 1 slot instead of 4 (three of the four clients queue behind a whole answer)
@@ -675,9 +722,7 @@ fn sessions_send_the_streamed_answers_back_to_llama_cpp() {
 /// queues) at 480 requests, is `deploy/ab-llama.sh` (docs/statistics.md); at 160 requests on a
 /// CI host whose other tests share the two cores, that candidate and one with 2 slots were left
 /// undecided, so CI checks the clearer slowdown.
-#[test]
-fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots() {
-    let Some((_turn, model)) = engine() else { return };
+fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots(model: PathBuf) {
     let mut g = crate::support::gitrepo::GitRepo::init();
     g.write("configs/engine-llamacpp.toml", Some(&engine_config(4)));
     g.write("configs/bench.toml", Some("[profile.default]\n"));
@@ -686,8 +731,8 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
     let model = model.display().to_string();
     let gate = |out: &str, budget: &str, extra: &[&str]| {
         let mut args = vec![
-            "gate",
-            "--ab",
+            "bench",
+            "ab",
             "main",
             "--engine",
             "llama-cpp",
@@ -736,9 +781,7 @@ fn ab_gates_on_llama_cpp_pass_the_unchanged_config_and_fail_one_with_fewer_slots
 /// back and nothing differs; started with `-np 4` against a file saying 2, the summary holds 4
 /// with where it was read, the run is noted, `gate` does not pass it (exit 7) and `adr new`
 /// refuses the decision line it contradicts (exit 2).
-#[test]
-fn the_served_slots_are_read_back_and_a_server_started_otherwise_is_caught() {
-    let Some((_turn, model)) = engine() else { return };
+fn the_served_slots_are_read_back_and_a_server_started_otherwise_is_caught(model: PathBuf) {
     let root = repo(0, 2);
     let r = root.path();
     std::fs::create_dir_all(r.join("docs/adr")).unwrap();
@@ -841,9 +884,7 @@ fn write_capacity_config(root: &Path, port: u16, ttft_ms: f64) {
 /// up to four at once. A trial of 8 requests reads attainment in eighths: the target of 0.5 lies
 /// between what 1 slot (0) and 4 slots (0.75 and more) reach at concurrency 2, not on a value
 /// both can read. Every trial starts with the engine's caches reset.
-#[test]
-fn capacity_on_four_llama_cpp_slots_is_above_capacity_on_one() {
-    let Some((_turn, model)) = engine() else { return };
+fn capacity_on_four_llama_cpp_slots_is_above_capacity_on_one(model: PathBuf) {
     let started = std::time::Instant::now();
     const BUDGET: u64 = 400;
     let mut objective = None;
