@@ -225,12 +225,31 @@ pub struct BenchCmd {
     /// Letters, digits, `.`, `_` and `-`.
     #[arg(long, value_name = "ID", value_parser = infergate_model::shard::check_run_id)]
     pub run_id: Option<String>,
-    #[command(subcommand)]
-    pub action: Option<BenchAction>,
     /// The command line this command was parsed from (`cargo xtask bench ...`, shell-quoted),
     /// recorded in every summary it writes; set by `main_impl`, not a flag.
     #[arg(skip)]
     pub command_line: Option<String>,
+}
+
+/// `cargo xtask bench`: the measuring flags ([`BenchCmd`], the group `tune` takes too), or
+/// one of what `bench` does besides a run.
+#[derive(Clone, Debug, Args)]
+pub struct BenchCli {
+    #[command(flatten)]
+    pub args: BenchCmd,
+    #[command(subcommand)]
+    pub action: Option<BenchAction>,
+}
+
+impl BenchCli {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        match self.action {
+            Some(BenchAction::Merge(merge)) => merge.run(sh, self.args.command_line),
+            Some(BenchAction::Ab(ab)) => ab.run(sh),
+            Some(BenchAction::Trials(trials)) => trials.run(sh),
+            None => self.args.run(sh),
+        }
+    }
 }
 
 /// What `bench` does besides measuring.
@@ -615,12 +634,6 @@ impl BenchCmd {
     }
 
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
-        match self.action {
-            Some(BenchAction::Merge(merge)) => return merge.run(sh, self.command_line),
-            Some(BenchAction::Ab(ab)) => return ab.run(sh),
-            Some(BenchAction::Trials(trials)) => return trials.run(sh),
-            None => {}
-        }
         let plan = self.plan(&sh.current_dir(), self.run_id()?)?;
         let status = execute(&plan)?;
         if self.report {

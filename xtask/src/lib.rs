@@ -100,7 +100,7 @@ pub enum Command {
     /// `bench merge` joins the run directories of a sharded run.
     #[cfg(feature = "runtime")]
     #[command(args_conflicts_with_subcommands = true)]
-    Bench(Box<bench::BenchCmd>),
+    Bench(Box<bench::BenchCli>),
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),
@@ -272,7 +272,7 @@ where
     #[cfg(feature = "runtime")]
     match &mut cli.command {
         Command::Bench(b) => {
-            b.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));
+            b.args.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));
         }
         Command::Tune(t) => {
             t.bench.command_line = Some(plan::command_line(args.get(1..).unwrap_or_default()));

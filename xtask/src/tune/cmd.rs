@@ -70,8 +70,6 @@ pub enum SearchKind {
 }
 
 #[derive(Debug, Args)]
-// The bench flags come with `bench merge`, which is no tune's: hidden, and refused.
-#[command(mut_subcommand("merge", |c| c.hide(true)))]
 // `--objective capacity` searches each configuration's capacity: `--capacity concurrency`
 // unless the dimension is given.
 #[command(mut_arg("capacity", |a| a.default_value_if("objective", "capacity", "concurrency")))]
@@ -214,12 +212,6 @@ impl TuneCmd {
     /// Bench flags that make no sense per configuration.
     fn refuse_flags(&self) -> anyhow::Result<()> {
         let b = &self.bench;
-        if b.action.is_some() {
-            bail!(
-                "tune has no `merge`: merge shards with `{} bench merge DIR...`",
-                crate::text::tool()
-            );
-        }
         for (set, flag) in [
             (b.compare_strategies.is_some(), "--compare-strategies"),
             (b.gate, "--gate"),
