@@ -25,10 +25,10 @@ pub struct AcceptCmd {
     #[command(subcommand)]
     pub sub: Option<AcceptSub>,
     /// Baseline target (a [targets.NAME] of the bench config), e.g. the fp16 server.
-    #[arg(long, value_name = "TARGET", requires = "candidate")]
+    #[arg(long = "baseline-target", value_name = "TARGET", requires = "candidate")]
     pub baseline: Option<String>,
     /// Candidate target, e.g. the fp8 server.
-    #[arg(long, value_name = "TARGET", requires = "baseline")]
+    #[arg(long = "candidate-target", value_name = "TARGET", requires = "baseline")]
     pub candidate: Option<String>,
     /// A target that scores semantic similarity (reported, never gating).
     #[arg(long, value_name = "TARGET")]
@@ -95,10 +95,13 @@ pub enum AcceptSub {
 
 #[derive(Debug, Args)]
 pub struct DatasetCmd {
-    #[arg(long, default_value_t = 500)]
+    /// Items to generate.
+    #[arg(long, value_name = "N", default_value_t = 500)]
     pub items: usize,
-    #[arg(long, default_value_t = dataset::SAMPLE_SEED)]
+    /// Seed of the generation: the same seed writes the same dataset.
+    #[arg(long, value_name = "SEED", default_value_t = dataset::SAMPLE_SEED)]
     pub seed: u64,
+    /// The dataset file to write (JSONL), relative to the repository root.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
 }
@@ -174,7 +177,7 @@ impl AcceptCmd {
             }
             _ if self.baseline_logits.is_some() => None,
             _ => bail!(
-                "give --baseline TARGET --candidate TARGET (targets of {}), or --baseline-logits and --candidate-logits",
+                "give --baseline-target TARGET --candidate-target TARGET (targets of {}), or --baseline-logits and --candidate-logits",
                 self.config.display()
             ),
         };
@@ -349,9 +352,10 @@ mod tests {
         let cli = crate::Cli::try_parse_from(["cargo xtask", "acceptance"]).unwrap();
         let crate::Command::Acceptance(cmd) = cli.command else { panic!("acceptance") };
         let err = cmd.spec(Path::new("/nonexistent")).unwrap_err().to_string();
-        assert!(err.contains("--baseline TARGET --candidate TARGET"), "{err}");
+        assert!(err.contains("--baseline-target TARGET --candidate-target TARGET"), "{err}");
         assert!(
-            crate::Cli::try_parse_from(["cargo xtask", "acceptance", "--baseline", "a"]).is_err()
+            crate::Cli::try_parse_from(["cargo xtask", "acceptance", "--baseline-target", "a"])
+                .is_err()
         );
         let cli = crate::Cli::try_parse_from([
             "cargo xtask",

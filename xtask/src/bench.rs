@@ -67,8 +67,8 @@ pub struct BenchCmd {
     /// Measured requests to send.
     #[arg(long)]
     pub requests: Option<u64>,
-    /// Stop scheduling measured requests after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    /// Stop scheduling measured requests after this long: seconds, or 90s, 10m, 1h.
+    #[arg(long, value_name = "DURATION", value_parser = crate::text::parse_duration_s)]
     pub duration: Option<f64>,
     /// Output tokens per request.
     #[arg(long)]

@@ -96,26 +96,12 @@ pub const GLOSSARY: &[Shared] = &[
         values: &["<DIR>", "<FILE>"],
     },
     Shared {
-        flag: "baseline",
-        meaning: "what a candidate is compared with: a target where the command measures both \
-                  (`acceptance`), a measured run where it reads runs (`adr new`)",
-        help_names: &["baseline"],
-        help_never: &[],
-        values: &["<TARGET>", "<RUN>"],
-    },
-    Shared {
         flag: "duration",
-        meaning: "how long to measure or watch (seconds, or a duration such as `10m`)",
-        help_names: &[],
+        meaning: "how long to measure or watch: seconds, or a whole number and a unit (90s, 10m, \
+                  1h)",
+        help_names: &["90s, 10m, 1h"],
         help_never: &[],
-        values: &["<SECONDS>", "<DURATION>"],
-    },
-    Shared {
-        flag: "since",
-        meaning: "only what happened from this time on (a date, or a time)",
-        help_names: &[],
-        help_never: &[],
-        values: &["<DATE>", "<TIME>"],
+        values: &[],
     },
 ];
 

@@ -81,15 +81,15 @@ pub struct RefreshArgs {
     #[arg(long)]
     pub seed: u64,
     /// Start of the window: epoch seconds or RFC 3339 (default: the log's first request, or
-    /// --window-days before --until).
-    #[arg(long, value_name = "TIME")]
+    /// --window-days before --window-end).
+    #[arg(long = "window-start", value_name = "TIME")]
     pub since: Option<String>,
     /// End of the window, included: epoch seconds or RFC 3339 (default: the log's newest
     /// request).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long = "window-end", value_name = "TIME")]
     pub until: Option<String>,
-    /// The window's length in days, ending at --until or the log's newest request (when
-    /// --since is not given).
+    /// The window's length in days, ending at --window-end or the log's newest request (when
+    /// --window-start is not given).
     #[arg(long, value_name = "DAYS", default_value_t = 7.0)]
     pub window_days: f64,
     /// What "slowest" ranks by.
@@ -146,8 +146,8 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
     if !(a.window_days.is_finite() && a.window_days > 0.0 && a.window_days <= MAX_WINDOW_DAYS) {
         bail!("--window-days {} must be a number of days in (0, {MAX_WINDOW_DAYS}]", a.window_days);
     }
-    let since = a.since.as_deref().map(|t| parse_time("since", t)).transpose()?;
-    let until = a.until.as_deref().map(|t| parse_time("until", t)).transpose()?;
+    let since = a.since.as_deref().map(|t| parse_time("window-start", t)).transpose()?;
+    let until = a.until.as_deref().map(|t| parse_time("window-end", t)).transpose()?;
     let window = match (since, until) {
         (None, None) => WindowSpec::Days(a.window_days),
         (None, Some(u)) => WindowSpec::Between {
@@ -159,7 +159,7 @@ fn options(root: &Path, a: &RefreshArgs) -> anyhow::Result<Options> {
     if let WindowSpec::Between { since: Some(s), until: Some(u) } = window
         && s > u
     {
-        bail!("--since is after --until: the window is empty");
+        bail!("--window-start is after --window-end: the window is empty");
     }
     let settings = match std::fs::read_to_string(root.join(SETTINGS_FILE)) {
         Ok(t) => {

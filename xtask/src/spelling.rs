@@ -12,6 +12,14 @@ pub struct Deprecated {
 }
 
 const ACCEPT: Deprecated = Deprecated { old: "accept", new: "acceptance" };
+const ACCEPT_TARGETS: Deprecated = Deprecated {
+    old: "accept --baseline A --candidate B",
+    new: "acceptance --baseline-target A --candidate-target B",
+};
+const REFRESH_SINCE: Deprecated =
+    Deprecated { old: "dataset refresh --since", new: "dataset refresh --window-start" };
+const REFRESH_UNTIL: Deprecated =
+    Deprecated { old: "dataset refresh --until", new: "dataset refresh --window-end" };
 const HISTORY: Deprecated = Deprecated { old: "history", new: "trend" };
 const HISTORY_CHECK: Deprecated =
     Deprecated { old: "history --check", new: "trend --fail-on-regression" };
@@ -33,6 +41,7 @@ const SELFTEST_JSON: Deprecated = Deprecated { old: "selftest --json", new: "sel
 /// Every old spelling [`rewrite`] still takes.
 pub const DEPRECATED: &[Deprecated] = &[
     ACCEPT,
+    ACCEPT_TARGETS,
     HISTORY,
     HISTORY_CHECK,
     GATE_AB,
@@ -44,6 +53,8 @@ pub const DEPRECATED: &[Deprecated] = &[
     TUNE_RECORD,
     ADR_LIST_JSON,
     SELFTEST_JSON,
+    REFRESH_SINCE,
+    REFRESH_UNTIL,
 ];
 
 /// The warning an old spelling prints.
@@ -104,6 +115,30 @@ pub fn rewrite(args: &mut Vec<OsString>) -> Vec<Deprecated> {
         "accept" => {
             s[i] = "acceptance".into();
             used.push(ACCEPT);
+            // `accept` named its targets `--baseline` and `--candidate`.
+            let mut renamed = false;
+            for (old, new) in
+                [("--baseline", "--baseline-target"), ("--candidate", "--candidate-target")]
+            {
+                if let Some(at) = find_flag(&s, i + 1, old) {
+                    s[at] = s[at].replacen(old, new, 1);
+                    renamed = true;
+                }
+            }
+            if renamed {
+                used.push(ACCEPT_TARGETS);
+            }
+        }
+        "dataset" if sub == "refresh" => {
+            for (old, new, d) in [
+                ("--since", "--window-start", REFRESH_SINCE),
+                ("--until", "--window-end", REFRESH_UNTIL),
+            ] {
+                if let Some(at) = find_flag(&s, i + 2, old) {
+                    s[at] = s[at].replacen(old, new, 1);
+                    used.push(d);
+                }
+            }
         }
         "history" => {
             s[i] = "trend".into();
@@ -190,6 +225,17 @@ mod tests {
     fn old_spellings_become_new_ones() {
         assert_eq!(rw("accept dataset x").0, "acceptance dataset x");
         assert_eq!(
+            rw("accept --baseline f16 --candidate=q4k --all"),
+            (
+                "acceptance --baseline-target f16 --candidate-target=q4k --all".into(),
+                vec!["accept", "accept --baseline A --candidate B"]
+            )
+        );
+        assert_eq!(
+            rw("dataset refresh --since 1700000000 --until 1700086400").0,
+            "dataset refresh --window-start 1700000000 --window-end 1700086400"
+        );
+        assert_eq!(
             rw("-C d history --check --last 3"),
             ("-C d trend --fail-on-regression --last 3".into(), vec!["history", "history --check"])
         );
@@ -214,7 +260,14 @@ mod tests {
         assert_eq!(rw("adr list --json --exempt").0, "adr list --json - --exempt");
         assert_eq!(rw("selftest --json out.json").1, Vec::<&str>::new());
         // New spellings, and the same words elsewhere, are left alone.
-        for line in ["gate runs/a --json g.json", "adr history", "bench -- --ab", "trend --check"] {
+        for line in [
+            "gate runs/a --json g.json",
+            "adr history",
+            "bench -- --ab",
+            "trend --check",
+            "trend --since 2026-01-01",
+            "adr new T --baseline runs/a",
+        ] {
             assert_eq!(rw(line), (line.to_string(), vec![]), "{line}");
         }
     }

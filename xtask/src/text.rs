@@ -124,6 +124,30 @@ pub(crate) fn line_diff(old: &str, new: &str) -> Vec<String> {
     out
 }
 
+/// `--duration`, in every command that takes it: seconds (`90`, `2.5`), or a whole number and
+/// a unit (`90s`, `10m`, `1h`). Seconds, > 0.
+#[cfg(feature = "runtime")]
+pub(crate) fn parse_duration_s(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let bad = || format!("`{s}` is not a duration: seconds (90, 2.5) or 90s, 10m, 1h");
+    let seconds = match t.strip_suffix(['s', 'm', 'h']) {
+        Some(n) if n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty() => {
+            let n: f64 = n.parse().map_err(|_| bad())?;
+            n * match t.as_bytes()[t.len() - 1] {
+                b's' => 1.0,
+                b'm' => 60.0,
+                _ => 3600.0,
+            }
+        }
+        Some(_) => return Err(bad()),
+        None => t.parse::<f64>().map_err(|_| bad())?,
+    };
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("must be a duration > 0, got `{s}`"));
+    }
+    Ok(seconds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +215,18 @@ mod tests {
         assert_eq!(line_diff("a\nb\nc\n", "a\nx\nc\n"), vec!["-b", "+x"]);
         assert_eq!(line_diff("", "a\n"), vec!["+a"]);
         assert!(line_diff("a\n", "a\n").is_empty());
+    }
+
+    #[test]
+    #[cfg(feature = "runtime")]
+    fn a_duration_is_seconds_or_a_whole_number_and_a_unit() {
+        for (text, seconds) in
+            [("90", 90.0), ("2.5", 2.5), ("90s", 90.0), ("10m", 600.0), ("1h", 3600.0)]
+        {
+            assert_eq!(super::parse_duration_s(text), Ok(seconds), "{text}");
+        }
+        for text in ["0", "-3", "1.5m", "m", "10d", "", "inf", "NaN"] {
+            assert!(super::parse_duration_s(text).is_err(), "{text}");
+        }
     }
 }

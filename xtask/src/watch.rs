@@ -40,9 +40,9 @@ pub struct WatchCmd {
     /// Time between scrapes: `1s`, `15s`, `1m`.
     #[arg(long, default_value = "15s", value_parser = Window::parse)]
     pub interval: Window,
-    /// Stop after this long and exit 0 when no rollback condition held; without it, watch until
-    /// a condition holds or Ctrl-C.
-    #[arg(long, value_parser = Window::parse)]
+    /// Stop after this long (seconds, or 90s, 10m, 1h; whole seconds, at most a day) and exit 0
+    /// when no rollback condition held; without it, watch until a condition holds or Ctrl-C.
+    #[arg(long, value_name = "DURATION", value_parser = watch_duration)]
     pub duration: Option<Window>,
     /// A shell command run (`sh -c`) when a rollback condition has held for its window, before
     /// exiting 1; it gets INFERGATE_ADR, INFERGATE_METRIC, INFERGATE_VALUE and INFERGATE_RECORD.
@@ -51,6 +51,17 @@ pub struct WatchCmd {
     /// Directory of the records, relative to the repository root.
     #[arg(long, default_value = ADR_DIR, value_name = "DIR")]
     pub dir: PathBuf,
+}
+
+/// `--duration`: what every command's `--duration` takes (`text::parse_duration_s`), in whole
+/// seconds within a rollback window's bounds.
+fn watch_duration(s: &str) -> Result<Window, String> {
+    let seconds = crate::text::parse_duration_s(s)?;
+    if seconds.fract() != 0.0 {
+        return Err(format!("`{s}`: watch for whole seconds"));
+    }
+    Window::parse(&format!("{seconds}s"))
+        .map_err(|_| format!("`{s}`: watch for at most a day (24h)"))
 }
 
 /// One watched condition and where its episode stands.

@@ -82,7 +82,7 @@ pub const MAX_NAMED_MALFORMED: usize = 1000;
 pub struct Window {
     pub since: String,
     pub until: String,
-    /// How it was chosen: `--since/--until` or `the 7 days up to the log's newest request`.
+    /// How it was chosen: `--window-start/--window-end` or `the 7 days up to the log's newest request`.
     pub chosen_by: String,
     /// Usable requests of the log inside the window.
     pub requests: u64,

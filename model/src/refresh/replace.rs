@@ -287,9 +287,11 @@ fn window(opts: &Options, scan: &Scan) -> Result<(i64, i64, String), RefreshErro
         return Err(RefreshError::Usage(format!("{} holds no usable request", opts.log_name)));
     };
     Ok(match opts.window {
-        WindowSpec::Between { since, until } => {
-            (since.unwrap_or(first), until.unwrap_or(last), "--since/--until".to_string())
-        }
+        WindowSpec::Between { since, until } => (
+            since.unwrap_or(first),
+            until.unwrap_or(last),
+            "--window-start/--window-end".to_string(),
+        ),
         WindowSpec::Days(d) => (
             last - (d * 86_400_000.0).round() as i64,
             last,

@@ -448,8 +448,8 @@ impl AdrNewArgs {
 impl AcceptArgs {
     pub fn job(&self, out: &Path) -> Job {
         let mut args = vec!["acceptance".to_string()];
-        push_opt(&mut args, "--baseline", Some(&self.baseline));
-        push_opt(&mut args, "--candidate", Some(&self.candidate));
+        push_opt(&mut args, "--baseline-target", Some(&self.baseline));
+        push_opt(&mut args, "--candidate-target", Some(&self.candidate));
         push_opt(&mut args, "--dataset", self.dataset.as_deref());
         push_opt(&mut args, "--judge", self.judge.as_deref());
         if self.all {
@@ -752,6 +752,7 @@ mod tests {
             capacity: None,
         };
         let C::Bench(b) = parse(bench.job(out)) else { panic!("not bench") };
+        let b = b.args;
         assert_eq!((b.profile.as_str(), b.target.as_deref()), ("--help", Some("-q")));
         assert_eq!((b.sets, b.out), (vec!["--out=/tmp".to_string()], Some(out.to_path_buf())));
 

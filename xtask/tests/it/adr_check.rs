@@ -947,7 +947,7 @@ fn provenance_of(file: &str, text: &str) -> String {
         window: Window {
             since: "2025-12-01T00:00:00.000Z".into(),
             until: "2025-12-08T00:00:00.000Z".into(),
-            chosen_by: "--since/--until".into(),
+            chosen_by: "--window-start/--window-end".into(),
             requests: 10,
         },
         selection: Selection {

@@ -205,6 +205,18 @@ fn old_spellings_still_work_and_warn() {
                 "`engine serve --model` is now `engine serve --gguf`",
             ),
             (
+                &empty,
+                vec!["accept", "--baseline", "a", "--candidate", "b", "--help"],
+                vec!["acceptance", "--baseline-target", "a", "--candidate-target", "b", "--help"],
+                "`accept --baseline A --candidate B` is now `acceptance --baseline-target A --candidate-target B`",
+            ),
+            (
+                &empty,
+                vec!["dataset", "refresh", "--since", "1", "--until", "2", "--help"],
+                vec!["dataset", "refresh", "--window-start", "1", "--window-end", "2", "--help"],
+                "`dataset refresh --until` is now `dataset refresh --window-end`",
+            ),
+            (
                 &repo,
                 vec!["selftest", "--json", "--help"],
                 vec!["selftest", "--json", "-", "--help"],

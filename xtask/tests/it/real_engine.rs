@@ -391,9 +391,9 @@ fn a_real_acceptance_pair_reports_the_drift_per_position(model: PathBuf) {
         &[
             "acceptance",
             "-q",
-            "--baseline",
+            "--baseline-target",
             "f16",
-            "--candidate",
+            "--candidate-target",
             "q4k",
             "--dataset",
             "configs/accept.jsonl",
