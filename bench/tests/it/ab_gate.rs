@@ -19,8 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use infergate_model::ab::{
-    self, AbStatus, Arm, BudgetCheck, Criteria, Design, Measure, PlanInput, Slot, Spending, Step,
-    TrialValues,
+    self, Arm, BudgetCheck, Criteria, Design, Measure, PlanInput, Slot, Spending, Step, TrialValues,
 };
 use infergate_model::config::NoiseConfig;
 use infergate_model::stats::{
@@ -202,7 +201,7 @@ struct Rates {
 }
 
 /// One gate: its verdict, trials, requests, and whether the absolute gate failed beside it.
-type SetOutcome = (AbStatus, usize, u64, bool);
+type SetOutcome = (Verdict, usize, u64, bool);
 
 /// Run `sets` gates of a case, on two threads.
 fn rates(case: &Case, spending: Spending, sets: u64, absolute: Option<&Absolute>) -> Rates {
@@ -248,8 +247,8 @@ fn rates(case: &Case, spending: Spending, sets: u64, absolute: Option<&Absolute>
     let share =
         |f: &dyn Fn(&SetOutcome) -> bool| per_set.iter().filter(|x| f(x)).count() as f64 / n;
     Rates {
-        fail: share(&|x| x.0 == AbStatus::Fail),
-        inconclusive: share(&|x| x.0 == AbStatus::Inconclusive),
+        fail: share(&|x| x.0 == Verdict::Fail),
+        inconclusive: share(&|x| x.0 == Verdict::Inconclusive),
         mean_trials: per_set.iter().map(|x| x.1 as f64).sum::<f64>() / n,
         max_trials: per_set.iter().map(|x| x.1).max().unwrap(),
         mean_requests: per_set.iter().map(|x| x.2 as f64).sum::<f64>() / n,

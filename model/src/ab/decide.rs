@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, StudentsT};
 
 use super::design::Arm;
+use crate::stats::Verdict;
 use crate::summary::{Better, Scale, metric_def};
 
 /// The default regression budget: 5% worse (5 points for a share).
@@ -209,25 +210,6 @@ pub struct Change {
     pub noise: NoiseSource,
 }
 
-/// What the gate decides about one metric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AbVerdict {
-    Pass,
-    Fail,
-    Inconclusive,
-}
-
-impl AbVerdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AbVerdict::Pass => "pass",
-            AbVerdict::Fail => "fail",
-            AbVerdict::Inconclusive => "inconclusive",
-        }
-    }
-}
-
 /// One metric at one look.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -235,7 +217,7 @@ pub struct CheckLook {
     pub metric: String,
     pub blocking: bool,
     pub change: Option<Change>,
-    pub verdict: AbVerdict,
+    pub verdict: Verdict,
     /// Why it is inconclusive when it has no change to show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -323,7 +305,7 @@ pub fn judge(
         metric: check.metric.clone(),
         blocking: check.blocking,
         change: None,
-        verdict: AbVerdict::Inconclusive,
+        verdict: Verdict::Inconclusive,
         reason: Some(reason),
     };
     if d.len() < 2 {
@@ -341,11 +323,11 @@ pub fn judge(
     let upper = mean + t_quantile(1.0 - alpha_pass, df) * se;
     let (b, detect) = check.limits();
     let verdict = if mean > b && lower > 0.0 {
-        AbVerdict::Fail
+        Verdict::Fail
     } else if mean <= b && upper < detect {
-        AbVerdict::Pass
+        Verdict::Pass
     } else {
-        AbVerdict::Inconclusive
+        Verdict::Inconclusive
     };
     let (x, y) = (check.as_change(lower), check.as_change(upper));
     let level = |v: f64| if check.scale == Scale::Positive { v.exp() } else { v };
@@ -423,19 +405,19 @@ mod tests {
         let ttft = check("metrics.ttft_ms.p99");
         // Unchanged, tight: pass.
         let v = judge(&ttft, &blocks(100.0, 100.0, 0.01, 20), None, 0.01, 0.05);
-        assert_eq!(v.verdict, AbVerdict::Pass, "{v:?}");
+        assert_eq!(v.verdict, Verdict::Pass, "{v:?}");
         let c = v.change.unwrap();
         assert!(c.value.abs() < 0.01 && c.lo < c.value && c.hi > c.value && c.hi < 0.1, "{c:?}");
         assert_eq!((c.blocks, c.df), (20, 19.0));
         // 12% worse, tight: fail; the means are those of the arms.
         let v = judge(&ttft, &blocks(100.0, 112.0, 0.01, 20), None, 0.01, 0.05);
-        assert_eq!(v.verdict, AbVerdict::Fail);
+        assert_eq!(v.verdict, Verdict::Fail);
         let c = v.change.unwrap();
         assert!((c.value - 0.12).abs() < 0.005 && c.lo > 0.0, "{c:?}");
         assert!((c.baseline - 100.0).abs() < 2.0 && (c.candidate - 112.0).abs() < 2.0, "{c:?}");
         // 3% worse and significant: still a pass (within the budget, 10% ruled out).
         let v = judge(&ttft, &blocks(100.0, 103.0, 0.005, 20), None, 0.01, 0.05);
-        assert_eq!(v.verdict, AbVerdict::Pass, "{v:?}");
+        assert_eq!(v.verdict, Verdict::Pass, "{v:?}");
         // 7% worse but noisy: neither.
         let noisy: Vec<BlockValues> = [0.25, -0.11, 0.25, -0.11, 0.07, 0.07]
             .iter()
@@ -450,21 +432,21 @@ mod tests {
             })
             .collect();
         let v = judge(&ttft, &noisy, None, 0.01, 0.05);
-        assert_eq!(v.verdict, AbVerdict::Inconclusive, "{v:?}");
+        assert_eq!(v.verdict, Verdict::Inconclusive, "{v:?}");
         // A throughput 12% lower fails; its change reads as -12%.
         let thr = check("throughput.output_tokens_per_s");
         let v = judge(&thr, &blocks(100.0, 88.0, 0.01, 20), None, 0.01, 0.05);
-        assert_eq!(v.verdict, AbVerdict::Fail);
+        assert_eq!(v.verdict, Verdict::Fail);
         assert!((v.change.as_ref().unwrap().value + 0.12).abs() < 0.005, "{v:?}");
         // A share in points: goodput 1.0 -> 0.8 fails, unchanged at 1.0 passes (no spread).
         let good = check("goodput.ratio");
         assert_eq!(
             judge(&good, &blocks(1.0, 0.8, 0.0, 5), None, 0.01, 0.05).verdict,
-            AbVerdict::Fail
+            Verdict::Fail
         );
         assert_eq!(
             judge(&good, &blocks(1.0, 1.0, 0.0, 5), None, 0.01, 0.05).verdict,
-            AbVerdict::Pass
+            Verdict::Pass
         );
     }
 
@@ -472,7 +454,7 @@ mod tests {
     fn too_few_blocks_or_unusable_values_are_inconclusive_and_say_why() {
         let ttft = check("metrics.ttft_ms.p99");
         let v = judge(&ttft, &blocks(100.0, 100.0, 0.0, 1), None, 0.01, 0.05);
-        assert_eq!(v.verdict, AbVerdict::Inconclusive);
+        assert_eq!(v.verdict, Verdict::Inconclusive);
         assert!(v.reason.unwrap().contains("needs 2"));
         let mut bad = blocks(100.0, 100.0, 0.01, 3);
         for b in &mut bad {

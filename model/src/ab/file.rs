@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::{BudgetCheck, Prior};
 use super::design::{Arm, Design, Slot};
-use super::run::{AbStatus, Criteria, Look, Stopped};
+use super::run::{Criteria, Look, Stopped};
 use crate::artifact::Artifact;
+use crate::stats::Verdict;
 use crate::summary::RunStatus;
 
 /// The file name in the gate's directory.
@@ -91,7 +92,7 @@ pub struct AbFile {
     pub looks: Vec<Look>,
     /// The verdict (`None` while measuring, or when interrupted before the first look).
     #[serde(default)]
-    pub status: Option<AbStatus>,
+    pub status: Option<Verdict>,
     #[serde(default)]
     pub stopped: Option<Stopped>,
     /// Requests sent, warmups included.

@@ -27,14 +27,15 @@ pub mod design;
 pub mod file;
 pub mod run;
 
+/// A metric's verdict at a look and the gate's: the one pass/fail/inconclusive of every
+/// decision ([`crate::stats::Verdict`]).
+pub use crate::stats::Verdict;
 pub use decide::{
-    AbVerdict, BudgetCheck, BudgetError, Change, CheckLook, DEFAULT_ALPHA_FAIL, DEFAULT_ALPHA_PASS,
+    BudgetCheck, BudgetError, Change, CheckLook, DEFAULT_ALPHA_FAIL, DEFAULT_ALPHA_PASS,
     DEFAULT_BUDGET, NoiseSource, Prior, judge,
 };
 pub use design::{
     Arm, DEFAULT_LOOKS, DEFAULT_MAX_REQUESTS, Design, DesignError, PlanInput, Slot, Spending,
 };
 pub use file::{AB_FILE, AbFile, ArmInfo, TrialEntry, WarmupEntry};
-pub use run::{
-    AbStatus, Criteria, Look, Measure, Outcome, Progress, Step, Stopped, TrialValues, run,
-};
+pub use run::{Criteria, Look, Measure, Outcome, Progress, Step, Stopped, TrialValues, run};

@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::decide::{AbVerdict, BlockValues, BudgetCheck, CheckLook, Prior, judge};
+use super::decide::{BlockValues, BudgetCheck, CheckLook, Prior, judge};
 use super::design::{Arm, Design, Slot};
+use crate::stats::Verdict;
 use crate::stats::{StatsError, nominal_levels};
 
 /// The error rates an A/B gate keeps.
@@ -69,10 +70,6 @@ pub trait Measure {
     }
 }
 
-/// The gate's verdict at a look: the same three outcomes, spelled the same in `ab.json`, as
-/// one metric's ([`AbVerdict`]).
-pub type AbStatus = AbVerdict;
-
 /// One look: after how many blocks, at which levels, and every check's verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,7 +81,7 @@ pub struct Look {
     pub alpha_fail: f64,
     pub alpha_pass: f64,
     pub checks: Vec<CheckLook>,
-    pub status: AbStatus,
+    pub status: Verdict,
 }
 
 /// Why the gate stopped.
@@ -126,7 +123,7 @@ pub struct Outcome {
     pub progress: Progress,
     pub stopped: Stopped,
     /// The last look's verdict (`None`: interrupted before the first look).
-    pub status: Option<AbStatus>,
+    pub status: Option<Verdict>,
 }
 
 /// Each look's nominal levels: (fail side per blocking check, pass side).
@@ -185,12 +182,12 @@ pub(crate) fn look_at(
         })
         .collect::<Vec<_>>();
     let blocking = || results.iter().filter(|c| c.blocking);
-    let status = if blocking().any(|c| c.verdict == AbVerdict::Fail) {
-        AbStatus::Fail
-    } else if blocking().count() > 0 && blocking().all(|c| c.verdict == AbVerdict::Pass) {
-        AbStatus::Pass
+    let status = if blocking().any(|c| c.verdict == Verdict::Fail) {
+        Verdict::Fail
+    } else if blocking().count() > 0 && blocking().all(|c| c.verdict == Verdict::Pass) {
+        Verdict::Pass
     } else {
-        AbStatus::Inconclusive
+        Verdict::Inconclusive
     };
     Look {
         number: index as u32 + 1,
@@ -244,9 +241,9 @@ where
         progress.looks.push(look);
         measure.progress(&progress)?;
         let last = index + 1 == design.looks.len();
-        if status != AbStatus::Inconclusive || last {
+        if status != Verdict::Inconclusive || last {
             let stopped =
-                if status == AbStatus::Inconclusive { Stopped::AllLooks } else { Stopped::Decided };
+                if status == Verdict::Inconclusive { Stopped::AllLooks } else { Stopped::Decided };
             return Ok(Outcome { progress, stopped, status: Some(status) });
         }
     }
@@ -322,13 +319,13 @@ mod tests {
         let none = BTreeMap::new();
         let out =
             run(&d, &Criteria::default(), &checks(), &none, &mut model(100.0, 130.0, 0.0)).unwrap();
-        assert_eq!((out.status, out.stopped), (Some(AbStatus::Fail), Stopped::Decided));
+        assert_eq!((out.status, out.stopped), (Some(Verdict::Fail), Stopped::Decided));
         assert!(out.progress.blocks() < d.blocks, "stopped at a look before the last");
         assert_eq!(out.progress.requests(), 32 + out.progress.trials.len() as u64 * 11);
         // 2% drift per trial: 60% slower by the end, yet ABBA cancels it in every block.
         let mut m = model(100.0, 100.0, 0.02);
         let out = run(&d, &Criteria::default(), &checks(), &none, &mut m).unwrap();
-        assert_eq!(out.status, Some(AbStatus::Pass), "{:?}", out.progress.looks.last());
+        assert_eq!(out.status, Some(Verdict::Pass), "{:?}", out.progress.looks.last());
         let c = out.progress.looks.last().unwrap().checks[0].change.clone().unwrap();
         assert!(c.value.abs() < 0.03, "{c:?}");
         assert!(m.progress_calls >= out.progress.trials.len() + 2);

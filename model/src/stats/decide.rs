@@ -96,6 +96,16 @@ pub enum Verdict {
     Inconclusive,
 }
 
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Inconclusive => "inconclusive",
+        }
+    }
+}
+
 /// Pass when every value of the interval satisfies `value <cmp> limit`, fail when none does,
 /// inconclusive otherwise (and when a number is not finite). With `==` the interval passes
 /// only as the single point `limit`, and fails when it leaves the limit out.

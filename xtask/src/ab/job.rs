@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use infergate_model::ab::{self, AbFile, AbStatus, ArmInfo, Design, PlanInput, Stopped};
+use infergate_model::ab::{self, AbFile, ArmInfo, Design, PlanInput, Stopped, Verdict};
 use infergate_model::config::{Override, Source};
 use infergate_model::summary::EngineParams;
 
@@ -95,8 +95,8 @@ pub fn run(
     println!("A/B gate: {}", shown(dir, root));
     Ok(match (outcome.stopped, outcome.status) {
         (Stopped::Interrupted, _) => Status::Interrupted,
-        (_, Some(AbStatus::Pass)) => Status::Success,
-        (_, Some(AbStatus::Fail)) => Status::PolicyViolated,
+        (_, Some(Verdict::Pass)) => Status::Success,
+        (_, Some(Verdict::Fail)) => Status::PolicyViolated,
         _ => Status::Inconclusive,
     })
 }

@@ -286,10 +286,10 @@ impl Measure for CliMeasure<'_> {
                 look.after_blocks,
                 so_far.trials.len(),
                 match look.status {
-                    ab::AbStatus::Pass => "pass",
-                    ab::AbStatus::Fail => "fail",
+                    ab::Verdict::Pass => "pass",
+                    ab::Verdict::Fail => "fail",
                     _ if look.number as usize == self.design.looks.len() => "undecided (last look)",
-                    ab::AbStatus::Inconclusive => "undecided, going on",
+                    ab::Verdict::Inconclusive => "undecided, going on",
                 }
             );
         }

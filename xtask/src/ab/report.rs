@@ -2,7 +2,7 @@
 //! metric (baseline, candidate, the change with its interval, the budget, the verdict and where
 //! the budget comes from), and GitHub annotations. Pure: a file in, text out.
 
-use infergate_model::ab::{AbFile, AbStatus, AbVerdict, Arm, CheckLook, NoiseSource};
+use infergate_model::ab::{AbFile, Arm, CheckLook, NoiseSource, Verdict};
 use infergate_model::summary::Scale;
 
 use infergate_model::stats::sig_text;
@@ -23,9 +23,9 @@ fn change_text(scale: Scale, v: f64) -> String {
 
 fn verdict_text(c: &CheckLook) -> String {
     let v = match c.verdict {
-        AbVerdict::Pass => "pass",
-        AbVerdict::Fail => "FAIL",
-        AbVerdict::Inconclusive => "inconclusive",
+        Verdict::Pass => "pass",
+        Verdict::Fail => "FAIL",
+        Verdict::Inconclusive => "inconclusive",
     };
     if c.blocking { v.to_string() } else { format!("{v} (warn)") }
 }
@@ -135,11 +135,11 @@ pub fn render(file: &AbFile) -> String {
     out
 }
 
-pub(crate) fn status_text(s: Option<AbStatus>) -> &'static str {
+pub(crate) fn status_text(s: Option<Verdict>) -> &'static str {
     match s {
-        Some(AbStatus::Pass) => "pass",
-        Some(AbStatus::Fail) => "FAIL",
-        Some(AbStatus::Inconclusive) => {
+        Some(Verdict::Pass) => "pass",
+        Some(Verdict::Fail) => "FAIL",
+        Some(Verdict::Inconclusive) => {
             "inconclusive (exit 3: no blocking metric failed, not all passed)"
         }
         None => "none (interrupted before the first look)",
@@ -152,8 +152,8 @@ pub fn github(file: &AbFile) -> Vec<String> {
     let mut out = Vec::new();
     for (c, check) in look.checks.iter().zip(&file.checks) {
         let level = match (c.verdict, c.blocking) {
-            (AbVerdict::Pass, _) => continue,
-            (AbVerdict::Fail, true) => "error",
+            (Verdict::Pass, _) => continue,
+            (Verdict::Fail, true) => "error",
             _ => "warning",
         };
         let change = c.change.as_ref().map_or(c.reason.clone().unwrap_or_default(), |ch| {

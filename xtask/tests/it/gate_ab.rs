@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use infergate_model::ab::{AbFile, AbStatus, Arm};
+use infergate_model::ab::{AbFile, Arm, Verdict};
 
 use crate::support::configs_repo as repo;
 use crate::support::{xtask, xtask_command};
@@ -59,7 +59,7 @@ fn a_slower_candidate_fails_early_and_every_trial_is_a_run_directory() {
     assert!(out.stdout.contains("A/B verdict: FAIL"), "{}", out.stdout);
     assert!(out.stdout.contains("metrics.ttft_ms.p99"), "{}", out.stdout);
     let f = ab_json(g.path());
-    assert_eq!(f.status, Some(AbStatus::Fail));
+    assert_eq!(f.status, Some(Verdict::Fail));
     assert!(
         f.trials.len() < 4 * f.design.blocks as usize,
         "a clear regression stops at an early look"

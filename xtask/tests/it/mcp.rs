@@ -543,7 +543,7 @@ fn an_ab_gate_reports_progress_and_returns_ab_json() {
     assert_eq!(report["exit_code"], 1, "a clear regression fails: {report}");
     let file: infergate_model::ab::AbFile =
         infergate_model::artifact::read(&g.path().join(report["wrote"].as_str().unwrap())).unwrap();
-    assert_eq!(file.status, Some(infergate_model::ab::AbStatus::Fail));
+    assert_eq!(file.status, Some(infergate_model::ab::Verdict::Fail));
     assert_eq!(report["ab"], serde_json::to_value(&file).unwrap());
 }
 
