@@ -215,7 +215,7 @@ impl GateCmd {
         if self.ab.no_history {
             return evaluate(set, thresholds, options);
         }
-        crate::history::gating::gate_with_history(root, set, thresholds, options)
+        crate::history_store::gating::gate_with_history(root, set, thresholds, options)
     }
 }
 

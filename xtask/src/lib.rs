@@ -19,18 +19,17 @@ pub mod adr;
 pub mod bench;
 #[cfg(feature = "runtime")]
 pub mod capacity;
-pub mod chart;
 pub mod compare;
-pub mod console;
 #[cfg(feature = "runtime")]
 pub mod dataset;
 pub mod deploy;
 pub mod engine;
 pub mod engine_flags;
-pub mod exit;
 pub mod gate;
+pub mod git;
 pub mod gitinfo;
 pub mod history;
+pub mod history_store;
 pub mod import;
 pub mod init;
 #[cfg(feature = "mcp")]
@@ -50,24 +49,24 @@ pub mod report;
 pub mod selftest;
 #[cfg(feature = "runtime")]
 pub mod serve;
-pub mod settings;
 #[cfg(feature = "runtime")]
 pub mod sim;
 #[cfg(feature = "runtime")]
 pub mod strategies;
 #[cfg(feature = "runtime")]
 pub mod sweep;
-pub mod template;
 pub mod test_cmd;
 #[cfg(test)]
 mod test_support;
-pub mod text;
-pub mod thresholds;
 #[cfg(feature = "runtime")]
 pub mod trials;
 pub mod tune;
 #[cfg(feature = "runtime")]
 pub mod watch;
+
+// The shared helpers that are pure live in the policy crate; the commands use them under the
+// same names.
+pub use infergate_policy::{chart, console, exit, settings, template, text, thresholds};
 
 pub use exit::Status;
 

@@ -88,7 +88,8 @@ impl NoiseCmd {
         );
         if !self.no_history {
             let refs: Vec<&str> = metrics.iter().map(String::as_str).collect();
-            let line = crate::history::priors::append_set(&root, EntryKind::Noise, &set, &refs);
+            let line =
+                crate::history_store::gating::append_set(&root, EntryKind::Noise, &set, &refs);
             eprintln!("note: {line}");
         }
         Ok(Status::Success)

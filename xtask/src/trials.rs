@@ -370,7 +370,7 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
     let Some(gate) = &plan.gate else {
         if plan.record_history {
             let set = w.load()?;
-            let note = crate::history::priors::append_set(
+            let note = crate::history_store::gating::append_set(
                 &plan.root,
                 infergate_model::history::EntryKind::Trials,
                 &set,
@@ -384,7 +384,7 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
         Some(max) => until_decided(&mut w, gate, max)?,
         None => {
             let set = w.load()?;
-            let report = crate::history::gating::gate_with_history(
+            let report = crate::history_store::gating::gate_with_history(
                 &plan.root,
                 &set,
                 &gate.thresholds,

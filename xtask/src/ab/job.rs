@@ -10,8 +10,8 @@ use infergate_model::config::{Override, Source};
 use infergate_model::summary::EngineParams;
 
 use super::args::{AbArgs, AbEngine};
-use super::arms;
 use super::measure::{ArmRun, CliMeasure, shown};
+use super::{arms, base};
 use crate::bench::BenchCmd;
 use crate::exit::Status;
 use crate::serve::{self, ServeEngine};
@@ -57,7 +57,7 @@ pub fn run(
     let (design, checks, dir) = (&setup.design, &setup.checks, &setup.dir);
     let mut m = CliMeasure::new(&setup.plan, dir.clone(), (design.clone(), arms), file, stop);
     if !args.no_history {
-        match crate::history::store::read(root) {
+        match crate::history_store::read(root) {
             Ok(h) => m.history = Some(h),
             Err(e) => m.file.notes.push(format!(
                 "noise history: unreadable ({e:#}): not pooled, the gate's own blocks"
@@ -73,7 +73,7 @@ pub fn run(
         let paired = ab::run::paired_differences(checks, &outcome.progress.trials);
         let metrics: Vec<&str> = checks.iter().map(|c| c.metric.as_str()).collect();
         let [base, cand] = &m.summaries;
-        let line = crate::history::priors::append_ab(
+        let line = crate::history_store::gating::append_ab(
             root,
             &setup.plan.run_id,
             [base, cand],
@@ -103,7 +103,7 @@ pub fn run(
 
 /// The base revision, the profile both arms run, the two configs, the checks and the plan.
 fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<Setup> {
-    let (base, base_label) = arms::base_revision(root, args.ab.as_deref().unwrap_or(""))?;
+    let (base, base_label) = base::base_revision(root, args.ab.as_deref().unwrap_or(""))?;
     let run_id = bench::runner::new_run_id();
     let mut bench_args = vec!["--profile".to_string(), args.profile.clone(), "--quiet".into()];
     if let Some(c) = &args.config {
@@ -132,7 +132,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
         .unwrap_or_else(|| plan.profile.profile.sim.engine_config.clone());
     let governed = Source::read_in(root, Path::new(&governed_rel))?;
     let (engine_sets, bench_sets) = arms::split_sets(&args.candidate_sets, "--candidate-set")?;
-    let base_text = arms::config_at(root, base, &governed_rel)?;
+    let base_text = base::config_at(root, base, &governed_rel)?;
     let base_source = Source::new(governed_rel.clone(), base_text);
     infergate_model::config::EngineConfig::from_source(&base_source).with_context(|| {
         format!("{governed_rel} at the base revision is not a valid engine config")

@@ -50,7 +50,7 @@ pub(crate) struct CliMeasure<'a> {
     pub summaries: [Vec<infergate_model::Summary>; 2],
     /// The noise history to pool from (`None`: `--no-history`), read once; the priors made
     /// from it once a baseline trial names the scenario.
-    pub history: Option<crate::history::store::History>,
+    pub history: Option<crate::history_store::History>,
     priors: Option<BTreeMap<String, infergate_model::ab::Prior>>,
     /// Each arm's preflight, from its first run: the later runs against the same engine take
     /// it instead of asking again (an embedded simulator, new for every run, is asked anew).
@@ -267,7 +267,7 @@ impl Measure for CliMeasure<'_> {
             && let (Some(h), Some(first)) = (&self.history, self.summaries[0].first())
         {
             let metrics: Vec<String> = self.file.checks.iter().map(|c| c.metric.clone()).collect();
-            let p = crate::history::priors::ab_priors(h, first, &metrics);
+            let p = infergate_policy::history::priors::ab_priors(&h.entries, first, &metrics);
             self.file.priors = p.clone();
             self.file.notes.push(format!("noise history: {}", h.describe()));
             self.priors = Some(p);

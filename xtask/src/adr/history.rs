@@ -13,12 +13,12 @@ use std::path::Path;
 use anyhow::Context;
 use git2::{ObjectType, Oid, Repository, Sort, Tree};
 
-use super::check::git;
 use super::check::semdiff::{flatten, inline, same_value};
 use super::model::{Adr, AdrStatus, Decided};
 use super::parse::parse_adr;
 use super::records::is_record_file;
 use crate::console::ConsoleTable;
+use crate::git;
 use crate::settings::{self, SETTINGS_FILE, Settings};
 use crate::text::BLANK;
 use infergate_model::sources::{SourceDecl, extract};

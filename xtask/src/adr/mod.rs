@@ -1,7 +1,8 @@
 //! `cargo xtask adr ...`: architecture decision records that govern inference parameters.
 //!
 //! The format, the comparators, units, metric names and exit codes are documented in
-//! `docs/adr/README.md`. This module is the command (`AdrCmd`); the pieces it puts together:
+//! `docs/adr/README.md`. This module is the command (`AdrCmd`); the pieces it puts together,
+//! all but the last two pure functions of `infergate_policy::adr`:
 //!
 //! - [`parse`]: markdown -> [`Adr`] (never fails; problems are in `Adr::problems`);
 //! - [`model`]: the typed record;
@@ -18,21 +19,13 @@
 //! typed values out); reading and writing files happens only in the command functions below and
 //! in [`records`].
 
-pub mod alerts;
 pub mod assets;
-pub mod budgets;
-pub mod capacity;
 pub mod check;
-pub mod draft;
-pub mod edit;
 pub mod history;
-pub mod lint;
-pub mod list;
-pub mod live;
-pub mod model;
-pub mod new;
-pub mod parse;
-pub mod records;
+
+pub use infergate_policy::adr::{
+    alerts, budgets, capacity, draft, edit, lint, list, live, model, new, parse, records,
+};
 
 use std::path::{Path, PathBuf};
 
@@ -43,12 +36,12 @@ use clap::{Args, Subcommand};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
-pub use model::{
+pub use infergate_policy::adr::model::{
     Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, Problem, Section, SectionKind,
     ThresholdRow,
 };
-pub use parse::parse_adr;
-pub use records::{
+pub use infergate_policy::adr::parse::parse_adr;
+pub use infergate_policy::adr::records::{
     ADR_DIR, DecisionSet, decision_lines, is_record_file, load_records, next_number, read_records,
 };
 
@@ -809,7 +802,7 @@ fn governed_files(root: &Path) -> anyhow::Result<GovernedValues> {
     // them.
     let mut sources = Vec::new();
     if !settings.adr.sources.is_empty() {
-        let repo = check::git::open(root)?;
+        let repo = crate::git::open(root)?;
         let index = repo.index().context("cannot read the git index")?;
         let mut tracked: Vec<String> =
             index.iter().map(|e| String::from_utf8_lossy(&e.path).into_owned()).collect();

@@ -21,8 +21,8 @@ use infergate_model::stats::changepoint::{self, Detection, Settings};
 use infergate_model::summary::{Better, Scale, metric_def};
 use serde::Serialize;
 
-use crate::adr::check::git;
-use crate::adr::model::AdrStatus;
+use crate::git;
+use infergate_policy::adr::model::AdrStatus;
 
 /// A commit of the line.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -438,12 +438,14 @@ impl<'r> Lookups<'r> {
                 let dir = format!("{}/", crate::adr::records::ADR_DIR);
                 if let Some(name) = path.strip_prefix(&dir)
                     && !name.contains('/')
-                    && crate::adr::records::is_record_file(name)
+                    && infergate_policy::adr::records::is_record_file(name)
                 {
                     let label = git::read_text(self.repo, &new, &path)
                         .ok()
                         .flatten()
-                        .map(|t| crate::adr::parse::parse_adr(Path::new(&path), &t).label())
+                        .map(|t| {
+                            infergate_policy::adr::parse::parse_adr(Path::new(&path), &t).label()
+                        })
                         .unwrap_or_else(|| format!("{name} (deleted)"));
                     if !records.contains(&label) {
                         records.push(label);

@@ -5,17 +5,17 @@
 //! tree is not read). Governed files are `configs/engine*.toml` and the `[adr] governed` list of
 //! `configs/xtask.toml` (at the merge base or at head). The pieces:
 //!
-//! - [`git`]: revisions, merge base, changed files, blobs, `ADR-Exempt` trailers (I/O);
-//! - [`semdiff`]: the key-by-key diff of two versions of a TOML file (pure);
+//! - `crate::git`: revisions, merge base, changed files, blobs, `ADR-Exempt` trailers (I/O);
+//! - [`semdiff`]: the key-by-key diff of two versions of a TOML file (pure, in
+//!   `infergate_policy::adr::check`);
 //! - [`sources`]: the governed sources elsewhere in the repository (`[[adr.source]]`: Helm
 //!   values, manifests, scripts...), diffed per canonical key, and their drift at head;
-//! - [`rule`]: the rule over typed inputs (pure);
+//! - [`rule`]: the rule over typed inputs (pure, in `infergate_policy::adr::check`);
 //! - [`check`] puts them together and [`render`] prints the outcome (pure).
 
-pub mod git;
-pub mod rule;
-pub mod semdiff;
 pub mod sources;
+
+pub use infergate_policy::adr::check::{rule, semdiff};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,6 +37,7 @@ use crate::adr::parse::{number_from_file_name, parse_adr};
 use crate::adr::records::is_record_file;
 use crate::console::ConsoleTable;
 use crate::exit::Status;
+use crate::git;
 use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
 use crate::text::{gh_escape, plural, quote};
 use crate::thresholds::GATE_FILE;
