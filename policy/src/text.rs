@@ -193,3 +193,16 @@ mod tests {
         assert!(line_diff("a\n", "a\n").is_empty());
     }
 }
+
+/// `5%` or `0.05`: a fraction within (0, 1).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("must be a share within (0, 1) such as 5% or 0.05, got `{s}`")),
+    }
+}

@@ -216,6 +216,18 @@ pub fn trailers(message: &str) -> Vec<(String, String)> {
     }
 }
 
+/// The records of `dir` in `tree`, parsed.
+pub fn records_at(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    dir: &str,
+) -> anyhow::Result<Vec<infergate_policy::adr::Adr>> {
+    Ok(read_dir(repo, tree, dir, infergate_policy::adr::is_record_file)?
+        .iter()
+        .map(|(p, t)| infergate_policy::adr::parse_adr(Path::new(p), t))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

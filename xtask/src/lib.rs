@@ -11,20 +11,18 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
-pub mod ab;
 #[cfg(feature = "runtime")]
 pub mod accept;
 pub mod adr;
-#[cfg(feature = "runtime")]
-pub mod bench;
-#[cfg(feature = "runtime")]
-pub mod capacity;
+pub mod adr_check;
 pub mod compare;
 #[cfg(feature = "runtime")]
 pub mod dataset;
 pub mod deploy;
 pub mod engine;
 pub mod engine_flags;
+#[cfg(feature = "runtime")]
+pub mod engine_process;
 pub mod gate;
 pub mod git;
 pub mod gitinfo;
@@ -36,8 +34,6 @@ pub mod init;
 pub mod mcp;
 #[cfg(feature = "runtime")]
 pub mod measure;
-#[cfg(feature = "runtime")]
-pub mod merge;
 pub mod model;
 #[cfg(feature = "runtime")]
 pub mod noise;
@@ -45,21 +41,14 @@ pub mod outpath;
 #[cfg(feature = "runtime")]
 pub mod plan;
 pub mod report;
+pub mod run_report;
 #[cfg(feature = "runtime")]
 pub mod selftest;
 #[cfg(feature = "runtime")]
-pub mod serve;
-#[cfg(feature = "runtime")]
 pub mod sim;
-#[cfg(feature = "runtime")]
-pub mod strategies;
-#[cfg(feature = "runtime")]
-pub mod sweep;
 pub mod test_cmd;
 #[cfg(test)]
 mod test_support;
-#[cfg(feature = "runtime")]
-pub mod trials;
 pub mod tune;
 #[cfg(feature = "runtime")]
 pub mod watch;
@@ -95,7 +84,7 @@ pub enum Command {
     /// `bench merge` joins the run directories of a sharded run.
     #[cfg(feature = "runtime")]
     #[command(args_conflicts_with_subcommands = true)]
-    Bench(Box<bench::BenchCmd>),
+    Bench(Box<measure::bench::BenchCmd>),
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),

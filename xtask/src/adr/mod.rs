@@ -11,7 +11,8 @@
 //!   [`capacity`]: what a record says of configurations measured by capacity searches;
 //! - [`live`]: the live records' thresholds (gate.toml, whose format is [`crate::thresholds`]'s);
 //! - [`alerts`]: the live records' rollback conditions as Prometheus alerting rules;
-//! - [`check`]: `adr check` for pull requests; [`assets`]: the charts `adr new` writes beside a
+//! - [`check`] (`crate::adr_check`, shared with the MCP server's `adr_check` tool): `adr check`
+//!   for pull requests; [`assets`]: the charts `adr new` writes beside a
 //!   record.
 //!
 //! Arrows run one way: submodules import each other and lower modules (`crate::thresholds`,
@@ -20,8 +21,9 @@
 //! in [`records`].
 
 pub mod assets;
-pub mod check;
 pub mod history;
+
+pub use crate::adr_check as check;
 
 pub use infergate_policy::adr::{
     alerts, budgets, capacity, draft, edit, lint, list, live, model, new, parse, records,
@@ -217,9 +219,9 @@ struct TuneInputs {
 }
 
 fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
-    use crate::tune::model::RowStatus;
+    use infergate_policy::tune::model::RowStatus;
     let full = join_clean(root, tune_dir);
-    let tune = crate::tune::TuneFile::read(&full)?;
+    let tune = infergate_policy::tune::TuneFile::read(&full)?;
     let Some(winner) = tune.winner.clone() else {
         bail!(
             "the tune {} has no winner (no measured configuration meets every SLO of its \
@@ -230,7 +232,7 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
     let governed: Option<toml::Table> = std::fs::read_to_string(root.join(&tune.engine_config))
         .ok()
         .and_then(|t| toml::from_str(&t).ok());
-    let is_governed = |r: &crate::tune::TuneRow| {
+    let is_governed = |r: &infergate_policy::tune::TuneRow| {
         governed.as_ref().is_some_and(|g| {
             r.settings.iter().all(|(k, v)| {
                 let mut at: Option<&toml::Value> = None;
@@ -244,7 +246,7 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
         })
     };
     // Successive halving's eliminated rows ran fewer requests: not this record's scenario.
-    let mut measured: Vec<&crate::tune::TuneRow> =
+    let mut measured: Vec<&infergate_policy::tune::TuneRow> =
         tune.rows.iter().filter(|r| r.status == RowStatus::Measured && !r.eliminated).collect();
     if let Some(b) = measured.iter().position(|r| is_governed(r)) {
         let row = measured.remove(b);
@@ -672,8 +674,8 @@ fn write_assets(
     let mut drawn = assets::render(number, &refs, &sweeps);
     // Runs of a tune (their directories inside the tune's): its Pareto chart.
     let tune = inputs.first().and_then(|p| {
-        crate::tune::TuneFile::read(
-            join_clean(root, p).parent()?.join(crate::tune::TUNE_FILE).as_path(),
+        infergate_policy::tune::TuneFile::read(
+            join_clean(root, p).parent()?.join(infergate_policy::tune::TUNE_FILE).as_path(),
         )
         .ok()
     });

@@ -405,13 +405,14 @@ impl<'r> Lookups<'r> {
 
     fn record_at(&mut self, pos: usize, line: &Line) -> anyhow::Result<Option<String>> {
         let tree = self.tree(line, pos)?;
-        let Ok(dir) = tree.get_path(Path::new(crate::adr::records::ADR_DIR)) else {
+        let Ok(dir) = tree.get_path(Path::new(infergate_policy::adr::records::ADR_DIR)) else {
             return Ok(None);
         };
         if let Some(r) = self.in_force.get(&dir.id()) {
             return Ok(r.clone());
         }
-        let adrs = crate::adr::history::records_at(self.repo, &tree, crate::adr::records::ADR_DIR)?;
+        let adrs =
+            crate::git::records_at(self.repo, &tree, infergate_policy::adr::records::ADR_DIR)?;
         let r = adrs
             .iter()
             .filter(|a| a.status_value() == Some(AdrStatus::Accepted))
@@ -435,7 +436,7 @@ impl<'r> Lookups<'r> {
             let mut touched_governed = false;
             for change in git::tree_changes(self.repo, &old, &new)? {
                 let Some(path) = change.new.or(change.old) else { continue };
-                let dir = format!("{}/", crate::adr::records::ADR_DIR);
+                let dir = format!("{}/", infergate_policy::adr::records::ADR_DIR);
                 if let Some(name) = path.strip_prefix(&dir)
                     && !name.contains('/')
                     && infergate_policy::adr::records::is_record_file(name)

@@ -11,10 +11,10 @@ use infergate_model::stats::changepoint::Settings;
 use serde::Serialize;
 
 use super::series::{self, Built, Change, Filter, Series};
-use crate::ab::args::parse_fraction;
 use crate::chart::{self, Axis, Chart, Mark, MarkAxis};
 use crate::console::ConsoleTable;
 use crate::exit::Status;
+use crate::text::parse_fraction;
 use crate::text::{BLANK, gh_escape, num};
 
 #[derive(Debug, Args)]

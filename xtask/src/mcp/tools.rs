@@ -545,7 +545,8 @@ fn clip(text: &str, n: usize) -> &str {
 
 /// `adr_lint` in the server: every record against the format rules.
 pub fn lint(root: &Path) -> anyhow::Result<LintOutput> {
-    let report = crate::adr::lint::lint_dir(root, Path::new(crate::adr::ADR_DIR))?;
+    let report =
+        infergate_policy::adr::lint::lint_dir(root, Path::new(infergate_policy::adr::ADR_DIR))?;
     let problems: Vec<ProblemOut> = report
         .problems
         .iter()
@@ -560,9 +561,9 @@ pub fn lint(root: &Path) -> anyhow::Result<LintOutput> {
 
 /// `adr_check` in the server: the pull-request rule between `base` and `head`.
 pub fn check(root: &Path, args: &AdrCheckArgs) -> anyhow::Result<CheckOutput> {
-    use crate::adr::check;
+    use crate::adr_check as check;
     let head = args.head.as_deref().unwrap_or("HEAD");
-    let r = check::check(root, crate::adr::ADR_DIR, &args.base, head)?;
+    let r = check::check(root, infergate_policy::adr::ADR_DIR, &args.base, head)?;
     let change = |c: &check::rule::Coverage| KeyChangeOut {
         file: c.change.file.clone(),
         key: c.change.key.clone(),

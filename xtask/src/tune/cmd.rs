@@ -29,11 +29,11 @@ use super::model::{
     AxisRecord, FORMAT_VERSION, GOODPUT, Objective, PARETO_FILE, RowCapacity, RowEstimates,
     RowStatus, Search, SloCompliance, TuneFile, TuneRow, slo_check,
 };
-use crate::bench::BenchCmd;
 use crate::console::ConsoleTable;
+use crate::engine_process::{self as serve, EngineProcess, ServeEngine};
 use crate::exit::Status;
+use crate::measure::bench::BenchCmd;
 use crate::plan::BenchMode;
-use crate::serve::{self, EngineProcess, ServeEngine};
 use crate::text::{BLANK, fmt_opt};
 
 /// The engine each configuration runs in.
@@ -555,7 +555,7 @@ impl Tune<'_> {
                 format!("tune configuration `{}`", row.name),
             ));
         }
-        let status = crate::bench::execute(&plan);
+        let status = crate::measure::bench::execute(&plan);
         if let Some(e) = engine {
             e.stop();
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infergate_model::capacity::StopReason;
 use infergate_model::config::EngineConfig;
-use xtask::serve::{self, EngineProcess, ServeEngine, ServeOptions};
+use xtask::engine_process::{self as serve, EngineProcess, ServeEngine, ServeOptions};
 
 /// The real engine's turn: one real-engine test at a time, since each runs llama.cpp on every
 /// core and two at once would measure each other (a poisoned lock only means another test

@@ -18,8 +18,8 @@ use infergate_model::config::{ResolvedProfile, Target};
 use infergate_model::summary::{EngineParams, Isolation, RunStatus};
 use infergate_model::workload::WorkloadSlice;
 
+use crate::engine_process::EngineProcess;
 use crate::plan::BenchPlan;
-use crate::serve::EngineProcess;
 
 /// One arm, ready to measure.
 pub struct ArmRun {

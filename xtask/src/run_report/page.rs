@@ -668,7 +668,7 @@ fn estimates_table(index: &infergate_model::trials::TrialsFile) -> Vec<Row> {
 }
 
 /// A tune's rows: configuration, status, trials, goodput, throughput, the P99s, SLO, fronts.
-fn tune_table(t: &crate::tune::model::TuneFile) -> Vec<Row> {
+fn tune_table(t: &infergate_policy::tune::model::TuneFile) -> Vec<Row> {
     let head = [
         ("configuration", true),
         ("status", true),
@@ -719,7 +719,9 @@ fn tune_table(t: &crate::tune::model::TuneFile) -> Vec<Row> {
             Cell::value_left(&slo),
             Cell::text(front),
         ];
-        rows.push(Row::new(cells).failed(r.status == crate::tune::model::RowStatus::Failed));
+        rows.push(
+            Row::new(cells).failed(r.status == infergate_policy::tune::model::RowStatus::Failed),
+        );
     }
     rows
 }

@@ -12,9 +12,9 @@ use infergate_model::summary::EngineParams;
 use super::args::{AbArgs, AbEngine};
 use super::measure::{ArmRun, CliMeasure, shown};
 use super::{arms, base};
-use crate::bench::BenchCmd;
+use crate::engine_process::{self as serve, ServeEngine};
 use crate::exit::Status;
-use crate::serve::{self, ServeEngine};
+use crate::measure::bench::BenchCmd;
 use crate::thresholds::Thresholds;
 
 /// Everything the gate runs from, resolved once before anything is measured.

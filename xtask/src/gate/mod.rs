@@ -7,11 +7,15 @@
 //! gate (exit 1); an inconclusive `block` threshold with no failure leaves it undecided (exit
 //! 3); `warn` thresholds are reported only. `--until-decided --max-trials K` adds trials to a
 //! trial set, with the bench arguments its `trials.json` records, until every blocking
-//! threshold is decided (`crate::trials::until_decided`). A set whose trial 1 looks like a
+//! threshold is decided (`crate::measure::trials::until_decided`). A set whose trial 1 looks like a
 //! cold start gets a note under the report.
 //!
 //! A strategy comparison's directory (`comparison.json`) gates every strategy's run, a sweep's
 //! directory (`sweep.json`) every stage ([`crate::thresholds::runs`]): exit 1 when any fails.
+//!
+//! `gate --ab BASE_REV` is [`ab`]: the base revision and the working tree measured side by side.
+
+pub mod ab;
 
 use std::path::{Path, PathBuf};
 
@@ -67,7 +71,7 @@ pub struct GateCmd {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["ab", "until_decided"])]
     pub json: Option<PathBuf>,
     #[command(flatten)]
-    pub ab: crate::ab::AbArgs,
+    pub ab: crate::gate::ab::AbArgs,
 }
 
 /// `--max-trials`: 1..=1000.
@@ -172,15 +176,15 @@ fn write_gate_file(path: &Path, file: GateFile) -> anyhow::Result<()> {
 #[cfg(feature = "runtime")]
 fn run_ab(
     root: &Path,
-    args: &crate::ab::AbArgs,
+    args: &crate::gate::ab::AbArgs,
     thresholds: &Path,
     github: bool,
 ) -> anyhow::Result<Status> {
-    crate::ab::run(root, args, thresholds, github)
+    crate::gate::ab::run(root, args, thresholds, github)
 }
 
 #[cfg(not(feature = "runtime"))]
-fn run_ab(_: &Path, _: &crate::ab::AbArgs, _: &Path, _: bool) -> anyhow::Result<Status> {
+fn run_ab(_: &Path, _: &crate::gate::ab::AbArgs, _: &Path, _: bool) -> anyhow::Result<Status> {
     anyhow::bail!(
         "gate --ab measures engines: this build has no runtime (build xtask with its default features)"
     )
@@ -259,7 +263,7 @@ fn until_decided(
     #[derive(Parser)]
     struct Args {
         #[command(flatten)]
-        bench: crate::bench::BenchCmd,
+        bench: crate::measure::bench::BenchCmd,
     }
     let argv = std::iter::once("bench".to_string()).chain(index.bench_args.iter().cloned());
     let args = Args::try_parse_from(argv).with_context(|| {
@@ -272,8 +276,8 @@ fn until_decided(
     refuse_changed(root, &plan, &TrialSet::load(path).context("cannot gate the trial set")?)?;
     let gate = crate::plan::GateSettings { thresholds, github, options };
     let plan = crate::plan::BenchPlan { gate: Some(gate.clone()), ..plan };
-    let mut w = crate::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
-    let (status, report) = crate::trials::until_decided(&mut w, &gate, max_trials)?;
+    let mut w = crate::measure::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
+    let (status, report) = crate::measure::trials::until_decided(&mut w, &gate, max_trials)?;
     if let Some(report) = report {
         print_report(&report, github);
     }

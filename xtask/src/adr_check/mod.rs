@@ -30,17 +30,17 @@ use self::rule::{
     Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, ScenarioChange, Violation,
 };
 use self::semdiff::KeyChange;
-use crate::adr::lint;
-use crate::adr::live;
-use crate::adr::model::{Adr, AdrStatus, Problem};
-use crate::adr::parse::{number_from_file_name, parse_adr};
-use crate::adr::records::is_record_file;
 use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::git;
 use crate::settings::{self, BENCH_FILE, SETTINGS_FILE, Settings};
 use crate::text::{gh_escape, plural, quote};
 use crate::thresholds::GATE_FILE;
+use infergate_policy::adr::lint;
+use infergate_policy::adr::live;
+use infergate_policy::adr::model::{Adr, AdrStatus, Problem};
+use infergate_policy::adr::parse::{number_from_file_name, parse_adr};
+use infergate_policy::adr::records::is_record_file;
 
 /// `cargo xtask adr check`.
 #[derive(Debug, Args)]
@@ -522,7 +522,7 @@ fn changed_files(sides: &Sides<'_>, dir: &str, governed: &[String]) -> anyhow::R
     let in_records_dir = |p: &str| {
         p.rsplit_once('/').is_some_and(|(parent, name)| parent == dir && is_record_file(name))
     };
-    let assets_dir = format!("{dir}/{}", crate::adr::model::ASSETS_DIR);
+    let assets_dir = format!("{dir}/{}", infergate_policy::adr::model::ASSETS_DIR);
     let mut governed_paths: Vec<String> = Vec::new();
     let mut file_notes = Vec::new();
     let (mut old_records, mut new_records) = (Vec::new(), Vec::new());

@@ -16,8 +16,8 @@ use infergate_model::sources::{Extracted, SourceDecl, extract};
 
 use super::semdiff::{self, KeyChange, same_value};
 use super::{FileNote, KeyLines, Sides, git};
-use crate::adr::model::Problem;
 use crate::settings;
+use infergate_policy::adr::model::Problem;
 
 /// The engine config that belongs to the `default` deployment.
 pub(crate) const DEFAULT_ENGINE_FILE: &str = "configs/engine.toml";

@@ -45,7 +45,7 @@ impl MergeCmd {
             .with_context(|| format!("cannot merge the shards into {}", out.display()))?;
         let s = &merged.summary;
         if !self.quiet {
-            println!("{}", crate::report::render(s));
+            println!("{}", crate::run_report::render(s));
         }
         println!("{}", shard_table(&merged.report));
         println!("{}", spread_line(&merged.report));

@@ -14,7 +14,7 @@ use infergate_model::strategy_compare::{COMPARISON_FILE, StrategyComparison};
 use infergate_model::sweep::{SWEEP_FILE, SweepSummary};
 use infergate_model::trials::{TRIALS_FILE, TrialsFile};
 
-use crate::tune::model::{TUNE_FILE, TuneFile};
+use infergate_policy::tune::model::{TUNE_FILE, TuneFile};
 
 use infergate_model::rundir::SUMMARY_FILE;
 

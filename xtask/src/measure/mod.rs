@@ -1,5 +1,15 @@
-//! What the measuring commands (bench and its sweeps and comparisons, accept, sim) share: the
-//! async runtime they run on and where their output goes by default.
+//! What the measuring commands share: `cargo xtask bench` itself ([`bench`]: its flags, the plan
+//! they make and its execution, which `tune`, `noise`, `gate --ab` and `gate --until-decided`
+//! reuse), the modes a bench runs in ([`sweep`], [`strategies`], [`trials`], [`capacity`]), the
+//! merge of a sharded run ([`merge`]), the async runtime they run on and where their output goes
+//! by default.
+
+pub mod bench;
+pub mod capacity;
+pub mod merge;
+pub mod strategies;
+pub mod sweep;
+pub mod trials;
 
 use std::path::{Path, PathBuf};
 
@@ -18,7 +28,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 pub(crate) fn listen_for_stop() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let mut signals = rt.block_on(async { bench::runner::StopSignals::listen() });
+    let mut signals = rt.block_on(async { ::bench::runner::StopSignals::listen() });
     let set = flag.clone();
     std::thread::spawn(move || {
         rt.block_on(signals.next());

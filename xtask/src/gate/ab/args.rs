@@ -7,6 +7,8 @@ use clap::{Args, ValueEnum};
 use infergate_model::ab::{self, Criteria, Spending};
 use infergate_model::stats::{LOOK_RULE_CHOICES, LookRule};
 
+use crate::text::parse_fraction;
+
 /// The engine each arm runs in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AbEngine {
@@ -100,19 +102,6 @@ pub struct AbArgs {
     /// Neither read nor append the noise history (`refs/infergate/history`).
     #[arg(long)]
     pub no_history: bool,
-}
-
-/// `5%` or `0.05`: a fraction within (0, 1).
-pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    };
-    match v {
-        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
-        _ => Err(format!("must be a share within (0, 1) such as 5% or 0.05, got `{s}`")),
-    }
 }
 
 fn parse_alpha(s: &str) -> Result<f64, String> {

@@ -22,7 +22,7 @@ use crate::plan::{
     SweepPlan, TrialPlan, check_capacity, check_comparable,
 };
 use crate::thresholds::{GateOptions, Thresholds};
-use crate::{gitinfo, measure, report, thresholds};
+use crate::{gitinfo, measure, run_report as report, thresholds};
 
 #[derive(Clone, Debug, Args)]
 #[command(group(clap::ArgGroup::new("load_search").args(["sweep", "capacity"])))]
@@ -237,7 +237,7 @@ pub struct BenchCmd {
 #[derive(Clone, Debug, clap::Subcommand)]
 pub enum BenchAction {
     /// Merge the run directories of a sharded run (`bench --shard I/N`) into one run.
-    Merge(crate::merge::MergeCmd),
+    Merge(crate::measure::merge::MergeCmd),
 }
 
 /// `--start-at`: an RFC 3339 time.
@@ -641,10 +641,10 @@ fn write_report(
 pub fn execute(plan: &BenchPlan) -> anyhow::Result<Status> {
     match &plan.mode {
         BenchMode::Single => run_single(plan),
-        BenchMode::Sweep(sweep) => crate::sweep::run(plan, sweep),
-        BenchMode::Compare(list) => crate::strategies::run(plan, list),
-        BenchMode::Trials(tp) => crate::trials::run(plan, tp),
-        BenchMode::Capacity(cp) => crate::capacity::run(plan, cp),
+        BenchMode::Sweep(sweep) => crate::measure::sweep::run(plan, sweep),
+        BenchMode::Compare(list) => crate::measure::strategies::run(plan, list),
+        BenchMode::Trials(tp) => crate::measure::trials::run(plan, tp),
+        BenchMode::Capacity(cp) => crate::measure::capacity::run(plan, cp),
     }
 }
 
@@ -1080,7 +1080,7 @@ mod tests {
         assert_eq!(params(1)["batch"]["fixed_batch_size"], 4);
         assert_eq!(params(2)["batch"]["max_token_budget"], 16384);
         assert_eq!(cmp.rows[0].batching, "1 request");
-        let rendered = crate::strategies::table(&cmp.rows).to_string();
+        let rendered = crate::measure::strategies::table(&cmp.rows).to_string();
         assert!(rendered.contains("token_budget") && rendered.contains("mean queue ms"));
         // A second comparison into the same directory is refused rather than mixed in.
         let err = execute(&plan).unwrap_err();
