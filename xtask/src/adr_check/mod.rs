@@ -229,7 +229,7 @@ pub fn check(root: &Path, dir: &str, base: &str, head: &str) -> anyhow::Result<R
 /// The alert rules at head against what the live records at head generate (`adr alerts`): a
 /// file that differs is stale; a missing one only when the records state conditions.
 fn stale_alerts(repo: &Repository, head: &Tree, adrs: &[Adr]) -> anyhow::Result<Vec<Violation>> {
-    use crate::adr::alerts::{K8S_FILE, RULES_FILE, render_records};
+    use infergate_policy::adr::alerts::{K8S_FILE, RULES_FILE, render_records};
     let (conds, r) = render_records(adrs);
     let mut out = Vec::new();
     for (file, want) in [(RULES_FILE, &r.rules), (K8S_FILE, &r.k8s)] {

@@ -17,7 +17,7 @@ const MAX_FN_LINES: usize = 120;
 const SHORT_FUNCTIONS: &[&str] = &[
     "bench/src/runner",
     "model/src/ab/",
-    "xtask/src/ab/",
+    "xtask/src/gate/ab/",
     "policy/src/ab/",
     "bench/src/accept/",
     "bench/src/sweep.rs",
@@ -29,13 +29,13 @@ const SHORT_FUNCTIONS: &[&str] = &[
     "sim/src/server/",
     "sim/src/engine/spec.rs",
     "policy/src/thresholds",
-    "xtask/src/gate.rs",
+    "xtask/src/gate/mod.rs",
     "policy/src/adr/",
     "xtask/src/adr/",
-    "xtask/src/bench",
-    "xtask/src/sweep.rs",
-    "xtask/src/capacity.rs",
-    "xtask/src/strategies.rs",
+    "xtask/src/measure/bench.rs",
+    "xtask/src/measure/sweep.rs",
+    "xtask/src/measure/capacity.rs",
+    "xtask/src/measure/strategies.rs",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -340,6 +340,7 @@ const COMMANDS: &[&str] = &[
 
 /// The shared modules below the commands (some of them re-exports of `infergate_policy`'s).
 const SHARED: &[&str] = &[
+    "adr_check",
     "chart",
     "console",
     "engine_flags",
@@ -351,8 +352,8 @@ const SHARED: &[&str] = &[
     "measure",
     "model",
     "outpath",
-    "page",
     "plan",
+    "run_report",
     "settings",
     "template",
     "test_support",
@@ -362,10 +363,12 @@ const SHARED: &[&str] = &[
 
 /// The module path of a source file under a crate's `src/` (`a/b.rs` and `a/b/mod.rs`:
 /// `[a, b]`; `lib.rs`: `[]`), or `None` for a binary's root (`main.rs`, `bin/`), a crate of its
-/// own.
+/// own, and for test-only files (`tests.rs`, `*_tests.rs`), as the unit tests inside a file are
+/// left out.
 fn module_of(rel: &str) -> Option<Vec<String>> {
     let rel = rel.strip_suffix(".rs")?;
-    if rel == "main" || rel.starts_with("bin/") {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if rel == "main" || rel.starts_with("bin/") || name == "tests" || name.ends_with("_tests") {
         return None;
     }
     let mut parts: Vec<String> = rel.split('/').map(String::from).collect();
@@ -403,11 +406,37 @@ fn group_heads(s: &str) -> Vec<String> {
     heads.into_iter().filter(|h| !h.is_empty() && h != "self").collect()
 }
 
-/// The top-level modules (or root items) that the code of the file at `module` names: through
-/// `crate::a`, `crate::{a, b}` and `super::` chains that climb to the crate root. Inline modules
-/// (`mod tests { ... }`) add their level to the `super::` count.
+/// Code with its unit tests (`#[cfg(test)] mod ... { ... }`) left out: a test may parse the
+/// whole command line (`crate::Cli`) to check a command's flags.
+fn without_unit_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut lines = code.lines().peekable();
+    while let Some(line) = lines.next() {
+        let opens_tests = line.trim() == "#[cfg(test)]"
+            && lines.peek().is_some_and(|n| n.trim_start().starts_with("mod ") && n.contains('{'));
+        if !opens_tests {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let mut depth = 0i64;
+        for l in lines.by_ref() {
+            depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+            out.push('\n');
+            if depth <= 0 {
+                break;
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The top-level modules (or root items) that the code of the file at `module` names, its unit
+/// tests left out: through `crate::a`, `crate::{a, b}` and `super::` chains that climb to the
+/// crate root. Inline modules (`mod inner { ... }`) add their level to the `super::` count.
 fn top_level_refs(module: &[String], text: &str) -> BTreeSet<String> {
-    let code = code_only(text);
+    let code = without_unit_tests(&code_only(text));
     let mut out = BTreeSet::new();
     // The nesting of inline modules: the brace depth each was opened at.
     let (mut depth, mut inline): (usize, Vec<usize>) = (0, Vec::new());
@@ -523,9 +552,10 @@ fn the_command_check_sees_a_command_importing_another() {
             "// crate::ab in a comment\nconst S: &str = \"crate::ab\";\nfn f() { crate::project_root(); }\n",
         ),
         file("text.rs", "use crate::adr;\n"),
+        file("adr/check/mod.rs", "mod inner {\n    use super::super::super::exit;\n}\n"),
         file(
-            "adr/check/mod.rs",
-            "#[cfg(test)]\nmod tests {\n    use super::super::super::exit;\n}\n",
+            "trials.rs",
+            "#[cfg(test)]\nmod tests {\n    use crate::Cli;\n}\nuse crate::history;\n",
         ),
     ];
     assert_eq!(
@@ -535,6 +565,7 @@ fn the_command_check_sees_a_command_importing_another() {
             "adr/mod.rs: command `adr` imports command `tune`",
             "adr/new.rs: command `adr` imports command `history`",
             "noise.rs: command `noise` imports `crate::project_root` from the crate root",
+            "trials.rs: command `trials` imports command `history`",
         ]
     );
 }
