@@ -124,6 +124,19 @@ pub fn line_diff(old: &str, new: &str) -> Vec<String> {
     out
 }
 
+/// `5%` or `0.05`: a fraction within (0, 1).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("must be a share within (0, 1) such as 5% or 0.05, got `{s}`")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,18 +204,5 @@ mod tests {
         assert_eq!(line_diff("a\nb\nc\n", "a\nx\nc\n"), vec!["-b", "+x"]);
         assert_eq!(line_diff("", "a\n"), vec!["+a"]);
         assert!(line_diff("a\n", "a\n").is_empty());
-    }
-}
-
-/// `5%` or `0.05`: a fraction within (0, 1).
-pub fn parse_fraction(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    };
-    match v {
-        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
-        _ => Err(format!("must be a share within (0, 1) such as 5% or 0.05, got `{s}`")),
     }
 }

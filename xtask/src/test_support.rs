@@ -19,6 +19,7 @@ pub(crate) fn estimate(value: f64, lo: f64, hi: f64) -> Estimate {
 }
 
 /// A complete sweep stage of 10 requests (as the chart's tests build it).
+#[cfg(feature = "runtime")]
 pub fn stage(
     i: usize,
     load: f64,
