@@ -1,6 +1,6 @@
 //! What each arm of `gate --ab` runs, and what is gated: the working tree's engine config, the
 //! candidate's settings, and the budgets. Pure: the base revision and its committed config are
-//! read by the command (`xtask::ab::base`).
+//! read by the command (`xtask::gate::ab::base`).
 
 use anyhow::{Context, bail};
 use infergate_model::ab::BudgetCheck;

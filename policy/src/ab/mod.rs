@@ -5,7 +5,7 @@
 //! - [`report`]: the report: plan, measurement, one row per metric, GitHub annotations.
 //!
 //! The command (flags, the base revision read from git, the engines, the trials) is
-//! `xtask::ab`.
+//! `xtask::gate::ab`.
 
 pub mod arms;
 pub mod report;
