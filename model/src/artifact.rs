@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::rundir::{self, RunDirError};
+use crate::fileio::{self, RunDirError};
 
 /// A file of a known format.
 pub trait Artifact: Serialize + DeserializeOwned {
@@ -150,7 +150,7 @@ pub fn write<A: Artifact>(dir: &Path, value: &A) -> Result<PathBuf, ArtifactErro
 
 /// Write an artifact atomically to a file the user named (`compare --out FILE`).
 pub fn write_at<A: Artifact>(path: &Path, value: &A) -> Result<(), ArtifactError> {
-    Ok(rundir::write_json(path, value)?)
+    Ok(fileio::write_json(path, value)?)
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::metrics::{
     Goodput, LatencyMetrics, RequestCounts, RunMetrics, ScheduleStats, Throughput, TokenCounts,
     Window,
 };
+pub use crate::params::flatten_params;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -778,26 +779,6 @@ impl<'de> Deserialize<'de> for RunConfig {
             })
         }
     }
-}
-
-/// Parameters flattened to dotted keys (`scheduler.max_num_seqs`), in key order.
-pub fn flatten_params(params: &serde_json::Value) -> BTreeMap<String, serde_json::Value> {
-    fn walk(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, serde_json::Value>) {
-        match v {
-            serde_json::Value::Object(map) => {
-                for (k, v) in map {
-                    let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-                    walk(&key, v, out);
-                }
-            }
-            other => {
-                out.insert(prefix.to_string(), other.clone());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk("", params, &mut out);
-    out
 }
 
 /// What a summary records about how a run was made: everything but its measurements.

@@ -115,7 +115,7 @@ pub trait Backend: Send + Sync + 'static {
     fn client_gone(&self, _id: u64) {}
 
     /// What the backend's scheduler did so far (engine backends; `None` otherwise).
-    fn scheduler_report(&self) -> Option<crate::engine::SchedulerReport> {
+    fn scheduler_report(&self) -> Option<infergate_model::scheduler::SchedulerReport> {
         None
     }
 }

@@ -37,7 +37,7 @@ pub struct AcceptCmd {
     #[arg(long, value_name = "FILE", default_value = DEFAULT_DATASET)]
     pub dataset: PathBuf,
     /// Bench config with the targets.
-    #[arg(long, value_name = "FILE", default_value = crate::bench::DEFAULT_CONFIG)]
+    #[arg(long, value_name = "FILE", default_value = crate::measure::bench::DEFAULT_CONFIG)]
     pub config: PathBuf,
     /// Evaluate every layer even when an earlier one failed.
     #[arg(long)]

@@ -3,7 +3,7 @@
 //!
 //! `engine args` prints the command line that starts vLLM (or SGLang) with exactly the
 //! parameters of the file ([`crate::engine_flags`] renders it); notes on parameters that do not
-//! map one to one go to stderr. `engine serve` starts an engine (`crate::serve`, with the `runtime` feature).
+//! map one to one go to stderr. `engine serve` starts an engine (`crate::engine_process`, with the `runtime` feature).
 
 use std::path::PathBuf;
 
@@ -21,7 +21,7 @@ pub enum EngineCmd {
     Args(ArgsCmd),
     /// Start a real engine (llama.cpp or vLLM) with the parameters of an engine config.
     #[cfg(feature = "runtime")]
-    Serve(crate::serve::ServeCmd),
+    Serve(crate::engine_process::ServeCmd),
     /// Install the small real model the tests use into the cache (once) and print its path.
     #[command(hide = true)]
     Model,

@@ -6,9 +6,9 @@
 //! the run did not measure is a failure, not a pass. Failures of `block` thresholds fail the
 //! gate (exit 1); an inconclusive `block` threshold with no failure leaves it undecided (exit
 //! 3); `warn` thresholds are reported only. The gate measures nothing: `bench trials SET
-//! --until-decided --max-trials K` adds trials to a trial set, with the bench arguments its
-//! `trials.json` records, until every blocking threshold is decided ([`until_decided`], then
-//! `crate::trials::until_decided`). A set whose trial 1 looks like a cold start gets a note
+//! --until-decided --max-trials K` adds trials to a trial set until every blocking threshold is
+//! decided, and `bench ab BASE_REV` measures the base revision and the working tree side by
+//! side (`crate::measure::actions`). A set whose trial 1 looks like a cold start gets a note
 //! under the report.
 //!
 //! A strategy comparison's directory (`comparison.json`) gates every strategy's run, a sweep's
@@ -63,16 +63,6 @@ pub struct GateCmd {
     /// Neither read nor append the noise history (`refs/infergate/history`).
     #[arg(long)]
     pub no_history: bool,
-}
-
-/// `bench trials --max-trials`: 1..=1000.
-#[cfg(feature = "runtime")]
-pub(crate) fn parse_trials(s: &str) -> Result<u32, String> {
-    let max = infergate_model::config::limits::MAX_TRIALS;
-    match s.trim().parse::<u32>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
-    }
 }
 
 impl GateCmd {
@@ -196,7 +186,7 @@ impl GateCmd {
         if self.no_history {
             return evaluate(set, thresholds, options);
         }
-        crate::history::gating::gate_with_history(root, set, thresholds, options)
+        crate::history_store::gating::gate_with_history(root, set, thresholds, options)
     }
 }
 
@@ -207,104 +197,6 @@ fn cold_start_note(set: &TrialSet, thresholds: &Thresholds) {
     if let Some(cold) = set.cold_start(&metrics) {
         eprintln!("note: {}", cold.note);
     }
-}
-
-/// `bench trials --until-decided`: re-plan the set's profile from the bench arguments its
-/// `trials.json` records, add trials to it, print the last look's report.
-#[cfg(feature = "runtime")]
-pub(crate) fn until_decided(
-    root: &Path,
-    path: &Path,
-    thresholds: Thresholds,
-    options: GateOptions,
-    max_trials: u32,
-    github: bool,
-) -> anyhow::Result<Status> {
-    use clap::Parser;
-    if !infergate_model::trials::is_trial_set(path) {
-        anyhow::bail!(
-            "--until-decided adds trials to a trial set, and {} has no trials.json; measure one \
-             with `cargo xtask bench --trials N`",
-            path.display()
-        );
-    }
-    let index =
-        infergate_model::trials::TrialsFile::read(path).context("cannot gate the trial set")?;
-    if index.bench_args.is_empty() {
-        anyhow::bail!(
-            "{} does not record the bench arguments of its trials (bench_args), so no trial can \
-             be added with the same settings",
-            path.join(infergate_model::trials::TRIALS_FILE).display()
-        );
-    }
-    #[derive(Parser)]
-    struct Args {
-        #[command(flatten)]
-        bench: crate::bench::BenchCmd,
-    }
-    let argv = std::iter::once("bench".to_string()).chain(index.bench_args.iter().cloned());
-    let args = Args::try_parse_from(argv).with_context(|| {
-        format!("the bench arguments recorded in {} are refused", path.display())
-    })?;
-    let mut cmd = args.bench;
-    cmd.out = Some(path.to_path_buf());
-    cmd.quiet = true;
-    let plan = cmd.plan(root, index.run_id.clone())?;
-    refuse_changed(root, &plan, &TrialSet::load(path).context("cannot gate the trial set")?)?;
-    let gate = crate::plan::GateSettings { thresholds, github, options };
-    let plan = crate::plan::BenchPlan { gate: Some(gate.clone()), ..plan };
-    let mut w = crate::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
-    let (status, report) = crate::trials::until_decided(&mut w, &gate, max_trials)?;
-    if let Some(report) = report {
-        print_report(&report, github);
-    }
-    Ok(status)
-}
-
-/// `bench trials --until-decided` adds trials with what the working tree holds now: refused when that is no
-/// longer what the set measured (its profile, scenario, engine config or workload files differ
-/// from trial 1's, the key named), or when the set is incomplete.
-#[cfg(feature = "runtime")]
-fn refuse_changed(
-    root: &Path,
-    plan: &crate::plan::BenchPlan,
-    set: &TrialSet,
-) -> anyhow::Result<()> {
-    if !set.problems.is_empty() {
-        anyhow::bail!(
-            "{} is incomplete, so no trial is added to it: {}",
-            set.dir.display(),
-            set.problems.join("; ")
-        );
-    }
-    let Some(first) = set.trials.first() else { return Ok(()) };
-    let profile = &plan.profile.profile;
-    let mut planned = first.summary.clone();
-    planned.profile = plan.profile.name.clone();
-    planned.config = infergate_model::summary::RunConfig::Profile(Box::new(profile.clone()));
-    planned.engine = match (&plan.engine, &plan.profile.target, profile.sim.mode) {
-        (Some(e), _, _) => Some(e.clone()),
-        (None, None, infergate_model::config::SimMode::Engine) => Some(
-            infergate_model::summary::EngineParams::read(root, &profile.sim.engine_config)
-                .context("cannot read the engine config the next trial would run")?,
-        ),
-        _ => None,
-    };
-    planned.workload.files =
-        bench::runner::prepare::load_workload(&profile.workload, &profile.load, root)
-            .context("cannot read the workload the next trial would send")?
-            .files;
-    if let Some((key, now, then)) =
-        infergate_model::trials::measurement_difference(&first.summary, &planned)
-    {
-        anyhow::bail!(
-            "the working tree no longer measures what {} measured: {key} is {now} now, {then} in \
-             its trials; a trial added now would be pooled with trials of another \
-             configuration. Gate the set as it is, or measure a new one",
-            set.dir.display()
-        );
-    }
-    Ok(())
 }
 
 /// The runs a comparison or sweep directory holds, each with its label, and the verdicts they

@@ -62,7 +62,7 @@ impl ImportCmd {
         })();
         rundir::release(&out);
         written.with_context(|| format!("cannot write the run to {}", out.display()))?;
-        println!("{}", crate::report::render(&summary));
+        println!("{}", crate::run_report::render(&summary));
         let records = match &imported.records {
             Some(r) => format!("{} requests in {}", r.len(), rundir::REQUESTS_FILE),
             None => "no per-request data".to_string(),

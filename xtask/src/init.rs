@@ -204,7 +204,7 @@ impl InitCmd {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
             }
-            crate::adr::records::write_file(&full, &new_text)?;
+            infergate_policy::adr::records::write_file(&full, &new_text)?;
             if existing.is_some() && f.append_lines {
                 written.push(format!("{} (appended)", f.path));
             }
@@ -440,7 +440,7 @@ pub fn plan(cmd: &InitCmd, from: &[FromFile], date: &str) -> anyhow::Result<Vec<
         changes.push(("engine.model".into(), toml::Value::String(m.clone())));
     }
     if !changes.is_empty() {
-        engine = crate::tune::apply::apply(&engine, &changes)
+        engine = infergate_policy::tune::apply::apply(&engine, &changes)
             .map_err(|err| anyhow::anyhow!("configs/engine.toml from --from: {err}"))?;
     }
     infergate_model::config::EngineConfig::from_source(&infergate_model::config::Source::new(
@@ -470,13 +470,14 @@ pub fn plan(cmd: &InitCmd, from: &[FromFile], date: &str) -> anyhow::Result<Vec<
     }
 
     let adr1 = ADR_0001.replace("{{DATE}}", date);
-    let adr = crate::adr::parse::parse_adr(Path::new(ADR_0001_FILE), &adr1);
-    let thresholds = crate::adr::live::generate(std::slice::from_ref(&adr)).map_err(|p| {
-        anyhow::anyhow!(
-            "ADR-0001's thresholds: {}",
-            p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ")
-        )
-    })?;
+    let adr = infergate_policy::adr::parse::parse_adr(Path::new(ADR_0001_FILE), &adr1);
+    let thresholds =
+        infergate_policy::adr::live::generate(std::slice::from_ref(&adr)).map_err(|p| {
+            anyhow::anyhow!(
+                "ADR-0001's thresholds: {}",
+                p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; ")
+            )
+        })?;
     let gate = crate::thresholds::file::render_file(&thresholds, "docs/adr");
 
     let workflow = |t: &str| {

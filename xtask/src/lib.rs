@@ -11,37 +11,30 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use xshell::Shell;
 
-pub mod ab;
 #[cfg(feature = "runtime")]
 pub mod accept;
 pub mod adr;
-#[cfg(feature = "runtime")]
-pub mod bench;
-#[cfg(feature = "runtime")]
-pub mod bench_actions;
-#[cfg(feature = "runtime")]
-pub mod capacity;
-pub mod chart;
+pub mod adr_check;
 pub mod cli_doc;
 pub mod compare;
-pub mod console;
 #[cfg(feature = "runtime")]
 pub mod dataset;
 pub mod deploy;
 pub mod engine;
 pub mod engine_flags;
-pub mod exit;
+#[cfg(feature = "runtime")]
+pub mod engine_process;
 pub mod gate;
+pub mod git;
 pub mod gitinfo;
 pub mod history;
+pub mod history_store;
 pub mod import;
 pub mod init;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 #[cfg(feature = "runtime")]
 pub mod measure;
-#[cfg(feature = "runtime")]
-pub mod merge;
 pub mod model;
 #[cfg(feature = "runtime")]
 pub mod noise;
@@ -49,29 +42,22 @@ pub mod outpath;
 #[cfg(feature = "runtime")]
 pub mod plan;
 pub mod report;
+pub mod run_report;
 #[cfg(feature = "runtime")]
 pub mod selftest;
 #[cfg(feature = "runtime")]
-pub mod serve;
-pub mod settings;
-#[cfg(feature = "runtime")]
 pub mod sim;
 pub mod spelling;
-#[cfg(feature = "runtime")]
-pub mod strategies;
-#[cfg(feature = "runtime")]
-pub mod sweep;
-pub mod template;
 pub mod test_cmd;
 #[cfg(test)]
 mod test_support;
-pub mod text;
-pub mod thresholds;
-#[cfg(feature = "runtime")]
-pub mod trials;
 pub mod tune;
 #[cfg(feature = "runtime")]
 pub mod watch;
+
+// The shared helpers that are pure live in the policy crate; the commands use them under the
+// same names.
+pub use infergate_policy::{chart, console, exit, settings, template, text, thresholds};
 
 pub use exit::Status;
 
@@ -100,7 +86,7 @@ pub enum Command {
     /// `bench merge` joins the run directories of a sharded run.
     #[cfg(feature = "runtime")]
     #[command(args_conflicts_with_subcommands = true)]
-    Bench(Box<bench::BenchCli>),
+    Bench(Box<measure::bench::BenchCli>),
     /// Serve the engine simulator standalone.
     #[cfg(feature = "runtime")]
     Sim(sim::SimCmd),

@@ -13,9 +13,9 @@ use infergate_model::stats::noise::{RunNoise, run_noise, trials_per_arm};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
-use crate::bench::BenchCmd;
 use crate::console::ConsoleTable;
 use crate::exit::Status;
+use crate::measure::bench::BenchCmd;
 use crate::text::{BLANK, num};
 
 /// Power of the trials-per-arm figure.
@@ -36,7 +36,7 @@ pub struct NoiseCmd {
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub trials: u32,
     /// The relative change the trials-per-arm figure is for (0.05 = 5% worse).
-    #[arg(long, value_name = "P", default_value_t = infergate_model::ab::DEFAULT_BUDGET, value_parser = crate::ab::args::parse_fraction)]
+    #[arg(long, value_name = "P", default_value_t = infergate_model::ab::DEFAULT_BUDGET, value_parser = crate::text::parse_fraction)]
     pub change: f64,
     /// Metrics to report (repeatable; default: the A/B gate's default metrics).
     #[arg(long = "metric", value_name = "METRIC")]
@@ -70,7 +70,7 @@ impl NoiseCmd {
         }
         let cmd = BenchCmd::from_args(&args).map_err(|e| anyhow::anyhow!("{e}"))?;
         let plan = cmd.plan(&root, run_id)?;
-        let status = crate::bench::execute(&plan)?;
+        let status = crate::measure::bench::execute(&plan)?;
         if status != Status::Success {
             return Ok(status);
         }
@@ -88,7 +88,8 @@ impl NoiseCmd {
         );
         if !self.no_history {
             let refs: Vec<&str> = metrics.iter().map(String::as_str).collect();
-            let line = crate::history::priors::append_set(&root, EntryKind::Noise, &set, &refs);
+            let line =
+                crate::history_store::gating::append_set(&root, EntryKind::Noise, &set, &refs);
             eprintln!("note: {line}");
         }
         Ok(Status::Success)

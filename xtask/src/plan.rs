@@ -80,7 +80,7 @@ pub struct CapacityPlan {
 }
 
 /// A trial set: how many trials, the pause between them, the intervals' coverage, and with
-/// `--gate --until-decided` the most trials the gate may add to.
+/// `bench --gate --until-decided` the most trials the gate may add to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TrialPlan {
     pub count: u32,

@@ -52,7 +52,7 @@ impl SimCmd {
             return Ok(Status::Success);
         }
         let root = sh.current_dir();
-        let cfg = crate::bench::load_config(&root, self.config.as_deref())?;
+        let cfg = crate::measure::bench::load_config(&root, self.config.as_deref())?;
         let mut overrides = Vec::new();
         for s in &self.sets {
             overrides.push(Override::parse(s).map_err(anyhow::Error::msg)?);

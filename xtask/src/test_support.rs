@@ -17,3 +17,37 @@ pub(crate) fn estimate(value: f64, lo: f64, hi: f64) -> Estimate {
         undersampled: false,
     }
 }
+
+/// A complete sweep stage of 10 requests (as the chart's tests build it).
+#[cfg(feature = "runtime")]
+pub fn stage(
+    i: usize,
+    load: f64,
+    tput: f64,
+    ttft: Option<f64>,
+) -> infergate_model::sweep::StageResult {
+    infergate_model::sweep::StageResult {
+        stage: i,
+        load,
+        dir: format!("stage-{i:02}"),
+        run_id: "r".into(),
+        status: infergate_model::summary::RunStatus::Complete,
+        requests: 10,
+        ok: 10,
+        failed: 0,
+        window_s: Some(1.0),
+        requests_per_s: Some(1.0),
+        output_tokens_per_s: Some(tput),
+        ttft_p99_ms: ttft,
+        tpot_p99_ms: Some(20.0),
+        e2e_p99_ms: None,
+        goodput_ratio: None,
+        server_preemptions: None,
+        server_kv_cache_usage_max: None,
+        server_goodput_ratio: None,
+        gpu_utilization_pct: None,
+        cost_per_1m_output_tokens: None,
+        meets_slo: ttft.is_some_and(|t| t < 200.0),
+        violations: vec![],
+    }
+}

@@ -19,14 +19,14 @@ use anyhow::{Context, bail};
 use clap::Args;
 use xshell::Shell;
 
-use crate::adr::live::{LiveCondition, live_rollback};
-use crate::adr::{ADR_DIR, load_records};
 use crate::exit::Status;
 use crate::text::num;
 use crate::thresholds::rollback::Window;
 use crate::thresholds::series::{
     Engine, Scrape, Source, bounds_in, decided_as, default_bounds, resolve, source,
 };
+use infergate_policy::adr::live::{LiveCondition, live_rollback};
+use infergate_policy::adr::{ADR_DIR, load_records};
 
 #[derive(Debug, Args)]
 pub struct WatchCmd {
@@ -253,7 +253,7 @@ impl Watch {
 impl WatchCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        let cfg = crate::bench::load_config(&root, self.config.as_deref())?;
+        let cfg = crate::measure::bench::load_config(&root, self.config.as_deref())?;
         let target = cfg.target(&self.target).map_err(anyhow::Error::msg)?.clone();
         let adrs = load_records(&root, &self.dir)?;
         let conds = live_rollback(&adrs);

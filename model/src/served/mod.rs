@@ -122,7 +122,7 @@ fn dtype_word(s: &str) -> String {
 /// the engine answers otherwise. A key the file does not set decides nothing and is not
 /// compared.
 pub fn mismatches(params: &Json, served: &[ServedValue]) -> Vec<ServedMismatch> {
-    let file = crate::summary::flatten_params(params);
+    let file = crate::params::flatten_params(params);
     served
         .iter()
         .filter_map(|s| {

@@ -13,15 +13,13 @@ use std::path::Path;
 use anyhow::Context;
 use git2::{ObjectType, Oid, Repository, Sort, Tree};
 
-use super::check::git;
-use super::check::semdiff::{flatten, inline, same_value};
 use super::model::{Adr, AdrStatus, Decided};
-use super::parse::parse_adr;
-use super::records::is_record_file;
 use crate::console::ConsoleTable;
+use crate::git;
 use crate::settings::{self, SETTINGS_FILE, Settings};
 use crate::text::BLANK;
 use infergate_model::sources::{SourceDecl, extract};
+use infergate_policy::adr::check::semdiff::{flatten, inline, same_value};
 
 /// One change of the key's value in one governed file.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,7 +131,7 @@ pub fn timeline(
     walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)?;
     walk.simplify_first_parent()?;
     walk.push(head.id())?;
-    let head_adrs = records_at(&repo, &head.tree()?, dir)?;
+    let head_adrs = git::records_at(&repo, &head.tree()?, dir)?;
     let mut values: BTreeMap<String, Option<toml::Value>> = BTreeMap::new();
     let mut parsed: BTreeMap<(Oid, Option<String>), Option<toml::Value>> = BTreeMap::new();
     let mut out = Vec::new();
@@ -184,7 +182,7 @@ pub fn timeline(
             }
             let adrs = match &adrs {
                 Some(a) => a,
-                None => adrs.insert(records_at(&repo, &tree, dir)?),
+                None => adrs.insert(git::records_at(&repo, &tree, dir)?),
             };
             // The record at that commit; else one written later that names the value (while
             // it still stood or since), marked `(later)`.
@@ -219,17 +217,6 @@ pub fn timeline(
         values = now.into_iter().collect();
     }
     Ok(out)
-}
-
-pub(crate) fn records_at(
-    repo: &Repository,
-    tree: &Tree<'_>,
-    dir: &str,
-) -> anyhow::Result<Vec<Adr>> {
-    Ok(git::read_dir(repo, tree, dir, is_record_file)?
-        .iter()
-        .map(|(p, t)| parse_adr(Path::new(p), t))
-        .collect())
 }
 
 /// The timeline as a table; entries without a record say so.
@@ -267,6 +254,7 @@ pub fn render(key: &str, entries: &[Entry]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use infergate_policy::adr::parse_adr;
 
     #[test]
     fn the_naming_record_prefers_an_accepted_one() {

@@ -1,7 +1,8 @@
 //! `cargo xtask adr ...`: architecture decision records that govern inference parameters.
 //!
 //! The format, the comparators, units, metric names and exit codes are documented in
-//! `docs/adr/README.md`. This module is the command (`AdrCmd`); the pieces it puts together:
+//! `docs/adr/README.md`. This module is the command (`AdrCmd`); the pieces it puts together,
+//! all but the last two pure functions of `infergate_policy::adr`:
 //!
 //! - [`parse`]: markdown -> [`Adr`] (never fails; problems are in `Adr::problems`);
 //! - [`model`]: the typed record;
@@ -10,7 +11,8 @@
 //!   [`capacity`]: what a record says of configurations measured by capacity searches;
 //! - [`live`]: the live records' thresholds (gate.toml, whose format is [`crate::thresholds`]'s);
 //! - [`alerts`]: the live records' rollback conditions as Prometheus alerting rules;
-//! - [`check`]: `adr check` for pull requests; [`assets`]: the charts `adr new` writes beside a
+//! - [`check`] (`crate::adr_check`, shared with the MCP server's `adr_check` tool): `adr check`
+//!   for pull requests; [`assets`]: the charts `adr new` writes beside a
 //!   record.
 //!
 //! Arrows run one way: submodules import each other and lower modules (`crate::thresholds`,
@@ -18,21 +20,14 @@
 //! typed values out); reading and writing files happens only in the command functions below and
 //! in [`records`].
 
-pub mod alerts;
 pub mod assets;
-pub mod budgets;
-pub mod capacity;
-pub mod check;
-pub mod draft;
-pub mod edit;
 pub mod history;
-pub mod lint;
-pub mod list;
-pub mod live;
-pub mod model;
-pub mod new;
-pub mod parse;
-pub mod records;
+
+pub use crate::adr_check as check;
+
+pub use infergate_policy::adr::{
+    alerts, budgets, capacity, draft, edit, lint, list, live, model, new, parse, records,
+};
 
 use std::path::{Path, PathBuf};
 
@@ -43,12 +38,12 @@ use clap::{Args, Subcommand};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
-pub use model::{
+pub use infergate_policy::adr::model::{
     Adr, AdrStatus, Decided, DecisionLine, Link, LinkKind, Located, Problem, Section, SectionKind,
     ThresholdRow,
 };
-pub use parse::parse_adr;
-pub use records::{
+pub use infergate_policy::adr::parse::parse_adr;
+pub use infergate_policy::adr::records::{
     ADR_DIR, DecisionSet, decision_lines, is_record_file, load_records, next_number, read_records,
 };
 
@@ -225,9 +220,9 @@ struct TuneInputs {
 }
 
 fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
-    use crate::tune::model::RowStatus;
+    use infergate_policy::tune::model::RowStatus;
     let full = join_clean(root, tune_dir);
-    let tune = crate::tune::TuneFile::read(&full)?;
+    let tune = infergate_policy::tune::TuneFile::read(&full)?;
     let Some(winner) = tune.winner.clone() else {
         bail!(
             "the tune {} has no winner (no measured configuration meets every SLO of its \
@@ -238,7 +233,7 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
     let governed: Option<toml::Table> = std::fs::read_to_string(root.join(&tune.engine_config))
         .ok()
         .and_then(|t| toml::from_str(&t).ok());
-    let is_governed = |r: &crate::tune::TuneRow| {
+    let is_governed = |r: &infergate_policy::tune::TuneRow| {
         governed.as_ref().is_some_and(|g| {
             r.settings.iter().all(|(k, v)| {
                 let mut at: Option<&toml::Value> = None;
@@ -252,7 +247,7 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
         })
     };
     // Successive halving's eliminated rows ran fewer requests: not this record's scenario.
-    let mut measured: Vec<&crate::tune::TuneRow> =
+    let mut measured: Vec<&infergate_policy::tune::TuneRow> =
         tune.rows.iter().filter(|r| r.status == RowStatus::Measured && !r.eliminated).collect();
     if let Some(b) = measured.iter().position(|r| is_governed(r)) {
         let row = measured.remove(b);
@@ -680,8 +675,8 @@ fn write_assets(
     let mut drawn = assets::render(number, &refs, &sweeps);
     // Runs of a tune (their directories inside the tune's): its Pareto chart.
     let tune = inputs.first().and_then(|p| {
-        crate::tune::TuneFile::read(
-            join_clean(root, p).parent()?.join(crate::tune::TUNE_FILE).as_path(),
+        infergate_policy::tune::TuneFile::read(
+            join_clean(root, p).parent()?.join(infergate_policy::tune::TUNE_FILE).as_path(),
         )
         .ok()
     });
@@ -818,7 +813,7 @@ fn governed_files(root: &Path) -> anyhow::Result<GovernedValues> {
     // them.
     let mut sources = Vec::new();
     if !settings.adr.sources.is_empty() {
-        let repo = check::git::open(root)?;
+        let repo = crate::git::open(root)?;
         let index = repo.index().context("cannot read the git index")?;
         let mut tracked: Vec<String> =
             index.iter().map(|e| String::from_utf8_lossy(&e.path).into_owned()).collect();

@@ -1,12 +1,10 @@
-//! `cargo xtask history`: the history kept in git ([`store`]). Without a subcommand, each
-//! metric's series along main's first-parent commits with its change points ([`series`],
-//! [`view`]), `--check` failing on an unexplained regression; `list`, `export` and `merge` work
-//! on the entries. The gates append to it and pool from it ([`priors`]).
+//! `cargo xtask trend`: the history kept in git (`crate::history_store`). Without a
+//! subcommand, each metric's series along main's first-parent commits with its change points
+//! ([`series`], [`view`]), `--check` failing on an unexplained regression; `list`, `export` and
+//! `merge` work on the entries. The gates append to it and pool from it
+//! (`crate::history_store::gating`, `infergate_policy::history::priors`).
 
-pub mod gating;
-pub mod priors;
 pub mod series;
-pub mod store;
 pub mod view;
 
 use std::path::PathBuf;
@@ -17,6 +15,7 @@ use xshell::Shell;
 
 use crate::console::ConsoleTable;
 use crate::exit::Status;
+use crate::history_store as store;
 use crate::outpath::Output;
 
 #[derive(Debug, Args)]

@@ -1,154 +1,18 @@
-//! The history as series: per scenario and fingerprint, each metric's value at the commits of a
-//! branch's first-parent line (main's), oldest first, with the change points between them
-//! (`infergate_model::stats::changepoint`), the decision records changed in each change's commit range,
-//! and the commits of that range that touched a governed file.
-//!
-//! A point is one commit: the trials of every set measured there (trial sets, noise runs and
-//! A/B baselines; never an A/B candidate or a dirty work tree, which are not the commit), their
-//! mean on the metric's scale (log values of a positive metric: the geometric mean) with a
-//! Student t interval. Entries that cannot be placed are left out and named in
-//! [`Built::notes`]: a commit not on the line (a rewritten main, another branch), no commit, a
-//! dirty tree. Series of different scenarios or fingerprints are never joined; a series follows
-//! its scenario across changes of the engine config ([`series_scenario`]).
+//! The history's series read from git: the first-parent line of a branch ([`line`]) and what
+//! the change points need of the repository ([`GitLookups`]: the record in force at a commit, the
+//! records and governed files changed in a range). The series and their change points are
+//! `infergate_policy::history::series`, re-exported here.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
 use git2::{Oid, Repository, Sort};
-use infergate_model::history::{Entry, EntryKind, Fingerprint, Scenario};
-use infergate_model::stats::changepoint::{self, Detection, Settings};
-use infergate_model::summary::{Better, Scale, metric_def};
-use serde::Serialize;
+use infergate_model::stats::changepoint::Settings;
+use infergate_policy::adr::model::AdrStatus;
+pub use infergate_policy::history::series::*;
 
-use crate::adr::check::git;
-use crate::adr::model::AdrStatus;
-
-/// A commit of the line.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Commit {
-    pub id: String,
-    /// `YYYY-MM-DD` and RFC 3339 (UTC) of the commit time.
-    pub date: String,
-    pub time: String,
-    pub summary: String,
-}
-
-/// The first-parent line of a branch, oldest first.
-#[derive(Clone, Debug, Default)]
-pub struct Line {
-    pub branch: String,
-    pub commits: Vec<Commit>,
-    positions: BTreeMap<String, usize>,
-}
-
-impl Line {
-    pub fn position(&self, commit: &str) -> Option<usize> {
-        self.positions.get(commit).copied()
-    }
-
-    pub fn short(&self, position: usize) -> String {
-        self.commits[position].id.chars().take(12).collect()
-    }
-}
-
-/// One commit's measurement of one metric.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Point {
-    /// Index of the commit on the line.
-    pub position: usize,
-    pub commit: String,
-    pub date: String,
-    /// The trials' values (blanks left out).
-    pub trials: Vec<f64>,
-    /// Sets measured at this commit.
-    pub sets: usize,
-    /// The mean (geometric for a positive metric) and its 95% interval (blank for one trial).
-    pub value: f64,
-    pub lo: Option<f64>,
-    pub hi: Option<f64>,
-    /// The accepted record in force at the commit (the highest-numbered one).
-    pub record: Option<String>,
-}
-
-impl Point {
-    /// The value the detector sees: log for a positive metric.
-    fn scaled(&self, positive: bool) -> f64 {
-        if positive { self.value.ln() } else { self.value }
-    }
-}
-
-/// A change point of a series, placed on the line.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Change {
-    /// The last point before the change and the first after it (positions on the line); the
-    /// range is the commits after `last_good` up to and including `first_bad`.
-    pub last_good: String,
-    pub first_bad: String,
-    pub commits_in_range: usize,
-    /// Relative shift of a positive metric (`0.12`: 12% higher), points of a share, with the
-    /// interval.
-    pub shift: f64,
-    pub lo: f64,
-    pub hi: f64,
-    pub p_value: f64,
-    /// Whether the change is to the worse (by the metric's better direction).
-    pub worse: bool,
-    /// Decision records added or changed in the range.
-    pub records: Vec<String>,
-    /// Commits of the range that changed a governed file (`id summary`).
-    pub governed: Vec<String>,
-    /// Positions of the two ends on the line.
-    #[serde(skip)]
-    pub positions: (usize, usize),
-}
-
-/// A metric along the line for one scenario and fingerprint.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Series {
-    pub scenario: Scenario,
-    pub fingerprint: Fingerprint,
-    pub metric: String,
-    pub points: Vec<Point>,
-    /// `None` until detected; [`Detection::TooFew`] says why nothing was decided.
-    pub too_few: Option<(usize, usize)>,
-    pub changes: Vec<Change>,
-}
-
-impl Series {
-    pub fn positive(&self) -> bool {
-        metric_def(&self.metric).is_none_or(|d| d.scale == Scale::Positive)
-    }
-
-    pub fn lower_is_better(&self) -> bool {
-        metric_def(&self.metric).is_none_or(|d| d.better == Better::Lower)
-    }
-
-    /// `scenario <key> on <fingerprint key>`.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.scenario.key(), self.fingerprint.key())
-    }
-}
-
-/// What to build.
-#[derive(Clone, Debug, Default)]
-pub struct Filter {
-    pub metrics: Vec<String>,
-    /// A scenario key (or its first characters).
-    pub scenario: Option<String>,
-    /// `YYYY-MM-DD`: points of commits from that day on.
-    pub since: Option<String>,
-}
-
-/// The series and what was left out.
-#[derive(Clone, Debug, Default)]
-pub struct Built {
-    pub line: Line,
-    pub series: Vec<Series>,
-    pub notes: Vec<String>,
-    /// Whether the history ref exists (a history with no entry on the line is still one).
-    pub has_history: bool,
-}
+use crate::git;
 
 /// The first-parent line of `branch` in `repo`.
 pub fn line(repo: &Repository, branch: &str) -> anyhow::Result<Line> {
@@ -157,207 +21,28 @@ pub fn line(repo: &Repository, branch: &str) -> anyhow::Result<Line> {
     walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)?;
     walk.simplify_first_parent()?;
     walk.push(head.id())?;
-    let mut out = Line { branch: branch.to_string(), ..Line::default() };
+    let mut commits = Vec::new();
     for oid in walk {
         let c = repo.find_commit(oid.context("cannot walk the history")?)?;
         let when = chrono::DateTime::from_timestamp(c.time().seconds(), 0).unwrap_or_default();
-        out.positions.insert(c.id().to_string(), out.commits.len());
-        out.commits.push(Commit {
+        commits.push(Commit {
             id: c.id().to_string(),
             date: when.format("%Y-%m-%d").to_string(),
             time: when.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
             summary: c.summary().ok().flatten().unwrap_or("").to_string(),
         });
     }
-    Ok(out)
+    Ok(Line::new(branch, commits))
 }
 
-/// The scenario a series follows: the set's, whatever the engine config (a change of it is
-/// what the series watches; the noise history keeps it in the key, since another config is
-/// another noise).
-pub fn series_scenario(s: &Scenario) -> Scenario {
-    Scenario { engine_config: String::new(), ..s.clone() }
-}
-
-/// The kinds whose trials measure the commit they name.
-const SERIES_KINDS: &[EntryKind] = &[EntryKind::Trials, EntryKind::Noise, EntryKind::AbBaseline];
-
-/// Build the series of `entries` along `line` (nothing detected yet).
-pub fn build(line: Line, entries: &[Entry], filter: &Filter) -> Built {
-    let mut notes = Vec::new();
-    let (mut off_line, mut dirty, mut no_commit, mut candidates) = (vec![], 0, 0, 0);
-    // (scenario, fingerprint) -> position -> entries
-    let mut groups: BTreeMap<(Scenario, Fingerprint), BTreeMap<usize, Vec<&Entry>>> =
-        BTreeMap::new();
-    for e in entries {
-        if !SERIES_KINDS.contains(&e.kind) {
-            candidates += 1;
-            continue;
-        }
-        let scenario = series_scenario(&e.scenario);
-        if filter.scenario.as_ref().is_some_and(|s| {
-            !e.scenario.key().starts_with(s.as_str()) && !scenario.key().starts_with(s.as_str())
-        }) {
-            continue;
-        }
-        let Some(commit) = &e.commit else {
-            no_commit += 1;
-            continue;
-        };
-        if e.dirty {
-            dirty += 1;
-            continue;
-        }
-        let Some(pos) = line.position(commit) else {
-            off_line.push(commit.chars().take(12).collect::<String>());
-            continue;
-        };
-        if filter.since.as_ref().is_some_and(|s| line.commits[pos].date.as_str() < s.as_str()) {
-            continue;
-        }
-        groups
-            .entry((scenario, e.fingerprint.clone()))
-            .or_default()
-            .entry(pos)
-            .or_default()
-            .push(e);
-    }
-    if !off_line.is_empty() {
-        off_line.sort();
-        off_line.dedup();
-        notes.push(format!(
-            "{} commit{} measured in the history {} not on {}'s first-parent line (a rewritten \
-             branch, or another branch's commits): left out ({})",
-            off_line.len(),
-            if off_line.len() == 1 { "" } else { "s" },
-            if off_line.len() == 1 { "is" } else { "are" },
-            line.branch,
-            off_line.join(", ")
-        ));
-    }
-    if dirty > 0 {
-        notes.push(format!("{dirty} sets measured a dirty work tree, not a commit: left out"));
-    }
-    if no_commit > 0 {
-        notes.push(format!("{no_commit} sets name no commit (measured outside git): left out"));
-    }
-    if candidates > 0 {
-        notes.push(format!(
-            "{candidates} A/B candidate arms measured a change, not a commit of the line: left out"
-        ));
-    }
-    let mut series = Vec::new();
-    for ((scenario, fingerprint), by_pos) in groups {
-        let mut metrics: Vec<String> =
-            by_pos.values().flatten().flat_map(|e| e.values.keys().cloned()).collect();
-        metrics.sort();
-        metrics.dedup();
-        if !filter.metrics.is_empty() {
-            metrics.retain(|m| filter.metrics.contains(m));
-        }
-        for (pos, es) in &by_pos {
-            if es.len() > 1 {
-                notes.push(format!(
-                    "{} (scenario {}) was measured by {} sets: their trials make one point",
-                    line.short(*pos),
-                    scenario.key(),
-                    es.len()
-                ));
-            }
-        }
-        for metric in metrics {
-            let positive = metric_def(&metric).is_none_or(|d| d.scale == Scale::Positive);
-            let points: Vec<Point> = by_pos
-                .iter()
-                .filter_map(|(pos, es)| point(&line, *pos, es, &metric, positive))
-                .collect();
-            if points.is_empty() {
-                continue;
-            }
-            series.push(Series {
-                scenario: scenario.clone(),
-                fingerprint: fingerprint.clone(),
-                metric,
-                points,
-                too_few: None,
-                changes: vec![],
-            });
-        }
-    }
-    Built { line, series, notes, has_history: true }
-}
-
-fn point(line: &Line, pos: usize, es: &[&Entry], metric: &str, positive: bool) -> Option<Point> {
-    let trials: Vec<f64> = es
-        .iter()
-        .flat_map(|e| e.values.get(metric).into_iter().flatten())
-        .filter_map(|v| *v)
-        .filter(|v| v.is_finite() && (!positive || *v > 0.0))
-        .collect();
-    if trials.is_empty() {
-        return None;
-    }
-    let scaled: Vec<f64> = trials.iter().map(|v| if positive { v.ln() } else { *v }).collect();
-    let back = |x: f64| if positive { x.exp() } else { x };
-    // One trial has no interval: its value stands alone.
-    let (mean, lo, hi) = match infergate_model::stats::interval::t_interval(&scaled, 0.95) {
-        Ok((mean, lo, hi)) => (mean, Some(back(lo)), Some(back(hi))),
-        Err(_) => (scaled[0], None, None),
-    };
-    Some(Point {
-        position: pos,
-        commit: line.commits[pos].id.clone(),
-        date: line.commits[pos].date.clone(),
-        trials,
-        sets: es.len(),
-        value: back(mean),
-        lo,
-        hi,
-        record: None,
-    })
-}
-
-/// Detect the change points of every series, and fill in the records in force and the records
-/// and governed files of each change's range.
+/// Detect the change points of every series of `built`, reading what they need of `repo`.
 pub fn detect(repo: &Repository, built: &mut Built, settings: &Settings) -> anyhow::Result<()> {
-    let mut lookups = Lookups::new(repo, &built.line)?;
-    for s in &mut built.series {
-        for p in &mut s.points {
-            p.record = lookups.record_in_force(p.position, &built.line)?;
-        }
-        let positive = s.positive();
-        let z: Vec<f64> = s.points.iter().map(|p| p.scaled(positive)).collect();
-        match changepoint::detect(&z, settings) {
-            Detection::TooFew { points, needed } => s.too_few = Some((points, needed)),
-            Detection::Decided(found) => {
-                for cp in found {
-                    let good = s.points[cp.index - 1].position;
-                    let bad = s.points[cp.index].position;
-                    let rel = |x: f64| if positive { x.exp() - 1.0 } else { x };
-                    let (records, governed) = lookups.range(&built.line, good, bad)?;
-                    let lower_better = s.lower_is_better();
-                    s.changes.push(Change {
-                        last_good: built.line.commits[good].id.clone(),
-                        first_bad: built.line.commits[bad].id.clone(),
-                        commits_in_range: bad - good,
-                        shift: rel(cp.shift),
-                        lo: rel(cp.lo),
-                        hi: rel(cp.hi),
-                        p_value: cp.p_value,
-                        worse: (cp.shift > 0.0) == lower_better,
-                        records,
-                        governed,
-                        positions: (good, bad),
-                    });
-                }
-            }
-        }
-    }
-    Ok(())
+    let mut lookups = GitLookups::new(repo, &built.line)?;
+    infergate_policy::history::series::detect(&mut lookups, built, settings)
 }
 
 /// Reads of the repository, cached.
-struct Lookups<'r> {
+pub struct GitLookups<'r> {
     repo: &'r Repository,
     patterns: Vec<String>,
     /// Per tree of `docs/adr`, the record in force; and per position of the line (each series
@@ -366,11 +51,11 @@ struct Lookups<'r> {
     at_position: BTreeMap<usize, Option<String>>,
 }
 
-impl<'r> Lookups<'r> {
+impl<'r> GitLookups<'r> {
     /// The governed patterns are the settings' at the line's last commit.
-    fn new(repo: &'r Repository, line: &Line) -> anyhow::Result<Lookups<'r>> {
+    fn new(repo: &'r Repository, line: &Line) -> anyhow::Result<GitLookups<'r>> {
         use crate::settings::{SETTINGS_FILE, Settings};
-        let mut l = Lookups {
+        let mut l = GitLookups {
             repo,
             patterns: vec![],
             in_force: BTreeMap::new(),
@@ -394,30 +79,33 @@ impl<'r> Lookups<'r> {
         Ok(self.repo.find_commit(oid)?.tree()?)
     }
 
-    fn record_in_force(&mut self, pos: usize, line: &Line) -> anyhow::Result<Option<String>> {
-        if let Some(r) = self.at_position.get(&pos) {
-            return Ok(r.clone());
-        }
-        let r = self.record_at(pos, line)?;
-        self.at_position.insert(pos, r.clone());
-        Ok(r)
-    }
-
     fn record_at(&mut self, pos: usize, line: &Line) -> anyhow::Result<Option<String>> {
         let tree = self.tree(line, pos)?;
-        let Ok(dir) = tree.get_path(Path::new(crate::adr::records::ADR_DIR)) else {
+        let Ok(dir) = tree.get_path(Path::new(infergate_policy::adr::records::ADR_DIR)) else {
             return Ok(None);
         };
         if let Some(r) = self.in_force.get(&dir.id()) {
             return Ok(r.clone());
         }
-        let adrs = crate::adr::history::records_at(self.repo, &tree, crate::adr::records::ADR_DIR)?;
+        let adrs =
+            crate::git::records_at(self.repo, &tree, infergate_policy::adr::records::ADR_DIR)?;
         let r = adrs
             .iter()
             .filter(|a| a.status_value() == Some(AdrStatus::Accepted))
             .max_by_key(|a| a.number)
             .map(|a| a.label());
         self.in_force.insert(dir.id(), r.clone());
+        Ok(r)
+    }
+}
+
+impl Lookups for GitLookups<'_> {
+    fn record_in_force(&mut self, pos: usize, line: &Line) -> anyhow::Result<Option<String>> {
+        if let Some(r) = self.at_position.get(&pos) {
+            return Ok(r.clone());
+        }
+        let r = self.record_at(pos, line)?;
+        self.at_position.insert(pos, r.clone());
         Ok(r)
     }
 
@@ -435,15 +123,17 @@ impl<'r> Lookups<'r> {
             let mut touched_governed = false;
             for change in git::tree_changes(self.repo, &old, &new)? {
                 let Some(path) = change.new.or(change.old) else { continue };
-                let dir = format!("{}/", crate::adr::records::ADR_DIR);
+                let dir = format!("{}/", infergate_policy::adr::records::ADR_DIR);
                 if let Some(name) = path.strip_prefix(&dir)
                     && !name.contains('/')
-                    && crate::adr::records::is_record_file(name)
+                    && infergate_policy::adr::records::is_record_file(name)
                 {
                     let label = git::read_text(self.repo, &new, &path)
                         .ok()
                         .flatten()
-                        .map(|t| crate::adr::parse::parse_adr(Path::new(&path), &t).label())
+                        .map(|t| {
+                            infergate_policy::adr::parse::parse_adr(Path::new(&path), &t).label()
+                        })
                         .unwrap_or_else(|| format!("{name} (deleted)"));
                     if !records.contains(&label) {
                         records.push(label);
@@ -459,11 +149,4 @@ impl<'r> Lookups<'r> {
         }
         Ok((records, governed))
     }
-}
-
-/// `YYYY-MM-DD` or an error that says so.
-pub(crate) fn parse_since(s: &str) -> anyhow::Result<String> {
-    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
-        .map(|d| d.format("%Y-%m-%d").to_string())
-        .with_context(|| format!("--since {s:?}: expected a date as YYYY-MM-DD"))
 }

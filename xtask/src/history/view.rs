@@ -1,4 +1,4 @@
-//! `cargo xtask history [--metric M] [--scenario KEY] [--since DATE] [--check]`: the series of
+//! `cargo xtask trend [--metric M] [--scenario KEY] [--since DATE] [--fail-on-regression]`: the series of
 //! [`super::series`] as a console table, Apache Otava's CSV, JSONL or an HTML page of charts,
 //! and the check that fails on a recent change to the worse that no decision record explains.
 
@@ -11,10 +11,10 @@ use infergate_model::stats::changepoint::Settings;
 use serde::Serialize;
 
 use super::series::{self, Built, Change, Filter, Series};
-use crate::ab::args::parse_fraction;
 use crate::chart::{self, Axis, Chart, Mark, MarkAxis};
 use crate::console::ConsoleTable;
 use crate::exit::Status;
+use crate::text::parse_fraction;
 use crate::text::{BLANK, gh_escape, num};
 
 #[derive(Debug, Args)]
@@ -137,7 +137,7 @@ impl SeriesArgs {
             scenario: self.scenario.clone(),
             since: self.since.as_deref().map(series::parse_since).transpose()?,
         };
-        let history = super::store::read(root)?;
+        let history = crate::history_store::read(root)?;
         let repo = git2::Repository::discover(root)
             .with_context(|| format!("{} is not in a git repository", root.display()))?;
         let line = series::line(&repo, &self.branch)?;
@@ -194,7 +194,10 @@ fn signed(v: f64, lo: f64, hi: f64, positive: bool) -> String {
 /// history at all, or no measured point (of the metrics and scenario asked for) among them.
 pub(crate) fn nothing_to_check(built: &Built, last: usize) -> Option<String> {
     if !built.has_history {
-        return Some(format!("there is no {} in this repository", super::store::HISTORY_REF));
+        return Some(format!(
+            "there is no {} in this repository",
+            crate::history_store::HISTORY_REF
+        ));
     }
     let from = built.line.commits.len().saturating_sub(last);
     let points = built.series.iter().flat_map(|s| &s.points).filter(|p| p.position >= from).count();

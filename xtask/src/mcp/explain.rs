@@ -1,5 +1,5 @@
 //! The `explain_record` tool: what a decision record fixes and why, read with the records'
-//! own parser (`crate::adr::parse_adr`): its status and whether it is live, the reasons (its
+//! own parser (`infergate_policy::adr::parse_adr`): its status and whether it is live, the reasons (its
 //! Context and Decision sections), the governed parameters it fixes, the thresholds and
 //! regression budgets it gates with, its rollback conditions and its links. Only a file inside
 //! the repository is read: the path, symbolic links resolved, must stay under the repository root.
@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::adr::live::is_live;
-use crate::adr::model::{Adr, Decided, LinkKind, SectionKind};
-use crate::adr::parse::number_from_file_name;
-use crate::adr::records::read_records;
-use crate::adr::{ADR_DIR, parse_adr};
+use infergate_policy::adr::live::is_live;
+use infergate_policy::adr::model::{Adr, Decided, LinkKind, SectionKind};
+use infergate_policy::adr::parse::number_from_file_name;
+use infergate_policy::adr::records::read_records;
+use infergate_policy::adr::{ADR_DIR, parse_adr};
 
 /// The arguments of `explain_record`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -234,7 +234,7 @@ fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
     }
 }
 
-fn parameter(d: &crate::adr::model::DecisionLine) -> Parameter {
+fn parameter(d: &infergate_policy::adr::model::DecisionLine) -> Parameter {
     let (value, removed) = match &d.value {
         Decided::Set(v) => (Some(v.to_string()), false),
         Decided::Removed => (None, true),
@@ -242,7 +242,7 @@ fn parameter(d: &crate::adr::model::DecisionLine) -> Parameter {
     Parameter { file: d.file.clone(), key: d.key.clone(), value, removed, line: d.line }
 }
 
-fn link(l: &crate::adr::model::Link) -> String {
+fn link(l: &infergate_policy::adr::model::Link) -> String {
     let n = format!("ADR-{:04}", l.number);
     match l.kind {
         LinkKind::Supersedes => format!("Supersedes {n}"),

@@ -509,7 +509,7 @@ fn read_accept(dir: &Path) -> Result<Option<serde_json::Value>, String> {
 
 /// The record files of the repository (relative paths).
 fn record_files(root: &Path) -> Vec<PathBuf> {
-    crate::adr::read_records(root, Path::new(crate::adr::ADR_DIR))
+    infergate_policy::adr::read_records(root, Path::new(infergate_policy::adr::ADR_DIR))
         .map(|r| r.into_iter().map(|(p, _)| p).collect())
         .unwrap_or_default()
 }

@@ -541,7 +541,8 @@ fn clip(text: &str, n: usize) -> &str {
 
 /// `adr_lint` in the server: every record against the format rules.
 pub fn lint(root: &Path) -> anyhow::Result<LintOutput> {
-    let report = crate::adr::lint::lint_dir(root, Path::new(crate::adr::ADR_DIR))?;
+    let report =
+        infergate_policy::adr::lint::lint_dir(root, Path::new(infergate_policy::adr::ADR_DIR))?;
     let problems: Vec<ProblemOut> = report
         .problems
         .iter()
@@ -556,9 +557,9 @@ pub fn lint(root: &Path) -> anyhow::Result<LintOutput> {
 
 /// `adr_check` in the server: the pull-request rule between `base` and `head`.
 pub fn check(root: &Path, args: &AdrCheckArgs) -> anyhow::Result<CheckOutput> {
-    use crate::adr::check;
+    use crate::adr_check as check;
     let head = args.head.as_deref().unwrap_or("HEAD");
-    let r = check::check(root, crate::adr::ADR_DIR, &args.base, head)?;
+    let r = check::check(root, infergate_policy::adr::ADR_DIR, &args.base, head)?;
     let change = |c: &check::rule::Coverage| KeyChangeOut {
         file: c.change.file.clone(),
         key: c.change.key.clone(),
@@ -714,7 +715,9 @@ mod tests {
         };
         let gate = GateArgs { run: None, thresholds: None, ab: Some(ab), no_history: true };
         let C::Bench(b) = parse(gate.job(out).unwrap()) else { panic!("not bench") };
-        let Some(crate::bench::BenchAction::Ab(g)) = b.action else { panic!("not bench ab") };
+        let Some(crate::measure::bench::BenchAction::Ab(g)) = b.action else {
+            panic!("not bench ab")
+        };
         assert_eq!((g.ab.ab.as_deref(), g.ab.no_history), (Some("--json"), true));
         assert_eq!(
             (g.ab.profile.as_str(), g.ab.sets, g.ab.candidate_sets),

@@ -1,25 +1,19 @@
-//! Reports of measured results: the console tables of a run ([`console`]) and `cargo xtask
-//! report PATH`, which writes `report.html` (summary table, latency CDFs, a sweep's charts
+//! `cargo xtask report PATH`, which writes `report.html` (summary table, latency CDFs, a sweep's charts
 //! against load, a capacity search's attainment against load, the per-request timeline,
-//! failures over time) into a run, sweep, capacity or strategy comparison directory. `bench --report` writes the same page at the end of a run.
-
-pub mod console;
-pub mod input;
-pub mod page;
+//! failures over time) into a run, sweep, capacity or strategy comparison directory. `bench --report` writes the same page at the end of a run; the
+//! page and the console tables of a run are `crate::run_report`'s.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::Args;
 use xshell::Shell;
 
-pub use console::{latency_table, overview_table, render};
+pub use crate::run_report::{
+    REPORT_FILE, console, input, latency_table, overview_table, page, render, write,
+};
 
 use crate::exit::Status;
-use crate::thresholds::{self, Thresholds};
-
-/// The page's file name, in the directory it reports on.
-pub const REPORT_FILE: &str = "report.html";
+use crate::thresholds;
 
 /// `cargo xtask report PATH`.
 #[derive(Debug, Args)]
@@ -47,22 +41,4 @@ impl ReportCmd {
         println!("report: {}", written.display());
         Ok(Status::Success)
     }
-}
-
-/// Write `report.html` for what `path` holds; the limits of `thresholds` (gate.toml), when the
-/// file exists, are drawn on the CDFs. Returns the page's path.
-pub fn write(path: &Path, thresholds: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let input = input::read(path)?;
-    let gate = match thresholds.filter(|t| t.is_file()) {
-        Some(t) => Some(
-            Thresholds::load(t)
-                .with_context(|| format!("cannot read the thresholds {}", t.display()))?,
-        ),
-        None => None,
-    };
-    let html = page::render_page(&input, gate.as_ref())?;
-    let out = input.dir().join(REPORT_FILE);
-    infergate_model::rundir::write_atomic(&out, html.as_bytes())
-        .with_context(|| format!("cannot write {}", out.display()))?;
-    Ok(out)
 }

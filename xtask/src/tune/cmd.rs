@@ -29,11 +29,11 @@ use super::model::{
     AxisRecord, FORMAT_VERSION, GOODPUT, Objective, PARETO_FILE, RowCapacity, RowEstimates,
     RowStatus, Search, SloCompliance, TuneFile, TuneRow, slo_check,
 };
-use crate::bench::BenchCmd;
 use crate::console::ConsoleTable;
+use crate::engine_process::{self as serve, EngineProcess, ServeEngine};
 use crate::exit::Status;
+use crate::measure::bench::BenchCmd;
 use crate::plan::BenchMode;
-use crate::serve::{self, EngineProcess, ServeEngine};
 use crate::text::{BLANK, fmt_opt};
 
 /// The engine each configuration runs in.
@@ -116,8 +116,24 @@ pub struct TuneCmd {
     /// under the SLO (each configuration's `--capacity` search; `--capacity concurrency` unless
     /// given; ties by cost per 1M output tokens). Default: capacity with `--capacity`, else
     /// goodput.
-    #[arg(long, value_enum, value_name = "OBJECTIVE")]
+    #[arg(long, value_parser = objective_values(), value_name = "OBJECTIVE")]
     pub objective: Option<Objective>,
+}
+
+/// The values of `--objective` (the tune model's [`Objective`], which has no parser of its
+/// own).
+fn objective_values() -> impl clap::builder::TypedValueParser<Value = Objective> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new([
+        PossibleValue::new("goodput").help(
+            "Goodput at the profile's load (requests per second meeting every SLO objective)",
+        ),
+        PossibleValue::new("capacity").help(
+            "Capacity under the SLO: the highest load each configuration's search decided pass \
+             (`--capacity`); ties by cost per million output tokens",
+        ),
+    ])
+    .map(|s| if s == "capacity" { Objective::Capacity } else { Objective::Goodput })
 }
 
 /// What every configuration shares.
@@ -531,7 +547,7 @@ impl Tune<'_> {
                 format!("tune configuration `{}`", row.name),
             ));
         }
-        let status = crate::bench::execute(&plan);
+        let status = crate::measure::bench::execute(&plan);
         if let Some(e) = engine {
             e.stop();
         }

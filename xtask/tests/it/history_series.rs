@@ -94,7 +94,7 @@ fn main_line(g: &mut GitRepo, n: usize, step: usize, with_record: bool) -> Vec<O
 }
 
 fn append(root: &Path, entries: &[Entry]) {
-    xtask::history::store::append(root, entries, "test entries").unwrap();
+    xtask::history_store::append(root, entries, "test entries").unwrap();
 }
 
 fn short(o: Oid) -> String {

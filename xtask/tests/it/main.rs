@@ -62,7 +62,7 @@ mod new;
 // Measures trials on the simulator: the runtime build only.
 #[cfg(feature = "runtime")]
 mod noise;
-// Starts real engines through `xtask::serve`, which only the runtime build has.
+// Starts real engines through `xtask::engine_process`, which only the runtime build has.
 #[cfg(feature = "runtime")]
 mod real_engine;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infergate_model::capacity::StopReason;
 use infergate_model::config::EngineConfig;
-use xtask::serve::{self, EngineProcess, ServeEngine, ServeOptions};
+use xtask::engine_process::{self as serve, EngineProcess, ServeEngine, ServeOptions};
 
 /// Every scenario against llama.cpp, one after another on one test thread
 /// (`a_real_engine_chain` in `main.rs` calls it). Each runs llama.cpp on every core, so two at

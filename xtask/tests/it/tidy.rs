@@ -17,7 +17,8 @@ const MAX_FN_LINES: usize = 120;
 const SHORT_FUNCTIONS: &[&str] = &[
     "bench/src/runner",
     "model/src/ab/",
-    "xtask/src/ab/",
+    "xtask/src/gate/ab/",
+    "policy/src/ab/",
     "bench/src/accept/",
     "bench/src/sweep.rs",
     "bench/src/capacity.rs",
@@ -27,13 +28,14 @@ const SHORT_FUNCTIONS: &[&str] = &[
     "model/src/workload.rs",
     "sim/src/server/",
     "sim/src/engine/spec.rs",
-    "xtask/src/thresholds",
-    "xtask/src/gate.rs",
+    "policy/src/thresholds",
+    "xtask/src/gate/mod.rs",
+    "policy/src/adr/",
     "xtask/src/adr/",
-    "xtask/src/bench",
-    "xtask/src/sweep.rs",
-    "xtask/src/capacity.rs",
-    "xtask/src/strategies.rs",
+    "xtask/src/measure/bench.rs",
+    "xtask/src/measure/sweep.rs",
+    "xtask/src/measure/capacity.rs",
+    "xtask/src/measure/strategies.rs",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -117,7 +119,8 @@ fn cargo(args: &[&str]) -> String {
 
 /// The crates are the layers, and Cargo keeps their arrows pointing one way (it refuses a
 /// circle between packages): the data model depends on no other crate of the workspace, the
-/// simulator on the model, the measuring runtime on both, the CLI on all three. Each crate's
+/// simulator on the model, the measuring runtime on both, the policy on the model alone, the
+/// CLI on all four. Each crate's
 /// dependencies on the others are exactly these, so an arrow added upward or across is seen.
 #[test]
 fn the_layers_are_crates_whose_arrows_point_down() {
@@ -141,14 +144,19 @@ fn the_layers_are_crates_whose_arrows_point_down() {
         ("infergate-sim", set(&["infergate-model"])),
         ("infergate-bench", set(&["infergate-model", "infergate-sim"])),
         ("infergate-bench-tests", set(&["infergate-bench", "infergate-model", "infergate-sim"])),
-        ("xtask", set(&["infergate-bench", "infergate-model", "infergate-sim"])),
+        ("infergate-policy", set(&["infergate-model"])),
+        (
+            "xtask",
+            set(&["infergate-bench", "infergate-model", "infergate-policy", "infergate-sim"]),
+        ),
     ]);
     assert_eq!(layers, want);
 }
 
 /// The pull request's check (`adr check`, `adr thresholds`, `gate`: `cargo build -p xtask
 /// --no-default-features`) builds on the data model alone: no async runtime, no HTTP stack, no
-/// simulator, no client. Neither does the model crate itself, in any build.
+/// simulator, no client. Neither do the model and policy crates themselves, in any build, and
+/// the policy crate has no CLI parser either.
 #[test]
 fn the_pr_check_build_compiles_the_model_and_no_runtime() {
     let crates = |args: &[&str]| -> BTreeSet<String> {
@@ -160,12 +168,16 @@ fn the_pr_check_build_compiles_the_model_and_no_runtime() {
     for build in [
         vec!["-p", "xtask", "--no-default-features"],
         vec!["-p", "infergate-model", "--all-features"],
+        vec!["-p", "infergate-policy", "--all-features"],
     ] {
         let got = crates(&build);
         assert!(got.contains("infergate-model") && got.contains("serde"), "{build:?}: {got:?}");
         let found: Vec<_> = runtime.iter().filter(|c| got.contains(**c)).collect();
         assert!(found.is_empty(), "{build:?} compiles {found:?}");
     }
+    let policy = crates(&["-p", "infergate-policy"]);
+    assert!(!policy.contains("clap") && !policy.contains("git2"), "{policy:?}");
+    assert!(crates(&["-p", "xtask", "--no-default-features"]).contains("infergate-policy"));
     // The check sees what it looks for: the default build has all of them.
     let full = crates(&["-p", "xtask"]);
     assert!(runtime.iter().all(|c| full.contains(*c)), "{full:?}");
@@ -223,7 +235,7 @@ fn long_functions(code: &str, max: usize) -> Vec<(String, usize, usize)> {
 fn no_long_functions_in_the_pipeline_and_threshold_modules() {
     let root = repo_root();
     let mut files = Vec::new();
-    for krate in ["model", "sim", "bench", "xtask"] {
+    for krate in ["model", "sim", "bench", "policy", "xtask"] {
         rust_files(&root.join(krate).join("src"), &mut files);
     }
     let mut long = Vec::new();
@@ -293,4 +305,339 @@ fn every_http_client_starts_from_http_builder() {
         }
     }
     assert!(found.is_empty(), "use bench::client::http_builder():\n{}", found.join("\n"));
+}
+
+/// The command modules of `xtask`: its subcommands. They never import each other, nor the crate
+/// root's items (`lib.rs`); what two of them share sits in a module below both.
+const COMMANDS: &[&str] = &[
+    "ab",
+    "accept",
+    "adr",
+    "bench",
+    "capacity",
+    "compare",
+    "dataset",
+    "deploy",
+    "engine",
+    "gate",
+    "history",
+    "import",
+    "init",
+    "mcp",
+    "merge",
+    "noise",
+    "report",
+    "selftest",
+    "serve",
+    "sim",
+    "strategies",
+    "sweep",
+    "test_cmd",
+    "trials",
+    "tune",
+    "watch",
+];
+
+/// The shared modules below the commands (some of them re-exports of `infergate_policy`'s).
+const SHARED: &[&str] = &[
+    "adr_check",
+    "chart",
+    "console",
+    "engine_flags",
+    "engine_process",
+    "exit",
+    "git",
+    "gitinfo",
+    "history_store",
+    "measure",
+    "model",
+    "outpath",
+    "plan",
+    "run_report",
+    "settings",
+    "template",
+    "test_support",
+    "text",
+    "thresholds",
+];
+
+/// The module path of a source file under a crate's `src/` (`a/b.rs` and `a/b/mod.rs`:
+/// `[a, b]`; `lib.rs`: `[]`), or `None` for a binary's root (`main.rs`, `bin/`), a crate of its
+/// own, and for test-only files (`tests.rs`, `*_tests.rs`), as the unit tests inside a file are
+/// left out.
+fn module_of(rel: &str) -> Option<Vec<String>> {
+    let rel = rel.strip_suffix(".rs")?;
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if rel == "main" || rel.starts_with("bin/") || name == "tests" || name.ends_with("_tests") {
+        return None;
+    }
+    let mut parts: Vec<String> = rel.split('/').map(String::from).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    Some(parts)
+}
+
+fn ident_at(s: &str) -> String {
+    s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+}
+
+/// The first segments of the paths inside a `{...}` group that starts at `s` (after the `{`):
+/// `a, b::c, d::{e, f}` gives `a`, `b` and `d`.
+fn group_heads(s: &str) -> Vec<String> {
+    let (mut depth, mut item, mut heads) = (0usize, String::new(), Vec::new());
+    for ch in s.chars() {
+        match ch {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                heads.push(ident_at(item.trim()));
+                item.clear();
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 0 || ch != '{' {
+            item.push(ch);
+        }
+    }
+    heads.push(ident_at(item.trim()));
+    heads.into_iter().filter(|h| !h.is_empty() && h != "self").collect()
+}
+
+/// Code with its unit tests (`#[cfg(test)] mod ... { ... }`) left out: a test may parse the
+/// whole command line (`crate::Cli`) to check a command's flags.
+fn without_unit_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut lines = code.lines().peekable();
+    while let Some(line) = lines.next() {
+        let opens_tests = line.trim() == "#[cfg(test)]"
+            && lines.peek().is_some_and(|n| n.trim_start().starts_with("mod ") && n.contains('{'));
+        if !opens_tests {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let mut depth = 0i64;
+        for l in lines.by_ref() {
+            depth += l.matches('{').count() as i64 - l.matches('}').count() as i64;
+            out.push('\n');
+            if depth <= 0 {
+                break;
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The top-level modules (or root items) that the code of the file at `module` names, its unit
+/// tests left out: through `crate::a`, `crate::{a, b}` and `super::` chains that climb to the
+/// crate root. Inline modules (`mod inner { ... }`) add their level to the `super::` count.
+fn top_level_refs(module: &[String], text: &str) -> BTreeSet<String> {
+    let code = without_unit_tests(&code_only(text));
+    let mut out = BTreeSet::new();
+    // The nesting of inline modules: the brace depth each was opened at.
+    let (mut depth, mut inline): (usize, Vec<usize>) = (0, Vec::new());
+    let b = code.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &code[i..];
+        let boundary =
+            i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'$');
+        if b[i] == b'{' {
+            depth += 1;
+        } else if b[i] == b'}' {
+            depth = depth.saturating_sub(1);
+            if inline.last() == Some(&depth) {
+                inline.pop();
+            }
+        } else if boundary && rest.starts_with("mod ") {
+            let name = ident_at(&rest[4..]);
+            let after = rest[4 + name.len()..].trim_start();
+            if after.starts_with('{') {
+                inline.push(depth);
+            }
+        } else if boundary && rest.starts_with("crate::") {
+            let after = &rest["crate::".len()..];
+            if let Some(group) = after.strip_prefix('{') {
+                out.extend(group_heads(group));
+            } else {
+                out.insert(ident_at(after));
+            }
+        } else if boundary && rest.starts_with("super::") {
+            let mut ups = 0;
+            let mut after = rest;
+            while let Some(a) = after.strip_prefix("super::") {
+                ups += 1;
+                after = a;
+            }
+            // `super` from an inline module's code climbs out of the inline modules first.
+            let level = module.len() + inline.len();
+            if ups >= level && ups > 0 {
+                if let Some(group) = after.strip_prefix('{') {
+                    out.extend(group_heads(group));
+                } else {
+                    out.insert(ident_at(after));
+                }
+            }
+            i += rest.len() - after.len();
+            continue;
+        }
+        i += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    out.retain(|m| !m.is_empty() && module.first() != Some(m));
+    out
+}
+
+/// The imports that break "commands do not import each other", one line each: a command
+/// module's file that names another command, or a crate root item that is not a shared module.
+/// `files` are (path under `xtask/src/`, text) pairs.
+fn command_violations(files: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        let Some(module) = module_of(rel) else { continue };
+        let Some(own) = module.first().filter(|m| COMMANDS.contains(&m.as_str())) else {
+            continue;
+        };
+        for r in top_level_refs(&module, text) {
+            if COMMANDS.contains(&r.as_str()) {
+                out.push(format!("{rel}: command `{own}` imports command `{r}`"));
+            } else if !SHARED.contains(&r.as_str()) {
+                out.push(format!(
+                    "{rel}: command `{own}` imports `crate::{r}` from the crate root"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The sources of a crate: (path under its `src/`, text) pairs.
+fn crate_sources(dir: &str) -> Vec<(String, String)> {
+    let src = repo_root().join(dir);
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn commands_do_not_import_each_other() {
+    let files = crate_sources("xtask/src");
+    assert!(files.len() > 50, "only {} files under xtask/src", files.len());
+    let found = command_violations(&files);
+    assert!(
+        found.is_empty(),
+        "commands importing other commands or the crate root:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_command_check_sees_a_command_importing_another() {
+    let file = |rel: &str, text: &str| (rel.to_string(), text.to_string());
+    let files = [
+        file("gate.rs", "use crate::text::num;\nuse crate::{exit, bench::BenchCmd};\n"),
+        file("adr/mod.rs", "pub mod new;\nfn f() { crate::tune::grid::parse(); }\n"),
+        file("adr/new.rs", "use super::super::history::store;\nuse super::check;\n"),
+        file(
+            "noise.rs",
+            "// crate::ab in a comment\nconst S: &str = \"crate::ab\";\nfn f() { crate::project_root(); }\n",
+        ),
+        file("text.rs", "use crate::adr;\n"),
+        file("adr/check/mod.rs", "mod inner {\n    use super::super::super::exit;\n}\n"),
+        file(
+            "trials.rs",
+            "#[cfg(test)]\nmod tests {\n    use crate::Cli;\n}\nuse crate::history;\n",
+        ),
+    ];
+    assert_eq!(
+        command_violations(&files),
+        [
+            "gate.rs: command `gate` imports command `bench`",
+            "adr/mod.rs: command `adr` imports command `tune`",
+            "adr/new.rs: command `adr` imports command `history`",
+            "noise.rs: command `noise` imports `crate::project_root` from the crate root",
+            "trials.rs: command `trials` imports command `history`",
+        ]
+    );
+}
+
+/// A circle in a graph of modules, as `a -> b -> a`, or `None`.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<String> {
+        if let Some(at) = path.iter().position(|p| p == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle.join(" -> "));
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph.keys().find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+/// Each top-level module of a crate and the top-level modules its files name (`crate::` paths
+/// and `super::` chains to the root); the crate root itself (`lib.rs`) is not a node.
+fn module_graph(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, text) in files {
+        let Some(module) = module_of(rel) else { continue };
+        let Some(top) = module.first() else { continue };
+        graph.entry(top.clone()).or_default().extend(top_level_refs(&module, text));
+    }
+    graph
+}
+
+#[test]
+fn no_crate_has_a_circle_of_modules() {
+    let mut circles = Vec::new();
+    for dir in ["model/src", "sim/src", "bench/src", "policy/src", "xtask/src"] {
+        let graph = module_graph(&crate_sources(dir));
+        assert!(graph.len() > 5, "{dir}: only {} modules", graph.len());
+        if let Some(c) = find_cycle(&graph) {
+            circles.push(format!("{dir}: {c}"));
+        }
+    }
+    assert!(circles.is_empty(), "import circles between modules:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn the_circle_check_sees_a_circle() {
+    let file = |rel: &str, text: &str| (rel.to_string(), text.to_string());
+    let files = [
+        file("lib.rs", "pub mod artifact;\npub mod rundir;\npub mod summary;\n"),
+        file("artifact.rs", "use crate::summary::Summary;\n"),
+        file("rundir.rs", "use crate::{artifact::Artifact, stats};\n"),
+        file("summary/mod.rs", "pub mod view;\n"),
+        file("summary/view.rs", "fn f() { super::super::rundir::open(); }\n"),
+        file("stats.rs", "// crate::artifact\n"),
+    ];
+    let graph = module_graph(&files);
+    assert_eq!(find_cycle(&graph).as_deref(), Some("artifact -> summary -> rundir -> artifact"));
+    let without = &files[..4];
+    assert_eq!(find_cycle(&module_graph(without)), None);
 }

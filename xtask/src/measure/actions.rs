@@ -1,0 +1,191 @@
+//! What `bench` measures besides a run: `bench ab [BASE_REV]` (baseline and candidate engine
+//! configs side by side, [`crate::measure::ab`]) and `bench trials SET --until-decided` (more
+//! trials for a trial set, [`until_decided`]). Both decide what they measured against the
+//! live thresholds, as `bench --gate` does; `gate` only decides what was measured.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use xshell::Shell;
+
+use crate::exit::Status;
+use crate::text::join_clean;
+use infergate_model::trials::TrialSet;
+
+use crate::thresholds::{GATE_FILE, GateOptions, Thresholds, print_report};
+
+/// `bench ab [BASE_REV]`.
+#[derive(Clone, Debug, Args)]
+pub struct AbCmd {
+    #[command(flatten)]
+    pub ab: crate::measure::ab::AbArgs,
+    /// Thresholds file, relative to the repository root.
+    #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
+    pub thresholds: PathBuf,
+    /// Also print GitHub Actions `::error` / `::warning` annotations.
+    #[arg(long)]
+    pub github: bool,
+}
+
+impl AbCmd {
+    pub fn run(mut self, sh: &Shell) -> anyhow::Result<Status> {
+        let root = sh.current_dir();
+        // No BASE_REV: the merge base (`crate::measure::ab::base::base_revision` of "").
+        self.ab.ab.get_or_insert_with(String::new);
+        crate::measure::ab::run(&root, &self.ab, &join_clean(&root, &self.thresholds), self.github)
+    }
+}
+
+/// `bench trials SET --until-decided --max-trials K`.
+#[derive(Clone, Debug, Args)]
+pub struct TrialsCmd {
+    /// A trial set's directory (trials.json), measured with `bench --trials N`.
+    #[arg(value_name = "SET")]
+    pub set: PathBuf,
+    /// Add trials, with the settings the set's trials.json records, until every blocking
+    /// threshold is decided, up to --max-trials (each look at a Bonferroni-corrected
+    /// confidence).
+    #[arg(long, required = true, requires = "max_trials")]
+    pub until_decided: bool,
+    /// With --until-decided: the most trials the set may hold.
+    #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
+    pub max_trials: Option<u32>,
+    /// Thresholds file, relative to the repository root.
+    #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
+    pub thresholds: PathBuf,
+    /// Also print GitHub Actions `::error` / `::warning` annotations.
+    #[arg(long)]
+    pub github: bool,
+    /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
+    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
+    pub confidence: f64,
+    /// Decide even when a trial was measured on a busy client host (by default its checks are
+    /// inconclusive, naming the trial).
+    #[arg(long)]
+    pub allow_busy_host: bool,
+    /// The default since busy hosts are refused unless --allow-busy-host; kept for scripts.
+    #[arg(long, hide = true, conflicts_with = "allow_busy_host")]
+    pub refuse_busy_host: bool,
+}
+
+impl TrialsCmd {
+    pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
+        let root = sh.current_dir();
+        let thresholds = Thresholds::load(&join_clean(&root, &self.thresholds))
+            .context("cannot read the thresholds")?;
+        let options = GateOptions {
+            confidence: self.confidence,
+            refuse_busy_host: !self.allow_busy_host,
+            ..GateOptions::default()
+        };
+        let max = self.max_trials.unwrap_or(1);
+        let set = join_clean(&root, &self.set);
+        until_decided(&root, &set, thresholds, options, max, self.github)
+    }
+}
+
+/// `bench trials --max-trials`: 1..=1000.
+pub(crate) fn parse_trials(s: &str) -> Result<u32, String> {
+    let max = infergate_model::config::limits::MAX_TRIALS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
+    }
+}
+
+/// `bench trials --until-decided`: re-plan the set's profile from the bench arguments its
+/// `trials.json` records, add trials to it, print the last look's report.
+pub(crate) fn until_decided(
+    root: &Path,
+    path: &Path,
+    thresholds: Thresholds,
+    options: GateOptions,
+    max_trials: u32,
+    github: bool,
+) -> anyhow::Result<Status> {
+    use clap::Parser;
+    if !infergate_model::trials::is_trial_set(path) {
+        anyhow::bail!(
+            "--until-decided adds trials to a trial set, and {} has no trials.json; measure one \
+             with `cargo xtask bench --trials N`",
+            path.display()
+        );
+    }
+    let index =
+        infergate_model::trials::TrialsFile::read(path).context("cannot gate the trial set")?;
+    if index.bench_args.is_empty() {
+        anyhow::bail!(
+            "{} does not record the bench arguments of its trials (bench_args), so no trial can \
+             be added with the same settings",
+            path.join(infergate_model::trials::TRIALS_FILE).display()
+        );
+    }
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        bench: crate::measure::bench::BenchCmd,
+    }
+    let argv = std::iter::once("bench".to_string()).chain(index.bench_args.iter().cloned());
+    let args = Args::try_parse_from(argv).with_context(|| {
+        format!("the bench arguments recorded in {} are refused", path.display())
+    })?;
+    let mut cmd = args.bench;
+    cmd.out = Some(path.to_path_buf());
+    cmd.quiet = true;
+    let plan = cmd.plan(root, index.run_id.clone())?;
+    refuse_changed(root, &plan, &TrialSet::load(path).context("cannot gate the trial set")?)?;
+    let gate = crate::plan::GateSettings { thresholds, github, options };
+    let plan = crate::plan::BenchPlan { gate: Some(gate.clone()), ..plan };
+    let mut w = crate::measure::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
+    let (status, report) = crate::measure::trials::until_decided(&mut w, &gate, max_trials)?;
+    if let Some(report) = report {
+        print_report(&report, github);
+    }
+    Ok(status)
+}
+
+/// `bench trials --until-decided` adds trials with what the working tree holds now: refused when that is no
+/// longer what the set measured (its profile, scenario, engine config or workload files differ
+/// from trial 1's, the key named), or when the set is incomplete.
+fn refuse_changed(
+    root: &Path,
+    plan: &crate::plan::BenchPlan,
+    set: &TrialSet,
+) -> anyhow::Result<()> {
+    if !set.problems.is_empty() {
+        anyhow::bail!(
+            "{} is incomplete, so no trial is added to it: {}",
+            set.dir.display(),
+            set.problems.join("; ")
+        );
+    }
+    let Some(first) = set.trials.first() else { return Ok(()) };
+    let profile = &plan.profile.profile;
+    let mut planned = first.summary.clone();
+    planned.profile = plan.profile.name.clone();
+    planned.config = infergate_model::summary::RunConfig::Profile(Box::new(profile.clone()));
+    planned.engine = match (&plan.engine, &plan.profile.target, profile.sim.mode) {
+        (Some(e), _, _) => Some(e.clone()),
+        (None, None, infergate_model::config::SimMode::Engine) => Some(
+            infergate_model::summary::EngineParams::read(root, &profile.sim.engine_config)
+                .context("cannot read the engine config the next trial would run")?,
+        ),
+        _ => None,
+    };
+    planned.workload.files =
+        bench::runner::prepare::load_workload(&profile.workload, &profile.load, root)
+            .context("cannot read the workload the next trial would send")?
+            .files;
+    if let Some((key, now, then)) =
+        infergate_model::trials::measurement_difference(&first.summary, &planned)
+    {
+        anyhow::bail!(
+            "the working tree no longer measures what {} measured: {key} is {now} now, {then} in \
+             its trials; a trial added now would be pooled with trials of another \
+             configuration. Gate the set as it is, or measure a new one",
+            set.dir.display()
+        );
+    }
+    Ok(())
+}
