@@ -19,12 +19,39 @@ use xshell::{Shell, cmd};
 use crate::exit::Status;
 use crate::model;
 
+/// The engine a command runs: the embedded simulator, in-process, or a process of a real engine
+/// it starts and stops. One kind for every `--engine` that starts one: `tune` (a process per
+/// configuration), `bench ab` (a process per arm) and `engine serve` (a real engine only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ServeEngine {
-    /// llama.cpp's llama-server (CPU or GPU builds).
+pub enum Engine {
+    /// The embedded engine simulator, in-process (a fresh one per trial).
+    Sim,
+    /// llama.cpp's llama-server (`LLAMA_SERVER` or PATH; CPU or GPU builds).
     LlamaCpp,
-    /// vLLM (`vllm serve`).
+    /// vLLM (`vllm serve` with the rendered flags; with two at once on one GPU, lower
+    /// `engine.gpu_memory_utilization` in both configs).
     Vllm,
+}
+
+impl Engine {
+    /// The name on the command line and in files (`llama-cpp`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Sim => "sim",
+            Engine::LlamaCpp => "llama-cpp",
+            Engine::Vllm => "vllm",
+        }
+    }
+
+    /// What runs, for a report's plan: `per` is what each engine process serves (`arm`, ...);
+    /// the simulator is a fresh one per trial.
+    pub fn describe(self, per: &str) -> String {
+        match self {
+            Engine::Sim => "embedded simulator (a fresh one per trial)".to_string(),
+            Engine::LlamaCpp => format!("llama.cpp (one llama-server per {per})"),
+            Engine::Vllm => format!("vLLM (one server per {per})"),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -36,8 +63,9 @@ pub struct ServeCmd {
         default_value = "configs/engine-llamacpp.toml"
     )]
     pub config: PathBuf,
-    #[arg(long, value_enum, default_value_t = ServeEngine::LlamaCpp)]
-    pub engine: ServeEngine,
+    /// The engine to start (a real one: the simulator is `cargo xtask sim`).
+    #[arg(long, value_enum, default_value_t = Engine::LlamaCpp)]
+    pub engine: Engine,
     /// Model file for llama.cpp (default: the cached Gemma 3 270M, installed on first use).
     #[arg(long = "gguf", value_name = "GGUF")]
     pub model: Option<PathBuf>,
@@ -52,7 +80,7 @@ pub struct ServeCmd {
 /// How to start an engine.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    pub engine: ServeEngine,
+    pub engine: Engine,
     pub config: EngineConfig,
     pub model: Option<PathBuf>,
     pub port: Option<u16>,
@@ -145,7 +173,7 @@ pub(crate) fn llama_cpp_args(
 /// configuration.
 pub(crate) fn start_config(
     root: &Path,
-    engine: ServeEngine,
+    engine: Engine,
     (config, text): (&Path, &str),
     model: Option<PathBuf>,
     ready_timeout: Duration,
@@ -176,7 +204,11 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let (program, mut args, model_id) = match opts.engine {
-        ServeEngine::LlamaCpp => {
+        Engine::Sim => anyhow::bail!(
+            "the embedded simulator is not a process to start: serve it with `{} sim`",
+            crate::text::tool()
+        ),
+        Engine::LlamaCpp => {
             let Some(bin) = llama_server_binary() else {
                 bail!(
                     "llama.cpp's llama-server was not found: set LLAMA_SERVER to its path or put it on PATH"
@@ -200,7 +232,7 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
             args.extend(["--slot-save-path".into(), slots_dir.display().to_string()]);
             (bin, args, alias)
         }
-        ServeEngine::Vllm => {
+        Engine::Vllm => {
             let Some(bin) = find_in_path("vllm") else {
                 bail!(
                     "vllm is not installed (no `vllm` on PATH); install it on a GPU machine: pip install vllm"

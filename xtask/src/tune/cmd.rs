@@ -30,32 +30,11 @@ use super::model::{
     RowStatus, Search, SloCompliance, TuneFile, TuneRow, slo_check,
 };
 use crate::console::ConsoleTable;
-use crate::engine_process::{self as serve, EngineProcess, ServeEngine};
+use crate::engine_process::{self as serve, Engine, EngineProcess};
 use crate::exit::Status;
 use crate::measure::bench::BenchCmd;
 use crate::plan::BenchMode;
 use crate::text::{BLANK, fmt_opt};
-
-/// The engine each configuration runs in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TuneEngine {
-    /// The embedded engine simulator, in-process.
-    Sim,
-    /// llama.cpp's llama-server (`LLAMA_SERVER` or PATH), started per configuration.
-    LlamaCpp,
-    /// vLLM (`vllm serve` with the rendered flags), started per configuration.
-    Vllm,
-}
-
-impl TuneEngine {
-    fn name(self) -> &'static str {
-        match self {
-            TuneEngine::Sim => "sim",
-            TuneEngine::LlamaCpp => "llama-cpp",
-            TuneEngine::Vllm => "vllm",
-        }
-    }
-}
 
 /// How the configurations are picked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -89,8 +68,8 @@ pub struct TuneCmd {
     #[arg(long, value_name = "FILE")]
     pub tune_config: Option<PathBuf>,
     /// The engine each configuration runs in.
-    #[arg(long, value_enum, default_value_t = TuneEngine::Sim)]
-    pub engine: TuneEngine,
+    #[arg(long, value_enum, default_value_t = Engine::Sim)]
+    pub engine: Engine,
     /// llama.cpp: the model file (default: the cached Gemma 3 270M).
     #[arg(long, value_name = "GGUF")]
     pub gguf: Option<PathBuf>,
@@ -178,7 +157,7 @@ impl TuneCmd {
                  each configuration runs several loads: choose one of them"
             );
         }
-        if self.engine == TuneEngine::Sim
+        if self.engine == Engine::Sim
             && let Some((name, _)) = &base.profile.target
         {
             bail!(
@@ -561,9 +540,8 @@ impl Tune<'_> {
         run_dir: &Path,
     ) -> anyhow::Result<Option<EngineProcess>> {
         let kind = match self.cmd.engine {
-            TuneEngine::Sim => return Ok(None),
-            TuneEngine::LlamaCpp => ServeEngine::LlamaCpp,
-            TuneEngine::Vllm => ServeEngine::Vllm,
+            Engine::Sim => return Ok(None),
+            engine => engine,
         };
         let log = PathBuf::from(format!("{}.engine.log", run_dir.display()));
         let timeout = Duration::from_secs(self.cmd.ready_timeout);

@@ -3,33 +3,13 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use infergate_model::ab::{self, Criteria, Spending};
 use infergate_model::stats::{LOOK_RULE_CHOICES, LookRule};
 
 use crate::text::parse_fraction;
 
-/// The engine each arm runs in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum AbEngine {
-    /// The embedded engine simulator, in-process, a fresh one per trial.
-    Sim,
-    /// llama.cpp's llama-server (`LLAMA_SERVER` or PATH), one process per arm.
-    LlamaCpp,
-    /// vLLM (`vllm serve` with the rendered flags), one process per arm (each needs its GPU
-    /// memory: on one GPU lower `engine.gpu_memory_utilization` in both configs).
-    Vllm,
-}
-
-impl AbEngine {
-    pub fn describe(self) -> &'static str {
-        match self {
-            AbEngine::Sim => "embedded simulator (a fresh one per trial)",
-            AbEngine::LlamaCpp => "llama.cpp (one llama-server per arm)",
-            AbEngine::Vllm => "vLLM (one server per arm)",
-        }
-    }
-}
+use crate::engine_process::Engine;
 
 /// `bench ab [BASE_REV]`: baseline and candidate in one job.
 #[derive(Clone, Debug, Args)]
@@ -90,8 +70,8 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The engine both arms run in.
-    #[arg(long, value_enum, default_value_t = AbEngine::Sim)]
-    pub engine: AbEngine,
+    #[arg(long, value_enum, default_value_t = Engine::Sim)]
+    pub engine: Engine,
     /// With --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
     #[arg(long, value_name = "GGUF")]
     pub gguf: Option<PathBuf>,

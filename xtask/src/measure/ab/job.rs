@@ -9,10 +9,10 @@ use infergate_model::ab::{self, AbFile, ArmInfo, Design, PlanInput, Stopped, Ver
 use infergate_model::config::{Override, Source};
 use infergate_model::summary::EngineParams;
 
-use super::args::{AbArgs, AbEngine};
+use super::args::AbArgs;
 use super::measure::{ArmRun, CliMeasure, shown};
 use super::{arms, base};
-use crate::engine_process::{self as serve, ServeEngine};
+use crate::engine_process::{self as serve, Engine};
 use crate::exit::Status;
 use crate::measure::bench::BenchCmd;
 use crate::thresholds::Thresholds;
@@ -116,7 +116,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     }
     let cmd = BenchCmd::from_args(&bench_args).map_err(|e| anyhow::anyhow!("{e}"))?;
     let plan = cmd.plan(root, run_id.clone())?;
-    if args.engine == AbEngine::Sim
+    if args.engine == Engine::Sim
         && let Some((name, _)) = &plan.profile.target
     {
         bail!(
@@ -158,7 +158,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     // The candidate's environment, for the simulator the device of its engine config; a real
     // engine's GPU is known once it runs.
     let environment = match args.engine {
-        AbEngine::Sim => toml::from_str::<toml::Table>(&cand_text)
+        Engine::Sim => toml::from_str::<toml::Table>(&cand_text)
             .ok()
             .and_then(|t| serde_json::to_value(t).ok())
             .map(|p| infergate_model::envkey::EnvironmentKey::simulated(&p)),
@@ -247,7 +247,7 @@ fn start_arms(root: &Path, args: &AbArgs, s: &Setup) -> anyhow::Result<[ArmRun; 
             engine_config: Some(rel.clone()),
             config_hash: Some(arms::config_hash(text)),
             sets: all_sets,
-            engine: args.engine.describe().to_string(),
+            engine: args.engine.describe("arm"),
         };
         out.push(ArmRun { arm, profile, config_rel: rel, params, engine, info });
     }
@@ -297,11 +297,10 @@ fn start_engine(
     arm: ab::Arm,
 ) -> anyhow::Result<Option<serve::EngineProcess>> {
     let kind = match args.engine {
-        AbEngine::Sim => return Ok(None),
-        AbEngine::LlamaCpp => ServeEngine::LlamaCpp,
-        AbEngine::Vllm => ServeEngine::Vllm,
+        Engine::Sim => return Ok(None),
+        engine => engine,
     };
-    eprintln!("starting the {}'s engine ({})", arm.as_str(), args.engine.describe());
+    eprintln!("starting the {}'s engine ({})", arm.as_str(), args.engine.describe("arm"));
     let log = dir.join(format!("engine-{}.log", arm.as_str()));
     let timeout = Duration::from_secs(args.ready_timeout);
     serve::start_config(root, kind, (file, text), args.gguf.clone(), timeout, log).map(Some)
