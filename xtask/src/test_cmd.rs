@@ -39,6 +39,14 @@ impl TestCmd {
         for (k, v) in envs {
             c = c.env(k, v);
         }
+        // One test thread more than the cores: the real-engine scenarios are one test
+        // (`a_real_engine_chain`) that holds a thread from the start while llama.cpp does the
+        // work, so the other tests keep a thread per core. A RUST_TEST_THREADS of the caller's
+        // own is kept.
+        if std::env::var_os("RUST_TEST_THREADS").is_none() {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            c = c.env("RUST_TEST_THREADS", (cores + 1).to_string());
+        }
         // `cargo run` gives this process the package's variables (CARGO_PKG_NAME=xtask,
         // CARGO_MANIFEST_DIR, ...); build scripts that watch them (ring's does) would see another
         // value in the nested cargo than in the build that made this binary, and rebuild the
