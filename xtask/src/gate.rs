@@ -23,10 +23,11 @@ use infergate_model::sweep::{SWEEP_FILE, SweepSummary};
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
+use crate::decide_flags::DecideFlags;
 use crate::exit::Status;
 use crate::text::join_clean;
 use crate::thresholds::report_file::{GateFile, GateRun};
-use crate::thresholds::{GATE_FILE, GateOptions, GateVerdicts, Thresholds};
+use crate::thresholds::{GateOptions, GateVerdicts, Thresholds};
 use crate::thresholds::{evaluate, print_report};
 
 /// `cargo xtask gate PATH`: gate a measured run or trial set.
@@ -37,24 +38,8 @@ pub struct GateCmd {
     /// stage).
     #[arg(value_name = "PATH", required = true)]
     pub run: Option<PathBuf>,
-    /// Thresholds file, relative to the repository root.
-    #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
-    pub thresholds: PathBuf,
-    /// Also print GitHub Actions `::error` / `::warning` annotations.
-    #[arg(long)]
-    pub github: bool,
-    /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
-    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
-    pub confidence: f64,
-    /// Decide even when a trial was measured on a busy client host. By default every check
-    /// of a set with such a trial (summary `environment.noise.busy`) is inconclusive, naming
-    /// the trial: an absolute limit set on a quieter machine says little about a busy one. (An
-    /// A/B gate decides anyway: both arms shared the host.)
-    #[arg(long)]
-    pub allow_busy_host: bool,
-    /// The default since busy hosts are refused unless --allow-busy-host; kept for scripts.
-    #[arg(long, hide = true, conflicts_with = "allow_busy_host")]
-    pub refuse_busy_host: bool,
+    #[command(flatten)]
+    pub decide: DecideFlags,
     /// Also write the verdicts as JSON to FILE (relative to the repository root; `-`:
     /// standard output): the exit status and every run's checks (`gate.json`'s format,
     /// docs/mcp.md).
@@ -70,20 +55,12 @@ impl GateCmd {
         let root = sh.current_dir();
         let Some(run) = &self.run else { anyhow::bail!("gate needs a PATH") };
         let path = join_clean(&root, run);
-        let read_thresholds = || {
-            Thresholds::load(&join_clean(&root, &self.thresholds))
-                .context("cannot read the thresholds")
-        };
-        let options = GateOptions {
-            confidence: self.confidence,
-            refuse_busy_host: !self.allow_busy_host,
-            ..GateOptions::default()
-        };
+        let options = self.decide.options();
         let Some((mut verdicts, runs)) = runs_of(&path).context("cannot gate the run")? else {
             let set = TrialSet::load(&path).context("cannot gate the run")?;
-            let thresholds = read_thresholds()?;
+            let thresholds = self.decide.thresholds(&root)?;
             let report = self.evaluate_set(&root, &set, &thresholds, &options);
-            print_report(&report, self.github);
+            print_report(&report, self.decide.github);
             cold_start_note(&set, &thresholds);
             crate::thresholds::budgets_note(
                 &thresholds,
@@ -103,7 +80,7 @@ impl GateCmd {
         if sets.is_empty() {
             anyhow::bail!("cannot gate {}: it holds no run", path.display());
         }
-        let thresholds = read_thresholds()?;
+        let thresholds = self.decide.thresholds(&root)?;
         let mut any_incomplete = false;
         let mut profiles = Vec::new();
         let mut problems = Vec::new();
@@ -113,7 +90,7 @@ impl GateCmd {
             problems.extend(set.problems.iter().map(|p| format!("{label}: {p}")));
             profiles.extend(set.trials.iter().map(|t| t.summary.profile.clone()));
         }
-        let status = verdicts.print(self.github);
+        let status = verdicts.print(self.decide.github);
         crate::thresholds::budgets_note(&thresholds, profiles.iter().map(String::as_str));
         let status = if any_incomplete { Status::PolicyViolated } else { status };
         if let Some(file) = &self.json {

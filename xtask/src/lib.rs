@@ -19,6 +19,7 @@ pub mod cli_doc;
 pub mod compare;
 #[cfg(feature = "runtime")]
 pub mod dataset;
+pub mod decide_flags;
 pub mod deploy;
 pub mod engine;
 pub mod engine_flags;

@@ -702,7 +702,7 @@ mod tests {
         let gate =
             GateArgs { run: Some(h()), thresholds: Some("-t".into()), ab: None, no_history: false };
         let C::Gate(g) = parse(gate.job(out).unwrap()) else { panic!("not gate") };
-        assert_eq!((g.run.unwrap(), g.thresholds), ("--help".into(), "-t".into()));
+        assert_eq!((g.run.unwrap(), g.decide.thresholds), ("--help".into(), "-t".into()));
 
         let ab = AbArgs {
             base: Some("--json".into()),

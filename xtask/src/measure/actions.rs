@@ -13,6 +13,7 @@ use crate::exit::Status;
 use crate::text::join_clean;
 use infergate_model::trials::TrialSet;
 
+use crate::decide_flags::DecideFlags;
 use crate::thresholds::{GATE_FILE, GateOptions, Thresholds, print_report};
 
 /// `bench ab [BASE_REV]`.
@@ -49,48 +50,19 @@ pub struct TrialsCmd {
     #[arg(long, required = true, requires = "max_trials")]
     pub until_decided: bool,
     /// With --until-decided: the most trials the set may hold.
-    #[arg(long, value_name = "K", requires = "until_decided", value_parser = parse_trials)]
+    #[arg(long, value_name = "K", requires = "until_decided", value_parser = super::bench::parse_trials)]
     pub max_trials: Option<u32>,
-    /// Thresholds file, relative to the repository root.
-    #[arg(long, default_value = GATE_FILE, value_name = "FILE")]
-    pub thresholds: PathBuf,
-    /// Also print GitHub Actions `::error` / `::warning` annotations.
-    #[arg(long)]
-    pub github: bool,
-    /// Coverage of the confidence intervals the verdicts are decided from, within (0, 1).
-    #[arg(long, value_name = "P", default_value_t = infergate_model::stats::DEFAULT_CONFIDENCE, value_parser = infergate_model::stats::parse_confidence)]
-    pub confidence: f64,
-    /// Decide even when a trial was measured on a busy client host (by default its checks are
-    /// inconclusive, naming the trial).
-    #[arg(long)]
-    pub allow_busy_host: bool,
-    /// The default since busy hosts are refused unless --allow-busy-host; kept for scripts.
-    #[arg(long, hide = true, conflicts_with = "allow_busy_host")]
-    pub refuse_busy_host: bool,
+    #[command(flatten)]
+    pub decide: DecideFlags,
 }
 
 impl TrialsCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
-        let thresholds = Thresholds::load(&join_clean(&root, &self.thresholds))
-            .context("cannot read the thresholds")?;
-        let options = GateOptions {
-            confidence: self.confidence,
-            refuse_busy_host: !self.allow_busy_host,
-            ..GateOptions::default()
-        };
+        let thresholds = self.decide.thresholds(&root)?;
         let max = self.max_trials.unwrap_or(1);
         let set = join_clean(&root, &self.set);
-        until_decided(&root, &set, thresholds, options, max, self.github)
-    }
-}
-
-/// `bench trials --max-trials`: 1..=1000.
-pub(crate) fn parse_trials(s: &str) -> Result<u32, String> {
-    let max = infergate_model::config::limits::MAX_TRIALS;
-    match s.trim().parse::<u32>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("must be a whole number of trials within 1..={max}, got `{s}`")),
+        until_decided(&root, &set, thresholds, self.decide.options(), max, self.decide.github)
     }
 }
 

@@ -343,6 +343,7 @@ const SHARED: &[&str] = &[
     "adr_check",
     "chart",
     "console",
+    "decide_flags",
     "engine_flags",
     "engine_process",
     "exit",
