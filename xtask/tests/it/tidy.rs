@@ -17,7 +17,7 @@ const MAX_FN_LINES: usize = 120;
 const SHORT_FUNCTIONS: &[&str] = &[
     "bench/src/runner",
     "model/src/ab/",
-    "xtask/src/gate/ab/",
+    "xtask/src/measure/ab/",
     "policy/src/ab/",
     "bench/src/accept/",
     "bench/src/sweep.rs",
@@ -29,7 +29,8 @@ const SHORT_FUNCTIONS: &[&str] = &[
     "sim/src/server/",
     "sim/src/engine/spec.rs",
     "policy/src/thresholds",
-    "xtask/src/gate/mod.rs",
+    "xtask/src/gate.rs",
+    "xtask/src/measure/actions.rs",
     "policy/src/adr/",
     "xtask/src/adr/",
     "xtask/src/measure/bench.rs",
@@ -252,6 +253,16 @@ fn no_long_functions_in_the_pipeline_and_threshold_modules() {
         }
     }
     assert!(checked >= 10, "only {checked} files matched the policy's paths");
+    // A path that matches no file (a module moved) would drop out of the policy unseen.
+    let stale: Vec<&&str> = SHORT_FUNCTIONS
+        .iter()
+        .filter(|p| {
+            !files.iter().any(|f| {
+                f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/").starts_with(**p)
+            })
+        })
+        .collect();
+    assert!(stale.is_empty(), "SHORT_FUNCTIONS names paths with no source file: {stale:?}");
     assert!(long.is_empty(), "functions over {MAX_FN_LINES} lines:\n{}", long.join("\n"));
 }
 
