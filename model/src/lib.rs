@@ -13,6 +13,7 @@ pub mod capacity;
 pub mod compare;
 pub mod config;
 pub mod cost;
+pub mod engine_kind;
 pub mod engine_series;
 pub mod envkey;
 pub mod fileio;
@@ -53,6 +54,7 @@ pub mod trials;
 pub mod wire;
 pub mod workload;
 
+pub use engine_kind::EngineKind;
 pub use outcome::Outcome;
 pub use record::RequestRecord;
 pub use summary::{BLANK, Summary, TOOL_NAME, TOOL_VERSION};

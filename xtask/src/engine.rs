@@ -12,8 +12,9 @@ use clap::{Args, Subcommand};
 use infergate_model::config::{BatchStrategy, EngineConfig, Source};
 use xshell::Shell;
 
-use crate::engine_flags::{EngineKind, Format, render, write};
+use crate::engine_flags::{Format, RENDERED, engine_value, render, write};
 use crate::exit::Status;
+use infergate_model::EngineKind;
 
 #[derive(Debug, Subcommand)]
 pub enum EngineCmd {
@@ -47,7 +48,7 @@ pub struct ArgsCmd {
     #[arg(long = "engine-config", value_name = "FILE", default_value = "configs/engine.toml")]
     pub config: PathBuf,
     /// Engine whose flags to render.
-    #[arg(long, value_enum, default_value_t = EngineKind::Vllm)]
+    #[arg(long, value_parser = engine_value(&RENDERED), default_value = "vllm")]
     pub engine: EngineKind,
     /// Where the parameters go: a shell command, or the fragment of a deployment file (Helm
     /// values, a container's args, vLLM's --config YAML, a compose command), so a governed
@@ -75,7 +76,7 @@ impl ArgsCmd {
             );
             return Err(anyhow::Error::new(err).context(invalid()));
         }
-        let rendered = render(&cfg, self.engine);
+        let rendered = render(&cfg, self.engine).map_err(anyhow::Error::msg)?;
         let text = write(&rendered, self.engine, self.format).map_err(anyhow::Error::msg)?;
         print!("{text}");
         for note in &rendered.notes {

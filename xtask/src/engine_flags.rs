@@ -7,16 +7,21 @@
 //! `command:`); `engine serve` starts vLLM with it.
 
 use clap::ValueEnum;
+use clap::builder::TypedValueParser;
+use infergate_model::EngineKind;
 use infergate_model::config::{EngineConfig, SchedulerPolicy};
 
 use crate::text::quote;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum EngineKind {
-    /// `vllm serve`
-    Vllm,
-    /// `python -m sglang.launch_server`
-    Sglang,
+/// The engines a command line is rendered for: vLLM (`vllm serve`) and SGLang
+/// (`python -m sglang.launch_server`).
+pub const RENDERED: [EngineKind; 2] = [EngineKind::Vllm, EngineKind::Sglang];
+
+/// An `--engine` value: one of `kinds`, by its name ([`EngineKind::as_str`]). The commands
+/// that serve only some engines accept only those, listed in their help.
+pub fn engine_value(kinds: &'static [EngineKind]) -> impl TypedValueParser<Value = EngineKind> {
+    clap::builder::PossibleValuesParser::new(kinds.iter().map(|k| k.as_str()))
+        .map(|name| name.parse::<EngineKind>().expect("every possible value names an engine"))
 }
 
 /// A command line and what the reader should know about it.
@@ -114,7 +119,7 @@ pub fn write(r: &Rendered, engine: EngineKind, format: Format) -> Result<String,
         Format::K8sArgs => {
             let program = match engine {
                 EngineKind::Vllm => r.program[..2].to_vec(),
-                EngineKind::Sglang => r.program.clone(),
+                _ => r.program.clone(),
             };
             let args: Vec<String> = r.argv().into_iter().skip(program.len()).collect();
             doc.insert(s("command"), list(&program));
@@ -123,7 +128,7 @@ pub fn write(r: &Rendered, engine: EngineKind, format: Format) -> Result<String,
         Format::Compose => {
             let args = match engine {
                 EngineKind::Vllm => r.argv().into_iter().skip(2).collect(),
-                EngineKind::Sglang => r.argv(),
+                _ => r.argv(),
             };
             doc.insert(s("command"), list(&args));
         }
@@ -178,10 +183,16 @@ fn typed(v: &str) -> yaml_rust2::Yaml {
     }
 }
 
-pub fn render(cfg: &EngineConfig, engine: EngineKind) -> Rendered {
+/// The command line of `engine` with the parameters of `cfg`, or why there is none (an
+/// engine outside [`RENDERED`]).
+pub fn render(cfg: &EngineConfig, engine: EngineKind) -> Result<Rendered, String> {
     match engine {
-        EngineKind::Vllm => render_vllm(cfg),
-        EngineKind::Sglang => render_sglang(cfg),
+        EngineKind::Vllm => Ok(render_vllm(cfg)),
+        EngineKind::Sglang => Ok(render_sglang(cfg)),
+        other => Err(format!(
+            "no command line is rendered for {other}: one of {}",
+            EngineKind::names(&RENDERED)
+        )),
     }
 }
 
@@ -401,7 +412,7 @@ mod tests {
     /// renderer, from the engines' own spellings), gives the engine config's values.
     #[test]
     fn every_format_reads_back_through_the_sources_as_the_engine_config() {
-        use infergate_model::sources::{EngineKind as Engine, SourceDecl, extract};
+        use infergate_model::sources::{SourceDecl, extract};
         let c = cfg(&BASE.replace(
             "enable_chunked_prefill = false",
             "enable_chunked_prefill = true\nenable_prefix_caching = false",
@@ -428,7 +439,7 @@ mod tests {
         ];
         let decl = |path: &str, at: Option<&str>, args: Option<&str>| SourceDecl {
             path: path.into(),
-            engine: Engine::Vllm,
+            engine: EngineKind::Vllm,
             at: at.map(String::from),
             args: args.map(String::from),
             deployment: "default".into(),
@@ -465,5 +476,22 @@ mod tests {
             assert!(unmapped.is_empty(), "{format:?}: {unmapped:?}\n{text}");
         }
         assert!(write(&render_sglang(&c), EngineKind::Sglang, Format::HelmValues).is_err());
+    }
+
+    #[test]
+    fn the_engine_flag_takes_the_one_engine_kind_and_refuses_an_engine_without_a_renderer() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[arg(long, value_parser = engine_value(&RENDERED))]
+            engine: EngineKind,
+        }
+        let parsed = Cli::try_parse_from(["x", "--engine", "sglang"]).unwrap();
+        assert_eq!(parsed.engine, EngineKind::Sglang);
+        let e = Cli::try_parse_from(["x", "--engine", "tgi"]).err().unwrap().to_string();
+        assert!(e.contains("[possible values: vllm, sglang]"), "{e}");
+        let c = cfg("[engine]\nmodel = \"m\"\n");
+        let e = render(&c, EngineKind::LlamaCpp).unwrap_err();
+        assert_eq!(e, "no command line is rendered for llama-cpp: one of vllm, sglang");
     }
 }

@@ -12,35 +12,47 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::TypedValueParser;
+use infergate_model::EngineKind;
 use infergate_model::config::EngineConfig;
 use xshell::{Shell, cmd};
 
+use crate::engine_flags::engine_value;
 use crate::exit::Status;
 use crate::model;
 
-/// The engine a command runs: the embedded simulator, in-process, or a process of a real engine
-/// it starts and stops. One kind for every `--engine` that starts one: `tune` (a process per
-/// configuration), `bench ab` (a process per arm) and `engine serve` (a real engine only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+/// The engines a command starts as a process of its own: llama.cpp's llama-server (`LLAMA_SERVER`
+/// or PATH; CPU or GPU builds) and vLLM (`vllm serve` with the rendered flags; with two at once
+/// on one GPU, lower `engine.gpu_memory_utilization` in both configs).
+pub const STARTED: [EngineKind; 2] = [EngineKind::LlamaCpp, EngineKind::Vllm];
+
+/// What a command runs its load against: the embedded simulator, in-process (a fresh one per
+/// trial), or a process of a real engine ([`STARTED`]) it starts and stops. One choice for every
+/// `--engine` that starts one: `tune` (a process per configuration) and `bench ab` (a process
+/// per arm); `engine serve` starts a real engine only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Engine {
-    /// The embedded engine simulator, in-process (a fresh one per trial).
     Sim,
-    /// llama.cpp's llama-server (`LLAMA_SERVER` or PATH; CPU or GPU builds).
-    LlamaCpp,
-    /// vLLM (`vllm serve` with the rendered flags; with two at once on one GPU, lower
-    /// `engine.gpu_memory_utilization` in both configs).
-    Vllm,
+    Process(EngineKind),
 }
 
 impl Engine {
-    /// The name on the command line and in files (`llama-cpp`).
+    /// The name on the command line and in files (`sim`, `llama-cpp`).
     pub fn name(self) -> &'static str {
         match self {
             Engine::Sim => "sim",
-            Engine::LlamaCpp => "llama-cpp",
-            Engine::Vllm => "vllm",
+            Engine::Process(kind) => kind.as_str(),
         }
+    }
+
+    /// `--engine`'s values: `sim` or one of [`STARTED`], by name.
+    pub fn value_parser() -> impl TypedValueParser<Value = Engine> {
+        let names = std::iter::once("sim").chain(STARTED.iter().map(|k| k.as_str()));
+        clap::builder::PossibleValuesParser::new(names).map(|name| match name.as_str() {
+            "sim" => Engine::Sim,
+            kind => Engine::Process(kind.parse().expect("every possible value names an engine")),
+        })
     }
 
     /// What runs, for a report's plan: `per` is what each engine process serves (`arm`, ...);
@@ -48,8 +60,11 @@ impl Engine {
     pub fn describe(self, per: &str) -> String {
         match self {
             Engine::Sim => "embedded simulator (a fresh one per trial)".to_string(),
-            Engine::LlamaCpp => format!("llama.cpp (one llama-server per {per})"),
-            Engine::Vllm => format!("vLLM (one server per {per})"),
+            Engine::Process(EngineKind::LlamaCpp) => {
+                format!("llama.cpp (one llama-server per {per})")
+            }
+            Engine::Process(EngineKind::Vllm) => format!("vLLM (one server per {per})"),
+            Engine::Process(kind) => format!("{kind} (one server per {per})"),
         }
     }
 }
@@ -64,8 +79,8 @@ pub struct ServeCmd {
     )]
     pub config: PathBuf,
     /// The engine to start (a real one: the simulator is `cargo xtask sim`).
-    #[arg(long, value_enum, default_value_t = Engine::LlamaCpp)]
-    pub engine: Engine,
+    #[arg(long, value_parser = engine_value(&STARTED), default_value = "llama-cpp")]
+    pub engine: EngineKind,
     /// Model file for llama.cpp (default: the cached Gemma 3 270M, installed on first use).
     #[arg(long = "gguf", value_name = "GGUF")]
     pub model: Option<PathBuf>,
@@ -80,7 +95,7 @@ pub struct ServeCmd {
 /// How to start an engine.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    pub engine: Engine,
+    pub engine: EngineKind,
     pub config: EngineConfig,
     pub model: Option<PathBuf>,
     pub port: Option<u16>,
@@ -173,7 +188,7 @@ pub(crate) fn llama_cpp_args(
 /// configuration.
 pub(crate) fn start_config(
     root: &Path,
-    engine: Engine,
+    engine: EngineKind,
     (config, text): (&Path, &str),
     model: Option<PathBuf>,
     ready_timeout: Duration,
@@ -204,11 +219,7 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let (program, mut args, model_id) = match opts.engine {
-        Engine::Sim => anyhow::bail!(
-            "the embedded simulator is not a process to start: serve it with `{} sim`",
-            crate::text::tool()
-        ),
-        Engine::LlamaCpp => {
+        EngineKind::LlamaCpp => {
             let Some(bin) = llama_server_binary() else {
                 bail!(
                     "llama.cpp's llama-server was not found: set LLAMA_SERVER to its path or put it on PATH"
@@ -232,7 +243,7 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
             args.extend(["--slot-save-path".into(), slots_dir.display().to_string()]);
             (bin, args, alias)
         }
-        Engine::Vllm => {
+        EngineKind::Vllm => {
             let Some(bin) = find_in_path("vllm") else {
                 bail!(
                     "vllm is not installed (no `vllm` on PATH); install it on a GPU machine: pip install vllm"
@@ -244,6 +255,11 @@ pub fn start(sh: &Shell, opts: &ServeOptions) -> anyhow::Result<EngineProcess> {
             argv.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
             (bin, argv, opts.config.engine.model.clone())
         }
+        other => bail!(
+            "{} starts {} only, not {other}: start it yourself and measure it as a target",
+            crate::text::tool(),
+            EngineKind::names(&STARTED)
+        ),
     };
     args.extend(opts.extra_args.iter().cloned());
     let log = std::fs::File::create(&opts.log)

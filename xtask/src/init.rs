@@ -11,10 +11,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use infergate_model::sources::{self, EngineKind, SourceDecl};
 use xshell::Shell;
 
+use crate::engine_flags::engine_value;
 use crate::exit::Status;
 use crate::text::tool;
 
@@ -34,72 +35,56 @@ pub const ADR_0001_FILE: &str =
 /// The lines `init` keeps in `.gitignore`: run directories.
 pub const GITIGNORE_LINES: [&str; 2] = ["/runs/", "/target/bench/"];
 
-/// The engine a team serves with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Engine {
-    Vllm,
-    Sglang,
-    LlamaCpp,
-    Tgi,
-    Trtllm,
+/// What `init` writes for the engine a team serves with: its name in prose, where its server
+/// listens by default, its API key's variable, and the words that find it in deployment files.
+trait Scaffold {
+    fn display(self) -> &'static str;
+    fn default_base_url(self) -> &'static str;
+    fn api_key_env(self) -> &'static str;
+    fn needles(self) -> &'static [&'static str];
 }
 
-impl Engine {
-    /// The name in profiles and targets (`llama-cpp`).
-    fn key(self) -> &'static str {
-        self.kind().as_str()
-    }
-
-    fn kind(self) -> EngineKind {
-        match self {
-            Engine::Vllm => EngineKind::Vllm,
-            Engine::Sglang => EngineKind::Sglang,
-            Engine::LlamaCpp => EngineKind::LlamaCpp,
-            Engine::Tgi => EngineKind::Tgi,
-            Engine::Trtllm => EngineKind::Trtllm,
-        }
-    }
-
+impl Scaffold for EngineKind {
     fn display(self) -> &'static str {
         match self {
-            Engine::Vllm => "vLLM",
-            Engine::Sglang => "SGLang",
-            Engine::LlamaCpp => "llama.cpp",
-            Engine::Tgi => "TGI",
-            Engine::Trtllm => "TensorRT-LLM",
+            EngineKind::Vllm => "vLLM",
+            EngineKind::Sglang => "SGLang",
+            EngineKind::LlamaCpp => "llama.cpp",
+            EngineKind::Tgi => "TGI",
+            EngineKind::Trtllm => "TensorRT-LLM",
         }
     }
 
     /// Where the engine's OpenAI-compatible server listens by default.
     fn default_base_url(self) -> &'static str {
         match self {
-            Engine::Vllm => "http://127.0.0.1:8000/v1",
-            Engine::Sglang => "http://127.0.0.1:30000/v1",
-            Engine::LlamaCpp => "http://127.0.0.1:8080/v1",
-            Engine::Tgi => "http://127.0.0.1:8080/v1",
-            Engine::Trtllm => "http://127.0.0.1:8000/v1",
+            EngineKind::Vllm => "http://127.0.0.1:8000/v1",
+            EngineKind::Sglang => "http://127.0.0.1:30000/v1",
+            EngineKind::LlamaCpp => "http://127.0.0.1:8080/v1",
+            EngineKind::Tgi => "http://127.0.0.1:8080/v1",
+            EngineKind::Trtllm => "http://127.0.0.1:8000/v1",
         }
     }
 
     /// The variable the API key is read from.
     fn api_key_env(self) -> &'static str {
         match self {
-            Engine::Vllm => "VLLM_API_KEY",
-            Engine::Sglang => "SGLANG_API_KEY",
-            Engine::LlamaCpp => "LLAMA_API_KEY",
-            Engine::Tgi => "TGI_API_KEY",
-            Engine::Trtllm => "TRTLLM_API_KEY",
+            EngineKind::Vllm => "VLLM_API_KEY",
+            EngineKind::Sglang => "SGLANG_API_KEY",
+            EngineKind::LlamaCpp => "LLAMA_API_KEY",
+            EngineKind::Tgi => "TGI_API_KEY",
+            EngineKind::Trtllm => "TRTLLM_API_KEY",
         }
     }
 
     /// The words a container image, service or command of this engine contains.
     fn needles(self) -> &'static [&'static str] {
         match self {
-            Engine::Vllm => &["vllm"],
-            Engine::Sglang => &["sglang"],
-            Engine::LlamaCpp => &["llama", "llama.cpp", "llama-server"],
-            Engine::Tgi => &["text-generation", "tgi"],
-            Engine::Trtllm => &["trtllm", "tensorrt"],
+            EngineKind::Vllm => &["vllm"],
+            EngineKind::Sglang => &["sglang"],
+            EngineKind::LlamaCpp => &["llama", "llama.cpp", "llama-server"],
+            EngineKind::Tgi => &["text-generation", "tgi"],
+            EngineKind::Trtllm => &["trtllm", "tensorrt"],
         }
     }
 }
@@ -108,8 +93,8 @@ impl Engine {
 pub struct InitCmd {
     /// The engine the team serves with: a target and profile of that name in
     /// configs/bench.toml, the spellings of the `--from` files.
-    #[arg(long, value_enum, default_value = "vllm")]
-    pub engine: Engine,
+    #[arg(long, value_parser = engine_value(&EngineKind::ALL), default_value = "vllm")]
+    pub engine: EngineKind,
     /// The engine server's base URL (default: the engine's usual local port).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
@@ -229,9 +214,9 @@ impl InitCmd {
         println!("  {t} bench                       # the embedded simulator, configs/engine.toml");
         println!(
             "  {t} bench --profile {}{}# the server of [targets.{}] in configs/bench.toml",
-            self.engine.key(),
-            " ".repeat(12usize.saturating_sub(self.engine.key().len())),
-            self.engine.key()
+            self.engine.as_str(),
+            " ".repeat(12usize.saturating_sub(self.engine.as_str().len())),
+            self.engine.as_str()
         );
         println!("  {t} adr new \"<title>\" --baseline target/bench/<run id>");
         println!("  {t} adr check --base origin/main");
@@ -275,7 +260,7 @@ fn appended(old: &str, lines: &str) -> Option<String> {
 }
 
 /// Reads a `--from` file: its declaration detected from its content, then its parameters.
-pub fn read_from(root: &Path, file: &Path, engine: Engine) -> anyhow::Result<FromFile> {
+pub fn read_from(root: &Path, file: &Path, engine: EngineKind) -> anyhow::Result<FromFile> {
     let full = if file.is_absolute() { file.to_path_buf() } else { root.join(file) };
     let rel = full.strip_prefix(root).map(Path::to_path_buf).map_err(|_| {
         anyhow::anyhow!(
@@ -302,10 +287,10 @@ pub fn read_from(root: &Path, file: &Path, engine: Engine) -> anyhow::Result<Fro
 /// (`servingEngineSpec`), a Kubernetes manifest (the engine's container's args), a compose file
 /// (the engine's service's command), a YAML/JSON/TOML config (top level) or a script or
 /// Dockerfile (the command line in it).
-pub fn detect(file: &str, text: &str, engine: Engine) -> anyhow::Result<SourceDecl> {
+pub fn detect(file: &str, text: &str, engine: EngineKind) -> anyhow::Result<SourceDecl> {
     let decl = |at: Option<String>, args: Option<String>| SourceDecl {
         path: file.to_string(),
-        engine: engine.kind(),
+        engine,
         at,
         args,
         deployment: "default".into(),
@@ -414,7 +399,7 @@ pub fn plan(cmd: &InitCmd, from: &[FromFile], date: &str) -> anyhow::Result<Vec<
     let key_line = format!("api_key_env = {}", toml_str(&api_key_env));
     let bench = BENCH_TEMPLATE
         .replace("{{ENGINE_NAME}}", e.display())
-        .replace("{{ENGINE}}", e.key())
+        .replace("{{ENGINE}}", e.as_str())
         .replace("{{BASE_URL}}", &base_url.replace('\\', "\\\\").replace('"', "\\\""))
         .replace(
             "{{MODEL_LINE}}",
@@ -483,7 +468,7 @@ pub fn plan(cmd: &InitCmd, from: &[FromFile], date: &str) -> anyhow::Result<Vec<
     let workflow = |t: &str| {
         t.replace("{{VERSION}}", version)
             .replace("{{ENGINE_NAME}}", e.display())
-            .replace("{{ENGINE}}", e.key())
+            .replace("{{ENGINE}}", e.as_str())
             .replace("{{API_KEY_ENV}}", &api_key_env)
     };
     Ok(vec![
@@ -544,7 +529,7 @@ fn xtask_crate(version: &str) -> Vec<Planned> {
 mod tests {
     use super::*;
 
-    fn cmd(engine: Engine) -> InitCmd {
+    fn cmd(engine: EngineKind) -> InitCmd {
         InitCmd {
             engine,
             base_url: Some("http://10.0.0.5:8000/v1".into()),
@@ -561,9 +546,10 @@ mod tests {
     /// is the library's entry point, and the alias.
     #[test]
     fn the_xtask_crate_is_a_valid_manifest_on_this_versions_tag_with_the_alias() {
-        let none = plan(&cmd(Engine::Vllm), &[], "2026-01-01").unwrap();
+        let none = plan(&cmd(EngineKind::Vllm), &[], "2026-01-01").unwrap();
         assert!(!none.iter().any(|f| f.path.starts_with("xtask/")));
-        let files = plan(&InitCmd { xtask: true, ..cmd(Engine::Vllm) }, &[], "2026-01-01").unwrap();
+        let files =
+            plan(&InitCmd { xtask: true, ..cmd(EngineKind::Vllm) }, &[], "2026-01-01").unwrap();
         let text = |p: &str| files.iter().find(|f| f.path == p).unwrap().text.clone();
         let manifest: toml::Table = toml::from_str(&text("xtask/Cargo.toml")).unwrap();
         let dep = &manifest["dependencies"]["infergate"];
@@ -599,7 +585,13 @@ mod tests {
 
     #[test]
     fn the_bench_file_loads_for_every_engine_with_a_default_sim_and_engine_profile() {
-        for e in [Engine::Vllm, Engine::Sglang, Engine::LlamaCpp, Engine::Tgi, Engine::Trtllm] {
+        for e in [
+            EngineKind::Vllm,
+            EngineKind::Sglang,
+            EngineKind::LlamaCpp,
+            EngineKind::Tgi,
+            EngineKind::Trtllm,
+        ] {
             let files = plan(&cmd(e), &[], "2026-01-01").unwrap();
             let bench = &files.iter().find(|f| f.path == "configs/bench.toml").unwrap().text;
             let c = infergate_model::config::BenchConfig::from_source(
@@ -607,10 +599,10 @@ mod tests {
             )
             .unwrap_or_else(|err| panic!("{e:?}: {err}\n{bench}"));
             let names = c.profile_names();
-            for p in ["default", "sim", e.key()] {
+            for p in ["default", "sim", e.as_str()] {
                 assert!(names.iter().any(|n| n == p), "{e:?}: {names:?}");
             }
-            let t = c.target(e.key()).unwrap();
+            let t = c.target(e.as_str()).unwrap();
             assert_eq!(t.base_url, "http://10.0.0.5:8000/v1");
             assert_eq!(t.model.as_deref(), Some("org/model"));
             assert_eq!(t.api_key_env.as_deref(), Some(e.api_key_env()));
@@ -630,19 +622,21 @@ mod tests {
     #[test]
     fn declarations_are_detected_from_the_content() {
         let helm = "servingEngineSpec:\n  modelSpec:\n    - vllmConfig:\n        maxNumSeqs: 8\n";
-        let d = detect("values.yaml", helm, Engine::Vllm).unwrap();
+        let d = detect("values.yaml", helm, EngineKind::Vllm).unwrap();
         assert_eq!(d.at.as_deref(), Some("servingEngineSpec.modelSpec[0].vllmConfig"));
         let k8s = "kind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n        - name: side\n          image: x\n        - name: server\n          image: vllm/vllm-openai\n";
-        let d = detect("k.yaml", k8s, Engine::Vllm).unwrap();
+        let d = detect("k.yaml", k8s, EngineKind::Vllm).unwrap();
         assert_eq!(d.args.as_deref(), Some("spec.template.spec.containers[name=server].args"));
         let compose =
             "services:\n  api:\n    image: vllm/vllm-openai\n    command: --max-num-seqs 4\n";
-        let d = detect("compose.yml", compose, Engine::Vllm).unwrap();
+        let d = detect("compose.yml", compose, EngineKind::Vllm).unwrap();
         assert_eq!(d.args.as_deref(), Some("services.api.command"));
-        let d = detect("c.yaml", "max-num-seqs: 4\n", Engine::Vllm).unwrap();
+        let d = detect("c.yaml", "max-num-seqs: 4\n", EngineKind::Vllm).unwrap();
         assert_eq!((d.at, d.args), (None, None));
-        let d = detect("serve.sh", "vllm serve m\n", Engine::Sglang).unwrap();
+        let d = detect("serve.sh", "vllm serve m\n", EngineKind::Sglang).unwrap();
         assert_eq!((d.at, d.args, d.engine), (None, None, EngineKind::Sglang));
-        assert!(detect("k.yaml", k8s, Engine::Sglang).unwrap_err().to_string().contains("server"));
+        assert!(
+            detect("k.yaml", k8s, EngineKind::Sglang).unwrap_err().to_string().contains("server")
+        );
     }
 }

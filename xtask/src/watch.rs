@@ -17,13 +17,14 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use infergate_model::EngineKind;
 use xshell::Shell;
 
 use crate::exit::Status;
 use crate::text::num;
 use crate::thresholds::rollback::Window;
 use crate::thresholds::series::{
-    Engine, Scrape, Source, bounds_in, decided_as, default_bounds, resolve, source,
+    Scrape, Source, bounds_in, decided_as, default_bounds, detect_engine, resolve, source,
 };
 use infergate_policy::adr::live::{LiveCondition, live_rollback};
 use infergate_policy::adr::{ADR_DIR, load_records};
@@ -111,7 +112,7 @@ impl Watch {
     /// without data counts as not evaluated.
     pub fn new(
         conds: Vec<LiveCondition>,
-        engine: Engine,
+        engine: EngineKind,
         first: &infergate_model::promtext::Exposition,
         started_s: f64,
     ) -> (Watch, Vec<(LiveCondition, String)>) {
@@ -313,7 +314,7 @@ impl WatchCmd {
                     None
                 }
             };
-            let engine = exposition.as_ref().and_then(Engine::detect);
+            let engine = exposition.as_ref().and_then(detect_engine);
             if exposition.is_some() && engine.is_none() {
                 println!(
                     "[{now_s:>5.0}s] {shown} has no vllm:, sglang: or llamacpp: metrics (no data)"
@@ -495,7 +496,7 @@ mod tests {
                 live("`metrics.ttft_ms.p99` above 100 ms for 5s: roll back"),
                 live("`goodput.ratio` below 0.9 for 5s: roll back"),
             ],
-            Engine::Vllm,
+            EngineKind::Vllm,
             &scrape(0.0, 0.0, 0.0).exposition,
             0.0,
         );
@@ -545,7 +546,7 @@ mod tests {
     fn a_quantile_is_decided_on_the_bucket_bound_the_engine_resolves() {
         let cond = || vec![live("`metrics.ttft_ms.p99` above 296 ms for 5s: roll back")];
         let (mut w, _) =
-            Watch::new(cond(), Engine::Vllm, &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition, 0.0);
+            Watch::new(cond(), EngineKind::Vllm, &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition, 0.0);
         let how = w.watched[0].decided.clone().unwrap();
         assert!(
             how.starts_with("more than 1% of requests over 500 ms: the record's 296 ms"),
@@ -574,14 +575,14 @@ mod tests {
         assert!(w.not_evaluated().is_empty());
         // Twice as slow: every request over 500 ms.
         let (mut w, _) =
-            Watch::new(cond(), Engine::Vllm, &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition, 0.0);
+            Watch::new(cond(), EngineKind::Vllm, &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition, 0.0);
         let fired =
             (0..30).find(|t| !w.push(vllm_ttft(*t as f64, 0.0, 0.0, 100.0 * *t as f64)).is_empty());
         assert_eq!(fired, Some(6));
         // A limit above the highest bound cannot be decided: not watched, with the reason.
         let (w, skipped) = Watch::new(
             vec![live("`metrics.ttft_ms.p99` above 900 ms for 5s: roll back")],
-            Engine::Vllm,
+            EngineKind::Vllm,
             &vllm_ttft(0.0, 0.0, 0.0, 0.0).exposition,
             0.0,
         );
@@ -598,7 +599,7 @@ mod tests {
         let cond = || vec![live("`metrics.ttft_ms.p99` above 250 ms for 5s: roll back")];
         let first = vllm_ttft(0.0, 0.0, 0.0, 0.0);
         // Nothing ever answered: every scrape failed.
-        let (mut w, _) = Watch::new(cond(), Engine::Vllm, &first.exposition, 0.0);
+        let (mut w, _) = Watch::new(cond(), EngineKind::Vllm, &first.exposition, 0.0);
         let mut reported = Vec::new();
         for t in 0..12 {
             w.push_failed(t as f64);
@@ -610,7 +611,7 @@ mod tests {
         assert_eq!(finish(Some(&w), Window::parse("12s").unwrap(), "u"), Status::NoData);
         assert_eq!(finish(None, Window::parse("12s").unwrap(), "u"), Status::NoData);
         // Requests flowing throughout: evaluated, an all-clear.
-        let (mut w, _) = Watch::new(cond(), Engine::Vllm, &first.exposition, 0.0);
+        let (mut w, _) = Watch::new(cond(), EngineKind::Vllm, &first.exposition, 0.0);
         for t in 0..12 {
             let n = t as f64;
             w.push(vllm_ttft(n, 10.0 * n, 0.0, 0.0));

@@ -22,45 +22,9 @@ pub mod yaml;
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-/// An engine whose spellings a source uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EngineKind {
-    Vllm,
-    Sglang,
-    Trtllm,
-    LlamaCpp,
-    Tgi,
-}
-
-impl EngineKind {
-    pub const ALL: [EngineKind; 5] = [
-        EngineKind::Vllm,
-        EngineKind::Sglang,
-        EngineKind::Trtllm,
-        EngineKind::LlamaCpp,
-        EngineKind::Tgi,
-    ];
-
-    /// `vllm`, `sglang`, `trtllm`, `llama-cpp`, `tgi`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Vllm => "vllm",
-            EngineKind::Sglang => "sglang",
-            EngineKind::Trtllm => "trtllm",
-            EngineKind::LlamaCpp => "llama-cpp",
-            EngineKind::Tgi => "tgi",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::engine_kind::EngineKind;
 
 /// One `[[adr.source]]` of `configs/xtask.toml`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]

@@ -12,13 +12,13 @@
 //! limit, with the effective limit in the `decided` annotation. Each condition also has an
 //! absent-data alert (`...NoData`, severity `warning`): its window held no observation.
 
+use infergate_model::EngineKind;
 use yaml_rust2::Yaml;
 
 use super::live::LiveCondition;
 use crate::text::yaml;
 use crate::thresholds::series::{
-    Engine, NotExportable, Source, absent_promql, decided_as, default_bounds, promql, resolve,
-    source,
+    NotExportable, Source, absent_promql, decided_as, default_bounds, promql, resolve, source,
 };
 
 pub const RULES_FILE: &str = "deploy/prometheus/infergate-rules.yml";
@@ -61,9 +61,15 @@ pub fn alert_name(c: &LiveCondition) -> String {
     )
 }
 
+/// An engine as the rules name it: the prefix of its metric names (`vllm`, `sglang`,
+/// `llamacpp`), which the label and the group name carry.
+fn prom_name(engine: EngineKind) -> &'static str {
+    engine.metric_prefix().unwrap_or(engine.as_str())
+}
+
 /// The series a condition is written over on `engine`, a latency quantile resolved on the
 /// engine's default buckets; or why there is none.
-pub fn engine_source(c: &LiveCondition, engine: Engine) -> Result<Source, NotExportable> {
+pub fn engine_source(c: &LiveCondition, engine: EngineKind) -> Result<Source, NotExportable> {
     let src = source(&c.condition.metric, engine)?;
     match src.family().and_then(default_bounds) {
         Some(bounds) => resolve(&src, &c.condition, bounds),
@@ -82,7 +88,7 @@ fn map<const N: usize>(pairs: [(&str, Yaml); N]) -> Yaml {
 }
 
 /// The alert of a condition on an engine, and its absent-data alert.
-fn rule(c: &LiveCondition, engine: Engine, src: &Source) -> [Yaml; 2] {
+fn rule(c: &LiveCondition, engine: EngineKind, src: &Source) -> [Yaml; 2] {
     let cond = &c.condition;
     let label = format!("ADR-{:04}", c.adr);
     let at = format!("{}:{}", c.file, cond.line);
@@ -99,7 +105,7 @@ fn rule(c: &LiveCondition, engine: Engine, src: &Source) -> [Yaml; 2] {
     let labels = |severity: &str, action: &str| {
         map([
             ("severity", st(severity)),
-            ("engine", st(engine.as_str())),
+            ("engine", st(prom_name(engine))),
             ("adr", st(format!("{:04}", c.adr))),
             ("metric", st(&cond.metric)),
             ("action", st(action)),
@@ -107,7 +113,7 @@ fn rule(c: &LiveCondition, engine: Engine, src: &Source) -> [Yaml; 2] {
     };
     let mut annotations = yaml_rust2::yaml::Hash::new();
     for (k, v) in [
-        ("summary", format!("{label}: {what} ({})", engine.as_str())),
+        ("summary", format!("{label}: {what} ({})", prom_name(engine))),
         ("record", at.clone()),
         ("baseline", cond.note.clone().unwrap_or_else(|| "not stated in the record".into())),
         ("rollback", instruction),
@@ -143,7 +149,7 @@ fn rule(c: &LiveCondition, engine: Engine, src: &Source) -> [Yaml; 2] {
                         "{label}: {} cannot be evaluated: no observation in {} ({})",
                         cond.metric,
                         cond.window,
-                        engine.as_str()
+                        prom_name(engine)
                     )),
                 ),
                 ("record", st(at)),
@@ -163,7 +169,7 @@ fn rule(c: &LiveCondition, engine: Engine, src: &Source) -> [Yaml; 2] {
 fn groups(conds: &[LiveCondition]) -> (Yaml, usize) {
     let mut alerts = 0;
     let mut groups = Vec::new();
-    for engine in Engine::ALL {
+    for engine in EngineKind::with_metrics() {
         let mut rules = Vec::new();
         for c in conds {
             if let Ok(src) = engine_source(c, engine) {
@@ -172,7 +178,7 @@ fn groups(conds: &[LiveCondition]) -> (Yaml, usize) {
             }
         }
         groups.push(map([
-            ("name", st(format!("infergate-rollback-{}", engine.as_str()))),
+            ("name", st(format!("infergate-rollback-{}", prom_name(engine)))),
             ("rules", Yaml::Array(rules)),
         ]));
     }
@@ -184,11 +190,11 @@ fn not_exportable(conds: &[LiveCondition]) -> Vec<String> {
     let mut out = Vec::new();
     for c in conds {
         let mut by_reason: Vec<(String, Vec<&str>)> = Vec::new();
-        for engine in Engine::ALL {
+        for engine in EngineKind::with_metrics() {
             if let Err(why) = engine_source(c, engine) {
                 match by_reason.iter_mut().find(|(r, _)| *r == why.0) {
-                    Some((_, engines)) => engines.push(engine.as_str()),
-                    None => by_reason.push((why.0, vec![engine.as_str()])),
+                    Some((_, engines)) => engines.push(prom_name(engine)),
+                    None => by_reason.push((why.0, vec![prom_name(engine)])),
                 }
             }
         }

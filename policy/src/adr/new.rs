@@ -1722,8 +1722,9 @@ fn detects_statement(o: &mut Body, proposed: &[Proposed]) {
 /// histogram can decide (the simulator exports vLLM's buckets): the lowest bound at or above
 /// the gate's limit; what was done, or why it cannot be, for the condition's comment.
 fn on_engine_buckets(c: &mut RollbackCondition) -> Option<String> {
-    use crate::thresholds::series::{Engine, resolvable_limit};
-    match resolvable_limit(c, Engine::Vllm)? {
+    use crate::thresholds::series::resolvable_limit;
+    use infergate_model::EngineKind;
+    match resolvable_limit(c, EngineKind::Vllm)? {
         Ok((bound, _)) if (bound - c.limit).abs() < 1e-9 => None,
         Ok((bound, family)) => {
             let gate = sig_text(c.limit);
@@ -1742,7 +1743,8 @@ fn on_engine_buckets(c: &mut RollbackCondition) -> Option<String> {
 /// Extra words under the conditions of a run against a real server: on which bucket bound
 /// each engine decides its latency quantiles (the engine is not known from the runs).
 fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
-    use crate::thresholds::series::{Engine, resolvable_limit};
+    use crate::thresholds::series::resolvable_limit;
+    use infergate_model::EngineKind;
     let mut parts = Vec::new();
     for p in proposed {
         let Some(comparator) = breaking(p.comparator) else { continue };
@@ -1756,7 +1758,7 @@ fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
             note: None,
             line: 0,
         };
-        let on: Vec<String> = [Engine::Vllm, Engine::Sglang]
+        let on: Vec<String> = [EngineKind::Vllm, EngineKind::Sglang]
             .into_iter()
             .filter_map(|e| match resolvable_limit(&c, e)? {
                 Ok((b, _)) => Some(format!("{} {} on {}", sig_text(b), p.unit, e.as_str())),

@@ -17,38 +17,19 @@
 //! commands say so. The bounds are read from `/metrics` by `watch` and are each engine's
 //! defaults ([`default_bounds`]) in the rules `adr alerts` writes.
 
+use infergate_model::EngineKind;
 use infergate_model::engine_series::{llamacpp, sglang, vllm};
 use infergate_model::promtext::Exposition;
 
 use super::rollback::{RollbackCondition, Window};
 use super::rule::Comparator;
 
-/// The engines whose metric names are known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Engine {
-    Vllm,
-    Sglang,
-    LlamaCpp,
-}
-
-impl Engine {
-    pub const ALL: [Engine; 3] = [Engine::Vllm, Engine::Sglang, Engine::LlamaCpp];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::LlamaCpp => "llamacpp",
-        }
-    }
-
-    /// The engine whose names an exposition uses (its metric prefix), if any.
-    pub fn detect(e: &Exposition) -> Option<Engine> {
-        Engine::ALL.into_iter().find(|eng| {
-            let prefix = format!("{}:", eng.as_str());
-            e.samples.iter().any(|s| s.name.starts_with(&prefix))
-        })
-    }
+/// The engine whose names an exposition uses (its metric prefix), if any.
+pub fn detect_engine(e: &Exposition) -> Option<EngineKind> {
+    EngineKind::with_metrics().find(|eng| {
+        let prefix = format!("{}:", eng.metric_prefix().unwrap_or_default());
+        e.samples.iter().any(|s| s.name.starts_with(&prefix))
+    })
 }
 
 /// Where a registry metric's value comes from on one engine.
@@ -168,7 +149,7 @@ pub fn resolve(
 /// bound lies at or above the limit.
 pub fn resolvable_limit(
     c: &RollbackCondition,
-    engine: Engine,
+    engine: EngineKind,
 ) -> Option<Result<(f64, &'static str), NotExportable>> {
     let src = source(&c.metric, engine).ok()?;
     let Source::Quantile { family, .. } = src else { return None };
@@ -224,30 +205,33 @@ fn le_spellings(b: f64) -> String {
 #[error("{0}")]
 pub struct NotExportable(pub String);
 
-fn latency_family(engine: Engine, metric: &str) -> Result<&'static str, NotExportable> {
+fn latency_family(engine: EngineKind, metric: &str) -> Result<&'static str, NotExportable> {
     let none = |why: &str| Err(NotExportable(why.to_string()));
     match (engine, metric) {
-        (Engine::Vllm, "ttft_ms") => Ok(vllm::TIME_TO_FIRST_TOKEN_SECONDS),
-        (Engine::Vllm, "tpot_ms") => Ok(vllm::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS),
-        (Engine::Vllm, "itl_ms") => Ok(vllm::INTER_TOKEN_LATENCY_SECONDS),
-        (Engine::Vllm, "e2e_ms") => Ok(vllm::E2E_REQUEST_LATENCY_SECONDS),
-        (Engine::Vllm, "queue_ms") => Ok(vllm::REQUEST_QUEUE_TIME_SECONDS),
-        (Engine::Sglang, "ttft_ms") => Ok(sglang::TIME_TO_FIRST_TOKEN_SECONDS),
-        (Engine::Sglang, "itl_ms") => Ok(sglang::INTER_TOKEN_LATENCY_SECONDS),
-        (Engine::Sglang, "e2e_ms") => Ok(sglang::E2E_REQUEST_LATENCY_SECONDS),
-        (Engine::Sglang, "tpot_ms") => {
+        (EngineKind::Vllm, "ttft_ms") => Ok(vllm::TIME_TO_FIRST_TOKEN_SECONDS),
+        (EngineKind::Vllm, "tpot_ms") => Ok(vllm::REQUEST_TIME_PER_OUTPUT_TOKEN_SECONDS),
+        (EngineKind::Vllm, "itl_ms") => Ok(vllm::INTER_TOKEN_LATENCY_SECONDS),
+        (EngineKind::Vllm, "e2e_ms") => Ok(vllm::E2E_REQUEST_LATENCY_SECONDS),
+        (EngineKind::Vllm, "queue_ms") => Ok(vllm::REQUEST_QUEUE_TIME_SECONDS),
+        (EngineKind::Sglang, "ttft_ms") => Ok(sglang::TIME_TO_FIRST_TOKEN_SECONDS),
+        (EngineKind::Sglang, "itl_ms") => Ok(sglang::INTER_TOKEN_LATENCY_SECONDS),
+        (EngineKind::Sglang, "e2e_ms") => Ok(sglang::E2E_REQUEST_LATENCY_SECONDS),
+        (EngineKind::Sglang, "tpot_ms") => {
             none("SGLang has no per-request time-per-output-token histogram (its ITL is per token)")
         }
-        (Engine::Sglang, _) => none("SGLang exports no histogram of it"),
-        (Engine::LlamaCpp, _) => {
+        (EngineKind::Sglang, _) => none("SGLang exports no histogram of it"),
+        (EngineKind::LlamaCpp, _) => {
             none("llama.cpp exports no latency histograms (only totals and averages)")
         }
-        (Engine::Vllm, _) => none("vLLM exports no histogram of it"),
+        (EngineKind::Vllm, _) => none("vLLM exports no histogram of it"),
+        (EngineKind::Trtllm | EngineKind::Tgi, _) => {
+            none("infergate reads no metric names of this engine")
+        }
     }
 }
 
 /// The series of `metric` (a registry path) on `engine`, or why there is none.
-pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
+pub fn source(metric: &str, engine: EngineKind) -> Result<Source, NotExportable> {
     let parts: Vec<&str> = metric.split('.').collect();
     if let ["metrics", fam, stat] = parts[..]
         && fam != "itl_jitter"
@@ -270,16 +254,16 @@ pub fn source(metric: &str, engine: Engine) -> Result<Source, NotExportable> {
     }
     let why = |s: &str| Err(NotExportable(s.to_string()));
     match (metric, engine) {
-        ("server.kv_cache_usage.max", Engine::Vllm) => {
+        ("server.kv_cache_usage.max", EngineKind::Vllm) => {
             Ok(Source::GaugeMax { names: &[vllm::KV_CACHE_USAGE_PERC, vllm::GPU_CACHE_USAGE_PERC] })
         }
-        ("server.kv_cache_usage.max", Engine::Sglang) => {
+        ("server.kv_cache_usage.max", EngineKind::Sglang) => {
             Ok(Source::GaugeMax { names: &[sglang::TOKEN_USAGE] })
         }
-        ("server.kv_cache_usage.max", Engine::LlamaCpp) => {
+        ("server.kv_cache_usage.max", EngineKind::LlamaCpp) => {
             Ok(Source::GaugeMax { names: &[llamacpp::KV_CACHE_USAGE_RATIO] })
         }
-        ("server.preemptions", Engine::Vllm) => {
+        ("server.preemptions", EngineKind::Vllm) => {
             Ok(Source::Increase { name: vllm::NUM_PREEMPTIONS_TOTAL })
         }
         ("server.preemptions", _) => why("the engine exports no preemption counter"),
@@ -483,20 +467,20 @@ mod tests {
     #[test]
     fn latency_conditions_become_histogram_quantiles_in_ms() {
         let c = cond("`metrics.ttft_ms.p99` above 302 ms for 5m: roll back");
-        let src = source(&c.metric, Engine::Vllm).unwrap();
+        let src = source(&c.metric, EngineKind::Vllm).unwrap();
         assert_eq!(
             promql(&src, &c),
             "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))) * 1000 > 302"
         );
         let c = cond("`server.kv_cache_usage.max` >= 0.95 for 30s: investigate");
-        let src = source(&c.metric, Engine::Vllm).unwrap();
+        let src = source(&c.metric, EngineKind::Vllm).unwrap();
         assert_eq!(
             promql(&src, &c),
             "max(max_over_time({__name__=~\"vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc\"}[30s])) >= 0.95"
         );
-        assert!(source("metrics.ttft_ms.p99", Engine::LlamaCpp).is_err());
-        assert!(source("goodput.ratio", Engine::Vllm).unwrap_err().0.contains("SLO"));
-        assert!(source("metrics.ttft_ms.max", Engine::Vllm).unwrap_err().0.contains("max"));
+        assert!(source("metrics.ttft_ms.p99", EngineKind::LlamaCpp).is_err());
+        assert!(source("goodput.ratio", EngineKind::Vllm).unwrap_err().0.contains("SLO"));
+        assert!(source("metrics.ttft_ms.max", EngineKind::Vllm).unwrap_err().0.contains("max"));
     }
 
     #[test]

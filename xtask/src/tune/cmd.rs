@@ -68,7 +68,7 @@ pub struct TuneCmd {
     #[arg(long, value_name = "FILE")]
     pub tune_config: Option<PathBuf>,
     /// The engine each configuration runs in.
-    #[arg(long, value_enum, default_value_t = Engine::Sim)]
+    #[arg(long, value_parser = Engine::value_parser(), default_value = "sim")]
     pub engine: Engine,
     /// llama.cpp: the model file (default: the cached Gemma 3 270M).
     #[arg(long, value_name = "GGUF")]
@@ -539,10 +539,7 @@ impl Tune<'_> {
         config: &Path,
         run_dir: &Path,
     ) -> anyhow::Result<Option<EngineProcess>> {
-        let kind = match self.cmd.engine {
-            Engine::Sim => return Ok(None),
-            engine => engine,
-        };
+        let Engine::Process(kind) = self.cmd.engine else { return Ok(None) };
         let log = PathBuf::from(format!("{}.engine.log", run_dir.display()));
         let timeout = Duration::from_secs(self.cmd.ready_timeout);
         let model = self.cmd.gguf.clone();

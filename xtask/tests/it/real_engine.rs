@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use infergate_model::capacity::StopReason;
 use infergate_model::config::EngineConfig;
-use xtask::engine_process::{self as serve, Engine, EngineProcess, ServeOptions};
+use xtask::engine_process::{self as serve, EngineProcess, ServeOptions};
 
 /// Every scenario against llama.cpp, one after another on one test thread
 /// (`a_real_engine_chain` in `main.rs` calls it). Each runs llama.cpp on every core, so two at
@@ -135,7 +135,7 @@ fn start(root: &Path, model: &Path, slots: u32, extra: &[&str]) -> EngineProcess
     let config = EngineConfig::read(&root.join("configs/engine-llamacpp.toml")).unwrap();
     assert_eq!(config.scheduler.max_num_seqs, slots);
     let opts = ServeOptions {
-        engine: Engine::LlamaCpp,
+        engine: infergate_model::EngineKind::LlamaCpp,
         config,
         model: Some(model.to_path_buf()),
         port: None,

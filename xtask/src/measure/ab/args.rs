@@ -70,7 +70,7 @@ pub struct AbArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// The engine both arms run in.
-    #[arg(long, value_enum, default_value_t = Engine::Sim)]
+    #[arg(long, value_parser = Engine::value_parser(), default_value = "sim")]
     pub engine: Engine,
     /// With --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
     #[arg(long, value_name = "GGUF")]

@@ -296,10 +296,7 @@ fn start_engine(
     dir: &Path,
     arm: ab::Arm,
 ) -> anyhow::Result<Option<serve::EngineProcess>> {
-    let kind = match args.engine {
-        Engine::Sim => return Ok(None),
-        engine => engine,
-    };
+    let Engine::Process(kind) = args.engine else { return Ok(None) };
     eprintln!("starting the {}'s engine ({})", arm.as_str(), args.engine.describe("arm"));
     let log = dir.join(format!("engine-{}.log", arm.as_str()));
     let timeout = Duration::from_secs(args.ready_timeout);
