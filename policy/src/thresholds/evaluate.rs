@@ -7,11 +7,12 @@
 //! a failure, not a pass. Pure but for reading a single run's records: `gate` and `bench --gate`
 //! use the same code.
 //!
-//! What a check contributes to the gate comes from its [`Verdict`] and its threshold's
-//! [`Action`] through [`Verdict::effect`] alone; counts, exit status and rendering read that.
+//! What a check contributes to the gate comes from its [`CheckOutcome`] and its threshold's
+//! [`Action`] through [`CheckOutcome::effect`] alone; counts, exit status and rendering read that.
 //! An inconclusive blocking check leaves the gate undecided (exit 3), never passed.
 
 use infergate_model::Summary;
+pub use infergate_model::stats::Verdict;
 use infergate_model::stats::{self, Estimate, Options};
 use infergate_model::summary::RunStatus;
 use infergate_model::trials::TrialSet;
@@ -21,18 +22,18 @@ use super::file::{EnvironmentKey, Threshold, Thresholds};
 use super::rule::Action;
 use crate::exit::Status;
 
-/// Outcome of one threshold.
+/// Outcome of one threshold: the [`Verdict`] of its estimate (the one verdict of the
+/// statistics, the A/B gate and the capacity search), or why the run was not judged against it.
+/// Written as one word in gate reports (`pass`, `fail`, `inconclusive`, `missing`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Pass,
-    /// Measured, and `measured <comparator> limit` does not hold (the whole interval is on the
-    /// failing side).
-    Fail,
-    /// Measured, but the data cannot decide: the interval straddles the limit, the metric has
-    /// no interval (its estimate is blank; [`Check::reason`] says why), or the gate refused to
-    /// decide on a busy host. Never a pass: a blocking one leaves the gate undecided.
-    Inconclusive,
+#[serde(into = "&'static str", try_from = "String")]
+pub enum CheckOutcome {
+    /// Measured and judged: pass (the whole interval on the passing side), fail (`measured
+    /// <comparator> limit` does not hold for any of it), or inconclusive: the interval
+    /// straddles the limit, the metric has no interval (its estimate is blank;
+    /// [`Check::reason`] says why), or the gate refused to decide on a busy host. Inconclusive
+    /// is never a pass: a blocking one leaves the gate undecided.
+    Judged(Verdict),
     /// The run has no value for the metric: a failure.
     Missing,
     /// The run is not the scenario the threshold was set for (its settings differ from the
@@ -52,6 +53,50 @@ pub enum Verdict {
     NotApplicable,
 }
 
+impl CheckOutcome {
+    /// The judged outcomes, by the verdict they hold.
+    pub const PASS: CheckOutcome = CheckOutcome::Judged(Verdict::Pass);
+    pub const FAIL: CheckOutcome = CheckOutcome::Judged(Verdict::Fail);
+    pub const INCONCLUSIVE: CheckOutcome = CheckOutcome::Judged(Verdict::Inconclusive);
+    const ALL: [CheckOutcome; 7] = [
+        CheckOutcome::PASS,
+        CheckOutcome::FAIL,
+        CheckOutcome::INCONCLUSIVE,
+        CheckOutcome::Missing,
+        CheckOutcome::OtherScenario,
+        CheckOutcome::NotThisScenario,
+        CheckOutcome::NotApplicable,
+    ];
+
+    /// The word a gate report writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckOutcome::Judged(v) => v.as_str(),
+            CheckOutcome::Missing => "missing",
+            CheckOutcome::OtherScenario => "other_scenario",
+            CheckOutcome::NotThisScenario => "not_this_scenario",
+            CheckOutcome::NotApplicable => "not_applicable",
+        }
+    }
+}
+
+impl From<CheckOutcome> for &'static str {
+    fn from(o: CheckOutcome) -> &'static str {
+        o.as_str()
+    }
+}
+
+impl TryFrom<String> for CheckOutcome {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<CheckOutcome, String> {
+        CheckOutcome::ALL.into_iter().find(|o| o.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = CheckOutcome::ALL.iter().map(|o| o.as_str()).collect();
+            format!("unknown verdict `{s}`: one of {}", names.join(", "))
+        })
+    }
+}
+
 /// What a check does to the gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Effect {
@@ -66,36 +111,39 @@ pub enum Effect {
     Undecided,
 }
 
-impl Verdict {
-    /// The verdict of `estimate` against `threshold` (`None`: not measured).
-    pub fn judge(threshold: &Threshold, estimate: Option<&Estimate>) -> Verdict {
+impl CheckOutcome {
+    /// The outcome of `estimate` against `threshold` (`None`: not measured).
+    pub fn judge(threshold: &Threshold, estimate: Option<&Estimate>) -> CheckOutcome {
         match estimate {
-            None => Verdict::Missing,
-            Some(e) => match stats::verdict(e, threshold.comparator, threshold.limit) {
-                stats::Verdict::Pass => Verdict::Pass,
-                stats::Verdict::Fail => Verdict::Fail,
-                stats::Verdict::Inconclusive => Verdict::Inconclusive,
-            },
+            None => CheckOutcome::Missing,
+            Some(e) => {
+                CheckOutcome::Judged(stats::verdict(e, threshold.comparator, threshold.limit))
+            }
         }
     }
 
     /// Whether the threshold held.
     pub fn passed(self) -> bool {
-        self == Verdict::Pass
+        self == CheckOutcome::PASS
     }
 
     /// What this verdict does to the gate under `action`.
     pub fn effect(self, action: Action) -> Effect {
         match (self, action) {
-            (Verdict::Pass | Verdict::NotThisScenario | Verdict::NotApplicable, _) => Effect::None,
-            (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Block) => {
-                Effect::Blocks
-            }
-            (Verdict::Fail | Verdict::Missing | Verdict::OtherScenario, Action::Warn) => {
-                Effect::Warns
-            }
-            (Verdict::Inconclusive, Action::Block) => Effect::Undecided,
-            (Verdict::Inconclusive, Action::Warn) => Effect::Warns,
+            (
+                CheckOutcome::PASS | CheckOutcome::NotThisScenario | CheckOutcome::NotApplicable,
+                _,
+            ) => Effect::None,
+            (
+                CheckOutcome::FAIL | CheckOutcome::Missing | CheckOutcome::OtherScenario,
+                Action::Block,
+            ) => Effect::Blocks,
+            (
+                CheckOutcome::FAIL | CheckOutcome::Missing | CheckOutcome::OtherScenario,
+                Action::Warn,
+            ) => Effect::Warns,
+            (CheckOutcome::INCONCLUSIVE, Action::Block) => Effect::Undecided,
+            (CheckOutcome::INCONCLUSIVE, Action::Warn) => Effect::Warns,
         }
     }
 }
@@ -111,7 +159,7 @@ pub struct Check {
     /// Why the check is inconclusive without an interval, was refused (a busy host), or is not
     /// applicable (a load-bound threshold on a run at another load).
     pub reason: Option<String>,
-    pub verdict: Verdict,
+    pub verdict: CheckOutcome,
     /// The settings in which the run differs from the threshold's scenario:
     /// `load.concurrency 16 (set for 32)`.
     pub scenario_diffs: Vec<String>,
@@ -254,12 +302,12 @@ impl GateReport {
 
     /// Checks of thresholds set for another scenario (a sweep stage's other load).
     pub fn not_this_scenario(&self) -> usize {
-        self.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario).count()
+        self.checks.iter().filter(|c| c.verdict == CheckOutcome::NotThisScenario).count()
     }
 
     /// Checks of load-bound thresholds at another load than the run's.
     pub fn not_applicable(&self) -> usize {
-        self.checks.iter().filter(|c| c.verdict == Verdict::NotApplicable).count()
+        self.checks.iter().filter(|c| c.verdict == CheckOutcome::NotApplicable).count()
     }
 
     /// The report of one stage of a sweep: a threshold set for another scenario than the
@@ -267,8 +315,8 @@ impl GateReport {
     /// measured on purpose). A stage that is the scenario keeps every verdict.
     pub fn as_sweep_stage(mut self) -> GateReport {
         for c in &mut self.checks {
-            if c.verdict == Verdict::OtherScenario {
-                c.verdict = Verdict::NotThisScenario;
+            if c.verdict == CheckOutcome::OtherScenario {
+                c.verdict = CheckOutcome::NotThisScenario;
             }
         }
         self
@@ -485,11 +533,11 @@ pub fn evaluate_pooled(
                 measured: first.gated_metric(&t.metric),
                 estimate: None,
                 reason: None,
-                verdict: Verdict::OtherScenario,
+                verdict: CheckOutcome::OtherScenario,
                 scenario_diffs,
             };
             if let Some(why) = elsewhere {
-                check.verdict = Verdict::NotApplicable;
+                check.verdict = CheckOutcome::NotApplicable;
                 check.reason = Some(why);
                 check.scenario_diffs.clear();
                 return check;
@@ -498,24 +546,24 @@ pub fn evaluate_pooled(
                 return check;
             }
             let Some(m) = estimates.get(&first.gated_path(&t.metric)) else {
-                check.verdict = Verdict::Missing;
+                check.verdict = CheckOutcome::Missing;
                 return check;
             };
             check.measured = m.estimate.as_ref().map(|e| e.value).or(check.measured);
             check.estimate = m.estimate.clone();
             check.verdict = match (&m.estimate, m.per_trial.iter().any(Option::is_some)) {
-                (Some(e), _) => Verdict::judge(t, Some(e)),
-                (None, false) => Verdict::Missing,
+                (Some(e), _) => CheckOutcome::judge(t, Some(e)),
+                (None, false) => CheckOutcome::Missing,
                 (None, true) => {
                     check.reason = m.blank.clone();
-                    Verdict::Inconclusive
+                    CheckOutcome::INCONCLUSIVE
                 }
             };
             if opts.refuse_busy_host
                 && !busy.is_empty()
-                && matches!(check.verdict, Verdict::Pass | Verdict::Fail)
+                && matches!(check.verdict, CheckOutcome::PASS | CheckOutcome::FAIL)
             {
-                check.verdict = Verdict::Inconclusive;
+                check.verdict = CheckOutcome::INCONCLUSIVE;
                 check.reason = Some(format!(
                     "the client host was busy during {} (decide anyway: --allow-busy-host)",
                     busy.join(", ")
@@ -584,6 +632,29 @@ mod tests {
     }
 
     #[test]
+    fn a_check_outcome_is_written_as_the_one_word_gate_reports_always_used() {
+        let words: Vec<String> =
+            CheckOutcome::ALL.iter().map(|o| serde_json::to_string(o).unwrap()).collect();
+        assert_eq!(
+            words,
+            [
+                "\"pass\"",
+                "\"fail\"",
+                "\"inconclusive\"",
+                "\"missing\"",
+                "\"other_scenario\"",
+                "\"not_this_scenario\"",
+                "\"not_applicable\""
+            ]
+        );
+        for (o, w) in CheckOutcome::ALL.iter().zip(&words) {
+            assert_eq!(serde_json::from_str::<CheckOutcome>(w).unwrap(), *o);
+        }
+        let e = serde_json::from_str::<CheckOutcome>("\"passed\"").unwrap_err().to_string();
+        assert!(e.starts_with("unknown verdict `passed`: one of pass, fail, inconclusive"), "{e}");
+    }
+
+    #[test]
     fn thresholds_are_selected_by_profile_and_environment() {
         let key = |gpu: &str| -> EnvironmentKey {
             format!("gpu={gpu} x1; engine=vllm; model=m; dtype=auto").parse().unwrap()
@@ -620,18 +691,18 @@ mod tests {
         let t = threshold(Action::Block, None);
         let est = |lo: f64, hi: f64| crate::test_support::estimate((lo + hi) / 2.0, lo, hi);
         // goodput.ratio >= 0.9
-        assert_eq!(Verdict::judge(&t, Some(&est(0.92, 0.98))), Verdict::Pass);
-        assert_eq!(Verdict::judge(&t, Some(&est(0.8, 0.89))), Verdict::Fail);
-        assert_eq!(Verdict::judge(&t, Some(&est(0.85, 0.95))), Verdict::Inconclusive);
-        assert_eq!(Verdict::judge(&t, None), Verdict::Missing);
-        assert_eq!(Verdict::Pass.effect(Action::Block), Effect::None);
-        assert_eq!(Verdict::Fail.effect(Action::Block), Effect::Blocks);
-        assert_eq!(Verdict::Missing.effect(Action::Warn), Effect::Warns);
-        assert_eq!(Verdict::Inconclusive.effect(Action::Block), Effect::Undecided);
-        assert_eq!(Verdict::Inconclusive.effect(Action::Warn), Effect::Warns);
+        assert_eq!(CheckOutcome::judge(&t, Some(&est(0.92, 0.98))), CheckOutcome::PASS);
+        assert_eq!(CheckOutcome::judge(&t, Some(&est(0.8, 0.89))), CheckOutcome::FAIL);
+        assert_eq!(CheckOutcome::judge(&t, Some(&est(0.85, 0.95))), CheckOutcome::INCONCLUSIVE);
+        assert_eq!(CheckOutcome::judge(&t, None), CheckOutcome::Missing);
+        assert_eq!(CheckOutcome::PASS.effect(Action::Block), Effect::None);
+        assert_eq!(CheckOutcome::FAIL.effect(Action::Block), Effect::Blocks);
+        assert_eq!(CheckOutcome::Missing.effect(Action::Warn), Effect::Warns);
+        assert_eq!(CheckOutcome::INCONCLUSIVE.effect(Action::Block), Effect::Undecided);
+        assert_eq!(CheckOutcome::INCONCLUSIVE.effect(Action::Warn), Effect::Warns);
     }
 
-    fn report(checks: Vec<(Action, Verdict)>, other_profiles: Vec<String>) -> GateReport {
+    fn report(checks: Vec<(Action, CheckOutcome)>, other_profiles: Vec<String>) -> GateReport {
         GateReport {
             run_id: "r".into(),
             trials: 1,
@@ -663,29 +734,29 @@ mod tests {
     fn counts_and_status_follow_the_effects() {
         let r = report(
             vec![
-                (Action::Block, Verdict::Pass),
-                (Action::Warn, Verdict::Fail),
-                (Action::Warn, Verdict::Missing),
-                (Action::Block, Verdict::Missing),
+                (Action::Block, CheckOutcome::PASS),
+                (Action::Warn, CheckOutcome::FAIL),
+                (Action::Warn, CheckOutcome::Missing),
+                (Action::Block, CheckOutcome::Missing),
             ],
             vec![],
         );
         assert_eq!((r.passes(), r.warnings(), r.blocking_failures()), (1, 2, 1));
         assert_eq!(r.status(), Status::PolicyViolated);
-        let r = report(vec![(Action::Warn, Verdict::Fail)], vec![]);
+        let r = report(vec![(Action::Warn, CheckOutcome::FAIL)], vec![]);
         assert_eq!(r.status(), Status::Success);
         // An undecided blocking check is never a pass, and a failure outranks it.
         let r = report(
-            vec![(Action::Block, Verdict::Pass), (Action::Block, Verdict::Inconclusive)],
+            vec![(Action::Block, CheckOutcome::PASS), (Action::Block, CheckOutcome::INCONCLUSIVE)],
             vec![],
         );
         assert_eq!((r.undecided(), r.passed(), r.status()), (1, false, Status::Inconclusive));
         let r = report(
-            vec![(Action::Block, Verdict::Fail), (Action::Block, Verdict::Inconclusive)],
+            vec![(Action::Block, CheckOutcome::FAIL), (Action::Block, CheckOutcome::INCONCLUSIVE)],
             vec![],
         );
         assert_eq!(r.status(), Status::PolicyViolated);
-        let r = report(vec![(Action::Warn, Verdict::Inconclusive)], vec![]);
+        let r = report(vec![(Action::Warn, CheckOutcome::INCONCLUSIVE)], vec![]);
         assert_eq!((r.warnings(), r.status()), (1, Status::Success));
         // No check, but thresholds for other profiles: nothing vouches for this run.
         let r = report(vec![], vec!["tuned".into()]);
@@ -696,9 +767,9 @@ mod tests {
     #[test]
     fn a_served_mismatch_never_passes_and_outranks_the_verdicts() {
         for checks in [
-            vec![(Action::Block, Verdict::Pass)],
-            vec![(Action::Block, Verdict::Fail)],
-            vec![(Action::Block, Verdict::Inconclusive)],
+            vec![(Action::Block, CheckOutcome::PASS)],
+            vec![(Action::Block, CheckOutcome::FAIL)],
+            vec![(Action::Block, CheckOutcome::INCONCLUSIVE)],
             vec![],
         ] {
             let mut r = report(checks, vec![]);

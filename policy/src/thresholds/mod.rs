@@ -32,7 +32,7 @@ pub mod runs;
 pub mod series;
 pub mod units;
 
-pub use evaluate::{Check, Effect, GateOptions, GateReport, Verdict, evaluate};
+pub use evaluate::{Check, CheckOutcome, Effect, GateOptions, GateReport, Verdict, evaluate};
 pub use file::{Budget, FORMAT_VERSION, GATE_FILE, Threshold, Thresholds};
 pub use render::{budgets_note, print_report, render_github, render_report, render_table};
 pub use rule::{Action, Comparator};

@@ -7,22 +7,22 @@ use infergate_model::summary::RunStatus;
 
 use infergate_model::stats::Estimate;
 
-use super::evaluate::{Check, Effect, GateReport, Verdict};
+use super::evaluate::{Check, CheckOutcome, Effect, GateReport};
 use crate::console::ConsoleTable;
 use crate::text::{BLANK, gh_escape, num, plural, with_unit};
 
 /// The verdict column: what the check does to the gate, and why when it was not measured.
 fn verdict_text(c: &Check) -> &'static str {
     match (c.verdict, c.effect()) {
-        (Verdict::NotThisScenario, _) => "not this record's scenario",
-        (Verdict::NotApplicable, _) => "not applicable (other load)",
+        (CheckOutcome::NotThisScenario, _) => "not this record's scenario",
+        (CheckOutcome::NotApplicable, _) => "not applicable (other load)",
         (_, Effect::None) => "pass",
-        (Verdict::Missing, Effect::Blocks) => "FAIL (not measured)",
-        (Verdict::Missing, Effect::Warns) => "warn (not measured)",
-        (Verdict::OtherScenario, Effect::Blocks) => "FAIL (other scenario)",
-        (Verdict::OtherScenario, Effect::Warns) => "warn (other scenario)",
-        (Verdict::Inconclusive, Effect::Undecided) => "INCONCLUSIVE",
-        (Verdict::Inconclusive, _) => "warn (inconclusive)",
+        (CheckOutcome::Missing, Effect::Blocks) => "FAIL (not measured)",
+        (CheckOutcome::Missing, Effect::Warns) => "warn (not measured)",
+        (CheckOutcome::OtherScenario, Effect::Blocks) => "FAIL (other scenario)",
+        (CheckOutcome::OtherScenario, Effect::Warns) => "warn (other scenario)",
+        (CheckOutcome::INCONCLUSIVE, Effect::Undecided) => "INCONCLUSIVE",
+        (CheckOutcome::INCONCLUSIVE, _) => "warn (inconclusive)",
         (_, Effect::Undecided) => "INCONCLUSIVE",
         (_, Effect::Blocks) => "FAIL",
         (_, Effect::Warns) => "warn",
@@ -108,7 +108,7 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
     let t = &c.threshold;
     let subject = subject(report);
     let limit = t.limit_text();
-    if c.verdict == Verdict::OtherScenario {
+    if c.verdict == CheckOutcome::OtherScenario {
         return format!(
             "{subject} is not the scenario ADR-{:04} set {} {limit} for: {}; measure that \
              scenario (or record a decision for this one)",
@@ -117,7 +117,7 @@ fn failure_message(report: &GateReport, c: &Check) -> String {
             c.scenario_diffs.join(", ")
         );
     }
-    if c.verdict == Verdict::Inconclusive {
+    if c.verdict == CheckOutcome::INCONCLUSIVE {
         let what = match (&c.estimate, &c.reason) {
             (_, Some(why)) => format!("{} cannot be decided: {why}", t.metric),
             (Some(e), None) => format!(
@@ -309,7 +309,7 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
         )?;
     }
     for c in report.checks.iter().filter(|c| c.failed()) {
-        let label = if c.verdict == Verdict::Inconclusive && c.effect() == Effect::Undecided {
+        let label = if c.verdict == CheckOutcome::INCONCLUSIVE && c.effect() == Effect::Undecided {
             "inconclusive"
         } else {
             level(c)
@@ -323,7 +323,7 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
              run-to-run; measure a trial set (`bench --trials N`) for a decision about the next run"
         )?;
     }
-    for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotApplicable) {
+    for c in report.checks.iter().filter(|c| c.verdict == CheckOutcome::NotApplicable) {
         writeln!(
             out,
             "not applicable: ADR-{:04} {} {}: {}",
@@ -333,7 +333,7 @@ fn report_text(out: &mut fmt::Formatter<'_>, report: &GateReport, github: bool) 
             c.reason.as_deref().unwrap_or("measured at another load")
         )?;
     }
-    for c in report.checks.iter().filter(|c| c.verdict == Verdict::NotThisScenario) {
+    for c in report.checks.iter().filter(|c| c.verdict == CheckOutcome::NotThisScenario) {
         writeln!(
             out,
             "not this record's scenario: ADR-{:04} set {} for another one ({})",

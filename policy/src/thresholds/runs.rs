@@ -8,7 +8,7 @@
 //! as any run is, and a threshold that no stage of the sweep was the scenario of fails the
 //! sweep: nothing in it vouched for the record's scenario, so it never passes silently.
 
-use super::evaluate::{GateReport, Verdict};
+use super::evaluate::{CheckOutcome, GateReport};
 use super::render::print_report;
 use super::rule::Action;
 use crate::exit::Status;
@@ -60,7 +60,9 @@ impl GateVerdicts {
         for c in first.checks.iter().filter(|c| c.threshold.action == Action::Block) {
             let t = &c.threshold;
             let elsewhere_everywhere = self.runs.iter().all(|(_, r)| {
-                r.checks.iter().any(|o| o.threshold == *t && o.verdict == Verdict::NotThisScenario)
+                r.checks
+                    .iter()
+                    .any(|o| o.threshold == *t && o.verdict == CheckOutcome::NotThisScenario)
             });
             let name = format!("ADR-{:04} {}", t.adr, t.metric);
             if elsewhere_everywhere && !out.contains(&name) {
@@ -180,7 +182,7 @@ mod tests {
     }
 
     /// A stage's report with one blocking TTFT check of the given verdict.
-    fn stage(run_id: &str, verdict: Verdict) -> GateReport {
+    fn stage(run_id: &str, verdict: CheckOutcome) -> GateReport {
         let threshold = Threshold {
             metric: "metrics.ttft_ms.p99".into(),
             comparator: Comparator::Le,
@@ -196,7 +198,7 @@ mod tests {
             line: 40,
         };
         let diffs = match verdict {
-            Verdict::OtherScenario => vec!["load.concurrency 16 (set for 32)".to_string()],
+            CheckOutcome::OtherScenario => vec!["load.concurrency 16 (set for 32)".to_string()],
             _ => vec![],
         };
         let mut r = report(run_id, true);
@@ -215,33 +217,33 @@ mod tests {
     fn a_sweep_reports_other_loads_as_not_the_scenario_and_judges_the_scenario_stage() {
         // The stage at 16 is not the record's scenario: reported, not a failure.
         let mut v = GateVerdicts::sweep();
-        v.record("stage 1/2 concurrency=16".into(), stage("s-01", Verdict::OtherScenario));
-        v.record("stage 2/2 concurrency=32".into(), stage("s-02", Verdict::Pass));
-        assert_eq!(v.runs[0].1.checks[0].verdict, Verdict::NotThisScenario);
+        v.record("stage 1/2 concurrency=16".into(), stage("s-01", CheckOutcome::OtherScenario));
+        v.record("stage 2/2 concurrency=32".into(), stage("s-02", CheckOutcome::PASS));
+        assert_eq!(v.runs[0].1.checks[0].verdict, CheckOutcome::NotThisScenario);
         assert_eq!(v.status(), Status::Success);
         // The scenario's stage failing fails the sweep.
         let mut v = GateVerdicts::sweep();
-        v.record("stage 1/2 concurrency=16".into(), stage("s-01", Verdict::OtherScenario));
-        v.record("stage 2/2 concurrency=32".into(), stage("s-02", Verdict::Fail));
+        v.record("stage 1/2 concurrency=16".into(), stage("s-01", CheckOutcome::OtherScenario));
+        v.record("stage 2/2 concurrency=32".into(), stage("s-02", CheckOutcome::FAIL));
         assert_eq!(v.failed(), vec!["stage 2/2 concurrency=32 (run s-02)".to_string()]);
         // No stage is the scenario: the threshold was never judged, the sweep fails.
         let mut v = GateVerdicts::sweep();
-        v.record("stage 1/1 concurrency=16".into(), stage("s-01", Verdict::OtherScenario));
+        v.record("stage 1/1 concurrency=16".into(), stage("s-01", CheckOutcome::OtherScenario));
         assert!(v.failed().is_empty());
         assert_eq!(v.unjudged(), vec!["ADR-0003 metrics.ttft_ms.p99".to_string()]);
         assert_eq!(v.status(), Status::PolicyViolated);
         // A stage the gate could not decide leaves the sweep undecided, never passed; a failure
         // elsewhere outranks it.
         let mut v = GateVerdicts::sweep();
-        v.record("stage 1/2 concurrency=32".into(), stage("s-01", Verdict::Inconclusive));
-        v.record("stage 2/2 concurrency=32".into(), stage("s-02", Verdict::Pass));
+        v.record("stage 1/2 concurrency=32".into(), stage("s-01", CheckOutcome::INCONCLUSIVE));
+        v.record("stage 2/2 concurrency=32".into(), stage("s-02", CheckOutcome::PASS));
         assert_eq!(v.undecided(), vec!["stage 1/2 concurrency=32 (run s-01)".to_string()]);
         assert_eq!(v.status(), Status::Inconclusive);
-        v.record("stage 3/3 concurrency=32".into(), stage("s-03", Verdict::Fail));
+        v.record("stage 3/3 concurrency=32".into(), stage("s-03", CheckOutcome::FAIL));
         assert_eq!(v.status(), Status::PolicyViolated);
         // Outside a sweep another scenario stays a failure.
         let mut v = GateVerdicts::default();
-        v.record("strategy serial".into(), stage("c-1", Verdict::OtherScenario));
+        v.record("strategy serial".into(), stage("c-1", CheckOutcome::OtherScenario));
         assert_eq!(v.status(), Status::PolicyViolated);
     }
 }

@@ -10,7 +10,7 @@
 
 use infergate_model::Summary;
 use infergate_model::trials::{Trial, TrialSet};
-use xtask::thresholds::{GateOptions, Thresholds, Verdict};
+use xtask::thresholds::{CheckOutcome, GateOptions, Thresholds};
 
 use crate::support::*;
 
@@ -47,8 +47,8 @@ fn a_threshold_bound_to_another_load_is_not_applicable_and_leaves_the_verdict() 
     let plain = format!("{GOODPUT}\nlimit = 0.9");
     let t = gate_toml(&[&plain, &at("concurrency 24", 0.99)]);
     let r = xtask::thresholds::evaluate(&twice(&run), &t, &GateOptions::default());
-    let verdicts: Vec<Verdict> = r.checks.iter().map(|c| c.verdict).collect();
-    assert_eq!(verdicts, [Verdict::Pass, Verdict::NotApplicable]);
+    let verdicts: Vec<CheckOutcome> = r.checks.iter().map(|c| c.verdict).collect();
+    assert_eq!(verdicts, [CheckOutcome::PASS, CheckOutcome::NotApplicable]);
     assert_eq!((r.status().code(), r.passes()), (0, 1), "{r:?}");
     let why = r.checks[1].reason.as_deref().unwrap();
     assert!(
@@ -64,14 +64,14 @@ fn a_threshold_bound_to_another_load_is_not_applicable_and_leaves_the_verdict() 
     // At the run's own load the same limit is decided: 0.97 breaks 0.99.
     let t = gate_toml(&[&plain, &at("concurrency 64", 0.99)]);
     let r = xtask::thresholds::evaluate(&twice(&run), &t, &GateOptions::default());
-    assert_eq!(r.checks[1].verdict, Verdict::Fail);
+    assert_eq!(r.checks[1].verdict, CheckOutcome::FAIL);
     assert_eq!(r.status().code(), 1);
     let text = xtask::thresholds::render_report(&r, false);
     assert!(text.contains("goodput.ratio = 0.97 breaks >= 0.99 at concurrency 64"), "{text}");
     // A rate is another dimension: not this closed loop's load.
     let t = gate_toml(&[&at("rate 64", 0.5)]);
     let r = xtask::thresholds::evaluate(&twice(&run), &t, &GateOptions::default());
-    assert_eq!(r.checks[0].verdict, Verdict::NotApplicable);
+    assert_eq!(r.checks[0].verdict, CheckOutcome::NotApplicable);
 }
 
 /// A record with the thresholds table of `rows` (an `At load` column last) and everything lint

@@ -17,8 +17,8 @@ fn gate_redactions(root: &std::path::Path) -> insta::Settings {
     settings
 }
 use xtask::thresholds::{
-    Action, Comparator, GateOptions, GateReport, Threshold, Thresholds, Verdict, render_github,
-    render_report,
+    Action, CheckOutcome, Comparator, GateOptions, GateReport, Threshold, Thresholds,
+    render_github, render_report,
 };
 
 /// Two identical trials of `s`: every estimate is the value, with a zero-width interval.
@@ -91,7 +91,7 @@ fn every_comparator_at_under_and_over_its_limit() {
                         evaluate(&s, &gate(vec![threshold(metric, cmp, limit, unit, action, 7)]));
                     let check = &report.checks[0];
                     assert_eq!(check.measured, Some(value));
-                    let want = if expect { Verdict::Pass } else { Verdict::Fail };
+                    let want = if expect { CheckOutcome::PASS } else { CheckOutcome::FAIL };
                     assert_eq!(check.verdict, want, "{metric} = {value} {cmp} {limit}");
                     // Only a failed block threshold fails the gate.
                     assert_eq!(
@@ -123,8 +123,8 @@ fn a_metric_the_run_lacks_fails() {
         threshold("cost.per_1m_output_tokens", Comparator::Le, 1.0, "currency", Action::Warn, 4),
     ]);
     let report = evaluate(&s, &t);
-    assert_eq!(report.checks[0].verdict, Verdict::Missing);
-    assert_eq!(report.checks[1].verdict, Verdict::Missing);
+    assert_eq!(report.checks[0].verdict, CheckOutcome::Missing);
+    assert_eq!(report.checks[1].verdict, CheckOutcome::Missing);
     assert!(!report.passed());
     assert_eq!((report.blocking_failures(), report.warnings()), (1, 1));
     // A run with no requests has no error rate either.
@@ -133,7 +133,7 @@ fn a_metric_the_run_lacks_fails() {
         &s,
         &gate(vec![threshold("error_rate", Comparator::Le, 0.01, "ratio", Action::Block, 5)]),
     );
-    assert_eq!(report.checks[0].verdict, Verdict::Missing);
+    assert_eq!(report.checks[0].verdict, CheckOutcome::Missing);
 }
 
 /// An interrupted run measured part of its planned load: whatever its partial numbers, it does
@@ -152,7 +152,7 @@ fn an_interrupted_run_never_passes_a_gate() {
     assert!(evaluate(&s, &t).passed(), "the complete run passes");
     s.status = infergate_model::summary::RunStatus::Interrupted;
     let report = evaluate(&s, &t);
-    assert_eq!(report.checks[0].verdict, Verdict::Pass, "its number is within the limit");
+    assert_eq!(report.checks[0].verdict, CheckOutcome::PASS, "its number is within the limit");
     assert!(!report.passed());
     assert_eq!(report.status(), xtask::exit::Status::PolicyViolated);
     // "blocking: the run was interrupted", "gate FAILED" and its annotation.
@@ -258,7 +258,7 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
         t
     };
     let report = evaluate(&s, &gate(vec![at(32, Action::Block)]));
-    assert_eq!(report.checks[0].verdict, Verdict::OtherScenario);
+    assert_eq!(report.checks[0].verdict, CheckOutcome::OtherScenario);
     assert_eq!(report.checks[0].scenario_diffs, ["load.concurrency 64 (set for 32)"]);
     assert!(!report.passed());
     // "FAIL (other scenario)", what differs from the record's scenario, and the annotation at
@@ -267,7 +267,7 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
     // A warn threshold of another scenario warns; the same scenario is checked as usual.
     assert!(evaluate(&s, &gate(vec![at(32, Action::Warn)])).passed());
     let same = evaluate(&s, &gate(vec![at(64, Action::Block)]));
-    assert_eq!(same.checks[0].verdict, Verdict::Pass);
+    assert_eq!(same.checks[0].verdict, CheckOutcome::PASS);
     // gate.toml carries the scenario and reads it back.
     let file = gate(vec![at(32, Action::Block)]);
     let text = xtask::thresholds::file::render_file(&file, "docs/adr");
@@ -628,15 +628,15 @@ fn a_single_run_is_decided_by_its_request_bootstrap_and_blank_estimates_say_why(
     ]);
     let set = TrialSet::load(&run).unwrap();
     let report = xtask::thresholds::evaluate(&set, &t, &GateOptions::default());
-    let verdicts: Vec<Verdict> = report.checks.iter().map(|c| c.verdict).collect();
+    let verdicts: Vec<CheckOutcome> = report.checks.iter().map(|c| c.verdict).collect();
     assert_eq!(
         verdicts,
         [
-            Verdict::Pass,
-            Verdict::Inconclusive,
-            Verdict::Pass,
-            Verdict::Inconclusive,
-            Verdict::Missing
+            CheckOutcome::PASS,
+            CheckOutcome::INCONCLUSIVE,
+            CheckOutcome::PASS,
+            CheckOutcome::INCONCLUSIVE,
+            CheckOutcome::Missing
         ],
         "{}",
         render_report(&report, false)
@@ -791,16 +791,16 @@ fn a_record_keyed_to_one_gpu_gates_only_that_gpu_and_two_gpus_records_coexist() 
 /// (`gate.json`, the MCP `gate` tool's result); refused beside `--ab`, which writes `ab.json`.
 #[test]
 fn the_verdicts_are_written_as_json_with_the_exit_status() {
-    use xtask::thresholds::Verdict;
+    use xtask::thresholds::CheckOutcome;
     use xtask::thresholds::report_file::GateFile;
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = (vec![180.0; 100], vec![200.0; 100], vec![220.0; 100]);
     write_set(&dir.path().join("set"), &[&a, &b, &c], &[]);
     std::fs::create_dir_all(dir.path().join("thresholds")).unwrap();
     let cases = [
-        (260.0, 0, "success", Verdict::Pass),
-        (140.0, 1, "policy-violated", Verdict::Fail),
-        (210.0, 3, "inconclusive", Verdict::Inconclusive),
+        (260.0, 0, "success", CheckOutcome::PASS),
+        (140.0, 1, "policy-violated", CheckOutcome::FAIL),
+        (210.0, 3, "inconclusive", CheckOutcome::INCONCLUSIVE),
     ];
     for (limit, code, status, verdict) in cases {
         let text = format!(
