@@ -159,7 +159,7 @@ impl Figures {
 /// How a self-test ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum SelftestOutcome {
     /// The bench's own error was within the bounds.
     WithinBounds,
     /// The bench's own error broke a bound while the machine was quiet: the bench's error.
@@ -169,14 +169,14 @@ pub enum Verdict {
     MachineStalled,
 }
 
-impl Verdict {
+impl SelftestOutcome {
     pub fn words(self) -> &'static str {
         match self {
-            Verdict::WithinBounds => "within the known-answer bounds",
-            Verdict::BenchError => {
+            SelftestOutcome::WithinBounds => "within the known-answer bounds",
+            SelftestOutcome::BenchError => {
                 "the bench's own error broke the known-answer bounds while the machine was quiet"
             }
-            Verdict::MachineStalled => {
+            SelftestOutcome::MachineStalled => {
                 "the machine stalled the known-answer server (or other processes took the CPU) in every attempt; not the bench's error"
             }
         }
@@ -205,7 +205,7 @@ pub struct SelftestRecord {
     /// The host's 1-minute load average when it ended.
     #[serde(default)]
     pub load_avg_1m: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: SelftestOutcome,
     pub figures: Figures,
 }
 
@@ -349,7 +349,7 @@ pub(crate) fn test_record(at: &str, fingerprint: &str) -> SelftestRecord {
         requests: 40,
         attempts: 1,
         load_avg_1m: Some(0.5),
-        verdict: Verdict::WithinBounds,
+        verdict: SelftestOutcome::WithinBounds,
         figures: Figures { ttft_error_ms: s, gap_error_ms: s, server_late_ms: s },
     }
 }

@@ -16,7 +16,7 @@ use bench::known_answer::run::{self, Plan};
 use clap::Args;
 use infergate_model::config::TimingConfig;
 use infergate_model::floor::SelftestFile;
-use infergate_model::selftest::{self, SelftestRecord, Verdict};
+use infergate_model::selftest::{self, SelftestOutcome, SelftestRecord};
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -90,12 +90,12 @@ impl SelftestCmd {
         }
         eprintln!("written {}", path.display());
         Ok(match outcome.verdict {
-            Verdict::WithinBounds => Status::Success,
-            Verdict::BenchError => {
+            SelftestOutcome::WithinBounds => Status::Success,
+            SelftestOutcome::BenchError => {
                 eprintln!("error: {}", outcome.message);
                 Status::PolicyViolated
             }
-            Verdict::MachineStalled => {
+            SelftestOutcome::MachineStalled => {
                 eprintln!("{}", outcome.message);
                 let late = outcome.figures.server_late_ms.p50;
                 if late > selftest::SERVER_LATE_P50_MS {

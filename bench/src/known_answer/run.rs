@@ -12,7 +12,7 @@ use super::server::ServerProcess;
 use infergate_model::RequestRecord;
 use infergate_model::config::{BenchConfig, Profile, Source, Target, TimingConfig};
 use infergate_model::selftest::{
-    Attempt, Attempts, Figures, Next, SelftestRecord, Spread, Verdict, sorted,
+    Attempt, Attempts, Figures, Next, SelftestOutcome, SelftestRecord, Spread, sorted,
 };
 use infergate_sim::SimRecord;
 
@@ -230,7 +230,7 @@ pub async fn measure(
 
 /// What [`run`] found: the figures of the attempt that decided, and how it ended.
 pub struct Outcome {
-    pub verdict: Verdict,
+    pub verdict: SelftestOutcome,
     pub figures: Figures,
     pub attempts: u32,
     /// Why it failed or stalled, in words (empty when within the bounds).
@@ -285,9 +285,9 @@ pub async fn run(
         let (next, line) = attempts.judge(n, &a, before, after);
         progress(&line);
         let (verdict, message) = match next {
-            Next::Held => (Verdict::WithinBounds, String::new()),
-            Next::Failed(m) => (Verdict::BenchError, m),
-            Next::Stalled(m) => (Verdict::MachineStalled, m),
+            Next::Held => (SelftestOutcome::WithinBounds, String::new()),
+            Next::Failed(m) => (SelftestOutcome::BenchError, m),
+            Next::Stalled(m) => (SelftestOutcome::MachineStalled, m),
             Next::Again => continue,
         };
         // The last attempt is never `Again`.

@@ -743,7 +743,7 @@ fn a_run_whose_profile_gates_on_its_plateau_is_recorded_with_the_plateaus_figure
 /// measured timing error: the record states it in one line naming the runs, and lints.
 #[test]
 fn a_recorded_selftest_is_the_records_measurement_floor() {
-    use infergate_model::selftest::{Figures, SelftestRecord, Spread, Verdict};
+    use infergate_model::selftest::{Figures, SelftestOutcome, SelftestRecord, Spread};
     let (mut base, mut exps) = runs();
     let spread = |p50, p99| Spread { p50, p99, min: 0.01, max: p99, n: 1000 };
     let floor = SelftestRecord {
@@ -755,7 +755,7 @@ fn a_recorded_selftest_is_the_records_measurement_floor() {
         requests: 1000,
         attempts: 1,
         load_avg_1m: Some(0.4),
-        verdict: Verdict::WithinBounds,
+        verdict: SelftestOutcome::WithinBounds,
         figures: Figures {
             ttft_error_ms: spread(0.1, 0.42),
             gap_error_ms: spread(0.01, 0.48),

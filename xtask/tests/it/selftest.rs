@@ -4,7 +4,7 @@
 //! later run on the same host as `environment.selftest` (and not by a run on another host).
 
 use infergate_model::floor::SelftestFile;
-use infergate_model::selftest::{self, SelftestRecord, Verdict};
+use infergate_model::selftest::{self, SelftestOutcome, SelftestRecord};
 
 use crate::support::*;
 
@@ -16,7 +16,7 @@ fn the_selftest_measures_the_benchs_own_error_and_later_runs_record_it() {
     let o = xtask(r.path(), &["selftest", "--concurrency", "4", "--requests", "40", "--json", "-"]);
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let record: SelftestRecord = serde_json::from_str(&o.stdout).expect(&o.stdout);
-    assert_eq!(record.verdict, Verdict::WithinBounds, "{}", o.stderr);
+    assert_eq!(record.verdict, SelftestOutcome::WithinBounds, "{}", o.stderr);
     assert_eq!((record.concurrency, record.tokens_per_s, record.requests), (4, 400.0, 40));
     assert!((record.itl_ms - 10.0).abs() < 1e-9, "4 streams at 400 tokens/s: 10 ms each");
     let f = &record.figures;
