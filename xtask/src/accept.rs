@@ -293,7 +293,7 @@ pub fn render(r: &AcceptanceReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bench::accept::{Layer, LayerCheck, LayerVerdict};
+    use bench::accept::{Layer, LayerCheck, LayerOutcome};
 
     #[test]
     fn render_shows_every_check_the_verdict_and_the_actions() {
@@ -328,7 +328,7 @@ mod tests {
                 ),
                 Layer::not_evaluated(
                     "engine",
-                    LayerVerdict::Skipped,
+                    LayerOutcome::Skipped,
                     "the numeric layer failed".into(),
                 ),
             ],

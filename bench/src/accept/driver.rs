@@ -203,19 +203,19 @@ pub async fn run(spec: AcceptSpec) -> Result<AcceptanceReport, AcceptError> {
         return Err(AcceptError::Usage("the targets need a dataset (--dataset FILE)".into()));
     }
     let numeric = numeric_pass(&spec, &dir, sides.as_ref(), &items).await?;
-    let numeric_failed = numeric.verdict == LayerVerdict::Fail;
+    let numeric_failed = numeric.verdict == LayerOutcome::Fail;
     let mut layers = vec![numeric];
     let pass = match &sides {
         None => {
             layers.extend(not_evaluated_later(
-                LayerVerdict::NotRun,
+                LayerOutcome::NotRun,
                 "no targets: only logits were compared",
             ));
             None
         }
         Some(_) if numeric_failed && !spec.all => {
             layers.extend(not_evaluated_later(
-                LayerVerdict::Skipped,
+                LayerOutcome::Skipped,
                 "the numeric layer failed (use --all to evaluate every layer)",
             ));
             None
@@ -260,7 +260,7 @@ fn check_spec(spec: &AcceptSpec) -> Result<(), AcceptError> {
 }
 
 /// The engine and business layers, both not evaluated for the same reason.
-fn not_evaluated_later(verdict: LayerVerdict, why: &str) -> Vec<Layer> {
+fn not_evaluated_later(verdict: LayerOutcome, why: &str) -> Vec<Layer> {
     ["engine", "business"].map(|l| Layer::not_evaluated(l, verdict, why.into())).into()
 }
 
@@ -325,12 +325,12 @@ async fn streamed_layers(
         th,
         vec![],
     );
-    let engine_failed = engine.verdict == LayerVerdict::Fail;
+    let engine_failed = engine.verdict == LayerOutcome::Fail;
     layers.push(engine);
     if engine_failed && !spec.all {
         layers.push(Layer::not_evaluated(
             "business",
-            LayerVerdict::Skipped,
+            LayerOutcome::Skipped,
             "the engine layer failed (use --all to evaluate every layer)".into(),
         ));
         return Ok(pass);
@@ -709,7 +709,7 @@ fn business_layer(
         }
     }
     if stats[1].structured == 0 {
-        let mut l = Layer::not_evaluated("business", LayerVerdict::NotRun, notes.join("; "));
+        let mut l = Layer::not_evaluated("business", LayerOutcome::NotRun, notes.join("; "));
         l.checks = checks.into_iter().filter(|c| !c.gating).collect();
         l.details = json!({"judge": judge_details});
         return (l, failures);

@@ -71,7 +71,7 @@ impl AcceptThresholds {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum LayerVerdict {
+pub enum LayerOutcome {
     Pass,
     Fail,
     /// Not evaluated because an earlier layer failed (and `--all` was not given).
@@ -80,13 +80,13 @@ pub enum LayerVerdict {
     NotRun,
 }
 
-impl LayerVerdict {
+impl LayerOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
-            LayerVerdict::Pass => "pass",
-            LayerVerdict::Fail => "fail",
-            LayerVerdict::Skipped => "skipped",
-            LayerVerdict::NotRun => "not_run",
+            LayerOutcome::Pass => "pass",
+            LayerOutcome::Fail => "fail",
+            LayerOutcome::Skipped => "skipped",
+            LayerOutcome::NotRun => "not_run",
         }
     }
 }
@@ -143,7 +143,7 @@ impl LayerCheck {
 pub struct Layer {
     /// `numeric`, `engine` or `business`.
     pub name: String,
-    pub verdict: LayerVerdict,
+    pub verdict: LayerOutcome,
     pub checks: Vec<LayerCheck>,
     /// Layer-specific numbers (see docs/acceptance.md).
     pub details: Value,
@@ -159,14 +159,14 @@ impl Layer {
         notes: Vec<String>,
     ) -> Layer {
         let verdict = if checks.iter().any(|c| c.gating && !c.passed) {
-            LayerVerdict::Fail
+            LayerOutcome::Fail
         } else {
-            LayerVerdict::Pass
+            LayerOutcome::Pass
         };
         Layer { name: name.into(), verdict, checks, details, notes }
     }
 
-    pub fn not_evaluated(name: &str, verdict: LayerVerdict, note: String) -> Layer {
+    pub fn not_evaluated(name: &str, verdict: LayerOutcome, note: String) -> Layer {
         Layer {
             name: name.into(),
             verdict,
@@ -241,8 +241,8 @@ impl AcceptanceReport {
             && self
                 .layers
                 .iter()
-                .all(|l| matches!(l.verdict, LayerVerdict::Pass | LayerVerdict::NotRun))
-            && self.layers.iter().any(|l| l.verdict == LayerVerdict::Pass);
+                .all(|l| matches!(l.verdict, LayerOutcome::Pass | LayerOutcome::NotRun))
+            && self.layers.iter().any(|l| l.verdict == LayerOutcome::Pass);
     }
 
     /// The compact `extra.acceptance` section written into the baseline's and the candidate's
@@ -383,7 +383,7 @@ mod tests {
             Value::Null,
             vec![],
         );
-        assert_eq!(l.verdict, LayerVerdict::Pass);
+        assert_eq!(l.verdict, LayerOutcome::Pass);
         assert!(l.actions().is_empty());
     }
 
@@ -402,7 +402,7 @@ mod tests {
             thresholds: th.clone(),
             layers: vec![
                 numeric_layer(&stats, &th, vec![]),
-                Layer::not_evaluated("engine", LayerVerdict::Skipped, "numeric failed".into()),
+                Layer::not_evaluated("engine", LayerOutcome::Skipped, "numeric failed".into()),
             ],
             passed: true,
             actions: vec![],
@@ -454,14 +454,14 @@ mod tests {
         };
         let clean = infergate_model::openai::StreamIntegrity::default();
         let th = AcceptThresholds::default();
-        assert_eq!(engine_layer(&m, &m, &clean, &clean, &th, vec![]).verdict, LayerVerdict::Pass);
+        assert_eq!(engine_layer(&m, &m, &clean, &clean, &th, vec![]).verdict, LayerOutcome::Pass);
         let bad = infergate_model::openai::StreamIntegrity {
             reordered_events: 2,
             missing_done: 1,
             ..Default::default()
         };
         let l = engine_layer(&m, &m, &bad, &clean, &th, vec![]);
-        assert_eq!(l.verdict, LayerVerdict::Fail);
+        assert_eq!(l.verdict, LayerOutcome::Fail);
         assert_eq!(l.checks[2].value, Some(3.0));
         assert_eq!(l.details["candidate"]["stream_integrity"]["reordered_events"], 2);
         assert!(l.actions()[0].contains("disorder"));

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::support::*;
 use bench::accept::driver::{self, AcceptSpec, TargetSpec};
-use bench::accept::{self, LayerVerdict, dataset};
+use bench::accept::{self, LayerOutcome, dataset};
 use infergate_model::config::{Target, TimingConfig};
 use infergate_sim::{SimHandle, SimOptions};
 
@@ -80,13 +80,13 @@ async fn identical_engines_pass_every_layer() {
     b.shutdown().await;
     c.shutdown().await;
     let numeric = r.layer("numeric").unwrap();
-    assert_eq!(numeric.verdict, LayerVerdict::Pass, "{:#?}", r);
+    assert_eq!(numeric.verdict, LayerOutcome::Pass, "{:#?}", r);
     assert_eq!(numeric.checks[0].value, Some(1.0));
     assert_eq!(numeric.checks[1].value, Some(0.0));
     assert_eq!(numeric.details["items"], 6);
-    assert_eq!(r.layer("engine").unwrap().verdict, LayerVerdict::Pass, "{:#?}", r.layer("engine"));
+    assert_eq!(r.layer("engine").unwrap().verdict, LayerOutcome::Pass, "{:#?}", r.layer("engine"));
     let business = r.layer("business").unwrap();
-    assert_eq!(business.verdict, LayerVerdict::Pass, "{business:#?}");
+    assert_eq!(business.verdict, LayerOutcome::Pass, "{business:#?}");
     assert_eq!(business.details["candidate"]["structured"], 9);
     assert!(r.passed);
     // The run directory: report, two normal run directories with extra.acceptance.
@@ -126,7 +126,7 @@ async fn drifting_logprobs_fail_the_numeric_layer_and_stop_the_later_ones() {
     b.shutdown().await;
     c.shutdown().await;
     let numeric = r.layer("numeric").unwrap();
-    assert_eq!(numeric.verdict, LayerVerdict::Fail);
+    assert_eq!(numeric.verdict, LayerOutcome::Fail);
     // Every log-prob is off by exactly 0.2%: the max relative error is the drift, and the
     // cosine of two nearly parallel vectors stays above its threshold.
     let rtol = numeric.checks[1].value.unwrap();
@@ -138,8 +138,8 @@ async fn drifting_logprobs_fail_the_numeric_layer_and_stop_the_later_ones() {
     let first = &numeric.details["first_divergence"];
     assert_eq!((first["item"].as_u64(), first["position"].as_u64()), (Some(0), Some(0)));
     assert_eq!(first["reason"], "rtol");
-    assert_eq!(r.layer("engine").unwrap().verdict, LayerVerdict::Skipped);
-    assert_eq!(r.layer("business").unwrap().verdict, LayerVerdict::Skipped);
+    assert_eq!(r.layer("engine").unwrap().verdict, LayerOutcome::Skipped);
+    assert_eq!(r.layer("business").unwrap().verdict, LayerOutcome::Skipped);
     assert!(!r.passed);
 }
 
@@ -154,10 +154,10 @@ async fn corrupted_structured_outputs_fail_the_business_layer() {
     let r = driver::run(s).await.unwrap();
     b.shutdown().await;
     c.shutdown().await;
-    assert_eq!(r.layer("numeric").unwrap().verdict, LayerVerdict::Pass);
-    assert_eq!(r.layer("engine").unwrap().verdict, LayerVerdict::Pass, "{:#?}", r.layer("engine"));
+    assert_eq!(r.layer("numeric").unwrap().verdict, LayerOutcome::Pass);
+    assert_eq!(r.layer("engine").unwrap().verdict, LayerOutcome::Pass, "{:#?}", r.layer("engine"));
     let business = r.layer("business").unwrap();
-    assert_eq!(business.verdict, LayerVerdict::Fail);
+    assert_eq!(business.verdict, LayerOutcome::Fail);
     let structured = business.details["candidate"]["structured"].as_u64().unwrap();
     let valid = business.details["candidate"]["valid"].as_u64().unwrap();
     assert_eq!(structured, 18);
@@ -204,8 +204,8 @@ async fn logits_files_alone_run_the_numeric_layer() {
     s.logits = Some((b, c));
     let r = driver::run(s).await.unwrap();
     let numeric = r.layer("numeric").unwrap();
-    assert_eq!(numeric.verdict, LayerVerdict::Pass);
+    assert_eq!(numeric.verdict, LayerOutcome::Pass);
     assert_eq!(numeric.details["positions"], 2);
-    assert_eq!(r.layer("engine").unwrap().verdict, LayerVerdict::NotRun);
+    assert_eq!(r.layer("engine").unwrap().verdict, LayerOutcome::NotRun);
     assert!(r.passed);
 }
