@@ -9,6 +9,7 @@ pub mod ab;
 pub mod actions;
 pub mod bench;
 pub mod capacity;
+pub mod flags;
 pub mod merge;
 pub mod strategies;
 pub mod sweep;
