@@ -28,8 +28,6 @@ use crate::{gitinfo, measure, run_report as report, thresholds};
 
 #[derive(Clone, Debug, Args)]
 #[command(group(clap::ArgGroup::new("load_search").args(["sweep", "capacity"])))]
-// `bench` (and `tune`, which takes its flags) spells --profile -p too.
-#[command(mut_arg("profile", |a| a.short('p')))]
 pub struct BenchCmd {
     /// The profile, its bench config and `--set`.
     #[command(flatten)]

@@ -11,15 +11,15 @@ use clap::Args;
 #[derive(Clone, Debug, Args)]
 pub struct MeasureFlags {
     /// Profile from the bench config.
-    #[arg(long, default_value = "default")]
+    #[arg(short, long, default_value = "default")]
     pub profile: String,
     /// Bench config file (default: configs/bench.toml; built-in defaults when that file is
     /// absent).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Override a profile field for every run: KEY=VALUE, e.g. --set
-    /// workload.input_lengths=[128,512] (bench ab: an engine-config key, like
-    /// engine.gpu_memory_utilization=0.45, changes both arms' engine configs).
+    /// workload.input_lengths=[128,512]; in bench ab an engine-config key (like
+    /// engine.gpu_memory_utilization=0.45) changes both arms' engine configs.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
 }
