@@ -93,7 +93,7 @@ pub struct TrialPlan {
     /// threshold is decided.
     pub until_decided: Option<u32>,
     /// What one more trial is measured with, the same settings (recorded in `trials.json`).
-    pub request: infergate_model::trials::TrialRequest,
+    pub request: Box<infergate_model::trials::TrialRequest>,
 }
 
 impl BenchMode {

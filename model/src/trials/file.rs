@@ -20,7 +20,7 @@ pub struct TrialsFile {
     /// set written without it (format 1, which recorded bench arguments as text), gated as it
     /// is but never added to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<TrialRequest>,
+    pub request: Option<Box<TrialRequest>>,
     /// Trials asked for; `trials.len()` of them were measured.
     pub planned: u32,
     /// Seconds waited between trials.

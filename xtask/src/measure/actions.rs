@@ -101,9 +101,9 @@ pub(crate) fn until_decided(
         );
     };
     let set = TrialSet::load(path).context("cannot gate the trial set")?;
-    let plan = plan_of(root, path, &index, request, GateSettings { thresholds, github, options })?;
+    let gate = GateSettings { thresholds, github, options };
+    let plan = plan_of(root, path, &index, request, gate.clone())?;
     refuse_changed(root, &plan, &set)?;
-    let gate = plan.gate.clone().expect("the plan of added trials is gated");
     let mut w = crate::measure::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
     let (status, report) = crate::measure::trials::until_decided(&mut w, &gate, max_trials)?;
     if let Some(report) = report {
@@ -120,7 +120,7 @@ fn plan_of(
     root: &Path,
     path: &Path,
     index: &infergate_model::trials::TrialsFile,
-    request: TrialRequest,
+    request: Box<TrialRequest>,
     gate: GateSettings,
 ) -> anyhow::Result<BenchPlan> {
     let source = ProfileSource {
@@ -141,7 +141,7 @@ fn plan_of(
         count: index.planned,
         cooldown_s: index.cooldown_s,
         warmup: 0,
-        confidence: gate.options.confidence,
+        confidence: index.confidence,
         until_decided: None,
         request,
     });

@@ -553,7 +553,7 @@ impl BenchCmd {
                 warmup,
                 confidence: self.confidence,
                 until_decided: self.until_decided.then_some(self.max_trials).flatten(),
-                request: self.request(&source, &profile),
+                request: Box::new(self.request(&source, &profile)),
             });
         }
         if let BenchMode::Compare(_) = mode {
