@@ -16,6 +16,7 @@ use xshell::Shell;
 use crate::console::ConsoleTable;
 use crate::exit::Status;
 use crate::measure::bench::BenchCmd;
+use crate::measure::flags::MeasureFlags;
 use crate::text::{BLANK, num};
 
 /// Power of the trials-per-arm figure.
@@ -23,15 +24,9 @@ pub(crate) const POWER: f64 = 0.95;
 
 #[derive(Debug, clap::Args)]
 pub struct NoiseCmd {
-    /// The bench profile to measure (configs/bench.toml).
-    #[arg(long, default_value = "default")]
-    pub profile: String,
-    /// Bench config file (default: configs/bench.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Override a config key for every trial (`--set sim.noise.run_cv=0.05`); repeatable.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
+    /// The profile each trial runs, its bench config and `--set`.
+    #[command(flatten)]
+    pub flags: MeasureFlags,
     /// Trials to measure (at least 3).
     #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub trials: u32,
@@ -58,17 +53,13 @@ impl NoiseCmd {
             Some(dir) => dir.clone(),
             None => crate::measure::default_out_dir(&root, "noise", &run_id),
         };
-        let mut args: Vec<String> =
-            vec!["--profile".into(), self.profile.clone(), "--quiet".into()];
-        args.extend(["--trials".into(), self.trials.to_string()]);
-        args.extend(["--out".into(), out.display().to_string()]);
-        if let Some(c) = &self.config {
-            args.extend(["--config".into(), c.display().to_string()]);
-        }
-        for s in &self.sets {
-            args.extend(["--set".into(), s.clone()]);
-        }
-        let cmd = BenchCmd::from_args(&args).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let cmd = BenchCmd {
+            flags: self.flags.clone(),
+            trials: Some(self.trials),
+            out: Some(out),
+            quiet: true,
+            ..BenchCmd::default()
+        };
         let plan = cmd.plan(&root, run_id)?;
         let status = crate::measure::bench::execute(&plan)?;
         if status != Status::Success {

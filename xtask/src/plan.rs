@@ -92,9 +92,8 @@ pub struct TrialPlan {
     /// `--until-decided --max-trials K`: the gate adds trials up to K until every blocking
     /// threshold is decided.
     pub until_decided: Option<u32>,
-    /// The `bench` arguments that measure one more trial with the same settings (recorded in
-    /// `trials.json`).
-    pub bench_args: Vec<String>,
+    /// What one more trial is measured with, the same settings (recorded in `trials.json`).
+    pub request: Box<infergate_model::trials::TrialRequest>,
 }
 
 impl BenchMode {

@@ -15,12 +15,12 @@ pub struct TrialsFile {
     #[serde(default)]
     pub run_id: String,
     pub profile: String,
-    /// The `cargo xtask bench` arguments that measure one more trial of this set with the
-    /// same settings (profile, config, target, overrides; an API key only by the name of its
-    /// variable), relative to the repository root: `gate --until-decided` adds trials with
-    /// them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub bench_args: Vec<String>,
+    /// What the trials were measured with ([`TrialRequest`]): `bench trials SET
+    /// --until-decided` measures more trials of the set with exactly these settings. `None`: a
+    /// set written without it (format 1, which recorded bench arguments as text), gated as it
+    /// is but never added to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Box<TrialRequest>>,
     /// Trials asked for; `trials.len()` of them were measured.
     pub planned: u32,
     /// Seconds waited between trials.
@@ -113,6 +113,25 @@ impl crate::artifact::Artifact for TrialsFile {
     const FILE: &'static str = TRIALS_FILE;
     const VERSION: u32 = FORMAT_VERSION;
     const WHAT: &'static str = "a trial set index";
+
+    /// Format 1 recorded the bench arguments of its trials as text (`bench_args`) in place of
+    /// the typed request; they leave some settings out (trace replay), so the set reads without
+    /// a request: gated as it is, never added to.
+    fn upgrade(
+        found: u64,
+        mut doc: serde_json::Value,
+    ) -> Result<serde_json::Value, crate::artifact::UpgradeError> {
+        use crate::artifact::UpgradeError;
+        match (found, doc.as_object_mut()) {
+            (1, Some(o)) => {
+                o.remove("bench_args");
+                o.insert("format_version".into(), FORMAT_VERSION.into());
+                Ok(doc)
+            }
+            (1, None) => Err(UpgradeError::NotAnObject),
+            _ => Err(UpgradeError::NeverWritten { found }),
+        }
+    }
 }
 
 impl TrialsFile {

@@ -38,15 +38,18 @@ use crate::summary::{RunStatus, Summary, metric_def};
 mod cold;
 mod estimate;
 mod file;
+mod request;
 
 pub use cold::*;
 pub use estimate::*;
 pub use file::*;
+pub use request::*;
 
 /// The trial set's index, in the set's directory.
 pub const TRIALS_FILE: &str = "trials.json";
-/// The `format_version` of `trials.json` this tool writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The `format_version` of `trials.json` this tool writes and reads (format 1, which recorded
+/// bench arguments as text in place of the typed request, is read too).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The metrics a trial set estimates besides those its thresholds name: TTFT, TPOT, ITL and
 /// E2E mean and P99, throughput, goodput and the error rate.
@@ -192,7 +195,7 @@ mod tests {
         let file = TrialsFile {
             format_version: FORMAT_VERSION,
             run_id: "set".into(),
-            bench_args: vec![],
+            request: None,
             profile: "default".into(),
             planned: ttfts.len() as u32,
             cooldown_s: 0.0,
@@ -343,7 +346,7 @@ mod tests {
         let e = TrialSet::load(tmp.path()).unwrap_err();
         assert!(
             e.to_string().ends_with(
-                "trials.json is a trial set index of format 9, this tool reads format 1"
+                "trials.json is a trial set index of format 9, this tool reads format 2"
             ),
             "{e}"
         );
@@ -352,6 +355,21 @@ mod tests {
         index.write(tmp.path()).unwrap();
         let e = TrialSet::load(tmp.path()).unwrap_err();
         assert!(e.to_string().contains("lists no trial"), "{e}");
+    }
+
+    #[test]
+    fn a_set_of_format_1_reads_without_a_request() {
+        let tmp = tempfile::tempdir().unwrap();
+        set(tmp.path(), &[&[200.0; 4], &[210.0; 4]]);
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(tmp.path().join(TRIALS_FILE)).unwrap())
+                .unwrap();
+        doc["format_version"] = 1.into();
+        doc["bench_args"] = serde_json::json!(["--profile", "default", "--trials", "2"]);
+        std::fs::write(tmp.path().join(TRIALS_FILE), doc.to_string()).unwrap();
+        let index = TrialsFile::read(tmp.path()).unwrap();
+        assert_eq!((index.format_version, index.request, index.trials.len()), (2, None, 2));
+        assert_eq!(TrialSet::load(tmp.path()).unwrap().trials.len(), 2);
     }
 
     #[test]

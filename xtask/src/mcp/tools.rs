@@ -720,7 +720,7 @@ mod tests {
         };
         assert_eq!((g.ab.ab.as_deref(), g.ab.no_history), (Some("--json"), true));
         assert_eq!(
-            (g.ab.profile.as_str(), g.ab.sets, g.ab.candidate_sets),
+            (g.ab.flags.profile.as_str(), g.ab.flags.sets, g.ab.candidate_sets),
             ("--help", vec!["--out".to_string()], vec!["-C".to_string()])
         );
 
@@ -756,8 +756,11 @@ mod tests {
         };
         let C::Bench(b) = parse(bench.job(out)) else { panic!("not bench") };
         let b = b.args;
-        assert_eq!((b.profile.as_str(), b.target.as_deref()), ("--help", Some("-q")));
-        assert_eq!((b.sets, b.out), (vec!["--out=/tmp".to_string()], Some(out.to_path_buf())));
+        assert_eq!((b.flags.profile.as_str(), b.target.as_deref()), ("--help", Some("-q")));
+        assert_eq!(
+            (b.flags.sets, b.out),
+            (vec!["--out=/tmp".to_string()], Some(out.to_path_buf()))
+        );
 
         let accept = AcceptArgs {
             baseline: h(),

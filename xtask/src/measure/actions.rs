@@ -14,7 +14,11 @@ use crate::text::join_clean;
 use infergate_model::trials::TrialSet;
 
 use crate::decide_flags::DecideFlags;
+use crate::plan::{BenchMode, BenchPlan, GateSettings, ProfileSource, TrialPlan};
 use crate::thresholds::{GATE_FILE, GateOptions, Thresholds, print_report};
+use infergate_model::config::ResolvedProfile;
+use infergate_model::summary::EngineParams;
+use infergate_model::trials::TrialRequest;
 
 /// `bench ab [BASE_REV]`.
 #[derive(Clone, Debug, Args)]
@@ -66,8 +70,9 @@ impl TrialsCmd {
     }
 }
 
-/// `bench trials --until-decided`: re-plan the set's profile from the bench arguments its
-/// `trials.json` records, add trials to it, print the last look's report.
+/// `bench trials --until-decided`: plan the set's next trials from the request its
+/// `trials.json` records (the resolved profile, its target, the trial settings), add trials to
+/// it, print the last look's report.
 pub(crate) fn until_decided(
     root: &Path,
     path: &Path,
@@ -76,7 +81,6 @@ pub(crate) fn until_decided(
     max_trials: u32,
     github: bool,
 ) -> anyhow::Result<Status> {
-    use clap::Parser;
     if !infergate_model::trials::is_trial_set(path) {
         anyhow::bail!(
             "--until-decided adds trials to a trial set, and {} has no trials.json; measure one \
@@ -86,35 +90,76 @@ pub(crate) fn until_decided(
     }
     let index =
         infergate_model::trials::TrialsFile::read(path).context("cannot gate the trial set")?;
-    if index.bench_args.is_empty() {
+    let Some(request) = index.request.clone() else {
         anyhow::bail!(
-            "{} does not record the bench arguments of its trials (bench_args), so no trial can \
-             be added with the same settings",
-            path.join(infergate_model::trials::TRIALS_FILE).display()
+            "{} does not record the request its trials were measured with (a set measured \
+             before trials.json format {} records its bench arguments as text, which leave \
+             settings out), so no trial can be added with the same settings; gate it as it is, \
+             or measure a new set with this version: `cargo xtask bench --trials N`",
+            path.join(infergate_model::trials::TRIALS_FILE).display(),
+            infergate_model::trials::FORMAT_VERSION
         );
-    }
-    #[derive(Parser)]
-    struct Args {
-        #[command(flatten)]
-        bench: crate::measure::bench::BenchCmd,
-    }
-    let argv = std::iter::once("bench".to_string()).chain(index.bench_args.iter().cloned());
-    let args = Args::try_parse_from(argv).with_context(|| {
-        format!("the bench arguments recorded in {} are refused", path.display())
-    })?;
-    let mut cmd = args.bench;
-    cmd.out = Some(path.to_path_buf());
-    cmd.quiet = true;
-    let plan = cmd.plan(root, index.run_id.clone())?;
-    refuse_changed(root, &plan, &TrialSet::load(path).context("cannot gate the trial set")?)?;
-    let gate = crate::plan::GateSettings { thresholds, github, options };
-    let plan = crate::plan::BenchPlan { gate: Some(gate.clone()), ..plan };
+    };
+    let set = TrialSet::load(path).context("cannot gate the trial set")?;
+    let gate = GateSettings { thresholds, github, options };
+    let plan = plan_of(root, path, &index, request, gate.clone())?;
+    refuse_changed(root, &plan, &set)?;
     let mut w = crate::measure::trials::SetWriter::resume(&plan, path.to_path_buf(), index);
     let (status, report) = crate::measure::trials::until_decided(&mut w, &gate, max_trials)?;
     if let Some(report) = report {
         print_report(&report, github);
     }
     Ok(status)
+}
+
+/// The plan of more trials of the set in `path`: the recorded profile run against its target,
+/// the engine config and workload files it names read from the working tree, gated. The
+/// working tree's bench config is resolved with the recorded overrides too (`source`), so
+/// [`refuse_changed`] can tell when it no longer resolves to what the set measured.
+fn plan_of(
+    root: &Path,
+    path: &Path,
+    index: &infergate_model::trials::TrialsFile,
+    request: Box<TrialRequest>,
+    gate: GateSettings,
+) -> anyhow::Result<BenchPlan> {
+    let source = ProfileSource {
+        config: crate::measure::bench::load_config(root, request.config.as_deref())?,
+        name: index.profile.clone(),
+        overrides: request.overrides(),
+        cli_target: request.cli_target.clone(),
+    };
+    let now = source.resolve(&[])?;
+    let profile = ResolvedProfile { profile: request.profile.clone(), ..now };
+    let engine = match &profile.target {
+        Some((_, t)) => {
+            t.engine_config.as_deref().map(|f| EngineParams::read(root, f)).transpose()?
+        }
+        None => None,
+    };
+    let mode = BenchMode::Trials(TrialPlan {
+        count: index.planned,
+        cooldown_s: index.cooldown_s,
+        warmup: 0,
+        confidence: index.confidence,
+        until_decided: None,
+        request,
+    });
+    Ok(BenchPlan {
+        root: root.to_path_buf(),
+        run_id: index.run_id.clone(),
+        out_dir: path.to_path_buf(),
+        quiet: true,
+        profile,
+        source,
+        engine,
+        git: crate::gitinfo::detect(root),
+        gate: Some(gate),
+        record_history: false,
+        mode,
+        command: None,
+        shard: None,
+    })
 }
 
 /// `bench trials --until-decided` adds trials with what the working tree holds now: refused when that is no
@@ -133,11 +178,14 @@ fn refuse_changed(
         );
     }
     let Some(first) = set.trials.first() else { return Ok(()) };
-    let profile = &plan.profile.profile;
+    // The working tree's bench config resolved as the set's was: what a trial measured now
+    // would be, and the files the next trial reads.
+    let now = plan.source.resolve(&[])?;
+    let profile = &now.profile;
     let mut planned = first.summary.clone();
-    planned.profile = plan.profile.name.clone();
+    planned.profile = now.name.clone();
     planned.config = infergate_model::summary::RunConfig::Profile(Box::new(profile.clone()));
-    planned.engine = match (&plan.engine, &plan.profile.target, profile.sim.mode) {
+    planned.engine = match (&plan.engine, &now.target, profile.sim.mode) {
         (Some(e), _, _) => Some(e.clone()),
         (None, None, infergate_model::config::SimMode::Engine) => Some(
             infergate_model::summary::EngineParams::read(root, &profile.sim.engine_config)

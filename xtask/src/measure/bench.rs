@@ -14,9 +14,11 @@ use infergate_model::capacity::{Budget, CapacitySpec, Limit};
 use infergate_model::config::{BenchConfig, Override, Target};
 use infergate_model::summary::{EngineParams, RunStatus};
 use infergate_model::sweep::{Dimension, StagePlan, SweepSpec};
+use infergate_model::trials::{RequestOverride, TrialRequest};
 use xshell::Shell;
 
 use crate::exit::Status;
+use crate::measure::flags::MeasureFlags;
 use crate::plan::{
     BenchMode, BenchPlan, CapacityPlan, GateSettings, PlanError, ProfileSource, StrategyList,
     SweepPlan, TrialPlan, check_capacity, check_comparable,
@@ -27,12 +29,9 @@ use crate::{gitinfo, measure, run_report as report, thresholds};
 #[derive(Clone, Debug, Args)]
 #[command(group(clap::ArgGroup::new("load_search").args(["sweep", "capacity"])))]
 pub struct BenchCmd {
-    /// Profile from the bench config.
-    #[arg(short, long, default_value = "default")]
-    pub profile: String,
-    /// Bench config file (built-in defaults when the default file is absent).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    /// The profile, its bench config and `--set`.
+    #[command(flatten)]
+    pub flags: MeasureFlags,
     /// Measure this target from the config instead of the profile's.
     #[arg(long, value_name = "NAME", conflicts_with = "base_url")]
     pub target: Option<String>,
@@ -73,9 +72,6 @@ pub struct BenchCmd {
     /// Output tokens per request.
     #[arg(long)]
     pub max_tokens: Option<u32>,
-    /// Override any profile field: KEY=VALUE, e.g. --set workload.input_lengths=[128,512].
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
     /// Run directory (default: target/bench/<run id>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -334,22 +330,60 @@ fn parse_warmup_trials(s: &str) -> Result<u32, String> {
 
 pub(crate) const DEFAULT_CONFIG: &str = "configs/bench.toml";
 
-impl BenchCmd {
-    /// The bench flags of another command (`bench ab`, which measures through the bench),
-    /// parsed as `cargo xtask bench ARGS` would parse them.
-    pub(crate) fn from_args(args: &[String]) -> Result<BenchCmd, clap::Error> {
-        use clap::Parser;
-        #[derive(Parser, Debug)]
-        #[command(name = "cargo xtask bench")]
-        struct Flags {
-            #[command(flatten)]
-            bench: BenchCmd,
+impl Default for BenchCmd {
+    /// `cargo xtask bench` with no flag: the flags' defaults, for the commands that measure
+    /// through the bench (`noise`, `bench ab`) to set theirs on.
+    fn default() -> BenchCmd {
+        BenchCmd {
+            flags: MeasureFlags::default(),
+            target: None,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            concurrency: None,
+            rate: None,
+            trace: None,
+            time_scale: None,
+            trace_start: None,
+            trace_duration: None,
+            requests: None,
+            duration: None,
+            max_tokens: None,
+            out: None,
+            quiet: false,
+            sweep: None,
+            stage_duration: None,
+            warmup_fraction: None,
+            capacity: None,
+            capacity_target: None,
+            capacity_limit: Vec::new(),
+            capacity_start: None,
+            capacity_max: None,
+            capacity_resolution: None,
+            capacity_trials: None,
+            capacity_budget: None,
+            gate: false,
+            thresholds: PathBuf::from(crate::thresholds::GATE_FILE),
+            github: false,
+            compare_strategies: None,
+            report: false,
+            trials: None,
+            record_history: false,
+            warmup_trials: None,
+            cooldown: None,
+            confidence: infergate_model::stats::DEFAULT_CONFIDENCE,
+            allow_busy_host: false,
+            until_decided: false,
+            max_trials: None,
+            shard: None,
+            start_at: None,
+            run_id: None,
+            command_line: None,
         }
-        let mut argv = vec!["bench".to_string()];
-        argv.extend_from_slice(args);
-        Flags::try_parse_from(argv).map(|f| f.bench)
     }
+}
 
+impl BenchCmd {
     /// The command-line overrides, in the order they apply (flags, then --set).
     pub fn overrides(&self) -> anyhow::Result<Vec<Override>> {
         let mut o = Vec::new();
@@ -393,7 +427,7 @@ impl BenchCmd {
         if let Some(t) = &self.target {
             o.push(Override::new("target", t.as_str(), format!("--target {t}")));
         }
-        for s in &self.sets {
+        for s in &self.flags.sets {
             o.push(Override::parse(s).map_err(anyhow::Error::msg)?);
         }
         if let Some(n) = self.trials {
@@ -410,35 +444,20 @@ impl BenchCmd {
         Ok(o)
     }
 
-    /// The arguments that measure the same profile with the same settings (what a trial set
-    /// records to add trials later): profile, config, target, load and workload flags, `--set`;
-    /// not the output, gate or reporting flags. An API key appears only as its variable's name.
-    pub(crate) fn profile_args(&self) -> Vec<String> {
-        let mut a: Vec<String> = vec!["--profile".into(), self.profile.clone()];
-        let mut opt = |flag: &str, v: Option<String>| {
-            if let Some(v) = v {
-                a.push(flag.to_string());
-                a.push(v);
-            }
-        };
-        let number = infergate_model::config::limits::number;
-        opt("--config", self.config.as_ref().map(|p| p.display().to_string()));
-        opt("--target", self.target.clone());
-        opt("--base-url", self.base_url.clone());
-        opt("--model", self.model.clone());
-        opt("--api-key-env", self.api_key_env.clone());
-        opt("--concurrency", self.concurrency.map(|c| c.to_string()));
-        opt("--rate", self.rate.map(number));
-        opt("--requests", self.requests.map(|n| n.to_string()));
-        opt("--duration", self.duration.map(number));
-        opt("--max-tokens", self.max_tokens.map(|n| n.to_string()));
-        for s in &self.sets {
-            opt("--set", Some(s.clone()));
+    /// What a trial set's trials are measured with, as `trials.json` records it: the resolved
+    /// profile and where it came from (the `--config` file, the overrides in order, the
+    /// `--base-url` target), so a later trial measures exactly the same.
+    fn request(
+        &self,
+        source: &ProfileSource,
+        profile: &infergate_model::config::ResolvedProfile,
+    ) -> TrialRequest {
+        TrialRequest {
+            config: self.flags.config.clone(),
+            overrides: source.overrides.iter().map(RequestOverride::from).collect(),
+            cli_target: source.cli_target.clone(),
+            profile: profile.profile.clone(),
         }
-        opt("--trials", self.trials.map(|n| n.to_string()));
-        opt("--cooldown", self.cooldown.map(number));
-        opt("--warmup-trials", self.warmup_trials.map(|n| n.to_string()));
-        a
     }
 
     /// How a sweep's stages and a capacity search's trials split into warmup and the measured
@@ -513,8 +532,8 @@ impl BenchCmd {
     /// measuring) and the output directory chosen, once. `run_id` is the one run id.
     pub fn plan(&self, root: &Path, run_id: String) -> anyhow::Result<BenchPlan> {
         let source = ProfileSource {
-            config: load_config(root, self.config.as_deref())?,
-            name: self.profile.clone(),
+            config: load_config(root, self.flags.config.as_deref())?,
+            name: self.flags.profile.clone(),
             overrides: self.overrides()?,
             cli_target: self.cli_target()?,
         };
@@ -534,7 +553,7 @@ impl BenchCmd {
                 warmup,
                 confidence: self.confidence,
                 until_decided: self.until_decided.then_some(self.max_trials).flatten(),
-                bench_args: self.profile_args(),
+                request: Box::new(self.request(&source, &profile)),
             });
         }
         if let BenchMode::Compare(_) = mode {
@@ -768,6 +787,36 @@ mod tests {
     }
 
     const RUN_ID: &str = "20250101T000000Z-abcd";
+
+    #[test]
+    fn the_default_command_is_bench_without_flags() {
+        let parsed = bench_cmd(&[]);
+        assert_eq!(format!("{:?}", BenchCmd::default()), format!("{parsed:?}"));
+        // -p is --profile.
+        assert_eq!(bench_cmd(&["-p", "x"]).flags.profile, "x");
+    }
+
+    #[test]
+    fn a_trial_plan_holds_the_resolved_request_with_every_override() {
+        let ws = workspace(ENGINE);
+        let args = ["--trials", "2", "--concurrency", "3", "--set", "load.requests=6"];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        let BenchMode::Trials(tp) = &plan.mode else { panic!("{:?}", plan.mode) };
+        let request = &tp.request;
+        let keys: Vec<&str> = request.overrides.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["load.mode", "load.concurrency", "load.requests", "trials"]);
+        assert_eq!(request.profile, plan.profile.profile);
+        assert_eq!((request.config.as_ref(), request.cli_target.as_ref()), (None, None));
+        // --base-url's target with the API key's variable, never its value.
+        let args = ["--trials", "2", "--base-url", "http://h:1", "--api-key-env", "TEAM_KEY"];
+        let plan = plan_in(ws.path(), &args).unwrap();
+        let BenchMode::Trials(tp) = &plan.mode else { panic!("{:?}", plan.mode) };
+        let target = tp.request.cli_target.as_ref().unwrap();
+        assert_eq!(
+            (target.base_url.as_str(), target.api_key_env.as_deref()),
+            ("http://h:1", Some("TEAM_KEY"))
+        );
+    }
 
     fn plan_in(root: &Path, args: &[&str]) -> anyhow::Result<BenchPlan> {
         let mut cmd = bench_cmd(args);

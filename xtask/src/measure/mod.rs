@@ -1,5 +1,6 @@
-//! What the measuring commands share: `cargo xtask bench` itself ([`bench`]: its flags, the plan
-//! they make and its execution, which `tune` and `noise` reuse), the modes a bench runs in
+//! What the measuring commands share: the profile flags of every one of them ([`flags`]),
+//! `cargo xtask bench` itself ([`bench`]: its flags, the plan they make and its execution, which
+//! `tune`, `noise` and `bench ab` reuse), the modes a bench runs in
 //! ([`sweep`], [`strategies`], [`trials`], [`capacity`]), what it measures besides a run
 //! ([`actions`]: `bench ab`, the A/B measurement of [`ab`], and `bench trials --until-decided`),
 //! the merge of a sharded run ([`merge`]), the async runtime they run on and where their output
@@ -9,6 +10,7 @@ pub mod ab;
 pub mod actions;
 pub mod bench;
 pub mod capacity;
+pub mod flags;
 pub mod merge;
 pub mod strategies;
 pub mod sweep;

@@ -111,7 +111,7 @@ impl<'a> SetWriter<'a> {
             format_version: FORMAT_VERSION,
             run_id: plan.run_id.clone(),
             profile: plan.profile.name.clone(),
-            bench_args: tp.bench_args.clone(),
+            request: Some(tp.request.clone()),
             planned: tp.count,
             cooldown_s: tp.cooldown_s,
             confidence: tp.confidence,

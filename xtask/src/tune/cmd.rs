@@ -183,9 +183,11 @@ impl TuneCmd {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         let key_base = format!(
-            "{:?}\n{}\n{}\n{:?}",
+            "{:?}\n{} {:?} {:?}\n{}\n{:?}",
             base.profile.profile,
-            self.bench.profile_args().join(" "),
+            base.profile.name,
+            self.bench.flags.config,
+            base.source.overrides,
             self.engine.name(),
             base.mode
         );
@@ -302,7 +304,7 @@ impl Tune<'_> {
         let previous = TuneFile::read(&self.dir).ok();
         let mut file = TuneFile {
             format: FORMAT_VERSION,
-            profile: self.cmd.bench.profile.clone(),
+            profile: self.cmd.bench.flags.profile.clone(),
             engine_config: self.governed_rel.clone(),
             engine: self.cmd.engine.name().into(),
             search: search.label(),

@@ -356,7 +356,9 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     let dir = r.path().join("set");
     let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
     assert_eq!((index.planned, index.trials.len(), index.confidence), (3, 3, 0.95));
-    assert_eq!(index.bench_args, ["--profile", "noisy", "--trials", "3"]);
+    let request = index.request.as_ref().unwrap();
+    let keys: Vec<&str> = request.overrides.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!((&request.config, keys, request.profile.trials), (&None, vec!["trials"], Some(3)));
     let mut seeds = Vec::new();
     for (i, t) in index.trials.iter().enumerate() {
         assert_eq!(t.dir, format!("trial-0{}", i + 1));
@@ -491,6 +493,58 @@ fn until_decided_adds_trials_up_to_the_maximum_and_reports_them() {
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(out.contains("until decided: decided after 2 trials"), "{out}");
     assert!(out.contains("gate passed"), "{out}");
+}
+
+/// A trial set measured with trace replay flags gets more trials from `bench trials SET
+/// --until-decided` with the same replay settings: the trace, its time scale, start and
+/// duration are part of the request `trials.json` records.
+#[test]
+fn until_decided_adds_trials_with_the_sets_trace_replay_settings() {
+    let r = noisy_repo();
+    let records: String = (0..8)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 64, \"output_length\": 8, \"hash_ids\": [{i}]}}\n",
+                i * 40
+            )
+        })
+        .collect();
+    std::fs::create_dir_all(r.path().join("traces")).unwrap();
+    std::fs::write(r.path().join("traces/t.jsonl"), records).unwrap();
+    let replay = ["--trace", "traces/t.jsonl", "--time-scale", "0.5", "--trace-start", "0.1"];
+    let args = [&["bench", "-q", "-p", "noisy"][..], &replay, &["--trace-duration", "0.3"]];
+    let args = [&args.concat()[..], &["--trials", "2", "--out", "set"]].concat();
+    let o = xtask(r.path(), &args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let dir = r.path().join("set");
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
+    let load = &index.request.as_ref().unwrap().profile.load;
+    assert_eq!(load.mode, infergate_model::config::LoadMode::Trace);
+    assert_eq!((load.time_scale, load.trace_start_s, load.trace_duration_s), (0.5, 0.1, Some(0.3)));
+    // A limit at the set's own mean: undecided, so a third trial is measured.
+    let mean = index.metrics["metrics.tpot_ms.mean"].estimate.as_ref().unwrap().value;
+    std::fs::create_dir_all(r.path().join("thresholds")).unwrap();
+    let text = format!(
+        "version = 1\n\n[[threshold]]\nmetric = \"metrics.tpot_ms.mean\"\ncomparator = \"<=\"\n\
+         limit = {mean:?}\nunit = \"ms\"\naction = \"block\"\nadr = 1\n\
+         file = \"docs/adr/0001-x.md\"\nline = 9\n"
+    );
+    std::fs::write(r.path().join("thresholds/gate.toml"), text).unwrap();
+    let o = xtask(
+        r.path(),
+        &["bench", "trials", "set", "--allow-busy-host", "--until-decided", "--max-trials", "3"],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
+    assert_eq!(index.trials.len(), 3);
+    let summary = |t: &str| infergate_model::Summary::read(&dir.join(t)).unwrap();
+    let (first, added) = (summary("trial-01"), summary("trial-03"));
+    let replayed = added.config.profile().unwrap();
+    assert_eq!(replayed.load, first.config.profile().unwrap().load);
+    assert_eq!(replayed.load.mode, infergate_model::config::LoadMode::Trace);
+    assert_eq!((replayed.load.time_scale, replayed.load.trace_duration_s), (0.5, Some(0.3)));
+    assert_eq!(replayed.workload.trace.as_deref(), Some("traces/t.jsonl"));
+    assert_eq!(added.requests.total, first.requests.total);
 }
 
 /// Ctrl-C between two trials (in the cooldown) ends the set with exit 130; trials.json lists

@@ -429,7 +429,7 @@ fn write_set(dir: &std::path::Path, ttfts: &[&[f64]], busy: &[usize]) {
         format_version: FORMAT_VERSION,
         run_id: "set".into(),
         profile: "default".into(),
-        bench_args: vec![],
+        request: None,
         planned: ttfts.len() as u32,
         cooldown_s: 0.0,
         confidence: 0.95,
@@ -483,13 +483,13 @@ fn a_trial_set_passes_fails_or_is_inconclusive_by_its_interval_and_exit_3_is_nev
     let out = crate::support::xtask(dir.path(), &["gate", "set", "--confidence", "1.5"]);
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("within (0, 1)"), "{}", out.stderr);
-    // A set without the bench arguments of its trials cannot be extended.
+    // A set without the request of its trials cannot be extended.
     let out = crate::support::xtask(
         dir.path(),
         &["bench", "trials", "set", "--until-decided", "--max-trials", "5"],
     );
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("does not record the bench arguments"), "{}", out.stderr);
+    assert!(out.stderr.contains("does not record the request"), "{}", out.stderr);
 }
 
 /// A trial set that is not what its files say: a trial of another engine config swapped in is

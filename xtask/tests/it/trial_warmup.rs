@@ -92,7 +92,10 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
     let dir = r.path().join("set");
     let index = infergate_model::trials::TrialsFile::read(&dir).unwrap();
-    assert_eq!(index.bench_args, ["--profile", "noisy", "--trials", "2", "--warmup-trials", "1"]);
+    let request = index.request.as_ref().unwrap();
+    let keys: Vec<&str> = request.overrides.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(keys, ["trials", "load.warmup_trials"]);
+    assert_eq!((request.profile.trials, request.profile.load.warmup_trials), (Some(2), 1));
     // The warmup trial: its own run directory, run id and seed, listed with its headline.
     assert_eq!(index.warmup.len(), 1);
     let w = &index.warmup[0];

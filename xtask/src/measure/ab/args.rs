@@ -10,6 +10,7 @@ use infergate_model::stats::{LOOK_RULE_CHOICES, LookRule};
 use crate::text::parse_fraction;
 
 use crate::engine_process::Engine;
+use crate::measure::flags::MeasureFlags;
 
 /// `bench ab [BASE_REV]`: baseline and candidate in one job.
 #[derive(Clone, Debug, Args)]
@@ -19,20 +20,14 @@ pub struct AbArgs {
     /// main).
     #[arg(value_name = "BASE_REV")]
     pub ab: Option<String>,
-    /// The bench profile both arms run.
-    #[arg(long, default_value = "default")]
-    pub profile: String,
-    /// Bench config file (default: configs/bench.toml).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
+    /// The profile both arms run, its bench config and `--set` (an engine key there changes
+    /// both arms' engine configs, any other is a bench setting).
+    #[command(flatten)]
+    pub flags: MeasureFlags,
     /// The governed engine config the arms differ in (default: the profile's
     /// target's `engine_config`, else its `sim.engine_config`).
     #[arg(long, value_name = "FILE")]
     pub engine_config: Option<String>,
-    /// A setting for both arms: a bench setting as `bench --set` takes it, or an
-    /// engine key (`engine.gpu_memory_utilization=0.45`) applied to both arms' engine configs.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub sets: Vec<String>,
     /// A setting for the candidate only: an engine-config key (`scheduler.*`,
     /// `engine.*`, ...) changes the candidate's config, any other a bench setting
     /// (`sim.slowdown=1.1`).

@@ -15,6 +15,7 @@ use super::{arms, base};
 use crate::engine_process::{self as serve, Engine};
 use crate::exit::Status;
 use crate::measure::bench::BenchCmd;
+use crate::measure::flags::MeasureFlags;
 use crate::thresholds::Thresholds;
 
 /// Everything the gate runs from, resolved once before anything is measured.
@@ -105,16 +106,10 @@ pub fn run(
 fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<Setup> {
     let (base, base_label) = base::base_revision(root, args.ab.as_deref().unwrap_or(""))?;
     let run_id = bench::runner::new_run_id();
-    let mut bench_args = vec!["--profile".to_string(), args.profile.clone(), "--quiet".into()];
-    if let Some(c) = &args.config {
-        bench_args.extend(["--config".into(), c.display().to_string()]);
-    }
     // Engine keys of --set change both arms' engine configs; the rest are bench settings.
-    let (engine_both, bench_both) = arms::split_sets(&args.sets, "--set")?;
-    for s in bench_both {
-        bench_args.extend(["--set".into(), s]);
-    }
-    let cmd = BenchCmd::from_args(&bench_args).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (engine_both, bench_both) = arms::split_sets(&args.flags.sets, "--set")?;
+    let flags = MeasureFlags { sets: bench_both, ..args.flags.clone() };
+    let cmd = BenchCmd { flags, quiet: true, ..BenchCmd::default() };
     let plan = cmd.plan(root, run_id.clone())?;
     if args.engine == Engine::Sim
         && let Some((name, _)) = &plan.profile.target
@@ -240,7 +235,7 @@ fn start_arms(root: &Path, args: &AbArgs, s: &Setup) -> anyhow::Result<[ArmRun; 
         let engine = start_engine(root, args, (&file, text), &s.dir, arm)?;
         let profile =
             if arm == ab::Arm::Candidate { s.cand_profile.clone() } else { s.plan.profile.clone() };
-        let mut all_sets = args.sets.clone();
+        let mut all_sets = args.flags.sets.clone();
         all_sets.extend(sets);
         let info = ArmInfo {
             source: label,

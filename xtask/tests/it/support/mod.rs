@@ -373,7 +373,7 @@ pub fn write_set(dir: &Path, trials: &[Summary]) -> PathBuf {
         format_version: FORMAT_VERSION,
         run_id: dir.file_name().unwrap().to_string_lossy().into(),
         profile: trials[0].profile.clone(),
-        bench_args: vec![],
+        request: None,
         planned: trials.len() as u32,
         cooldown_s: 0.0,
         confidence: 0.95,

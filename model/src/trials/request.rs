@@ -1,0 +1,90 @@
+//! What a trial set was measured with, typed ([`TrialRequest`], `trials.json`'s `request`): the
+//! profile after every override, where it was resolved from (the bench config file, the
+//! overrides in order, the target `--base-url` named) and so everything a later trial of the
+//! set needs to be measured with exactly the same settings, trace replay included. A target's
+//! API key appears only as the name of its environment variable.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Override, Profile, Target};
+
+/// The request a trial set's trials were measured with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrialRequest {
+    /// The bench config file named on the command line (`--config`), relative to the repository
+    /// root; `None`: `configs/bench.toml`, else the built-in defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PathBuf>,
+    /// The command line's overrides in the order they applied (the load, trace replay and
+    /// workload flags as the keys they set, then `--set`, then the trial settings).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<RequestOverride>,
+    /// The target `--base-url` named (recorded under the name `cli`), with `--model` and
+    /// `--api-key-env` (the variable's name, never its value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli_target: Option<Target>,
+    /// The profile after every override: what each trial ran (its summary's `config`, but for
+    /// the trial's own noise seed and the set's warmup trials).
+    pub profile: Profile,
+}
+
+/// One override of a [`TrialRequest`]: the dotted key, its value, and the flag that set it
+/// (for messages).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestOverride {
+    pub key: String,
+    pub value: toml::Value,
+    pub origin: String,
+}
+
+impl From<&Override> for RequestOverride {
+    fn from(o: &Override) -> RequestOverride {
+        RequestOverride { key: o.key.to_string(), value: o.value.clone(), origin: o.origin.clone() }
+    }
+}
+
+impl RequestOverride {
+    /// The override as the profile's resolution takes it.
+    pub fn to_override(&self) -> Override {
+        Override::new(&self.key, self.value.clone(), self.origin.clone())
+    }
+}
+
+impl TrialRequest {
+    /// The overrides as the profile's resolution takes them, in order.
+    pub fn overrides(&self) -> Vec<Override> {
+        self.overrides.iter().map(RequestOverride::to_override).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_reads_back_with_its_overrides_typed() {
+        let overrides = [
+            Override::new("load.mode", "trace", "--trace t.jsonl"),
+            Override::new("load.time_scale", 0.5, "--time-scale 0.5"),
+            Override::parse("workload.input_lengths=[128, 512]").unwrap(),
+        ];
+        let request = TrialRequest {
+            config: Some("configs/other.toml".into()),
+            overrides: overrides.iter().map(RequestOverride::from).collect(),
+            cli_target: Some(Target {
+                api_key_env: Some("TEAM_KEY".into()),
+                ..Target::at("http://h:1")
+            }),
+            profile: Profile::default(),
+        };
+        let text = serde_json::to_string(&request).unwrap();
+        assert!(text.contains("\"api_key_env\":\"TEAM_KEY\""), "{text}");
+        let back: TrialRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, request);
+        assert_eq!(back.overrides(), overrides);
+    }
+}
