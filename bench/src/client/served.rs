@@ -116,7 +116,7 @@ impl Client {
             Err(why) => tried.push(why),
         }
         let vllm = parts.iter().any(|p| {
-            p.values.iter().any(|v| v.key.starts_with("scheduler.") || v.key.starts_with("vllm."))
+            p.values.iter().any(|v| matches!(v.key.section(), "scheduler" | "vllm"))
         });
         let mut reading = self.reading(if vllm { "vLLM" } else { "" }, parts);
         if !vllm {
