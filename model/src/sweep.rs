@@ -161,7 +161,11 @@ pub fn stage_overrides(
     match dimension {
         Dimension::Concurrency => {
             o.push(Override::new(ConfigKey::literal("load.mode"), "closed", origin.clone()));
-            o.push(Override::new(ConfigKey::literal("load.concurrency"), value as i64, origin.clone()));
+            o.push(Override::new(
+                ConfigKey::literal("load.concurrency"),
+                value as i64,
+                origin.clone(),
+            ));
         }
         Dimension::Rate => {
             o.push(Override::new(ConfigKey::literal("load.mode"), "open", origin.clone()));
@@ -179,7 +183,11 @@ pub fn stage_overrides(
             let base = base.load.requests.unwrap_or(workload_items);
             let (n, warmup) = plan.stage_requests(dimension, value, base);
             o.push(Override::new(ConfigKey::literal("load.requests"), n as i64, origin.clone()));
-            o.push(Override::new(ConfigKey::literal("load.warmup_requests"), warmup as i64, origin.clone()));
+            o.push(Override::new(
+                ConfigKey::literal("load.warmup_requests"),
+                warmup as i64,
+                origin.clone(),
+            ));
             o.push(Override::new(ConfigKey::literal("load.warmup_s"), 0.0, origin));
         }
     }

@@ -51,12 +51,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::key::ConfigKey;
 use super::limits::{
     self, Low, MAX_DEVICE_COUNT, MAX_ENGINE_TOKENS, MAX_MEMORY_GIB, MAX_NUM_SEQS,
     MAX_PRICE_PER_HOUR,
 };
 use super::source::{ConfigError, Invalid, Source};
-use super::key::ConfigKey;
 
 /// The parsed `configs/engine.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

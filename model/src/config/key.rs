@@ -119,6 +119,14 @@ impl ConfigKey {
         ConfigKey::parse(key).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// This key under `parent` (`fail_after` under `sim.faults`: `sim.faults.fail_after`).
+    pub fn under(&self, parent: &ConfigKey) -> ConfigKey {
+        ConfigKey {
+            text: format!("{}.{}", parent.text, self.text),
+            segments: parent.segments.iter().chain(&self.segments).cloned().collect(),
+        }
+    }
+
     /// The key as written.
     pub fn as_str(&self) -> &str {
         &self.text
@@ -254,6 +262,11 @@ mod tests {
         assert_eq!(k.segments(), ["unmapped", "compilation-config.level"]);
         assert_eq!(k.to_string(), "unmapped.\"compilation-config.level\"");
         assert!(!k.is_bare());
+        let under = ConfigKey::literal("b.c").under(&ConfigKey::literal("a"));
+        assert_eq!(
+            (under.as_str(), under.segments()),
+            ("a.b.c", &["a", "b", "c"].map(String::from)[..])
+        );
         assert_eq!(ConfigKey::parse("model").unwrap().leaf(), "model");
         for bad in ["", ".", "a.", ".a", "a..b", "a b", "a.\"\"", "a.\"x\\y\"", "a.\"x", "a.\"x\"y"]
         {

@@ -246,8 +246,12 @@ mod tests {
             .is_some()
         );
         assert!(
-            contradicting(&ConfigKey::literal("engine.dtype"), &json!("auto"), &[v("engine.dtype", json!("bfloat16"))])
-                .is_none()
+            contradicting(
+                &ConfigKey::literal("engine.dtype"),
+                &json!("auto"),
+                &[v("engine.dtype", json!("bfloat16"))]
+            )
+            .is_none()
         );
     }
 

@@ -609,7 +609,10 @@ mod tests {
             x.get(&ck("scheduler.enable_chunked_prefill")).unwrap().value,
             toml::Value::Boolean(false)
         );
-        assert_eq!(x.get(&ck("engine.gpu_memory_utilization")).unwrap().value, toml::Value::Float(0.9));
+        assert_eq!(
+            x.get(&ck("engine.gpu_memory_utilization")).unwrap().value,
+            toml::Value::Float(0.9)
+        );
         assert_eq!(x.get(&ck("scheduler.block_size")).unwrap().line, 16);
         assert_eq!(
             x.get(&ck("unmapped.\"--disable-log-requests\"")).unwrap().value,

@@ -125,7 +125,10 @@ impl SpecError {
 
     /// The error at its key's line in the file the config came from.
     pub fn locate(&self, source: &Source) -> ConfigError {
-        locate_invalid(source, &infergate_model::config::Invalid(self.key.clone(), self.message.clone()))
+        locate_invalid(
+            source,
+            &infergate_model::config::Invalid(self.key.clone(), self.message.clone()),
+        )
     }
 }
 

@@ -24,7 +24,7 @@ use std::path::Path;
 use anyhow::Context;
 use clap::Args;
 use git2::{Repository, Tree};
-use infergate_model::config::{BenchConfig, Source};
+use infergate_model::config::{BenchConfig, ConfigKey, Source};
 
 use self::rule::{
     Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, ScenarioChange, Violation,
@@ -486,8 +486,7 @@ fn repointed_changes(
             .with_context(|| format!("{path} {} is not valid TOML", sides.at_head))?;
         changes.retain(|c| &c.file != path);
         for c in &all {
-            let segs: Vec<&str> = c.key.split('.').collect();
-            if let Some(span) = src.locate(&segs) {
+            if let Some(span) = ConfigKey::parse(&c.key).ok().and_then(|k| src.locate(&k.path())) {
                 key_lines.insert((c.file.clone(), c.key.clone()), src.line_col(span.start).0);
             }
         }
@@ -608,8 +607,8 @@ fn key_changes(
         let file_changes = semdiff::diff_file(p, old.as_ref(), new.as_ref())?;
         if let Some(n) = &new {
             for c in file_changes.iter().filter(|c| c.new.is_some()) {
-                let path: Vec<&str> = c.key.split('.').collect();
-                if let Some(span) = n.locate(&path) {
+                if let Some(span) = ConfigKey::parse(&c.key).ok().and_then(|k| n.locate(&k.path()))
+                {
                     key_lines.insert((c.file.clone(), c.key.clone()), n.line_col(span.start).0);
                 }
             }

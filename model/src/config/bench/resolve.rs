@@ -50,7 +50,11 @@ impl Override {
         Ok(Override { key, value, origin: format!("--set {s}") })
     }
 
-    pub fn new(key: ConfigKey, value: impl Into<toml::Value>, origin: impl Into<String>) -> Override {
+    pub fn new(
+        key: ConfigKey,
+        value: impl Into<toml::Value>,
+        origin: impl Into<String>,
+    ) -> Override {
         Override { key, value: value.into(), origin: origin.into() }
     }
 }
@@ -264,7 +268,8 @@ impl BenchConfig {
             }) {
                 return Err(self.cli_error(o, msg));
             }
-            let key_parts = ConfigKey::parse(&key).map(|k| k.segments().to_vec()).unwrap_or_default();
+            let key_parts =
+                ConfigKey::parse(&key).map(|k| k.segments().to_vec()).unwrap_or_default();
             for layer in chain.iter().rev().filter(|_| !key_parts.is_empty()) {
                 let mut path = vec!["profile", layer.as_str()];
                 path.extend(key_parts.iter().map(String::as_str));

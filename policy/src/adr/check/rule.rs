@@ -386,7 +386,7 @@ pub fn evaluate(input: Input<'_>) -> Outcome {
         .map(|change| {
             let mut covered_by = Vec::new();
             let mut near_misses = Vec::new();
-            let names = |d: &&DecisionLine| d.file == change.file && d.key == change.key;
+            let names = |d: &&DecisionLine| d.file == change.file && d.key.as_str() == change.key;
             for (label, path, lines) in &coverers {
                 for d in lines.iter().filter(names) {
                     if says_new_value(&d.value, change) {
