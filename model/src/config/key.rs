@@ -36,11 +36,12 @@ pub struct KeyError {
 }
 
 /// A dotted key that goes through a value (`load.concurrency.x` where `load.concurrency` is
-/// set); `key` is the part up to that value.
+/// set); `key` is the part up to that value, `segment` its last segment (`concurrency`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{key}` is a value, not a table")]
 pub struct NotATable {
     pub key: String,
+    pub segment: String,
 }
 
 /// The sections of `configs/engine.toml` ([`crate::config::EngineConfig`]'s fields) whose keys
@@ -196,7 +197,12 @@ impl ConfigKey {
                 cur.entry(part.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
             cur = match entry {
                 toml::Value::Table(t) => t,
-                _ => return Err(NotATable { key: self.segments[..=i].join(".") }),
+                _ => {
+                    return Err(NotATable {
+                        key: self.segments[..=i].join("."),
+                        segment: part.clone(),
+                    });
+                }
             };
         }
         cur.insert(leaf.clone(), value);
@@ -293,7 +299,7 @@ mod tests {
         let json = serde_json::json!({"load": {"concurrency": 8}});
         assert_eq!(k.get_json(&json), Some(&serde_json::json!(8)));
         let err = ConfigKey::literal("load.concurrency.x").set_in(&mut t, 1.into()).unwrap_err();
-        assert_eq!(err.key, "load.concurrency");
+        assert_eq!((err.key.as_str(), err.segment.as_str()), ("load.concurrency", "concurrency"));
     }
 
     #[test]

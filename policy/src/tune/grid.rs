@@ -276,7 +276,7 @@ pub fn variant_text(base: &Source, variant: &Variant) -> Result<String, ConfigEr
     let mut table: toml::Table = toml::from_str(&base.text).map_err(|e| base.toml_error(&e))?;
     for (key, value) in &variant.settings {
         key.set_in(&mut table, value.clone()).map_err(|e| {
-            let s = e.key.rsplit('.').next().unwrap_or(&e.key);
+            let s = &e.segment;
             base.error_at(
                 &[key.section()],
                 format!("`{s}` is not a table, so `{key}` cannot be set"),
