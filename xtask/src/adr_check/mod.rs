@@ -299,21 +299,23 @@ fn scenario_changes(
     let (Some(base), Some(head)) = (config(sides.base)?, config(sides.head)?) else {
         return Ok(Vec::new());
     };
-    let files = |cfg: &BenchConfig, profile: &str| -> Option<Vec<(String, String)>> {
+    let files = |cfg: &BenchConfig, profile: &str| -> Option<Vec<(ConfigKey, String)>> {
         let p = cfg.resolve(profile, &[]).ok()?.profile;
-        Some(p.workload.files().into_iter().map(|(k, f)| (k.to_string(), f.to_string())).collect())
+        let files = p.workload.files().into_iter();
+        Some(files.map(|(k, f)| (ConfigKey::literal(k), f.to_string())).collect())
     };
     let mut out = Vec::new();
     for profile in rule::gated_profiles(threshold_profiles, &head.profile_names()) {
         let (Some(old), Some(new)) = (files(&base, &profile), files(&head, &profile)) else {
             continue;
         };
-        let mut keys: Vec<&String> = old.iter().chain(&new).map(|(k, _)| k).collect();
+        let mut keys: Vec<&ConfigKey> = old.iter().chain(&new).map(|(k, _)| k).collect();
         keys.sort();
         keys.dedup();
         for key in keys {
-            let at =
-                |v: &[(String, String)]| v.iter().find(|(k, _)| k == key).map(|(_, f)| f.clone());
+            let at = |v: &[(ConfigKey, String)]| {
+                v.iter().find(|(k, _)| k == key).map(|(_, f)| f.clone())
+            };
             let how = match (at(&old), at(&new)) {
                 (Some(o), Some(n)) if o != n => {
                     Some((n.clone(), format!("now names {n} (was {o})")))
