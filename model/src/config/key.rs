@@ -153,9 +153,10 @@ impl ConfigKey {
         self.segments.last().expect("a key has a segment")
     }
 
-    /// Whether every segment is written bare (no quoted segment).
+    /// Whether every segment is written bare (no quoted segment, even one that could be bare:
+    /// `a."b"` is not).
     pub fn is_bare(&self) -> bool {
-        self.segments.iter().all(|s| bare(s))
+        !self.text.contains('"')
     }
 
     /// A key of the engine config: a key under one of its [`ENGINE_SECTIONS`]
@@ -268,6 +269,8 @@ mod tests {
         assert_eq!(k.segments(), ["unmapped", "compilation-config.level"]);
         assert_eq!(k.to_string(), "unmapped.\"compilation-config.level\"");
         assert!(!k.is_bare());
+        assert!(!ConfigKey::parse("a.\"b\"").unwrap().is_bare());
+        assert!(ConfigKey::parse("a.b-c").unwrap().is_bare());
         let under = ConfigKey::literal("b.c").under(&ConfigKey::literal("a"));
         assert_eq!(
             (under.as_str(), under.segments()),

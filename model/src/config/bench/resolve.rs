@@ -268,11 +268,11 @@ impl BenchConfig {
             }) {
                 return Err(self.cli_error(o, msg));
             }
-            let key_parts =
-                ConfigKey::parse(&key).map(|k| k.segments().to_vec()).unwrap_or_default();
-            for layer in chain.iter().rev().filter(|_| !key_parts.is_empty()) {
+            // A key the checks name that is no dotted key names no line.
+            let parsed = ConfigKey::parse(&key).ok();
+            for (layer, k) in chain.iter().rev().filter_map(|l| Some((l, parsed.as_ref()?))) {
                 let mut path = vec!["profile", layer.as_str()];
-                path.extend(key_parts.iter().map(String::as_str));
+                path.extend(k.path());
                 if self.source.locate(&path).is_some() {
                     return Err(self.source.error_at(&path, format!("{key}: {msg}")));
                 }
