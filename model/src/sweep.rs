@@ -27,7 +27,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Override, Profile};
+use crate::config::{ConfigKey, Override, Profile};
 use crate::metrics::Slo;
 use crate::server_metrics::ServerSection;
 use crate::summary::Summary;
@@ -160,27 +160,35 @@ pub fn stage_overrides(
     let mut o = Vec::new();
     match dimension {
         Dimension::Concurrency => {
-            o.push(Override::new("load.mode", "closed", origin.clone()));
-            o.push(Override::new("load.concurrency", value as i64, origin.clone()));
+            o.push(Override::new(ConfigKey::literal("load.mode"), "closed", origin.clone()));
+            o.push(Override::new(
+                ConfigKey::literal("load.concurrency"),
+                value as i64,
+                origin.clone(),
+            ));
         }
         Dimension::Rate => {
-            o.push(Override::new("load.mode", "open", origin.clone()));
-            o.push(Override::new("load.rate", value, origin.clone()));
+            o.push(Override::new(ConfigKey::literal("load.mode"), "open", origin.clone()));
+            o.push(Override::new(ConfigKey::literal("load.rate"), value, origin.clone()));
         }
     }
     let f = plan.warmup_fraction;
     match plan.stage_duration_s {
         Some(d) => {
-            o.push(Override::new("load.warmup_requests", 0i64, origin.clone()));
-            o.push(Override::new("load.warmup_s", d * f, origin.clone()));
-            o.push(Override::new("load.duration_s", d * (1.0 - f), origin));
+            o.push(Override::new(ConfigKey::literal("load.warmup_requests"), 0i64, origin.clone()));
+            o.push(Override::new(ConfigKey::literal("load.warmup_s"), d * f, origin.clone()));
+            o.push(Override::new(ConfigKey::literal("load.duration_s"), d * (1.0 - f), origin));
         }
         None => {
             let base = base.load.requests.unwrap_or(workload_items);
             let (n, warmup) = plan.stage_requests(dimension, value, base);
-            o.push(Override::new("load.requests", n as i64, origin.clone()));
-            o.push(Override::new("load.warmup_requests", warmup as i64, origin.clone()));
-            o.push(Override::new("load.warmup_s", 0.0, origin));
+            o.push(Override::new(ConfigKey::literal("load.requests"), n as i64, origin.clone()));
+            o.push(Override::new(
+                ConfigKey::literal("load.warmup_requests"),
+                warmup as i64,
+                origin.clone(),
+            ));
+            o.push(Override::new(ConfigKey::literal("load.warmup_s"), 0.0, origin));
         }
     }
     o

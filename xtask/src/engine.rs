@@ -66,7 +66,7 @@ impl ArgsCmd {
         if cfg.batch.strategy != BatchStrategy::Continuous {
             let err = infergate_model::config::engine::locate(
                 &source,
-                "batch.strategy",
+                &infergate_model::config::ConfigKey::literal("batch.strategy"),
                 &format!(
                     "\"{}\" is a simulator strategy; vLLM and SGLang batch continuously, so no \
                      engine runs this file as measured. Render a config with strategy = \

@@ -463,8 +463,9 @@ mod tests {
                 if format == Format::HelmValues && *key == "engine.model" {
                     continue; // the chart names the model in modelURL, outside vllmConfig
                 }
-                let param =
-                    got.get(key).unwrap_or_else(|| panic!("{format:?}: no {key} in\n{text}"));
+                let param = got
+                    .get(&infergate_model::config::ConfigKey::parse(key).unwrap())
+                    .unwrap_or_else(|| panic!("{format:?}: no {key} in\n{text}"));
                 assert_eq!(&param.value, want, "{format:?} {key}:\n{text}");
             }
             let unmapped: Vec<&str> = got

@@ -425,6 +425,11 @@ pub fn plan(cmd: &InitCmd, from: &[FromFile], date: &str) -> anyhow::Result<Vec<
         changes.push(("engine.model".into(), toml::Value::String(m.clone())));
     }
     if !changes.is_empty() {
+        let changes = changes
+            .into_iter()
+            .map(|(k, v)| Ok((infergate_model::config::ConfigKey::parse(&k)?, v)))
+            .collect::<Result<Vec<_>, infergate_model::config::KeyError>>()
+            .map_err(|err| anyhow::anyhow!("configs/engine.toml from --from: {err}"))?;
         engine = infergate_policy::tune::apply::apply(&engine, &changes)
             .map_err(|err| anyhow::anyhow!("configs/engine.toml from --from: {err}"))?;
     }

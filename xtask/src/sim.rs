@@ -59,7 +59,8 @@ impl SimCmd {
         }
         for f in &self.faults {
             let o = Override::parse(f).map_err(anyhow::Error::msg)?;
-            overrides.push(Override { key: format!("sim.faults.{}", o.key), ..o });
+            let faults = infergate_model::config::ConfigKey::literal("sim.faults");
+            overrides.push(Override { key: o.key.under(&faults), ..o });
         }
         let profile = cfg.resolve(&self.profile, &overrides)?.profile;
         if profile.sim.save_scheduler_decision {

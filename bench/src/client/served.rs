@@ -115,9 +115,9 @@ impl Client {
             Ok(body) => parts.push(parse::vllm_version(&body)),
             Err(why) => tried.push(why),
         }
-        let vllm = parts.iter().any(|p| {
-            p.values.iter().any(|v| v.key.starts_with("scheduler.") || v.key.starts_with("vllm."))
-        });
+        let vllm = parts
+            .iter()
+            .any(|p| p.values.iter().any(|v| matches!(v.key.section(), "scheduler" | "vllm")));
         let mut reading = self.reading(if vllm { "vLLM" } else { "" }, parts);
         if !vllm {
             reading.engine = None;

@@ -195,8 +195,7 @@ async fn malformed_answers_are_not_revealed() {
         let out = runner::run(spec, RunControl::default()).await.expect("the run completes");
         assert_eq!(asked.load(Ordering::Relaxed), 2, "asked before and after the load");
         let e = out.summary.engine.as_ref().unwrap();
-        let compared: Vec<_> =
-            e.served.iter().filter(|v| v.key.starts_with("scheduler.")).collect();
+        let compared: Vec<_> = e.served.iter().filter(|v| v.key.section() == "scheduler").collect();
         assert!(compared.is_empty(), "{props}: {compared:?}");
         assert!(e.mismatches.is_empty(), "{props}: {:?}", e.mismatches);
         assert_eq!(out.summary.requests.ok, 4);

@@ -51,6 +51,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::key::ConfigKey;
 use super::limits::{
     self, Low, MAX_DEVICE_COUNT, MAX_ENGINE_TOKENS, MAX_MEMORY_GIB, MAX_NUM_SEQS,
     MAX_PRICE_PER_HOUR,
@@ -417,7 +418,7 @@ impl EngineConfig {
     /// Parse and validate; errors are located in the file.
     pub fn from_source(source: &Source) -> Result<EngineConfig, ConfigError> {
         let cfg: EngineConfig = source.parse()?;
-        cfg.validate().map_err(|Invalid(key, msg)| locate(source, &key, &msg))?;
+        cfg.validate().map_err(|invalid| locate_invalid(source, &invalid))?;
         Ok(cfg)
     }
 
@@ -623,13 +624,23 @@ impl EngineConfig {
 }
 
 /// An error about a dotted key, at that key's line when the file sets it, else at its section.
-pub fn locate(source: &Source, key: &str, message: &str) -> ConfigError {
-    let parts: Vec<&str> = key.split('.').collect();
+pub fn locate(source: &Source, key: &ConfigKey, message: &str) -> ConfigError {
+    let parts = key.path();
     if source.locate(&parts).is_some() {
         return source.error_at(&parts, format!("{key}: {message}"));
     }
     let section = &parts[..1];
     source.error_at(section, format!("{key}: {message}"))
+}
+
+/// A problem a check found ([`Invalid`]: its dotted key and message), located as [`locate`]
+/// does; one whose key is not a dotted key is the file's error without a line.
+pub fn locate_invalid(source: &Source, invalid: &Invalid) -> ConfigError {
+    let Invalid(key, message) = invalid;
+    match ConfigKey::parse(key) {
+        Ok(k) => locate(source, &k, message),
+        Err(_) => source.error(None, format!("{key}: {message}")),
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod bench;
 pub(crate) mod cancel;
 pub mod engine;
+pub mod key;
 pub(crate) mod lengths;
 pub mod limits;
 pub(crate) mod noise;
@@ -16,6 +17,7 @@ pub use engine::{
     BatchSection, BatchStrategy, DeviceSection, Dtype, EngineConfig, EngineSection, Quantization,
     SchedulerPolicy, SchedulerSection, SimSection, TokenIntervalSection, UnknownStrategy,
 };
+pub use key::{ConfigKey, KeyError, NotATable};
 pub use lengths::LengthDist;
 pub use noise::NoiseConfig;
 pub use source::{ConfigError, Invalid, Source};

@@ -16,12 +16,14 @@ pub mod parse;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
+use crate::config::ConfigKey;
+
 /// One setting the engine revealed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServedValue {
     /// The engine config's dotted key (`scheduler.max_num_seqs`), or `<engine>.<name>` for a
     /// setting the engine config has no key for (`tgi.max_concurrent_requests`).
-    pub key: String,
+    pub key: ConfigKey,
     pub value: Json,
     /// Where it was read: the request and the field (`GET /props total_slots`).
     pub source: String,
@@ -30,7 +32,7 @@ pub struct ServedValue {
 /// A key the engine config file sets and the engine answers otherwise.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServedMismatch {
-    pub key: String,
+    pub key: ConfigKey,
     /// The engine config file's value.
     pub config: Json,
     /// What the engine said it runs.
@@ -71,8 +73,8 @@ pub struct ServedReading {
 }
 
 impl ServedReading {
-    pub fn get(&self, key: &str) -> Option<&ServedValue> {
-        self.values.iter().find(|v| v.key == key)
+    pub fn get(&self, key: &ConfigKey) -> Option<&ServedValue> {
+        self.values.iter().find(|v| &v.key == key)
     }
 
     /// Add values of another answer; a key already read keeps its first value.
@@ -88,9 +90,8 @@ impl ServedReading {
 /// The engine config keys a served value is compared on: every key of the file except the
 /// model's name (an alias, a path or the simulator's `sim/` name spell the same model
 /// differently) and `engine.dtype = "auto"` (the checkpoint's own type).
-pub fn compared(key: &str, config: &Json) -> bool {
-    let section = key.split('.').next().unwrap_or("");
-    matches!(section, "engine" | "scheduler" | "token_interval")
+pub fn compared(key: &ConfigKey, config: &Json) -> bool {
+    key.is_served_key()
         && key != "engine.model"
         && !(key == "engine.dtype" && config.as_str() == Some("auto"))
 }
@@ -126,7 +127,7 @@ pub fn mismatches(params: &Json, served: &[ServedValue]) -> Vec<ServedMismatch> 
     served
         .iter()
         .filter_map(|s| {
-            let config = file.get(&s.key)?;
+            let config = file.get(s.key.as_str())?;
             (compared(&s.key, config) && !same(config, &s.value)).then(|| ServedMismatch {
                 key: s.key.clone(),
                 config: config.clone(),
@@ -140,11 +141,11 @@ pub fn mismatches(params: &Json, served: &[ServedValue]) -> Vec<ServedMismatch> 
 /// The served value that contradicts `key = value` (a decision line), if the engine said
 /// otherwise.
 pub fn contradicting<'a>(
-    key: &str,
+    key: &ConfigKey,
     value: &Json,
     served: &'a [ServedValue],
 ) -> Option<&'a ServedValue> {
-    served.iter().find(|s| s.key == key && compared(key, value) && !same(value, &s.value))
+    served.iter().find(|s| &s.key == key && compared(key, value) && !same(value, &s.value))
 }
 
 /// The readings before the load and after it put together: the values after the run where the
@@ -196,7 +197,7 @@ mod tests {
     use serde_json::json;
 
     fn v(key: &str, value: Json) -> ServedValue {
-        ServedValue { key: key.into(), value, source: "GET /x".into() }
+        ServedValue { key: ConfigKey::parse(key).unwrap(), value, source: "GET /x".into() }
     }
 
     #[test]
@@ -238,15 +239,19 @@ mod tests {
         assert!(!same(&json!(true), &json!("true")));
         assert!(
             contradicting(
-                "engine.dtype",
+                &ConfigKey::literal("engine.dtype"),
                 &json!("float16"),
                 &[v("engine.dtype", json!("bfloat16"))]
             )
             .is_some()
         );
         assert!(
-            contradicting("engine.dtype", &json!("auto"), &[v("engine.dtype", json!("bfloat16"))])
-                .is_none()
+            contradicting(
+                &ConfigKey::literal("engine.dtype"),
+                &json!("auto"),
+                &[v("engine.dtype", json!("bfloat16"))]
+            )
+            .is_none()
         );
     }
 
@@ -266,8 +271,8 @@ mod tests {
             not_revealed: vec![],
         };
         let (r, notes) = combine(before.clone(), after);
-        assert_eq!(r.get("scheduler.max_num_seqs").unwrap().value, json!(128));
-        assert_eq!(r.get("scheduler.block_size").unwrap().value, json!(16));
+        assert_eq!(r.get(&ConfigKey::literal("scheduler.max_num_seqs")).unwrap().value, json!(128));
+        assert_eq!(r.get(&ConfigKey::literal("scheduler.block_size")).unwrap().value, json!(16));
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("64 before the load, 128 after it"), "{notes:?}");
         // An engine gone after the run keeps what it said before.

@@ -15,6 +15,7 @@
 use serde_json::Value as Json;
 
 use super::ServedValue;
+use crate::config::ConfigKey;
 
 /// Values read from one answer, and what it did not reveal.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -24,8 +25,12 @@ pub struct Parsed {
 }
 
 impl Parsed {
-    fn push(&mut self, key: &str, value: Json, source: String) {
-        self.values.push(ServedValue { key: key.to_string(), value, source });
+    fn push(&mut self, key: &'static str, value: Json, source: String) {
+        self.push_key(ConfigKey::literal(key), value, source);
+    }
+
+    fn push_key(&mut self, key: ConfigKey, value: Json, source: String) {
+        self.values.push(ServedValue { key, value, source });
     }
 
     fn missing(&mut self, what: String) {
@@ -327,7 +332,11 @@ pub fn tgi_info(body: &Json) -> Parsed {
     }
     for name in ["max_concurrent_requests", "max_batch_total_tokens", "max_input_tokens"] {
         match count(body.get(name)).filter(|n| *n > 0) {
-            Some(n) => p.push(&format!("tgi.{name}"), n.into(), at(name)),
+            Some(n) => p.push_key(
+                ConfigKey::from_segments(["tgi", name]).expect("a bare name"),
+                n.into(),
+                at(name),
+            ),
             None => p.missing(format!("{AT}: no {name}")),
         }
     }
@@ -387,7 +396,7 @@ mod tests {
                 let compared: Vec<_> = p
                     .values
                     .iter()
-                    .filter(|v| v.key.starts_with("scheduler.") || v.key == "engine.max_model_len")
+                    .filter(|v| v.key.section() == "scheduler" || v.key == "engine.max_model_len")
                     .collect();
                 assert!(compared.is_empty(), "{b}: {compared:?}");
             }

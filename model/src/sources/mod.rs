@@ -26,6 +26,8 @@ use serde::Deserialize;
 
 pub use crate::engine_kind::EngineKind;
 
+use crate::config::ConfigKey;
+
 /// One `[[adr.source]]` of `configs/xtask.toml`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,8 +79,9 @@ pub struct Extracted {
 }
 
 impl Extracted {
-    pub fn get(&self, key: &str) -> Option<&Param> {
-        self.params.iter().find(|p| p.key == key)
+    /// The parameter at `key` (an `unmapped."<spelling>"` key as [`unmapped_key`] writes it).
+    pub fn get(&self, key: &ConfigKey) -> Option<&Param> {
+        self.params.iter().find(|p| p.key == key.as_str())
     }
 }
 
@@ -527,6 +530,10 @@ fn as_written(n: &yaml::Node) -> toml::Value {
 mod tests {
     use super::*;
 
+    fn ck(key: &str) -> ConfigKey {
+        ConfigKey::parse(key).unwrap()
+    }
+
     fn decl(engine: EngineKind, at: Option<&str>, args: Option<&str>) -> SourceDecl {
         SourceDecl {
             path: "x".into(),
@@ -547,7 +554,7 @@ mod tests {
     }
 
     fn seqs(x: &Extracted) -> (i64, usize) {
-        let p = x.get("scheduler.max_num_seqs").expect("max_num_seqs");
+        let p = x.get(&ck("scheduler.max_num_seqs")).expect("max_num_seqs");
         (p.value.as_integer().unwrap(), p.line)
     }
 
@@ -559,20 +566,23 @@ mod tests {
         let x = extract(&d, "deploy/helm/values.yaml", VALUES).unwrap();
         assert_eq!(seqs(&x), (128, 12));
         assert_eq!(
-            x.get("scheduler.max_num_batched_tokens").unwrap().value,
+            x.get(&ck("scheduler.max_num_batched_tokens")).unwrap().value,
             toml::Value::Integer(8192)
         );
         assert_eq!(
-            x.get("scheduler.enable_chunked_prefill").unwrap().value,
+            x.get(&ck("scheduler.enable_chunked_prefill")).unwrap().value,
             toml::Value::Boolean(false)
         );
-        assert_eq!(x.get("engine.gpu_memory_utilization").unwrap().value, toml::Value::Float(0.9));
-        assert_eq!(x.get("scheduler.block_size").unwrap().line, 16);
         assert_eq!(
-            x.get("unmapped.\"--disable-log-requests\"").unwrap().value,
+            x.get(&ck("engine.gpu_memory_utilization")).unwrap().value,
+            toml::Value::Float(0.9)
+        );
+        assert_eq!(x.get(&ck("scheduler.block_size")).unwrap().line, 16);
+        assert_eq!(
+            x.get(&ck("unmapped.\"--disable-log-requests\"")).unwrap().value,
             toml::Value::Boolean(true)
         );
-        assert_eq!(x.get("unmapped.\"maxLoras\"").unwrap().value, toml::Value::Integer(4));
+        assert_eq!(x.get(&ck("unmapped.\"maxLoras\"")).unwrap().value, toml::Value::Integer(4));
         let by_name = decl(
             EngineKind::Vllm,
             Some("servingEngineSpec.modelSpec[name=llama3].vllmConfig"),
@@ -598,14 +608,14 @@ mod tests {
         let x = extract(&d, "deploy/k8s/vllm.yaml", text).unwrap();
         assert_eq!(seqs(&x), (64, 19));
         assert_eq!(
-            x.get("engine.model").unwrap().value.as_str(),
+            x.get(&ck("engine.model")).unwrap().value.as_str(),
             Some("meta-llama/Llama-3.1-8B-Instruct")
         );
         assert_eq!(
-            x.get("scheduler.enable_chunked_prefill").unwrap().value,
+            x.get(&ck("scheduler.enable_chunked_prefill")).unwrap().value,
             toml::Value::Boolean(true)
         );
-        assert_eq!(x.get("unmapped.\"--unknown-flag\"").unwrap().value.as_str(), Some("x"));
+        assert_eq!(x.get(&ck("unmapped.\"--unknown-flag\"")).unwrap().value.as_str(), Some("x"));
         let d = decl(EngineKind::Vllm, None, Some("spec.template.spec.containers[name=nope].args"));
         let e = extract(&d, "k.yaml", text).unwrap_err();
         assert!(
@@ -621,7 +631,7 @@ mod tests {
         let x = extract(&vllm(), "serve/vllm-config.yaml", yaml).unwrap();
         assert_eq!(seqs(&x), (256, 2));
         assert_eq!(
-            x.get("unmapped.\"compilation-config.level\"").unwrap().value,
+            x.get(&ck("unmapped.\"compilation-config.level\"")).unwrap().value,
             toml::Value::Integer(3)
         );
         let json = "{\n  \"model\": \"m\",\n  \"max-num-batched-tokens\": 4096,\n  \"max_num_seqs\": 256,\n  \"enable_chunked_prefill\": true,\n  \"compilation-config\": {\"level\": 3}\n}\n";
@@ -661,10 +671,10 @@ mod tests {
         let x = extract(&vllm(), "scripts/serve.sh", script).unwrap();
         assert_eq!(seqs(&x), (96, 5));
         assert_eq!(
-            x.get("scheduler.enable_prefix_caching").unwrap().value,
+            x.get(&ck("scheduler.enable_prefix_caching")).unwrap().value,
             toml::Value::Boolean(false)
         );
-        assert_eq!(x.get("engine.model").unwrap().value.as_str(), Some("$MODEL"));
+        assert_eq!(x.get(&ck("engine.model")).unwrap().value.as_str(), Some("$MODEL"));
         // Reordered, `=` against a space, other quoting: the same parameters.
         let again = "exec vllm serve '$MODEL' --max-num-batched-tokens 2048 --no-enable-prefix-caching --max-num-seqs=\"96\"\n";
         assert_eq!(kv(&extract(&vllm(), "serve.sh", again).unwrap()), kv(&x));
@@ -722,11 +732,11 @@ mod tests {
                 "unmapped.\"--x\""
             ]
         );
-        assert_eq!(x.get("unmapped.\"--x\"").unwrap().value.as_str(), Some("-5"));
+        assert_eq!(x.get(&ck("unmapped.\"--x\"")).unwrap().value.as_str(), Some("-5"));
     }
 
     fn value(x: &Extracted, key: &str) -> toml::Value {
-        x.get(key).unwrap_or_else(|| panic!("{key} in {:?}", x.params)).value.clone()
+        x.get(&ck(key)).unwrap_or_else(|| panic!("{key} in {:?}", x.params)).value.clone()
     }
 
     #[test]
@@ -759,7 +769,7 @@ mod tests {
         assert_eq!(value(&x, "unmapped.\"-ngl\""), toml::Value::String("99".into()));
         let x = extract(&d, "run.sh", "llama-server --model q.gguf --ctx-size 4096\n").unwrap();
         assert_eq!(value(&x, "llama_cpp.ctx_size"), toml::Value::Integer(4096));
-        assert!(x.get("engine.max_model_len").is_none());
+        assert!(x.get(&ck("engine.max_model_len")).is_none());
         assert!(x.notes.iter().any(|n| n.contains("llama_cpp.ctx_size")), "{:?}", x.notes);
     }
 
@@ -774,7 +784,7 @@ mod tests {
         let x = extract(&d, "serve.sh", "trtllm-serve m --max_batch_size 64 --max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction 0.9 --tp_size 2 --extra_llm_api_options opts.yaml\n").unwrap();
         assert_eq!(seqs(&x).0, 64);
         assert_eq!(value(&x, "trtllm.kv_cache_free_gpu_memory_fraction"), toml::Value::Float(0.9));
-        assert!(x.get("engine.gpu_memory_utilization").is_none());
+        assert!(x.get(&ck("engine.gpu_memory_utilization")).is_none());
         let opts = "max_batch_size: 64\nmax_num_tokens: 8192\nenable_chunked_prefill: true\nkv_cache_config:\n  free_gpu_memory_fraction: 0.9\n  enable_block_reuse: false\n";
         let y = extract(&d, "opts.yaml", opts).unwrap();
         assert_eq!(seqs(&y), (64, 1));

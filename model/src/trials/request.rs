@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Override, Profile, Target};
+use crate::config::{ConfigKey, Override, Profile, Target};
 
 /// The request a trial set's trials were measured with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,21 +36,21 @@ pub struct TrialRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestOverride {
-    pub key: String,
+    pub key: ConfigKey,
     pub value: toml::Value,
     pub origin: String,
 }
 
 impl From<&Override> for RequestOverride {
     fn from(o: &Override) -> RequestOverride {
-        RequestOverride { key: o.key.to_string(), value: o.value.clone(), origin: o.origin.clone() }
+        RequestOverride { key: o.key.clone(), value: o.value.clone(), origin: o.origin.clone() }
     }
 }
 
 impl RequestOverride {
     /// The override as the profile's resolution takes it.
     pub fn to_override(&self) -> Override {
-        Override::new(&self.key, self.value.clone(), self.origin.clone())
+        Override::new(self.key.clone(), self.value.clone(), self.origin.clone())
     }
 }
 
@@ -68,8 +68,8 @@ mod tests {
     #[test]
     fn a_request_reads_back_with_its_overrides_typed() {
         let overrides = [
-            Override::new("load.mode", "trace", "--trace t.jsonl"),
-            Override::new("load.time_scale", 0.5, "--time-scale 0.5"),
+            Override::new(ConfigKey::literal("load.mode"), "trace", "--trace t.jsonl"),
+            Override::new(ConfigKey::literal("load.time_scale"), 0.5, "--time-scale 0.5"),
             Override::parse("workload.input_lengths=[128, 512]").unwrap(),
         ];
         let request = TrialRequest {

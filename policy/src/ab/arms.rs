@@ -4,34 +4,28 @@
 
 use anyhow::{Context, bail};
 use infergate_model::ab::BudgetCheck;
-use infergate_model::config::{EngineConfig, Source};
+use infergate_model::config::{ConfigKey, EngineConfig, Source};
 use infergate_model::summary::Scale;
 
 use crate::thresholds::load::Load;
 use crate::thresholds::{Action, Thresholds, evaluate};
 use crate::tune::grid::{self, Variant};
 
-/// The sections of an engine config: a `--candidate-set` key under one of them changes the
-/// candidate's engine config; any other key is a bench setting (`sim.slowdown`,
-/// `load.concurrency`).
-pub const ENGINE_SECTIONS: &[&str] = &["engine", "scheduler", "token_interval", "batch", "device"];
-
 /// Engine-config settings: dotted key and value.
-pub type EngineSets = Vec<(String, toml::Value)>;
+pub type EngineSets = Vec<(ConfigKey, toml::Value)>;
 
-/// `--candidate-set` split into engine-config settings and bench settings.
+/// `--candidate-set` split into engine-config settings (an engine-config key,
+/// [`ConfigKey::is_engine_key`]) and bench settings (`sim.slowdown`, `load.concurrency`, and
+/// what is no key, for the bench's `--set` to refuse).
 pub fn split_sets(sets: &[String], flag: &str) -> anyhow::Result<(EngineSets, Vec<String>)> {
     let (mut engine, mut bench) = (Vec::new(), Vec::new());
     for s in sets {
         let Some((key, value)) = s.split_once('=') else {
             bail!("{flag} `{s}` is not KEY=VALUE");
         };
-        let key = key.trim();
-        let section = key.split('.').next().unwrap_or("");
-        if ENGINE_SECTIONS.contains(&section) && key.contains('.') {
-            engine.push((key.to_string(), grid::parse_value(value)));
-        } else {
-            bench.push(s.clone());
+        match ConfigKey::parse(key.trim()) {
+            Ok(key) if key.is_engine_key() => engine.push((key, grid::parse_value(value))),
+            _ => bench.push(s.clone()),
         }
     }
     Ok((engine, bench))
@@ -41,7 +35,7 @@ pub fn split_sets(sets: &[String], flag: &str) -> anyhow::Result<(EngineSets, Ve
 /// validated variant; errors name the key).
 pub fn candidate_text(
     governed: &Source,
-    engine_sets: &[(String, toml::Value)],
+    engine_sets: &[(ConfigKey, toml::Value)],
 ) -> anyhow::Result<String> {
     if engine_sets.is_empty() {
         EngineConfig::from_source(governed)?;
@@ -170,7 +164,10 @@ mod tests {
             "load.concurrency=4".to_string(),
         ];
         let (engine, bench) = split_sets(&sets, "--candidate-set").unwrap();
-        assert_eq!(engine, vec![("scheduler.max_num_seqs".to_string(), toml::Value::Integer(128))]);
+        assert_eq!(
+            engine,
+            vec![(ConfigKey::literal("scheduler.max_num_seqs"), toml::Value::Integer(128))]
+        );
         assert_eq!(bench, vec!["sim.slowdown=1.1", "load.concurrency=4"]);
         assert!(split_sets(&["nope".to_string()], "--set").is_err());
         let base = Source::new(
@@ -180,8 +177,10 @@ mod tests {
         let text = candidate_text(&base, &engine).unwrap();
         assert!(text.contains("max_num_seqs = 128"), "{text}");
         assert_eq!(candidate_text(&base, &[]).unwrap(), base.text);
-        let bad =
-            candidate_text(&base, &[("scheduler.max_num_seqs".into(), toml::Value::Integer(-1))]);
+        let bad = candidate_text(
+            &base,
+            &[(ConfigKey::literal("scheduler.max_num_seqs"), toml::Value::Integer(-1))],
+        );
         assert!(bad.is_err());
     }
 

@@ -162,9 +162,9 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
     // Decision lines name each key once.
     let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for d in &adr.decisions {
-        if let Some(first) = seen.insert((&d.file, &d.key), d.line) {
+        if let Some(first) = seen.insert((&d.file, d.key.as_str()), d.line) {
             p(d.line, format!("{}: {} is already decided at line {first}", d.file, d.key));
-            seen.insert((&d.file, &d.key), first);
+            seen.insert((&d.file, d.key.as_str()), first);
         }
     }
 }

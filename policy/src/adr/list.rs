@@ -151,9 +151,9 @@ pub fn unnamed_values(
             let mut others = Vec::new();
             for adr in &live {
                 let taken = superseded_parts(adr, adrs).into_iter().any(|(_, p)| {
-                    matches!(p, super::model::Part::Key { file: f, key: k } if f == file && k == key)
+                    matches!(p, super::model::Part::Key { file: f, key: k } if f == file && k.as_str() == key)
                 });
-                for d in adr.decisions.iter().filter(|d| &d.file == file && &d.key == key) {
+                for d in adr.decisions.iter().filter(|d| &d.file == file && d.key.as_str() == key) {
                     match &d.value {
                         Decided::Set(v) if !taken && same_value(v, value) => named = true,
                         v if !taken => others.push(format!("{} says {v}", adr.label())),

@@ -298,7 +298,7 @@ pub fn decision_conflicts(adrs: &[Adr]) -> Vec<Problem> {
                 |(_, p)| matches!(p, Part::Key { file, key } if *file == d.file && *key == d.key),
             );
             if !taken {
-                by_key.entry((&d.file, &d.key)).or_default().push((adr, d));
+                by_key.entry((&d.file, d.key.as_str())).or_default().push((adr, d));
             }
         }
     }

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use infergate_model::config::ConfigKey;
+
 use crate::thresholds::rollback::RollbackCondition;
 use crate::thresholds::{Action, Comparator};
 
@@ -140,7 +142,7 @@ pub struct DecisionLine {
     /// The governed file, relative to the repository root (`configs/engine.toml`).
     pub file: String,
     /// Dotted key inside the file (`scheduler.max_num_seqs`).
-    pub key: String,
+    pub key: ConfigKey,
     /// The value the record fixes, or that the key is removed.
     pub value: Decided,
     /// 1-based line in the record.
@@ -150,7 +152,7 @@ pub struct DecisionLine {
 impl DecisionLine {
     /// The key's segments (`["scheduler", "max_num_seqs"]`).
     pub fn key_path(&self) -> Vec<&str> {
-        self.key.split('.').collect()
+        self.key.path()
     }
 }
 
@@ -214,7 +216,7 @@ pub enum Part {
     /// The older record's thresholds on this metric (all its rows of that metric).
     Metric(String),
     /// The older record's decision line for this governed key.
-    Key { file: String, key: String },
+    Key { file: String, key: ConfigKey },
 }
 
 impl fmt::Display for Part {
@@ -344,7 +346,7 @@ pub struct Adr {
     pub profile: Option<Located<String>>,
     /// The scenario the thresholds gate (`Scenario: `load.concurrency = 64`, ...` in the
     /// thresholds section): settings a run of the profile must have for them to apply as set.
-    pub scenario: Vec<(String, toml::Value)>,
+    pub scenario: Vec<(ConfigKey, toml::Value)>,
     pub links: Vec<Link>,
     /// Template placeholders left in the text (outside code), reported by lint.
     pub placeholders: Vec<Located<String>>,

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
 use infergate_model::Summary;
+use infergate_model::config::ConfigKey;
 use infergate_model::envkey::EnvironmentKey;
 use serde_json::Value as Json;
 
@@ -470,7 +471,7 @@ fn code(s: &str) -> String {
 /// The scenario as the runs describe it (profile, target, load, workload, SLO).
 fn scenario(s: &Summary) -> String {
     let c = s.config.to_json();
-    let get = |path: &str| path.split('.').try_fold(&c, |v, k| v.get(k));
+    let get = |key: &'static str| ConfigKey::literal(key).get_json(&c);
     let mut parts = vec![format!(
         "profile {}, target {} (model {}, {} endpoint, {})",
         code(&s.profile),
@@ -765,13 +766,14 @@ pub const SCENARIO_KEYS: [&str; 7] = [
 ];
 
 /// The [`SCENARIO_KEYS`] a run's resolved profile sets, with their TOML values.
-pub fn scenario_settings(s: &Summary) -> Vec<(String, toml::Value)> {
+pub fn scenario_settings(s: &Summary) -> Vec<(ConfigKey, toml::Value)> {
     let config = s.config.to_json();
     SCENARIO_KEYS
         .iter()
         .filter_map(|k| {
-            let v = k.split('.').try_fold(&config, |v, seg| v.get(seg))?;
-            Some((k.to_string(), json_to_toml(v)?))
+            let k = ConfigKey::literal(k);
+            let v = k.get_json(&config)?;
+            Some((k, json_to_toml(v)?))
         })
         .collect()
 }
@@ -1249,7 +1251,11 @@ pub fn served_check(
     let Some((file, values)) = decided_values(baseline, chosen, choose) else { return Ok(()) };
     let mut lines = Vec::new();
     for (key, value) in values {
-        if let Some(s) = infergate_model::served::contradicting(&key, &value, served) {
+        // A key that is no dotted key is none a server answers for.
+        let contradicted = ConfigKey::parse(&key)
+            .ok()
+            .and_then(|k| infergate_model::served::contradicting(&k, &value, served));
+        if let Some(s) = contradicted {
             let decided = json_to_toml(&value).map_or_else(|| value.to_string(), |t| t.to_string());
             lines.push(format!(
                 "{}: the server ran {key} = {} ({})",
@@ -2017,15 +2023,8 @@ fn served_configuration(o: &mut Body, ctx: &Runs<'_>) {
             o.line(format_args!("- {label}: not revealed"));
             continue;
         };
-        let shown: Vec<_> = e
-            .served
-            .iter()
-            .filter(|v| {
-                let section = v.key.split('.').next().unwrap_or("");
-                matches!(section, "engine" | "scheduler" | "token_interval")
-                    && v.key != "engine.model"
-            })
-            .collect();
+        let shown: Vec<_> =
+            e.served.iter().filter(|v| v.key.is_served_key() && v.key != "engine.model").collect();
         let mut from: Vec<String> = shown
             .iter()
             .map(|v| v.source.split(' ').take(2).collect::<Vec<_>>().join(" "))

@@ -334,7 +334,7 @@ pub fn scenario_diffs(summary: &Summary, t: &Threshold) -> Vec<String> {
         if t.load.is_some() && super::load::Load::SETTINGS.contains(&key.as_str()) {
             continue;
         }
-        let got = key.split('.').try_fold(&config, |v, k| v.get(k));
+        let got = key.get_json(&config);
         let want_json = serde_json::to_value(want).ok();
         let same = match (got, &want_json) {
             (Some(g), Some(w)) if g.is_number() && w.is_number() => g.as_f64() == w.as_f64(),

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use infergate_model::config::{ConfigError, Source};
+use infergate_model::config::{ConfigError, ConfigKey, Source};
 use serde::{Deserialize, Serialize};
 
 pub use super::load::Load;
@@ -38,7 +38,7 @@ pub struct Threshold {
     /// (`load.concurrency = 64`): a run of the profile with other values is not the scenario
     /// these limits were set for. Empty: any run of the profile.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub scenario: BTreeMap<String, toml::Value>,
+    pub scenario: BTreeMap<ConfigKey, toml::Value>,
     /// The environment the limit holds for (GPU model and count, engine, model, dtype), in
     /// its text form (`infergate_model::envkey`): runs measured elsewhere are not gated by it. Absent: any
     /// environment (records written before thresholds were keyed).
@@ -215,7 +215,7 @@ pub fn render_file(t: &Thresholds, adr_dir: &str) -> String {
             profile
         } else {
             let items: Vec<String> =
-                th.scenario.iter().map(|(k, v)| format!("{} = {v}", s(k))).collect();
+                th.scenario.iter().map(|(k, v)| format!("{} = {v}", s(k.as_str()))).collect();
             format!("{profile}scenario = {{ {} }}\n", items.join(", "))
         };
         let profile = match &th.environment {

@@ -190,7 +190,11 @@ mod tests {
             unit: "ms".into(),
             action: Action::Block,
             profile: Some("default".into()),
-            scenario: [("load.concurrency".to_string(), toml::Value::Integer(32))].into(),
+            scenario: [(
+                infergate_model::config::ConfigKey::literal("load.concurrency"),
+                toml::Value::Integer(32),
+            )]
+            .into(),
             environment: None,
             load: None,
             adr: 3,

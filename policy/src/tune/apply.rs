@@ -5,6 +5,8 @@
 //!
 //! Pure: text in, text out; the result is parsed back and each key checked.
 
+use infergate_model::config::ConfigKey;
+
 /// Why the winner's keys could not be written into the governed file's text.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -20,11 +22,11 @@ pub enum ApplyError {
 }
 
 /// The governed file's text with each `section.key = value` of `changes` set.
-pub fn apply(text: &str, changes: &[(String, toml::Value)]) -> Result<String, ApplyError> {
+pub fn apply(text: &str, changes: &[(ConfigKey, toml::Value)]) -> Result<String, ApplyError> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     for (key, value) in changes {
-        let Some((section, leaf)) = key.split_once('.').filter(|(_, l)| !l.contains('.')) else {
-            return Err(ApplyError::NotSectionKey(key.clone()));
+        let [section, leaf] = key.segments() else {
+            return Err(ApplyError::NotSectionKey(key.to_string()));
         };
         set(&mut lines, section, leaf, value);
     }
@@ -34,9 +36,8 @@ pub fn apply(text: &str, changes: &[(String, toml::Value)]) -> Result<String, Ap
     }
     let parsed: toml::Table = toml::from_str(&out).map_err(ApplyError::Broken)?;
     for (key, value) in changes {
-        let (section, leaf) = key.split_once('.').expect("checked above");
-        if parsed.get(section).and_then(|s| s.get(leaf)) != Some(value) {
-            return Err(ApplyError::NotSet { key: key.clone(), value: value.clone() });
+        if key.get_in(&parsed) != Some(value) {
+            return Err(ApplyError::NotSet { key: key.to_string(), value: value.clone() });
         }
     }
     Ok(out)
@@ -125,8 +126,8 @@ mod tests {
         let out = apply(
             FILE,
             &[
-                ("scheduler.max_num_seqs".into(), 64.into()),
-                ("scheduler.enable_chunked_prefill".into(), true.into()),
+                (ConfigKey::literal("scheduler.max_num_seqs"), 64.into()),
+                (ConfigKey::literal("scheduler.enable_chunked_prefill"), true.into()),
             ],
         )
         .unwrap();
@@ -145,8 +146,8 @@ mod tests {
         let out = apply(
             FILE,
             &[
-                ("scheduler.max_num_batched_tokens".into(), 4096.into()),
-                ("token_interval.async_scheduling".into(), true.into()),
+                (ConfigKey::literal("scheduler.max_num_batched_tokens"), 4096.into()),
+                (ConfigKey::literal("token_interval.async_scheduling"), true.into()),
             ],
         )
         .unwrap();
@@ -160,7 +161,7 @@ mod tests {
             out.ends_with("name = \"H100\"\n\n[token_interval]\nasync_scheduling = true\n"),
             "{out}"
         );
-        let err = apply(FILE, &[("a.b.c".into(), 1.into())]).unwrap_err().to_string();
+        let err = apply(FILE, &[(ConfigKey::literal("a.b.c"), 1.into())]).unwrap_err().to_string();
         assert!(err.contains("section.key"), "{err}");
     }
 }

@@ -7,13 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use infergate_model::config::{ConfigError, EngineConfig, Source};
+use infergate_model::config::{ConfigError, ConfigKey, EngineConfig, Source};
 use serde::Deserialize;
 
 /// One axis of the grid: a dotted engine-config key and the values to try, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Axis {
-    pub key: String,
+    pub key: ConfigKey,
     pub values: Vec<toml::Value>,
 }
 
@@ -21,7 +21,7 @@ pub struct Axis {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Variant {
     pub name: String,
-    pub settings: Vec<(String, toml::Value)>,
+    pub settings: Vec<(ConfigKey, toml::Value)>,
 }
 
 /// What to search: grid axes, explicit variants, or both (the variants after the grid).
@@ -49,24 +49,26 @@ pub fn parse_axis(spec: &str) -> Result<Axis, String> {
             "`{spec}` is not KEY=V,V,... (e.g. scheduler.max_num_seqs=64,128,256)"
         ));
     };
-    let key = key.trim().to_string();
-    check_key(&key)?;
+    let key = check_key(ConfigKey::parse(key.trim()).map_err(|e| e.key))?;
     let values: Vec<toml::Value> =
         values.split(',').map(str::trim).filter(|v| !v.is_empty()).map(parse_value).collect();
     axis(key, values)
 }
 
-fn check_key(key: &str) -> Result<(), String> {
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
-        return Err(format!(
-            "`{key}` is not a dotted engine-config key such as scheduler.max_num_seqs"
-        ));
+/// A key of two segments or more (the text as given when it is no key at all).
+fn check_key(key: Result<ConfigKey, String>) -> Result<ConfigKey, String> {
+    match key {
+        Ok(k) if k.segments().len() >= 2 => Ok(k),
+        Ok(k) => Err(not_a_key(k.as_str())),
+        Err(text) => Err(not_a_key(&text)),
     }
-    Ok(())
 }
 
-fn axis(key: String, values: Vec<toml::Value>) -> Result<Axis, String> {
+fn not_a_key(key: &str) -> String {
+    format!("`{key}` is not a dotted engine-config key such as scheduler.max_num_seqs")
+}
+
+fn axis(key: ConfigKey, values: Vec<toml::Value>) -> Result<Axis, String> {
     if values.is_empty() {
         return Err(format!("`{key}` has no value to try"));
     }
@@ -93,15 +95,21 @@ struct TuneTable {
     variants: BTreeMap<String, toml::Table>,
 }
 
-/// Leaves of a nested table as dotted keys, in the table's order.
-fn leaves(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+/// Leaves of a nested table as their segments, in the table's order.
+fn leaves(prefix: &[String], table: &toml::Table, out: &mut Vec<(Vec<String>, toml::Value)>) {
     for (k, v) in table {
-        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        let mut key = prefix.to_vec();
+        key.push(k.clone());
         match v {
             toml::Value::Table(t) => leaves(&key, t, out),
             v => out.push((key, v.clone())),
         }
     }
+}
+
+/// A leaf's key, written as its segments are: the text of an invalid one for messages.
+fn leaf_key(segments: &[String]) -> Result<ConfigKey, String> {
+    ConfigKey::from_segments(segments).map_err(|e| e.key)
 }
 
 /// A `[tune]` table: `[tune.grid]` (each key a list of values) and `[tune.variants.NAME]` (each
@@ -110,32 +118,37 @@ pub fn read_tune_table(source: &Source) -> Result<TuneSpec, ConfigError> {
     let parsed: TuneFileToml = source.parse()?;
     let mut spec = TuneSpec::default();
     let mut grid = Vec::new();
-    leaves("", &parsed.tune.grid, &mut grid);
-    for (key, v) in grid {
+    leaves(&[], &parsed.tune.grid, &mut grid);
+    for (segments, v) in grid {
         let path: Vec<&str> =
-            ["tune", "grid"].into_iter().chain(key.split('.')).collect::<Vec<_>>();
+            ["tune", "grid"].into_iter().chain(segments.iter().map(String::as_str)).collect();
+        let key = leaf_key(&segments);
+        let key_text = key.as_ref().map_or_else(|t| t.clone(), |k| k.to_string());
         let toml::Value::Array(values) = v else {
+            let key = key_text;
             return Err(source.error_at(
                 &path,
                 format!("`{key}` must be a list of values to try, e.g. {key} = [64, 128]"),
             ));
         };
-        let a = check_key(&key)
-            .and_then(|_| axis(key.clone(), values))
-            .map_err(|m| source.error_at(&path, m))?;
+        let a =
+            check_key(key).and_then(|k| axis(k, values)).map_err(|m| source.error_at(&path, m))?;
         spec.axes.push(a);
     }
     for (name, table) in &parsed.tune.variants {
-        let mut settings = Vec::new();
-        leaves("", table, &mut settings);
-        if settings.is_empty() {
+        let mut leaves_of = Vec::new();
+        leaves(&[], table, &mut leaves_of);
+        if leaves_of.is_empty() {
             return Err(source.error_at(
                 &["tune", "variants", name],
                 format!("variant `{name}` sets no key; give it `section.key = value` lines"),
             ));
         }
-        for (key, _) in &settings {
-            check_key(key).map_err(|m| source.error_at(&["tune", "variants", name], m))?;
+        let mut settings = Vec::new();
+        for (segments, v) in leaves_of {
+            let key = check_key(leaf_key(&segments))
+                .map_err(|m| source.error_at(&["tune", "variants", name], m))?;
+            settings.push((key, v));
         }
         spec.variants.push(Variant { name: name.clone(), settings });
     }
@@ -157,10 +170,10 @@ pub fn value_text(v: &toml::Value) -> String {
 }
 
 /// The short name of a key among `keys`: its last part when no other key ends the same.
-fn short_key<'a>(key: &'a str, keys: &[&str]) -> &'a str {
-    let leaf = key.rsplit('.').next().unwrap_or(key);
-    let same = keys.iter().filter(|k| k.rsplit('.').next() == Some(leaf)).count();
-    if same > 1 { key } else { leaf }
+fn short_key<'a>(key: &'a ConfigKey, keys: &[&ConfigKey]) -> &'a str {
+    let leaf = key.leaf();
+    let same = keys.iter().filter(|k| k.leaf() == leaf).count();
+    if same > 1 { key.as_str() } else { leaf }
 }
 
 /// Most configurations a grid may describe (the product of its axes' value counts): 10^12.
@@ -210,7 +223,7 @@ impl TuneSpec {
         if i >= product {
             return self.variants[(i - product) as usize].clone();
         }
-        let keys: Vec<&str> = self.axes.iter().map(|a| a.key.as_str()).collect();
+        let keys: Vec<&ConfigKey> = self.axes.iter().map(|a| &a.key).collect();
         // Mixed radix, the first axis the most significant digit.
         let mut rest = i;
         let mut combo = vec![toml::Value::Boolean(false); self.axes.len()];
@@ -262,20 +275,13 @@ pub fn dir_name(name: &str) -> String {
 pub fn variant_text(base: &Source, variant: &Variant) -> Result<String, ConfigError> {
     let mut table: toml::Table = toml::from_str(&base.text).map_err(|e| base.toml_error(&e))?;
     for (key, value) in &variant.settings {
-        let parts: Vec<&str> = key.split('.').collect();
-        let (leaf, sections) = parts.split_last().expect("keys have two parts or more");
-        let mut t = &mut table;
-        for s in sections {
-            let entry =
-                t.entry(s.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            t = entry.as_table_mut().ok_or_else(|| {
-                base.error_at(
-                    &parts[..1],
-                    format!("`{s}` is not a table, so `{key}` cannot be set"),
-                )
-            })?;
-        }
-        t.insert(leaf.to_string(), value.clone());
+        key.set_in(&mut table, value.clone()).map_err(|e| {
+            let s = &e.segment;
+            base.error_at(
+                &[key.section()],
+                format!("`{s}` is not a table, so `{key}` cannot be set"),
+            )
+        })?;
     }
     let body = toml::to_string(&table).expect("TOML tables serialize");
     let text = format!(
@@ -323,7 +329,7 @@ mod tests {
             ],
             variants: vec![Variant {
                 name: "small".into(),
-                settings: vec![("scheduler.max_num_seqs".into(), 8.into())],
+                settings: vec![(ConfigKey::literal("scheduler.max_num_seqs"), 8.into())],
             }],
         };
         let names: Vec<String> = expand(&spec).into_iter().map(|v| v.name).collect();
@@ -353,7 +359,7 @@ mod tests {
     #[test]
     fn a_huge_grid_is_counted_and_built_by_index_and_refused_past_the_bound() {
         let axis = |k: &str, n: usize| Axis {
-            key: k.into(),
+            key: ConfigKey::parse(k).unwrap(),
             values: (0..n as i64).map(toml::Value::from).collect(),
         };
         let spec = TuneSpec {
@@ -396,8 +402,8 @@ mod tests {
         let v = Variant {
             name: "max_num_seqs=8".into(),
             settings: vec![
-                ("scheduler.max_num_seqs".into(), 8.into()),
-                ("scheduler.enable_chunked_prefill".into(), true.into()),
+                (ConfigKey::literal("scheduler.max_num_seqs"), 8.into()),
+                (ConfigKey::literal("scheduler.enable_chunked_prefill"), true.into()),
             ],
         };
         let text = variant_text(&base, &v).unwrap();
@@ -408,7 +414,7 @@ mod tests {
         assert_eq!(cfg.engine.max_model_len, Some(4096));
         let bad = Variant {
             name: "bad".into(),
-            settings: vec![("scheduler.max_num_seqs".into(), 0.into())],
+            settings: vec![(ConfigKey::literal("scheduler.max_num_seqs"), 0.into())],
         };
         let err = variant_text(&base, &bad).unwrap_err();
         assert!(err.message.contains("max_num_seqs"), "{err}");
@@ -416,7 +422,7 @@ mod tests {
         assert!(err.to_string().starts_with("configs/engine.toml with bad: "), "{err}");
         let unknown = Variant {
             name: "typo".into(),
-            settings: vec![("scheduler.max_nm_seqs".into(), 1.into())],
+            settings: vec![(ConfigKey::literal("scheduler.max_nm_seqs"), 1.into())],
         };
         assert!(variant_text(&base, &unknown).is_err());
     }

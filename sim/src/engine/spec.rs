@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::Path;
 
 use infergate_model::config::engine::DeviceSection;
-use infergate_model::config::engine::locate;
+use infergate_model::config::engine::locate_invalid;
 use infergate_model::config::{
     ConfigError, Dtype, EngineConfig, Quantization, SchedulerPolicy, Source,
 };
@@ -125,7 +125,10 @@ impl SpecError {
 
     /// The error at its key's line in the file the config came from.
     pub fn locate(&self, source: &Source) -> ConfigError {
-        locate(source, &self.key, &self.message)
+        locate_invalid(
+            source,
+            &infergate_model::config::Invalid(self.key.clone(), self.message.clone()),
+        )
     }
 }
 

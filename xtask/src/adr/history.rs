@@ -18,6 +18,7 @@ use crate::console::ConsoleTable;
 use crate::git;
 use crate::settings::{self, SETTINGS_FILE, Settings};
 use crate::text::BLANK;
+use infergate_model::config::ConfigKey;
 use infergate_model::sources::{SourceDecl, extract};
 use infergate_policy::adr::check::semdiff::{flatten, inline, same_value};
 
@@ -41,13 +42,13 @@ pub struct Entry {
 pub(crate) fn naming_record(
     adrs: &[Adr],
     file: &str,
-    key: &str,
+    key: &ConfigKey,
     value: Option<&toml::Value>,
 ) -> Option<(String, Option<u32>)> {
     let says = |adr: &Adr| {
         adr.decisions.iter().any(|d| {
             d.file == file
-                && d.key == key
+                && &d.key == key
                 && match (&d.value, value) {
                     (Decided::Set(v), Some(w)) => same_value(v, w),
                     (Decided::Removed, None) => true,
@@ -121,7 +122,7 @@ fn governed_blobs(repo: &Repository, tree: &Tree<'_>) -> anyhow::Result<Vec<Gove
 pub fn timeline(
     root: &Path,
     dir: &str,
-    key: &str,
+    key: &ConfigKey,
     file: Option<&str>,
     head: &str,
 ) -> anyhow::Result<Vec<Entry>> {
@@ -155,7 +156,7 @@ pub fn timeline(
                     let v = match &decl {
                         None => text
                             .and_then(|t| toml::from_str::<toml::Table>(t).ok())
-                            .and_then(|t| flatten(&t).remove(key)),
+                            .and_then(|t| flatten(&t).remove(key.as_str())),
                         Some(d) => text
                             .and_then(|t| extract(d, &path, t).ok())
                             .and_then(|e| e.get(key).map(|p| p.value.clone())),
@@ -220,7 +221,7 @@ pub fn timeline(
 }
 
 /// The timeline as a table; entries without a record say so.
-pub fn render(key: &str, entries: &[Entry]) -> String {
+pub fn render(key: &ConfigKey, entries: &[Entry]) -> String {
     if entries.is_empty() {
         return format!("{key}: no governed file of this history sets it\n");
     }
@@ -266,12 +267,13 @@ mod tests {
         };
         let adrs = [rec(1, "Accepted", "1"), rec(2, "Proposed", "1"), rec(3, "Rejected", "2")];
         let one = toml::Value::Integer(1);
+        let ab = ConfigKey::literal("a.b");
         assert_eq!(
-            naming_record(&adrs, "configs/engine.toml", "a.b", Some(&one)),
+            naming_record(&adrs, "configs/engine.toml", &ab, Some(&one)),
             Some(("ADR-0001".to_string(), Some(1)))
         );
         // A Rejected record names no value in force.
         let two = toml::Value::Integer(2);
-        assert_eq!(naming_record(&adrs, "configs/engine.toml", "a.b", Some(&two)), None);
+        assert_eq!(naming_record(&adrs, "configs/engine.toml", &ab, Some(&two)), None);
     }
 }

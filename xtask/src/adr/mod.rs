@@ -35,6 +35,7 @@ use anyhow::{Context, bail};
 
 use crate::text::tool;
 use clap::{Args, Subcommand};
+use infergate_model::config::ConfigKey;
 use infergate_model::trials::TrialSet;
 use xshell::Shell;
 
@@ -107,7 +108,7 @@ pub enum AdrSub {
     /// names the value, its status and date, and the commit.
     History {
         /// The key, dotted as in decision lines (`scheduler.max_num_seqs`).
-        key: String,
+        key: ConfigKey,
         /// Only this governed file (`configs/engine.toml`); all governed files otherwise.
         #[arg(long, value_name = "FILE")]
         file: Option<String>,
@@ -236,13 +237,7 @@ fn tune_inputs(root: &Path, tune_dir: &Path) -> anyhow::Result<TuneInputs> {
     let is_governed = |r: &infergate_policy::tune::TuneRow| {
         governed.as_ref().is_some_and(|g| {
             r.settings.iter().all(|(k, v)| {
-                let mut at: Option<&toml::Value> = None;
-                let mut table = Some(g);
-                for part in k.split('.') {
-                    at = table.and_then(|t| t.get(part));
-                    table = at.and_then(|v| v.as_table());
-                }
-                at.and_then(|a| serde_json::to_value(a).ok()).as_ref() == Some(v)
+                k.get_in(g).and_then(|a| serde_json::to_value(a).ok()).as_ref() == Some(v)
             })
         })
     };

@@ -24,7 +24,7 @@ use std::path::Path;
 use anyhow::Context;
 use clap::Args;
 use git2::{Repository, Tree};
-use infergate_model::config::{BenchConfig, Source};
+use infergate_model::config::{BenchConfig, ConfigKey, Source};
 
 use self::rule::{
     Coverage, Exemption, Input, Outcome, RecordChange, RecordFile, ScenarioChange, Violation,
@@ -299,21 +299,23 @@ fn scenario_changes(
     let (Some(base), Some(head)) = (config(sides.base)?, config(sides.head)?) else {
         return Ok(Vec::new());
     };
-    let files = |cfg: &BenchConfig, profile: &str| -> Option<Vec<(String, String)>> {
+    let files = |cfg: &BenchConfig, profile: &str| -> Option<Vec<(ConfigKey, String)>> {
         let p = cfg.resolve(profile, &[]).ok()?.profile;
-        Some(p.workload.files().into_iter().map(|(k, f)| (k.to_string(), f.to_string())).collect())
+        let files = p.workload.files().into_iter();
+        Some(files.map(|(k, f)| (ConfigKey::literal(k), f.to_string())).collect())
     };
     let mut out = Vec::new();
     for profile in rule::gated_profiles(threshold_profiles, &head.profile_names()) {
         let (Some(old), Some(new)) = (files(&base, &profile), files(&head, &profile)) else {
             continue;
         };
-        let mut keys: Vec<&String> = old.iter().chain(&new).map(|(k, _)| k).collect();
+        let mut keys: Vec<&ConfigKey> = old.iter().chain(&new).map(|(k, _)| k).collect();
         keys.sort();
         keys.dedup();
         for key in keys {
-            let at =
-                |v: &[(String, String)]| v.iter().find(|(k, _)| k == key).map(|(_, f)| f.clone());
+            let at = |v: &[(ConfigKey, String)]| {
+                v.iter().find(|(k, _)| k == key).map(|(_, f)| f.clone())
+            };
             let how = match (at(&old), at(&new)) {
                 (Some(o), Some(n)) if o != n => {
                     Some((n.clone(), format!("now names {n} (was {o})")))
@@ -486,8 +488,7 @@ fn repointed_changes(
             .with_context(|| format!("{path} {} is not valid TOML", sides.at_head))?;
         changes.retain(|c| &c.file != path);
         for c in &all {
-            let segs: Vec<&str> = c.key.split('.').collect();
-            if let Some(span) = src.locate(&segs) {
+            if let Some(span) = ConfigKey::parse(&c.key).ok().and_then(|k| src.locate(&k.path())) {
                 key_lines.insert((c.file.clone(), c.key.clone()), src.line_col(span.start).0);
             }
         }
@@ -608,8 +609,8 @@ fn key_changes(
         let file_changes = semdiff::diff_file(p, old.as_ref(), new.as_ref())?;
         if let Some(n) = &new {
             for c in file_changes.iter().filter(|c| c.new.is_some()) {
-                let path: Vec<&str> = c.key.split('.').collect();
-                if let Some(span) = n.locate(&path) {
+                if let Some(span) = ConfigKey::parse(&c.key).ok().and_then(|k| n.locate(&k.path()))
+                {
                     key_lines.insert((c.file.clone(), c.key.clone()), n.line_col(span.start).0);
                 }
             }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use git2::{ObjectType, Tree};
-use infergate_model::config::Source;
+use infergate_model::config::{ConfigKey, Source};
 use infergate_model::sources::{Extracted, SourceDecl, extract};
 
 use super::semdiff::{self, KeyChange, same_value};
@@ -147,7 +147,8 @@ pub(super) fn changes(
         let file_changes = semdiff::diff_maps(p, &as_map(&old), &as_map(&new));
         if let Some(new) = &new {
             for c in file_changes.iter().filter(|c| c.new.is_some()) {
-                if let Some(param) = new.get(&c.key) {
+                // The change's key is the parameter's own text (`unmapped."--x"` included).
+                if let Some(param) = new.params.iter().find(|p| p.key == c.key) {
                     lines.insert((c.file.clone(), c.key.clone()), param.line);
                 }
             }
@@ -178,8 +179,10 @@ pub(super) fn drift(sides: &Sides<'_>, at_head: &AtHead) -> anyhow::Result<Vec<P
         if let Ok(table) = semdiff::parse(&src) {
             let keys = by.entry("default".into()).or_default();
             for (key, value) in semdiff::flatten(&table) {
-                let segs: Vec<&str> = key.split('.').collect();
-                let line = src.locate(&segs).map_or(1, |s| src.line_col(s.start).0);
+                let line = ConfigKey::parse(&key)
+                    .ok()
+                    .and_then(|k| src.locate(&k.path()))
+                    .map_or(1, |s| src.line_col(s.start).0);
                 keys.entry(key).or_default().push(Given {
                     file: DEFAULT_ENGINE_FILE.into(),
                     line,

@@ -239,7 +239,7 @@ fn parameter(d: &infergate_policy::adr::model::DecisionLine) -> Parameter {
         Decided::Set(v) => (Some(v.to_string()), false),
         Decided::Removed => (None, true),
     };
-    Parameter { file: d.file.clone(), key: d.key.clone(), value, removed, line: d.line }
+    Parameter { file: d.file.clone(), key: d.key.to_string(), value, removed, line: d.line }
 }
 
 fn link(l: &infergate_policy::adr::model::Link) -> String {

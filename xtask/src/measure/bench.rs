@@ -11,7 +11,7 @@ use anyhow::Context;
 use bench::runner::{self, RunControl};
 use clap::Args;
 use infergate_model::capacity::{Budget, CapacitySpec, Limit};
-use infergate_model::config::{BenchConfig, Override, Target};
+use infergate_model::config::{BenchConfig, ConfigKey, Override, Target};
 use infergate_model::summary::{EngineParams, RunStatus};
 use infergate_model::sweep::{Dimension, StagePlan, SweepSpec};
 use infergate_model::trials::{RequestOverride, TrialRequest};
@@ -388,18 +388,26 @@ impl BenchCmd {
     pub fn overrides(&self) -> anyhow::Result<Vec<Override>> {
         let mut o = Vec::new();
         if let Some(c) = self.concurrency {
-            o.push(Override::new("load.mode", "closed", format!("--concurrency {c}")));
-            o.push(Override::new("load.concurrency", c as i64, format!("--concurrency {c}")));
+            o.push(Override::new(
+                ConfigKey::literal("load.mode"),
+                "closed",
+                format!("--concurrency {c}"),
+            ));
+            o.push(Override::new(
+                ConfigKey::literal("load.concurrency"),
+                c as i64,
+                format!("--concurrency {c}"),
+            ));
         }
         if let Some(r) = self.rate {
             let flag = format!("--rate {}", infergate_model::config::limits::number(r));
-            o.push(Override::new("load.mode", "open", flag.clone()));
-            o.push(Override::new("load.rate", r, flag));
+            o.push(Override::new(ConfigKey::literal("load.mode"), "open", flag.clone()));
+            o.push(Override::new(ConfigKey::literal("load.rate"), r, flag));
         }
         if let Some(t) = &self.trace {
             let flag = format!("--trace {t}");
-            o.push(Override::new("load.mode", "trace", flag.clone()));
-            o.push(Override::new("workload.trace", t.as_str(), flag));
+            o.push(Override::new(ConfigKey::literal("load.mode"), "trace", flag.clone()));
+            o.push(Override::new(ConfigKey::literal("workload.trace"), t.as_str(), flag));
         }
         let number = infergate_model::config::limits::number;
         for (flag, key, v) in [
@@ -408,38 +416,50 @@ impl BenchCmd {
             ("--trace-duration", "load.trace_duration_s", self.trace_duration),
         ] {
             if let Some(v) = v {
-                o.push(Override::new(key, v, format!("{flag} {}", number(v))));
+                o.push(Override::new(ConfigKey::literal(key), v, format!("{flag} {}", number(v))));
             }
         }
         if let Some(n) = self.requests {
-            o.push(Override::new("load.requests", n as i64, format!("--requests {n}")));
+            o.push(Override::new(
+                ConfigKey::literal("load.requests"),
+                n as i64,
+                format!("--requests {n}"),
+            ));
         }
         if let Some(d) = self.duration {
             let flag = format!("--duration {}", infergate_model::config::limits::number(d));
-            o.push(Override::new("load.duration_s", d, flag));
+            o.push(Override::new(ConfigKey::literal("load.duration_s"), d, flag));
         }
         if let Some(n) = self.max_tokens {
-            o.push(Override::new("workload.max_tokens", n as i64, format!("--max-tokens {n}")));
+            o.push(Override::new(
+                ConfigKey::literal("workload.max_tokens"),
+                n as i64,
+                format!("--max-tokens {n}"),
+            ));
         }
         if let Some(m) = &self.model {
-            o.push(Override::new("model", m.as_str(), format!("--model {m}")));
+            o.push(Override::new(ConfigKey::literal("model"), m.as_str(), format!("--model {m}")));
         }
         if let Some(t) = &self.target {
-            o.push(Override::new("target", t.as_str(), format!("--target {t}")));
+            o.push(Override::new(
+                ConfigKey::literal("target"),
+                t.as_str(),
+                format!("--target {t}"),
+            ));
         }
         for s in &self.flags.sets {
             o.push(Override::parse(s).map_err(anyhow::Error::msg)?);
         }
         if let Some(n) = self.trials {
-            o.push(Override::new("trials", n as i64, format!("--trials {n}")));
+            o.push(Override::new(ConfigKey::literal("trials"), n as i64, format!("--trials {n}")));
         }
         if let Some(c) = self.cooldown {
             let flag = format!("--cooldown {}", infergate_model::config::limits::number(c));
-            o.push(Override::new("cooldown_s", c, flag));
+            o.push(Override::new(ConfigKey::literal("cooldown_s"), c, flag));
         }
         if let Some(n) = self.warmup_trials {
             let flag = format!("--warmup-trials {n}");
-            o.push(Override::new("load.warmup_trials", n as i64, flag));
+            o.push(Override::new(ConfigKey::literal("load.warmup_trials"), n as i64, flag));
         }
         Ok(o)
     }
@@ -979,8 +999,8 @@ mod tests {
         // is gone.
         std::fs::remove_file(ws.path().join("configs/bench.toml")).unwrap();
         let extra = [
-            Override::new("load.mode", "open", "--sweep rate=3"),
-            Override::new("load.rate", 3.0, "--sweep rate=3"),
+            Override::new(ConfigKey::literal("load.mode"), "open", "--sweep rate=3"),
+            Override::new(ConfigKey::literal("load.rate"), 3.0, "--sweep rate=3"),
         ];
         let stage = plan.source.resolve(&extra).unwrap();
         assert_eq!(stage.profile.load.mode, LoadMode::Open);

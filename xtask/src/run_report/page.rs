@@ -328,11 +328,11 @@ fn served_section(p: &mut Page, s: &Summary) {
         [("key", true), (file_head.as_str(), true), ("server says", true), ("read from", true)];
     let mut rows = vec![Row::head(&head)];
     for v in &e.served {
-        let config = file.get(&v.key).map(infergate_model::served::show);
+        let config = file.get(v.key.as_str()).map(infergate_model::served::show);
         let differs = e.mismatches.iter().any(|m| m.key == v.key);
         rows.push(
             Row::new(vec![
-                Cell::row_head(v.key.clone()),
+                Cell::row_head(v.key.to_string()),
                 Cell::value_left(config.as_deref().unwrap_or(BLANK)),
                 Cell::text(infergate_model::served::show(&v.value)),
                 Cell::text(v.source.clone()),

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use infergate_model::capacity::{CAPACITY_FILE, CapacityFile};
-use infergate_model::config::{EngineConfig, Source};
+use infergate_model::config::{ConfigKey, EngineConfig, Source};
 use infergate_model::summary::Summary;
 use infergate_model::summary::{EngineParams, RunStatus};
 use infergate_model::trials::{Trial, TrialSet};
@@ -267,7 +267,7 @@ impl TuneCmd {
     }
 }
 
-fn settings_json(v: &Variant) -> Vec<(String, Json)> {
+fn settings_json(v: &Variant) -> Vec<(ConfigKey, Json)> {
     v.settings
         .iter()
         .map(|(k, val)| (k.clone(), serde_json::to_value(val).expect("TOML values convert")))
@@ -523,7 +523,7 @@ impl Tune<'_> {
             // Sweep stages and capacity probes resolve their profiles again from the source:
             // the variant config goes with them as an override.
             plan.source.overrides.push(infergate_model::config::Override::new(
-                "sim.engine_config",
+                ConfigKey::literal("sim.engine_config"),
                 row.config.clone(),
                 format!("tune configuration `{}`", row.name),
             ));
@@ -600,7 +600,7 @@ impl Tune<'_> {
         };
         println!("winner: {statement}");
         if self.cmd.apply {
-            let settings: Vec<(String, toml::Value)> = w
+            let settings: Vec<(ConfigKey, toml::Value)> = w
                 .settings
                 .iter()
                 .map(|(k, v)| Ok((k.clone(), toml::Value::try_from(v)?)))

@@ -253,8 +253,14 @@ fn a_run_of_another_scenario_is_named_and_not_passed() {
     assert_eq!(s.config.profile().unwrap().load.concurrency, 64);
     let at = |concurrency: i64, action: Action| {
         let mut t = threshold("metrics.ttft_ms.p99", Comparator::Le, 200.0, "ms", action, 9);
-        t.scenario.insert("load.concurrency".into(), toml::Value::Integer(concurrency));
-        t.scenario.insert("load.mode".into(), toml::Value::String("closed".into()));
+        t.scenario.insert(
+            infergate_model::config::ConfigKey::literal("load.concurrency"),
+            toml::Value::Integer(concurrency),
+        );
+        t.scenario.insert(
+            infergate_model::config::ConfigKey::literal("load.mode"),
+            toml::Value::String("closed".into()),
+        );
         t
     };
     let report = evaluate(&s, &gate(vec![at(32, Action::Block)]));

@@ -168,7 +168,7 @@ fn decision_lines_come_with_status_and_lines() {
     let got: Vec<(String, String, String, usize)> = set
         .lines
         .iter()
-        .map(|d| (d.file.clone(), d.key.clone(), d.value.to_string(), d.line))
+        .map(|d| (d.file.clone(), d.key.to_string(), d.value.to_string(), d.line))
         .collect();
     assert_eq!(
         got,

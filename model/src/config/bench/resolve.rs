@@ -2,6 +2,7 @@
 //! chain and the command line's overrides merged into a [`ResolvedProfile`].
 
 use super::*;
+use crate::config::key::ConfigKey;
 
 /// A profile resolved from its file and the command line, ready to run.
 #[derive(Clone, Debug)]
@@ -17,7 +18,7 @@ pub struct ResolvedProfile {
 /// One `key=value` override from the command line (`load.concurrency=64`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Override {
-    pub key: String,
+    pub key: ConfigKey,
     pub value: toml::Value,
     /// How the user wrote it, for error messages.
     pub origin: String,
@@ -39,19 +40,22 @@ impl Override {
         let (key, raw) =
             s.split_once('=').ok_or_else(|| OverrideError::NoValue { given: s.to_string() })?;
         let key = key.trim();
-        if key.is_empty() || key.split('.').any(|p| p.is_empty()) {
-            return Err(OverrideError::Key { given: s.to_string(), key: key.to_string() });
-        }
+        let key = ConfigKey::parse(key)
+            .map_err(|_| OverrideError::Key { given: s.to_string(), key: key.to_string() })?;
         let raw = raw.trim();
         let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
             .ok()
             .and_then(|mut t| t.remove("v"))
             .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-        Ok(Override { key: key.to_string(), value, origin: format!("--set {s}") })
+        Ok(Override { key, value, origin: format!("--set {s}") })
     }
 
-    pub fn new(key: &str, value: impl Into<toml::Value>, origin: impl Into<String>) -> Override {
-        Override { key: key.to_string(), value: value.into(), origin: origin.into() }
+    pub fn new(
+        key: ConfigKey,
+        value: impl Into<toml::Value>,
+        origin: impl Into<String>,
+    ) -> Override {
+        Override { key, value: value.into(), origin: origin.into() }
     }
 }
 
@@ -241,11 +245,13 @@ impl BenchConfig {
         }
         merged.remove("inherits");
         for o in overrides {
-            set_dotted(&mut merged, &o.key, o.value.clone())
+            o.key
+                .set_in(&mut merged, o.value.clone())
                 .map_err(|e| self.cli_error(o, e.to_string()))?;
             // Validate each override on its own, so the message names the flag that is wrong.
             let mut probe = toml::Table::new();
-            set_dotted(&mut probe, &o.key, o.value.clone())
+            o.key
+                .set_in(&mut probe, o.value.clone())
                 .map_err(|e| self.cli_error(o, e.to_string()))?;
             if let Err(e) = probe.clone().try_into::<Profile>() {
                 return Err(self.cli_error(o, e.message().trim().to_string()));
@@ -257,15 +263,16 @@ impl BenchConfig {
             })?;
         // The located check: which layer set the offending key?
         if let Err(Invalid(key, msg)) = validate_profile(&profile) {
-            let key_parts: Vec<&str> = key.split('.').collect();
-            if let Some(o) =
-                overrides.iter().rev().find(|o| key.starts_with(&o.key) || o.key.starts_with(&key))
-            {
+            if let Some(o) = overrides.iter().rev().find(|o| {
+                key.starts_with(o.key.as_str()) || o.key.as_str().starts_with(key.as_str())
+            }) {
                 return Err(self.cli_error(o, msg));
             }
-            for layer in chain.iter().rev() {
+            // A key the checks name that is no dotted key names no line.
+            let parsed = ConfigKey::parse(&key).ok();
+            for (layer, k) in chain.iter().rev().filter_map(|l| Some((l, parsed.as_ref()?))) {
                 let mut path = vec!["profile", layer.as_str()];
-                path.extend(key_parts.iter().copied());
+                path.extend(k.path());
                 if self.source.locate(&path).is_some() {
                     return Err(self.source.error_at(&path, format!("{key}: {msg}")));
                 }
@@ -310,35 +317,4 @@ pub(crate) fn deep_merge(base: &mut toml::Table, over: &toml::Table) {
             }
         }
     }
-}
-
-/// A dotted key that goes through a value (`load.concurrency.x` where `load.concurrency` is
-/// set); `key` is the part up to that value.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("`{key}` is a value, not a table")]
-pub struct NotATable {
-    pub key: String,
-}
-
-/// Set `a.b.c = value` in a table, creating intermediate tables.
-pub(crate) fn set_dotted(
-    table: &mut toml::Table,
-    key: &str,
-    value: toml::Value,
-) -> Result<(), NotATable> {
-    let parts: Vec<&str> = key.split('.').collect();
-    let mut cur = table;
-    for (i, part) in parts.iter().enumerate() {
-        if i + 1 == parts.len() {
-            cur.insert(part.to_string(), value);
-            return Ok(());
-        }
-        let entry =
-            cur.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = match entry {
-            toml::Value::Table(t) => t,
-            _ => return Err(NotATable { key: parts[..=i].join(".") }),
-        };
-    }
-    Ok(())
 }

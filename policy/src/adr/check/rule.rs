@@ -107,7 +107,7 @@ pub struct ScenarioChange {
     /// The bench profile.
     pub profile: String,
     /// The workload key that names the file (`workload.conversations`).
-    pub key: String,
+    pub key: infergate_model::config::ConfigKey,
     /// The file at head (or at the merge base, when the key is no longer set).
     pub file: String,
     /// `modified`, `newly set`, `no longer set` or `now names X (was Y)`.
@@ -386,7 +386,7 @@ pub fn evaluate(input: Input<'_>) -> Outcome {
         .map(|change| {
             let mut covered_by = Vec::new();
             let mut near_misses = Vec::new();
-            let names = |d: &&DecisionLine| d.file == change.file && d.key == change.key;
+            let names = |d: &&DecisionLine| d.file == change.file && d.key.as_str() == change.key;
             for (label, path, lines) in &coverers {
                 for d in lines.iter().filter(names) {
                     if says_new_value(&d.value, change) {
@@ -847,7 +847,7 @@ mod tests {
     fn chats_changed(profile: &str) -> ScenarioChange {
         ScenarioChange {
             profile: profile.into(),
-            key: "workload.conversations".into(),
+            key: infergate_model::config::ConfigKey::literal("workload.conversations"),
             file: "configs/workloads/chats.json".into(),
             how: "was modified".into(),
         }

@@ -8,6 +8,8 @@
 use std::fmt;
 use std::path::Path;
 
+use infergate_model::config::ConfigKey;
+
 use super::markdown::{Doc, Field, FrontMatter, field, strip_list_marker};
 use super::placeholders::find_placeholders;
 use super::values::{
@@ -366,8 +368,8 @@ const SCENARIO_SHAPE: &str = "write `Scenario: `load.concurrency = 64`, `workloa
 pub(super) fn thresholds_scenario(
     doc: &Doc<'_>,
     problems: &mut Problems<'_>,
-) -> Vec<(String, toml::Value)> {
-    let mut out: Vec<(String, toml::Value)> = Vec::new();
+) -> Vec<(ConfigKey, toml::Value)> {
+    let mut out: Vec<(ConfigKey, toml::Value)> = Vec::new();
     let mut seen: Option<usize> = None;
     for l in doc.body_lines(SectionKind::Thresholds) {
         let t = strip_list_marker(doc.line(l).trim());

@@ -4,6 +4,8 @@
 //! error whose message says what is valid; where in the record a value is looked for, and
 //! what is wrong among several, is [`super::sections`]'s.
 
+use infergate_model::config::ConfigKey;
+
 use super::markdown::strip_list_marker;
 use crate::adr::model::{BudgetRow, Decided, Link, LinkKind, Part, ThresholdRow};
 use crate::thresholds::rule::UnknownAction;
@@ -52,7 +54,7 @@ pub(super) fn decision_candidate(raw: &str) -> Option<&str> {
         || file.starts_with("Containerfile");
     let shaped = path_like
         && file_ok(file)
-        && key_segments(key).is_some_and(|s| s.len() >= 2)
+        && ConfigKey::parse(key).is_ok_and(|k| k.segments().len() >= 2)
         && (after.starts_with('=') || after.starts_with("removed"));
     shaped.then_some(t)
 }
@@ -63,37 +65,6 @@ fn file_ok(file: &str) -> bool {
     !file.is_empty()
         && file.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != "..")
         && file.chars().all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c))
-}
-
-/// The segments of a dotted key: bare segments (letters, digits, `_`, `-`) or TOML basic
-/// strings (`unmapped."--kv-cache-dtype"`); `None` when it is not one.
-pub fn key_segments(key: &str) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    let mut rest = key;
-    loop {
-        let (seg, tail) = if let Some(quoted) = rest.strip_prefix('"') {
-            let end = quoted.find('"')?;
-            let seg = &quoted[..end];
-            if seg.is_empty() || seg.contains('\\') {
-                return None;
-            }
-            (seg.to_string(), &quoted[end + 1..])
-        } else {
-            let end = rest.find('.').unwrap_or(rest.len());
-            let seg = &rest[..end];
-            let bare = !seg.is_empty()
-                && seg.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !bare {
-                return None;
-            }
-            (seg.to_string(), &rest[end..])
-        };
-        out.push(seg);
-        if tail.is_empty() {
-            return Some(out);
-        }
-        rest = tail.strip_prefix('.')?;
-    }
 }
 
 /// The two shapes of a decision line, for messages.
@@ -127,7 +98,7 @@ pub enum DecisionLineError {
 /// Parse `configs/<file>.toml: section.key = value` (the value is TOML) or
 /// `configs/<file>.toml: section.key removed` (the key is taken out of the file; a `# comment`
 /// may follow, as after a TOML value).
-pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), DecisionLineError> {
+pub fn parse_decision_line(s: &str) -> Result<(String, ConfigKey, Decided), DecisionLineError> {
     let s = s.trim();
     let Some((file, rest)) = s.split_once(": ") else {
         return Err(DecisionLineError::NoFile(s.to_string()));
@@ -138,29 +109,24 @@ pub fn parse_decision_line(s: &str) -> Result<(String, String, Decided), Decisio
     if !file_ok(file) || !configs_file {
         return Err(DecisionLineError::BadFile(file.to_string()));
     }
-    let key_ok = |key: &str| key_segments(key).is_some();
+    let parse_key =
+        |key: &str| ConfigKey::parse(key).map_err(|_| DecisionLineError::BadKey(key.to_string()));
     let Some((key, value)) = rest.split_once('=') else {
         let without_comment = rest.split_once('#').map_or(rest, |(before, _)| before);
         let words: Vec<&str> = without_comment.split_whitespace().collect();
         return match words.as_slice() {
-            [key, "removed"] if key_ok(key) => {
-                Ok((file.to_string(), key.to_string(), Decided::Removed))
-            }
-            [key, "removed"] => Err(DecisionLineError::BadKey(key.to_string())),
+            [key, "removed"] => Ok((file.to_string(), parse_key(key)?, Decided::Removed)),
             _ => Err(DecisionLineError::NoValue(s.to_string())),
         };
     };
-    let key = key.trim();
-    if !key_ok(key) {
-        return Err(DecisionLineError::BadKey(key.to_string()));
-    }
+    let key = parse_key(key.trim())?;
     let value = value.trim();
     if value.is_empty() {
         return Err(DecisionLineError::EmptyValue(key.to_string()));
     }
     let parsed: Result<toml::Table, _> = toml::from_str(&format!("v = {value}"));
     match parsed.ok().and_then(|mut t| t.remove("v")) {
-        Some(v) => Ok((file.to_string(), key.to_string(), Decided::Set(v))),
+        Some(v) => Ok((file.to_string(), key, Decided::Set(v))),
         None => Err(DecisionLineError::NotToml(value.to_string())),
     }
 }
@@ -232,17 +198,11 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, LinkError> {
         }
         if let Some((file, key)) = item.split_once(':').filter(|_| item.starts_with("configs/")) {
             let (file, key) = (file.trim(), key.trim().trim_matches('`'));
-            let bare = |s: &str| {
-                !s.is_empty()
-                    && s.split('.').all(|seg| {
-                        !seg.is_empty()
-                            && seg.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
-                    })
-            };
-            if !file.ends_with(".toml") || !bare(key) {
+            let key = ConfigKey::parse(key).ok().filter(|k| k.is_bare() && file.ends_with(".toml"));
+            let Some(key) = key else {
                 return Err(LinkError::NotKey(item.to_string()));
-            }
-            parts.push(Part::Key { file: file.to_string(), key: key.to_string() });
+            };
+            parts.push(Part::Key { file: file.to_string(), key });
         } else if infergate_model::summary::metric_def(item).is_some() {
             parts.push(Part::Metric(item.to_string()));
         } else {
@@ -292,17 +252,13 @@ fn backticked_name(text: &str) -> Option<String> {
 
 /// One backticked item of a `Scenario:` line: `key = value`, the key dotted bare words, the
 /// value TOML; `None` when it is not.
-pub(super) fn scenario_setting(item: &str) -> Option<(String, toml::Value)> {
+pub(super) fn scenario_setting(item: &str) -> Option<(ConfigKey, toml::Value)> {
     let (k, v) = item.split_once('=')?;
-    let k = k.trim();
-    let bare = !k.is_empty()
-        && k.split('.').all(|seg| {
-            !seg.is_empty() && seg.chars().all(|c| c.is_ascii_alphanumeric() || "_-".contains(c))
-        });
+    let k = ConfigKey::parse(k.trim()).ok().filter(ConfigKey::is_bare);
     let v = toml::from_str::<toml::Table>(&format!("v = {}", v.trim()))
         .ok()
         .and_then(|mut t| t.remove("v"));
-    Some((k.to_string(), v?)).filter(|_| bare)
+    Some((k?, v?))
 }
 
 /// What a blank cell reads as.
@@ -569,7 +525,7 @@ mod tests {
         }
         let d = DecisionLine {
             file: "configs/e.toml".into(),
-            key: "a.b".into(),
+            key: ConfigKey::literal("a.b"),
             value: Decided::Removed,
             line: 3,
         };

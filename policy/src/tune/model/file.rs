@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use infergate_model::compare::Change;
+use infergate_model::config::ConfigKey;
 use infergate_model::stats::{Difference, Estimate};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -40,7 +41,7 @@ pub struct TuneRow {
     /// Named by its differing keys (`max_num_seqs=128 enable_chunked_prefill=false`).
     pub name: String,
     /// The keys it sets: `[key, value]` in axis order.
-    pub settings: Vec<(String, Json)>,
+    pub settings: Vec<(ConfigKey, Json)>,
     /// Hash of (variant config, profile, bench arguments, engine): a row with the same key and
     /// a complete run is not measured again.
     pub key: String,
@@ -132,7 +133,7 @@ pub enum Objective {
 
 impl TuneRow {
     /// A row not measured (yet), with its status and why.
-    pub fn unmeasured(name: &str, settings: Vec<(String, Json)>, status: RowStatus) -> TuneRow {
+    pub fn unmeasured(name: &str, settings: Vec<(ConfigKey, Json)>, status: RowStatus) -> TuneRow {
         TuneRow {
             name: name.to_string(),
             settings,
@@ -276,7 +277,7 @@ pub struct Rival {
 /// One axis as `tune.json` records it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AxisRecord {
-    pub key: String,
+    pub key: ConfigKey,
     pub values: Vec<Json>,
 }
 

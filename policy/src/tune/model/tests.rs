@@ -302,8 +302,11 @@ fn a_winner_at_the_edge_of_a_numeric_axis_is_warned_about() {
     ];
     let mut w = row("w", 1.0, 1.0, 1.0);
     w.settings = vec![
-        ("scheduler.max_num_seqs".into(), 256.into()),
-        ("scheduler.enable_chunked_prefill".into(), true.into()),
+        (infergate_model::config::ConfigKey::literal("scheduler.max_num_seqs"), 256.into()),
+        (
+            infergate_model::config::ConfigKey::literal("scheduler.enable_chunked_prefill"),
+            true.into(),
+        ),
     ];
     let warnings = edge_warnings(&axes, &w);
     assert_eq!(warnings.len(), 1, "{warnings:?}");
