@@ -59,7 +59,7 @@ pub fn propose(
     blocking: usize,
     measured: Option<(f64, Option<f64>, Option<f64>)>,
 ) -> Option<ProposedBudget> {
-    let def = infergate_model::summary::metric_def(metric)?;
+    let def = infergate_model::metric::MetricPath::parse(metric).ok()?.def();
     if def.scale != Scale::Positive {
         return None;
     }
@@ -140,8 +140,8 @@ fn signed(v: f64) -> String {
 /// fraction in the metric's better direction; `None` without a significant gain.
 fn gain_floor(p: &ProposedBudget) -> Option<f64> {
     let (_, lo, hi) = p.measured?;
-    let higher_better = infergate_model::summary::metric_def(p.metric)?.better
-        == infergate_model::summary::Better::Higher;
+    let higher_better = infergate_model::metric::MetricPath::parse(p.metric).ok()?.better()
+        == infergate_model::metric::Better::Higher;
     let floor = if higher_better { lo? } else { -hi? };
     (floor > 0.0).then_some(floor)
 }

@@ -232,10 +232,10 @@ pub fn held_at(row: &CapacityRow) -> Vec<HeldAt> {
         evidence: evidence(probe.attainment.as_ref()),
     }];
     for l in &spec.limits {
-        let unit = infergate_model::summary::metric_def(&l.metric).map_or("", |d| d.unit);
+        let unit = l.metric.unit();
         let outcome = probe.limits.iter().find(|o| o.metric == l.metric);
         out.push(HeldAt {
-            metric: l.metric.clone(),
+            metric: l.metric.to_string(),
             comparator: l.cmp,
             limit: l.value,
             unit,

@@ -232,7 +232,7 @@ fn environment_scope(e: &Option<EnvironmentKey>) -> String {
 pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
     let mut by_metric: BTreeMap<&str, Vec<&Threshold>> = BTreeMap::new();
     for t in thresholds {
-        by_metric.entry(&t.metric).or_default().push(t);
+        by_metric.entry(t.metric.as_str()).or_default().push(t);
     }
     let mut problems = Vec::new();
     for (metric, ts) in by_metric {

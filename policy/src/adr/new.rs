@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use chrono::NaiveDate;
 use infergate_model::Summary;
 use infergate_model::envkey::EnvironmentKey;
+use infergate_model::metric::MetricPath;
 use serde_json::Value as Json;
 
 use infergate_model::compare::{Change, compare_estimates};
@@ -137,7 +138,7 @@ pub struct RowStats {
 
 /// Each row's [`RowStats`] from its trials, at `confidence`.
 pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
-    let metrics: Vec<&str> = all_columns().map(|(_, m, _)| m).collect();
+    let metrics: Vec<MetricPath> = all_columns().map(|(_, m, _)| MetricPath::named(m)).collect();
     // The gate's estimation, so the record's intervals are the ones its gate will compute.
     let opts =
         crate::thresholds::evaluate::GateOptions { confidence, ..Default::default() }.estimation();
@@ -145,16 +146,15 @@ pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) ->
         .map(|set| {
             // Each column as the row's profile has it read (the plateau's figure under
             // `steady.gate`), kept under the column's name.
-            let paths: Vec<String> = match set.trials.first() {
-                Some(t) => metrics.iter().map(|m| t.summary.gated_path(m)).collect(),
-                None => metrics.iter().map(|m| m.to_string()).collect(),
+            let paths: Vec<MetricPath> = match set.trials.first() {
+                Some(t) => metrics.iter().map(|&m| t.summary.gated_path(m)).collect(),
+                None => metrics.clone(),
             };
-            let names: Vec<&str> = paths.iter().map(String::as_str).collect();
-            let mut by_path = set.estimates(&names, opts);
+            let mut by_path = set.estimates(&paths, opts);
             let estimates = metrics
                 .iter()
                 .zip(&paths)
-                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p)?)))
+                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p.as_str())?)))
                 .collect();
             RowStats {
                 trials: set.trials.len(),
@@ -644,7 +644,7 @@ impl Runs<'_> {
         }
         match self.stats(i) {
             Some(st) if st.trials > 1 => None,
-            _ => self.all[i].gated_metric(metric),
+            _ => self.all[i].gated_metric(MetricPath::named(metric)),
         }
     }
 
@@ -684,7 +684,8 @@ fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
     }
     let d = v - b;
     let pct = if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
-    let (_, change) = compare_estimates(metric, ctx.estimate(0, metric), Some(e), ctx.confidence());
+    let m = MetricPath::named(metric);
+    let (_, change) = compare_estimates(m, ctx.estimate(0, metric), Some(e), ctx.confidence());
     let word = match change {
         Change::Better | Change::Worse => ", significant",
         Change::NotSignificant => ", not significant",
@@ -803,14 +804,14 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
         let (Some(vb), Some(vr), Some(def)) = (
             ctx.value(0, metric),
             ctx.value(i, metric),
-            infergate_model::summary::metric_def(metric),
+            MetricPath::parse(metric).ok().map(MetricPath::def),
         ) else {
             continue;
         };
         let tested = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
-            (Some(a), Some(b)) if a.method.is_interval() && b.method.is_interval() => {
-                Some(compare_estimates(metric, Some(a), Some(b), ctx.confidence()).1)
-            }
+            (Some(a), Some(b)) if a.method.is_interval() && b.method.is_interval() => Some(
+                compare_estimates(MetricPath::named(metric), Some(a), Some(b), ctx.confidence()).1,
+            ),
             _ => None,
         };
         match tested {
@@ -1269,7 +1270,7 @@ const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one
 
 /// The objectives of the SLO the chosen run missed: `TTFT P99 1012 ms above the SLO's 500 ms`.
 pub fn slo_misses(r: &Summary) -> Vec<String> {
-    slo_misses_of(r, |m| r.gated_metric(m))
+    slo_misses_of(r, |m| r.gated_metric(MetricPath::named(m)))
 }
 
 /// [`slo_misses`] with each value from `value` (a row's estimate).
@@ -1505,14 +1506,18 @@ fn thresholds_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<Proposed> {
     let mut unbreakable = Vec::new();
     for (header, metric, action) in ctx.columns() {
         let p = match ctx.estimate(chosen_i, metric) {
-            Some(e) => propose_from_estimate(metric, e, action, input.headroom),
+            Some(e) => propose_from_estimate(MetricPath::named(metric), e, action, input.headroom),
             // A trial set's metric without an estimate: its trials are not pooled.
             None if ctx.stats(chosen_i).is_some_and(|st| st.trials > 1) => None,
-            None => propose(chosen, metric, action, input.headroom),
+            None => propose(chosen, MetricPath::named(metric), action, input.headroom),
         };
         match p {
             Some(p) => {
-                match crate::thresholds::propose::unbreakable(p.metric, p.comparator, p.limit) {
+                match crate::thresholds::propose::unbreakable(
+                    MetricPath::named(p.metric),
+                    p.comparator,
+                    p.limit,
+                ) {
                     Some(why) => unbreakable.push(format!("{header} ({why})")),
                     None => proposed.push(p),
                 }
@@ -1747,7 +1752,7 @@ fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
     for p in proposed {
         let Some(comparator) = breaking(p.comparator) else { continue };
         let c = RollbackCondition {
-            metric: p.metric.to_string(),
+            metric: MetricPath::named(p.metric),
             comparator,
             limit: p.limit,
             unit: p.unit.to_string(),
@@ -1790,7 +1795,7 @@ fn rollback_section(
     let condition = |p: &&Proposed, action: RollbackAction| {
         let Some(comparator) = breaking(p.comparator) else { return String::new() };
         let mut c = RollbackCondition {
-            metric: p.metric.to_string(),
+            metric: MetricPath::named(p.metric),
             comparator,
             limit: p.limit,
             unit: p.unit.to_string(),
@@ -2079,7 +2084,7 @@ mod tests {
     fn every_matrix_metric_is_in_the_registry() {
         // `propose` reads an unknown metric as not measured: the matrix must name known ones.
         for (header, metric, _) in all_columns() {
-            assert!(infergate_model::summary::metric_def(metric).is_some(), "{header}: {metric}");
+            assert!(MetricPath::parse(metric).is_ok(), "{header}: {metric}");
         }
     }
 
