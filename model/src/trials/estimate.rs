@@ -174,8 +174,7 @@ pub(super) fn bootstrap_replicates(
 ) -> BTreeMap<MetricPath, Vec<f64>> {
     // A plateau's figures resample the records sent within it (`steady::measure`), the
     // others every measured record.
-    let on_plateau = |m: &MetricPath| m.is_plateau();
-    let whole = metrics.iter().any(|m| !on_plateau(m));
+    let whole = metrics.iter().any(|m| !m.is_plateau());
     let bounds = summary.plateau.as_ref().and_then(|p| {
         Some(crate::steady::Bounds {
             start_ms: p.start_ms?,
@@ -184,7 +183,7 @@ pub(super) fn bootstrap_replicates(
             unsteady_slices: p.unsteady_slices,
         })
     });
-    let within: Vec<&RequestRecord> = match (&bounds, metrics.iter().any(|m| on_plateau(m))) {
+    let within: Vec<&RequestRecord> = match (&bounds, metrics.iter().any(|m| m.is_plateau())) {
         (Some(b), true) => records
             .iter()
             .filter(|r| r.intended_ms >= b.start_ms && r.intended_ms < b.end_ms)

@@ -60,7 +60,7 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
                 continue;
             }
             out.push(Threshold {
-                metric: row.metric.clone(),
+                metric: row.metric,
                 comparator: row.comparator,
                 limit: row.limit,
                 unit: row.unit.clone(),
@@ -92,7 +92,7 @@ pub fn live_budgets(adrs: &[Adr]) -> Vec<Budget> {
                 continue;
             }
             out.push(Budget {
-                metric: row.metric.clone(),
+                metric: row.metric,
                 worse_by: row.worse_by,
                 detect: row.detect,
                 action: row.action,
