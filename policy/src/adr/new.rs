@@ -1513,11 +1513,7 @@ fn thresholds_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<Proposed> {
         };
         match p {
             Some(p) => {
-                match crate::thresholds::propose::unbreakable(
-                    MetricPath::named(p.metric),
-                    p.comparator,
-                    p.limit,
-                ) {
+                match crate::thresholds::propose::unbreakable(p.metric, p.comparator, p.limit) {
                     Some(why) => unbreakable.push(format!("{header} ({why})")),
                     None => proposed.push(p),
                 }
@@ -1573,7 +1569,13 @@ fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::Prop
                 }
                 _ => None,
             };
-            super::budgets::propose(metric, action, per_trial, blocking, measured)
+            super::budgets::propose(
+                MetricPath::named(metric),
+                action,
+                per_trial,
+                blocking,
+                measured,
+            )
         })
         .collect()
 }
@@ -1632,7 +1634,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &
         Table::new(head.chain(&["SLO", "Environment"]).chain(at_load).map(|h| (*h, LEFT)));
     o.push('\n');
     for p in proposed {
-        let slo_cell = match slo_of(p.metric) {
+        let slo_cell = match slo_of(p.metric.as_str()) {
             Some(s) if p.limit > s => format!("{} ms (the limit is above it)", sig_text(s)),
             Some(s) => format!("{} ms", sig_text(s)),
             None => BLANK.to_string(),
@@ -1667,7 +1669,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &
             Vec::new()
         };
         let mut cells = vec![
-            code(p.metric),
+            code(p.metric.as_str()),
             p.comparator.to_string(),
             p.limit.to_string(),
             p.unit.to_string(),
@@ -1681,7 +1683,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &
     }
     for h in held {
         let mut cells = vec![
-            code(&h.metric),
+            code(h.metric.as_str()),
             h.comparator.to_string(),
             h.limit.to_string(),
             h.unit.to_string(),
@@ -1704,8 +1706,8 @@ fn detects_statement(o: &mut Body, proposed: &[Proposed]) {
         .filter_map(|p| {
             let d = p.detects.as_ref()?;
             let label = all_columns()
-                .find(|(_, m, _)| *m == p.metric)
-                .map_or(p.metric, |m| m.0.split(" (").next().unwrap_or(m.0));
+                .find(|(_, m, _)| *m == p.metric.as_str())
+                .map_or(p.metric.as_str(), |m| m.0.split(" (").next().unwrap_or(m.0));
             Some(if d.relative.is_finite() {
                 format!("{label} {}% worse", sig_text((d.relative * 100.0).max(0.0)))
             } else {
@@ -1752,7 +1754,7 @@ fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
     for p in proposed {
         let Some(comparator) = breaking(p.comparator) else { continue };
         let c = RollbackCondition {
-            metric: MetricPath::named(p.metric),
+            metric: p.metric,
             comparator,
             limit: p.limit,
             unit: p.unit.to_string(),
@@ -1795,7 +1797,7 @@ fn rollback_section(
     let condition = |p: &&Proposed, action: RollbackAction| {
         let Some(comparator) = breaking(p.comparator) else { return String::new() };
         let mut c = RollbackCondition {
-            metric: MetricPath::named(p.metric),
+            metric: p.metric,
             comparator,
             limit: p.limit,
             unit: p.unit.to_string(),

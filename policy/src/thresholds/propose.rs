@@ -18,8 +18,8 @@ pub const LIMIT_DIGITS: i32 = 3;
 /// A proposed threshold for one metric of a measured run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Proposed {
-    /// Dotted summary.json path from the metric registry.
-    pub metric: &'static str,
+    /// The metric of the registry.
+    pub metric: MetricPath,
     pub comparator: Comparator,
     /// In `unit`, the registry unit of the metric.
     pub limit: f64,
@@ -49,7 +49,7 @@ pub fn propose(
     let measured = run.gated_metric(metric)?;
     let (comparator, limit) = propose_limit(measured, def.better, headroom);
     Some(Proposed {
-        metric: def.path,
+        metric,
         comparator,
         limit,
         unit: def.unit,
@@ -75,7 +75,7 @@ pub fn propose_from_estimate(
         let worst = if def.better == Better::Lower { estimate.hi } else { estimate.lo };
         let (comparator, limit) = propose_limit(worst, def.better, headroom);
         return Some(Proposed {
-            metric: def.path,
+            metric,
             comparator,
             limit,
             unit: def.unit,
@@ -98,7 +98,7 @@ pub fn propose_from_estimate(
     let detects =
         infergate_model::stats::min_detectable_change(estimate, &rounded, DETECT_POWER).ok();
     Some(Proposed {
-        metric: def.path,
+        metric,
         comparator: raw.comparator,
         limit,
         unit: def.unit,
