@@ -49,9 +49,9 @@ pub fn measure(
         .unwrap_or_default();
     TrialMeasure {
         dir: Some(rel),
-        attainment: s.gated_metric("goodput.ratio"),
+        attainment: s.gated_metric(infergate_model::metric::MetricPath::named("goodput.ratio")),
         objectives,
-        limits: search.spec.limits.iter().map(|l| s.gated_metric(&l.metric)).collect(),
+        limits: search.spec.limits.iter().map(|l| s.gated_metric(l.metric)).collect(),
         requests: s.requests.total + s.requests.warmup,
         seconds,
         oversaturated: s.status == RunStatus::Oversaturated,

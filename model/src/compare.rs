@@ -5,17 +5,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::metric::{Better, MetricPath};
 use crate::stats::{Difference, Estimate, Options, difference};
-use crate::summary::{Better, metric_def};
 use crate::trials::{MetricEstimate, TrialSet};
 
 /// The `format_version` of `compare.json`.
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The metrics a comparison shows when not told otherwise: a trial set's default metrics
-/// ([`crate::trials::DEFAULT_METRICS`]) and the failed requests.
-pub fn default_metrics() -> Vec<&'static str> {
-    crate::trials::DEFAULT_METRICS.iter().copied().chain(["requests.failed"]).collect()
+/// ([`crate::trials::default_metrics`]) and the failed requests.
+pub fn default_metrics() -> Vec<MetricPath> {
+    let failed = MetricPath::named("requests.failed");
+    crate::trials::default_metrics().iter().copied().chain([failed]).collect()
 }
 
 /// One side of a comparison.
@@ -62,7 +63,7 @@ impl Change {
 /// One metric of a comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
-    pub metric: String,
+    pub metric: MetricPath,
     pub unit: String,
     pub a: MetricEstimate,
     pub b: MetricEstimate,
@@ -101,12 +102,12 @@ fn side(path: &str, set: &TrialSet) -> Side {
 }
 
 /// The change a difference makes, by the metric's better direction.
-pub(crate) fn change_of(metric: &str, d: &Difference) -> Change {
+pub(crate) fn change_of(metric: MetricPath, d: &Difference) -> Change {
     match d.significant {
         None => Change::NotTested,
         Some(false) => Change::NotSignificant,
         Some(true) => {
-            let lower_is_better = metric_def(metric).is_none_or(|m| m.better == Better::Lower);
+            let lower_is_better = metric.better() == Better::Lower;
             if (d.absolute < 0.0) == lower_is_better { Change::Better } else { Change::Worse }
         }
     }
@@ -114,7 +115,7 @@ pub(crate) fn change_of(metric: &str, d: &Difference) -> Change {
 
 /// The difference of two estimates of `metric` and what it says.
 pub fn compare_estimates(
-    metric: &str,
+    metric: MetricPath,
     a: Option<&Estimate>,
     b: Option<&Estimate>,
     confidence: f64,
@@ -133,26 +134,19 @@ pub fn compare_estimates(
 pub fn compare(
     (a_path, a): (&str, &TrialSet),
     (b_path, b): (&str, &TrialSet),
-    metrics: &[&str],
+    metrics: &[MetricPath],
     opts: Options,
 ) -> Comparison {
     let ea = a.estimates(metrics, opts);
     let eb = b.estimates(metrics, opts);
     let mut rows = Vec::new();
     for &m in metrics {
-        let unit = metric_def(m).map_or("", |d| d.unit).to_string();
-        let ma = ea.get(m).cloned().unwrap_or_else(blank);
-        let mb = eb.get(m).cloned().unwrap_or_else(blank);
+        let unit = m.unit().to_string();
+        let ma = ea.get(m.as_str()).cloned().unwrap_or_else(blank);
+        let mb = eb.get(m.as_str()).cloned().unwrap_or_else(blank);
         let (difference, change) =
             compare_estimates(m, ma.estimate.as_ref(), mb.estimate.as_ref(), opts.confidence);
-        rows.push(MetricComparison {
-            metric: m.to_string(),
-            unit,
-            a: ma,
-            b: mb,
-            difference,
-            change,
-        });
+        rows.push(MetricComparison { metric: m, unit, a: ma, b: mb, difference, change });
     }
     let mut notes = Vec::new();
     if a.profile() != b.profile() {
@@ -198,8 +192,9 @@ mod tests {
     fn changes_follow_the_metric_s_better_direction() {
         let low = t_estimate(&[100.0, 101.0, 99.0]);
         let high = t_estimate(&[150.0, 151.0, 149.0]);
-        let c =
-            |m: &str, a: &Estimate, b: &Estimate| compare_estimates(m, Some(a), Some(b), 0.95).1;
+        let c = |m: &str, a: &Estimate, b: &Estimate| {
+            compare_estimates(MetricPath::named(m), Some(a), Some(b), 0.95).1
+        };
         // Latency up: worse; throughput up: better.
         assert_eq!(c("metrics.ttft_ms.p99", &low, &high), Change::Worse);
         assert_eq!(c("metrics.ttft_ms.p99", &high, &low), Change::Better);
@@ -211,6 +206,9 @@ mod tests {
         // Counts are stated, not tested; a blank side is blank.
         let counts = Estimate { method: Method::Observed, ..low.clone() };
         assert_eq!(c("requests.failed", &counts, &counts), Change::NotTested);
-        assert_eq!(compare_estimates("error_rate", None, Some(&low), 0.95).1, Change::Blank);
+        assert_eq!(
+            compare_estimates(MetricPath::named("error_rate"), None, Some(&low), 0.95).1,
+            Change::Blank
+        );
     }
 }

@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::summary::{Scale, Summary, metric_def};
+use crate::metric::{MetricPath, Scale};
+use crate::summary::Summary;
 
 /// The format of an entry (each line of the history's files).
 pub const ENTRY_VERSION: u32 = 1;
@@ -125,12 +126,12 @@ impl Entry {
         kind: EntryKind,
         run_id: &str,
         trials: &[&Summary],
-        metrics: &[&str],
+        metrics: &[MetricPath],
     ) -> Option<Entry> {
         let first = trials.first()?;
         let values = metrics
             .iter()
-            .map(|m| (m.to_string(), trials.iter().map(|t| t.metric(m)).collect()))
+            .map(|&m| (m.to_string(), trials.iter().map(|t| t.metric(m)).collect()))
             .collect();
         let mut e = Entry {
             format_version: ENTRY_VERSION,
@@ -170,10 +171,10 @@ impl Entry {
 
     /// The per-trial values of a metric on its noise scale (log for a positive metric), the
     /// blanks and non-positive values of a positive metric left out.
-    fn scaled(&self, metric: &str) -> Vec<f64> {
-        let positive = metric_def(metric).is_none_or(|d| d.scale == Scale::Positive);
+    fn scaled(&self, metric: MetricPath) -> Vec<f64> {
+        let positive = metric.scale() == Scale::Positive;
         self.values
-            .get(metric)
+            .get(metric.as_str())
             .into_iter()
             .flatten()
             .filter_map(|v| *v)
@@ -253,7 +254,7 @@ pub fn pool(
     entries: &[Entry],
     scenario: &Scenario,
     fingerprint: &Fingerprint,
-    metric: &str,
+    metric: MetricPath,
     kinds: &[EntryKind],
     exclude_run: &str,
 ) -> Option<Pooled> {
@@ -282,11 +283,11 @@ pub fn pool_paired(
     entries: &[Entry],
     scenario: &Scenario,
     fingerprint: &Fingerprint,
-    metric: &str,
+    metric: MetricPath,
 ) -> Option<Pooled> {
     let (mut ss, mut df, mut used, mut left_out) = (0.0, 0.0, 0, 0);
     for e in entries {
-        let d = e.paired.get(metric).filter(|d| d.len() >= 2);
+        let d = e.paired.get(metric.as_str()).filter(|d| d.len() >= 2);
         let matches = &e.scenario == scenario && &e.fingerprint == fingerprint;
         let Some(d) = d.filter(|_| matches) else {
             left_out += 1;
@@ -317,14 +318,14 @@ pub(crate) const NOISIER_LEVEL: f64 = 0.05;
 /// `t` at `n - 1 + df_history` degrees of freedom. `None` (the caller keeps the set's own
 /// interval) when the set is noisier than the history, with why.
 pub fn pooled_estimate(
-    metric: &str,
+    metric: MetricPath,
     per_trial: &[f64],
     requests: u64,
     pooled: &Pooled,
     confidence: f64,
 ) -> Result<crate::stats::Estimate, PoolOutcome> {
     use statrs::distribution::{ContinuousCDF, FisherSnedecor, StudentsT};
-    let positive = metric_def(metric).is_none_or(|d| d.scale == Scale::Positive);
+    let positive = metric.scale() == Scale::Positive;
     let n = per_trial.len() as f64;
     let y: Vec<f64> = per_trial
         .iter()
@@ -527,7 +528,7 @@ mod tests {
             &[a.clone(), b.clone(), other_host],
             &a.scenario,
             &a.fingerprint,
-            "metrics.ttft_ms.p99",
+            MetricPath::named("metrics.ttft_ms.p99"),
             &[EntryKind::Trials],
             "",
         )
@@ -545,7 +546,7 @@ mod tests {
             &[a.clone(), b],
             &a.scenario,
             &a.fingerprint,
-            "metrics.ttft_ms.p99",
+            MetricPath::named("metrics.ttft_ms.p99"),
             &[EntryKind::Trials],
             "a",
         )
@@ -556,7 +557,7 @@ mod tests {
                 std::slice::from_ref(&a),
                 &a.scenario,
                 &a.fingerprint,
-                "metrics.ttft_ms.p99",
+                MetricPath::named("metrics.ttft_ms.p99"),
                 &[EntryKind::Noise],
                 ""
             )

@@ -26,6 +26,7 @@ pub mod import;
 pub mod imported;
 pub mod lengths;
 pub mod merge;
+pub mod metric;
 pub mod metrics;
 pub mod openai;
 pub mod outcome;

@@ -9,6 +9,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::metric::{Better, MetricDef, MetricKind, Scale, known_metrics};
+use crate::metric::{MetricPath, Reading, Series, Statistic};
 use crate::metrics::{
     Goodput, LatencyMetrics, RequestCounts, RunMetrics, ScheduleStats, Throughput, TokenCounts,
     Window,
@@ -855,12 +857,6 @@ impl Summary {
         self.turns = m.turns;
     }
 
-    /// The value at a dotted path (`metrics.ttft_ms.p99`), when it is a number.
-    pub fn lookup(&self, path: &str) -> Option<f64> {
-        let v = serde_json::to_value(self).ok()?;
-        lookup_path(&v, path)
-    }
-
     /// The summary of a run directory, or of a `summary.json` path.
     pub fn read(path: &Path) -> Result<Summary, crate::artifact::ArtifactError> {
         crate::artifact::read(path)
@@ -874,285 +870,6 @@ impl crate::artifact::Artifact for Summary {
     const WHAT: &'static str = "a run summary";
 }
 
-/// Number at a dotted path in a JSON value.
-pub(crate) fn lookup_path(v: &serde_json::Value, path: &str) -> Option<f64> {
-    let mut cur = v;
-    for part in path.split('.') {
-        cur = cur.get(part)?;
-    }
-    cur.as_f64()
-}
-
-/// Direction in which a metric is better.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Better {
-    Lower,
-    Higher,
-}
-
-/// What kind of number a metric is, which decides how two of them are compared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scale {
-    /// A positive quantity whose noise is proportional to it (latencies, rates, costs): changes
-    /// are relative (`5% worse`), compared on log values.
-    Positive,
-    /// A share within [0, 1] (goodput ratio, error rate, hit rates): changes are in points
-    /// (`5 points worse`); a relative change of a share near 0 or 1 means little.
-    Share,
-    /// A count of events (failed requests, preemptions): observed, never estimated or compared
-    /// as a change.
-    Count,
-}
-
-/// Where a metric's samples come from, which decides how a trial set's interval of it is
-/// computed (`bench::trials`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum MetricKind {
-    /// A count (`unit = "count"`): observed in each trial, no interval.
-    Count,
-    /// Computed from the request records; `tail` is the share of samples beyond the
-    /// statistic for a percentile (P99: 0.01, the maximum and minimum: 0), `None` for means,
-    /// rates and ratios.
-    Records { tail: Option<f64> },
-    /// Not computed from the records (server-side metrics, cost, acceptance sections).
-    Summary,
-}
-
-impl MetricKind {
-    /// The kind of a known metric, from the registry (`None` for a name it does not know).
-    pub fn of(metric: &str) -> Option<MetricKind> {
-        metric_def(metric).map(|d| d.kind)
-    }
-}
-
-/// A metric that decision records and gates may name.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MetricDef {
-    /// Dotted path in summary.json.
-    pub path: &'static str,
-    /// Unit the value is expressed in.
-    pub unit: &'static str,
-    pub better: Better,
-    /// Column label in decision records.
-    pub label: &'static str,
-    pub scale: Scale,
-    /// Where its samples come from.
-    pub kind: MetricKind,
-    /// The summary path of the number of samples a statistic of the records rests on (the
-    /// latency histogram's count: `metrics.ttft_ms.count` for `metrics.ttft_ms.p99`).
-    pub samples: Option<&'static str>,
-    /// A figure of the run's plateau (`plateau.metrics.ttft_ms.p99`): computed from the
-    /// records sent within it.
-    pub plateau: bool,
-}
-
-/// The scale of a metric of the registry: counts by their unit, the shares by name, the rest
-/// positive.
-fn scale_of(path: &str, unit: &str) -> Scale {
-    const SHARES: &[&str] = &[
-        "goodput.ratio",
-        "plateau.goodput.ratio",
-        "goodput.token_ratio",
-        "tokens.server_mismatch",
-        "error_rate",
-        "server.goodput_ratio",
-        "server.kv_fragmentation",
-        "server.kv_cache_usage.max",
-        "server.prefix_cache_hit_rate",
-        "extra.acceptance.business.schema_pass_rate",
-        "extra.acceptance.numeric.cos_min",
-    ];
-    if unit == "count" {
-        Scale::Count
-    } else if SHARES.contains(&path) {
-        Scale::Share
-    } else {
-        Scale::Positive
-    }
-}
-
-const LATENCY_STATS: [&str; 9] =
-    ["mean", "stdev", "min", "p50", "p90", "p95", "p99", "p999", "max"];
-
-/// Every metric a threshold may name. Latency metrics are available at every statistic.
-pub fn known_metrics() -> &'static [MetricDef] {
-    static ALL: std::sync::LazyLock<Vec<MetricDef>> = std::sync::LazyLock::new(build_known_metrics);
-    &ALL
-}
-
-fn build_known_metrics() -> Vec<MetricDef> {
-    let mut out = Vec::new();
-    let latency: [(&'static str, &'static str); 9] = [
-        ("ttft_ms", "TTFT"),
-        ("tpot_ms", "TPOT"),
-        ("itl_ms", "ITL"),
-        ("e2e_ms", "E2E"),
-        ("queue_ms", "Queue time"),
-        ("ttfrt_ms", "Time to first reasoning token"),
-        ("ttfat_ms", "Time to first answer token"),
-        ("tpot_reasoning_ms", "TPOT (reasoning)"),
-        ("tpot_answer_ms", "TPOT (answer)"),
-    ];
-    for (metric, label) in latency {
-        // Built once per process (see `known_metrics`).
-        let samples: &'static str = Box::leak(format!("metrics.{metric}.count").into_boxed_str());
-        for stat in LATENCY_STATS {
-            let path: &'static str = Box::leak(format!("metrics.{metric}.{stat}").into_boxed_str());
-            out.push(MetricDef {
-                path,
-                unit: "ms",
-                better: Better::Lower,
-                label,
-                scale: Scale::Positive,
-                kind: MetricKind::Records { tail: tail_of(stat) },
-                samples: Some(samples),
-                plateau: false,
-            });
-        }
-    }
-    // From the records: means, rates and ratios (no tail), or the schedule's own percentile.
-    let records = MetricKind::Records { tail: None };
-    let (count, summary) = (MetricKind::Count, MetricKind::Summary);
-    let fixed: [(&'static str, &'static str, Better, &'static str, MetricKind); 20] = [
-        ("metrics.itl_jitter", "ratio", Better::Lower, "ITL jitter", records),
-        ("throughput.requests_per_s", "req/s", Better::Higher, "Throughput (req/s)", records),
-        ("throughput.output_tokens_per_s", "tok/s", Better::Higher, "Output tok/s", records),
-        ("throughput.total_tokens_per_s", "tok/s", Better::Higher, "Total tok/s", records),
-        ("goodput.requests_per_s", "req/s", Better::Higher, "Goodput (req/s)", records),
-        ("goodput.ratio", "ratio", Better::Higher, "Goodput ratio", records),
-        // The server's counters over the delivered tokens: a summary value.
-        ("goodput.token_ratio", "ratio", Better::Higher, "Goodput (token ratio)", summary),
-        ("tokens.server_mismatch", "ratio", Better::Lower, "Server token mismatch", summary),
-        ("requests.cancelled", "count", Better::Lower, "Cancelled requests", count),
-        ("requests.failed", "count", Better::Lower, "Failed requests", count),
-        ("requests.ok", "count", Better::Higher, "Ok requests", count),
-        ("error_rate", "ratio", Better::Lower, "Error rate", records),
-        (
-            "cost.per_1m_output_tokens",
-            "currency",
-            Better::Lower,
-            "Cost per 1M output tokens",
-            summary,
-        ),
-        ("cost.per_request", "currency", Better::Lower, "Cost per request", summary),
-        ("server.goodput_ratio", "ratio", Better::Higher, "Server goodput ratio", summary),
-        ("server.kv_fragmentation", "ratio", Better::Lower, "KV fragmentation", summary),
-        ("server.preemptions", "count", Better::Lower, "Preemptions", count),
-        ("server.kv_cache_usage.max", "ratio", Better::Lower, "KV cache usage max", summary),
-        ("server.prefix_cache_hit_rate", "ratio", Better::Higher, "Prefix cache hit rate", summary),
-        (
-            "schedule.lag_ms.p99",
-            "ms",
-            Better::Lower,
-            "Schedule lag p99",
-            MetricKind::Records { tail: tail_of("p99") },
-        ),
-    ];
-    // Sections written by acceptance runs and sweeps (docs/acceptance.md), and the GPU samples.
-    let sections: [(&'static str, &'static str, Better, &'static str, MetricKind); 7] = [
-        (
-            "extra.acceptance.numeric.cos_min",
-            "ratio",
-            Better::Higher,
-            "Logit cosine (min)",
-            summary,
-        ),
-        (
-            "extra.acceptance.numeric.rtol_max",
-            "ratio",
-            Better::Lower,
-            "Logit max rel. error",
-            summary,
-        ),
-        (
-            "extra.acceptance.engine.stream_violations",
-            "count",
-            Better::Lower,
-            "Stream violations",
-            count,
-        ),
-        (
-            "extra.acceptance.business.schema_pass_rate",
-            "ratio",
-            Better::Higher,
-            "Schema pass rate",
-            summary,
-        ),
-        ("extra.sweep.knee", "load", Better::Higher, "Knee", summary),
-        ("server.gpu.utilization_pct.mean", "%", Better::Higher, "GPU utilisation", summary),
-        (
-            "server.gpu.joules_per_1m_output_tokens",
-            "J",
-            Better::Lower,
-            "Energy per 1M output tokens",
-            summary,
-        ),
-    ];
-    for (path, unit, better, label, kind) in fixed.into_iter().chain(sections) {
-        debug_assert_eq!(unit == "count", kind == MetricKind::Count, "{path}");
-        let scale = scale_of(path, unit);
-        out.push(MetricDef {
-            path,
-            unit,
-            better,
-            label,
-            scale,
-            kind,
-            samples: None,
-            plateau: false,
-        });
-    }
-    out.extend(plateau_metrics(&out));
-    out
-}
-
-/// The plateau's figures (`plateau.metrics.ttft_ms.p99`, docs/metrics.md "Steady state"): the
-/// latency statistics, ITL jitter, throughput and goodput of the requests sent within it; a
-/// single run's interval resamples the records sent within the plateau.
-fn plateau_metrics(whole: &[MetricDef]) -> Vec<MetricDef> {
-    const OVER_PLATEAU: &[&str] = &[
-        "metrics.itl_jitter",
-        "throughput.requests_per_s",
-        "throughput.output_tokens_per_s",
-        "throughput.total_tokens_per_s",
-        "goodput.requests_per_s",
-        "goodput.ratio",
-    ];
-    whole
-        .iter()
-        .filter(|d| d.samples.is_some() || OVER_PLATEAU.contains(&d.path))
-        .map(|d| {
-            // Built once per process (see `known_metrics`).
-            let path: &'static str = Box::leak(format!("plateau.{}", d.path).into_boxed_str());
-            let label: &'static str = Box::leak(format!("{} (plateau)", d.label).into_boxed_str());
-            let samples = d
-                .samples
-                .map(|s| -> &'static str { Box::leak(format!("plateau.{s}").into_boxed_str()) });
-            MetricDef { path, label, scale: scale_of(path, d.unit), samples, plateau: true, ..*d }
-        })
-        .collect()
-}
-
-/// The share of samples beyond a latency statistic (P99: 0.01; the maximum and minimum: 0);
-/// `None` for the mean and the standard deviation.
-fn tail_of(stat: &str) -> Option<f64> {
-    match stat {
-        "max" | "min" => Some(0.0),
-        "p50" => Some(0.5),
-        "p90" => Some(0.1),
-        "p95" => Some(0.05),
-        "p99" => Some(0.01),
-        "p999" => Some(0.001),
-        _ => None,
-    }
-}
-
-pub fn metric_def(path: &str) -> Option<MetricDef> {
-    known_metrics().iter().copied().find(|m| m.path == path)
-}
-
 impl Summary {
     /// Whether gates and records read this run's plateau figures: its profile says
     /// `steady.gate = true`.
@@ -1160,34 +877,135 @@ impl Summary {
         self.config.profile().is_some_and(|p| p.steady.gate)
     }
 
-    /// The path a gate or a record reads for the metric a threshold names: its plateau figure
+    /// The metric a gate or a record reads for the metric a threshold names: its plateau figure
     /// (`plateau.metrics.ttft_ms.p99` for `metrics.ttft_ms.p99`) when the run gates on its
     /// plateau and the registry has one, else the metric itself. The one place that decides.
-    pub fn gated_path(&self, metric: &str) -> String {
-        if self.gates_on_plateau() {
-            if let Some(d) = metric_def(&format!("plateau.{metric}")) {
-                return d.path.to_string();
-            }
+    pub fn gated_path(&self, metric: MetricPath) -> MetricPath {
+        match metric.plateau() {
+            Some(p) if self.gates_on_plateau() => p,
+            _ => metric,
         }
-        metric.to_string()
     }
 
     /// The value a gate or a record reads for `metric` ([`Summary::gated_path`]).
-    pub fn gated_metric(&self, metric: &str) -> Option<f64> {
-        self.metric(&self.gated_path(metric))
+    pub fn gated_metric(&self, metric: MetricPath) -> Option<f64> {
+        self.metric(self.gated_path(metric))
     }
 
     /// Value of a known metric, including derived ones (`error_rate`). `None` when not measured.
-    pub fn metric(&self, path: &str) -> Option<f64> {
-        match path {
-            "error_rate" => {
+    pub fn metric(&self, metric: MetricPath) -> Option<f64> {
+        self.value_of(metric.reading())
+    }
+
+    /// The number a [`Reading`] names, read from the summary's fields; `None` when it was not
+    /// measured (a section or a value absent, or a statistic an imported run's tool did not
+    /// report, held as NaN).
+    pub fn value_of(&self, reading: Reading) -> Option<f64> {
+        use crate::metric::{
+            AcceptanceFigure, CostFigure, GoodputFigure, Rate, RequestCount, ServerFigure,
+        };
+        let plateau = |on: bool| if on { self.plateau.as_ref().map(Some) } else { Some(None) };
+        let v = match reading {
+            Reading::Latency { series, stat, plateau: on } => {
+                let m = plateau(on)?.map_or(&self.metrics, |p| &p.metrics);
+                statistic(latency_series(m, series)?, stat)
+            }
+            Reading::ItlJitter { plateau: on } => {
+                plateau(on)?.map_or(&self.metrics, |p| &p.metrics).itl_jitter?
+            }
+            Reading::Throughput { rate, plateau: on } => {
+                let t = plateau(on)?.map_or(&self.throughput, |p| &p.throughput);
+                match rate {
+                    Rate::Requests => t.requests_per_s?,
+                    Rate::OutputTokens => t.output_tokens_per_s?,
+                    Rate::TotalTokens => t.total_tokens_per_s?,
+                }
+            }
+            Reading::Goodput { figure, plateau: on } => {
+                let g = plateau(on)?.map_or(&self.goodput, |p| &p.goodput);
+                match figure {
+                    GoodputFigure::RequestsPerS => g.requests_per_s?,
+                    GoodputFigure::Ratio => g.ratio?,
+                    GoodputFigure::TokenRatio => g.token_ratio?,
+                }
+            }
+            Reading::Requests(c) => match c {
+                RequestCount::Ok => self.requests.ok as f64,
+                RequestCount::Failed => self.requests.failed as f64,
+                RequestCount::Cancelled => self.requests.cancelled as f64,
+            },
+            Reading::ErrorRate => {
                 // Of the requests the server was left to answer (cancelled ones are not its
                 // failures).
                 let answered = self.requests.total.saturating_sub(self.requests.cancelled);
-                (answered > 0).then(|| self.requests.failed as f64 / answered as f64)
+                (answered > 0).then(|| self.requests.failed as f64 / answered as f64)?
             }
-            _ => self.lookup(path),
-        }
+            Reading::ServerTokenMismatch => self.tokens.server_mismatch?,
+            Reading::Cost(c) => match c {
+                CostFigure::PerRequest => self.cost.per_request?,
+                CostFigure::Per1mOutputTokens => self.cost.per_1m_output_tokens?,
+            },
+            Reading::Server(f) => {
+                let s = self.server.as_ref()?;
+                match f {
+                    ServerFigure::GoodputRatio => s.goodput_ratio?,
+                    ServerFigure::KvFragmentation => s.kv_fragmentation?,
+                    ServerFigure::Preemptions => s.preemptions?,
+                    ServerFigure::KvCacheUsageMax => s.kv_cache_usage.as_ref()?.max,
+                    ServerFigure::PrefixCacheHitRate => s.prefix_cache_hit_rate?,
+                    ServerFigure::GpuUtilizationMean => {
+                        s.gpu.as_ref()?.utilization_pct.as_ref()?.mean
+                    }
+                    ServerFigure::GpuJoulesPer1mOutputTokens => {
+                        s.gpu.as_ref()?.joules_per_1m_output_tokens?
+                    }
+                }
+            }
+            Reading::ScheduleLag(stat) => statistic(self.schedule.stats.lag_ms.as_ref()?, stat),
+            Reading::Acceptance(f) => {
+                let a = self.extra.acceptance.as_ref()?;
+                match f {
+                    AcceptanceFigure::CosMin => a.numeric.cos_min?,
+                    AcceptanceFigure::RtolMax => a.numeric.rtol_max?,
+                    AcceptanceFigure::StreamViolations => a.engine.stream_violations?,
+                    AcceptanceFigure::SchemaPassRate => a.business.schema_pass_rate?,
+                }
+            }
+            Reading::SweepKnee => self.extra.sweep.as_ref()?.knee?,
+        };
+        // A number `summary.json` cannot hold (NaN, infinite) is written `null`: not measured.
+        v.is_finite().then_some(v)
+    }
+}
+
+/// A latency series of `metrics` (or the plateau's).
+fn latency_series(m: &LatencyMetrics, series: Series) -> Option<&crate::metrics::Stats> {
+    match series {
+        Series::Ttft => m.ttft_ms.as_ref(),
+        Series::Tpot => m.tpot_ms.as_ref(),
+        Series::Itl => m.itl_ms.as_ref(),
+        Series::E2e => m.e2e_ms.as_ref(),
+        Series::Queue => m.queue_ms.as_ref(),
+        Series::Ttfrt => m.ttfrt_ms.as_ref(),
+        Series::Ttfat => m.ttfat_ms.as_ref(),
+        Series::TpotReasoning => m.tpot_reasoning_ms.as_ref(),
+        Series::TpotAnswer => m.tpot_answer_ms.as_ref(),
+    }
+}
+
+/// A statistic of a latency series.
+fn statistic(s: &crate::metrics::Stats, stat: Statistic) -> f64 {
+    match stat {
+        Statistic::Count => s.count as f64,
+        Statistic::Mean => s.mean,
+        Statistic::Stdev => s.stdev,
+        Statistic::Min => s.min,
+        Statistic::P50 => s.p50,
+        Statistic::P90 => s.p90,
+        Statistic::P95 => s.p95,
+        Statistic::P99 => s.p99,
+        Statistic::P999 => s.p999,
+        Statistic::Max => s.max,
     }
 }
 
@@ -1209,21 +1027,180 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(s.plateau, None, "a summary without the section reads as none");
-        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "metrics.ttft_ms.p99");
+        let m = MetricPath::named;
+        let gated = |s: &Summary, p: &str| s.gated_path(m(p)).as_str();
+        assert_eq!(gated(&s, "metrics.ttft_ms.p99"), "metrics.ttft_ms.p99");
         s.config.profile_mut().unwrap().steady.gate = true;
         assert!(s.gates_on_plateau());
-        assert_eq!(s.gated_path("metrics.ttft_ms.p99"), "plateau.metrics.ttft_ms.p99");
-        assert_eq!(s.gated_path("throughput.requests_per_s"), "plateau.throughput.requests_per_s");
+        assert_eq!(gated(&s, "metrics.ttft_ms.p99"), "plateau.metrics.ttft_ms.p99");
+        assert_eq!(gated(&s, "throughput.requests_per_s"), "plateau.throughput.requests_per_s");
         // Metrics the plateau has no figure of are read as they are.
-        assert_eq!(s.gated_path("requests.failed"), "requests.failed");
-        assert_eq!(s.gated_path("server.kv_fragmentation"), "server.kv_fragmentation");
-        let def = metric_def("plateau.metrics.ttft_ms.p99").expect("registered");
+        assert_eq!(gated(&s, "requests.failed"), "requests.failed");
+        assert_eq!(gated(&s, "server.kv_fragmentation"), "server.kv_fragmentation");
+        let def = m("plateau.metrics.ttft_ms.p99").def();
         assert!(def.plateau);
-        assert_eq!(def.samples, Some("plateau.metrics.ttft_ms.count"));
+        assert_eq!(
+            def.samples,
+            Some(Reading::Latency { series: Series::Ttft, stat: Statistic::Count, plateau: true })
+        );
         assert_eq!(def.kind, MetricKind::Records { tail: Some(0.01) });
-        assert_eq!(metric_def("plateau.goodput.ratio").unwrap().scale, Scale::Share);
+        assert_eq!(m("plateau.goodput.ratio").scale(), Scale::Share);
         s.plateau = Some(crate::steady::none("no measured request".into()));
-        assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), None, "blank, never the whole window's");
+        assert_eq!(
+            s.gated_metric(m("metrics.ttft_ms.p99")),
+            None,
+            "blank, never the whole window's"
+        );
+    }
+
+    /// Every registry entry's typed reading, and its sample count's, reads the number at its
+    /// dotted path in the summary's JSON: checked on a summary where every figure is set, each
+    /// to a number of its own.
+    #[test]
+    fn the_typed_reading_of_every_metric_reads_the_field_its_path_names() {
+        use crate::metrics::Stats;
+        let mut next = 0.0;
+        let mut n = || {
+            next += 1.0;
+            next
+        };
+        let mut stats = || Stats {
+            count: n() as u64,
+            mean: n(),
+            stdev: n(),
+            min: n(),
+            p50: n(),
+            p90: n(),
+            p95: n(),
+            p99: n(),
+            p999: n(),
+            max: n(),
+        };
+        let mut latency = || LatencyMetrics {
+            ttft_ms: Some(stats()),
+            tpot_ms: Some(stats()),
+            itl_ms: Some(stats()),
+            e2e_ms: Some(stats()),
+            itl_jitter: None,
+            queue_ms: Some(stats()),
+            ttfrt_ms: Some(stats()),
+            ttfat_ms: Some(stats()),
+            tpot_reasoning_ms: Some(stats()),
+            tpot_answer_ms: Some(stats()),
+        };
+        let (mut whole, mut within) = (latency(), latency());
+        let lag = stats();
+        let mut n = || {
+            next += 1.0;
+            next
+        };
+        whole.itl_jitter = Some(n());
+        within.itl_jitter = Some(n());
+        let mut throughput = || Throughput {
+            requests_per_s: Some(n()),
+            output_tokens_per_s: Some(n()),
+            total_tokens_per_s: Some(n()),
+        };
+        let (throughput_whole, throughput_within) = (throughput(), throughput());
+        let mut goodput = || Goodput {
+            requests_per_s: Some(n()),
+            ratio: Some(n()),
+            token_ratio: Some(n()),
+            ..Goodput::default()
+        };
+        let (goodput_whole, goodput_within) = (goodput(), goodput());
+        let gauge = |v: f64| crate::server_metrics::GaugeStats {
+            samples: 3,
+            mean: v,
+            p50: v + 0.25,
+            p99: v + 0.5,
+            max: v + 0.75,
+        };
+        let mut doc = serde_json::json!({
+            "schema_version": SCHEMA_VERSION, "run_id": "r", "status": "complete",
+            "simulated": true, "tool": {"name": "infergate", "version": "0"},
+            "environment": Environment::default(), "environment_fingerprint": "",
+            "target": TargetInfo::default(), "config": {}, "profile": "default",
+            "timing": Timing::default(),
+        });
+        let requests =
+            RequestCounts { total: 900, ok: 700, failed: 150, cancelled: 50, ..Default::default() };
+        doc["requests"] = serde_json::json!(requests);
+        doc["tokens"] =
+            serde_json::json!(TokenCounts { server_mismatch: Some(n()), ..Default::default() });
+        doc["metrics"] = serde_json::json!(whole);
+        doc["throughput"] = serde_json::json!(throughput_whole);
+        doc["goodput"] = serde_json::json!(goodput_whole);
+        let schedule = crate::metrics::ScheduleStats { lag_ms: Some(lag), ..Default::default() };
+        doc["schedule"] =
+            serde_json::json!(ScheduleSummary { stats: schedule, fell_behind: false });
+        doc["plateau"] = serde_json::json!({
+            "reason": null, "start_ms": 1.0, "end_ms": 2.0, "duration_s": 0.001,
+            "requests": 1, "ok": 1, "slice_ms": 1.0, "unsteady_slices": 0,
+            "metrics": within, "throughput": throughput_within, "goodput": goodput_within,
+        });
+        let cost =
+            Cost { per_request: Some(n()), per_1m_output_tokens: Some(n()), ..Default::default() };
+        doc["cost"] = serde_json::json!(cost);
+        doc["server"] = serde_json::json!({
+            "source": "", "engine": "vllm", "interval_s": 1.0, "scrapes": 1,
+            "failed_scrapes": 0, "bracket": null, "generation_tokens": null,
+            "prompt_tokens": null, "preemptions": n(), "wasted_tokens": null,
+            "prefix_cache_hit_rate": n(), "goodput_ratio": n(), "running": null,
+            "waiting": null, "kv_cache_usage": gauge(n()), "kv_fragmentation": n(),
+            "kv_fragmentation_stats": null,
+        });
+        doc["server"]["gpu"] = serde_json::json!({
+            "utilization_pct": gauge(n()), "memory_used_mib": null,
+            "joules_per_1m_output_tokens": n(), "samples": [],
+        });
+        doc["extra"] = serde_json::json!({
+            "sweep": {
+                "sweep_id": "s", "file": "../sweep.json", "dimension": "concurrency",
+                "stage": 1, "stages": 2, "load": n(), "knee": n(), "is_knee": false,
+            },
+        });
+        let acceptance = AcceptanceSection {
+            numeric: NumericVerdict {
+                cos_min: Some(n()),
+                rtol_max: Some(n()),
+                ..Default::default()
+            },
+            engine: EngineVerdict { stream_violations: Some(n()), ..Default::default() },
+            business: BusinessVerdict { schema_pass_rate: Some(n()), ..Default::default() },
+            ..Default::default()
+        };
+        doc["extra"]["acceptance"] = serde_json::json!(acceptance);
+        let s: Summary = serde_json::from_value(doc).expect("a summary");
+        let json = serde_json::to_value(&s).unwrap();
+        // The number at a dotted path, walked through the JSON the summary is written as.
+        let walk = |path: &str| {
+            json.pointer(&format!("/{}", path.replace('.', "/"))).and_then(|v| v.as_f64())
+        };
+        for m in MetricPath::all() {
+            let got = s.metric(m);
+            let want = match m.as_str() {
+                // Derived: of the requests the server was left to answer.
+                "error_rate" => Some(150.0 / 850.0),
+                path => walk(path),
+            };
+            assert!(got.is_some(), "{m}: every figure is set");
+            assert_eq!(got, want, "{m}");
+            if let Some(samples) = m.def().samples {
+                let Reading::Latency { series, stat: Statistic::Count, plateau } = samples else {
+                    panic!("{m}: its samples are a latency series' count, not {samples:?}");
+                };
+                let on = if plateau { "plateau." } else { "" };
+                let path = format!("{on}metrics.{}.count", series.key());
+                assert_eq!(s.value_of(samples), walk(&path), "{m}: {path}");
+                assert!(walk(&path).is_some(), "{path}");
+            }
+        }
+        // A statistic an imported run's tool did not report (NaN) is not measured.
+        let mut imported = s.clone();
+        imported.metrics.ttft_ms.as_mut().unwrap().p50 = f64::NAN;
+        assert_eq!(imported.metric(MetricPath::named("metrics.ttft_ms.p50")), None);
+        assert!(imported.metric(MetricPath::named("metrics.ttft_ms.p99")).is_some());
     }
 
     #[test]

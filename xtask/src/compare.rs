@@ -42,23 +42,21 @@ pub struct CompareCmd {
 impl CompareCmd {
     pub fn run(self, sh: &Shell) -> anyhow::Result<Status> {
         let root = sh.current_dir();
+        let mut named = Vec::new();
         for m in &self.metrics {
-            if infergate_model::summary::metric_def(m).is_none() {
+            let Ok(path) = infergate_model::metric::MetricPath::parse(m) else {
                 anyhow::bail!(
                     "unknown metric `{m}`; the metric names are listed in docs/adr/README.md"
                 );
-            }
+            };
+            named.push(path);
         }
         let load = |p: &Path| {
             TrialSet::load(&join_clean(&root, p))
                 .with_context(|| format!("cannot compare {}", p.display()))
         };
         let (a, b) = (load(&self.a)?, load(&self.b)?);
-        let metrics: Vec<&str> = if self.metrics.is_empty() {
-            default_metrics()
-        } else {
-            self.metrics.iter().map(String::as_str).collect()
-        };
+        let metrics = if named.is_empty() { default_metrics() } else { named };
         // The gate's estimation, so a comparison and a gate of the same set agree.
         let opts = crate::thresholds::evaluate::GateOptions {
             confidence: self.confidence,
@@ -127,7 +125,7 @@ pub fn render(c: &Comparison) -> String {
     for m in &c.metrics {
         let (abs, rel) = difference_cell(m);
         let name = if m.unit.is_empty() || m.unit == "ratio" || m.unit == "count" {
-            m.metric.clone()
+            m.metric.to_string()
         } else {
             format!("{} ({})", m.metric, m.unit)
         };

@@ -170,7 +170,7 @@ impl GateCmd {
 /// A set whose trial 1 looks like a cold start (`infergate_model::trials::cold_start`) widens the
 /// intervals the gate decides from: say so under the report.
 fn cold_start_note(set: &TrialSet, thresholds: &Thresholds) {
-    let metrics: Vec<&str> = thresholds.thresholds.iter().map(|t| t.metric.as_str()).collect();
+    let metrics: Vec<_> = thresholds.thresholds.iter().map(|t| t.metric).collect();
     if let Some(cold) = set.cold_start(&metrics) {
         eprintln!("note: {}", cold.note);
     }

@@ -5,6 +5,7 @@
 //! as a `noise` entry, which the absolute gate pools from for sets of the same scenario (the
 //! A/B gate pools earlier A/B gates' paired differences).
 
+use infergate_model::metric::MetricPath;
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
@@ -78,31 +79,29 @@ impl NoiseCmd {
             metrics.len()
         );
         if !self.no_history {
-            let refs: Vec<&str> = metrics.iter().map(String::as_str).collect();
             let line =
-                crate::history_store::gating::append_set(&root, EntryKind::Noise, &set, &refs);
+                crate::history_store::gating::append_set(&root, EntryKind::Noise, &set, &metrics);
             eprintln!("note: {line}");
         }
         Ok(Status::Success)
     }
 
     /// The metrics to report, each a known one.
-    fn metrics(&self) -> anyhow::Result<Vec<String>> {
+    fn metrics(&self) -> anyhow::Result<Vec<MetricPath>> {
         if self.metrics.is_empty() {
-            return Ok(infergate_model::ab::DEFAULT_METRICS
-                .iter()
-                .map(|m| m.to_string())
-                .collect());
+            return Ok(infergate_model::ab::default_metrics().to_vec());
         }
+        let mut out = Vec::new();
         for m in &self.metrics {
-            if infergate_model::summary::metric_def(m).is_none() {
+            let Ok(path) = MetricPath::parse(m) else {
                 bail!("--metric {m}: not a known metric (see docs/metrics.md for the list)");
-            }
+            };
+            out.push(path);
         }
-        Ok(self.metrics.clone())
+        Ok(out)
     }
 
-    fn table(&self, set: &TrialSet, metrics: &[String], alpha: f64) -> ConsoleTable {
+    fn table(&self, set: &TrialSet, metrics: &[MetricPath], alpha: f64) -> ConsoleTable {
         let per_arm = format!("trials per arm ({}%)", num(self.change * 100.0));
         let mut t = ConsoleTable::markdown([
             "metric",
@@ -112,7 +111,7 @@ impl NoiseCmd {
             "95% interval",
             per_arm.as_str(),
         ]);
-        for m in metrics {
+        for &m in metrics {
             let values: Vec<Option<f64>> = set.trials.iter().map(|x| x.summary.metric(m)).collect();
             let RunNoise { trials, mean, log_sd, cv } = run_noise(&values);
             let pct = |v: f64| format!("{}%", num(v * 100.0));
@@ -124,7 +123,7 @@ impl NoiseCmd {
                 .and_then(|s| trials_per_arm(s, self.change, alpha, POWER))
                 .map_or(BLANK.to_string(), |n| n.to_string());
             let mean = if mean.is_finite() { num(mean) } else { BLANK.to_string() };
-            t.row([m.clone(), trials.to_string(), mean, cv_text, interval, need]);
+            t.row([m.to_string(), trials.to_string(), mean, cv_text, interval, need]);
         }
         t
     }

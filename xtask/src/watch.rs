@@ -119,7 +119,7 @@ impl Watch {
         let mut watched = Vec::new();
         let mut skipped = Vec::new();
         for live in conds {
-            let resolved = source(&live.condition.metric, engine).and_then(|src| {
+            let resolved = source(live.condition.metric, engine).and_then(|src| {
                 let Some(family) = src.family() else { return Ok(src) };
                 let mut bounds = bounds_in(first, family);
                 if bounds.is_empty() {
@@ -385,7 +385,7 @@ impl WatchCmd {
                         .arg("-c")
                         .arg(cmd)
                         .env("INFERGATE_ADR", format!("{:04}", wd.live.adr))
-                        .env("INFERGATE_METRIC", &c.metric)
+                        .env("INFERGATE_METRIC", c.metric.as_str())
                         .env("INFERGATE_VALUE", h.value.to_string())
                         .env("INFERGATE_RECORD", format!("{}:{}", wd.live.file, c.line))
                         .status()

@@ -181,9 +181,9 @@ fn design(spending: Spending, seed: u64) -> Design {
 }
 
 fn checks() -> Vec<BudgetCheck> {
-    ab::DEFAULT_METRICS
+    ab::default_metrics()
         .iter()
-        .map(|m| BudgetCheck::new(m, ab::DEFAULT_BUDGET, None, true, "--budget 5%").unwrap())
+        .map(|&m| BudgetCheck::new(m, ab::DEFAULT_BUDGET, None, true, "--budget 5%").unwrap())
         .collect()
 }
 

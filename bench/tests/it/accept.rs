@@ -101,8 +101,18 @@ async fn identical_engines_pass_every_layer() {
         let section = s.extra.acceptance.as_ref().expect("the acceptance section");
         assert_eq!(section.role, role);
         assert!(section.passed);
-        assert_eq!(s.metric("extra.acceptance.numeric.cos_min"), Some(1.0));
-        assert_eq!(s.metric("extra.acceptance.business.schema_pass_rate"), Some(1.0));
+        assert_eq!(
+            s.metric(infergate_model::metric::MetricPath::named(
+                "extra.acceptance.numeric.cos_min"
+            )),
+            Some(1.0)
+        );
+        assert_eq!(
+            s.metric(infergate_model::metric::MetricPath::named(
+                "extra.acceptance.business.schema_pass_rate"
+            )),
+            Some(1.0)
+        );
         assert_eq!(
             infergate_model::rundir::read_records(&out.join(role)).unwrap().records.len(),
             20

@@ -98,7 +98,7 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     assert_eq!((s.requests.cancelled, s.requests.ok, s.requests.failed), (n, 60 - n, 0));
     assert_eq!(s.metrics.ttft_ms.as_ref().unwrap().count, 60 - n);
     assert_eq!(s.metrics.e2e_ms.as_ref().unwrap().count, 60 - n);
-    assert_eq!(s.metric("error_rate"), Some(0.0));
+    assert_eq!(s.metric(infergate_model::metric::MetricPath::named("error_rate")), Some(0.0));
     let c = s.requests.cancellation.as_ref().expect("cancellation stats");
     assert_eq!((c.tokens_received, c.before_first_token), (8 * n, 0));
     assert_eq!(c.after_ms.as_ref().unwrap().count, n);
@@ -107,7 +107,10 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     let ratio = s.goodput.token_ratio.expect("the simulator exposes its counters");
     let known = truth.delivered_to_ok / truth.generated;
     assert!((ratio - known).abs() <= 0.01, "token ratio {ratio}, the simulator's {known}");
-    assert_eq!(s.metric("goodput.token_ratio"), Some(ratio));
+    assert_eq!(
+        s.metric(infergate_model::metric::MetricPath::named("goodput.token_ratio")),
+        Some(ratio)
+    );
     // It stops at the next step: at most a step's token per cancelled request is waste.
     let server: ServerSection = s.server.clone().unwrap();
     assert_eq!(server.wasted_tokens, Some(truth.wasted));
@@ -130,7 +133,10 @@ async fn cancelled_requests_are_their_own_class_and_the_token_ratio_is_the_engin
     let hold = waste.hold_ms_mean.unwrap();
     assert!(hold <= 2.0 * itl_p99 + 2.0, "held {hold} ms after the cancel, ITL P99 {itl_p99}");
     // An honest server: usage equals what was streamed.
-    assert_eq!(s.metric("tokens.server_mismatch"), Some(0.0));
+    assert_eq!(
+        s.metric(infergate_model::metric::MetricPath::named("tokens.server_mismatch")),
+        Some(0.0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,14 +185,19 @@ async fn usage_above_the_streamed_tokens_is_a_mismatch_and_an_honest_server_none
         out.push(run_against(&handle, p, &run_dir).await.summary);
         handle.shutdown().await;
     }
-    assert_eq!(out[0].metric("tokens.server_mismatch"), Some(0.0));
+    assert_eq!(
+        out[0].metric(infergate_model::metric::MetricPath::named("tokens.server_mismatch")),
+        Some(0.0)
+    );
     assert!(
         !out[0].notes.iter().any(|n| n.contains("tokens.server_mismatch")),
         "{:?}",
         out[0].notes
     );
     // 32 tokens reported as round(32 x 1.2) = 38.
-    let m = out[1].metric("tokens.server_mismatch").unwrap();
+    let m = out[1]
+        .metric(infergate_model::metric::MetricPath::named("tokens.server_mismatch"))
+        .unwrap();
     assert!((m - 6.0 / 32.0).abs() < 1e-6, "{m}");
     assert!(
         out[1].notes.iter().any(|n| n.contains("tokens.server_mismatch")),

@@ -56,7 +56,8 @@ fn flagged(warm: &EngineSpec, cold: &EngineSpec, trials: u64, first: u64) -> boo
         (0..trials).map(|i| run(if i == 0 { cold } else { warm }, first + i)).collect();
     let columns: Vec<Vec<Option<f64>>> =
         (0..METRICS.len()).map(|m| runs.iter().map(|r| Some(r[m])).collect()).collect();
-    cold_start(METRICS.iter().zip(&columns).map(|(m, c)| (*m, c.as_slice()))).is_some()
+    let named = |m: &&str| infergate_model::metric::MetricPath::named(m);
+    cold_start(METRICS.iter().zip(&columns).map(|(m, c)| (named(m), c.as_slice()))).is_some()
 }
 
 /// Of `SETS` sets of `trials` runs, how many are flagged.

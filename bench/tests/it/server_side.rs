@@ -59,10 +59,20 @@ async fn counter_deltas_over_the_window_equal_the_simulators_own_records() {
     assert!(server.kv_fragmentation.is_some());
     assert!(server.gpu.is_none(), "no nvidia-smi samples for the simulator");
     // The summary's metric paths for gates and records.
-    assert_eq!(s.metric("server.goodput_ratio"), Some(1.0));
-    assert_eq!(s.metric("server.preemptions"), Some(preemptions));
-    assert!(s.metric("server.kv_cache_usage.max").is_some());
-    assert!(s.metric("server.kv_fragmentation").is_some());
+    assert_eq!(
+        s.metric(infergate_model::metric::MetricPath::named("server.goodput_ratio")),
+        Some(1.0)
+    );
+    assert_eq!(
+        s.metric(infergate_model::metric::MetricPath::named("server.preemptions")),
+        Some(preemptions)
+    );
+    assert!(
+        s.metric(infergate_model::metric::MetricPath::named("server.kv_cache_usage.max")).is_some()
+    );
+    assert!(
+        s.metric(infergate_model::metric::MetricPath::named("server.kv_fragmentation")).is_some()
+    );
     // No engine config recorded for this target: cost stays blank.
     assert_eq!(s.cost.per_1m_output_tokens, None);
 }
@@ -158,7 +168,10 @@ async fn the_embedded_simulator_reports_cost_from_its_engine_config() {
     let per_1m = total / tokens as f64 * 1e6;
     assert!((c.per_1m_output_tokens.unwrap() - per_1m).abs() < 1e-6, "{c:?}");
     assert!((c.per_request.unwrap() - total / s.requests.ok as f64).abs() < 1e-9);
-    assert_eq!(s.metric("cost.per_1m_output_tokens"), c.per_1m_output_tokens);
+    assert_eq!(
+        s.metric(infergate_model::metric::MetricPath::named("cost.per_1m_output_tokens")),
+        c.per_1m_output_tokens
+    );
     // The embedded simulator's /metrics was scraped too.
     assert!(s.server.is_some(), "{:?}", s.notes);
 }

@@ -217,7 +217,11 @@ async fn a_trace_with_a_known_share_of_reused_blocks_gets_that_prefix_cache_hit_
     let server = out.summary.server.as_ref().expect("the simulator was scraped");
     let rate = server.prefix_cache_hit_rate.expect("a hit rate");
     assert!((rate - expected).abs() <= 0.02, "hit rate {rate}, expected {expected}");
-    assert_eq!(out.summary.metric("server.prefix_cache_hit_rate"), Some(rate));
+    assert_eq!(
+        out.summary
+            .metric(infergate_model::metric::MetricPath::named("server.prefix_cache_hit_rate")),
+        Some(rate)
+    );
     // The simulator's own counters agree.
     let text = scrape(&http(), &h).await;
     let values = parse_scrape(&text);

@@ -80,7 +80,10 @@ async fn a_closed_loops_plateau_leaves_out_a_slow_ramp_up_and_measures_the_warm_
     let warm_rate = flat.plateau.as_ref().and_then(|p| p.throughput.requests_per_s).unwrap();
     assert!((rate - warm_rate).abs() / warm_rate < 0.1, "{rate} against {warm_rate}");
     // The registry names the plateau's figures, and a summary reads them back.
-    assert_eq!(ramp.metric("plateau.metrics.ttft_ms.p99"), Some(ttft.p99));
+    assert_eq!(
+        ramp.metric(infergate_model::metric::MetricPath::named("plateau.metrics.ttft_ms.p99")),
+        Some(ttft.p99)
+    );
     let read = infergate_model::summary::Summary::read(&dir.path().join("run")).unwrap();
     assert_eq!(read.plateau, ramp.plateau);
 }

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, StudentsT};
 
 use super::design::Arm;
+use crate::metric::{Better, MetricPath, Scale};
 use crate::stats::Verdict;
-use crate::summary::{Better, Scale, metric_def};
 
 /// The default regression budget: 5% worse (5 points for a share).
 pub const DEFAULT_BUDGET: f64 = 0.05;
@@ -47,7 +47,7 @@ pub(crate) const NOISIER_THAN_HISTORY_LEVEL: f64 = 0.05;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetCheck {
-    pub metric: String,
+    pub metric: MetricPath,
     pub better: Better,
     pub scale: Scale,
     /// How much worse the candidate may be: a fraction of the baseline (positive metrics) or
@@ -79,13 +79,13 @@ pub enum BudgetError {
 impl BudgetCheck {
     /// A budget for a known metric; `detect` defaults to twice `budget`.
     pub fn new(
-        metric: &str,
+        metric: MetricPath,
         budget: f64,
         detect: Option<f64>,
         blocking: bool,
         source: impl Into<String>,
     ) -> Result<BudgetCheck, BudgetError> {
-        let def = metric_def(metric).ok_or_else(|| BudgetError::Unknown(metric.to_string()))?;
+        let def = metric.def();
         if def.scale == Scale::Count {
             return Err(BudgetError::Count(metric.to_string()));
         }
@@ -102,7 +102,7 @@ impl BudgetCheck {
             return Err(BudgetError::Detect { metric: metric.to_string(), budget, detect });
         }
         Ok(BudgetCheck {
-            metric: metric.to_string(),
+            metric,
             better: def.better,
             scale: def.scale,
             budget,
@@ -214,7 +214,7 @@ pub struct Change {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckLook {
-    pub metric: String,
+    pub metric: MetricPath,
     pub blocking: bool,
     pub change: Option<Change>,
     pub verdict: Verdict,
@@ -302,7 +302,7 @@ pub fn judge(
 ) -> CheckLook {
     let (d, base, cand, skipped) = differences(check, blocks);
     let inconclusive = |reason: String| CheckLook {
-        metric: check.metric.clone(),
+        metric: check.metric,
         blocking: check.blocking,
         change: None,
         verdict: Verdict::Inconclusive,
@@ -347,7 +347,7 @@ pub fn judge(
     let reason =
         (skipped > 0).then(|| format!("{skipped} block(s) without a usable value left out"));
     CheckLook {
-        metric: check.metric.clone(),
+        metric: check.metric,
         blocking: check.blocking,
         change: Some(change),
         verdict,
@@ -360,7 +360,7 @@ mod tests {
     use super::*;
 
     fn check(metric: &str) -> BudgetCheck {
-        BudgetCheck::new(metric, 0.05, None, true, "--budget 5%").unwrap()
+        BudgetCheck::new(MetricPath::named(metric), 0.05, None, true, "--budget 5%").unwrap()
     }
 
     /// Blocks ABBA with baseline `a` and candidate `b` values, each trial off by up to
@@ -384,12 +384,14 @@ mod tests {
     fn budgets_are_checked_against_the_registry() {
         assert_eq!(check("metrics.ttft_ms.p99").detect, 0.1);
         assert_eq!(
-            BudgetCheck::new("requests.failed", 0.05, None, true, "x").unwrap_err(),
+            BudgetCheck::new(MetricPath::named("requests.failed"), 0.05, None, true, "x")
+                .unwrap_err(),
             BudgetError::Count("requests.failed".into())
         );
-        assert!(BudgetCheck::new("nope", 0.05, None, true, "x").is_err());
-        assert!(BudgetCheck::new("goodput.ratio", 1.5, None, true, "x").is_err());
-        assert!(BudgetCheck::new("metrics.ttft_ms.p99", 0.05, Some(0.04), true, "x").is_err());
+        assert!(MetricPath::parse("nope").is_err());
+        let m = MetricPath::named;
+        assert!(BudgetCheck::new(m("goodput.ratio"), 1.5, None, true, "x").is_err());
+        assert!(BudgetCheck::new(m("metrics.ttft_ms.p99"), 0.05, Some(0.04), true, "x").is_err());
         let thr = check("throughput.output_tokens_per_s");
         // 5% worse for a higher-is-better metric: the candidate at 95% of the baseline.
         let (b, d) = thr.limits();

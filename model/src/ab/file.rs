@@ -154,7 +154,16 @@ mod tests {
             },
             design,
             criteria: Criteria::default(),
-            checks: vec![BudgetCheck::new("metrics.ttft_ms.p99", 0.05, None, true, "x").unwrap()],
+            checks: vec![
+                BudgetCheck::new(
+                    crate::metric::MetricPath::named("metrics.ttft_ms.p99"),
+                    0.05,
+                    None,
+                    true,
+                    "x",
+                )
+                .unwrap(),
+            ],
             priors: BTreeMap::new(),
             warmup: vec![WarmupEntry {
                 arm: Arm::Baseline,

@@ -12,7 +12,15 @@
 
 /// The metrics an A/B gate checks when no live record states budgets or thresholds for the
 /// profile: TTFT P99, TPOT mean and P99, E2E P99, output throughput, goodput and the error rate.
-pub const DEFAULT_METRICS: &[&str] = &[
+pub fn default_metrics() -> &'static [crate::metric::MetricPath] {
+    static ALL: std::sync::LazyLock<Vec<crate::metric::MetricPath>> =
+        std::sync::LazyLock::new(|| {
+            DEFAULT_METRIC_PATHS.iter().map(|m| crate::metric::MetricPath::named(m)).collect()
+        });
+    &ALL
+}
+
+const DEFAULT_METRIC_PATHS: &[&str] = &[
     "metrics.ttft_ms.p99",
     "metrics.tpot_ms.mean",
     "metrics.tpot_ms.p99",

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::{BlockValues, BudgetCheck, CheckLook, Prior, judge};
 use super::design::{Arm, Design, Slot};
+use crate::metric::MetricPath;
 use crate::stats::Verdict;
 use crate::stats::{StatsError, nominal_levels};
 
@@ -141,11 +142,13 @@ pub fn levels(
 }
 
 /// Each complete block's four (arm, value of `metric`) pairs.
-fn block_values(metric: &str, trials: &[(Slot, TrialValues)]) -> Vec<BlockValues> {
+fn block_values(metric: MetricPath, trials: &[(Slot, TrialValues)]) -> Vec<BlockValues> {
     trials
         .chunks_exact(4)
         .map(|b| {
-            std::array::from_fn(|i| (b[i].0.arm, b[i].1.values.get(metric).copied().flatten()))
+            std::array::from_fn(|i| {
+                (b[i].0.arm, b[i].1.values.get(metric.as_str()).copied().flatten())
+            })
         })
         .collect()
 }
@@ -158,8 +161,8 @@ pub fn paired_differences(
     checks
         .iter()
         .map(|check| {
-            let values = block_values(&check.metric, trials);
-            (check.metric.clone(), super::decide::block_differences(check, &values))
+            let values = block_values(check.metric, trials);
+            (check.metric.to_string(), super::decide::block_differences(check, &values))
         })
         .collect()
 }
@@ -177,8 +180,8 @@ pub(crate) fn look_at(
     let results = checks
         .iter()
         .map(|check| {
-            let values = block_values(&check.metric, trials);
-            judge(check, &values, priors.get(&check.metric), alpha_fail, alpha_pass)
+            let values = block_values(check.metric, trials);
+            judge(check, &values, priors.get(check.metric.as_str()), alpha_fail, alpha_pass)
         })
         .collect::<Vec<_>>();
     let blocking = || results.iter().filter(|c| c.blocking);
@@ -310,7 +313,16 @@ mod tests {
     }
 
     fn checks() -> Vec<BudgetCheck> {
-        vec![BudgetCheck::new("metrics.ttft_ms.p99", 0.05, None, true, "--budget 5%").unwrap()]
+        vec![
+            BudgetCheck::new(
+                MetricPath::named("metrics.ttft_ms.p99"),
+                0.05,
+                None,
+                true,
+                "--budget 5%",
+            )
+            .unwrap(),
+        ]
     }
 
     #[test]
@@ -347,8 +359,14 @@ mod tests {
         let obf = crate::ab::design::Spending::both(LookRule::ObrienFleming);
         let d = Design { spending: obf, ..design() };
         let mut two = checks();
-        two.push(BudgetCheck::new("metrics.tpot_ms.mean", 0.05, None, true, "x").unwrap());
-        two.push(BudgetCheck::new("metrics.itl_jitter", 0.05, None, false, "x").unwrap());
+        two.push(
+            BudgetCheck::new(MetricPath::named("metrics.tpot_ms.mean"), 0.05, None, true, "x")
+                .unwrap(),
+        );
+        two.push(
+            BudgetCheck::new(MetricPath::named("metrics.itl_jitter"), 0.05, None, false, "x")
+                .unwrap(),
+        );
         let l = levels(&d, &Criteria::default(), &two).unwrap();
         assert_eq!(l.len(), d.looks.len());
         // Two blocking checks: 0.5% each, spent over the looks (each look's nominal level at

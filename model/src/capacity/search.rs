@@ -49,7 +49,7 @@ pub struct TrialMeasure {
 /// A limit's decision at a probe.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LimitOutcome {
-    pub metric: String,
+    pub metric: crate::metric::MetricPath,
     pub cmp: Comparator,
     pub limit: f64,
     pub estimate: Option<Estimate>,
@@ -206,13 +206,7 @@ pub fn decide(spec: &CapacitySpec, probe: &mut Probe, look: u32, max_looks: u32)
                 .as_ref()
                 .map(|e| stats::verdict(e, l.cmp, l.value))
                 .unwrap_or(Verdict::Inconclusive);
-            LimitOutcome {
-                metric: l.metric.clone(),
-                cmp: l.cmp,
-                limit: l.value,
-                estimate: est,
-                verdict,
-            }
+            LimitOutcome { metric: l.metric, cmp: l.cmp, limit: l.value, estimate: est, verdict }
         })
         .collect();
     parts.extend(probe.limits.iter().map(|l| l.verdict));
@@ -241,7 +235,7 @@ pub fn decide(spec: &CapacitySpec, probe: &mut Probe, look: u32, max_looks: u32)
                 format!("{att_text} < {}", spec.target)
             } else {
                 let l = probe.limits.iter().find(|l| l.verdict == Verdict::Fail).expect("a fail");
-                probe.binding = Some(l.metric.clone());
+                probe.binding = Some(l.metric.to_string());
                 format!(
                     "{} {} breaks {} {}",
                     l.metric,

@@ -39,8 +39,8 @@ pub const MIN_RATE: f64 = 0.01;
 /// A percentile limit a probe must hold besides the attainment: `metrics.ttft_ms.p99<=350`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Limit {
-    /// A summary metric of the registry (`infergate_model::summary::known_metrics`).
-    pub metric: String,
+    /// A summary metric of the registry (`infergate_model::metric::known_metrics`).
+    pub metric: crate::metric::MetricPath,
     pub cmp: Comparator,
     pub value: f64,
 }
@@ -55,7 +55,7 @@ impl FromStr for Limit {
         let op_len = rest.chars().take_while(|c| matches!(c, '<' | '>' | '=')).count();
         let (op, value) = rest.split_at(op_len);
         let metric = metric.trim();
-        let def = crate::summary::metric_def(metric).ok_or_else(|| {
+        let metric = crate::metric::MetricPath::parse(metric).map_err(|_| {
             format!(
                 "`{metric}` is not a metric of a run's summary; valid: the registry's paths \
                  (docs/metrics.md), like metrics.ttft_ms.p99 or metrics.e2e_ms.p95"
@@ -68,7 +68,7 @@ impl FromStr for Limit {
             .ok()
             .filter(|v: &f64| v.is_finite())
             .ok_or_else(|| format!("`{s}`: `{}` is not a number", value.trim()))?;
-        Ok(Limit { metric: def.path.to_string(), cmp, value })
+        Ok(Limit { metric, cmp, value })
     }
 }
 

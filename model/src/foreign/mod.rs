@@ -1326,8 +1326,11 @@ mod tests {
         assert!(json["metrics"]["ttft_ms"]["p50"].is_null(), "{json}");
         assert_eq!(json["config"]["imported"]["tool"], "vllm-bench");
         let back: Summary = serde_json::from_str(&text).unwrap();
-        assert_eq!(back.metric("metrics.ttft_ms.p99"), Some(20.0));
-        assert_eq!(back.metric("metrics.ttft_ms.p50"), None);
+        assert_eq!(
+            back.metric(crate::metric::MetricPath::named("metrics.ttft_ms.p99")),
+            Some(20.0)
+        );
+        assert_eq!(back.metric(crate::metric::MetricPath::named("metrics.ttft_ms.p50")), None);
         assert!(back.metrics.ttft_ms.unwrap().p50.is_nan());
         let c = back.config.imported().expect("an imported run's settings");
         assert_eq!(c.load.concurrency, Some(4));

@@ -25,7 +25,7 @@ pub struct ColdStart {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColdMetric {
-    pub metric: String,
+    pub metric: MetricPath,
     /// Trial 1's value.
     pub first: f64,
     /// The median of the other trials' values.
@@ -52,12 +52,14 @@ pub(crate) fn is_cold(first: f64, others: &[f64]) -> Option<f64> {
 }
 
 /// A latency metric's name in a note: `TTFT P99`, `E2E mean`.
-pub(super) fn metric_words(metric: &str) -> String {
-    let label = metric_def(metric).map_or(metric, |d| d.label);
-    match metric.rsplit('.').next() {
-        Some(stat) if stat.starts_with('p') => format!("{label} {}", stat.to_uppercase()),
-        Some(stat) => format!("{label} {stat}"),
-        None => label.to_string(),
+pub(super) fn metric_words(metric: MetricPath) -> String {
+    let label = metric.label();
+    match metric.reading() {
+        Reading::Latency { stat, .. } | Reading::ScheduleLag(stat) => match stat.key() {
+            p if p.starts_with('p') => format!("{label} {}", p.to_uppercase()),
+            key => format!("{label} {key}"),
+        },
+        _ => label.to_string(),
     }
 }
 
@@ -65,28 +67,27 @@ pub(super) fn metric_words(metric: &str) -> String {
 /// (`metrics.*`, unit ms) whose trial-1 value [`is_cold`] against the rest. `None` when no
 /// metric is, or the set has fewer than `1 + COLD_MIN_OTHERS` trials.
 pub fn cold_start<'a>(
-    per_trial: impl IntoIterator<Item = (&'a str, &'a [Option<f64>])>,
+    per_trial: impl IntoIterator<Item = (MetricPath, &'a [Option<f64>])>,
 ) -> Option<ColdStart> {
     let mut metrics = Vec::new();
     for (metric, values) in per_trial {
-        let latency =
-            metric.starts_with("metrics.") && metric_def(metric).is_some_and(|d| d.unit == "ms");
+        let latency = matches!(metric.reading(), Reading::Latency { plateau: false, .. });
         let Some((Some(first), rest)) = values.split_first() else { continue };
         let others: Option<Vec<f64>> = rest.iter().copied().collect();
         let Some(others) = others.filter(|_| latency) else { continue };
         if let Some(median_others) = is_cold(*first, &others) {
-            metrics.push(ColdMetric { metric: metric.to_string(), first: *first, median_others });
+            metrics.push(ColdMetric { metric, first: *first, median_others });
         }
     }
     // The most striking first: the largest ratio.
     metrics.sort_by(|a, b| (b.first / b.median_others).total_cmp(&(a.first / a.median_others)));
     let top = metrics.first()?;
-    let also: Vec<String> = metrics[1..].iter().map(|m| metric_words(&m.metric)).collect();
+    let also: Vec<String> = metrics[1..].iter().map(|m| metric_words(m.metric)).collect();
     let also = if also.is_empty() { String::new() } else { format!(" (also {})", also.join(", ")) };
     let note = format!(
         "trial 1 looks like a cold start: {} {} ms against a median of {} ms of the others{also}; \
          rerun with --warmup-trials 1",
-        metric_words(&top.metric),
+        metric_words(top.metric),
         round_ms(top.first),
         round_ms(top.median_others),
     );

@@ -7,9 +7,9 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 
-/// The summary path of the sample count behind `metric`'s statistic, from the registry.
-pub(super) fn samples_path(metric: &str) -> Option<&'static str> {
-    metric_def(metric)?.samples
+/// The sample count behind `metric`'s statistic in `summary`, as the registry says where it is.
+pub(super) fn samples_of(metric: MetricPath, summary: &Summary) -> Option<u64> {
+    summary.value_of(metric.def().samples?).map(|n| n as u64)
 }
 
 /// Whether `n` samples are too few for a statistic with `tail` share beyond it.
@@ -39,7 +39,11 @@ impl MetricEstimate {
 impl TrialSet {
     /// The estimate of each of `metrics` (see the module's documentation). A single trial's
     /// records are read once for all of them.
-    pub fn estimates(&self, metrics: &[&str], opts: Options) -> BTreeMap<String, MetricEstimate> {
+    pub fn estimates(
+        &self,
+        metrics: &[MetricPath],
+        opts: Options,
+    ) -> BTreeMap<String, MetricEstimate> {
         let mut out = BTreeMap::new();
         let mut from_records = Vec::new();
         for &m in metrics {
@@ -55,11 +59,11 @@ impl TrialSet {
             return out;
         }
         let trial = &self.trials[0];
-        let names: Vec<&str> = from_records.iter().map(|(m, _)| *m).collect();
+        let names: Vec<MetricPath> = from_records.iter().map(|(m, _)| *m).collect();
         match request_bootstrap(trial, &names, opts) {
             Ok(mut intervals) => {
                 for (m, per_trial) in from_records {
-                    let e = match intervals.remove(m) {
+                    let e = match intervals.remove(&m) {
                         Some(Ok(e)) => MetricEstimate { per_trial, estimate: Some(e), blank: None },
                         Some(Err(why)) => MetricEstimate::blank(per_trial, why),
                         None => MetricEstimate::blank(per_trial, "not measured"),
@@ -77,21 +81,19 @@ impl TrialSet {
     }
 
     /// One metric's estimate.
-    pub fn estimate(&self, metric: &str, opts: Options) -> MetricEstimate {
-        self.estimates(&[metric], opts).remove(metric).expect("asked for")
+    pub fn estimate(&self, metric: MetricPath, opts: Options) -> MetricEstimate {
+        self.estimates(&[metric], opts).remove(metric.as_str()).expect("asked for")
     }
 
     /// The estimate when it needs no records (`Err` hands the values back when it does: one
     /// trial of a record metric).
     fn estimate_without_records(
         &self,
-        metric: &str,
+        metric: MetricPath,
         per_trial: Vec<Option<f64>>,
         opts: Options,
     ) -> Result<MetricEstimate, Vec<Option<f64>>> {
-        let Some(kind) = MetricKind::of(metric) else {
-            return Ok(MetricEstimate::blank(per_trial, format!("unknown metric `{metric}`")));
-        };
+        let kind = MetricKind::of(metric);
         let blanks: Vec<usize> =
             per_trial.iter().enumerate().filter(|(_, v)| v.is_none()).map(|(i, _)| i + 1).collect();
         if !blanks.is_empty() {
@@ -118,9 +120,11 @@ impl TrialSet {
         };
         let undersampled = match kind {
             MetricKind::Records { tail: Some(tail) } => {
-                let fewest = samples_path(metric)
+                let fewest = metric
+                    .def()
+                    .samples
                     .and_then(|p| {
-                        self.trials.iter().map(|t| t.summary.metric(p).map(|n| n as u64)).min()?
+                        self.trials.iter().map(|t| t.summary.value_of(p).map(|n| n as u64)).min()?
                     })
                     .unwrap_or(0);
                 tail_undersampled(tail, fewest)
@@ -160,18 +164,17 @@ pub(super) const BOOTSTRAP_CHUNKS: u32 = 16;
 /// Every replicate's value of each of `metrics`: `opts.resamples` draws of `records` with
 /// replacement, each through a fresh accumulator with the run's SLO. The chunks run on the
 /// machine's threads; the summary each replicate is read through is the run's without its
-/// configuration, notes and extra sections (serialised once per replicate).
-pub(super) fn bootstrap_replicates<'m>(
+/// configuration, notes and extra sections, each metric read from its fields.
+pub(super) fn bootstrap_replicates(
     summary: &Summary,
     records: &[RequestRecord],
     slo: &Slo,
-    metrics: &[&'m str],
+    metrics: &[MetricPath],
     opts: Options,
-) -> BTreeMap<&'m str, Vec<f64>> {
+) -> BTreeMap<MetricPath, Vec<f64>> {
     // A plateau's figures resample the records sent within it (`steady::measure`), the
     // others every measured record.
-    let on_plateau = |m: &str| crate::summary::metric_def(m).is_some_and(|d| d.plateau);
-    let whole = metrics.iter().any(|m| !on_plateau(m));
+    let whole = metrics.iter().any(|m| !m.is_plateau());
     let bounds = summary.plateau.as_ref().and_then(|p| {
         Some(crate::steady::Bounds {
             start_ms: p.start_ms?,
@@ -180,7 +183,7 @@ pub(super) fn bootstrap_replicates<'m>(
             unsteady_slices: p.unsteady_slices,
         })
     });
-    let within: Vec<&RequestRecord> = match (&bounds, metrics.iter().any(|m| on_plateau(m))) {
+    let within: Vec<&RequestRecord> = match (&bounds, metrics.iter().any(|m| m.is_plateau())) {
         (Some(b), true) => records
             .iter()
             .filter(|r| r.intended_ms >= b.start_ms && r.intended_ms < b.end_ms)
@@ -197,7 +200,7 @@ pub(super) fn bootstrap_replicates<'m>(
             opts.resamples / BOOTSTRAP_CHUNKS + u32::from(c < opts.resamples % BOOTSTRAP_CHUNKS);
         let mut rng = StdRng::seed_from_u64(opts.seed ^ (u64::from(c) << 32));
         let mut summary = slim.clone();
-        let mut out: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
+        let mut out: BTreeMap<MetricPath, Vec<f64>> = BTreeMap::new();
         for _ in 0..n {
             if whole {
                 let mut acc = MetricsAccumulator::new(slo.clone());
@@ -210,12 +213,11 @@ pub(super) fn bootstrap_replicates<'m>(
                 let draw = (0..within.len()).map(|_| within[rng.random_range(0..within.len())]);
                 summary.plateau = Some(crate::steady::measure(draw, b, slo));
             }
-            let json = serde_json::to_value(&summary).expect("a summary serialises");
             for &m in metrics {
-                let v = match m {
-                    "error_rate" => (summary.requests.total > 0)
+                let v = match m.reading() {
+                    Reading::ErrorRate => (summary.requests.total > 0)
                         .then(|| summary.requests.failed as f64 / summary.requests.total as f64),
-                    _ => crate::summary::lookup_path(&json, m),
+                    _ => summary.metric(m),
                 };
                 if let Some(v) = v.filter(|v| v.is_finite()) {
                     out.entry(m).or_default().push(v);
@@ -225,7 +227,7 @@ pub(super) fn bootstrap_replicates<'m>(
         out
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 16) as u32;
-    let mut per_chunk: Vec<BTreeMap<&'m str, Vec<f64>>> = Vec::new();
+    let mut per_chunk: Vec<BTreeMap<MetricPath, Vec<f64>>> = Vec::new();
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -238,12 +240,12 @@ pub(super) fn bootstrap_replicates<'m>(
                 })
             })
             .collect();
-        let mut all: Vec<(u32, BTreeMap<&'m str, Vec<f64>>)> =
+        let mut all: Vec<(u32, BTreeMap<MetricPath, Vec<f64>>)> =
             handles.into_iter().flat_map(|h| h.join().expect("a bootstrap thread")).collect();
         all.sort_by_key(|(c, _)| *c);
         per_chunk = all.into_iter().map(|(_, m)| m).collect();
     });
-    let mut replicates: BTreeMap<&'m str, Vec<f64>> = BTreeMap::new();
+    let mut replicates: BTreeMap<MetricPath, Vec<f64>> = BTreeMap::new();
     for m in per_chunk {
         for (k, v) in m {
             replicates.entry(k).or_default().extend(v);
@@ -265,19 +267,23 @@ pub(super) const SHARES: [&str; 6] = [
 /// A t interval cut to the values the metric can take: every known metric is at least 0
 /// (latencies, rates, counts, costs), a share at most 1. Cutting an interval to the metric's
 /// range keeps every value it could be, so the coverage does not drop.
-pub(super) fn within_range(metric: &str, lo: f64, hi: f64) -> (f64, f64) {
+pub(super) fn within_range(metric: MetricPath, lo: f64, hi: f64) -> (f64, f64) {
     let lo = lo.max(0.0);
-    let hi = if SHARES.contains(&metric) { hi.min(1.0) } else { hi };
+    let hi = if SHARES.contains(&metric.as_str()) { hi.min(1.0) } else { hi };
     (lo, hi.max(lo))
 }
 
 /// Per metric, the request bootstrap of one trial: the interval, or why there is none.
-type Intervals = BTreeMap<String, Result<Estimate, String>>;
+type Intervals = BTreeMap<MetricPath, Result<Estimate, String>>;
 
 /// The request bootstrap of one trial for `metrics` (all computed from records): each
 /// replicate draws the trial's measured records with replacement and computes the summary
 /// from them with the run's own accumulator and SLO.
-fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<Intervals, String> {
+fn request_bootstrap(
+    trial: &Trial,
+    metrics: &[MetricPath],
+    opts: Options,
+) -> Result<Intervals, String> {
     if !trial.dir.join(REQUESTS_FILE).is_file() {
         return Err(format!("one run without its {REQUESTS_FILE}: no request-level interval"));
     }
@@ -301,15 +307,15 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
     let mut out = BTreeMap::new();
     for &m in metrics {
         let Some(value) = trial.summary.metric(m) else {
-            out.insert(m.to_string(), Err("not measured".to_string()));
+            out.insert(m, Err("not measured".to_string()));
             continue;
         };
-        let reps = replicates.get(m).cloned().unwrap_or_default();
+        let reps = replicates.get(&m).cloned().unwrap_or_default();
         // A statistic blank in more than 1% of the replicates (too few ok requests to draw
         // from) has no interval.
         if (reps.len() as f64) < 0.99 * opts.resamples as f64 {
             out.insert(
-                m.to_string(),
+                m,
                 Err(format!(
                     "too few measured samples for a request-level interval ({} of {} resamples \
                      had a value)",
@@ -324,15 +330,13 @@ fn request_bootstrap(trial: &Trial, metrics: &[&str], opts: Options) -> Result<I
         let lo = stats::quantile_in_place(&mut reps, tail).unwrap_or(f64::NAN);
         let hi = stats::quantile_in_place(&mut reps, 1.0 - tail).unwrap_or(f64::NAN);
         let undersampled = match MetricKind::of(m) {
-            Some(MetricKind::Records { tail: Some(t) }) => {
-                let samples =
-                    samples_path(m).and_then(|p| trial.summary.metric(p)).map_or(0, |c| c as u64);
-                tail_undersampled(t, samples)
+            MetricKind::Records { tail: Some(t) } => {
+                tail_undersampled(t, samples_of(m, &trial.summary).unwrap_or(0))
             }
             _ => false,
         };
         out.insert(
-            m.to_string(),
+            m,
             Ok(Estimate {
                 // The summary's value; the interval never leaves it out.
                 value,

@@ -57,7 +57,7 @@ pub struct TrialEntry {
     /// The client host was busy during the trial's window (`environment.noise`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub host_busy: bool,
-    /// A warmup trial's [`HEADLINE_METRICS`] (blank where not measured); empty for trials.
+    /// A warmup trial's [`headline_metrics`](super::headline_metrics) (blank where not measured); empty for trials.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headline: BTreeMap<String, Option<f64>>,
 }

@@ -24,16 +24,18 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
+/// How a metric's interval is computed: where its samples come from, as the registry says.
+pub use crate::metric::MetricKind;
+use crate::metric::{MetricPath, Reading};
 use crate::metrics::{MetricsAccumulator, Slo};
 use crate::record::RequestRecord;
 use crate::rundir::{self, REQUESTS_FILE};
 use crate::stats::{self, Estimate, Method, Options};
-/// How a metric's interval is computed: where its samples come from, as the registry says.
-pub use crate::summary::MetricKind;
-use crate::summary::{RunStatus, Summary, metric_def};
+use crate::summary::{RunStatus, Summary};
 
 mod cold;
 mod estimate;
@@ -53,7 +55,13 @@ pub const FORMAT_VERSION: u32 = 2;
 
 /// The metrics a trial set estimates besides those its thresholds name: TTFT, TPOT, ITL and
 /// E2E mean and P99, throughput, goodput and the error rate.
-pub const DEFAULT_METRICS: &[&str] = &[
+pub fn default_metrics() -> &'static [MetricPath] {
+    static ALL: LazyLock<Vec<MetricPath>> =
+        LazyLock::new(|| DEFAULT_METRIC_PATHS.iter().map(|m| MetricPath::named(m)).collect());
+    &ALL
+}
+
+const DEFAULT_METRIC_PATHS: &[&str] = &[
     "metrics.ttft_ms.mean",
     "metrics.ttft_ms.p99",
     "metrics.tpot_ms.mean",
@@ -70,7 +78,13 @@ pub const DEFAULT_METRICS: &[&str] = &[
 ];
 
 /// The metrics a warmup trial is listed with in `trials.json`.
-pub const HEADLINE_METRICS: &[&str] = &[
+pub fn headline_metrics() -> &'static [MetricPath] {
+    static ALL: LazyLock<Vec<MetricPath>> =
+        LazyLock::new(|| HEADLINE_METRIC_PATHS.iter().map(|m| MetricPath::named(m)).collect());
+    &ALL
+}
+
+const HEADLINE_METRIC_PATHS: &[&str] = &[
     "metrics.ttft_ms.p99",
     "metrics.tpot_ms.p99",
     "metrics.e2e_ms.p99",
@@ -117,14 +131,14 @@ impl TrialSet {
     }
 
     /// Each trial's value of `metric` (blank where not measured).
-    pub fn per_trial(&self, metric: &str) -> Vec<Option<f64>> {
+    pub fn per_trial(&self, metric: MetricPath) -> Vec<Option<f64>> {
         self.trials.iter().map(|t| t.summary.metric(metric)).collect()
     }
 
     /// Whether trial 1 looks like a cold start in any latency metric of `metrics`
     /// ([`cold_start`]).
-    pub fn cold_start(&self, metrics: &[&str]) -> Option<ColdStart> {
-        let values: Vec<(&str, Vec<Option<f64>>)> =
+    pub fn cold_start(&self, metrics: &[MetricPath]) -> Option<ColdStart> {
+        let values: Vec<(MetricPath, Vec<Option<f64>>)> =
             metrics.iter().map(|&m| (m, self.per_trial(m))).collect();
         cold_start(values.iter().map(|(m, v)| (*m, v.as_slice())))
     }
@@ -211,24 +225,16 @@ mod tests {
 
     #[test]
     fn metric_kinds_follow_the_registry() {
-        assert_eq!(MetricKind::of("requests.failed"), Some(MetricKind::Count));
-        assert_eq!(MetricKind::of("server.preemptions"), Some(MetricKind::Count));
-        assert_eq!(
-            MetricKind::of("metrics.ttft_ms.p99"),
-            Some(MetricKind::Records { tail: Some(0.01) })
-        );
-        assert_eq!(
-            MetricKind::of("metrics.tpot_ms.mean"),
-            Some(MetricKind::Records { tail: None })
-        );
-        assert_eq!(MetricKind::of("error_rate"), Some(MetricKind::Records { tail: None }));
-        assert_eq!(
-            MetricKind::of("throughput.output_tokens_per_s"),
-            Some(MetricKind::Records { tail: None })
-        );
-        assert_eq!(MetricKind::of("server.goodput_ratio"), Some(MetricKind::Summary));
-        assert_eq!(MetricKind::of("cost.per_request"), Some(MetricKind::Summary));
-        assert_eq!(MetricKind::of("metrics.nope"), None);
+        let of = |m: &str| MetricKind::of(MetricPath::named(m));
+        assert_eq!(of("requests.failed"), MetricKind::Count);
+        assert_eq!(of("server.preemptions"), MetricKind::Count);
+        assert_eq!(of("metrics.ttft_ms.p99"), MetricKind::Records { tail: Some(0.01) });
+        assert_eq!(of("metrics.tpot_ms.mean"), MetricKind::Records { tail: None });
+        assert_eq!(of("error_rate"), MetricKind::Records { tail: None });
+        assert_eq!(of("throughput.output_tokens_per_s"), MetricKind::Records { tail: None });
+        assert_eq!(of("server.goodput_ratio"), MetricKind::Summary);
+        assert_eq!(of("cost.per_request"), MetricKind::Summary);
+        assert!(MetricPath::parse("metrics.nope").is_err());
         assert!(tail_undersampled(0.01, 99) && !tail_undersampled(0.01, 100));
         assert!(tail_undersampled(0.0, 1_000_000), "the maximum is never a stable estimate");
     }
@@ -242,7 +248,7 @@ mod tests {
         set(tmp.path(), &refs);
         let set = TrialSet::load(tmp.path()).unwrap();
         assert_eq!((set.trials.len(), set.requests(), set.profile()), (3, 600, "default"));
-        let m = set.estimate("metrics.ttft_ms.mean", Options::default());
+        let m = set.estimate(MetricPath::named("metrics.ttft_ms.mean"), Options::default());
         assert_eq!(m.per_trial, vec![Some(100.0), Some(110.0), Some(120.0)]);
         let e = m.estimate.unwrap();
         // mean 110, s = 10, n = 3: half width t(0.975, 2) x 10 / sqrt(3) = 24.84138.
@@ -250,19 +256,31 @@ mod tests {
         assert!((e.value - 110.0).abs() < 1e-9 && (e.hi - 134.84138).abs() < 1e-4, "{e}");
         // An interval is cut to the metric's range: a share of 0.9, 0.97 and 1.0 (t interval
         // [0.80, 1.11]) ends at 1; a latency interval never goes below 0.
-        assert_eq!(within_range("goodput.ratio", 0.80, 1.11), (0.80, 1.0));
-        assert_eq!(within_range("metrics.ttft_ms.mean", -48.0, 2467.0), (0.0, 2467.0));
-        assert_eq!(within_range("metrics.itl_jitter", 0.5, 1.3), (0.5, 1.3));
+        assert_eq!(within_range(MetricPath::named("goodput.ratio"), 0.80, 1.11), (0.80, 1.0));
+        assert_eq!(
+            within_range(MetricPath::named("metrics.ttft_ms.mean"), -48.0, 2467.0),
+            (0.0, 2467.0)
+        );
+        assert_eq!(within_range(MetricPath::named("metrics.itl_jitter"), 0.5, 1.3), (0.5, 1.3));
         // 200 requests a trial are enough for a P99, too few for a P99.9.
-        let p99 = set.estimate("metrics.ttft_ms.p99", Options::default()).estimate.unwrap();
+        let p99 = set
+            .estimate(MetricPath::named("metrics.ttft_ms.p99"), Options::default())
+            .estimate
+            .unwrap();
         assert!(!p99.undersampled, "{p99}");
-        let p999 = set.estimate("metrics.ttft_ms.p999", Options::default()).estimate.unwrap();
+        let p999 = set
+            .estimate(MetricPath::named("metrics.ttft_ms.p999"), Options::default())
+            .estimate
+            .unwrap();
         assert!(p999.undersampled, "{p999}");
         // Counts are observed, not estimated.
-        let failed = set.estimate("requests.failed", Options::default()).estimate.unwrap();
+        let failed = set
+            .estimate(MetricPath::named("requests.failed"), Options::default())
+            .estimate
+            .unwrap();
         assert_eq!((failed.method, failed.lo, failed.hi), (Method::Observed, 0.0, 0.0));
         // A metric no trial measured is blank, with the reason.
-        let server = set.estimate("server.goodput_ratio", Options::default());
+        let server = set.estimate(MetricPath::named("server.goodput_ratio"), Options::default());
         assert_eq!(server.blank.as_deref(), Some("not measured"));
     }
 
@@ -282,11 +300,12 @@ mod tests {
         let set = TrialSet::load(&dir).unwrap();
         assert!(set.index.is_none() && set.trials.len() == 1);
         let metrics =
-            ["metrics.ttft_ms.mean", "error_rate", "server.goodput_ratio", "cost.per_request"];
+            ["metrics.ttft_ms.mean", "error_rate", "server.goodput_ratio", "cost.per_request"]
+                .map(MetricPath::named);
         let est = set.estimates(&metrics, Options { resamples: 400, ..Options::default() });
         let mean = est["metrics.ttft_ms.mean"].estimate.clone().unwrap();
         assert_eq!(mean.method, Method::RequestBootstrap);
-        assert_eq!(mean.value, summary.metric("metrics.ttft_ms.mean").unwrap());
+        assert_eq!(mean.value, summary.metric(MetricPath::named("metrics.ttft_ms.mean")).unwrap());
         // ok TTFTs 100..=108, sd 2.58 over 270: se 0.157, the interval about ±0.31.
         assert!(mean.lo < mean.value && mean.hi > mean.value, "{mean}");
         assert!(mean.hi - mean.lo > 0.4 && mean.hi - mean.lo < 0.9, "{mean}");
@@ -305,14 +324,18 @@ mod tests {
         assert_eq!(again, est);
         // Without its records, a single run has no request-level interval, and says why.
         std::fs::remove_file(dir.join(REQUESTS_FILE)).unwrap();
-        let m = TrialSet::load(&dir).unwrap().estimate("metrics.ttft_ms.mean", Options::default());
+        let m = TrialSet::load(&dir)
+            .unwrap()
+            .estimate(MetricPath::named("metrics.ttft_ms.mean"), Options::default());
         assert!(m.estimate.is_none());
         assert_eq!(
             m.blank.as_deref(),
             Some("one run without its requests.jsonl: no request-level interval")
         );
         std::fs::write(dir.join(REQUESTS_FILE), "{\"id\": 1}\n{}\n").unwrap();
-        let m = TrialSet::load(&dir).unwrap().estimate("metrics.ttft_ms.mean", Options::default());
+        let m = TrialSet::load(&dir)
+            .unwrap()
+            .estimate(MetricPath::named("metrics.ttft_ms.mean"), Options::default());
         assert!(
             m.blank.unwrap().starts_with("one run whose requests.jsonl cannot be read (line 1: ")
         );
@@ -379,15 +402,15 @@ mod tests {
         let tpot = [Some(9.1), Some(9.0), Some(9.2), Some(9.0)];
         let thr = [Some(10.0), Some(100.0), Some(100.0), Some(100.0)];
         let c = cold_start([
-            ("metrics.ttft_ms.p99", &ttft[..]),
-            ("metrics.tpot_ms.mean", &tpot[..]),
-            ("throughput.output_tokens_per_s", &thr[..]),
+            (MetricPath::named("metrics.ttft_ms.p99"), &ttft[..]),
+            (MetricPath::named("metrics.tpot_ms.mean"), &tpot[..]),
+            (MetricPath::named("throughput.output_tokens_per_s"), &thr[..]),
         ])
         .unwrap();
         assert_eq!(
             c.metrics,
             vec![ColdMetric {
-                metric: "metrics.ttft_ms.p99".into(),
+                metric: MetricPath::named("metrics.ttft_ms.p99"),
                 first: 1214.0,
                 median_others: 196.0
             }]
@@ -398,8 +421,11 @@ mod tests {
              others; rerun with --warmup-trials 1"
         );
         // Not latency (a slow throughput), or not an outlier: nothing to say.
-        assert_eq!(cold_start([("throughput.output_tokens_per_s", &thr[..])]), None);
-        assert_eq!(cold_start([("metrics.tpot_ms.mean", &tpot[..])]), None);
+        assert_eq!(
+            cold_start([(MetricPath::named("throughput.output_tokens_per_s"), &thr[..])]),
+            None
+        );
+        assert_eq!(cold_start([(MetricPath::named("metrics.tpot_ms.mean"), &tpot[..])]), None);
         // Both halves of the rule: 1.5x the median, and 5 scaled MADs above it.
         assert_eq!(is_cold(301.0, &[200.0, 200.0]), Some(200.0), "identical others: ratio alone");
         assert_eq!(is_cold(299.0, &[200.0, 200.0]), None, "under 1.5x");
@@ -409,12 +435,15 @@ mod tests {
         // Two trials (one other) are too few; a blank value in the set is no evidence.
         assert_eq!(is_cold(1000.0, &[100.0]), None);
         let blank = [Some(1214.0), None, Some(190.0)];
-        assert_eq!(cold_start([("metrics.ttft_ms.p99", &blank[..])]), None);
+        assert_eq!(cold_start([(MetricPath::named("metrics.ttft_ms.p99"), &blank[..])]), None);
         // Several metrics: the largest ratio leads, the others are named.
         let e2e = [Some(3000.0), Some(1000.0), Some(1000.0)];
         let ttft = [Some(1214.0), Some(196.0), Some(196.0)];
-        let c = cold_start([("metrics.e2e_ms.p99", &e2e[..]), ("metrics.ttft_ms.p99", &ttft[..])])
-            .unwrap();
+        let c = cold_start([
+            (MetricPath::named("metrics.e2e_ms.p99"), &e2e[..]),
+            (MetricPath::named("metrics.ttft_ms.p99"), &ttft[..]),
+        ])
+        .unwrap();
         assert!(
             c.note.starts_with("trial 1 looks like a cold start: TTFT P99 1214 ms"),
             "{}",
@@ -433,7 +462,7 @@ mod tests {
         let s = run(&tmp.path().join("warmup-01"), "default", &vec![rec(0, 5000.0, true); 200]);
         let mut index = TrialsFile::read(tmp.path()).unwrap();
         let headline: BTreeMap<String, Option<f64>> =
-            HEADLINE_METRICS.iter().map(|m| (m.to_string(), s.metric(m))).collect();
+            headline_metrics().iter().map(|&m| (m.to_string(), s.metric(m))).collect();
         index.warmup.push(TrialEntry {
             dir: "warmup-01".into(),
             run_id: s.run_id.clone(),
@@ -448,8 +477,8 @@ mod tests {
         assert_eq!(back.warmup[0].headline["metrics.ttft_ms.p99"], Some(5000.0));
         let set = TrialSet::load(tmp.path()).unwrap();
         assert_eq!((set.trials.len(), set.requests()), (3, 600));
-        let m = set.estimate("metrics.ttft_ms.mean", Options::default());
+        let m = set.estimate(MetricPath::named("metrics.ttft_ms.mean"), Options::default());
         assert_eq!(m.per_trial, vec![Some(100.0), Some(110.0), Some(120.0)]);
-        assert_eq!(set.cold_start(&["metrics.ttft_ms.mean"]), None);
+        assert_eq!(set.cold_start(&[MetricPath::named("metrics.ttft_ms.mean")]), None);
     }
 }

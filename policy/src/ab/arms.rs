@@ -68,20 +68,16 @@ pub fn checks(
     if let Some(t) = thresholds {
         for b in t.budgets.iter().filter(|b| b.applies_to(profile)) {
             let source = format!("ADR-{:04} line {}", b.adr, b.line);
-            let check = BudgetCheck::new(
-                &b.metric,
-                b.worse_by,
-                b.detect,
-                b.action == Action::Block,
-                source,
-            )
-            .with_context(|| format!("the budget of {} in {}:{}", b.metric, b.file, b.line))?;
+            let check =
+                BudgetCheck::new(b.metric, b.worse_by, b.detect, b.action == Action::Block, source)
+                    .with_context(|| {
+                        format!("the budget of {} in {}:{}", b.metric, b.file, b.line)
+                    })?;
             out.push(check);
         }
         for th in evaluate::select(t, profile, environment).applying {
-            let def = infergate_model::summary::metric_def(&th.metric);
             if out.iter().any(|c| c.metric == th.metric)
-                || def.is_none_or(|d| d.scale == Scale::Count)
+                || th.metric.scale() == Scale::Count
                 || th.load.is_some_and(|l| Some(&l) != load)
             {
                 continue;
@@ -90,7 +86,7 @@ pub fn checks(
             let source =
                 format!("{} on ADR-{:04}'s metric (line {}{at})", budget.1, th.adr, th.line);
             out.push(BudgetCheck::new(
-                &th.metric,
+                th.metric,
                 budget.0,
                 None,
                 th.action == Action::Block,
@@ -99,7 +95,7 @@ pub fn checks(
         }
     }
     if out.is_empty() {
-        for m in infergate_model::ab::DEFAULT_METRICS {
+        for &m in infergate_model::ab::default_metrics() {
             let source = format!("{} (default metrics)", budget.1);
             out.push(BudgetCheck::new(m, budget.0, None, true, source)?);
         }
@@ -187,8 +183,8 @@ mod tests {
     #[test]
     fn without_live_thresholds_the_default_metrics_are_gated() {
         let c = checks(None, "default", None, None, (0.05, "--budget 5%")).unwrap();
-        let metrics: Vec<&str> = c.iter().map(|c| c.metric.as_str()).collect();
-        assert_eq!(metrics, infergate_model::ab::DEFAULT_METRICS);
+        let metrics: Vec<_> = c.iter().map(|c| c.metric).collect();
+        assert_eq!(metrics, infergate_model::ab::default_metrics());
         assert!(c.iter().all(|c| c.blocking && c.budget == 0.05));
     }
 
@@ -197,7 +193,7 @@ mod tests {
     #[test]
     fn a_load_bound_threshold_is_checked_only_at_its_load() {
         let at = |metric: &str, load: Option<&str>, line: usize| crate::thresholds::Threshold {
-            metric: metric.into(),
+            metric: infergate_model::metric::MetricPath::named(metric),
             comparator: crate::thresholds::Comparator::Ge,
             limit: 0.95,
             unit: "ratio".into(),
@@ -225,7 +221,7 @@ mod tests {
             checks(Some(&t), "default", None, load, budget)
                 .unwrap()
                 .into_iter()
-                .map(|c| c.metric)
+                .map(|c| c.metric.to_string())
                 .collect()
         };
         assert_eq!(metrics(Some(&c8)), ["error_rate", "goodput.ratio"]);

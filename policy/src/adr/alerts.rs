@@ -56,7 +56,7 @@ pub fn alert_name(c: &LiveCondition) -> String {
     format!(
         "InfergateAdr{:04}{}{}",
         c.adr,
-        camel(&c.condition.metric),
+        camel(c.condition.metric.as_str()),
         camel(c.condition.action.as_str())
     )
 }
@@ -70,7 +70,7 @@ fn prom_name(engine: EngineKind) -> &'static str {
 /// The series a condition is written over on `engine`, a latency quantile resolved on the
 /// engine's default buckets; or why there is none.
 pub fn engine_source(c: &LiveCondition, engine: EngineKind) -> Result<Source, NotExportable> {
-    let src = source(&c.condition.metric, engine)?;
+    let src = source(c.condition.metric, engine)?;
     match src.family().and_then(default_bounds) {
         Some(bounds) => resolve(&src, &c.condition, bounds),
         None => Ok(src),
@@ -107,7 +107,7 @@ fn rule(c: &LiveCondition, engine: EngineKind, src: &Source) -> [Yaml; 2] {
             ("severity", st(severity)),
             ("engine", st(prom_name(engine))),
             ("adr", st(format!("{:04}", c.adr))),
-            ("metric", st(&cond.metric)),
+            ("metric", st(cond.metric.as_str())),
             ("action", st(action)),
         ])
     };
@@ -394,7 +394,7 @@ mod tests {
         assert_eq!(&k8s["spec"]["groups"], &doc["groups"], "the same rules in both files");
         // A regression budget is listed as what no alert evaluates, in both files.
         let budget = crate::thresholds::Budget {
-            metric: "metrics.ttft_ms.p99".into(),
+            metric: infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99"),
             worse_by: 0.05,
             detect: None,
             action: crate::thresholds::Action::Block,
@@ -415,7 +415,7 @@ mod tests {
         assert!(!r.rules.contains("Not an alert"));
         // A load-bound threshold is listed as what no alert can evaluate, in both files.
         let bound = crate::thresholds::Threshold {
-            metric: "goodput.ratio".into(),
+            metric: infergate_model::metric::MetricPath::named("goodput.ratio"),
             comparator: crate::thresholds::Comparator::Ge,
             limit: 0.95,
             unit: "ratio".into(),

@@ -19,11 +19,12 @@ use infergate_model::summary::Scale;
 
 use super::draft::{Body, LEFT, Table};
 use crate::thresholds::Action;
+use infergate_model::metric::MetricPath;
 
 /// A proposed budget.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ProposedBudget {
-    pub metric: &'static str,
+    pub metric: MetricPath,
     pub action: Action,
     /// Fraction worse (0.05).
     pub worse_by: f64,
@@ -53,14 +54,13 @@ pub fn budget_for(s: f64, blocking: usize) -> f64 {
 /// One metric's proposal from the chosen set's per-trial values; `None` for a metric that is
 /// not on a positive scale or without two positive trial values.
 pub fn propose(
-    metric: &'static str,
+    metric: MetricPath,
     action: Action,
     per_trial: &[Option<f64>],
     blocking: usize,
     measured: Option<(f64, Option<f64>, Option<f64>)>,
 ) -> Option<ProposedBudget> {
-    let def = infergate_model::summary::metric_def(metric)?;
-    if def.scale != Scale::Positive {
+    if metric.scale() != Scale::Positive {
         return None;
     }
     let noise = run_noise(per_trial);
@@ -140,8 +140,7 @@ fn signed(v: f64) -> String {
 /// fraction in the metric's better direction; `None` without a significant gain.
 fn gain_floor(p: &ProposedBudget) -> Option<f64> {
     let (_, lo, hi) = p.measured?;
-    let higher_better = infergate_model::summary::metric_def(p.metric)?.better
-        == infergate_model::summary::Better::Higher;
+    let higher_better = p.metric.better() == infergate_model::metric::Better::Higher;
     let floor = if higher_better { lo? } else { -hi? };
     (floor > 0.0).then_some(floor)
 }
@@ -164,10 +163,14 @@ mod tests {
     #[test]
     fn only_positive_metrics_with_a_spread_get_a_budget() {
         let v = [Some(100.0), Some(104.0), Some(98.0)];
-        let p = propose("metrics.ttft_ms.p99", Action::Block, &v, 2, None).unwrap();
+        let p =
+            propose(MetricPath::named("metrics.ttft_ms.p99"), Action::Block, &v, 2, None).unwrap();
         assert_eq!(p.worse_by, infergate_model::ab::DEFAULT_BUDGET);
-        assert!(propose("goodput.ratio", Action::Block, &v, 2, None).is_none());
-        assert!(propose("metrics.ttft_ms.p99", Action::Block, &[Some(1.0)], 2, None).is_none());
+        assert!(propose(MetricPath::named("goodput.ratio"), Action::Block, &v, 2, None).is_none());
+        assert!(
+            propose(MetricPath::named("metrics.ttft_ms.p99"), Action::Block, &[Some(1.0)], 2, None)
+                .is_none()
+        );
     }
 
     #[test]
@@ -175,7 +178,7 @@ mod tests {
         let v = [Some(100.0), Some(101.0), Some(99.0)];
         // TTFT 4% lower, interval [-6%, -2%]: a 5% budget would let it all back.
         let p = propose(
-            "metrics.ttft_ms.p99",
+            MetricPath::named("metrics.ttft_ms.p99"),
             Action::Block,
             &v,
             2,
@@ -189,7 +192,7 @@ mod tests {
         assert!(o.contains("`metrics.ttft_ms.p99` (gain at least 2%)"), "{o}");
         // A 30% gain is not undone by a 5% budget.
         let p = propose(
-            "metrics.ttft_ms.p99",
+            MetricPath::named("metrics.ttft_ms.p99"),
             Action::Block,
             &v,
             2,

@@ -206,7 +206,7 @@ pub fn legend(rows: &[Option<CapacityRow>], labels: &[String]) -> Vec<String> {
 /// action of its row, the load, and the probe's estimate it rests on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeldAt {
-    pub metric: String,
+    pub metric: infergate_model::metric::MetricPath,
     pub comparator: Comparator,
     pub limit: f64,
     pub unit: &'static str,
@@ -224,7 +224,7 @@ pub fn held_at(row: &CapacityRow) -> Vec<HeldAt> {
     };
     let spec = &row.file.search.spec;
     let mut out = vec![HeldAt {
-        metric: "goodput.ratio".into(),
+        metric: infergate_model::metric::MetricPath::named("goodput.ratio"),
         comparator: Comparator::Ge,
         limit: spec.target,
         unit: "ratio",
@@ -232,10 +232,10 @@ pub fn held_at(row: &CapacityRow) -> Vec<HeldAt> {
         evidence: evidence(probe.attainment.as_ref()),
     }];
     for l in &spec.limits {
-        let unit = infergate_model::summary::metric_def(&l.metric).map_or("", |d| d.unit);
+        let unit = l.metric.unit();
         let outcome = probe.limits.iter().find(|o| o.metric == l.metric);
         out.push(HeldAt {
-            metric: l.metric.clone(),
+            metric: l.metric,
             comparator: l.cmp,
             limit: l.value,
             unit,

@@ -199,7 +199,7 @@ mod tests {
         /// A threshold row as the draft writes it: metric, comparator, limit, unit, action.
         fn threshold()
         -> impl Strategy<Value = (&'static str, Comparator, f64, &'static str, Action)> {
-            let metrics = infergate_model::summary::known_metrics();
+            let metrics = infergate_model::metric::known_metrics();
             let comparators = [Comparator::Le, Comparator::Lt, Comparator::Ge, Comparator::Gt];
             (
                 0..metrics.len(),
@@ -285,7 +285,7 @@ mod tests {
                 let parsed: Vec<_> = adr
                     .thresholds
                     .iter()
-                    .map(|t| (t.metric.clone(), t.comparator, t.limit, t.unit.clone(), t.action))
+                    .map(|t| (t.metric.to_string(), t.comparator, t.limit, t.unit.clone(), t.action))
                     .collect();
                 let made: Vec<_> = rows
                     .iter()

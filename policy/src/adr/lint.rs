@@ -134,7 +134,7 @@ fn lint_one(adr: &Adr, out: &mut Vec<Problem>) {
 
     // A limit no run can break decides nothing.
     for t in &adr.thresholds {
-        if let Some(why) = crate::thresholds::propose::unbreakable(&t.metric, t.comparator, t.limit)
+        if let Some(why) = crate::thresholds::propose::unbreakable(t.metric, t.comparator, t.limit)
         {
             p(t.line, format!("{why}; set a limit a run could break, or remove the row"));
         }

@@ -60,7 +60,7 @@ pub fn live_thresholds(adrs: &[Adr]) -> Vec<Threshold> {
                 continue;
             }
             out.push(Threshold {
-                metric: row.metric.clone(),
+                metric: row.metric,
                 comparator: row.comparator,
                 limit: row.limit,
                 unit: row.unit.clone(),
@@ -92,7 +92,7 @@ pub fn live_budgets(adrs: &[Adr]) -> Vec<Budget> {
                 continue;
             }
             out.push(Budget {
-                metric: row.metric.clone(),
+                metric: row.metric,
                 worse_by: row.worse_by,
                 detect: row.detect,
                 action: row.action,
@@ -232,7 +232,7 @@ fn environment_scope(e: &Option<EnvironmentKey>) -> String {
 pub fn conflicts(thresholds: &[Threshold]) -> Vec<Problem> {
     let mut by_metric: BTreeMap<&str, Vec<&Threshold>> = BTreeMap::new();
     for t in thresholds {
-        by_metric.entry(&t.metric).or_default().push(t);
+        by_metric.entry(t.metric.as_str()).or_default().push(t);
     }
     let mut problems = Vec::new();
     for (metric, ts) in by_metric {

@@ -163,11 +163,11 @@ impl fmt::Display for DecisionLine {
 }
 
 /// One row of a record's CI gate thresholds table, with the limit converted to the unit of the
-/// metric registry (`infergate_model::summary::known_metrics`).
+/// metric registry (`infergate_model::metric::known_metrics`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThresholdRow {
     /// Dotted summary.json path (`metrics.ttft_ms.p99`).
-    pub metric: String,
+    pub metric: infergate_model::metric::MetricPath,
     pub comparator: Comparator,
     /// The limit in the registry's unit.
     pub limit: f64,
@@ -190,7 +190,7 @@ pub struct ThresholdRow {
 /// metric may be.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BudgetRow {
-    pub metric: String,
+    pub metric: infergate_model::metric::MetricPath,
     /// A fraction of the baseline (positive metrics) or points (shares): `0.05`.
     pub worse_by: f64,
     /// The regression the gate must catch (absent: twice the budget).
@@ -214,7 +214,7 @@ pub enum LinkKind {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Part {
     /// The older record's thresholds on this metric (all its rows of that metric).
-    Metric(String),
+    Metric(infergate_model::metric::MetricPath),
     /// The older record's decision line for this governed key.
     Key { file: String, key: ConfigKey },
 }

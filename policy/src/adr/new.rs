@@ -14,6 +14,7 @@ use chrono::NaiveDate;
 use infergate_model::Summary;
 use infergate_model::config::ConfigKey;
 use infergate_model::envkey::EnvironmentKey;
+use infergate_model::metric::MetricPath;
 use serde_json::Value as Json;
 
 use infergate_model::compare::{Change, compare_estimates};
@@ -138,7 +139,7 @@ pub struct RowStats {
 
 /// Each row's [`RowStats`] from its trials, at `confidence`.
 pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) -> Vec<RowStats> {
-    let metrics: Vec<&str> = all_columns().map(|(_, m, _)| m).collect();
+    let metrics: Vec<MetricPath> = all_columns().map(|(_, m, _)| MetricPath::named(m)).collect();
     // The gate's estimation, so the record's intervals are the ones its gate will compute.
     let opts =
         crate::thresholds::evaluate::GateOptions { confidence, ..Default::default() }.estimation();
@@ -146,16 +147,15 @@ pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) ->
         .map(|set| {
             // Each column as the row's profile has it read (the plateau's figure under
             // `steady.gate`), kept under the column's name.
-            let paths: Vec<String> = match set.trials.first() {
-                Some(t) => metrics.iter().map(|m| t.summary.gated_path(m)).collect(),
-                None => metrics.iter().map(|m| m.to_string()).collect(),
+            let paths: Vec<MetricPath> = match set.trials.first() {
+                Some(t) => metrics.iter().map(|&m| t.summary.gated_path(m)).collect(),
+                None => metrics.clone(),
             };
-            let names: Vec<&str> = paths.iter().map(String::as_str).collect();
-            let mut by_path = set.estimates(&names, opts);
+            let mut by_path = set.estimates(&paths, opts);
             let estimates = metrics
                 .iter()
                 .zip(&paths)
-                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p)?)))
+                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p.as_str())?)))
                 .collect();
             RowStats {
                 trials: set.trials.len(),
@@ -645,7 +645,7 @@ impl Runs<'_> {
         }
         match self.stats(i) {
             Some(st) if st.trials > 1 => None,
-            _ => self.all[i].gated_metric(metric),
+            _ => self.all[i].gated_metric(MetricPath::named(metric)),
         }
     }
 
@@ -685,7 +685,8 @@ fn matrix_cell(ctx: &Runs<'_>, i: usize, metric: &str) -> String {
     }
     let d = v - b;
     let pct = if b != 0.0 { format!(", {:+.1}%", d / b.abs() * 100.0) } else { String::new() };
-    let (_, change) = compare_estimates(metric, ctx.estimate(0, metric), Some(e), ctx.confidence());
+    let m = MetricPath::named(metric);
+    let (_, change) = compare_estimates(m, ctx.estimate(0, metric), Some(e), ctx.confidence());
     let word = match change {
         Change::Better | Change::Worse => ", significant",
         Change::NotSignificant => ", not significant",
@@ -805,14 +806,14 @@ fn verdicts(ctx: &Runs<'_>, i: usize) -> (Vec<String>, Vec<String>) {
         let (Some(vb), Some(vr), Some(def)) = (
             ctx.value(0, metric),
             ctx.value(i, metric),
-            infergate_model::summary::metric_def(metric),
+            MetricPath::parse(metric).ok().map(MetricPath::def),
         ) else {
             continue;
         };
         let tested = match (ctx.estimate(0, metric), ctx.estimate(i, metric)) {
-            (Some(a), Some(b)) if a.method.is_interval() && b.method.is_interval() => {
-                Some(compare_estimates(metric, Some(a), Some(b), ctx.confidence()).1)
-            }
+            (Some(a), Some(b)) if a.method.is_interval() && b.method.is_interval() => Some(
+                compare_estimates(MetricPath::named(metric), Some(a), Some(b), ctx.confidence()).1,
+            ),
             _ => None,
         };
         match tested {
@@ -1275,7 +1276,7 @@ const FILL_IN_DECISION: &str = "<name the governed values this record fixes, one
 
 /// The objectives of the SLO the chosen run missed: `TTFT P99 1012 ms above the SLO's 500 ms`.
 pub fn slo_misses(r: &Summary) -> Vec<String> {
-    slo_misses_of(r, |m| r.gated_metric(m))
+    slo_misses_of(r, |m| r.gated_metric(MetricPath::named(m)))
 }
 
 /// [`slo_misses`] with each value from `value` (a row's estimate).
@@ -1511,10 +1512,10 @@ fn thresholds_section(o: &mut Body, ctx: &Runs<'_>) -> Vec<Proposed> {
     let mut unbreakable = Vec::new();
     for (header, metric, action) in ctx.columns() {
         let p = match ctx.estimate(chosen_i, metric) {
-            Some(e) => propose_from_estimate(metric, e, action, input.headroom),
+            Some(e) => propose_from_estimate(MetricPath::named(metric), e, action, input.headroom),
             // A trial set's metric without an estimate: its trials are not pooled.
             None if ctx.stats(chosen_i).is_some_and(|st| st.trials > 1) => None,
-            None => propose(chosen, metric, action, input.headroom),
+            None => propose(chosen, MetricPath::named(metric), action, input.headroom),
         };
         match p {
             Some(p) => {
@@ -1574,7 +1575,13 @@ fn budget_proposals(ctx: &Runs<'_>, blocking: usize) -> Vec<super::budgets::Prop
                 }
                 _ => None,
             };
-            super::budgets::propose(metric, action, per_trial, blocking, measured)
+            super::budgets::propose(
+                MetricPath::named(metric),
+                action,
+                per_trial,
+                blocking,
+                measured,
+            )
         })
         .collect()
 }
@@ -1633,7 +1640,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &
         Table::new(head.chain(&["SLO", "Environment"]).chain(at_load).map(|h| (*h, LEFT)));
     o.push('\n');
     for p in proposed {
-        let slo_cell = match slo_of(p.metric) {
+        let slo_cell = match slo_of(p.metric.as_str()) {
             Some(s) if p.limit > s => format!("{} ms (the limit is above it)", sig_text(s)),
             Some(s) => format!("{} ms", sig_text(s)),
             None => BLANK.to_string(),
@@ -1668,7 +1675,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &
             Vec::new()
         };
         let mut cells = vec![
-            code(p.metric),
+            code(p.metric.as_str()),
             p.comparator.to_string(),
             p.limit.to_string(),
             p.unit.to_string(),
@@ -1682,7 +1689,7 @@ fn thresholds_table(o: &mut Body, ctx: &Runs<'_>, proposed: &[Proposed], held: &
     }
     for h in held {
         let mut cells = vec![
-            code(&h.metric),
+            code(h.metric.as_str()),
             h.comparator.to_string(),
             h.limit.to_string(),
             h.unit.to_string(),
@@ -1705,8 +1712,8 @@ fn detects_statement(o: &mut Body, proposed: &[Proposed]) {
         .filter_map(|p| {
             let d = p.detects.as_ref()?;
             let label = all_columns()
-                .find(|(_, m, _)| *m == p.metric)
-                .map_or(p.metric, |m| m.0.split(" (").next().unwrap_or(m.0));
+                .find(|(_, m, _)| *m == p.metric.as_str())
+                .map_or(p.metric.as_str(), |m| m.0.split(" (").next().unwrap_or(m.0));
             Some(if d.relative.is_finite() {
                 format!("{label} {}% worse", sig_text((d.relative * 100.0).max(0.0)))
             } else {
@@ -1755,7 +1762,7 @@ fn bucket_sentence(proposed: &[Proposed]) -> Option<String> {
     for p in proposed {
         let Some(comparator) = breaking(p.comparator) else { continue };
         let c = RollbackCondition {
-            metric: p.metric.to_string(),
+            metric: p.metric,
             comparator,
             limit: p.limit,
             unit: p.unit.to_string(),
@@ -1798,7 +1805,7 @@ fn rollback_section(
     let condition = |p: &&Proposed, action: RollbackAction| {
         let Some(comparator) = breaking(p.comparator) else { return String::new() };
         let mut c = RollbackCondition {
-            metric: p.metric.to_string(),
+            metric: p.metric,
             comparator,
             limit: p.limit,
             unit: p.unit.to_string(),
@@ -2080,7 +2087,7 @@ mod tests {
     fn every_matrix_metric_is_in_the_registry() {
         // `propose` reads an unknown metric as not measured: the matrix must name known ones.
         for (header, metric, _) in all_columns() {
-            assert!(infergate_model::summary::metric_def(metric).is_some(), "{header}: {metric}");
+            assert!(MetricPath::parse(metric).is_ok(), "{header}: {metric}");
         }
     }
 

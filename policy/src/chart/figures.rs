@@ -55,12 +55,13 @@ pub fn latency_samples(measured: &[&RequestRecord]) -> Samples {
     ]
 }
 
-/// A latency CDF: one series per named sample (runs overlaid), lines at `marks`.
-pub fn cdf(id: &str, metric: &str, samples: &[(String, Vec<f64>)], marks: Vec<Mark>) -> Chart {
+/// A latency CDF of the series named `label` (`TTFT`): one series per named sample (runs
+/// overlaid), lines at `marks`.
+pub fn cdf(id: &str, label: &str, samples: &[(String, Vec<f64>)], marks: Vec<Mark>) -> Chart {
     let mut chart = Chart::new(
         id,
-        format!("{metric}: cumulative distribution"),
-        Axis::linear(format!("{metric} (ms)")),
+        format!("{label}: cumulative distribution"),
+        Axis::linear(format!("{label} (ms)")),
         Axis::linear("requests at or below (%)"),
     );
     let mut counts = Vec::new();
@@ -77,7 +78,7 @@ pub fn cdf(id: &str, metric: &str, samples: &[(String, Vec<f64>)], marks: Vec<Ma
         note.push_str(&format!("; drawn at {CDF_POINTS} evenly spaced ranks"));
     }
     chart.notes.push(note);
-    chart.empty = format!("no {metric} was measured (blank, not zero)");
+    chart.empty = format!("no {label} was measured (blank, not zero)");
     chart.marks = marks;
     chart
 }

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use infergate_model::history::{self, Entry, EntryKind, PoolOutcome, Pooled};
+use infergate_model::metric::MetricPath;
 use infergate_model::stats::Method;
 use infergate_model::summary::Summary;
 use infergate_model::trials::{MetricEstimate, TrialSet};
@@ -40,14 +41,14 @@ impl SetPriors {
         entries: &[Entry],
         described: String,
         set: &TrialSet,
-        metrics: &[&str],
+        metrics: &[MetricPath],
     ) -> SetPriors {
         let first = &set.trials[0].summary;
         let (scenario, fingerprint) = (history::scenario_of(first), history::fingerprint_of(first));
         let exclude = set.index.as_ref().map_or(first.run_id.clone(), |i| i.run_id.clone());
         let pooled = metrics
             .iter()
-            .filter_map(|m| {
+            .filter_map(|&m| {
                 let p = history::pool(entries, &scenario, &fingerprint, m, SET_KINDS, &exclude)?;
                 Some((m.to_string(), p))
             })
@@ -69,12 +70,12 @@ impl SetPriors {
             let Some(e) = m.estimate.as_mut().filter(|e| e.method == Method::TInterval) else {
                 continue;
             };
-            let Some(p) = self.pooled.get(metric) else {
+            let (Some(p), Ok(path)) = (self.pooled.get(metric), MetricPath::parse(metric)) else {
                 unmatched.push(metric.as_str());
                 continue;
             };
             let per_trial: Vec<f64> = m.per_trial.iter().filter_map(|v| *v).collect();
-            match history::pooled_estimate(metric, &per_trial, e.requests, p, confidence) {
+            match history::pooled_estimate(path, &per_trial, e.requests, p, confidence) {
                 Ok(mut pooled) => {
                     pooled.undersampled = e.undersampled;
                     notes.push(format!(
@@ -108,16 +109,19 @@ impl SetPriors {
 pub fn ab_priors(
     entries: &[Entry],
     baseline_trial: &Summary,
-    metrics: &[String],
+    metrics: &[MetricPath],
 ) -> BTreeMap<String, infergate_model::ab::Prior> {
     let (scenario, fingerprint) =
         (history::scenario_of(baseline_trial), history::fingerprint_of(baseline_trial));
     metrics
         .iter()
-        .filter_map(|m| {
+        .filter_map(|&m| {
             let p = history::pool_paired(entries, &scenario, &fingerprint, m)?;
             let label = format!("the history's {} A/B gate(s) of this scenario", p.entries);
-            Some((m.clone(), infergate_model::ab::Prior { variance: p.variance, df: p.df, label }))
+            Some((
+                m.to_string(),
+                infergate_model::ab::Prior { variance: p.variance, df: p.df, label },
+            ))
         })
         .collect()
 }

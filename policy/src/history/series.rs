@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 
 use anyhow::Context;
 use infergate_model::history::{Entry, EntryKind, Fingerprint, Scenario};
+use infergate_model::metric::{Better, MetricPath, Scale};
 use infergate_model::stats::changepoint::{self, Detection, Settings};
-use infergate_model::summary::{Better, Scale, metric_def};
 use serde::Serialize;
 
 /// A commit of the line.
@@ -121,11 +121,11 @@ pub struct Series {
 
 impl Series {
     pub fn positive(&self) -> bool {
-        metric_def(&self.metric).is_none_or(|d| d.scale == Scale::Positive)
+        MetricPath::parse(&self.metric).map_or(true, |m| m.scale() == Scale::Positive)
     }
 
     pub fn lower_is_better(&self) -> bool {
-        metric_def(&self.metric).is_none_or(|d| d.better == Better::Lower)
+        MetricPath::parse(&self.metric).map_or(true, |m| m.better() == Better::Lower)
     }
 
     /// `scenario <key> on <fingerprint key>`.
@@ -248,7 +248,8 @@ pub fn build(line: Line, entries: &[Entry], filter: &Filter) -> Built {
             }
         }
         for metric in metrics {
-            let positive = metric_def(&metric).is_none_or(|d| d.scale == Scale::Positive);
+            let positive =
+                MetricPath::parse(&metric).map_or(true, |m| m.scale() == Scale::Positive);
             let points: Vec<Point> = by_pos
                 .iter()
                 .filter_map(|(pos, es)| point(&line, *pos, es, &metric, positive))

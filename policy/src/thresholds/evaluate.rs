@@ -509,13 +509,12 @@ pub fn evaluate_pooled(
     let elsewhere: Vec<Option<String>> = applying.iter().map(|t| other_load(first, t)).collect();
     // Each threshold's metric as the run's profile has it read (`Summary::gated_path`: the
     // plateau's figure under `steady.gate`).
-    let paths: Vec<String> = applying
+    let mut metrics: Vec<infergate_model::metric::MetricPath> = applying
         .iter()
         .zip(diffs.iter().zip(&elsewhere))
         .filter(|(_, (d, e))| d.is_empty() && e.is_none())
-        .map(|(t, _)| first.gated_path(&t.metric))
+        .map(|(t, _)| first.gated_path(t.metric))
         .collect();
-    let mut metrics: Vec<&str> = paths.iter().map(String::as_str).collect();
     metrics.sort();
     metrics.dedup();
     let mut estimates = set.estimates(&metrics, opts.estimation());
@@ -530,7 +529,7 @@ pub fn evaluate_pooled(
         .map(|(t, (scenario_diffs, elsewhere))| {
             let mut check = Check {
                 threshold: t.clone(),
-                measured: first.gated_metric(&t.metric),
+                measured: first.gated_metric(t.metric),
                 estimate: None,
                 reason: None,
                 verdict: CheckOutcome::OtherScenario,
@@ -545,7 +544,7 @@ pub fn evaluate_pooled(
             if !check.scenario_diffs.is_empty() {
                 return check;
             }
-            let Some(m) = estimates.get(&first.gated_path(&t.metric)) else {
+            let Some(m) = estimates.get(first.gated_path(t.metric).as_str()) else {
                 check.verdict = CheckOutcome::Missing;
                 return check;
             };
@@ -616,7 +615,7 @@ mod tests {
 
     fn threshold(action: Action, profile: Option<&str>) -> Threshold {
         Threshold {
-            metric: "goodput.ratio".into(),
+            metric: infergate_model::metric::MetricPath::named("goodput.ratio"),
             comparator: Comparator::Ge,
             limit: 0.9,
             unit: "ratio".into(),

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use infergate_model::config::{ConfigError, ConfigKey, Source};
+use infergate_model::metric::{MetricPath, Scale};
 use serde::{Deserialize, Serialize};
 
 pub use super::load::Load;
@@ -24,7 +25,7 @@ pub const FORMAT_VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct Threshold {
     /// Dotted summary.json path from the metric registry.
-    pub metric: String,
+    pub metric: MetricPath,
     pub comparator: Comparator,
     /// In `unit`, the registry unit of the metric.
     pub limit: f64,
@@ -97,7 +98,7 @@ pub const ANY_ENVIRONMENT: &str = "any";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Budget {
-    pub metric: String,
+    pub metric: MetricPath,
     pub worse_by: f64,
     /// The regression the gate must catch (absent: twice `worse_by`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,8 +114,7 @@ pub struct Budget {
 impl Budget {
     /// `metrics.ttft_ms.p99 at most 5% worse than the baseline (ADR-0001)`; points for a share.
     pub fn text(&self) -> String {
-        let share = infergate_model::summary::metric_def(&self.metric)
-            .is_some_and(|d| d.scale == infergate_model::summary::Scale::Share);
+        let share = self.metric.scale() == Scale::Share;
         let n = infergate_model::stats::sig_text(self.worse_by * 100.0);
         let amount = if share { format!("{n} points") } else { format!("{n}%") };
         format!("{} at most {amount} worse than the baseline (ADR-{:04})", self.metric, self.adr)
@@ -147,7 +147,7 @@ impl Thresholds {
 
 /// Parse and validate gate.toml text. Errors name the file and, where known, the line.
 pub fn parse(source: &Source) -> Result<Thresholds, ConfigError> {
-    let t: Thresholds = source.parse()?;
+    let t: Thresholds = source.parse().map_err(|e| unknown_metric(source).unwrap_or(e))?;
     if t.version != FORMAT_VERSION {
         return Err(source.error_at(
             &["version"],
@@ -159,15 +159,7 @@ pub fn parse(source: &Source) -> Result<Thresholds, ConfigError> {
     }
     for (i, th) in t.thresholds.iter().enumerate() {
         let at = format!("threshold #{} (from {}:{})", i + 1, th.file, th.line);
-        let Some(def) = infergate_model::summary::metric_def(&th.metric) else {
-            return Err(source.error(
-                None,
-                format!(
-                    "{at}: unknown metric `{}`; see docs/adr/README.md for the metric names",
-                    th.metric
-                ),
-            ));
-        };
+        let def = th.metric.def();
         if th.unit != def.unit {
             return Err(source.error(
                 None,
@@ -183,10 +175,50 @@ pub fn parse(source: &Source) -> Result<Thresholds, ConfigError> {
     }
     for (i, b) in t.budgets.iter().enumerate() {
         let at = format!("budget #{} (from {}:{})", i + 1, b.file, b.line);
-        infergate_model::ab::BudgetCheck::new(&b.metric, b.worse_by, b.detect, true, "")
+        infergate_model::ab::BudgetCheck::new(b.metric, b.worse_by, b.detect, true, "")
             .map_err(|e| source.error(None, format!("{at}: {e}")))?;
     }
     Ok(t)
+}
+
+/// The error of a gate.toml whose version is this tool's and one of whose thresholds or budgets
+/// names a metric the registry does not know (which its metric field refuses), as the checks
+/// after reading say it: the threshold or budget, where it comes from, the metric. `None` when
+/// the file has no such metric (its error is another).
+fn unknown_metric(source: &Source) -> Option<ConfigError> {
+    #[derive(Deserialize)]
+    struct Named {
+        metric: String,
+        file: String,
+        line: usize,
+    }
+    #[derive(Deserialize)]
+    struct Metrics {
+        version: u32,
+        #[serde(default)]
+        threshold: Vec<Named>,
+        #[serde(default)]
+        budget: Vec<Named>,
+    }
+    let m: Metrics = toml::from_str(&source.text).ok()?;
+    if m.version != FORMAT_VERSION {
+        return None;
+    }
+    let unknown = |n: &Named| MetricPath::parse(&n.metric).is_err();
+    if let Some((i, th)) = m.threshold.iter().enumerate().find(|(_, n)| unknown(n)) {
+        let at = format!("threshold #{} (from {}:{})", i + 1, th.file, th.line);
+        return Some(source.error(
+            None,
+            format!(
+                "{at}: unknown metric `{}`; see docs/adr/README.md for the metric names",
+                th.metric
+            ),
+        ));
+    }
+    let (i, b) = m.budget.iter().enumerate().find(|(_, n)| unknown(n))?;
+    let at = format!("budget #{} (from {}:{})", i + 1, b.file, b.line);
+    let e = infergate_model::ab::BudgetError::Unknown(b.metric.clone());
+    Some(source.error(None, format!("{at}: {e}")))
 }
 
 /// gate.toml text: a header naming the records directory `adr_dir`, then one `[[threshold]]`
@@ -228,7 +260,7 @@ pub fn render_file(t: &Thresholds, adr_dir: &str) -> String {
         };
         out.push_str(&format!(
             "\n[[threshold]]\nmetric = {}\ncomparator = {}\nlimit = {}\nunit = {}\naction = {}\n{profile}adr = {}\nfile = {}\nline = {}\n",
-            s(&th.metric),
+            s(th.metric.as_str()),
             s(th.comparator.as_str()),
             toml::Value::Float(th.limit),
             s(&th.unit),
@@ -244,7 +276,7 @@ pub fn render_file(t: &Thresholds, adr_dir: &str) -> String {
             b.detect.map_or(String::new(), |d| format!("detect = {}\n", toml::Value::Float(d)));
         out.push_str(&format!(
             "\n[[budget]]\nmetric = {}\nworse_by = {}\n{detect}action = {}\n{profile}adr = {}\nfile = {}\nline = {}\n",
-            s(&b.metric),
+            s(b.metric.as_str()),
             toml::Value::Float(b.worse_by),
             s(b.action.as_str()),
             b.adr,
@@ -261,7 +293,7 @@ mod tests {
 
     fn one(profile: Option<&str>) -> Threshold {
         Threshold {
-            metric: "goodput.ratio".into(),
+            metric: infergate_model::metric::MetricPath::named("goodput.ratio"),
             comparator: Comparator::Ge,
             limit: 0.95,
             unit: "ratio".into(),
@@ -279,7 +311,7 @@ mod tests {
     #[test]
     fn rendered_files_read_back_and_scope_by_profile() {
         let budget = Budget {
-            metric: "metrics.ttft_ms.p99".into(),
+            metric: infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99"),
             worse_by: 0.05,
             detect: Some(0.12),
             action: Action::Block,

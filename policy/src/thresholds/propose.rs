@@ -5,8 +5,8 @@
 //! the metric's worse direction. Either way rounded away from the value.
 
 use infergate_model::Summary;
+use infergate_model::metric::{Better, MetricPath, Scale};
 use infergate_model::stats::{DetectableChange, Direction, Estimate, Method};
-use infergate_model::summary::{Better, Scale, metric_def};
 
 use super::rule::{Action, Comparator};
 
@@ -18,8 +18,8 @@ pub const LIMIT_DIGITS: i32 = 3;
 /// A proposed threshold for one metric of a measured run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Proposed {
-    /// Dotted summary.json path from the metric registry.
-    pub metric: &'static str,
+    /// The metric of the registry.
+    pub metric: MetricPath,
     pub comparator: Comparator,
     /// In `unit`, the registry unit of the metric.
     pub limit: f64,
@@ -37,14 +37,19 @@ pub struct Proposed {
 /// Power at which a record states the smallest regression its gate detects.
 pub const DETECT_POWER: f64 = 0.95;
 
-/// The threshold proposed for `metric` of run `run` ([`propose_limit`]); `None` when the metric
-/// is not in the registry or the run did not measure it.
-pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Option<Proposed> {
-    let def = metric_def(metric)?;
+/// The threshold proposed for `metric` of run `run` ([`propose_limit`]); `None` when the run
+/// did not measure it.
+pub fn propose(
+    run: &Summary,
+    metric: MetricPath,
+    action: Action,
+    headroom: f64,
+) -> Option<Proposed> {
+    let def = metric.def();
     let measured = run.gated_metric(metric)?;
     let (comparator, limit) = propose_limit(measured, def.better, headroom);
     Some(Proposed {
-        metric: def.path,
+        metric,
         comparator,
         limit,
         unit: def.unit,
@@ -60,17 +65,17 @@ pub fn propose(run: &Summary, metric: &str, action: Action, headroom: f64) -> Op
 /// [`LIMIT_DIGITS`] significant digits; with the smallest regression it detects. Observed
 /// counts have no interval: their limit is [`propose_limit`]'s from the worst trial.
 pub fn propose_from_estimate(
-    metric: &str,
+    metric: MetricPath,
     estimate: &Estimate,
     action: Action,
     headroom: f64,
 ) -> Option<Proposed> {
-    let def = metric_def(metric)?;
+    let def = metric.def();
     if estimate.method == Method::Observed {
         let worst = if def.better == Better::Lower { estimate.hi } else { estimate.lo };
         let (comparator, limit) = propose_limit(worst, def.better, headroom);
         return Some(Proposed {
-            metric: def.path,
+            metric,
             comparator,
             limit,
             unit: def.unit,
@@ -93,7 +98,7 @@ pub fn propose_from_estimate(
     let detects =
         infergate_model::stats::min_detectable_change(estimate, &rounded, DETECT_POWER).ok();
     Some(Proposed {
-        metric: def.path,
+        metric,
         comparator: raw.comparator,
         limit,
         unit: def.unit,
@@ -107,8 +112,8 @@ pub fn propose_from_estimate(
 /// Why no value of `metric` can break `value <comparator> limit`, when none can: every known
 /// metric is at least 0 (a cosine at least -1), a share at most 1, so `>= 0` or `<= 1` of a
 /// share holds for every run and decides nothing. `None`: a run can break it.
-pub fn unbreakable(metric: &str, comparator: Comparator, limit: f64) -> Option<String> {
-    let def = metric_def(metric)?;
+pub fn unbreakable(metric: MetricPath, comparator: Comparator, limit: f64) -> Option<String> {
+    let def = metric.def();
     let floor = if def.path == "extra.acceptance.numeric.cos_min" { -1.0 } else { 0.0 };
     let ceiling = (def.scale == Scale::Share).then_some(1.0);
     let holds = match comparator {
@@ -197,13 +202,19 @@ mod tests {
     fn limits_from_estimates_sit_beyond_the_interval_and_state_what_they_detect() {
         let e = crate::test_support::estimate(100.0, 90.0, 110.0);
         // Lower is better: hi + 10% of the value = 120.
-        let p = propose_from_estimate("metrics.ttft_ms.p99", &e, Action::Block, 0.10).unwrap();
+        let p = propose_from_estimate(
+            MetricPath::named("metrics.ttft_ms.p99"),
+            &e,
+            Action::Block,
+            0.10,
+        )
+        .unwrap();
         assert_eq!((p.comparator, p.limit, p.measured), (Comparator::Le, 120.0, 100.0));
         let d = p.detects.unwrap();
         assert!(d.relative > 0.2 && d.power == DETECT_POWER, "{d:?}");
         // Higher is better: lo - 10% of the value = 0.851 - 0.09.
         let p = propose_from_estimate(
-            "goodput.ratio",
+            MetricPath::named("goodput.ratio"),
             &Estimate { value: 0.9, lo: 0.851, hi: 0.95, ..e.clone() },
             Action::Block,
             0.10,
@@ -212,12 +223,20 @@ mod tests {
         assert_eq!((p.comparator, p.limit), (Comparator::Ge, 0.761));
         // Observed counts: from the worst trial.
         let counts = Estimate { method: Method::Observed, value: 1.0, lo: 0.0, hi: 2.0, ..e };
-        let p = propose_from_estimate("requests.failed", &counts, Action::Block, 0.10).unwrap();
+        let p = propose_from_estimate(
+            MetricPath::named("requests.failed"),
+            &counts,
+            Action::Block,
+            0.10,
+        )
+        .unwrap();
         assert_eq!((p.limit, p.detects), (2.2, None));
-        assert!(propose_from_estimate("metrics.nope", &counts, Action::Block, 0.1).is_none());
+        assert!(MetricPath::parse("metrics.nope").is_err());
         // An interval reaching 0: the floor is 0, not below, and it detects no regression.
         let wide = Estimate { value: 0.73, lo: 0.0, hi: 1.0, method: Method::TInterval, ..e };
-        let p = propose_from_estimate("goodput.ratio", &wide, Action::Block, 0.10).unwrap();
+        let p =
+            propose_from_estimate(MetricPath::named("goodput.ratio"), &wide, Action::Block, 0.10)
+                .unwrap();
         assert_eq!((p.limit, p.detects), (0.0, None));
     }
 

@@ -77,7 +77,7 @@ pub fn render_table(report: &GateReport) -> String {
             (None, None) => BLANK.to_string(),
         };
         table.row([
-            t.metric.clone(),
+            t.metric.to_string(),
             measured,
             c.estimate.as_ref().map_or(BLANK.to_string(), basis_text),
             t.limit_text(),

@@ -7,7 +7,7 @@
 //! - `metrics.itl_jitter` above 0.48 for 10m: investigate
 //! ```
 //!
-//! the metric (a registry path, `infergate_model::summary::known_metrics`), where it breaks (`above`,
+//! the metric (a registry path, `infergate_model::metric::known_metrics`), where it breaks (`above`,
 //! `below`, `>`, `>=`, `<`, `<=`), the limit and its unit (as in the thresholds table, with the
 //! same `%` / `s` aliases), how long it must hold (`for` a Prometheus duration: `30s`, `5m`,
 //! `1h`) and the action (`roll back` or `investigate`); a parenthesised comment may follow. A
@@ -134,7 +134,7 @@ impl fmt::Display for Window {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RollbackCondition {
     /// Registry path (`metrics.ttft_ms.p99`).
-    pub metric: String,
+    pub metric: infergate_model::metric::MetricPath,
     /// The breaking comparison: the condition holds when `value <comparator> limit`.
     pub comparator: Comparator,
     /// The limit in the registry unit of the metric.
@@ -212,7 +212,8 @@ pub fn parse_condition(item: &str) -> Option<Result<RollbackCondition, Vec<Strin
 
 fn parse_rest(metric: &str, rest: &str) -> Result<RollbackCondition, Vec<String>> {
     let mut errors = Vec::new();
-    let def = infergate_model::summary::metric_def(metric);
+    let path = infergate_model::metric::MetricPath::parse(metric).ok();
+    let def = path.map(|m| *m.def());
     if def.is_none() {
         errors.push(format!(
             "unknown metric `{metric}` in a rollback condition; metrics are the dotted \
@@ -306,15 +307,15 @@ fn parse_rest(metric: &str, rest: &str) -> Result<RollbackCondition, Vec<String>
             ));
         }
     }
-    match (def, comparator, converted, window, action) {
-        (Some(def), Some(comparator), Some(limit), Some(window), Some(action))
+    match (path, comparator, converted, window, action) {
+        (Some(path), Some(comparator), Some(limit), Some(window), Some(action))
             if errors.is_empty() =>
         {
             Ok(RollbackCondition {
-                metric: def.path.to_string(),
+                metric: path,
                 comparator,
                 limit,
-                unit: def.unit.to_string(),
+                unit: path.unit().to_string(),
                 window,
                 action,
                 note,

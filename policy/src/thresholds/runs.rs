@@ -184,7 +184,7 @@ mod tests {
     /// A stage's report with one blocking TTFT check of the given verdict.
     fn stage(run_id: &str, verdict: CheckOutcome) -> GateReport {
         let threshold = Threshold {
-            metric: "metrics.ttft_ms.p99".into(),
+            metric: infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99"),
             comparator: Comparator::Le,
             limit: 200.0,
             unit: "ms".into(),

@@ -19,6 +19,7 @@
 
 use infergate_model::EngineKind;
 use infergate_model::engine_series::{llamacpp, sglang, vllm};
+use infergate_model::metric::{MetricPath, Reading, Statistic};
 use infergate_model::promtext::Exposition;
 
 use super::rollback::{RollbackCondition, Window};
@@ -151,7 +152,7 @@ pub fn resolvable_limit(
     c: &RollbackCondition,
     engine: EngineKind,
 ) -> Option<Result<(f64, &'static str), NotExportable>> {
-    let src = source(&c.metric, engine).ok()?;
+    let src = source(c.metric, engine).ok()?;
     let Source::Quantile { family, .. } = src else { return None };
     let bounds = default_bounds(family)?;
     Some(match resolve(&src, c, bounds) {
@@ -231,29 +232,27 @@ fn latency_family(engine: EngineKind, metric: &str) -> Result<&'static str, NotE
 }
 
 /// The series of `metric` (a registry path) on `engine`, or why there is none.
-pub fn source(metric: &str, engine: EngineKind) -> Result<Source, NotExportable> {
-    let parts: Vec<&str> = metric.split('.').collect();
-    if let ["metrics", fam, stat] = parts[..]
-        && fam != "itl_jitter"
-    {
-        let family = latency_family(engine, fam)?;
+pub fn source(metric: MetricPath, engine: EngineKind) -> Result<Source, NotExportable> {
+    if let Reading::Latency { series, stat, plateau: false } = metric.reading() {
+        let family = latency_family(engine, series.key())?;
         let q = match stat {
-            "mean" => return Ok(Source::Mean { family }),
-            "p50" => 0.5,
-            "p90" => 0.9,
-            "p95" => 0.95,
-            "p99" => 0.99,
-            "p999" => 0.999,
+            Statistic::Mean => return Ok(Source::Mean { family }),
+            Statistic::P50 => 0.5,
+            Statistic::P90 => 0.9,
+            Statistic::P95 => 0.95,
+            Statistic::P99 => 0.99,
+            Statistic::P999 => 0.999,
             _ => {
                 return Err(NotExportable(format!(
-                    "a histogram gives quantiles and the mean, not the {stat}"
+                    "a histogram gives quantiles and the mean, not the {}",
+                    stat.key()
                 )));
             }
         };
         return Ok(Source::Quantile { family, q });
     }
     let why = |s: &str| Err(NotExportable(s.to_string()));
-    match (metric, engine) {
+    match (metric.as_str(), engine) {
         ("server.kv_cache_usage.max", EngineKind::Vllm) => {
             Ok(Source::GaugeMax { names: &[vllm::KV_CACHE_USAGE_PERC, vllm::GPU_CACHE_USAGE_PERC] })
         }
@@ -467,20 +466,30 @@ mod tests {
     #[test]
     fn latency_conditions_become_histogram_quantiles_in_ms() {
         let c = cond("`metrics.ttft_ms.p99` above 302 ms for 5m: roll back");
-        let src = source(&c.metric, EngineKind::Vllm).unwrap();
+        let src = source(c.metric, EngineKind::Vllm).unwrap();
         assert_eq!(
             promql(&src, &c),
             "histogram_quantile(0.99, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[5m]))) * 1000 > 302"
         );
         let c = cond("`server.kv_cache_usage.max` >= 0.95 for 30s: investigate");
-        let src = source(&c.metric, EngineKind::Vllm).unwrap();
+        let src = source(c.metric, EngineKind::Vllm).unwrap();
         assert_eq!(
             promql(&src, &c),
             "max(max_over_time({__name__=~\"vllm:kv_cache_usage_perc|vllm:gpu_cache_usage_perc\"}[30s])) >= 0.95"
         );
-        assert!(source("metrics.ttft_ms.p99", EngineKind::LlamaCpp).is_err());
-        assert!(source("goodput.ratio", EngineKind::Vllm).unwrap_err().0.contains("SLO"));
-        assert!(source("metrics.ttft_ms.max", EngineKind::Vllm).unwrap_err().0.contains("max"));
+        assert!(source(MetricPath::named("metrics.ttft_ms.p99"), EngineKind::LlamaCpp).is_err());
+        assert!(
+            source(MetricPath::named("goodput.ratio"), EngineKind::Vllm)
+                .unwrap_err()
+                .0
+                .contains("SLO")
+        );
+        assert!(
+            source(MetricPath::named("metrics.ttft_ms.max"), EngineKind::Vllm)
+                .unwrap_err()
+                .0
+                .contains("max")
+        );
     }
 
     #[test]

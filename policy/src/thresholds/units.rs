@@ -1,5 +1,5 @@
 //! Units of limits: a limit is stored in the registry unit of its metric
-//! (`infergate_model::summary::known_metrics`); a record may write it in one of these aliases, converted
+//! (`infergate_model::metric::known_metrics`); a record may write it in one of these aliases, converted
 //! when read: `%` for `ratio` metrics (95 % -> 0.95) and `s` for `ms` metrics (0.2 s -> 200 ms).
 
 /// A limit written in a unit that does not fit its metric.

@@ -173,9 +173,11 @@ fn short(id: &str) -> String {
     id.chars().take(12).collect()
 }
 
+/// Whether a history's metric (a name its file holds) is on a positive scale; a name the
+/// registry does not know is taken as one.
 fn positive(metric: &str) -> bool {
-    infergate_model::summary::metric_def(metric)
-        .is_none_or(|d| d.scale == infergate_model::summary::Scale::Positive)
+    infergate_model::metric::MetricPath::parse(metric)
+        .map_or(true, |m| m.scale() == infergate_model::metric::Scale::Positive)
 }
 
 fn pct(v: f64) -> String {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use infergate_model::history::{Entry, EntryKind};
+use infergate_model::metric::MetricPath;
 use infergate_model::summary::Summary;
 use infergate_model::trials::TrialSet;
 use infergate_policy::history::priors::SetPriors;
@@ -23,7 +24,7 @@ pub(crate) fn gate_with_history(
     if set.trials.len() < 2 {
         return evaluate::evaluate(set, thresholds, options);
     }
-    let metrics: Vec<&str> = thresholds.thresholds.iter().map(|t| t.metric.as_str()).collect();
+    let metrics: Vec<MetricPath> = thresholds.thresholds.iter().map(|t| t.metric).collect();
     let priors = read_priors(root, set, &metrics);
     let report = evaluate::evaluate_pooled(set, thresholds, options, Some(&priors));
     for line in &report.pooling {
@@ -34,7 +35,7 @@ pub(crate) fn gate_with_history(
 }
 
 /// Read the history of `root` for `set` (its first trial's scenario and fingerprint).
-pub fn read_priors(root: &Path, set: &TrialSet, metrics: &[&str]) -> SetPriors {
+pub fn read_priors(root: &Path, set: &TrialSet, metrics: &[MetricPath]) -> SetPriors {
     match super::read(root) {
         Ok(h) => SetPriors::from_history(&h.entries, h.describe(), set, metrics),
         Err(e) => SetPriors {
@@ -46,7 +47,12 @@ pub fn read_priors(root: &Path, set: &TrialSet, metrics: &[&str]) -> SetPriors {
 }
 
 /// Append a trial set (two trials or more) to the history; a line for the report.
-pub(crate) fn append_set(root: &Path, kind: EntryKind, set: &TrialSet, metrics: &[&str]) -> String {
+pub(crate) fn append_set(
+    root: &Path,
+    kind: EntryKind,
+    set: &TrialSet,
+    metrics: &[MetricPath],
+) -> String {
     if set.trials.len() < 2 {
         return "noise history: a single run has no run-to-run spread; not appended".into();
     }
@@ -66,7 +72,7 @@ pub fn append_ab(
     run_id: &str,
     arms: [&[Summary]; 2],
     paired: BTreeMap<String, Vec<f64>>,
-    metrics: &[&str],
+    metrics: &[MetricPath],
 ) -> String {
     let mut out = Vec::new();
     for (kind, trials) in [(EntryKind::AbBaseline, arms[0]), (EntryKind::AbCandidate, arms[1])] {

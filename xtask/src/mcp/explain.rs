@@ -199,7 +199,7 @@ fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
             .thresholds
             .iter()
             .map(|t| ThresholdOut {
-                metric: t.metric.clone(),
+                metric: t.metric.to_string(),
                 comparator: t.comparator.to_string(),
                 limit: t.limit,
                 unit: t.unit.clone(),
@@ -212,7 +212,7 @@ fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
             .budgets
             .iter()
             .map(|b| BudgetOut {
-                metric: b.metric.clone(),
+                metric: b.metric.to_string(),
                 worse_by: b.worse_by,
                 action: b.action.to_string(),
                 line: b.line,
@@ -224,7 +224,7 @@ fn describe(adr: &Adr, text: &str, live: bool) -> Explanation {
             .iter()
             .map(|r| RollbackOut {
                 condition: r.render(),
-                metric: r.metric.clone(),
+                metric: r.metric.to_string(),
                 action: r.action.to_string(),
                 line: r.line,
             })

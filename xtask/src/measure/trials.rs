@@ -5,7 +5,7 @@
 //! ([`infergate_model::config::NoiseConfig::for_trial`]).
 //!
 //! `trials.json` holds, per gated metric (those the live thresholds name for the profile and
-//! [`infergate_model::trials::DEFAULT_METRICS`]), each trial's value and the estimate with its interval
+//! [`infergate_model::trials::default_metrics`]), each trial's value and the estimate with its interval
 //! at `--confidence`. With `--gate` the set is gated; with `--until-decided --max-trials K`
 //! trials are added until every blocking threshold is decided ([`until_decided`], which
 //! `bench trials SET --until-decided` uses too).
@@ -21,11 +21,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bench::runner::{self, RunControl, StopSignals};
+use infergate_model::metric::MetricPath;
 use infergate_model::stats::{self, Options};
 use infergate_model::summary::RunStatus;
 use infergate_model::trials::{
-    DEFAULT_METRICS, FORMAT_VERSION, HEADLINE_METRICS, MetricEstimate, TrialEntry, TrialSet,
-    TrialsFile, is_trial_set,
+    FORMAT_VERSION, MetricEstimate, TrialEntry, TrialSet, TrialsFile, default_metrics,
+    headline_metrics, is_trial_set,
 };
 
 use crate::console::ConsoleTable;
@@ -65,12 +66,12 @@ fn entry_of(dir: String, s: &infergate_model::summary::Summary) -> TrialEntry {
 /// The metrics a set estimates: the documented defaults, then every metric a threshold for
 /// `profile` names, whatever environment it holds for (the set's is known once it ran; the
 /// gate then selects by it).
-pub(crate) fn gated_metrics(thresholds: Option<&Thresholds>, profile: &str) -> Vec<String> {
-    let mut out: Vec<String> = DEFAULT_METRICS.iter().map(|m| m.to_string()).collect();
+pub(crate) fn gated_metrics(thresholds: Option<&Thresholds>, profile: &str) -> Vec<MetricPath> {
+    let mut out: Vec<MetricPath> = default_metrics().to_vec();
     if let Some(t) = thresholds {
         for th in thresholds::evaluate::select(t, profile, None).applying {
             if !out.contains(&th.metric) {
-                out.push(th.metric.clone());
+                out.push(th.metric);
             }
         }
     }
@@ -91,7 +92,7 @@ pub(crate) struct SetWriter<'a> {
     plan: &'a BenchPlan,
     pub dir: PathBuf,
     pub index: TrialsFile,
-    metrics: Vec<String>,
+    metrics: Vec<MetricPath>,
 }
 
 impl<'a> SetWriter<'a> {
@@ -142,10 +143,11 @@ impl<'a> SetWriter<'a> {
         };
         let s = &outcome.summary;
         let mut entry = entry_of(name, s);
-        entry.headline = HEADLINE_METRICS.iter().map(|m| (m.to_string(), s.metric(m))).collect();
+        entry.headline = headline_metrics().iter().map(|&m| (m.to_string(), s.metric(m))).collect();
         self.index.warmup.push(entry);
         if !self.plan.quiet {
-            let ttft = s.metric("metrics.ttft_ms.p99").map_or(BLANK.to_string(), num);
+            let ttft =
+                s.metric(MetricPath::named("metrics.ttft_ms.p99")).map_or(BLANK.to_string(), num);
             eprintln!(
                 "{label}: {} requests, {} ok, TTFT P99 {ttft} ms, {} (not part of the estimates)",
                 s.requests.total,
@@ -263,7 +265,7 @@ impl<'a> SetWriter<'a> {
     /// bootstrap is computed only when the set ends there (`last`); until then its metrics are
     /// each trial's value, with the estimate blank.
     fn write(&mut self, last: bool) -> anyhow::Result<()> {
-        let names: Vec<&str> = self.metrics.iter().map(String::as_str).collect();
+        let names: &[MetricPath] = &self.metrics;
         self.index.metrics = if self.index.trials.is_empty() {
             Default::default()
         } else {
@@ -276,21 +278,22 @@ impl<'a> SetWriter<'a> {
                 );
                 names
                     .iter()
-                    .map(|m| {
+                    .map(|&m| {
                         let per_trial = set.per_trial(m);
                         (m.to_string(), MetricEstimate::blank(per_trial, why.as_str()))
                     })
                     .collect()
             } else {
-                set.estimates(&names, options(self.index.confidence))
+                set.estimates(names, options(self.index.confidence))
             }
         };
-        self.index.cold_start = match self.index.trials.is_empty() {
-            true => None,
-            false => infergate_model::trials::cold_start(
-                self.index.metrics.iter().map(|(m, e)| (m.as_str(), e.per_trial.as_slice())),
-            ),
-        };
+        self.index.cold_start =
+            match self.index.trials.is_empty() {
+                true => None,
+                false => infergate_model::trials::cold_start(self.index.metrics.iter().filter_map(
+                    |(m, e)| Some((MetricPath::parse(m).ok()?, e.per_trial.as_slice())),
+                )),
+            };
         self.index.write(&self.dir).context("cannot write trials.json")?;
         Ok(())
     }
@@ -309,7 +312,7 @@ fn options(confidence: f64) -> Options {
 
 /// The metrics a plan's sets estimate: the live thresholds for its profile (the `--gate`
 /// file, else `thresholds/gate.toml` when it exists) and the defaults.
-fn metrics_of(plan: &BenchPlan) -> Vec<String> {
+fn metrics_of(plan: &BenchPlan) -> Vec<MetricPath> {
     let profile = &plan.profile.name;
     if let Some(g) = &plan.gate {
         return gated_metrics(Some(&g.thresholds), profile);
@@ -374,7 +377,7 @@ pub fn run(plan: &BenchPlan, tp: &TrialPlan) -> anyhow::Result<Status> {
                 &plan.root,
                 infergate_model::history::EntryKind::Trials,
                 &set,
-                infergate_model::trials::DEFAULT_METRICS,
+                infergate_model::trials::default_metrics(),
             );
             eprintln!("note: {note}");
         }
@@ -455,7 +458,7 @@ pub(crate) fn render_estimates(index: &TrialsFile) -> String {
         "Per trial".to_string(),
     ]);
     for (metric, m) in &index.metrics {
-        let unit = infergate_model::summary::metric_def(metric).map_or("", |d| d.unit);
+        let unit = MetricPath::parse(metric).map_or("", MetricPath::unit);
         let per_trial: Vec<String> =
             m.per_trial.iter().map(|v| v.map_or(BLANK.to_string(), num)).collect();
         let (estimate, basis) = match &m.estimate {

@@ -422,8 +422,13 @@ fn marks(s: &Summary, metric: &str, thresholds: Option<&Thresholds>) -> Vec<Mark
     let applying =
         thresholds.map(|t| crate::thresholds::evaluate::select(t, &s.profile, Some(&env)).applying);
     for t in applying.unwrap_or_default() {
-        let Some(stat) = t.metric.strip_prefix(&format!("metrics.{key}.")) else { continue };
-        if stat == "stdev" || t.unit != "ms" {
+        let infergate_model::metric::Reading::Latency { series, stat, plateau: false } =
+            t.metric.reading()
+        else {
+            continue;
+        };
+        let stat = stat.key();
+        if series.key() != key || stat == "stdev" || t.unit != "ms" {
             continue;
         }
         out.push(Mark::limit(

@@ -9,6 +9,7 @@
 //! `--out` skips every configuration whose key (variant config, profile, bench arguments,
 //! engine, rung) and complete run are already there; Ctrl-C (exit 130) keeps what was measured.
 
+use infergate_model::metric::MetricPath;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -626,7 +627,7 @@ impl Tune<'_> {
 /// estimate (t across trials, the request bootstrap of a single run), and the SLOs decided from
 /// the intervals.
 fn fill_from_set(row: &mut TuneRow, set: &TrialSet, slo: &infergate_model::metrics::Slo) {
-    let m = |metric: &str| mean(set.per_trial(metric));
+    let m = |metric: &str| mean(set.per_trial(MetricPath::named(metric)));
     row.trials = set.trials.len();
     row.requests = set.requests();
     row.goodput_rps = m("goodput.requests_per_s");
@@ -642,7 +643,8 @@ fn fill_from_set(row: &mut TuneRow, set: &TrialSet, slo: &infergate_model::metri
         "metrics.tpot_ms.p99",
         "metrics.e2e_ms.p99",
     ];
-    let mut est = set.estimates(&metrics, infergate_model::stats::Options::default());
+    let mut est =
+        set.estimates(&metrics.map(MetricPath::named), infergate_model::stats::Options::default());
     let mut take = |m: &str| est.remove(m).and_then(|e| e.estimate);
     row.estimates = RowEstimates {
         goodput_rps: take(metrics[0]),
@@ -709,7 +711,8 @@ fn fill_capacity(row: &mut TuneRow, dir: &Path, slo: &infergate_model::metrics::
         if bracket.pass == Some(load) { "capacity, passing load" } else { "lowest load probed" };
     row.sweep_stage = Some(format!("{which}: {} {load}", file.search.spec.dimension.name()));
     let set = TrialSet::from_trials(dir.to_path_buf(), trials);
-    row.cost_per_1m_output_tokens = mean(set.per_trial("cost.per_1m_output_tokens"));
+    row.cost_per_1m_output_tokens =
+        mean(set.per_trial(MetricPath::named("cost.per_1m_output_tokens")));
     fill_from_set(row, &set, slo);
     row.requests = file.search.spent_requests;
 }

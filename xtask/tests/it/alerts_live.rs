@@ -298,7 +298,7 @@ fn canary(
     drop((prom, sim));
     let p99 = |m: &str| {
         let s = infergate_model::Summary::read(&root.join(&out)).ok()?;
-        s.metric(m)
+        s.metric(infergate_model::metric::MetricPath::named(m))
     };
     Seen {
         name,
@@ -333,7 +333,10 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
     let limit: f64 =
         ttft.split("above ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
     assert!([250.0, 500.0, 750.0, 1000.0].contains(&limit), "{ttft}");
-    assert!(baseline.metric("metrics.ttft_ms.p99").unwrap() < limit);
+    assert!(
+        baseline.metric(infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99")).unwrap()
+            < limit
+    );
     let r = repo_with_record(&conditions.join("\n"));
     let engine = std::fs::read_to_string(r.path().join("configs/engine.toml")).unwrap();
     let l40s = engine.replace("name = \"H100-SXM-80GB\"", "name = \"L40S\"");
@@ -375,7 +378,8 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
             s.prom_late_s
         );
     }
-    let base_ttft = baseline.metric("metrics.ttft_ms.p99").unwrap();
+    let base_ttft =
+        baseline.metric(infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99")).unwrap();
     for s in &seen[..2] {
         assert_eq!(s.fired_s, None, "{}: Prometheus rolled back\n{}", s.name, s.watch_out);
         assert_eq!(s.watch_code, Some(0), "{}: {}", s.name, s.watch_out);
@@ -387,7 +391,14 @@ fn watch_and_prometheus_agree_with_the_bench_on_unchanged_near_limit_and_slow_ca
     // Near the limit: slower than the record's run, still under its limit.
     let near = seen[1].bench_p99;
     assert!(near.0.unwrap() > base_ttft * 0.95, "{near:?} against {base_ttft}");
-    assert!(near.1.unwrap() > baseline.metric("metrics.tpot_ms.p99").unwrap() * 1.4, "{near:?}");
+    assert!(
+        near.1.unwrap()
+            > baseline
+                .metric(infergate_model::metric::MetricPath::named("metrics.tpot_ms.p99"))
+                .unwrap()
+                * 1.4,
+        "{near:?}"
+    );
     // The slow engine: both roll back within the window and a few scrape intervals.
     let slow = &seen[2];
     // Timed by Prometheus' own clock from the first evaluation whose window holds a request

@@ -136,7 +136,7 @@ fn round_trip_runs_to_record_to_thresholds_to_gate() {
     let got: Vec<_> = gate
         .thresholds
         .iter()
-        .map(|t| (t.metric.clone(), t.comparator, t.limit, t.action, t.adr, t.file.clone()))
+        .map(|t| (t.metric.to_string(), t.comparator, t.limit, t.action, t.adr, t.file.clone()))
         .collect();
     assert_eq!(got, want);
     let text = std::fs::read_to_string(root.join(file)).unwrap();
@@ -456,7 +456,7 @@ fn adr_supersede_with_parts_takes_over_named_thresholds_only() {
     assert_eq!(xtask(root, &["adr", "thresholds"]).code, 0);
     let gate = Thresholds::load(&root.join("thresholds/gate.toml")).unwrap();
     let owners: Vec<(String, u32, f64)> =
-        gate.thresholds.iter().map(|t| (t.metric.clone(), t.adr, t.limit)).collect();
+        gate.thresholds.iter().map(|t| (t.metric.to_string(), t.adr, t.limit)).collect();
     assert!(owners.contains(&("metrics.ttft_ms.p99".into(), 2, 250.0)), "{owners:?}");
     assert!(owners.contains(&("goodput.ratio".into(), 1, 0.9)), "{owners:?}");
     assert_eq!(owners.len(), 5, "{owners:?}");

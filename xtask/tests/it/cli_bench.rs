@@ -370,8 +370,8 @@ fn bench_trials_writes_a_trial_set_with_distinct_seeds_and_estimates() {
     seeds.dedup();
     assert_eq!(seeds.len(), 3, "each trial draws its own seed: {seeds:?}");
     // The default metrics, each with its t interval across the three trials.
-    for m in infergate_model::trials::DEFAULT_METRICS {
-        assert!(index.metrics.contains_key(*m), "{m}");
+    for m in infergate_model::trials::default_metrics() {
+        assert!(index.metrics.contains_key(m.as_str()), "{m}");
     }
     let tpot = &index.metrics["metrics.tpot_ms.mean"];
     assert_eq!(tpot.per_trial.len(), 3);
@@ -709,6 +709,15 @@ fn steady_gate_makes_the_gate_read_the_plateaus_figures() {
     assert!(out.contains("the thresholds read the run's plateau figures"), "{out}");
     let s = infergate_model::Summary::read(&r.path().join("runs/plateau")).unwrap();
     assert!(s.gates_on_plateau());
-    assert!(s.metric("plateau.metrics.ttft_ms.p99").unwrap() < 100.0, "{:?}", s.plateau);
-    assert_eq!(s.gated_metric("metrics.ttft_ms.p99"), s.metric("plateau.metrics.ttft_ms.p99"));
+    assert!(
+        s.metric(infergate_model::metric::MetricPath::named("plateau.metrics.ttft_ms.p99"))
+            .unwrap()
+            < 100.0,
+        "{:?}",
+        s.plateau
+    );
+    assert_eq!(
+        s.gated_metric(infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99")),
+        s.metric(infergate_model::metric::MetricPath::named("plateau.metrics.ttft_ms.p99"))
+    );
 }

@@ -186,5 +186,8 @@ fn a_server_that_reports_more_tokens_than_it_streamed_fails_the_token_gate() {
     assert!(inflated.stdout.contains("tokens.server_mismatch"), "{}", inflated.stdout);
     // 20 tokens streamed, 24 reported: 20% over.
     let s = infergate_model::Summary::read(&r.path().join("sets/inflated/trial-01")).unwrap();
-    assert_eq!(s.metric("tokens.server_mismatch"), Some(0.2));
+    assert_eq!(
+        s.metric(infergate_model::metric::MetricPath::named("tokens.server_mismatch")),
+        Some(0.2)
+    );
 }

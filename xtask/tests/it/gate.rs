@@ -41,7 +41,7 @@ fn threshold(
     line: usize,
 ) -> Threshold {
     Threshold {
-        metric: metric.into(),
+        metric: infergate_model::metric::MetricPath::named(metric),
         comparator,
         limit,
         unit: unit.into(),

@@ -67,7 +67,7 @@ fn set(spec: &EngineSpec, first_seed: u64) -> TrialSet {
 
 fn threshold(metric: &str, limit: f64, line: usize) -> Threshold {
     Threshold {
-        metric: metric.into(),
+        metric: infergate_model::metric::MetricPath::named(metric),
         comparator: infergate_model::stats::Comparator::Le,
         limit,
         unit: "ms".into(),
@@ -100,7 +100,8 @@ fn gate_rates(spec: &EngineSpec, thresholds: &Thresholds, base: u64) -> (f64, f6
 fn the_gate_rarely_fails_an_unchanged_configuration_and_states_what_it_detects() {
     let baseline = set(&spec(1.0), 2_000_000);
     let metrics = ["metrics.ttft_ms.p99", "metrics.tpot_ms.mean"];
-    let est = baseline.estimates(&metrics, Options::default());
+    let est = baseline
+        .estimates(&metrics.map(infergate_model::metric::MetricPath::named), Options::default());
     let limit = |m: &str| {
         propose_limit(est[m].estimate.as_ref().unwrap(), HEADROOM, Direction::LowerIsBetter)
             .unwrap()

@@ -588,7 +588,7 @@ fn a_record_may_supersede_named_thresholds_and_keys_of_another() {
     assert_eq!(lint_files(&files), vec![]);
     let adrs: Vec<_> = files.iter().map(|(p, t)| parse_adr(p, t)).collect();
     let owners: Vec<(String, u32)> =
-        live_thresholds(&adrs).iter().map(|t| (t.metric.clone(), t.adr)).collect();
+        live_thresholds(&adrs).iter().map(|t| (t.metric.to_string(), t.adr)).collect();
     assert_eq!(
         owners,
         [

@@ -129,7 +129,7 @@ fn generated_record_parses_and_only_the_human_parts_fail_lint() {
     let got: Vec<_> = adr
         .thresholds
         .iter()
-        .map(|t| (t.metric.clone(), t.comparator, t.limit, t.action))
+        .map(|t| (t.metric.to_string(), t.comparator, t.limit, t.action))
         .collect();
     assert_eq!(got, want);
     assert!(got.iter().all(|(m, ..)| m != "server.kv_fragmentation"));

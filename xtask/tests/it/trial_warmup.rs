@@ -113,7 +113,10 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
             "throughput.output_tokens_per_s"
         ]
     );
-    assert_eq!(w.headline["metrics.ttft_ms.p99"], ws.metric("metrics.ttft_ms.p99"));
+    assert_eq!(
+        w.headline["metrics.ttft_ms.p99"],
+        ws.metric(infergate_model::metric::MetricPath::named("metrics.ttft_ms.p99"))
+    );
     // Each run's scenario is that of a plain trial: the set, not the run, has warmup trials.
     assert_eq!(ws.config.profile().unwrap().load.warmup_trials, 0);
     assert!(o.stderr.contains("warmup trial 1: 8 requests, 8 ok, TTFT P99 "), "{}", o.stderr);
@@ -124,7 +127,9 @@ fn warmup_trials_run_first_are_listed_and_never_estimated_or_repeated_by_until_d
     let trials: Vec<Option<f64>> = ["trial-01", "trial-02"]
         .iter()
         .map(|t| {
-            infergate_model::Summary::read(&dir.join(t)).unwrap().metric("metrics.ttft_ms.mean")
+            infergate_model::Summary::read(&dir.join(t))
+                .unwrap()
+                .metric(infergate_model::metric::MetricPath::named("metrics.ttft_ms.mean"))
         })
         .collect();
     assert_eq!(ttft.per_trial, trials);

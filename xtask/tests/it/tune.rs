@@ -435,7 +435,11 @@ fn a_clearly_better_configuration_is_decided_by_goodput() {
         assert_eq!((g.trials, g.requests, g.method), (2, 32, Method::TInterval), "{r:?}");
         assert!(g.lo <= g.value && g.value <= g.hi, "{g:?}");
         let set = infergate_model::trials::TrialSet::load(&dir.join(&r.dir)).unwrap();
-        let per: Vec<f64> = set.per_trial("goodput.requests_per_s").into_iter().flatten().collect();
+        let per: Vec<f64> = set
+            .per_trial(infergate_model::metric::MetricPath::named("goodput.requests_per_s"))
+            .into_iter()
+            .flatten()
+            .collect();
         assert!((g.value - (per[0] + per[1]) / 2.0).abs() < 1e-9, "{g:?} {per:?}");
         assert!((r.goodput_rps.unwrap() - g.value).abs() < 1e-9);
         assert!(r.estimates.output_tokens_per_s.is_some() && r.estimates.ttft_p99_ms.is_some());

@@ -203,8 +203,8 @@ fn parse_parts(t: &str) -> Result<Vec<Part>, LinkError> {
                 return Err(LinkError::NotKey(item.to_string()));
             };
             parts.push(Part::Key { file: file.to_string(), key });
-        } else if infergate_model::summary::metric_def(item).is_some() {
-            parts.push(Part::Metric(item.to_string()));
+        } else if let Ok(metric) = MetricPath::parse(item) {
+            parts.push(Part::Metric(metric));
         } else {
             return Err(LinkError::NotPart(item.to_string()));
         }
@@ -307,10 +307,8 @@ pub fn parse_load_cell(
 pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>> {
     let [metric, comparator, limit, unit, action] = cells.map(|c| c.trim().trim_matches('`'));
     let mut errors = Vec::new();
-    let def = infergate_model::summary::metric_def(metric);
-    if def.is_none() {
-        errors.push(UnknownMetric(metric.to_string()).to_string());
-    }
+    let path = MetricPath::parse(metric).map_err(|e| errors.push(e.to_string())).ok();
+    let def = path.map(MetricPath::def);
     let comparator = Comparator::parse(comparator).map_err(|e| errors.push(e.to_string())).ok();
     let value = match limit.parse::<f64>() {
         Ok(v) if v.is_finite() => Some(v),
@@ -341,13 +339,13 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
         }
         other => other,
     };
-    match (def, comparator, converted, action) {
-        (Some(def), Some(comparator), Some(limit), Some(action)) if errors.is_empty() => {
+    match (path, comparator, converted, action) {
+        (Some(path), Some(comparator), Some(limit), Some(action)) if errors.is_empty() => {
             Ok(ThresholdRow {
-                metric: def.path.to_string(),
+                metric: path,
                 comparator,
                 limit,
-                unit: def.unit.to_string(),
+                unit: path.unit().to_string(),
                 action,
                 environment: None,
                 load: None,
@@ -396,56 +394,21 @@ pub fn parse_budget_row(
     detects: Option<&str>,
     action: &str,
 ) -> Result<BudgetRow, BudgetRowError> {
-    let Some(def) = infergate_model::summary::metric_def(metric) else {
-        return Err(BudgetRowError::Metric(UnknownMetric(metric.to_string())));
-    };
+    let metric = MetricPath::parse(metric).map_err(BudgetRowError::Metric)?;
     let worse_by = parse_share(budget).ok_or_else(|| BudgetRowError::Budget(budget.to_string()))?;
     let detect = match detects {
         Some(d) => Some(parse_share(d).ok_or_else(|| BudgetRowError::Detects(d.to_string()))?),
         None => None,
     };
     let action = Action::parse(action).map_err(BudgetRowError::Action)?;
-    infergate_model::ab::BudgetCheck::new(def.path, worse_by, detect, true, "")
+    infergate_model::ab::BudgetCheck::new(metric, worse_by, detect, true, "")
         .map_err(BudgetRowError::Check)?;
-    Ok(BudgetRow { metric: def.path.to_string(), worse_by, detect, action, line: 0 })
+    Ok(BudgetRow { metric, worse_by, detect, action, line: 0 })
 }
 
-/// A metric that is not in the registry (`infergate_model::summary::known_metrics`), as written; its
-/// message names the nearest one.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{}", unknown_metric_message(.0))]
-pub struct UnknownMetric(pub String);
-
-fn unknown_metric_message(metric: &str) -> String {
-    let nearest = infergate_model::summary::known_metrics()
-        .iter()
-        .map(|m| (edit_distance(metric, m.path), m.path))
-        .min();
-    let hint = match nearest {
-        Some((d, path)) if d <= 4 => format!("did you mean `{path}`? "),
-        _ => String::new(),
-    };
-    if metric.is_empty() {
-        return "missing metric; metrics are the dotted summary.json paths listed in docs/adr/README.md".into();
-    }
-    format!(
-        "unknown metric `{metric}`; {hint}metrics are the dotted summary.json paths listed in \
-         docs/adr/README.md (e.g. metrics.ttft_ms.p99, goodput.ratio)"
-    )
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
+use infergate_model::metric::MetricPath;
+/// A metric that is not in the registry, as written; its message names the nearest one.
+pub use infergate_model::metric::UnknownMetric;
 
 #[cfg(test)]
 mod tests {

@@ -167,7 +167,7 @@ pub fn choose(rows: &[TuneRow]) -> Option<Choice> {
     })?;
     let against = |w: usize, i: usize| {
         compare_estimates(
-            GOODPUT,
+            infergate_model::metric::MetricPath::named(GOODPUT),
             rows[i].estimates.goodput_rps.as_ref(),
             rows[w].estimates.goodput_rps.as_ref(),
             DEFAULT_CONFIDENCE,

@@ -72,7 +72,7 @@ pub fn run(
     m.file.stopped = Some(outcome.stopped);
     if !args.no_history && outcome.stopped != Stopped::Interrupted {
         let paired = ab::run::paired_differences(checks, &outcome.progress.trials);
-        let metrics: Vec<&str> = checks.iter().map(|c| c.metric.as_str()).collect();
+        let metrics: Vec<_> = checks.iter().map(|c| c.metric).collect();
         let [base, cand] = &m.summaries;
         let line = crate::history_store::gating::append_ab(
             root,

@@ -238,7 +238,7 @@ impl Measure for CliMeasure<'_> {
         self.summaries[(slot.arm == Arm::Candidate) as usize].push(out.summary.clone());
         let s = &out.summary;
         let values: BTreeMap<String, Option<f64>> =
-            self.file.checks.iter().map(|c| (c.metric.clone(), s.metric(&c.metric))).collect();
+            self.file.checks.iter().map(|c| (c.metric.to_string(), s.metric(c.metric))).collect();
         self.entries.push(TrialEntry {
             slot: *slot,
             dir: name.clone(),
@@ -266,7 +266,7 @@ impl Measure for CliMeasure<'_> {
         if self.priors.is_none()
             && let (Some(h), Some(first)) = (&self.history, self.summaries[0].first())
         {
-            let metrics: Vec<String> = self.file.checks.iter().map(|c| c.metric.clone()).collect();
+            let metrics: Vec<_> = self.file.checks.iter().map(|c| c.metric).collect();
             let p = infergate_policy::history::priors::ab_priors(&h.entries, first, &metrics);
             self.file.priors = p.clone();
             self.file.notes.push(format!("noise history: {}", h.describe()));
