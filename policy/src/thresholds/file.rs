@@ -391,5 +391,21 @@ mod tests {
         let e =
             parse(&Source::new("g.toml", ok.replace("goodput.ratio", "goodput.rate"))).unwrap_err();
         assert!(e.to_string().contains("unknown metric `goodput.rate`"), "{e}");
+        // Named as the threshold's, with where it comes from, though the metric field itself
+        // refuses the name when the file is read.
+        assert!(
+            e.to_string().ends_with(
+                "threshold #1 (from x.md:3): unknown metric `goodput.rate`; see \
+                 docs/adr/README.md for the metric names"
+            ),
+            "{e}"
+        );
+        let budget = "version = 1\n[[budget]]\nmetric = \"metrics.ttft_ms.p98\"\nworse_by = 0.05\naction = \"block\"\nadr = 1\nfile = \"x.md\"\nline = 7\n";
+        let e = parse(&Source::new("g.toml", budget)).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("budget #1 (from x.md:7): `metrics.ttft_ms.p98` is not a known metric"),
+            "{e}"
+        );
     }
 }
