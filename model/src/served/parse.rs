@@ -115,11 +115,11 @@ pub fn llamacpp_props(body: &Json) -> Parsed {
     p
 }
 
-/// The labels of vLLM's `vllm:cache_config_info` in a `/metrics` page.
-pub fn vllm_cache_config(metrics: &str) -> Parsed {
+/// The labels of vLLM's `vllm:cache_config_info` in a `/metrics` page (its exposition text).
+pub fn vllm_cache_config(exposition: &str) -> Parsed {
     let mut p = Parsed::default();
     const AT: &str = "GET /metrics vllm:cache_config_info";
-    let page = crate::promtext::parse(metrics);
+    let page = crate::promtext::parse(exposition);
     let name = crate::engine_series::vllm::CACHE_CONFIG_INFO;
     let Some(s) = page.samples.iter().find(|s| s.name == name) else {
         p.missing(format!("GET /metrics: no {name}"));

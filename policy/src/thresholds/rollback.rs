@@ -281,10 +281,10 @@ fn parse_rest(metric: &str, rest: &str) -> Result<RollbackCondition, Vec<String>
             ""
         }
     };
-    let converted = match (def, limit) {
-        (Some(def), Some(v)) => {
-            let unit = if unit.is_empty() { def.unit } else { unit };
-            to_metric_unit(v, unit, def.unit, metric)
+    let converted = match (path, limit) {
+        (Some(path), Some(v)) => {
+            let unit = if unit.is_empty() { path.unit() } else { unit };
+            to_metric_unit(v, unit, path)
                 .map_err(|e| errors.push(e.to_string()))
                 .ok()
                 .filter(|v| v.is_finite())

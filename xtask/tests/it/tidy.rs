@@ -653,3 +653,105 @@ fn the_circle_check_sees_a_circle() {
     let without = &files[..4];
     assert_eq!(find_cycle(&module_graph(without)), None);
 }
+
+/// Where a metric path or a configuration key may be split on its dots or taken as text: their
+/// parsers (`MetricPath`, `ConfigKey`), and the few strings that only look like one, each with
+/// why. Everywhere else a metric is a `MetricPath` and a key a `ConfigKey`, resolved once.
+const KEY_TEXT_ALLOWED: &[(&str, &str)] = &[
+    ("model/src/metric.rs", "MetricPath's parser"),
+    ("model/src/config/key.rs", "ConfigKey's parser"),
+    (
+        "policy/src/adr/parse/values.rs",
+        "the decision record's parser: a cell's text read into a MetricPath or a ConfigKey",
+    ),
+    ("model/src/foreign/aiperf.rs", "a schema version (`1.2`), not a key"),
+    ("model/src/promtext.rs", "a Prometheus label's name"),
+    ("model/src/sources/yaml.rs", "one key of a YAML mapping in a deployment file"),
+];
+
+/// The places in `files` ((path from the repository root, text) pairs) that take a metric or
+/// a configuration key apart as text: a `split('.')`/`rsplit('.')`/`splitn(.., '.')` call, or
+/// a public function with a `metric`/`key` parameter (`*_metric`, `*_key`, plural) typed
+/// `&str`, `String` or a list of them. Files of [`KEY_TEXT_ALLOWED`] are left out.
+fn key_text_violations(files: &[(String, String)]) -> Vec<String> {
+    const TEXT_TYPES: &[&str] =
+        &["&str", "String", "&String", "&[String]", "&[&str]", "Vec<String>", "Vec<&str>"];
+    let named = |n: &str| {
+        let n = n.trim_start_matches("mut ").trim();
+        ["metric", "key", "metrics", "keys"]
+            .iter()
+            .any(|w| n == *w || n.ends_with(&format!("_{w}")))
+    };
+    let mut out = Vec::new();
+    for (path, text) in files {
+        if KEY_TEXT_ALLOWED.iter().any(|(p, _)| p == path) {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for call in ["split('.')", "rsplit('.')", ", '.')"] {
+                if code.contains(call) && (call != ", '.')" || code.contains("splitn(")) {
+                    out.push(format!("{path}:{}: {}", i + 1, line.trim()));
+                }
+            }
+        }
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("pub ").or_else(|| rest.find("pub(crate) ")) {
+            rest = &rest[at..];
+            let head = rest.split('{').next().unwrap_or("");
+            let line = text.len() - rest.len();
+            let line = text[..line].lines().count() + 1;
+            rest = &rest[4..];
+            let Some(sig) = head.split_once(" fn ").map(|(_, s)| s) else { continue };
+            let Some((_, params)) = sig.split_once('(') else { continue };
+            let params = params.rsplit_once(')').map_or(params, |(p, _)| p);
+            for p in params.split(',') {
+                let Some((name, ty)) = p.split_once(':') else { continue };
+                if named(name) && TEXT_TYPES.contains(&ty.trim()) {
+                    let f = sig.split('(').next().unwrap_or("").trim();
+                    out.push(format!("{path}:{line}: fn {f}({}: {})", name.trim(), ty.trim()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn metrics_and_config_keys_are_typed_outside_their_parsers() {
+    let mut files = Vec::new();
+    for krate in ["model", "sim", "bench", "policy", "xtask"] {
+        let dir = format!("{krate}/src");
+        files.extend(crate_sources(&dir).into_iter().map(|(rel, t)| (format!("{dir}/{rel}"), t)));
+    }
+    assert!(files.len() > 200, "only {} source files", files.len());
+    for (p, _) in KEY_TEXT_ALLOWED {
+        assert!(files.iter().any(|(f, _)| f == p), "{p} is allowed but no longer exists");
+    }
+    let found = key_text_violations(&files);
+    assert!(found.is_empty(), "metric paths or config keys taken as text:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_key_text_check_sees_a_split_key_and_a_key_taken_as_a_string() {
+    let file = |rel: &str, text: &str| (rel.to_string(), text.to_string());
+    let files = [
+        file("policy/src/a.rs", "fn f(k: &ConfigKey) {\n    let s = k.as_str().split('.');\n}\n"),
+        file("policy/src/b.rs", "pub fn value(run: &Summary, metric: &str) -> f64 { 0.0 }\n"),
+        file(
+            "policy/src/c.rs",
+            "pub(crate) fn set(\n    table: &mut Table,\n    dotted_key: String,\n) {}\n",
+        ),
+        file("policy/src/d.rs", "pub fn value(run: &Summary, metric: MetricPath) -> f64 { 0.0 }\n"),
+        file("model/src/metric.rs", "pub fn parse(metric: &str) { metric.split('.'); }\n"),
+        file("policy/src/e.rs", "// a comment may say split('.')\nfn g(name: &str) {}\n"),
+    ];
+    assert_eq!(
+        key_text_violations(&files),
+        [
+            "policy/src/a.rs:2: let s = k.as_str().split('.');",
+            "policy/src/b.rs:1: fn value(metric: &str)",
+            "policy/src/c.rs:1: fn set(dotted_key: String)",
+        ]
+    );
+}

@@ -320,9 +320,9 @@ pub fn parse_threshold_row(cells: [&str; 5]) -> Result<ThresholdRow, Vec<String>
         }
     };
     let action = Action::parse(action).map_err(|e| errors.push(e.to_string())).ok();
-    let converted = match (def, value) {
-        (Some(def), Some(v)) => {
-            to_metric_unit(v, unit, def.unit, metric).map_err(|e| errors.push(e.to_string())).ok()
+    let converted = match (path, value) {
+        (Some(path), Some(v)) => {
+            to_metric_unit(v, unit, path).map_err(|e| errors.push(e.to_string())).ok()
         }
         _ => None,
     };
