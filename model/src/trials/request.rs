@@ -55,6 +55,13 @@ impl RequestOverride {
 }
 
 impl TrialRequest {
+    /// Whether a URL in the request holds a user or a password (`http://user:pass@host`): such a
+    /// request is not written to any file, so its set can be gated but not added to.
+    pub fn holds_credentials(&self) -> bool {
+        let text = serde_json::to_string(self).expect("a request serialises");
+        crate::redact::strip_userinfo(&text) != text
+    }
+
     /// The overrides as the profile's resolution takes them, in order.
     pub fn overrides(&self) -> Vec<Override> {
         self.overrides.iter().map(RequestOverride::to_override).collect()
@@ -86,5 +93,17 @@ mod tests {
         let back: TrialRequest = serde_json::from_str(&text).unwrap();
         assert_eq!(back, request);
         assert_eq!(back.overrides(), overrides);
+    }
+
+    #[test]
+    fn a_request_whose_url_holds_a_password_is_known_as_one() {
+        let with = |url: &str| TrialRequest {
+            config: None,
+            overrides: Vec::new(),
+            cli_target: Some(Target::at(url)),
+            profile: Profile::default(),
+        };
+        assert!(!with("http://127.0.0.1:8000").holds_credentials());
+        assert!(with("http://team:s3cret-pass@127.0.0.1:8000").holds_credentials());
     }
 }

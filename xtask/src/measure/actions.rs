@@ -94,8 +94,9 @@ pub(crate) fn until_decided(
         anyhow::bail!(
             "{} does not record the request its trials were measured with (a set measured \
              before trials.json format {} records its bench arguments as text, which leave \
-             settings out), so no trial can be added with the same settings; gate it as it is, \
-             or measure a new set with this version: `cargo xtask bench --trials N`",
+             settings out; a target URL with a user or password is written to no file), so no \
+             trial can be added with the same settings; gate it as it is, or measure a new set \
+             with this version: `cargo xtask bench --trials N`",
             path.join(infergate_model::trials::TRIALS_FILE).display(),
             infergate_model::trials::FORMAT_VERSION
         );

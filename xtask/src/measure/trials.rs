@@ -108,17 +108,29 @@ impl<'a> SetWriter<'a> {
         std::fs::create_dir_all(&dir).with_context(|| {
             format!("cannot create the trial set's directory {}", dir.display())
         })?;
+        // A user or password in the target's URL is written to no file: the set is then gated
+        // as it is, and trials are not added to it later.
+        let kept = !tp.request.holds_credentials();
+        let mut notes = Vec::new();
+        if !kept {
+            notes.push(
+                "trials.json keeps no request: the target's URL holds a user or password, which \
+                 no file keeps, so `bench trials --until-decided` cannot add trials to this set \
+                 (give the key by its variable, --api-key-env)"
+                    .to_string(),
+            );
+        }
         let index = TrialsFile {
             format_version: FORMAT_VERSION,
             run_id: plan.run_id.clone(),
             profile: plan.profile.name.clone(),
-            request: Some(tp.request.clone()),
+            request: kept.then(|| tp.request.clone()),
             planned: tp.count,
             cooldown_s: tp.cooldown_s,
             confidence: tp.confidence,
             trials: Vec::new(),
             metrics: Default::default(),
-            notes: Vec::new(),
+            notes,
             warmup: Vec::new(),
             cold_start: None,
         };

@@ -168,6 +168,21 @@ fn bench_prints_and_writes_no_slice_of_the_key() {
     let s = infergate_model::Summary::read(&r.path().join("runs/a")).expect("a summary");
     assert_eq!(s.requests.total, n as u64, "{}", String::from_utf8_lossy(&o.stderr));
     let mut found = scan(r.path(), &o);
+    // A trial set records what it was measured with: never the URL's password.
+    let o = xtask(r.path(), &["bench", "--trials", "2", "--out", "runs/t"]);
+    let set = std::fs::read_to_string(r.path().join("runs/t/trials.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    assert!(set.contains("\"planned\": 2"), "{set}");
+    found.extend(scan(r.path(), &o));
+    // With the password in --base-url the set keeps no request, and says why.
+    let url = format!("http://user:{PASSWORD}@127.0.0.1:{port}");
+    let args = ["--base-url", &url, "--model", "m", "--api-key-env", KEY_VAR];
+    let o = xtask(r.path(), &[&["bench", "--trials", "2", "--out", "runs/u"][..], &args].concat());
+    let set = std::fs::read_to_string(r.path().join("runs/u/trials.json"))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    assert!(!set.contains("\"request\""), "{set}");
+    assert!(set.contains("trials.json keeps no request"), "{set}");
+    found.extend(scan(r.path(), &o));
     // A refusal quotes what the server offers.
     let r = repo(port, "nope", 1);
     let o = xtask(r.path(), &["bench", "--out", "runs/b"]);
