@@ -20,8 +20,8 @@ pub mod exit;
 pub mod history;
 pub mod settings;
 pub mod template;
-#[cfg(test)]
-mod test_support;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod text;
 pub mod thresholds;
 pub mod tune;

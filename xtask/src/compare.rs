@@ -187,7 +187,7 @@ mod tests {
             requests: 64,
             method: Method::RequestBootstrap,
             undersampled: true,
-            ..crate::test_support::estimate(182.345, 170.01, 190.9)
+            ..infergate_policy::test_support::estimate(182.345, 170.01, 190.9)
         };
         assert_eq!(estimate_cell(Some(&e)), "182.3 [170, 190.9]*~");
         let counts = Estimate { method: Method::Observed, lo: 0.0, hi: 2.0, value: 1.0, ..e };

@@ -50,8 +50,6 @@ pub mod selftest;
 pub mod sim;
 pub mod spelling;
 pub mod test_cmd;
-#[cfg(test)]
-mod test_support;
 pub mod tune;
 #[cfg(feature = "runtime")]
 pub mod watch;

@@ -1,37 +1,10 @@
 use infergate_model::metrics::Slo;
-use infergate_model::summary::RunStatus;
-use infergate_model::sweep::{StagePlan, StageResult, SweepSpec, SweepSummary};
+use infergate_model::sweep::{StagePlan, SweepSpec, SweepSummary};
+
+use crate::test_support::stage;
 
 use super::figures::{cdf, cdf_points, sweep_latency, sweep_svg};
 use super::*;
-
-/// A complete sweep stage of 10 requests (the sweep's own tests build on it too).
-pub fn stage(i: usize, load: f64, tput: f64, ttft: Option<f64>) -> StageResult {
-    StageResult {
-        stage: i,
-        load,
-        dir: format!("stage-{i:02}"),
-        run_id: "r".into(),
-        status: RunStatus::Complete,
-        requests: 10,
-        ok: 10,
-        failed: 0,
-        window_s: Some(1.0),
-        requests_per_s: Some(1.0),
-        output_tokens_per_s: Some(tput),
-        ttft_p99_ms: ttft,
-        tpot_p99_ms: Some(20.0),
-        e2e_p99_ms: None,
-        goodput_ratio: None,
-        server_preemptions: None,
-        server_kv_cache_usage_max: None,
-        server_goodput_ratio: None,
-        gpu_utilization_pct: None,
-        cost_per_1m_output_tokens: None,
-        meets_slo: ttft.is_some_and(|t| t < 200.0),
-        violations: vec![],
-    }
-}
 
 fn sweep() -> SweepSummary {
     let spec: SweepSpec = "concurrency=4,16,64,256".parse().unwrap();

@@ -199,7 +199,7 @@ mod tests {
         let stage = |i: usize, load: f64, tput: f64, ttft: f64| StageResult {
             gpu_utilization_pct: (i == 2).then_some(55.0),
             violations: if ttft < 200.0 { vec![] } else { vec!["TTFT".into()] },
-            ..crate::test_support::stage(i, load, tput, Some(ttft))
+            ..infergate_policy::test_support::stage(i, load, tput, Some(ttft))
         };
         let spec: SweepSpec = "concurrency=32,128,256".parse().unwrap();
         SweepSummary::new(

@@ -368,7 +368,6 @@ const SHARED: &[&str] = &[
     "run_report",
     "settings",
     "template",
-    "test_support",
     "text",
     "thresholds",
 ];
