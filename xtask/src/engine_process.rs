@@ -69,6 +69,36 @@ impl Engine {
     }
 }
 
+/// The engine flags of the commands that start an engine per configuration: `tune` (one
+/// process per configuration) and `bench ab` (one per arm).
+#[derive(Clone, Debug, Args)]
+pub struct EngineFlags {
+    /// The engine each configuration runs in (each arm of `bench ab`).
+    #[arg(long = "engine", value_name = "ENGINE", value_parser = Engine::value_parser(), default_value = "sim")]
+    pub kind: Engine,
+    /// With --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
+    #[arg(long, value_name = "GGUF")]
+    pub gguf: Option<PathBuf>,
+    /// Seconds to wait for a started engine to answer /health.
+    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
+    pub ready_timeout: u64,
+}
+
+impl EngineFlags {
+    /// The process of a configuration (its engine-config text `text`, read as the file
+    /// `config`), its log at `log`, ready: none on the simulator.
+    pub(crate) fn start(
+        &self,
+        root: &Path,
+        (config, text): (&Path, &str),
+        log: PathBuf,
+    ) -> anyhow::Result<Option<EngineProcess>> {
+        let Engine::Process(kind) = self.kind else { return Ok(None) };
+        let timeout = Duration::from_secs(self.ready_timeout);
+        start_config(root, kind, (config, text), self.gguf.clone(), timeout, log).map(Some)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeCmd {
     /// The engine config file (engine parameters).

@@ -13,7 +13,7 @@ use infergate_model::metric::MetricPath;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -31,7 +31,7 @@ use super::model::{
     RowStatus, Search, SloCompliance, TuneFile, TuneRow, slo_check,
 };
 use crate::console::ConsoleTable;
-use crate::engine_process::{self as serve, Engine, EngineProcess};
+use crate::engine_process::{Engine, EngineFlags, EngineProcess};
 use crate::exit::Status;
 use crate::measure::bench::BenchCmd;
 use crate::plan::BenchMode;
@@ -68,15 +68,8 @@ pub struct TuneCmd {
     /// A file with a [tune] table: [tune.grid] lists and [tune.variants.NAME] tables.
     #[arg(long, value_name = "FILE")]
     pub tune_config: Option<PathBuf>,
-    /// The engine each configuration runs in.
-    #[arg(long, value_parser = Engine::value_parser(), default_value = "sim")]
-    pub engine: Engine,
-    /// llama.cpp: the model file (default: the cached Gemma 3 270M).
-    #[arg(long, value_name = "GGUF")]
-    pub gguf: Option<PathBuf>,
-    /// Seconds to wait for a started engine to answer /health.
-    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
-    pub ready_timeout: u64,
+    #[command(flatten)]
+    pub engine: EngineFlags,
     /// Measure at most N configurations (in the search's order).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_configs: Option<u32>,
@@ -158,7 +151,7 @@ impl TuneCmd {
                  each configuration runs several loads: choose one of them"
             );
         }
-        if self.engine == Engine::Sim
+        if self.engine.kind == Engine::Sim
             && let Some((name, _)) = &base.profile.target
         {
             bail!(
@@ -189,7 +182,7 @@ impl TuneCmd {
             base.profile.name,
             self.bench.flags.config,
             base.source.overrides,
-            self.engine.name(),
+            self.engine.kind.name(),
             base.mode
         );
         let tune = Tune {
@@ -307,7 +300,7 @@ impl Tune<'_> {
             format: FORMAT_VERSION,
             profile: self.cmd.bench.flags.profile.clone(),
             engine_config: self.governed_rel.clone(),
-            engine: self.cmd.engine.name().into(),
+            engine: self.cmd.engine.kind.name().into(),
             search: search.label(),
             objective: self.cmd.objective(),
             command: self.cmd.bench.command_line.clone(),
@@ -542,11 +535,8 @@ impl Tune<'_> {
         config: &Path,
         run_dir: &Path,
     ) -> anyhow::Result<Option<EngineProcess>> {
-        let Engine::Process(kind) = self.cmd.engine else { return Ok(None) };
         let log = PathBuf::from(format!("{}.engine.log", run_dir.display()));
-        let timeout = Duration::from_secs(self.cmd.ready_timeout);
-        let model = self.cmd.gguf.clone();
-        serve::start_config(&self.root, kind, (config, text), model, timeout, log).map(Some)
+        self.cmd.engine.start(&self.root, (config, text), log)
     }
 
     /// The row's measurements from its run or trial set (a trial set: the mean of its trials;

@@ -9,7 +9,7 @@ use infergate_model::stats::{LOOK_RULE_CHOICES, LookRule};
 
 use crate::text::parse_fraction;
 
-use crate::engine_process::Engine;
+use crate::engine_process::EngineFlags;
 use crate::measure::flags::MeasureFlags;
 
 /// `bench ab [BASE_REV]`: baseline and candidate in one job.
@@ -64,15 +64,8 @@ pub struct AbArgs {
     /// Seed of the blocks' orders (ABBA or BAAB).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// The engine both arms run in.
-    #[arg(long, value_parser = Engine::value_parser(), default_value = "sim")]
-    pub engine: Engine,
-    /// With --engine llama-cpp: the model file (default: the cached Gemma 3 270M).
-    #[arg(long, value_name = "GGUF")]
-    pub gguf: Option<PathBuf>,
-    /// Seconds to wait for a started engine to answer /health.
-    #[arg(long, value_name = "SECONDS", default_value_t = 180)]
-    pub ready_timeout: u64,
+    #[command(flatten)]
+    pub engine: EngineFlags,
     /// Neither read nor append the noise history (`refs/infergate/history`).
     #[arg(long)]
     pub no_history: bool,

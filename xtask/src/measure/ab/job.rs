@@ -2,7 +2,6 @@
 //! configs, the checks, the plan, each arm's engine, the measurement, the report.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use infergate_model::ab::{self, AbFile, ArmInfo, Design, PlanInput, Stopped, Verdict};
@@ -111,7 +110,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     let flags = MeasureFlags { sets: bench_both, ..args.flags.clone() };
     let cmd = BenchCmd { flags, quiet: true, ..BenchCmd::default() };
     let plan = cmd.plan(root, run_id.clone())?;
-    if args.engine == Engine::Sim
+    if args.engine.kind == Engine::Sim
         && let Some((name, _)) = &plan.profile.target
     {
         bail!(
@@ -152,7 +151,7 @@ fn set_up(root: &Path, args: &AbArgs, thresholds_file: &Path) -> anyhow::Result<
     let (budget, budget_source) = args.budget();
     // The candidate's environment, for the simulator the device of its engine config; a real
     // engine's GPU is known once it runs.
-    let environment = match args.engine {
+    let environment = match args.engine.kind {
         Engine::Sim => toml::from_str::<toml::Table>(&cand_text)
             .ok()
             .and_then(|t| serde_json::to_value(t).ok())
@@ -242,7 +241,7 @@ fn start_arms(root: &Path, args: &AbArgs, s: &Setup) -> anyhow::Result<[ArmRun; 
             engine_config: Some(rel.clone()),
             config_hash: Some(arms::config_hash(text)),
             sets: all_sets,
-            engine: args.engine.describe("arm"),
+            engine: args.engine.kind.describe("arm"),
         };
         out.push(ArmRun { arm, profile, config_rel: rel, params, engine, info });
     }
@@ -291,9 +290,10 @@ fn start_engine(
     dir: &Path,
     arm: ab::Arm,
 ) -> anyhow::Result<Option<serve::EngineProcess>> {
-    let Engine::Process(kind) = args.engine else { return Ok(None) };
-    eprintln!("starting the {}'s engine ({})", arm.as_str(), args.engine.describe("arm"));
+    if args.engine.kind == Engine::Sim {
+        return Ok(None);
+    }
+    eprintln!("starting the {}'s engine ({})", arm.as_str(), args.engine.kind.describe("arm"));
     let log = dir.join(format!("engine-{}.log", arm.as_str()));
-    let timeout = Duration::from_secs(args.ready_timeout);
-    serve::start_config(root, kind, (file, text), args.gguf.clone(), timeout, log).map(Some)
+    args.engine.start(root, (file, text), log)
 }
