@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ConfigKey, Override, Profile, Target};
+use crate::config::{Override, Profile, Target};
 
 /// The request a trial set's trials were measured with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -21,7 +21,7 @@ pub struct TrialRequest {
     /// The command line's overrides in the order they applied (the load, trace replay and
     /// workload flags as the keys they set, then `--set`, then the trial settings).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub overrides: Vec<RequestOverride>,
+    pub overrides: Vec<Override>,
     /// The target `--base-url` named (recorded under the name `cli`), with `--model` and
     /// `--api-key-env` (the variable's name, never its value).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,29 +31,6 @@ pub struct TrialRequest {
     pub profile: Profile,
 }
 
-/// One override of a [`TrialRequest`]: the dotted key, its value, and the flag that set it
-/// (for messages).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RequestOverride {
-    pub key: ConfigKey,
-    pub value: toml::Value,
-    pub origin: String,
-}
-
-impl From<&Override> for RequestOverride {
-    fn from(o: &Override) -> RequestOverride {
-        RequestOverride { key: o.key.clone(), value: o.value.clone(), origin: o.origin.clone() }
-    }
-}
-
-impl RequestOverride {
-    /// The override as the profile's resolution takes it.
-    pub fn to_override(&self) -> Override {
-        Override::new(self.key.clone(), self.value.clone(), self.origin.clone())
-    }
-}
-
 impl TrialRequest {
     /// Whether a URL in the request holds a user or a password (`http://user:pass@host`): such a
     /// request is not written to any file, so its set can be gated but not added to.
@@ -61,16 +38,12 @@ impl TrialRequest {
         let text = serde_json::to_string(self).expect("a request serialises");
         crate::redact::strip_userinfo(&text) != text
     }
-
-    /// The overrides as the profile's resolution takes them, in order.
-    pub fn overrides(&self) -> Vec<Override> {
-        self.overrides.iter().map(RequestOverride::to_override).collect()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ConfigKey;
 
     #[test]
     fn a_request_reads_back_with_its_overrides_typed() {
@@ -81,7 +54,7 @@ mod tests {
         ];
         let request = TrialRequest {
             config: Some("configs/other.toml".into()),
-            overrides: overrides.iter().map(RequestOverride::from).collect(),
+            overrides: overrides.to_vec(),
             cli_target: Some(Target {
                 api_key_env: Some("TEAM_KEY".into()),
                 ..Target::at("http://h:1")
@@ -92,7 +65,7 @@ mod tests {
         assert!(text.contains("\"api_key_env\":\"TEAM_KEY\""), "{text}");
         let back: TrialRequest = serde_json::from_str(&text).unwrap();
         assert_eq!(back, request);
-        assert_eq!(back.overrides(), overrides);
+        assert_eq!(back.overrides, overrides);
     }
 
     #[test]

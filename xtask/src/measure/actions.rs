@@ -127,7 +127,7 @@ fn plan_of(
     let source = ProfileSource {
         config: crate::measure::bench::load_config(root, request.config.as_deref())?,
         name: index.profile.clone(),
-        overrides: request.overrides(),
+        overrides: request.overrides.clone(),
         cli_target: request.cli_target.clone(),
     };
     let now = source.resolve(&[])?;

@@ -14,7 +14,7 @@ use infergate_model::capacity::{Budget, CapacitySpec, Limit};
 use infergate_model::config::{BenchConfig, ConfigKey, Override, Target};
 use infergate_model::summary::{EngineParams, RunStatus};
 use infergate_model::sweep::{Dimension, StagePlan, SweepSpec};
-use infergate_model::trials::{RequestOverride, TrialRequest};
+use infergate_model::trials::TrialRequest;
 use xshell::Shell;
 
 use crate::exit::Status;
@@ -474,7 +474,7 @@ impl BenchCmd {
     ) -> TrialRequest {
         TrialRequest {
             config: self.flags.config.clone(),
-            overrides: source.overrides.iter().map(RequestOverride::from).collect(),
+            overrides: source.overrides.clone(),
             cli_target: source.cli_target.clone(),
             profile: profile.profile.clone(),
         }

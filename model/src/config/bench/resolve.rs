@@ -15,8 +15,10 @@ pub struct ResolvedProfile {
     pub file: Option<PathBuf>,
 }
 
-/// One `key=value` override from the command line (`load.concurrency=64`).
-#[derive(Clone, Debug, PartialEq)]
+/// One `key=value` override from the command line (`load.concurrency=64`); a trial set's
+/// request ([`crate::trials::TrialRequest`]) keeps them as they applied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Override {
     pub key: ConfigKey,
     pub value: toml::Value,
