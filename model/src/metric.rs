@@ -48,13 +48,6 @@ pub enum MetricKind {
     Summary,
 }
 
-impl MetricKind {
-    /// The kind of a metric, from the registry.
-    pub fn of(metric: MetricPath) -> MetricKind {
-        metric.kind()
-    }
-}
-
 /// A latency series of `summary.json`'s `metrics` (and the plateau's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Series {

@@ -93,7 +93,7 @@ impl TrialSet {
         per_trial: Vec<Option<f64>>,
         opts: Options,
     ) -> Result<MetricEstimate, Vec<Option<f64>>> {
-        let kind = MetricKind::of(metric);
+        let kind = metric.kind();
         let blanks: Vec<usize> =
             per_trial.iter().enumerate().filter(|(_, v)| v.is_none()).map(|(i, _)| i + 1).collect();
         if !blanks.is_empty() {
@@ -329,7 +329,7 @@ fn request_bootstrap(
         let tail = (1.0 - opts.confidence) / 2.0;
         let lo = stats::quantile_in_place(&mut reps, tail).unwrap_or(f64::NAN);
         let hi = stats::quantile_in_place(&mut reps, 1.0 - tail).unwrap_or(f64::NAN);
-        let undersampled = match MetricKind::of(m) {
+        let undersampled = match m.kind() {
             MetricKind::Records { tail: Some(t) } => {
                 tail_undersampled(t, samples_of(m, &trial.summary).unwrap_or(0))
             }

@@ -225,7 +225,7 @@ mod tests {
 
     #[test]
     fn metric_kinds_follow_the_registry() {
-        let of = |m: &str| MetricKind::of(MetricPath::named(m));
+        let of = |m: &str| MetricPath::named(m).kind();
         assert_eq!(of("requests.failed"), MetricKind::Count);
         assert_eq!(of("server.preemptions"), MetricKind::Count);
         assert_eq!(of("metrics.ttft_ms.p99"), MetricKind::Records { tail: Some(0.01) });
