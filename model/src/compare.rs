@@ -142,8 +142,8 @@ pub fn compare(
     let mut rows = Vec::new();
     for &m in metrics {
         let unit = m.unit().to_string();
-        let ma = ea.get(m.as_str()).cloned().unwrap_or_else(blank);
-        let mb = eb.get(m.as_str()).cloned().unwrap_or_else(blank);
+        let ma = ea.get(&m).cloned().unwrap_or_else(blank);
+        let mb = eb.get(&m).cloned().unwrap_or_else(blank);
         let (difference, change) =
             compare_estimates(m, ma.estimate.as_ref(), mb.estimate.as_ref(), opts.confidence);
         rows.push(MetricComparison { metric: m, unit, a: ma, b: mb, difference, change });

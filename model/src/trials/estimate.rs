@@ -43,14 +43,14 @@ impl TrialSet {
         &self,
         metrics: &[MetricPath],
         opts: Options,
-    ) -> BTreeMap<String, MetricEstimate> {
+    ) -> BTreeMap<MetricPath, MetricEstimate> {
         let mut out = BTreeMap::new();
         let mut from_records = Vec::new();
         for &m in metrics {
             let per_trial = self.per_trial(m);
             match self.estimate_without_records(m, per_trial, opts) {
                 Ok(e) => {
-                    out.insert(m.to_string(), e);
+                    out.insert(m, e);
                 }
                 Err(per_trial) => from_records.push((m, per_trial)),
             }
@@ -68,12 +68,12 @@ impl TrialSet {
                         Some(Err(why)) => MetricEstimate::blank(per_trial, why),
                         None => MetricEstimate::blank(per_trial, "not measured"),
                     };
-                    out.insert(m.to_string(), e);
+                    out.insert(m, e);
                 }
             }
             Err(why) => {
                 for (m, per_trial) in from_records {
-                    out.insert(m.to_string(), MetricEstimate::blank(per_trial, why.clone()));
+                    out.insert(m, MetricEstimate::blank(per_trial, why.clone()));
                 }
             }
         }
@@ -82,7 +82,7 @@ impl TrialSet {
 
     /// One metric's estimate.
     pub fn estimate(&self, metric: MetricPath, opts: Options) -> MetricEstimate {
-        self.estimates(&[metric], opts).remove(metric.as_str()).expect("asked for")
+        self.estimates(&[metric], opts).remove(&metric).expect("asked for")
     }
 
     /// The estimate when it needs no records (`Err` hands the values back when it does: one

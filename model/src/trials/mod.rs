@@ -303,22 +303,22 @@ mod tests {
             ["metrics.ttft_ms.mean", "error_rate", "server.goodput_ratio", "cost.per_request"]
                 .map(MetricPath::named);
         let est = set.estimates(&metrics, Options { resamples: 400, ..Options::default() });
-        let mean = est["metrics.ttft_ms.mean"].estimate.clone().unwrap();
+        let mean = est[&metrics[0]].estimate.clone().unwrap();
         assert_eq!(mean.method, Method::RequestBootstrap);
         assert_eq!(mean.value, summary.metric(MetricPath::named("metrics.ttft_ms.mean")).unwrap());
         // ok TTFTs 100..=108, sd 2.58 over 270: se 0.157, the interval about ±0.31.
         assert!(mean.lo < mean.value && mean.hi > mean.value, "{mean}");
         assert!(mean.hi - mean.lo > 0.4 && mean.hi - mean.lo < 0.9, "{mean}");
         // The error rate 0.1 over 300 requests: se 0.0173, about ±0.034.
-        let err = est["error_rate"].estimate.clone().unwrap();
+        let err = est[&metrics[1]].estimate.clone().unwrap();
         assert!((err.value - 0.1).abs() < 1e-12, "{err}");
         assert!(err.lo > 0.05 && err.lo < 0.08 && err.hi > 0.12 && err.hi < 0.15, "{err}");
         // Not from the records: no interval from one trial, and it says so.
-        let server = &est["server.goodput_ratio"];
+        let server = &est[&metrics[2]];
         assert_eq!(server.per_trial, vec![Some(0.9)]);
         assert!(server.estimate.is_none());
         assert!(server.blank.as_deref().unwrap().contains("measure trials"), "{server:?}");
-        assert_eq!(est["cost.per_request"].blank.as_deref(), Some("not measured"));
+        assert_eq!(est[&metrics[3]].blank.as_deref(), Some("not measured"));
         // Seeded: the same run gives the same interval.
         let again = set.estimates(&metrics, Options { resamples: 400, ..Options::default() });
         assert_eq!(again, est);

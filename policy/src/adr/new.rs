@@ -155,7 +155,7 @@ pub fn row_stats(sets: &[infergate_model::trials::TrialSet], confidence: f64) ->
             let estimates = metrics
                 .iter()
                 .zip(&paths)
-                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p.as_str())?)))
+                .filter_map(|(m, p)| Some((m.to_string(), by_path.remove(p)?)))
                 .collect();
             RowStats {
                 trials: set.trials.len(),

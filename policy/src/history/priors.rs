@@ -61,7 +61,7 @@ impl SetPriors {
     /// what was used.
     pub fn apply(
         &self,
-        estimates: &mut BTreeMap<String, MetricEstimate>,
+        estimates: &mut BTreeMap<MetricPath, MetricEstimate>,
         confidence: f64,
     ) -> Vec<String> {
         let mut notes = vec![format!("noise history: {}", self.history)];
@@ -70,12 +70,12 @@ impl SetPriors {
             let Some(e) = m.estimate.as_mut().filter(|e| e.method == Method::TInterval) else {
                 continue;
             };
-            let (Some(p), Ok(path)) = (self.pooled.get(metric), MetricPath::parse(metric)) else {
+            let Some(p) = self.pooled.get(metric.as_str()) else {
                 unmatched.push(metric.as_str());
                 continue;
             };
             let per_trial: Vec<f64> = m.per_trial.iter().filter_map(|v| *v).collect();
-            match history::pooled_estimate(path, &per_trial, e.requests, p, confidence) {
+            match history::pooled_estimate(*metric, &per_trial, e.requests, p, confidence) {
                 Ok(mut pooled) => {
                     pooled.undersampled = e.undersampled;
                     notes.push(format!(

@@ -544,7 +544,7 @@ pub fn evaluate_pooled(
             if !check.scenario_diffs.is_empty() {
                 return check;
             }
-            let Some(m) = estimates.get(first.gated_path(t.metric).as_str()) else {
+            let Some(m) = estimates.get(&first.gated_path(t.metric)) else {
                 check.verdict = CheckOutcome::Missing;
                 return check;
             };

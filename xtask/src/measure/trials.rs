@@ -16,6 +16,7 @@
 //! 1 looks like a cold start ([`infergate_model::trials::cold_start`]), `trials.json` and the console say
 //! so; the estimates are not changed.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -278,7 +279,7 @@ impl<'a> SetWriter<'a> {
     /// each trial's value, with the estimate blank.
     fn write(&mut self, last: bool) -> anyhow::Result<()> {
         let names: &[MetricPath] = &self.metrics;
-        self.index.metrics = if self.index.trials.is_empty() {
+        let metrics: BTreeMap<MetricPath, MetricEstimate> = if self.index.trials.is_empty() {
             Default::default()
         } else {
             let set = TrialSet::with_index(&self.dir, self.index.clone())
@@ -292,20 +293,20 @@ impl<'a> SetWriter<'a> {
                     .iter()
                     .map(|&m| {
                         let per_trial = set.per_trial(m);
-                        (m.to_string(), MetricEstimate::blank(per_trial, why.as_str()))
+                        (m, MetricEstimate::blank(per_trial, why.as_str()))
                     })
                     .collect()
             } else {
                 set.estimates(names, options(self.index.confidence))
             }
         };
-        self.index.cold_start =
-            match self.index.trials.is_empty() {
-                true => None,
-                false => infergate_model::trials::cold_start(self.index.metrics.iter().filter_map(
-                    |(m, e)| Some((MetricPath::parse(m).ok()?, e.per_trial.as_slice())),
-                )),
-            };
+        self.index.cold_start = match self.index.trials.is_empty() {
+            true => None,
+            false => infergate_model::trials::cold_start(
+                metrics.iter().map(|(&m, e)| (m, e.per_trial.as_slice())),
+            ),
+        };
+        self.index.metrics = metrics.into_iter().map(|(m, e)| (m.to_string(), e)).collect();
         self.index.write(&self.dir).context("cannot write trials.json")?;
         Ok(())
     }

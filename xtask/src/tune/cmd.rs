@@ -632,10 +632,10 @@ fn fill_from_set(row: &mut TuneRow, set: &TrialSet, slo: &infergate_model::metri
         "metrics.ttft_ms.p99",
         "metrics.tpot_ms.p99",
         "metrics.e2e_ms.p99",
-    ];
-    let mut est =
-        set.estimates(&metrics.map(MetricPath::named), infergate_model::stats::Options::default());
-    let mut take = |m: &str| est.remove(m).and_then(|e| e.estimate);
+    ]
+    .map(MetricPath::named);
+    let mut est = set.estimates(&metrics, infergate_model::stats::Options::default());
+    let mut take = |m: MetricPath| est.remove(&m).and_then(|e| e.estimate);
     row.estimates = RowEstimates {
         goodput_rps: take(metrics[0]),
         output_tokens_per_s: take(metrics[1]),

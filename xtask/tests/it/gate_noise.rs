@@ -100,10 +100,10 @@ fn gate_rates(spec: &EngineSpec, thresholds: &Thresholds, base: u64) -> (f64, f6
 fn the_gate_rarely_fails_an_unchanged_configuration_and_states_what_it_detects() {
     let baseline = set(&spec(1.0), 2_000_000);
     let metrics = ["metrics.ttft_ms.p99", "metrics.tpot_ms.mean"];
-    let est = baseline
-        .estimates(&metrics.map(infergate_model::metric::MetricPath::named), Options::default());
+    let named = infergate_model::metric::MetricPath::named;
+    let est = baseline.estimates(&metrics.map(named), Options::default());
     let limit = |m: &str| {
-        propose_limit(est[m].estimate.as_ref().unwrap(), HEADROOM, Direction::LowerIsBetter)
+        propose_limit(est[&named(m)].estimate.as_ref().unwrap(), HEADROOM, Direction::LowerIsBetter)
             .unwrap()
     };
     let thresholds = Thresholds {
@@ -115,7 +115,7 @@ fn the_gate_rarely_fails_an_unchanged_configuration_and_states_what_it_detects()
         budgets: vec![],
     };
     let (fail, inconclusive) = gate_rates(&spec(1.0), &thresholds, 1_000_000);
-    let tpot = est[metrics[1]].estimate.clone().unwrap();
+    let tpot = est[&named(metrics[1])].estimate.clone().unwrap();
     let mdc = min_detectable_change(&tpot, &limit(metrics[1]), 0.95).unwrap();
     let (worse_fail, worse_inconclusive) = gate_rates(&spec(1.2), &thresholds, 3_000_000);
     eprintln!(
