@@ -332,54 +332,16 @@ pub(crate) const DEFAULT_CONFIG: &str = "configs/bench.toml";
 
 impl Default for BenchCmd {
     /// `cargo xtask bench` with no flag: the flags' defaults, for the commands that measure
-    /// through the bench (`noise`, `bench ab`) to set theirs on.
+    /// through the bench (`noise`, `bench ab`) to set theirs on. Parsed from an empty command
+    /// line, so the defaults are the flags' own.
     fn default() -> BenchCmd {
-        BenchCmd {
-            flags: MeasureFlags::default(),
-            target: None,
-            base_url: None,
-            model: None,
-            api_key_env: None,
-            concurrency: None,
-            rate: None,
-            trace: None,
-            time_scale: None,
-            trace_start: None,
-            trace_duration: None,
-            requests: None,
-            duration: None,
-            max_tokens: None,
-            out: None,
-            quiet: false,
-            sweep: None,
-            stage_duration: None,
-            warmup_fraction: None,
-            capacity: None,
-            capacity_target: None,
-            capacity_limit: Vec::new(),
-            capacity_start: None,
-            capacity_max: None,
-            capacity_resolution: None,
-            capacity_trials: None,
-            capacity_budget: None,
-            gate: false,
-            thresholds: PathBuf::from(crate::thresholds::GATE_FILE),
-            github: false,
-            compare_strategies: None,
-            report: false,
-            trials: None,
-            record_history: false,
-            warmup_trials: None,
-            cooldown: None,
-            confidence: infergate_model::stats::DEFAULT_CONFIDENCE,
-            allow_busy_host: false,
-            until_decided: false,
-            max_trials: None,
-            shard: None,
-            start_at: None,
-            run_id: None,
-            command_line: None,
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Bench {
+            #[command(flatten)]
+            bench: BenchCmd,
         }
+        Bench::try_parse_from(["bench"]).expect("bench needs no flag").bench
     }
 }
 
@@ -812,6 +774,11 @@ mod tests {
     fn the_default_command_is_bench_without_flags() {
         let parsed = bench_cmd(&[]);
         assert_eq!(format!("{:?}", BenchCmd::default()), format!("{parsed:?}"));
+        let d = BenchCmd::default();
+        assert_eq!((d.flags.profile.as_str(), d.flags.config.as_ref()), ("default", None));
+        assert_eq!(d.thresholds, PathBuf::from(crate::thresholds::GATE_FILE));
+        assert_eq!(d.confidence, infergate_model::stats::DEFAULT_CONFIDENCE);
+        assert!(d.flags.sets.is_empty() && !d.quiet && d.trials.is_none());
         // -p is --profile.
         assert_eq!(bench_cmd(&["-p", "x"]).flags.profile, "x");
     }

@@ -23,10 +23,3 @@ pub struct MeasureFlags {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
 }
-
-impl Default for MeasureFlags {
-    /// The default profile of the default config, nothing overridden (the flags' defaults).
-    fn default() -> MeasureFlags {
-        MeasureFlags { profile: "default".into(), config: None, sets: Vec::new() }
-    }
-}
